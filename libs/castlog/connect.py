@@ -1,0 +1,63 @@
+"""Connecting to Redis from ``REDIS_URL``: retry with backoff at start-up, and a health check."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+CONNECT_ATTEMPTS = 30
+BACKOFF_S = 0.2
+BACKOFF_MAX_S = 5.0
+HEALTH_TIMEOUT_S = 1.0
+
+
+async def connect(
+    url: str = DEFAULT_URL,
+    *,
+    attempts: int = CONNECT_ATTEMPTS,
+    backoff_s: float = BACKOFF_S,
+    max_connections: int | None = None,
+) -> Redis:
+    """A client for ``url`` once the server answers PING; retries with exponential backoff."""
+    client = Redis.from_url(url, decode_responses=False, max_connections=max_connections)
+    delay = backoff_s
+    for attempt in range(1, attempts + 1):
+        try:
+            await client.ping()
+            return client
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            if attempt == attempts:
+                await client.aclose()
+                raise ConnectionError(
+                    f"Redis at {redact(url)} did not answer after {attempts} attempts ({exc}); "
+                    "check REDIS_URL and that the server is running"
+                ) from exc
+            log.warning("Redis at %s not reachable (%s); retrying in %.1fs", redact(url), exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
+    raise AssertionError("unreachable")
+
+
+async def healthy(client: Redis, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
+    """True when Redis answers PING within ``timeout_s``."""
+    try:
+        return bool(await asyncio.wait_for(client.ping(), timeout_s))
+    except (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError):
+        return False
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and errors."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}" if user else f"{scheme}{sep}***@{host}"

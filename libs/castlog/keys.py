@@ -1,0 +1,55 @@
+"""Key names and the mapping between a cast's ``seq_num`` and its stream entry id."""
+
+from __future__ import annotations
+
+import re
+
+JOBS = "jobs"
+JOBS_DEAD = "jobs/dead"
+PROGRESS_DONE = "progress/done"
+VOICES = "synth/voices"
+GROUP = "synth"
+
+CAST_PREFIX = "pub/casts/"
+CATALOG_PREFIX = "catalog/"
+
+# content_id() yields 12 characters of URL-safe base64; nothing else is a cast id.
+CAST_ID_LEN = 12
+_CAST_ID = re.compile(r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN)
+
+
+def is_cast_id(value: str) -> bool:
+    return _CAST_ID.fullmatch(value) is not None
+
+
+def cast_key(cast_id: str) -> str:
+    return CAST_PREFIX + cast_id
+
+
+def catalog_key(cast_id: str) -> str:
+    return CATALOG_PREFIX + cast_id
+
+
+def cast_id_of(stream: str) -> str | None:
+    """The cast id of a public stream name, or None for any other stream."""
+    if not stream.startswith(CAST_PREFIX):
+        return None
+    rest = stream[len(CAST_PREFIX) :]
+    return rest if is_cast_id(rest) else None
+
+
+def entry_id(seq_num: int) -> str:
+    """Record ``n`` lives at stream id ``0-(n+1)`` so a reader seeks by seq_num in O(log n)."""
+    if seq_num < 0:
+        raise ValueError(f"seq_num must be >= 0, not {seq_num}")
+    return f"0-{seq_num + 1}"
+
+
+def seq_of(stream_id: str | bytes) -> int:
+    """The seq_num of an entry id written by :func:`entry_id`."""
+    if isinstance(stream_id, bytes):
+        stream_id = stream_id.decode()
+    ms, _, seq = stream_id.partition("-")
+    if ms != "0" or not seq:
+        raise ValueError(f"not a cast log entry id: {stream_id!r}")
+    return int(seq) - 1

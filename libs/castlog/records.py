@@ -1,0 +1,121 @@
+"""The records of a cast log, as a msgspec tagged union.
+
+An entry of ``pub/casts/<id>`` has the fields ``e`` (the kind), ``h`` (the headers as a JSON
+object), ``b`` (the body, audio only) and ``ts`` (milliseconds since the epoch, stamped by Redis
+when the entry was appended). Tags are explicit strings so that renaming a class never changes
+stored data; ``h`` carries the tag too, so one decoder reads every kind.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Union
+
+import msgspec
+
+from .keys import seq_of
+
+log = logging.getLogger(__name__)
+
+
+class _Record(msgspec.Struct, frozen=True, tag_field="e", omit_defaults=True):
+    pass
+
+
+class Meta(_Record, tag="meta"):
+    title: str
+    voice: str
+    chars: int
+    sentences: int
+    created_at: int  # ms since the epoch
+
+
+class Start(_Record, tag="start"):
+    attempt: int
+    resume_from: int
+    at: int  # ms since the epoch
+
+
+class Audio(_Record, tag="audio"):
+    i: int  # sentence index
+    t: str  # sentence text
+    d: int  # duration in ms, exact
+    o: int  # start in ms on the cast timeline
+    body: bytes = b""  # the MP3 chunk; stored in field ``b``, never inside ``h``
+
+
+class Eos(_Record, tag="eos"):
+    sentences: int
+    audio_ms: int
+    attempts: int
+
+
+class Error(_Record, tag="error"):
+    reason: str
+    attempts: int
+
+
+Record = Union[Meta, Start, Audio, Eos, Error]
+KINDS = {"meta", "start", "audio", "eos", "error"}
+TERMINAL = {"eos", "error"}
+
+
+def kind_of(record: Record) -> str:
+    return type(record).__struct_config__.tag  # type: ignore[return-value]
+
+
+def is_terminal(record: Record) -> bool:
+    return isinstance(record, (Eos, Error))
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One decoded record with its place in the log."""
+
+    seq_num: int
+    record: Record
+    ts: int = 0  # ms since the epoch when Redis appended it (0 when unknown)
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.record)
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Record)
+_warned_kinds: set[str] = set()
+
+
+def encode_fields(record: Record) -> list[bytes]:
+    """The flat ``e, h, b`` field list that the append script writes (``b`` may be empty)."""
+    body = b""
+    if isinstance(record, Audio):
+        body = record.body
+        record = msgspec.structs.replace(record, body=b"")
+    return [kind_of(record).encode(), _encoder.encode(record), body]
+
+
+def encode_headers(record: Record) -> bytes:
+    """The record as JSON without its body (what ``h`` holds)."""
+    return encode_fields(record)[1]
+
+
+def decode_fields(fields: dict[bytes, bytes]) -> Record | None:
+    """Decode one stream entry; None (logged once per kind) for a kind this version does not know."""
+    kind = fields.get(b"e", b"").decode()
+    if kind not in KINDS:
+        if kind not in _warned_kinds:
+            _warned_kinds.add(kind)
+            log.warning("skipping cast log record of unknown kind %r (written by a newer version?)", kind)
+        return None
+    record = _decoder.decode(fields[b"h"])
+    if isinstance(record, Audio):
+        record = msgspec.structs.replace(record, body=fields.get(b"b", b""))
+    return record
+
+
+def decode_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry | None:
+    record = decode_fields(fields)
+    if record is None:
+        return None
+    ts = fields.get(b"ts")
+    return Entry(seq_of(entry_id), record, int(ts) if ts else 0)

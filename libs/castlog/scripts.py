@@ -1,0 +1,64 @@
+"""The Lua scripts: each one short, each one atomic thing. Registered once per client."""
+
+from __future__ import annotations
+
+# Milliseconds from Redis's own clock, so every service compares times on one clock.
+_NOW_MS = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+"""
+
+# KEYS[1]: the cast log pub/casts/<id>
+# ARGV[1]: match_seq_num, the tail the caller believes in; then e, h, b for each record
+# Appends the records at seq match, match+1, ... only if the tail is exactly match_seq_num.
+# Returns {1, new_tail} or {0, actual_tail}. XLEN is the tail: logs are never trimmed.
+APPEND = (
+    """
+local tail = redis.call('XLEN', KEYS[1])
+if tail ~= tonumber(ARGV[1]) then return {0, tail} end
+"""
+    + _NOW_MS
+    + """
+for i = 2, #ARGV, 3 do
+  tail = tail + 1
+  if ARGV[i + 2] == '' then
+    redis.call('XADD', KEYS[1], '0-' .. tail, 'e', ARGV[i], 'h', ARGV[i + 1], 'ts', now)
+  else
+    redis.call('XADD', KEYS[1], '0-' .. tail, 'e', ARGV[i], 'h', ARGV[i + 1], 'b', ARGV[i + 2], 'ts', now)
+  end
+end
+return {1, tail}
+"""
+)
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs
+# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: text, ARGV[4]: title, ARGV[5]: meta headers (JSON)
+# An empty log: write the recipe, meta at seq 0 and the job, answer 'new'. A log that ended
+# in `error`: enqueue one new job per error record (the catalog remembers which error it
+# answered, so concurrent resubmits enqueue once), answer 'reenqueued'. Else 'existing'.
+SUBMIT = (
+    _NOW_MS
+    + """
+local n = redis.call('XLEN', KEYS[1])
+if n == 0 then
+  redis.call('XADD', KEYS[2], '*', 'text', ARGV[3], 'voice', ARGV[2], 'title', ARGV[4], 'created_at', now)
+  redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[5], 'ts', now)
+  redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+  return 'new'
+end
+local function field(entry, name)
+  if not entry then return nil end
+  local f = entry[2]
+  for i = 1, #f, 2 do if f[i] == name then return f[i + 1] end end
+  return nil
+end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if field(last, 'e') ~= 'error' then return 'existing' end
+local error_seq = tostring(n - 1)
+local mark = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+if field(mark, 'requeued_for') == error_seq then return 'existing' end
+redis.call('XADD', KEYS[2], '*', 'requeued_for', error_seq, 'at', now)
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+return 'reenqueued'
+"""
+)

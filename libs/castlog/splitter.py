@@ -1,0 +1,98 @@
+"""The one text splitter: text -> the cast's chunks (sentences, cut so none is too long).
+
+Pure Python and deterministic: intake plans ``meta.sentences`` with it and the worker
+synthesizes with it, so both always agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
+# chunk of at most this many characters fits; the worker still re-splits on phoneme overflow
+# (digits, for one, expand into many words).
+MAX_PHONEMES = 510
+MAX_CHUNK_CHARS = 300
+# A short first chunk makes the first audio arrive fast.
+FIRST_CHUNK_CHARS = 80
+# A cut never leaves a fragment shorter than this when a later cut point exists.
+MIN_CUT_CHARS = 12
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e no fig approx inc ltd co jan feb mar apr jun jul "
+    "aug sep sept oct nov dec mt ft u.s u.k a.m p.m".split()
+)
+# A sentence ends after . ! ? … (and closing quotes or brackets) followed by white space,
+# or after CJK full stops with or without space.
+_END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)""")
+_SPACES = re.compile(r"\s+")
+# Preferred cut points inside a long sentence, best first.
+_CUTS = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"), re.compile(r"\s"))
+
+
+def split_text(
+    text: str, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS
+) -> list[str]:
+    """Split ``text`` into chunks: never empty, never longer than ``max_chars``; the first one
+    at most ``first_chars``. Dropping white space, the chunks concatenate back to the text."""
+    if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
+        raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
+    chunks: list[str] = []
+    for sentence in _sentences(text):
+        while sentence:
+            limit = first_chars if not chunks else max_chars
+            head, sentence = _cut(sentence, limit)
+            chunks.append(head)
+    return chunks
+
+
+def count_chunks(text: str) -> int:
+    return len(split_text(text))
+
+
+def _sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        start = 0
+        for m in _END.finditer(line):
+            if m.group(1) and (_is_abbreviation(line, m.start()) or _continues(line, m.end())):
+                continue
+            out.append(line[start : m.end()])
+            start = m.end()
+        out.append(line[start:])
+    return [s for s in (_SPACES.sub(" ", s).strip() for s in out) if s]
+
+
+def _continues(line: str, end: int) -> bool:
+    """A lower-case word after the stop ("Wait... what?") continues the sentence."""
+    rest = line[end:].lstrip()
+    return bool(rest) and rest[0].islower()
+
+
+def _is_abbreviation(line: str, dot: int) -> bool:
+    if line[dot] != ".":
+        return False
+    word = line[:dot].rsplit(None, 1)[-1].lower() if line[:dot].strip() else ""
+    word = word.lstrip("\"'“‘([")
+    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _cut(sentence: str, limit: int) -> tuple[str, str]:
+    """A good head of at most ``limit`` characters, and the rest.
+
+    A long run is cut into pieces of about equal length (not one full piece and a stub), at
+    the best kind of cut point found near that length.
+    """
+    if len(sentence) <= limit:
+        return sentence, ""
+    pieces = -(-len(sentence) // limit)
+    target = min(limit, -(-len(sentence) // pieces) + MIN_CUT_CHARS)
+    for bound in (target, limit):
+        window = sentence[: bound + 1]  # a space right after the bound is a fine cut too
+        for pattern in _CUTS:
+            ends = [m.end() for m in pattern.finditer(window) if m.end() >= MIN_CUT_CHARS]
+            ends = [e for e in ends if len(sentence[:e].rstrip()) <= bound]
+            if ends:
+                at = max(ends)
+                return sentence[:at].strip(), sentence[at:].strip()
+    return sentence[:limit].strip(), sentence[limit:].strip()

@@ -1,0 +1,86 @@
+"""Derived views of a cast log: the playable audio across attempts, and the cast's state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .records import Audio, Entry, Eos, Error, Meta, Start
+
+Status = Literal["queued", "generating", "done", "error"]
+
+
+def playable(entries: Iterable[Entry]) -> list[Entry]:
+    """The audio a listener hears, in sentence order.
+
+    Each ``start`` keeps the audio of earlier attempts with index ``< resume_from`` and drops
+    the rest; the audio that follows it is added. With ``resume_from == 0`` this is simply
+    "the audio after the latest start".
+    """
+    kept: dict[int, Entry] = {}
+    for entry in entries:
+        record = entry.record
+        if isinstance(record, Start):
+            kept = {i: e for i, e in kept.items() if i < record.resume_from}
+        elif isinstance(record, Audio):
+            kept[record.i] = entry
+    return [kept[i] for i in sorted(kept)]
+
+
+@dataclass
+class CastState:
+    """What a log says about its cast, folded record by record (see :meth:`add`)."""
+
+    title: str = ""
+    voice: str = ""
+    chars: int = 0
+    planned: int = 0
+    status: Status = "queued"
+    attempts: int = 0
+    resume_from: int = 0
+    error: str | None = None
+    tail: int = 0  # the next seq_num
+    _audio: dict[int, int] = field(default_factory=dict)  # sentence index -> duration ms
+
+    @property
+    def finished(self) -> int:
+        return len(self._audio)
+
+    @property
+    def audio_ms(self) -> int:
+        return sum(self._audio.values())
+
+    def next_sentence(self) -> int:
+        """The first sentence index not yet in the playable audio (where a new attempt resumes)."""
+        i = 0
+        while i in self._audio:
+            i += 1
+        return i
+
+    def add(self, entry: Entry) -> None:
+        record = entry.record
+        self.tail = max(self.tail, entry.seq_num + 1)
+        if isinstance(record, Meta):
+            self.title, self.voice = record.title, record.voice
+            self.chars, self.planned = record.chars, record.sentences
+        elif isinstance(record, Start):
+            self.attempts = max(self.attempts, record.attempt)
+            self.resume_from = record.resume_from
+            self._audio = {i: d for i, d in self._audio.items() if i < record.resume_from}
+            self.status, self.error = "generating", None
+        elif isinstance(record, Audio):
+            self._audio[record.i] = record.d
+            self.status = "generating"
+        elif isinstance(record, Eos):
+            self.status = "done"
+        elif isinstance(record, Error):
+            self.status, self.error = "error", record.reason
+            self.attempts = max(self.attempts, record.attempts)
+
+
+def summarize(entries: Iterable[Entry]) -> CastState:
+    state = CastState()
+    for entry in entries:
+        state.add(entry)
+    return state

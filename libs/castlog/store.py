@@ -1,0 +1,140 @@
+"""The cast log API over one Redis client: conditional append, submit, read and follow."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from . import keys, scripts
+from .records import Entry, Meta, Record, decode_entry, encode_fields, is_terminal
+
+SubmitResult = Literal["new", "existing", "reenqueued"]
+
+# One blocking read waits at most this long before the follower re-checks its state.
+FOLLOW_BLOCK_MS = 5_000
+# Records fetched per round trip when replaying or following.
+READ_BATCH = 100
+
+
+class SeqMismatch(Exception):
+    """A conditional append found another tail: somebody else owns the log now."""
+
+    def __init__(self, cast_id: str, expected: int, tail: int) -> None:
+        super().__init__(f"cast {cast_id}: append expected tail {expected}, log is at {tail}")
+        self.cast_id = cast_id
+        self.expected = expected
+        self.tail = tail
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The private catalog entry of a cast."""
+
+    text: str
+    voice: str
+    title: str
+    created_at: int
+
+
+class CastStore:
+    """One per process. Scripts are registered once; every method is one or few round trips."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._append = redis.register_script(scripts.APPEND)
+        self._submit = redis.register_script(scripts.SUBMIT)
+
+    async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
+        """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
+
+        Raises :class:`SeqMismatch` (carrying the real tail) when it is not.
+        """
+        if not records:
+            raise ValueError("append needs at least one record")
+        args: list[bytes | int] = [match_seq_num]
+        for record in records:
+            args.extend(encode_fields(record))
+        ok, tail = await self._append(keys=[keys.cast_key(cast_id)], args=args)
+        if not ok:
+            raise SeqMismatch(cast_id, match_seq_num, int(tail))
+        return int(tail)
+
+    async def submit(self, cast_id: str, text: str, voice: str, meta: Meta) -> SubmitResult:
+        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step."""
+        result = await self._submit(
+            keys=[keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.JOBS],
+            args=[cast_id, voice, text, meta.title, encode_fields(meta)[1]],
+        )
+        return result.decode() if isinstance(result, bytes) else result  # type: ignore[no-any-return]
+
+    async def recipe(self, cast_id: str) -> Recipe | None:
+        rows = await self.redis.xrange(keys.catalog_key(cast_id), count=1)
+        if not rows:
+            return None
+        f = rows[0][1]
+        return Recipe(
+            text=f[b"text"].decode(),
+            voice=f[b"voice"].decode(),
+            title=f[b"title"].decode(),
+            created_at=int(f[b"created_at"]),
+        )
+
+    async def tail(self, cast_id: str) -> int:
+        """The next seq_num to be written (the number of records in the log)."""
+        return int(await self.redis.xlen(keys.cast_key(cast_id)))
+
+    async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
+        """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""
+        rows = await self.redis.xrange(keys.cast_key(cast_id), min=keys.entry_id(seq_num), count=limit)
+        return _decode_rows(rows)
+
+    async def last(self, cast_id: str) -> Entry | None:
+        rows = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
+        decoded = _decode_rows(rows)
+        return decoded[0] if decoded else None
+
+    async def follow(
+        self,
+        cast_id: str,
+        seq_num: int = 0,
+        *,
+        block_ms: int = FOLLOW_BLOCK_MS,
+        batch: int = READ_BATCH,
+        stop_at_terminal: bool = True,
+    ) -> AsyncIterator[Entry]:
+        """Replay from ``seq_num`` then follow the live tail, ending after ``eos`` or ``error``.
+
+        Replay and live use the same read keyed by the last seen entry id, so the hand-over
+        has neither a gap nor a duplicate. The caller's own dedicated connection is advised:
+        a blocking read holds its connection for up to ``block_ms``.
+        """
+        key = keys.cast_key(cast_id)
+        if seq_num > 0 and stop_at_terminal:
+            last = await self.last(cast_id)
+            if last is not None and last.seq_num < seq_num and is_terminal(last.record):
+                return  # seeking past the end of a finished log: nothing will ever come
+        after = keys.entry_id(seq_num - 1) if seq_num > 0 else "0-0"
+        while True:
+            reply = await self.redis.xread({key: after}, count=batch, block=block_ms)
+            for _stream, rows in reply or ():
+                for entry_id, fields in rows:
+                    after = entry_id
+                    entry = decode_entry(entry_id, fields)
+                    if entry is None:
+                        continue
+                    yield entry
+                    if stop_at_terminal and is_terminal(entry.record):
+                        return
+
+
+def _decode_rows(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Entry]:
+    out = []
+    for entry_id, fields in rows:
+        entry = decode_entry(entry_id, fields)
+        if entry is not None:
+            out.append(entry)
+    return out
+

@@ -1,0 +1,46 @@
+"""Shared fixtures: one real Redis server per test session, a clean database per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from castlog import CastStore
+from streamtts.redisserver import RedisServer, start_server
+
+REPO = Path(__file__).resolve().parent.parent
+TEXTS = REPO.parent / "shared" / "texts"
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = start_server(tmp_path_factory.mktemp("redis"), aof=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def store(redis: Redis) -> CastStore:
+    return CastStore(redis)
+
+
+@pytest.fixture(scope="session")
+def texts() -> dict[str, str]:
+    """The shared texts (short, paragraph, article, tricky) that every benchmark uses too."""
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))}
