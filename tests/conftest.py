@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from castlog import CastStore
+from castlog import CastStore, client_for
 from streamtts.redisserver import RedisServer, start_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def redis_url(redis_server: RedisServer) -> str:
 
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server.url)
+    client = client_for(redis_server.url)
     await client.flushall()
     yield client
     await client.aclose()

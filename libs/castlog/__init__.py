@@ -3,7 +3,7 @@
 Imports only ``redis`` and ``msgspec``; every service imports it, it imports no service.
 """
 
-from .connect import connect, healthy, redact
+from .connect import client_for, connect, healthy, redact
 from .ids import content_id
 from .keys import (
     CAST_ID_LEN,
@@ -34,6 +34,7 @@ from .records import (
     is_terminal,
     kind_of,
 )
+from .ratelimit import RateLimiter, Verdict, client_address
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
@@ -42,8 +43,8 @@ __all__ = [
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
-    "SeqMismatch", "Start", "SubmitResult",
-    "cast_id_of", "cast_key", "catalog_key", "connect", "content_id", "count_chunks",
+    "RateLimiter", "SeqMismatch", "Start", "SubmitResult", "Verdict",
+    "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "connect", "content_id", "count_chunks",
     "decode_entry", "encode_fields", "encode_headers", "entry_id", "healthy", "is_cast_id",
     "is_terminal", "kind_of", "playable", "redact", "seq_of", "split_text", "summarize",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -16,6 +16,9 @@ CONNECT_ATTEMPTS = 30
 BACKOFF_S = 0.2
 BACKOFF_MAX_S = 5.0
 HEALTH_TIMEOUT_S = 1.0
+# Connections per client; callers beyond it wait (up to POOL_TIMEOUT_S) instead of failing.
+MAX_CONNECTIONS = 64
+POOL_TIMEOUT_S = 10.0
 
 
 async def connect(
@@ -23,10 +26,10 @@ async def connect(
     *,
     attempts: int = CONNECT_ATTEMPTS,
     backoff_s: float = BACKOFF_S,
-    max_connections: int | None = None,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> Redis:
     """A client for ``url`` once the server answers PING; retries with exponential backoff."""
-    client = Redis.from_url(url, decode_responses=False, max_connections=max_connections)
+    client = client_for(url, max_connections)
     delay = backoff_s
     for attempt in range(1, attempts + 1):
         try:
@@ -43,6 +46,12 @@ async def connect(
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
     raise AssertionError("unreachable")
+
+
+def client_for(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
+    """A client whose pool makes callers wait for a free connection rather than fail."""
+    pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=POOL_TIMEOUT_S)
+    return Redis.from_pool(pool)  # the client owns the pool: aclose() closes it too
 
 
 async def healthy(client: Redis, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:

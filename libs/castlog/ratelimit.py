@@ -1,0 +1,67 @@
+"""Per-client token buckets kept in Redis, so that every replica of a service shares them."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+RATE_LIMIT_PREFIX = "rl/"
+
+# KEYS[1]: the bucket rl/<scope>/<client>
+# ARGV[1]: refill rate (tokens per second), ARGV[2]: burst (bucket size), ARGV[3]: cost
+# Takes `cost` tokens if the bucket holds them. Returns {1, 0} or {0, ms until enough tokens}.
+# Redis's clock, so replicas with skewed clocks agree; the key expires once the bucket is full.
+TAKE = """
+local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens, at = tonumber(b[1]) or burst, tonumber(b[2]) or now
+tokens = math.min(burst, tokens + (now - at) * rate / 1000)
+local ok, wait = 0, 0
+if tokens >= cost then
+  tokens, ok = tokens - cost, 1
+else
+  wait = math.ceil((cost - tokens) * 1000 / rate)
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1000)
+return {ok, wait}
+"""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_after_s: int  # whole seconds, for a Retry-After header (0 when allowed)
+
+
+class RateLimiter:
+    """``rate`` requests per second sustained, ``burst`` at once, per client, for one scope."""
+
+    def __init__(self, redis: Redis, scope: str, rate: float, burst: int) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("a rate limit needs rate > 0 and burst >= 1")
+        self.scope, self.rate, self.burst = scope, rate, burst
+        self._take = redis.register_script(TAKE)
+
+    async def take(self, client: str, cost: int = 1) -> Verdict:
+        ok, wait_ms = await self._take(
+            keys=[f"{RATE_LIMIT_PREFIX}{self.scope}/{client}"], args=[self.rate, self.burst, cost]
+        )
+        return Verdict(bool(ok), 0 if ok else max(1, math.ceil(int(wait_ms) / 1000)))
+
+
+def client_address(remote: str | None, forwarded_for: str | None, trusted: frozenset[str]) -> str:
+    """The client's address: the peer, or the last hop a trusted proxy put in X-Forwarded-For."""
+    peer = remote or "unknown"
+    if forwarded_for and peer in trusted:
+        hop = forwarded_for.split(",")[-1].strip()
+        try:
+            return str(ipaddress.ip_address(hop))
+        except ValueError:
+            return peer
+    return peer

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from castlog import Audio, CastStore, Eos, Meta, SeqMismatch, Start, cast_key
+
+CAST = "pHanHO6047OT"
+META = Meta(title="t", voice="v", chars=1, sentences=1, created_at=0)
+
+
+async def test_append_writes_explicit_ids_and_returns_new_tail(store: CastStore, redis: Redis) -> None:
+    assert await store.append(CAST, 0, [META]) == 1
+    assert await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0)]) == 2
+    ids = [entry_id for entry_id, _ in await redis.xrange(cast_key(CAST))]
+    assert ids == [b"0-1", b"0-2"]
+
+
+async def test_append_at_stale_seq_num_fails_and_reports_real_tail(store: CastStore, redis: Redis) -> None:
+    await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=0)])
+    with pytest.raises(SeqMismatch) as caught:
+        await store.append(CAST, 1, [Eos(sentences=0, audio_ms=0, attempts=1)])
+    assert caught.value.tail == 2 and caught.value.expected == 1
+    assert await redis.xlen(cast_key(CAST)) == 2  # nothing was written
+
+
+async def test_append_ahead_of_tail_fails_too(store: CastStore) -> None:
+    with pytest.raises(SeqMismatch) as caught:
+        await store.append(CAST, 3, [META])
+    assert caught.value.tail == 0
+
+
+async def test_batch_append_is_all_or_nothing(store: CastStore, redis: Redis) -> None:
+    batch = [Audio(i=i, t=f"s{i}", d=10, o=10 * i, body=b"x") for i in range(20)]
+    await store.append(CAST, 0, [META])
+    with pytest.raises(SeqMismatch):
+        await store.append(CAST, 0, batch)
+    assert await redis.xlen(cast_key(CAST)) == 1
+    assert await store.append(CAST, 1, batch) == 21
+    assert [e.record for e in await store.read(CAST, 1)] == batch
+
+
+async def test_only_one_of_many_concurrent_appends_at_one_seq_wins(store: CastStore) -> None:
+    async def attempt(n: int) -> bool:
+        try:
+            await store.append(CAST, 0, [Start(attempt=n, resume_from=0, at=0)])
+            return True
+        except SeqMismatch:
+            return False
+
+    wins = await asyncio.gather(*(attempt(n) for n in range(100)))
+    assert sum(wins) == 1
+    assert await store.tail(CAST) == 1
+
+
+async def test_entries_carry_the_redis_clock(store: CastStore, redis: Redis) -> None:
+    await store.append(CAST, 0, [META])
+    (entry,) = await store.read(CAST)
+    seconds, micros = await redis.time()
+    assert abs(entry.ts - (seconds * 1000 + micros // 1000)) < 5_000

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from castlog import RateLimiter, client_address, connect, healthy, redact
+from streamtts.redisserver import free_port, start_server
+
+
+async def test_connect_retries_until_the_server_comes_up(tmp_path: Path) -> None:
+    port = free_port()
+    task = asyncio.create_task(connect(f"redis://127.0.0.1:{port}/0", attempts=40, backoff_s=0.05))
+    await asyncio.sleep(0.3)
+    assert not task.done()
+    server = await asyncio.to_thread(start_server, tmp_path, port=port, aof=False)
+    try:
+        client = await asyncio.wait_for(task, 15)
+        assert await healthy(client)
+        await client.aclose()
+    finally:
+        server.stop()
+
+
+async def test_connect_gives_up_with_an_error_that_says_what_to_check() -> None:
+    with pytest.raises(ConnectionError, match="REDIS_URL"):
+        await connect(f"redis://:secret@127.0.0.1:{free_port()}/0", attempts=2, backoff_s=0.01)
+
+
+async def test_health_check_is_false_when_redis_is_gone() -> None:
+    client = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    assert not await healthy(client, timeout_s=0.5)
+    await client.aclose()
+
+
+def test_redact_hides_passwords() -> None:
+    assert redact("redis://intake:s3cret@redis:6379/0") == "redis://intake:***@redis:6379/0"
+    assert "s3cret" not in redact("redis://:s3cret@redis:6379/0")
+    assert redact("redis://redis:6379/0") == "redis://redis:6379/0"
+
+
+async def test_token_bucket_allows_burst_then_refuses_with_retry_after(redis: Redis) -> None:
+    limiter = RateLimiter(redis, "t", rate=0.5, burst=3)
+    verdicts = [await limiter.take("1.2.3.4") for _ in range(4)]
+    assert [v.allowed for v in verdicts] == [True, True, True, False]
+    assert verdicts[-1].retry_after_s == 2
+    assert (await limiter.take("5.6.7.8")).allowed  # buckets are per client
+    assert await redis.pttl("rl/t/1.2.3.4") > 0  # counters expire on their own
+
+
+async def test_token_bucket_refills_over_time(redis: Redis) -> None:
+    limiter = RateLimiter(redis, "t", rate=20, burst=1)
+    assert (await limiter.take("c")).allowed
+    assert not (await limiter.take("c")).allowed
+    await asyncio.sleep(0.12)
+    assert (await limiter.take("c")).allowed
+
+
+def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:
+    trusted = frozenset({"127.0.0.1"})
+    assert client_address("127.0.0.1", "9.9.9.9, 10.0.0.7", trusted) == "10.0.0.7"
+    assert client_address("203.0.113.5", "9.9.9.9", trusted) == "203.0.113.5"
+    assert client_address("127.0.0.1", "not-an-ip", trusted) == "127.0.0.1"

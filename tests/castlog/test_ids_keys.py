@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from castlog import cast_id_of, content_id, entry_id, is_cast_id, seq_of
+
+
+@pytest.mark.parametrize(
+    ("text", "voice", "expected"),
+    [
+        ("Hello there.", "af_heart", "pHanHO6047OT"),
+        ("Hello there.", "jf_alpha", "QoXLeO0EE74P"),
+        ("東京は晴れ。café", "jf_alpha", "H6p7WzfhlwqF"),
+        ("", "af_heart", "fei17Edkab8o"),
+    ],
+)
+def test_content_id_matches_fixed_vectors(text: str, voice: str, expected: str) -> None:
+    assert content_id(text, voice) == expected
+
+
+def test_content_id_ignores_surrounding_white_space() -> None:
+    assert content_id("  Hello there.\n", "af_heart") == content_id("Hello there.", "af_heart")
+
+
+def test_content_id_keeps_inner_white_space_and_voice_apart() -> None:
+    assert content_id("Hello  there.", "af_heart") != content_id("Hello there.", "af_heart")
+    # the NUL separator keeps "a"+"bc" and "ab"+"c" apart
+    assert content_id("bc", "a") != content_id("c", "ab")
+
+
+def test_content_id_is_url_safe_and_valid() -> None:
+    for i in range(200):
+        cid = content_id(f"text {i}", "v")
+        assert len(cid) == 12 and is_cast_id(cid)
+        assert "=" not in cid and "/" not in cid and "+" not in cid
+
+
+def test_seq_num_maps_to_explicit_entry_ids() -> None:
+    assert entry_id(0) == "0-1"
+    assert entry_id(41) == "0-42"
+    assert seq_of(b"0-42") == 41
+    for n in (0, 1, 9_999_999):
+        assert seq_of(entry_id(n)) == n
+    with pytest.raises(ValueError):
+        entry_id(-1)
+    with pytest.raises(ValueError):
+        seq_of("1700000000000-0")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["jobs", "catalog/pHanHO6047OT", "progress/done", "pub/casts/../jobs", "pub/casts/*",
+     "pub/casts/pHanHO6047O", "pub/casts/pHanHO6047OTx", "pub/casts/pHan HO6047OT", "pub/casts/pHanHO60%2FOT"],
+)
+def test_only_well_formed_cast_streams_name_a_cast(name: str) -> None:
+    assert cast_id_of(name) is None
+
+
+def test_cast_stream_name_gives_its_id() -> None:
+    assert cast_id_of("pub/casts/pHanHO6047OT") == "pHanHO6047OT"

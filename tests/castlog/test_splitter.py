@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, split_text
+
+WS = re.compile(r"\s+")
+
+
+def squash(text: str) -> str:
+    return WS.sub("", text)
+
+
+def check(text: str, chunks: list[str], max_chars: int = MAX_CHUNK_CHARS, first: int = FIRST_CHUNK_CHARS) -> None:
+    assert all(c.strip() == c and c for c in chunks)
+    assert all(len(c) <= max_chars for c in chunks[1:])
+    assert not chunks or len(chunks[0]) <= first
+    assert squash("".join(chunks)) == squash(text)
+
+
+prose = st.text(
+    alphabet=st.sampled_from(list("abcdefghij ABC,.;:!?—-'\"\n\t 0123456789東京。、…")), max_size=2000
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prose)
+def test_chunks_are_never_empty_never_over_limit_and_lose_nothing(text: str) -> None:
+    check(text, split_text(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=600), st.integers(12, 120), st.integers(12, 120))
+def test_limits_hold_for_any_unicode_and_any_limits(text: str, max_chars: int, first: int) -> None:
+    check(text, split_text(text, max_chars=max_chars, first_chars=first), max_chars, first)
+
+
+def test_sentences_split_at_stops_not_at_abbreviations(texts: dict[str, str]) -> None:
+    chunks = split_text("Hello there. This is a post deployment check. It has three sentences.")
+    assert chunks == ["Hello there.", "This is a post deployment check.", "It has three sentences."]
+    assert split_text("Mr. Smith met Dr. Jones at 5 p.m. today. Then he left.") == [
+        "Mr. Smith met Dr. Jones at 5 p.m. today.",
+        "Then he left.",
+    ]
+
+
+def test_first_chunk_is_short_for_fast_first_audio(texts: dict[str, str]) -> None:
+    for name, text in texts.items():
+        chunks = split_text(text)
+        check(text, chunks)
+        assert len(chunks[0]) <= FIRST_CHUNK_CHARS, name
+
+
+def test_run_on_sentence_is_cut_into_balanced_pieces_on_word_boundaries(texts: dict[str, str]) -> None:
+    run_on = next(line for line in texts["tricky"].splitlines() if line.startswith("A sentence with no"))
+    chunks = split_text("Intro. " + run_on)[1:]
+    assert len(chunks) == 2
+    assert abs(len(chunks[0]) - len(chunks[1])) < 60
+    words = set(run_on.split())
+    assert all(w in words for c in chunks for w in c.split())
+
+
+def test_japanese_text_splits_at_full_stops() -> None:
+    assert split_text("東京は晴れ。大阪は雨！明日は？") == ["東京は晴れ。", "大阪は雨！", "明日は？"]
+
+
+def test_empty_and_blank_text_give_no_chunks() -> None:
+    assert split_text("") == [] and split_text(" \n\t ") == []
