@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
+from redis.asyncio import Redis
+
+from streamtts.proxy import Upstreams, create_app
+
+
+def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Application:
+    async def echo(request: web.Request) -> web.StreamResponse:
+        seen.append((name, request.method, request.path_qs, request.headers.get("X-Forwarded-For", "")))
+        if request.path.endswith("/events"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for n in range(3):
+                await response.write(f"id: {n}\ndata: x\n\n".encode())
+                await asyncio.sleep(0.3)
+            return response
+        body = await request.read()
+        return web.json_response({"by": name, "body": body.decode()}, status=201 if request.method == "POST" else 200)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    return app
+
+
+@pytest.fixture
+async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str, str, str]]]]:
+    seen: list[tuple[str, str, str, str]] = []
+    intake, edge = TestServer(upstream("intake", seen)), TestServer(upstream("edge", seen))
+    await intake.start_server()
+    await edge.start_server()
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(edge.make_url("")))))
+    await proxy.start_server()
+    yield str(proxy.make_url("")), seen
+    for server in (proxy, intake, edge):
+        await server.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "owner"),
+    [
+        ("POST", "/generate", "intake"),
+        ("POST", "/api/casts", "intake"),
+        ("GET", "/api/voices", "intake"),
+        ("GET", "/api/openapi.json", "intake"),
+        ("GET", "/api/casts/pHanHO6047OT", "edge"),
+        ("GET", "/c/pHanHO6047OT", "edge"),
+        ("GET", "/", "edge"),
+        ("GET", "/generate", "edge"),
+    ],
+)
+async def test_writes_go_to_intake_and_reads_to_edge(proxied, method: str, path: str, owner: str) -> None:
+    base, seen = proxied
+    async with ClientSession() as http:
+        async with http.request(method, base.rstrip("/") + path + "?q=1", data=b"body") as response:
+            payload = await response.json()
+    assert payload["by"] == owner
+    assert seen[-1][2] == path + "?q=1"
+    assert seen[-1][3] == "127.0.0.1"  # the proxy tells the service who the client is
+
+
+async def test_event_streams_pass_through_as_they_arrive(proxied) -> None:
+    base, _ = proxied
+    loop = asyncio.get_running_loop()
+    async with ClientSession() as http:
+        async with http.get(base.rstrip("/") + "/api/casts/pHanHO6047OT/events") as response:
+            start = loop.time()
+            first = await response.content.readuntil(b"\n\n")
+            first_at = loop.time() - start
+            rest = await response.read()
+    assert first == b"id: 0\ndata: x\n\n"
+    assert first_at < 0.25  # not held back until the upstream finished (0.6 s later)
+    assert rest.count(b"id: ") == 2
+
+
+async def test_health_answers_once_redis_does(proxied) -> None:
+    base, _ = proxied
+    async with ClientSession() as http:
+        async with http.get(base.rstrip("/") + "/healthz") as response:
+            assert response.status == 200
+
+
+async def test_down_upstream_is_a_json_502(redis: Redis) -> None:
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9")))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/x"))) as response:
+                assert response.status == 502
+                assert (await response.json())["error"] == "upstream_unavailable"
+    finally:
+        await proxy.close()
