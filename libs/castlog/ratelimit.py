@@ -57,11 +57,23 @@ class RateLimiter:
 
 def client_address(remote: str | None, forwarded_for: str | None, trusted: frozenset[str]) -> str:
     """The client's address: the peer, or the last hop a trusted proxy put in X-Forwarded-For."""
-    peer = remote or "unknown"
+    peer = _plain(remote) if remote else "unknown"
     if forwarded_for and peer in trusted:
         hop = forwarded_for.split(",")[-1].strip()
         try:
-            return str(ipaddress.ip_address(hop))
+            return _plain(hop, strict=True)
         except ValueError:
             return peer
     return peer
+
+
+def _plain(address: str, strict: bool = False) -> str:
+    """The canonical text of an address; IPv4-mapped IPv6 (``::ffff:127.0.0.1``) as IPv4."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        if strict:
+            raise
+        return address
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)

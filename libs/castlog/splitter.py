@@ -72,8 +72,9 @@ def _continues(line: str, end: int) -> bool:
 def _is_abbreviation(line: str, dot: int) -> bool:
     if line[dot] != ".":
         return False
-    word = line[:dot].rsplit(None, 1)[-1].lower() if line[:dot].strip() else ""
-    word = word.lstrip("\"'“‘([")
+    # the word before the stop, found without copying the line (long paragraphs stay linear)
+    start = max(line.rfind(" ", 0, dot), line.rfind("\t", 0, dot)) + 1
+    word = line[start:dot].lower().lstrip("\"'“‘([")
     return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 

@@ -63,3 +63,5 @@ def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:
     assert client_address("127.0.0.1", "9.9.9.9, 10.0.0.7", trusted) == "10.0.0.7"
     assert client_address("203.0.113.5", "9.9.9.9", trusted) == "203.0.113.5"
     assert client_address("127.0.0.1", "not-an-ip", trusted) == "127.0.0.1"
+    assert client_address("::ffff:127.0.0.1", "10.0.0.8", trusted) == "10.0.0.8"
+    assert client_address("::ffff:203.0.113.5", None, trusted) == "203.0.113.5"

@@ -1,0 +1,6 @@
+"""intake: turns a request into a claimed cast and one job, or a clear refusal, and nothing else."""
+
+from .app import create_app, run
+from .config import Config
+
+__all__ = ["Config", "create_app", "run"]

@@ -1,0 +1,112 @@
+"""The intake app: routes, the Redis lifetime, and one middleware that shapes every error as JSON
+and counts every request."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from redis.exceptions import RedisError
+
+from castlog import CastStore, RateLimiter, connect, redact
+
+from . import views
+from .appkeys import CONFIG, GATE, LIMITER, METRICS, PLANNER, REDIS, STORE, VOICES
+from .config import Config
+from .gate import InflightGate
+from .metrics import UNMATCHED_ROUTE, Metrics
+from .plan import Planner
+from .validate import Refusal
+from .voices import VoiceBook, Voices
+
+log = logging.getLogger(__name__)
+
+# Error codes and what to do, for the HTTP errors aiohttp raises itself (routing).
+_HTTP_ERRORS = {
+    404: ("not_found", "no such route; see GET /api/openapi.json"),
+    405: ("method_not_allowed", "this route does not take that method; see the Allow header"),
+}
+# Seconds a client is told to wait when Redis failed under a request.
+UNAVAILABLE_RETRY_S = 2
+# The rate limiter's scope: buckets are rl/intake/<client address>.
+RATE_SCOPE = "intake"
+# Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
+POOL_HEADROOM = 16
+
+
+def create_app(cfg: Config) -> web.Application:
+    """The intake app for ``cfg``; Redis is connected on start-up and closed on clean-up."""
+    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[_observe])
+    app[CONFIG] = cfg
+    app[METRICS] = Metrics()
+    app[GATE] = InflightGate(cfg.max_inflight, cfg.max_waiting)
+    app[PLANNER] = Planner()
+    app.cleanup_ctx.append(_redis_ctx)
+    app.router.add_post("/api/casts", views.post_cast)
+    app.router.add_post("/generate", views.post_generate)
+    app.router.add_get("/api/voices", views.get_voices)
+    app.router.add_get("/api/openapi.json", views.get_openapi)
+    app.router.add_get("/healthz", views.get_healthz)
+    app.router.add_get("/metrics", views.get_metrics)
+    return app
+
+
+def run(cfg: Config) -> None:
+    """Serve until SIGINT/SIGTERM: stop accepting, let in-flight submits finish, close Redis."""
+    log.info("intake on http://%s:%d, Redis at %s", cfg.host, cfg.port, redact(cfg.redis_url))
+    web.run_app(
+        create_app(cfg),
+        host=cfg.host,
+        port=cfg.port,
+        shutdown_timeout=cfg.shutdown_timeout_s,
+        access_log=None,  # every request is counted in /metrics; a line each would cost more than it tells
+        print=None,
+    )
+    log.info("intake stopped")
+
+
+async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    redis = await connect(
+        cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.max_inflight + POOL_HEADROOM
+    )
+    app[REDIS] = redis
+    app[STORE] = CastStore(redis)
+    app[LIMITER] = RateLimiter(redis, RATE_SCOPE, cfg.rate, cfg.burst)
+    fallback = Voices(names=cfg.voices, default=cfg.default_voice, source="config")
+    app[VOICES] = VoiceBook(redis, fallback, cfg.voices_refresh_s)
+    yield
+    await redis.aclose()
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return views.json_response({"error": code, "message": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else UNMATCHED_ROUTE
+    try:
+        response = await handler(request)
+    except Refusal as refusal:
+        response = _error(refusal.status, refusal.code, refusal.message, refusal.headers)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            request.app[METRICS].request(route, exc.status)
+            raise
+        code, message = _HTTP_ERRORS.get(exc.status, (f"http_{exc.status}", exc.reason))
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        response = _error(exc.status, code, message, allow)
+    except RedisError as exc:
+        log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
+        response = _error(
+            503, "unavailable", "the queue is unreachable; retry shortly", {"Retry-After": str(UNAVAILABLE_RETRY_S)}
+        )
+    except Exception:
+        log.exception("unexpected error under %s %s", request.method, request.path)
+        response = _error(500, "internal", "intake failed unexpectedly; retry, and report it if it persists")
+    request.app[METRICS].request(route, response.status)
+    return response

@@ -1,0 +1,24 @@
+"""What an intake app holds, as typed keys (a module of its own so views and app share them)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from castlog import CastStore, RateLimiter
+
+from .config import Config
+from .gate import InflightGate
+from .metrics import Metrics
+from .plan import Planner
+from .voices import VoiceBook
+
+
+CONFIG = web.AppKey("intake.config", Config)
+METRICS = web.AppKey("intake.metrics", Metrics)
+REDIS = web.AppKey("intake.redis", Redis)
+STORE = web.AppKey("intake.store", CastStore)
+LIMITER = web.AppKey("intake.limiter", RateLimiter)
+VOICES = web.AppKey("intake.voices", VoiceBook)
+GATE = web.AppKey("intake.gate", InflightGate)
+PLANNER = web.AppKey("intake.planner", Planner)

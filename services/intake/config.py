@@ -1,0 +1,121 @@
+"""Intake's settings: a frozen struct read once from the environment (the only reader of it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
+
+T = TypeVar("T")
+
+DEFAULT_VOICES = ("af_heart", "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+DEFAULT_VOICE = "af_heart"
+# The longest text one cast may hold (characters, after normalisation).
+MAX_CHARS = 100_000
+# A maximal text, pasted as CJK into a form, is 3 UTF-8 bytes x 3 for percent-encoding = 9 bytes
+# per character: 1 MiB leaves room for that and still stops a runaway upload early.
+MAX_BODY_BYTES = 1024 * 1024
+MAX_TITLE_CHARS = 200
+# A cast costs GPU minutes: one per second sustained per client, 30 at once.
+RATE_PER_S = 1.0
+BURST = 30
+FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+# How long the voice list read from `synth/voices` is trusted before it is read again.
+VOICES_REFRESH_S = 5.0
+# Submits using Redis at once (each holds one pooled connection), and submits that may wait for
+# a turn; past both intake sheds load with 503 instead of queueing without bound.
+MAX_INFLIGHT = 64
+MAX_WAITING = 1024
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class ConfigError(ValueError):
+    """A setting in the environment that intake cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8081
+    redis_url: str = DEFAULT_URL
+    redis_connect_attempts: int = CONNECT_ATTEMPTS
+    max_chars: int = MAX_CHARS
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_title_chars: int = MAX_TITLE_CHARS
+    rate: float = RATE_PER_S
+    burst: int = BURST
+    forwarded_allow_ips: frozenset[str] = frozenset(FORWARDED_ALLOW_IPS.split(","))
+    voices: tuple[str, ...] = DEFAULT_VOICES
+    default_voice: str = DEFAULT_VOICE
+    voices_refresh_s: float = VOICES_REFRESH_S
+    max_inflight: int = MAX_INFLIGHT
+    max_waiting: int = MAX_WAITING
+    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        positive = {
+            "INTAKE_MAX_CHARS": self.max_chars,
+            "INTAKE_MAX_BODY_BYTES": self.max_body_bytes,
+            "INTAKE_MAX_TITLE_CHARS": self.max_title_chars,
+            "INTAKE_RATE": self.rate,
+            "INTAKE_BURST": self.burst,
+            "INTAKE_MAX_INFLIGHT": self.max_inflight,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{name} must be greater than 0, not {value}")
+        if self.max_waiting < 0:
+            raise ConfigError(f"INTAKE_MAX_WAITING must be 0 or more, not {self.max_waiting}")
+        if not self.voices:
+            raise ConfigError("INTAKE_VOICES must name at least one voice")
+        if self.default_voice not in self.voices:
+            raise ConfigError(
+                f"INTAKE_DEFAULT_VOICE={self.default_voice!r} is not in INTAKE_VOICES; add it there"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        d = cls()
+
+        def get(name: str, parse: Callable[[str], T], default: T) -> T:
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                return default
+            try:
+                return parse(raw.strip())
+            except ValueError as exc:
+                raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from exc
+
+        return cls(
+            host=get("INTAKE_HOST", str, d.host),
+            port=get("INTAKE_PORT", int, d.port),
+            redis_url=get("REDIS_URL", str, d.redis_url),
+            redis_connect_attempts=get("INTAKE_REDIS_CONNECT_ATTEMPTS", int, d.redis_connect_attempts),
+            max_chars=get("INTAKE_MAX_CHARS", int, d.max_chars),
+            max_body_bytes=get("INTAKE_MAX_BODY_BYTES", int, d.max_body_bytes),
+            max_title_chars=get("INTAKE_MAX_TITLE_CHARS", int, d.max_title_chars),
+            rate=get("INTAKE_RATE", float, d.rate),
+            burst=get("INTAKE_BURST", int, d.burst),
+            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", _names_set, d.forwarded_allow_ips),
+            voices=get("INTAKE_VOICES", _names, d.voices),
+            default_voice=get("INTAKE_DEFAULT_VOICE", str, d.default_voice),
+            voices_refresh_s=get("INTAKE_VOICES_REFRESH_S", float, d.voices_refresh_s),
+            max_inflight=get("INTAKE_MAX_INFLIGHT", int, d.max_inflight),
+            max_waiting=get("INTAKE_MAX_WAITING", int, d.max_waiting),
+            shutdown_timeout_s=get("INTAKE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
+            log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
+        )
+
+
+def _names(raw: str) -> tuple[str, ...]:
+    """A comma-separated list, blanks dropped, order kept."""
+    return tuple(n.strip() for n in raw.split(",") if n.strip())
+
+
+def _names_set(raw: str) -> frozenset[str]:
+    return frozenset(_names(raw))

@@ -1,0 +1,70 @@
+"""Intake's Prometheus metrics, each defined once; names fixed in docs/metrics.md."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE  # noqa: F401  (re-exported)
+
+# A submit is validation plus one script call: sub-millisecond to a few ms; past 1 s is trouble.
+SUBMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+RESULTS = ("new", "existing", "reenqueued")
+# Requests that matched no route share one label value, so scanners cannot grow the series.
+UNMATCHED_ROUTE = "unmatched"
+
+
+class Metrics:
+    """One per app, on its own registry, so two apps in one process (tests, a launcher) never clash."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        if registry is None:
+            registry = CollectorRegistry()
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            GCCollector(registry=registry)
+        self.registry = registry
+        self.requests = Counter(
+            "streamtts_intake_requests_total",
+            "HTTP requests by route template and status code",
+            ["route", "status"],
+            registry=registry,
+        )
+        self.submit_seconds = Histogram(
+            "streamtts_intake_submit_seconds",
+            "Latency of one submit (validation + the submit script)",
+            buckets=SUBMIT_BUCKETS,
+            registry=registry,
+        )
+        self.submits = Counter(
+            "streamtts_intake_submits_total",
+            "Submit outcomes: new, existing, reenqueued, or refused with the error code as reason",
+            ["result", "reason"],
+            registry=registry,
+        )
+        self.rate_limited = Counter(
+            "streamtts_intake_rate_limited_total", "Requests answered 429", registry=registry
+        )
+        # Zero-valued series from the start, so that rate() over them works before the first hit.
+        self._results = {result: self.submits.labels(result, "") for result in RESULTS}
+
+    def request(self, route: str, status: int) -> None:
+        self.requests.labels(route, str(status)).inc()
+
+    def submitted(self, result: str, seconds: float) -> None:
+        self._results[result].inc()
+        self.submit_seconds.observe(seconds)
+
+    def refused(self, code: str) -> None:
+        self.submits.labels("refused", code).inc()
+        if code == "rate_limited":
+            self.rate_limited.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

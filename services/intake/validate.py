@@ -1,0 +1,181 @@
+"""Parse and check a submission: body → fields → normalised text, title and voice, or a Refusal.
+
+Pure functions, no I/O: everything here runs before the one Redis write, so a refusal can
+never leave a key behind.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+import msgspec
+
+# A default title is the first words of the text, at most this long, cut on a word boundary.
+DEFAULT_TITLE_CHARS = 60
+# A default title never cuts inside the first this-many characters: a long first "word"
+# (a URL, CJK without spaces) is cut hard instead.
+MIN_TITLE_WORD_CUT = 20
+ELLIPSIS = "…"
+# A form with more fields than this is not from our paste form.
+MAX_FORM_FIELDS = 32
+# Voice names listed in an unknown_voice refusal; the rest are at GET /api/voices.
+LISTED_VOICES = 12
+
+# Cc (C0, DEL, C1) except \t and \n; \r is turned into \n first so that old line ends survive.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE_ENDS = re.compile(r"\r\n?")
+_WHITESPACE = re.compile(r"\s+")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+class Refusal(Exception):
+    """A request intake will not act on: answered as a 4xx with JSON {error, message}."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+class BodyKind(Enum):
+    JSON = "json"
+    FORM = "form"
+
+
+class CastForm(msgspec.Struct, frozen=True):
+    """The fields of a submission as sent; unknown fields are ignored, wrong types refused."""
+
+    text: str
+    voice: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_chars: int
+    max_title_chars: int
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A checked submission: the text exactly as it will be stored and hashed."""
+
+    text: str
+    voice: str
+    title: str
+
+
+_decode_form_json = msgspec.json.Decoder(CastForm).decode
+_SHAPE = 'send {"text": string, "voice": string (optional), "title": string (optional)}'
+
+
+def body_kind(content_type: str, charset: str | None, *, allow_form: bool) -> BodyKind:
+    """What the body is, from its Content-Type; 415 for anything else."""
+    if charset is not None and charset.lower() not in ("utf-8", "utf8"):
+        raise Refusal(415, "unsupported_media_type", "send the body encoded as UTF-8")
+    if content_type == "application/json" or content_type.endswith("+json"):
+        return BodyKind.JSON
+    if allow_form and content_type == "application/x-www-form-urlencoded":
+        return BodyKind.FORM
+    wanted = "application/json or application/x-www-form-urlencoded" if allow_form else "application/json"
+    raise Refusal(415, "unsupported_media_type", f"send the body with Content-Type: {wanted}")
+
+
+def parse_json(body: bytes) -> CastForm:
+    try:
+        return _decode_form_json(body)
+    except msgspec.ValidationError as exc:
+        raise Refusal(422, "invalid_field", f"{exc}; {_SHAPE}") from None
+    except msgspec.DecodeError as exc:
+        # msgspec refuses invalid UTF-8, lone surrogate escapes and malformed JSON alike.
+        raise Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc}); {_SHAPE}") from None
+    except RecursionError:
+        # msgspec skips an unknown field's value recursively; a very deep one exhausts the stack.
+        raise Refusal(400, "malformed_json", f"the body is nested too deeply; {_SHAPE}") from None
+
+
+def parse_form(body: bytes) -> CastForm:
+    """An application/x-www-form-urlencoded body (the paste form), UTF-8, each field at most once."""
+    try:
+        pairs = urllib.parse.parse_qsl(
+            body.decode("utf-8"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except UnicodeDecodeError:
+        raise Refusal(400, "malformed_form", "the form is not valid UTF-8; send it encoded as UTF-8") from None
+    except ValueError:
+        raise Refusal(400, "malformed_form", f"the form has more than {MAX_FORM_FIELDS} fields") from None
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        if name in ("text", "voice", "title"):
+            if name in fields:
+                raise Refusal(422, "invalid_field", f"the form field `{name}` is given more than once; send it once")
+            fields[name] = value
+    if "text" not in fields:
+        raise Refusal(422, "invalid_field", "the form has no `text` field; send the text to read out")
+    return CastForm(text=fields["text"], voice=fields.get("voice"), title=fields.get("title"))
+
+
+def normalise_text(raw: str) -> str:
+    """The text as stored and hashed: controls (but newlines and tabs) removed, NFC, stripped.
+
+    Controls go first: one between a letter and its combining mark would block NFC composition.
+    """
+    return unicodedata.normalize("NFC", _CONTROLS.sub("", _LINE_ENDS.sub("\n", raw))).strip()
+
+
+def normalise_title(raw: str) -> str:
+    """One line: like the text, with every run of white space (newlines too) made one space."""
+    return _WHITESPACE.sub(" ", normalise_text(raw))
+
+
+def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
+    """The first words of ``text``: its first line when that is short (often a heading), else
+    as many words as fit in ``limit`` characters, with an ellipsis."""
+    head = text[: limit * 4]
+    first_line = " ".join(head.split("\n", 1)[0].split())
+    complete = "\n" in head or len(text) <= len(head)
+    if len(first_line) <= limit and complete:
+        return first_line
+    cut = first_line.rfind(" ", 0, limit + 1)
+    title = first_line[:cut] if cut >= MIN_TITLE_WORD_CUT else first_line[:limit]
+    return title.rstrip(" ,;:-–—") + ELLIPSIS
+
+
+def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice: str) -> Submission:
+    """Normalise and check every field; the first problem found is refused."""
+    if _SURROGATES.search(form.text) or (form.title and _SURROGATES.search(form.title)):
+        raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
+    text = normalise_text(form.text)
+    if not text:
+        raise Refusal(422, "empty_text", "the text is empty; send some words to read out")
+    if len(text) > limits.max_chars:
+        raise Refusal(
+            413,
+            "text_too_long",
+            f"the text has {len(text)} characters, more than {limits.max_chars}; split it into several casts",
+        )
+    voice = form.voice or default_voice
+    if voice not in voices:
+        listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
+        raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
+    title = normalise_title(form.title) if form.title else ""
+    if len(title) > limits.max_title_chars:
+        raise Refusal(
+            422,
+            "title_too_long",
+            f"the title has {len(title)} characters, more than {limits.max_title_chars}; shorten it",
+        )
+    return Submission(text=text, voice=voice, title=title or default_title(text))

@@ -1,0 +1,130 @@
+"""HTTP handlers: parse, call, respond. Refusals are raised as `Refusal`; the app's middleware
+turns them into JSON answers (4xx, or 503 when intake sheds load)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from castlog import Meta, SubmitResult, client_address, content_id, healthy
+
+from .appkeys import CONFIG, GATE, LIMITER, METRICS, PLANNER, REDIS, STORE, VOICES
+from .metrics import CONTENT_TYPE
+from .openapi import document
+from .validate import BodyKind, Limits, Refusal, body_kind, check, parse_form, parse_json
+
+STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
+
+_encode = msgspec.json.Encoder().encode
+
+
+def cast_url(cast_id: str) -> str:
+    return f"/c/{cast_id}"
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=_encode(body), status=status, headers=headers, content_type="application/json")
+
+
+async def post_cast(request: web.Request) -> web.Response:
+    """POST /api/casts: JSON in, the cast's link out."""
+    cast_id, result, _ = await _accept(request, allow_form=False)
+    return _cast_reply(cast_id, result)
+
+
+async def post_generate(request: web.Request) -> web.Response:
+    """POST /generate: the paste form (303 to the cast) or JSON (as POST /api/casts)."""
+    cast_id, result, kind = await _accept(request, allow_form=True)
+    if kind is BodyKind.FORM:
+        return web.Response(status=303, headers={"Location": cast_url(cast_id)})
+    return _cast_reply(cast_id, result)
+
+
+async def get_voices(request: web.Request) -> web.Response:
+    voices = await request.app[VOICES].current()
+    return json_response(voices.to_json())
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    cfg = request.app[CONFIG]
+    return json_response(document(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes))
+
+
+async def get_healthz(request: web.Request) -> web.Response:
+    if await healthy(request.app[REDIS]):
+        return json_response({"status": "ok"})
+    return json_response(
+        {"error": "unavailable", "message": "Redis does not answer; check REDIS_URL and the Redis server"},
+        status=503,
+    )
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _cast_reply(cast_id: str, result: SubmitResult) -> web.Response:
+    url = cast_url(cast_id)
+    return json_response(
+        {"id": cast_id, "url": url, "status": result}, status=STATUS_OF[result], headers={"Location": url}
+    )
+
+
+async def _accept(request: web.Request, *, allow_form: bool) -> tuple[str, SubmitResult, BodyKind]:
+    """Rate limit, read, check and submit one cast; every refusal is counted by its code."""
+    try:
+        async with request.app[GATE].slot():
+            await _take_token(request)
+            kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
+            body = await _read_body(request)
+            cast_id, result = await _submit(request, kind, body)
+    except Refusal as refusal:
+        request.app[METRICS].refused(refusal.code)
+        raise
+    return cast_id, result, kind
+
+
+async def _take_token(request: web.Request) -> None:
+    cfg = request.app[CONFIG]
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+    verdict = await request.app[LIMITER].take(client)
+    if not verdict.allowed:
+        wait = verdict.retry_after_s
+        raise Refusal(
+            429, "rate_limited", f"too many submissions; retry in {wait} s", {"Retry-After": str(wait)}
+        )
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
+    limit = request.app[CONFIG].max_body_bytes
+    too_large = Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large from None
+
+
+async def _submit(request: web.Request, kind: BodyKind, body: bytes) -> tuple[str, SubmitResult]:
+    """Validate and make the one atomic write; the latency histogram covers exactly this."""
+    app = request.app
+    cfg = app[CONFIG]
+    started = time.perf_counter()
+    form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
+    voices = await app[VOICES].offering(form.voice)
+    sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
+    cast_id = content_id(sub.text, sub.voice)
+    sentences = await app[PLANNER].sentences(cast_id, sub.text)
+    if sentences == 0:
+        raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
+    now_ms = time.time_ns() // 1_000_000
+    meta = Meta(title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms)
+    result = await app[STORE].submit(cast_id, sub.text, sub.voice, meta)
+    app[METRICS].submitted(result, time.perf_counter() - started)
+    return cast_id, result
+

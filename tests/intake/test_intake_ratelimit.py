@@ -1,0 +1,77 @@
+"""Per-client token buckets kept in Redis: 429 with Retry-After, shared by replicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from castlog import JOBS
+
+from .conftest import MakeClient, key_names, keys_besides_rate_limits
+
+Client = TestClient[Any, Any]
+# Two at once, then one every 100 s: the third request in a test is always refused.
+TIGHT = {"rate": 0.01, "burst": 2}
+
+
+async def submit(client: Client, text: str, forwarded_for: str | None = None) -> Any:
+    headers = {"X-Forwarded-For": forwarded_for} if forwarded_for else {}
+    return await client.post("/api/casts", json={"text": text}, headers=headers)
+
+
+async def test_client_over_its_burst_gets_429_with_retry_after(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(**TIGHT)
+    assert (await submit(client, "One.")).status == 201
+    assert (await submit(client, "Two.")).status == 201
+    refused = await submit(client, "Three.")
+    assert refused.status == 429
+    assert await refused.json() == {"error": "rate_limited", "message": "too many submissions; retry in 100 s"}
+    assert refused.headers["Retry-After"] == "100"
+    assert await redis.xlen(JOBS) == 2
+    assert "rl/intake/127.0.0.1" in await key_names(redis)
+    metrics = await (await client.get("/metrics")).text()
+    assert "streamtts_intake_rate_limited_total 1.0" in metrics
+    assert 'streamtts_intake_requests_total{route="/api/casts",status="429"} 1.0' in metrics
+
+
+async def test_a_refused_request_still_spends_a_token(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(**TIGHT)
+    bad = await client.post("/api/casts", data=b"not json", headers={"Content-Type": "application/json"})
+    assert bad.status == 400
+    assert (await submit(client, "One.")).status == 201
+    assert (await submit(client, "Two.")).status == 429
+    assert await keys_besides_rate_limits(redis) != set()
+
+
+async def test_clients_behind_a_trusted_proxy_have_their_own_buckets(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(**TIGHT)  # the test client connects from 127.0.0.1, trusted by default
+    for text in ("A1.", "A2."):
+        assert (await submit(client, text, "203.0.113.7")).status == 201
+    assert (await submit(client, "A3.", "203.0.113.7")).status == 429
+    assert (await submit(client, "B1.", "198.51.100.1, 203.0.113.9")).status == 201
+    assert {"rl/intake/203.0.113.7", "rl/intake/203.0.113.9"} <= await key_names(redis)
+
+
+async def test_forwarded_for_from_an_untrusted_peer_is_ignored(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(forwarded_allow_ips=frozenset(), **TIGHT)
+    assert (await submit(client, "A1.", "203.0.113.7")).status == 201
+    assert (await submit(client, "B1.", "203.0.113.8")).status == 201
+    assert (await submit(client, "C1.", "203.0.113.9")).status == 429
+    assert {k for k in await key_names(redis) if k.startswith("rl/")} == {"rl/intake/127.0.0.1"}
+
+
+async def test_replicas_share_one_bucket_per_client(make_client: MakeClient) -> None:
+    first, second = await make_client(**TIGHT), await make_client(**TIGHT)
+    assert (await submit(first, "One.")).status == 201
+    assert (await submit(second, "Two.")).status == 201
+    assert (await submit(first, "Three.")).status == 429
+    assert (await submit(second, "Four.")).status == 429
+
+
+async def test_reads_are_not_rate_limited(make_client: MakeClient) -> None:
+    client = await make_client(**TIGHT)
+    for _ in range(5):
+        assert (await client.get("/api/voices")).status == 200
+    assert (await submit(client, "One.")).status == 201
