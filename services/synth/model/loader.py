@@ -1,0 +1,56 @@
+"""``load_synthesizer``: pick and load a backend."""
+
+from __future__ import annotations
+
+import logging
+
+from .base import BackendUnavailableError, Synthesizer
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "onnx", "torch")
+
+
+def load_synthesizer(
+    backend: str = "auto",
+    model_dir: str | None = None,
+    cache_dir: str | None = None,
+    threads: int | None = None,
+) -> Synthesizer:
+    """Load a synthesizer; blocking (seconds; a first torch load may convert weights).
+
+    ``backend``: ``onnx`` (int8 ONNX on the CPU), ``torch`` (hexgrad's KModel, on CUDA when
+    available), or ``auto``: torch when torch is importable and CUDA is available, else onnx
+    (also, with a warning, when the torch backend cannot load on a CUDA machine).
+    ``model_dir``: a Kokoro-82M hub folder (config.json, kokoro-v1_0.pth, voices/): its voices
+    are added, and torch loads its weights. ``cache_dir``: where the assembled ONNX and the
+    converted torch weights live (default ``~/.cache/streamtts``). ``threads``: CPU threads
+    for inference (default: the cores available).
+
+    Raises ``BackendUnavailableError`` saying what to install or set.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "torch" or (backend == "auto" and cuda_available()):
+        from .torch_backend import load_torch
+
+        try:
+            return load_torch(model_dir=model_dir, cache_dir=cache_dir, threads=threads)
+        except BackendUnavailableError as e:
+            if backend == "torch":
+                raise
+            log.warning("CUDA is available but the torch backend is not (%s): using onnx on the CPU", e)
+    from .onnx_backend import load_onnx
+
+    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads)
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+__all__ = ["BackendUnavailableError", "load_synthesizer"]

@@ -1,0 +1,67 @@
+"""The onnxruntime backend: the int8 Kokoro-82M ONNX on the CPU (priority 1, always works)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from .assets import onnx_model_path, onnx_vocab
+from .base import Audio, BackendUnavailableError
+from .pipeline import KokoroSynthesizer
+from .voices import load_voices
+
+log = logging.getLogger(__name__)
+
+# The export's output is 1.5x louder than the reference model's.
+ONNX_GAIN = 1 / 1.5
+
+
+class OnnxEngine:
+    """Token ids -> audio through one onnxruntime session (thread-safe for ``run``)."""
+
+    name = "onnx"
+
+    def __init__(self, model_path: str | Path, threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise BackendUnavailableError("the onnx backend needs onnxruntime: pip install onnxruntime") from e
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or available_cores()
+        # One chunk at a time: parallelism lives inside the ops, not across them.
+        options.inter_op_num_threads = 1
+        self.threads = options.intra_op_num_threads
+        self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
+        (audio,) = self._session.run(None, {
+            "tokens": np.array([[0, *token_ids, 0]], dtype=np.int64),
+            "style": np.asarray(style, dtype=np.float32).reshape(1, -1),
+            "speed": np.array([speed], dtype=np.float32),
+        })
+        return (np.asarray(audio, dtype=np.float32).ravel() * ONNX_GAIN).astype(np.float32, copy=False)
+
+
+def available_cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_onnx(
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+) -> KokoroSynthesizer:
+    """The packaged int8 ONNX; ``model_dir`` (hub layout) only adds its voices."""
+    started = time.perf_counter()
+    engine = OnnxEngine(onnx_model_path(cache_dir), threads)
+    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir), onnx_vocab())
+    log.info("onnx backend loaded in %.2f s (%d threads, %d voices)",
+             time.perf_counter() - started, engine.threads, len(synthesizer.voices()))
+    return synthesizer

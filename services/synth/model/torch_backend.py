@@ -1,0 +1,69 @@
+"""The torch backend: hexgrad's KModel, the production engine on CUDA (also runs on the CPU).
+
+Weights come from ``model_dir`` (the hub layout) when given, else from the int8 ONNX,
+converted once into ``cache_dir`` (``convert.py``). Either way nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .assets import default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
+from .base import Audio
+from .convert import converted_weights
+from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
+from .onnx_backend import available_cores
+from .pipeline import KokoroSynthesizer
+from .voices import load_voices
+
+log = logging.getLogger(__name__)
+
+
+class TorchEngine:
+    """Token ids -> audio through one KModel, on CUDA when available."""
+
+    def __init__(self, model: Any, device: str) -> None:
+        self.name = f"torch-{device}"
+        self.device = device
+        self._model = model.to(device)
+
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
+        import torch
+
+        with torch.inference_mode():
+            ids = torch.tensor([[0, *token_ids, 0]], dtype=torch.long, device=self.device)
+            ref = torch.from_numpy(np.ascontiguousarray(style, dtype=np.float32)).reshape(1, -1).to(self.device)
+            audio, _ = self._model.forward_with_tokens(ids, ref, speed)
+        return np.asarray(audio.float().cpu().numpy(), dtype=np.float32).ravel()
+
+
+def load_torch(
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+) -> KokoroSynthesizer:
+    """KModel with the hub weights in ``model_dir``, or with weights rebuilt from the ONNX."""
+    kmodel_class()  # fail fast, before any conversion, when torch or kokoro is missing
+    import torch
+
+    started = time.perf_counter()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(threads or available_cores())
+    if model_dir is not None:
+        config = hub_config(model_dir)
+        weights = hub_weights(model_dir)
+    else:
+        vocab = onnx_vocab()
+        config = {**KOKORO_V1_CONFIG, "vocab": vocab}
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        weights = converted_weights(onnx_model_path(folder), folder, vocab)
+    engine = TorchEngine(build_kmodel(config, weights), device)
+    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir), config["vocab"])
+    log.info("torch backend loaded on %s in %.2f s from %s (%d voices)",
+             device, time.perf_counter() - started, weights, len(synthesizer.voices()))
+    return synthesizer
