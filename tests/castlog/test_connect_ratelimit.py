@@ -65,3 +65,6 @@ def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:
     assert client_address("127.0.0.1", "not-an-ip", trusted) == "127.0.0.1"
     assert client_address("::ffff:127.0.0.1", "10.0.0.8", trusted) == "10.0.0.8"
     assert client_address("::ffff:203.0.113.5", None, trusted) == "203.0.113.5"
+    pods = frozenset({"10.42.0.0/16", "::1"})
+    assert client_address("10.42.3.17", "198.51.100.2", pods) == "198.51.100.2"
+    assert client_address("10.43.0.1", "198.51.100.2", pods) == "10.43.0.1"

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Print StreamTTS's Redis ACL file on stdout: one user per service, each with the least it needs.
+#
+# Passwords come from REDIS_PASSWORD_<USER> or from the file named by REDIS_PASSWORD_<USER>_FILE
+# (Docker and Kubernetes secrets); only their SHA-256 is written, so the file holds no secret.
+# Both compose/redis/ and k3s/base/redis/ carry this file; a test keeps the two copies equal.
+set -eu
+
+MIN_PASSWORD_LENGTH=16
+
+die() {
+    echo "render-acl: $*" >&2
+    exit 1
+}
+
+# password_hash USER: the SHA-256 (hex) of that user's password, after checking it.
+password_hash() {
+    var="REDIS_PASSWORD_$1"
+    eval "value=\${$var:-}"
+    eval "file=\${${var}_FILE:-}"
+    if [ -n "$file" ]; then
+        [ -r "$file" ] || die "$var""_FILE: cannot read $file"
+        value=$(cat "$file")
+    fi
+    [ -n "$value" ] || die "set $var (or $var""_FILE)"
+    [ "${#value}" -ge "$MIN_PASSWORD_LENGTH" ] ||
+        die "$var is shorter than $MIN_PASSWORD_LENGTH characters"
+    # The services take it inside REDIS_URL: only characters that need no escaping in a URL.
+    case "$value" in
+        *[!A-Za-z0-9._~-]*) die "$var may only use A-Z a-z 0-9 . _ ~ -" ;;
+    esac
+    printf '%s' "$value" | sha256sum | cut -d ' ' -f 1
+}
+
+intake=$(password_hash INTAKE)
+edge=$(password_hash EDGE)
+synth=$(password_hash SYNTH)
+admin=$(password_hash ADMIN)
+
+# What a client library sends on connect; deliberately not @connection, which holds CLIENT KILL.
+CONNECT="+auth +hello +ping +echo +select +reset +quit +client|setname +client|getname +client|id"
+SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
+# Rate limiters keep counters, buckets or windows under rl/*; these categories hold only keyed
+# commands, so a key pattern bounds them.
+RATE_LIMIT="~rl/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
+RATE_LIMIT="$RATE_LIMIT +time"
+
+# Unauthenticated connections may only PING: the container and pod health checks need no secret.
+echo "user default on nopass resetkeys resetchannels -@all +ping"
+# For operators (backups, BGREWRITEAOF, debugging); no service uses it.
+echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
+# intake: the submit script writes catalog/*, pub/casts/* and jobs; it reads synth/voices.
+echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT" \
+    "~catalog/* ~pub/casts/* ~jobs %R~synth/voices" \
+    "$SCRIPTS +xadd +xrange +xrevrange +xlen +exists" \
+    "($RATE_LIMIT)"
+# synth: the group on jobs; receipts, dead letters, voices; reads recipes; appends to casts.
+# TIME: the scripts stamp records with Redis's clock.
+echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +info +time" \
+    "~jobs +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
+    "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
+    "(~jobs/dead ~progress/done ~synth/voices +xadd)" \
+    "(%R~catalog/* +xrange +xrevrange)" \
+    "(~pub/casts/* $SCRIPTS +xadd +xrange +xrevrange +xlen +xinfo|stream +exists)"
+# edge: the public read path only reads pub/casts/*. CLIENT UNBLOCK: a new listener wakes the
+# shared tail's blocking XREAD so that it reads the new cast too.
+echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT +client|unblock" \
+    "%R~pub/casts/* +xrange +xrevrange +xread +xlen +xinfo|stream +exists" \
+    "($RATE_LIMIT)"

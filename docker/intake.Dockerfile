@@ -1,0 +1,31 @@
+# syntax=docker/dockerfile:1
+# intake: validation, content ids and the claim (python -m intake). Build from the repo root:
+#   docker build -f docker/intake.Dockerfile -t streamtts/intake .
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+COPY pyproject.toml README.md* ./
+COPY libs/ libs/
+COPY services/ services/
+RUN pip install . && python3 -c "import castlog, intake"
+
+FROM ${PYTHON_IMAGE} AS runtime
+RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
+        --shell /usr/sbin/nologin streamtts
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    INTAKE_HOST=0.0.0.0 \
+    INTAKE_PORT=8081
+USER 10001:10001
+EXPOSE 8081
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('INTAKE_PORT', '8081'), timeout=2)"]
+CMD ["python3", "-m", "intake"]

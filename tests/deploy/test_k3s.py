@@ -1,0 +1,302 @@
+"""k3s/: every overlay renders, validates strictly, and its objects fit together."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from . import kustomize_lite
+from .tools import K3S, REPO, ROUTES, require_tool, run
+
+OVERLAYS = ["jetson", "cpu"]
+# The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
+KUBERNETES_VERSIONS = ["1.31.0", "1.34.0"]
+# Where the Ingress differs from Caddy: it cannot match the method, so these GETs reach intake
+# (which has only POST there), and it cannot refuse a path, so edge's /metrics stays reachable.
+INGRESS_DIFFERENCES = {
+    ("GET", "/generate"): "intake",
+    ("GET", "/api/casts"): "intake",
+    ("GET", "/metrics"): "edge",
+}
+WORKLOADS = {"Deployment", "StatefulSet"}
+
+
+@pytest.fixture(scope="module")
+def k3s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of k3s/ with the secrets.env an operator would create from the example."""
+    tree = tmp_path_factory.mktemp("k3s") / "k3s"
+    shutil.copytree(K3S, tree, ignore=shutil.ignore_patterns("secrets.env"))
+    example = (tree / "base" / "secrets.env.example").read_text()
+    (tree / "base" / "secrets.env").write_text(example.replace("replace-me", "test-value"))
+    return tree
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def rendered(k3s_tree: Path, overlay: str) -> list[dict[str, Any]]:
+    return kustomize_lite.render(k3s_tree / "overlays" / overlay)
+
+
+def find(resources: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [match] = [r for r in resources if r["kind"] == kind and r["metadata"]["name"] == name]
+    return match
+
+
+def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    return pod_spec(workload)["containers"][0]  # type: ignore[no-any-return]
+
+
+def config_value(resources: list[dict[str, Any]], key: str) -> str:
+    return str(find(resources, "ConfigMap", "streamtts-config")["data"][key])
+
+
+def kubernetes_validate(path: Path) -> Any:
+    validator = require_tool("kubernetes-validate", "pip install kubernetes-validate")
+    versions = [arg for v in KUBERNETES_VERSIONS for arg in ("-k", v)]
+    return run([validator, "--strict", "--quiet", *versions, str(path)])
+
+
+def test_overlay_validates_strictly(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    path = tmp_path / "rendered.yaml"
+    path.write_text(yaml.safe_dump_all(rendered))
+    result = kubernetes_validate(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_strict_validation_can_fail(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    broken = [dict(r) for r in rendered]
+    synth = find(broken, "Deployment", "synth")
+    synth["spec"] = {**synth["spec"], "terminationGracePeriod": 45}
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump_all(broken))
+    assert kubernetes_validate(path).returncode != 0
+
+
+def test_rendering_needs_the_operators_secrets_file(k3s_tree: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "k3s"
+    shutil.copytree(k3s_tree, tree)
+    (tree / "base" / "secrets.env").unlink()
+    with pytest.raises(FileNotFoundError, match="secrets.env"):
+        kustomize_lite.render(tree / "overlays" / "jetson")
+
+
+def test_secret_values_in_the_repo_are_placeholders() -> None:
+    for line in (K3S / "base" / "secrets.env.example").read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert line.split("=", 1)[1].startswith("replace-me"), line
+    tracked = run(["git", "-C", str(REPO), "ls-files", "k3s"]).stdout.split()
+    assert "k3s/base/secrets.env" not in tracked
+
+
+def test_renderer_agrees_with_kustomize(k3s_tree: Path, overlay: str) -> None:
+    """Only where pykustomize (kustomize compiled as a library) is installed."""
+    pykustomize = pytest.importorskip("pykustomize")
+    import asyncio
+
+    built = asyncio.run(pykustomize.Kustomizer().build(str(k3s_tree / "overlays" / overlay)))
+
+    def key(resource: dict[str, Any]) -> tuple[str, str]:
+        return resource["kind"], resource["metadata"]["name"]
+
+    theirs = sorted((r for r in yaml.safe_load_all(built.yaml) if r), key=key)
+    ours = sorted(kustomize_lite.render(k3s_tree / "overlays" / overlay), key=key)
+    assert ours == theirs
+
+
+def test_everything_lives_in_the_namespace(rendered: list[dict[str, Any]]) -> None:
+    namespace = find(rendered, "Namespace", "streamtts")
+    assert namespace["metadata"]["name"] == "streamtts"
+    for resource in rendered:
+        if resource["kind"] != "Namespace":
+            assert resource["metadata"]["namespace"] == "streamtts", resource["metadata"]["name"]
+
+
+def test_redis_is_durable(rendered: list[dict[str, Any]]) -> None:
+    redis = find(rendered, "StatefulSet", "redis")
+    [claim] = redis["spec"]["volumeClaimTemplates"]
+    mounts = {m["name"]: m["mountPath"] for m in container(redis)["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == "/data"
+    conf = find(rendered, "ConfigMap", "streamtts-redis")["data"]["redis.conf"]
+    assert "\nappendonly yes\n" in conf
+    assert config_value(rendered, "REDIS_APPENDFSYNC") == "everysec"
+    maxmemory = config_value(rendered, "REDIS_MAXMEMORY")
+    assert maxmemory.endswith("gb")
+    limit = container(redis)["resources"]["limits"]["memory"]
+    assert limit.endswith("Gi") and int(maxmemory[:-2]) < int(limit[:-2])
+    probe = container(redis)["readinessProbe"]["exec"]["command"]
+    assert probe == ["redis-cli", "ping"]
+
+
+def test_edge_is_highly_available(rendered: list[dict[str, Any]]) -> None:
+    edge = find(rendered, "Deployment", "edge")
+    labels = edge["spec"]["template"]["metadata"]["labels"]
+    assert edge["spec"]["replicas"] >= 2
+    pdb = find(rendered, "PodDisruptionBudget", "edge")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["spec"]["minAvailable"] >= 1
+    hpa = find(rendered, "HorizontalPodAutoscaler", "edge")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "edge"}
+    assert hpa["spec"]["minReplicas"] >= 2
+    assert "cpu" in container(edge)["resources"]["requests"]  # what the HPA's target is relative to
+
+
+@pytest.mark.parametrize("name", ["intake", "edge", "synth"])
+def test_services_are_probed_on_healthz(rendered: list[dict[str, Any]], name: str) -> None:
+    c = container(find(rendered, "Deployment", name))
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["path"] == "/healthz"
+        assert c[probe]["httpGet"]["port"] in ports
+
+
+def test_services_listen_beyond_their_loopback(rendered: list[dict[str, Any]]) -> None:
+    for setting in ("INTAKE_HOST", "EDGE_HOST", "SYNTH_METRICS_HOST"):
+        assert config_value(rendered, setting) == "0.0.0.0"
+    for name, setting in (("intake", "INTAKE_PORT"), ("edge", "EDGE_PORT"),
+                          ("synth", "SYNTH_METRICS_PORT")):
+        ports = [p["containerPort"] for p in container(find(rendered, "Deployment", name))["ports"]]
+        assert ports == [int(config_value(rendered, setting))]
+
+
+@pytest.mark.parametrize("name", ["intake", "edge", "synth"])
+def test_services_are_scraped(rendered: list[dict[str, Any]], name: str) -> None:
+    workload = find(rendered, "Deployment", name)
+    annotations = workload["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    ports = [p["containerPort"] for p in container(workload)["ports"]]
+    assert int(annotations["prometheus.io/port"]) in ports
+
+
+def test_synth_gets_longer_than_its_grace_to_stop(rendered: list[dict[str, Any]]) -> None:
+    synth = find(rendered, "Deployment", "synth")
+    grace = int(config_value(rendered, "SYNTH_GRACE_S"))
+    assert pod_spec(synth)["terminationGracePeriodSeconds"] > grace
+
+
+def test_synth_hardware(rendered: list[dict[str, Any]], overlay: str) -> None:
+    synth = find(rendered, "Deployment", "synth")
+    limits = container(synth)["resources"]["limits"]
+    if overlay == "jetson":
+        assert pod_spec(synth)["runtimeClassName"] == "nvidia"
+        assert limits["nvidia.com/gpu"] == 1
+        assert config_value(rendered, "SYNTH_BACKEND") == "torch"
+        assert container(synth)["image"] == "streamtts/synth:dev-jetson"
+    else:
+        assert "runtimeClassName" not in pod_spec(synth)
+        assert "nvidia.com/gpu" not in limits
+        assert config_value(rendered, "SYNTH_BACKEND") == "onnx"
+        assert container(synth)["image"] == "streamtts/synth:dev-cpu"
+
+
+def test_model_weights_are_mounted_read_only(rendered: list[dict[str, Any]]) -> None:
+    synth = find(rendered, "Deployment", "synth")
+    [mount] = [m for m in container(synth)["volumeMounts"] if m["mountPath"] == "/models/kokoro"]
+    assert mount["readOnly"] is True
+    assert config_value(rendered, "KOKORO_MODEL_DIR") == "/models/kokoro"
+
+
+@pytest.mark.parametrize("name", ["intake", "edge", "synth"])
+def test_services_use_their_own_redis_user(rendered: list[dict[str, Any]], name: str) -> None:
+    env = {e["name"]: e for e in container(find(rendered, "Deployment", name))["env"]}
+    secret = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert secret["key"] == f"REDIS_PASSWORD_{name.upper()}"
+    assert env["REDIS_URL"]["value"] == f"redis://{name}:$(REDIS_PASSWORD)@redis:6379/0"
+
+
+def test_pods_run_unprivileged(rendered: list[dict[str, Any]]) -> None:
+    for workload in (r for r in rendered if r["kind"] in WORKLOADS):
+        spec = pod_spec(workload)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        for c in spec["containers"]:
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True
+            assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def _references(workload: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """(kind, name, key or None) of every ConfigMap and Secret a workload uses."""
+    spec = pod_spec(workload)
+    for c in spec["containers"]:
+        for source in c.get("envFrom", []):
+            for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+                if field in source:
+                    yield kind, source[field]["name"], None
+        for env in c.get("env", []):
+            for field, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+                ref = env.get("valueFrom", {}).get(field)
+                if ref:
+                    yield kind, ref["name"], ref["key"]
+    for volume in spec.get("volumes", []):
+        if "configMap" in volume:
+            yield "ConfigMap", volume["configMap"]["name"], None
+
+
+def test_every_reference_resolves(rendered: list[dict[str, Any]]) -> None:
+    for workload in (r for r in rendered if r["kind"] in WORKLOADS):
+        for kind, name, key in _references(workload):
+            target = find(rendered, kind, name)
+            if key:
+                assert key in target["data"], (workload["metadata"]["name"], kind, name, key)
+        names = {v["name"] for v in pod_spec(workload).get("volumes", [])}
+        names |= {t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])}
+        for c in pod_spec(workload)["containers"]:
+            assert {m["name"] for m in c.get("volumeMounts", [])} <= names
+
+
+def test_every_service_selects_pods_with_its_port(rendered: list[dict[str, Any]]) -> None:
+    workloads = [r for r in rendered if r["kind"] in WORKLOADS]
+    for service in (r for r in rendered if r["kind"] == "Service"):
+        selector = service["spec"]["selector"]
+        [workload] = [w for w in workloads
+                      if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+        ports = {p["name"] for c in pod_spec(workload)["containers"] for p in c["ports"]}
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in ports
+
+
+def ingress_backend(ingress: dict[str, Any], path: str) -> tuple[str, str]:
+    """The backend Kubernetes picks: Exact before Prefix, then the longest matching path."""
+    path = path.split("?")[0]
+    best: tuple[int, int, dict[str, Any]] | None = None
+    for rule in ingress["spec"]["rules"]:
+        for candidate in rule["http"]["paths"]:
+            wanted = candidate["path"]
+            if candidate["pathType"] == "Exact":
+                matched = path == wanted
+            else:
+                parts = [p for p in wanted.split("/") if p]
+                matched = [p for p in path.split("/") if p][: len(parts)] == parts
+            if matched:
+                rank = (len(wanted), candidate["pathType"] == "Exact", candidate)
+                if best is None or rank[:2] > best[:2]:
+                    best = rank
+    assert best is not None, path
+    service = best[2]["backend"]["service"]
+    return service["name"], service["port"]["name"]
+
+
+@pytest.mark.parametrize(("method", "path", "service"), ROUTES)
+def test_ingress_routes_like_the_front_proxy(rendered: list[dict[str, Any]], method: str,
+                                             path: str, service: str | None) -> None:
+    ingress = find(rendered, "Ingress", "streamtts")
+    assert ingress["spec"]["ingressClassName"] == "traefik"
+    expected = INGRESS_DIFFERENCES.get((method, path), service)
+    name, port = ingress_backend(ingress, path)
+    assert name == expected
+    target = find(rendered, "Service", name)
+    assert port in {p["name"] for p in target["spec"]["ports"]}

