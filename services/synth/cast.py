@@ -1,0 +1,151 @@
+"""One active cast in this worker: its chunks, where the next chunk goes, its tail and timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import castlog
+from castlog import Audio, CastState, CastStore, Entry, Start
+
+from .scheduler import Pace
+
+# Records fetched per round trip when a worker reads a whole log at admission.
+READ_PAGE = 200
+
+
+@dataclass(frozen=True)
+class Job:
+    """One entry of ``jobs`` as this worker received it."""
+
+    entry_id: str
+    cast_id: str
+    enqueued_at: int  # ms since the epoch (Redis's clock), 0 when the entry had none
+    deliveries: int  # the group's delivery count: this job's attempt number
+
+
+@dataclass
+class ActiveCast:
+    """A cast this worker is synthesizing: one attempt, from ``resume_from`` to the last chunk.
+
+    Chunks are synthesized in order (``next_synth``) and appended in order (``next_append``);
+    between the two, at most a chunk or two sit in the encoder. ``tail`` is the seq_num the next
+    conditional append expects; ``offset_ms`` is where the next audio starts on the timeline.
+    """
+
+    job: Job
+    voice: str
+    chunks: list[str]
+    attempt: int  # the number in this attempt's `start` record
+    job_attempt: int  # attempts of this job (counts against SYNTH_MAX_ATTEMPTS)
+    resume_from: int
+    tail: int
+    offset_ms: int  # sum of the playable durations before sentence `next_append`
+    first_audio_seq: int | None  # seq_num of the cast's first audio record in any attempt
+    pace: Pace = field(default_factory=Pace)
+    next_synth: int = 0
+    next_append: int = 0
+    synth_s: float = 0.0  # inference time this attempt spent
+    heard_from: float | None = None  # clock time of this attempt's first append
+    appended_ms: int = 0  # audio this attempt appended
+    failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
+    closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
+
+    def __post_init__(self) -> None:
+        self.next_synth = self.next_append = self.resume_from
+
+    @property
+    def cast_id(self) -> str:
+        return self.job.cast_id
+
+    @property
+    def wants_chunk(self) -> bool:
+        return not (self.closed or self.failing) and self.next_synth < len(self.chunks)
+
+    @property
+    def complete(self) -> bool:
+        return self.next_append >= len(self.chunks)
+
+    def take_chunk(self) -> tuple[int, str]:
+        """The next chunk to synthesize, with its sentence index."""
+        i = self.next_synth
+        self.next_synth += 1
+        return i, self.chunks[i]
+
+    def audio_record(self, i: int, duration_ms: int, body: bytes) -> Audio:
+        if i != self.next_append:
+            raise AssertionError(f"cast {self.cast_id}: chunk {i} appended out of order ({self.next_append})")
+        return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, body=body)
+
+    def listen_lead(self, now: float) -> float:
+        """How far the appended audio is ahead of a listener who started at this attempt's first
+        append (below zero: that listener ran dry). Infinite before the first append."""
+        if self.heard_from is None:
+            return float("inf")
+        return self.appended_ms / 1000 - (now - self.heard_from)
+
+    def appended(self, audio: Audio, new_tail: int, now: float) -> None:
+        if self.first_audio_seq is None:
+            self.first_audio_seq = new_tail - 1
+        if self.heard_from is None:
+            self.heard_from = now
+        self.tail = new_tail
+        self.offset_ms += audio.d
+        self.appended_ms += audio.d
+        self.next_append += 1
+
+
+async def read_log(store: CastStore, cast_id: str) -> list[Entry]:
+    """Every record of the cast's log, paging through it."""
+    entries: list[Entry] = []
+    seq = 0
+    while True:
+        page = await store.read(cast_id, seq, READ_PAGE)
+        entries.extend(page)
+        if len(page) < READ_PAGE:
+            return entries
+        seq = page[-1].seq_num + 1
+
+
+def starts_before_last_error(entries: Sequence[Entry]) -> int:
+    """`start` records written for earlier jobs of this cast (each ended in `error`): a job
+    re-enqueued after an error continues the attempt numbers of the log."""
+    last_error = max((e.seq_num for e in entries if e.kind == "error"), default=-1)
+    return sum(1 for e in entries if isinstance(e.record, Start) and e.seq_num < last_error)
+
+
+def attempt_numbers(job: Job, entries: Sequence[Entry]) -> tuple[int, int]:
+    """(number for the new `start`, attempt of this job).
+
+    The delivery count is the job's attempt. The start number continues the log's and is
+    never below one more than the starts already there (a start lost to a crash between
+    delivery and append would otherwise be numbered twice).
+    """
+    earlier_jobs = starts_before_last_error(entries)
+    starts = sum(1 for e in entries if isinstance(e.record, Start))
+    attempt = max(earlier_jobs + job.deliveries, starts + 1)
+    return attempt, attempt - earlier_jobs
+
+
+def first_audio_seq(entries: Sequence[Entry]) -> int | None:
+    return next((e.seq_num for e in entries if isinstance(e.record, Audio)), None)
+
+
+def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastState) -> ActiveCast:
+    """The cast's next attempt: resume at the first sentence the log does not hold yet."""
+    attempt, job_attempt = attempt_numbers(job, entries)
+    resume_from = state.next_sentence()
+    offset = sum(
+        e.record.d for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from
+    )
+    return ActiveCast(
+        job=job,
+        voice=voice,
+        chunks=castlog.split_text(text),
+        attempt=attempt,
+        job_attempt=job_attempt,
+        resume_from=resume_from,
+        tail=state.tail,
+        offset_ms=offset,
+        first_audio_seq=first_audio_seq(entries),
+    )

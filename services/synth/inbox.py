@@ -1,0 +1,93 @@
+"""Where one consumer's jobs come from, in order: its own pending entries found at start-up (a
+restart), its retries whose backoff ran out, entries of dead workers (XAUTOCLAIM after the
+lease), and finally new entries."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from . import jobs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    entry_id: str
+    fields: jobs.Fields
+    deliveries: int | None  # None: not known from the command that delivered it; ask XPENDING
+
+
+class Inbox:
+    def __init__(
+        self,
+        redis: Redis,
+        consumer: str,
+        *,
+        lease_ms: int,
+        claim_every_s: float,
+        poll_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis, self.consumer = redis, consumer
+        self.lease_ms, self.claim_every_s, self.poll_s = lease_ms, claim_every_s, poll_s
+        self._clock = clock
+        self._backlog: list[jobs.StreamEntry] = []
+        self._retrying: dict[str, float] = {}  # entry id -> clock time the retry is due
+        self._last_claim = -float("inf")
+
+    async def open(self) -> None:
+        """Create the group if needed and pick up what this consumer left pending."""
+        await jobs.ensure_group(self.redis)
+        self._backlog = await jobs.read_own_pending(self.redis, self.consumer)
+        if self._backlog:
+            log.info("resuming %d job(s) pending for consumer %s", len(self._backlog), self.consumer)
+
+    def retry_later(self, entry_id: str, delay_s: float) -> None:
+        """Keep the entry pending and deliver it to ourselves again after ``delay_s``."""
+        self._retrying[entry_id] = self._clock() + delay_s
+
+    def held(self) -> list[str]:
+        """Entries this consumer holds without working on them yet (their leases need refreshing)."""
+        return list(self._retrying) + [entry_id for entry_id, _ in self._backlog]
+
+    def forget(self, entry_id: str) -> None:
+        """The entry is no longer ours (taken over or acknowledged elsewhere)."""
+        self._retrying.pop(entry_id, None)
+        self._backlog = [(i, f) for i, f in self._backlog if i != entry_id]
+
+    async def take(self, room: int, active: Container[str]) -> list[Delivery]:
+        """Up to ``room`` deliveries; waits at most ``poll_s`` (less when a retry is due sooner)."""
+        out: list[Delivery] = []
+        while self._backlog and len(out) < room:
+            entry_id, fields = self._backlog.pop(0)
+            out.append(Delivery(entry_id, fields, None))
+        now = self._clock()
+        due = [i for i, at in self._retrying.items() if at <= now][: room - len(out)]
+        owners = await jobs.pending(self.redis, due)
+        for entry_id in due:
+            del self._retrying[entry_id]
+            if entry_id in owners and owners[entry_id].consumer == self.consumer:  # still ours
+                claimed = await jobs.claim(self.redis, self.consumer, entry_id)  # counts a delivery
+                if claimed is not None:
+                    out.append(Delivery(entry_id, claimed[1], None))
+        if len(out) < room and now - self._last_claim >= self.claim_every_s:
+            self._last_claim = now
+            for entry_id, fields in await jobs.autoclaim(self.redis, self.consumer, self.lease_ms, room - len(out)):
+                if entry_id not in active:  # our own active job, idle for a lease: a stalled loop
+                    log.info("took over job %s after its lease expired", entry_id)
+                    out.append(Delivery(entry_id, fields, None))
+        if not out:
+            block_ms = max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
+            out = [Delivery(i, f, 1) for i, f in await jobs.read_new(self.redis, self.consumer, room, block_ms)]
+        return out
+
+    def _until_next_retry(self) -> float:
+        if not self._retrying:
+            return self.poll_s
+        return max(0.001, min(self._retrying.values()) - self._clock())

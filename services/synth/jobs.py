@@ -1,0 +1,200 @@
+"""The consumer group ``synth`` on ``jobs``: delivery, leases, acknowledgement, receipts.
+
+Thin, stateless wrappers over the stream commands, one job each, so that the worker reads as
+policy. Facts of Redis they rely on (checked against redis-server 7.0):
+
+- the delivery count rises on ``XREADGROUP >``, on re-reading one's own pending entries
+  (``XREADGROUP`` with id 0), on ``XCLAIM`` and on ``XAUTOCLAIM``; it is the attempt count;
+- ``XCLAIM ... JUSTID`` resets an entry's idle time without counting a delivery: the lease
+  refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+import castlog
+
+from .cast import Job
+
+log = logging.getLogger(__name__)
+
+Fields = dict[bytes, bytes]
+StreamEntry = tuple[str, Fields]  # (entry id, fields)
+
+# Entries fetched per round trip when re-reading one's own pending list at start-up.
+PENDING_PAGE = 100
+# Entries counted when XINFO cannot tell the group's lag (the count is capped there).
+LAG_SCAN_LIMIT = 10_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def ensure_group(redis: Redis) -> None:
+    """Create the group at the start of ``jobs`` (and the stream) unless it exists."""
+    try:
+        await redis.xgroup_create(castlog.JOBS, castlog.GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def as_str(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _entries(rows: Any) -> list[StreamEntry]:
+    """Stream rows as (str id, fields), without the holes that deleted entries leave."""
+    return [(as_str(i), f) for i, f in rows or () if i is not None and f is not None]
+
+
+def _streams(reply: Any) -> list[StreamEntry]:
+    """The rows of an XREAD(GROUP) reply over one stream."""
+    return [row for _stream, rows in reply or () for row in _entries(rows)]
+
+
+def parse_job(entry_id: str, fields: Fields, deliveries: int) -> Job | None:
+    """The job of one ``jobs`` entry, or None when it is not a well-formed job."""
+    cast_id = as_str(fields.get(b"id", b""))
+    if not castlog.is_cast_id(cast_id):
+        return None
+    try:
+        enqueued_at = int(fields.get(b"enqueued_at", b"0"))
+    except ValueError:
+        enqueued_at = 0
+    return Job(entry_id, cast_id, enqueued_at, max(1, deliveries))
+
+
+async def read_own_pending(redis: Redis, consumer: str) -> list[StreamEntry]:
+    """Every entry already delivered to ``consumer`` and not acknowledged (a restart's backlog)."""
+    out: list[StreamEntry] = []
+    after = "0"
+    while True:
+        reply: Any = await redis.xreadgroup(
+            castlog.GROUP, consumer, {castlog.JOBS: after}, count=PENDING_PAGE
+        )
+        rows = [row for _stream, page in reply or () for row in page]
+        out.extend(_entries(rows))
+        if len(rows) < PENDING_PAGE:
+            return out
+        after = as_str(rows[-1][0])
+
+
+async def read_new(redis: Redis, consumer: str, count: int, block_ms: int) -> list[StreamEntry]:
+    """Up to ``count`` never-delivered entries, waiting at most ``block_ms`` for one."""
+    reply: Any = await redis.xreadgroup(
+        castlog.GROUP, consumer, {castlog.JOBS: ">"}, count=count, block=block_ms
+    )
+    return _streams(reply)
+
+
+async def autoclaim(redis: Redis, consumer: str, min_idle_ms: int, count: int) -> list[StreamEntry]:
+    """Take over up to ``count`` entries whose lease expired (idle > ``min_idle_ms``).
+
+    Entries deleted from the stream while pending are acknowledged: nothing can run them.
+    """
+    reply: Any = await redis.xautoclaim(
+        castlog.JOBS, castlog.GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+    )
+    claimed = _entries(reply[1])
+    deleted = reply[2] if len(reply) > 2 else []
+    if deleted:
+        await redis.xack(castlog.JOBS, castlog.GROUP, *deleted)
+    return claimed
+
+
+async def claim(redis: Redis, consumer: str, entry_id: str) -> StreamEntry | None:
+    """Deliver our own pending entry again (a retry): counts one more delivery."""
+    rows: Any = await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, 0, [entry_id])
+    return next(iter(_entries(rows)), None)
+
+
+@dataclass(frozen=True)
+class Pending:
+    consumer: str
+    deliveries: int
+
+
+async def pending(redis: Redis, entry_ids: list[str]) -> dict[str, Pending]:
+    """Owner and delivery count of each of ``entry_ids`` still pending (absent: acknowledged)."""
+    if not entry_ids:
+        return {}
+    async with redis.pipeline(transaction=False) as pipe:
+        for entry_id in entry_ids:
+            pipe.xpending_range(castlog.JOBS, castlog.GROUP, min=entry_id, max=entry_id, count=1)
+        replies = await pipe.execute()
+    out: dict[str, Pending] = {}
+    for entry_id, rows in zip(entry_ids, replies):
+        for row in rows:
+            out[entry_id] = Pending(as_str(row["consumer"]), int(row["times_delivered"]))
+    return out
+
+
+async def refresh(redis: Redis, consumer: str, entry_ids: list[str]) -> None:
+    """Reset the idle time of entries we own, without counting a delivery."""
+    if entry_ids:
+        await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, 0, list[Any](entry_ids), justid=True)
+
+
+async def ack(redis: Redis, entry_id: str) -> None:
+    await redis.xack(castlog.JOBS, castlog.GROUP, entry_id)
+
+
+async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:
+    fields: dict[Any, Any] = {
+        "id": cast_id, "attempts": attempts, "error": error, "failed_at": now_ms(), "consumer": consumer
+    }
+    await redis.xadd(castlog.JOBS_DEAD, fields)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """One ``progress/done`` entry: what a finished cast cost."""
+
+    id: str
+    attempts: int
+    sentences: int
+    audio_ms: int
+    synth_ms: int  # inference time of the finishing attempt
+    first_audio_ms: int  # job enqueued -> the cast's first audio record (Redis's clock)
+    finished_at: int
+
+    async def publish(self, redis: Redis) -> None:
+        fields: dict[Any, Any] = dict(vars(self))
+        await redis.xadd(castlog.PROGRESS_DONE, fields)
+
+
+async def queue_stats(redis: Redis) -> tuple[int, int]:
+    """(entries not yet delivered to the group, that plus the group's pending entries)."""
+    try:
+        groups = await redis.xinfo_groups(castlog.JOBS)
+    except ResponseError:  # no stream yet
+        return 0, 0
+    group = next((g for g in groups if as_str(g["name"]) == castlog.GROUP), None)
+    if group is None:
+        return int(await redis.xlen(castlog.JOBS)), 0
+    lag = group.get("lag")
+    if lag is None:  # Redis cannot tell after deletions: count what follows the last delivery
+        last = as_str(group["last-delivered-id"])
+        rows: Any = await redis.xrange(castlog.JOBS, min=f"({last}", count=LAG_SCAN_LIMIT)
+        lag = len(rows)
+    depth = int(lag)
+    return depth, depth + int(group["pending"])
+
+
+async def publish_voices(
+    redis: Redis, voices: list[str], default: str, backend: str, worker: str, maxlen: int
+) -> None:
+    fields: dict[Any, Any] = {
+        "voices": json.dumps(voices), "default": default, "backend": backend, "worker": worker, "at": now_ms()
+    }
+    await redis.xadd(castlog.VOICES, fields, maxlen=maxlen, approximate=True)

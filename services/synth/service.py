@@ -1,0 +1,90 @@
+"""Start-up of one synth worker: load the model (in a thread), warm it up, publish the voices,
+run the worker; and its graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from . import jobs, metrics
+from .config import SynthConfig
+from .model import Synthesizer, load_synthesizer
+from .worker import Worker
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[SynthConfig], Synthesizer]
+Phase = Literal["loading", "warming", "running", "stopped", "failed"]
+
+
+def load_model(cfg: SynthConfig) -> Synthesizer:
+    return load_synthesizer(cfg.backend, model_dir=cfg.model_dir, cache_dir=cfg.cache_dir, threads=cfg.threads)
+
+
+def choose_default_voice(wanted: str, voices: list[str]) -> str:
+    """The configured default when this model has it, else the first voice."""
+    if wanted in voices:
+        return wanted
+    if not voices:
+        raise RuntimeError("the model has no voices: check KOKORO_MODEL_DIR and the voice packages")
+    log.warning("default voice %r is not available; using %r", wanted, voices[0])
+    return voices[0]
+
+
+class SynthService:
+    """The model and the worker of one process. ``run`` until ``stop``; ``phase`` for /healthz."""
+
+    def __init__(self, cfg: SynthConfig, redis: Redis, load: Loader = load_model) -> None:
+        self.cfg = cfg
+        self.redis = redis
+        self._load = load
+        self.phase: Phase = "loading"
+        self.synthesizer: Synthesizer | None = None
+        self.worker: Worker | None = None
+        self._stop_requested = False
+        # Loading must not hold up the exit: its own pool, never waited for at shutdown.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="synth-load")
+
+    async def run(self) -> None:
+        try:
+            await self._start()
+            if self.worker is not None and not self._stop_requested:
+                await self.worker.run()
+            self.phase = "stopped"
+        except asyncio.CancelledError:
+            self.phase = "stopped"
+            raise
+        except BaseException:
+            self.phase = "failed"
+            raise
+        finally:
+            self._pool.shutdown(wait=False)
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        synth = await loop.run_in_executor(self._pool, self._load, self.cfg)
+        metrics.MODEL_LOAD_SECONDS.set(time.monotonic() - started)
+        log.info("model %s loaded in %.2fs with %d voices", synth.name, time.monotonic() - started, len(synth.voices()))
+        self.phase, started = "warming", time.monotonic()
+        await loop.run_in_executor(self._pool, synth.warm_up)
+        metrics.WARMUP_SECONDS.set(time.monotonic() - started)
+        voices = sorted(synth.voices())
+        default = choose_default_voice(self.cfg.default_voice, voices)
+        await jobs.publish_voices(self.redis, voices, default, synth.name, self.cfg.consumer, self.cfg.voices_maxlen)
+        self.synthesizer = synth
+        self.worker = Worker(self.cfg, self.redis, synth)
+        self.phase = "running"
+        log.info("worker %s ready: backend %s, default voice %s", self.cfg.consumer, synth.name, default)
+
+    def stop(self) -> None:
+        """Stop admitting; the worker finishes the chunk in hand and ``run`` returns."""
+        self._stop_requested = True
+        if self.worker is not None:
+            self.worker.stop()

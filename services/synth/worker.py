@@ -1,0 +1,406 @@
+"""The worker: jobs in through the consumer group, one chunk at a time out to the cast logs.
+
+Four tasks share one event loop:
+
+- the *admitter* turns jobs into active casts: first our own pending entries (a restart), then
+  retries whose backoff ran out, then entries of dead workers (XAUTOCLAIM after the lease),
+  then new ones; only while the schedule has room (:func:`scheduler.admissible`);
+- the *synth loop* picks the cast with the lowest lead and runs exactly one chunk of it on the
+  model thread;
+- the *append loop* encodes that chunk on a second thread (overlapping the next inference),
+  appends it by conditional append at the tail it expects, and finishes complete casts;
+- the *lease loop* refreshes the leases of the jobs this worker holds.
+
+A conditional append that finds another tail means another worker owns the cast now: the cast
+is dropped without acknowledging its job. Jobs are acknowledged only after `eos` or `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+import castlog
+from castlog import CastStore, Eos, Error, SeqMismatch, Start
+
+from . import jobs, metrics, scheduler
+from .cast import ActiveCast, Job, plan, read_log
+from .config import SynthConfig
+from .inbox import Delivery, Inbox
+from .model import SAMPLE_RATE, Synthesizer
+from .mp3 import EncodedChunk, encode_chunk
+
+log = logging.getLogger(__name__)
+
+PCM = npt.NDArray[np.float32]
+# Synthesized chunks waiting for the encoder: one, so the model runs ahead by exactly a chunk.
+PIPELINE_DEPTH = 1
+# After a Redis error, the admitter and lease loop wait this long before trying again.
+REDIS_RETRY_S = 1.0
+# Longest error text kept in `error` records and `jobs/dead` entries.
+MAX_REASON_CHARS = 500
+
+_NO_PCM: PCM = np.zeros(0, dtype=np.float32)
+
+
+@dataclass
+class Synthesized:
+    """A chunk between the model thread and its append, or the news that it failed: failures
+    travel the same queue so that the chunks before them are appended first, in order."""
+
+    cast: ActiveCast
+    index: int
+    pcm: PCM
+    failure: str | None = None
+
+
+class Worker:
+    def __init__(
+        self,
+        cfg: SynthConfig,
+        redis: Redis,
+        synthesizer: Synthesizer,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.redis = redis
+        self.store = CastStore(redis)
+        self.synth = synthesizer
+        self.voices = frozenset(synthesizer.voices())
+        self._clock = clock
+        self.casts: dict[str, ActiveCast] = {}  # job entry id -> cast, in admission order
+        self.inbox = Inbox(
+            redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock
+        )
+        self._pipeline: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
+        self._work = asyncio.Event()  # a cast was admitted, or stop() was called
+        self._room = asyncio.Event()  # a cast left, or stop() was called
+        self._stopping = asyncio.Event()
+        self._model_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
+        self._encode_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-encode")
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Work until :meth:`stop`; then finish the chunk in hand and return, leaving unfinished
+        jobs pending so that they resume (here after a restart, or on another worker)."""
+        await self.inbox.open()
+        side = [asyncio.create_task(self._admit_loop()), asyncio.create_task(self._lease_loop())]
+        main = [asyncio.create_task(self._synth_loop()), asyncio.create_task(self._append_loop())]
+        try:
+            running = set(side + main)
+            while not all(task.done() for task in main):
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # a loop ended by an exception is a bug: surface it
+        finally:
+            for task in side + main:
+                task.cancel()
+            await asyncio.gather(*side, *main, return_exceptions=True)
+            self._model_pool.shutdown(wait=False)
+            self._encode_pool.shutdown(wait=False)
+            metrics.ACTIVE_CASTS.set(0)
+            log.info("worker %s stopped; %d cast(s) left pending", self.cfg.consumer, len(self.casts))
+
+    def stop(self) -> None:
+        """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
+        self._stopping.set()
+        self._work.set()
+        self._room.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # ---- admission ---------------------------------------------------------------------------
+
+    async def _admit_loop(self) -> None:
+        while not self.stopping:
+            try:
+                room = scheduler.admissible(
+                    list(self.casts.values()),
+                    self._clock(),
+                    cap=self.cfg.concurrency,
+                    max_active=self.cfg.max_active,
+                    threshold_s=self.cfg.lead_threshold_s,
+                )
+                if room == 0:
+                    await _wait(self._room, self.cfg.poll_s)
+                    continue
+                for delivery in await self.inbox.take(room, self.casts):
+                    await self._admit_delivery(delivery)
+            except RedisError as exc:
+                log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
+                await asyncio.sleep(REDIS_RETRY_S)
+                if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
+                    await _quietly(jobs.ensure_group(self.redis))
+
+    async def _admit_delivery(self, delivery: Delivery) -> None:
+        entry_id, fields, deliveries = delivery.entry_id, delivery.fields, delivery.deliveries
+        if deliveries is None:
+            info = (await jobs.pending(self.redis, [entry_id])).get(entry_id)
+            if info is None or info.consumer != self.cfg.consumer:
+                return  # acknowledged or taken over meanwhile: not ours to run
+            deliveries = info.deliveries
+        job = jobs.parse_job(entry_id, fields, deliveries)
+        if job is None:
+            log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
+            cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
+            await jobs.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
+            metrics.DEAD_LETTERS.inc()
+            await jobs.ack(self.redis, entry_id)
+            return
+        await self.admit(job)
+
+    async def admit(self, job: Job) -> None:
+        """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
+        if job.entry_id in self.casts:
+            return  # already ours and running
+        if any(c.cast_id == job.cast_id for c in self.casts.values()):
+            # A second job for a cast we are making: its first job stays pending until `eos`,
+            # so this one adds nothing (and a second `start` would restart our own attempt).
+            log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
+            await jobs.ack(self.redis, job.entry_id)
+            return
+        entries = await read_log(self.store, job.cast_id)
+        last = entries[-1] if entries else None
+        if last is None:
+            await self._give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
+            return
+        if last.kind == "eos":
+            log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
+            await jobs.ack(self.redis, job.entry_id)
+            return
+        if last.kind == "error" and last.ts > job.enqueued_at:
+            # This job was already answered with that error (we died before the XACK).
+            await jobs.ack(self.redis, job.entry_id)
+            return
+        state = castlog.summarize(entries)
+        recipe = await self.store.recipe(job.cast_id)
+        if recipe is None:
+            await self._give_up(job, state.tail, "the cast's recipe is missing from the catalog", job.deliveries)
+            return
+        cast = plan(job, recipe.voice, recipe.text, entries, state)
+        if recipe.voice not in self.voices:
+            known = ", ".join(sorted(self.voices))
+            reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
+            await self._give_up(job, state.tail, reason, cast.attempt)
+            return
+        if cast.job_attempt > self.cfg.max_attempts:
+            reason = f"gave up after {cast.job_attempt - 1} attempts (workers died while running it)"
+            await self._give_up(job, state.tail, reason, cast.attempt - 1)
+            return
+        start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
+        try:
+            cast.tail = await self.store.append(job.cast_id, state.tail, [start])
+        except SeqMismatch as exc:
+            log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
+            return
+        metrics.ATTEMPTS.inc()
+        log.info(
+            "cast %s: attempt %d from sentence %d of %d (job %s)",
+            job.cast_id, cast.attempt, cast.resume_from, len(cast.chunks), job.entry_id,
+        )
+        if cast.complete:  # every sentence was already in the log: only `eos` is missing
+            await self._finish(cast)
+            return
+        self.casts[job.entry_id] = cast
+        metrics.ACTIVE_CASTS.set(len(self.casts))
+        self._work.set()
+
+    # ---- synthesis and appends ---------------------------------------------------------------
+
+    async def _synth_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            cast = scheduler.pick(self.casts.values(), self._clock())
+            if cast is None:
+                await _wait(self._work, self.cfg.poll_s)
+                continue
+            if cast.pace.first_audio_at is not None:
+                metrics.LEAD_SECONDS.observe(cast.pace.lead(self._clock()))
+            index, text = cast.take_chunk()
+            started = self._clock()
+            try:
+                pcm = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice)
+            except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
+                log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
+                cast.failing = True
+                await self._pipeline.put(Synthesized(cast, index, _NO_PCM, f"sentence {index}: {exc!r}"))
+                continue
+            took = self._clock() - started
+            if cast.closed:
+                continue
+            audio_s = len(pcm) / SAMPLE_RATE
+            metrics.CHUNK_SECONDS.labels(stage="synth").observe(took)
+            if audio_s > 0:
+                metrics.RTF.observe(took / audio_s)
+            cast.synth_s += took
+            # An estimate until encoded: the encoder trims trailing silence (corrected below).
+            cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())
+            await self._pipeline.put(Synthesized(cast, index, pcm))
+        await self._pipeline.put(None)  # the chunk in hand is queued: the append loop drains, ends
+
+    def _infer(self, text: str, voice: str) -> PCM:
+        pcm = np.asarray(self.synth.synthesize(text, voice), dtype=np.float32)
+        if pcm.ndim != 1:
+            raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
+        return pcm
+
+    async def _append_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (item := await self._pipeline.get()) is not None:
+            cast = item.cast
+            if cast.closed:
+                continue
+            if item.failure is not None:
+                await self._fail(cast, item.failure)
+                continue
+            started = self._clock()
+            try:
+                encoded = await loop.run_in_executor(self._encode_pool, encode_chunk, item.pcm, self.cfg.bitrate)
+            except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
+                await self._fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
+                continue
+            metrics.CHUNK_SECONDS.labels(stage="encode").observe(self._clock() - started)
+            if cast.closed:  # lost while encoding
+                continue
+            cast.pace.audio_ms += encoded.duration_ms - len(item.pcm) * 1000 // SAMPLE_RATE
+            try:
+                await self._append_audio(cast, item.index, encoded)
+            except SeqMismatch as exc:
+                self._lose(cast, f"append refused ({exc})")
+            except RedisError as exc:
+                await self._fail(cast, f"sentence {item.index}: Redis error on append: {exc!r}")
+
+    async def _append_audio(self, cast: ActiveCast, index: int, encoded: EncodedChunk) -> None:
+        audio = cast.audio_record(index, encoded.duration_ms, encoded.data)
+        now = self._clock()
+        if cast.listen_lead(now) < 0:
+            metrics.UNDERRUNS.inc()
+        first_ever = cast.first_audio_seq is None
+        new_tail = await self.store.append(cast.cast_id, cast.tail, [audio])
+        cast.appended(audio, new_tail, self._clock())
+        if first_ever and cast.job.enqueued_at:
+            metrics.TIME_TO_FIRST_AUDIO.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
+        if cast.complete:
+            await self._finish(cast)
+
+    async def _finish(self, cast: ActiveCast) -> None:
+        """`eos`, then the receipt, then XACK: a crash in between repeats only the idempotent rest."""
+        eos = Eos(sentences=len(cast.chunks), audio_ms=cast.offset_ms, attempts=cast.attempt)
+        try:
+            cast.tail = await self.store.append(cast.cast_id, cast.tail, [eos])
+        except SeqMismatch as exc:
+            self._lose(cast, f"eos refused ({exc})")
+            return
+        self._close(cast)
+        first_audio_ms = 0
+        if cast.first_audio_seq is not None:
+            first = await self.store.read(cast.cast_id, cast.first_audio_seq, 1)
+            if first and cast.job.enqueued_at:
+                first_audio_ms = max(0, first[0].ts - cast.job.enqueued_at)
+        receipt = jobs.Receipt(
+            id=cast.cast_id,
+            attempts=cast.attempt,
+            sentences=len(cast.chunks),
+            audio_ms=cast.offset_ms,
+            synth_ms=int(cast.synth_s * 1000),
+            first_audio_ms=first_audio_ms,
+            finished_at=jobs.now_ms(),
+        )
+        await receipt.publish(self.redis)
+        await jobs.ack(self.redis, cast.job.entry_id)
+        log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
+
+    # ---- failure ----------------------------------------------------------------------------
+
+    async def _fail(self, cast: ActiveCast, reason: str) -> None:
+        """This attempt failed: retry after a backoff (the job stays pending), or give up."""
+        if cast.closed:
+            return
+        self._close(cast)
+        if cast.job_attempt < self.cfg.max_attempts:
+            delay = self.cfg.backoff_s(cast.job_attempt)
+            log.warning("cast %s: attempt %d failed (%s); retrying in %.1fs", cast.cast_id, cast.attempt, reason, delay)
+            metrics.RETRIES.inc()
+            self.inbox.retry_later(cast.job.entry_id, delay)
+            return
+        try:
+            await self._give_up(cast.job, cast.tail, reason, cast.attempt)
+        except RedisError as exc:  # the job stays pending; its lease brings it back
+            log.error("cast %s: could not record the failure (%r); leaving the job pending", cast.cast_id, exc)
+
+    async def _give_up(self, job: Job, tail: int | None, reason: str, attempts: int) -> None:
+        """The terminal answer: `error` (when the cast has a log), `jobs/dead`, XACK."""
+        reason = reason[:MAX_REASON_CHARS]
+        if tail is not None:
+            try:
+                await self.store.append(job.cast_id, tail, [Error(reason=reason, attempts=attempts)])
+            except SeqMismatch as exc:
+                log.warning("cast %s: error record refused (%s): another worker owns it", job.cast_id, exc)
+                return
+        log.error("cast %s failed for good after %d attempt(s): %s", job.cast_id, attempts, reason)
+        await jobs.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
+        metrics.DEAD_LETTERS.inc()
+        await jobs.ack(self.redis, job.entry_id)
+
+    def _lose(self, cast: ActiveCast, why: str) -> None:
+        """Another worker owns the cast now: stop, and leave its job to that worker (no XACK)."""
+        if not cast.closed:
+            log.warning("cast %s: lost to another worker (%s); dropping it", cast.cast_id, why)
+            self._close(cast)
+
+    def _close(self, cast: ActiveCast) -> None:
+        cast.closed = True
+        self.casts.pop(cast.job.entry_id, None)
+        metrics.ACTIVE_CASTS.set(len(self.casts))
+        self._room.set()
+
+    # ---- leases -----------------------------------------------------------------------------
+
+    async def _lease_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.refresh_s)
+            try:
+                await self.refresh_leases()
+            except RedisError as exc:
+                log.warning("lease refresh: Redis error (%s)", exc)
+
+    async def refresh_leases(self) -> None:
+        """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""
+        held = list(self.casts) + self.inbox.held()
+        owners = await jobs.pending(self.redis, held)
+        mine = [i for i in held if i in owners and owners[i].consumer == self.cfg.consumer]
+        await jobs.refresh(self.redis, self.cfg.consumer, mine)
+        for entry_id in set(held) - set(mine):
+            self.inbox.forget(entry_id)
+            cast = self.casts.get(entry_id)
+            if cast is not None:
+                self._lose(cast, "its job was taken over or acknowledged elsewhere")
+
+
+async def _quietly(step: Awaitable[object]) -> None:
+    try:
+        await step
+    except RedisError as exc:
+        log.warning("Redis error (%s)", exc)
+
+
+async def _wait(event: asyncio.Event, timeout_s: float) -> None:
+    """Wait until ``event`` is set or ``timeout_s`` passed, then re-arm it."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        pass
+    event.clear()

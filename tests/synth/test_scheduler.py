@@ -1,0 +1,144 @@
+"""The live schedule, as pure functions with the clock passed in, and a simulated worker loop
+driving a stand-in synthesizer over simulated time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from synth.scheduler import NO_AUDIO_LEAD, Pace, admissible, all_lead, pick
+
+
+@dataclass
+class Cast:
+    name: str
+    chunks_ms: list[int]  # the audio length of each chunk
+    pace: Pace = field(default_factory=Pace)
+    done: int = 0
+
+    @property
+    def wants_chunk(self) -> bool:
+        return self.done < len(self.chunks_ms)
+
+
+def at(audio_ms: int, first_at: float | None) -> Cast:
+    return Cast("c", [1000], Pace(audio_ms, first_at))
+
+
+def test_lead_is_audio_ahead_of_a_listener_who_started_at_the_first_audio() -> None:
+    assert Pace(10_000, 100.0).lead(104.0) == 6.0
+    assert Pace(2_000, 100.0).lead(105.0) == -3.0
+    assert Pace().lead(1e9) == NO_AUDIO_LEAD == -math.inf
+
+
+def test_pace_add_starts_the_listener_clock_at_the_first_chunk() -> None:
+    pace = Pace()
+    pace.add(3_000, 50.0)
+    pace.add(2_000, 52.0)
+    assert pace.first_audio_at == 50.0 and pace.audio_ms == 5_000 and pace.lead(52.0) == 3.0
+
+
+def test_pick_takes_the_lowest_lead() -> None:
+    ahead, behind, middle = at(20_000, 0.0), at(5_000, 0.0), at(9_000, 0.0)
+    assert pick([ahead, behind, middle], now=3.0) is behind
+
+
+def test_pick_prefers_a_cast_without_audio_and_breaks_ties_by_admission_order() -> None:
+    old, new1, new2 = at(1_000, 0.0), at(0, None), at(0, None)
+    assert pick([old, new1, new2], now=5.0) is new1
+    assert pick([new2, new1], now=5.0) is new2
+
+
+def test_pick_skips_casts_without_work_left() -> None:
+    finished = at(0, None)
+    finished.done = 1
+    other = at(50_000, 0.0)
+    assert pick([finished, other], now=1.0) is other
+    assert pick([finished], now=1.0) is None
+    assert pick([], now=1.0) is None
+
+
+def test_admission_fills_free_slots_below_the_cap() -> None:
+    casts = [at(0, None)]
+    assert admissible(casts, 0.0, cap=3, max_active=6, threshold_s=15) == 2
+    assert admissible([], 0.0, cap=3, max_active=6, threshold_s=15) == 3
+
+
+def test_at_the_cap_admits_one_more_only_when_every_cast_leads_by_more_than_the_threshold() -> None:
+    far = [at(60_000, 0.0) for _ in range(3)]
+    assert admissible(far, now=10.0, cap=3, max_active=6, threshold_s=15) == 1  # leads are 50 s
+    one_close = far[:2] + [at(20_000, 0.0)]  # lead 10 s
+    assert admissible(one_close, now=10.0, cap=3, max_active=6, threshold_s=15) == 0
+    assert not all_lead(one_close, 10.0, 15)
+    full = [at(60_000, 0.0) for _ in range(6)]
+    assert admissible(full, now=10.0, cap=3, max_active=6, threshold_s=15) == 0  # never past max
+
+
+def test_a_cast_with_no_audio_yet_blocks_admission_past_the_cap() -> None:
+    casts = [at(60_000, 0.0), at(60_000, 0.0), at(0, None)]
+    assert admissible(casts, now=1.0, cap=3, max_active=6, threshold_s=15) == 0
+
+
+def simulate(casts: list[Cast], rtf: float) -> list[tuple[str, float]]:
+    """Drive the schedule as the worker does: one chunk per pick, taking ``rtf`` x its audio
+    length of model time. Returns (cast, time) of each append."""
+    now, log = 0.0, []
+    while (cast := pick(casts, now)) is not None:
+        ms = cast.chunks_ms[cast.done]
+        now += rtf * ms / 1000
+        cast.done += 1
+        cast.pace.add(ms, now)
+        log.append((cast.name, now))
+    return log
+
+
+def underruns(casts: list[Cast], log: list[tuple[str, float]]) -> int:
+    """Appends that came after a listener (from that cast's first audio on) ran out."""
+    count = 0
+    for cast in casts:
+        times = [t for name, t in log if name == cast.name]
+        heard = 0.0
+        for k, t in enumerate(times):
+            if k and heard < t - times[0]:
+                count += 1
+            heard += cast.chunks_ms[k] / 1000
+    return count
+
+
+def test_fairness_unit_is_one_chunk_and_equal_casts_alternate() -> None:
+    a, b = Cast("a", [2_000] * 6), Cast("b", [2_000] * 6)
+    log = simulate([a, b], rtf=0.4)
+    names = [name for name, _ in log]
+    assert names[:2] == ["a", "b"]  # each new cast gets its first chunk before anyone's second
+    assert all(names[k] != names[k + 1] for k in range(len(names) - 1))  # strict alternation
+
+
+def test_three_casts_below_capacity_each_get_first_audio_early_and_never_run_dry() -> None:
+    casts = [
+        Cast("short", [3_000] + [4_000] * 3),
+        Cast("mid", [3_000] + [4_000] * 8),
+        Cast("long", [3_000] + [4_000] * 15),
+    ]
+    log = simulate(casts, rtf=0.2)  # 3 listeners need 0.6 of the model: below capacity
+    first = {name: next(t for n, t in log if n == name) for name in ("short", "mid", "long")}
+    last = {name: max(t for n, t in log if n == name) for name in ("short", "mid", "long")}
+    assert max(first.values()) < min(last.values())  # every first audio before any cast ends
+    assert max(first.values()) <= 3 * 0.2 * 3.0 + 1e-9  # the three first chunks, back to back
+    assert underruns(casts, log) == 0
+
+
+def test_over_capacity_the_lowest_lead_rule_spreads_the_shortfall() -> None:
+    casts = [Cast(name, [3_000] + [4_000] * 10) for name in ("a", "b", "c")]
+    log = simulate(casts, rtf=0.5)  # 3 listeners need 1.5 models: someone must wait
+    leads = [c.pace.lead(log[-1][1]) for c in casts]
+    assert max(leads) - min(leads) <= 4.0  # nobody is served far ahead of the others
+
+
+def test_a_cast_that_fell_behind_is_served_until_it_catches_up() -> None:
+    ahead = Cast("ahead", [3_000] * 10, Pace(30_000, 0.0))
+    behind = Cast("behind", [3_000] * 10, Pace(3_000, 0.0))
+    log = simulate([ahead, behind], rtf=0.5)
+    names = [name for name, _ in log]
+    # Leads 3 s and 30 s; each chunk of "behind" gains it 1.5 s on "ahead": 9 chunks to meet.
+    assert names[:8] == ["behind"] * 8
+    assert "ahead" in names[8:10]

@@ -1,0 +1,47 @@
+"""Settings from the environment: every limit has a name and a default; bad values are refused
+with the variable's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from synth.config import SynthConfig
+
+
+def test_defaults_match_the_documented_limits() -> None:
+    cfg = SynthConfig.from_env({})
+    assert (cfg.redis_url, cfg.metrics_host, cfg.metrics_port) == ("redis://127.0.0.1:6379/0", "127.0.0.1", 9100)
+    assert (cfg.backend, cfg.model_dir, cfg.cache_dir, cfg.threads) == ("auto", None, None, None)
+    assert (cfg.default_voice, cfg.bitrate) == ("af_heart", 48_000)
+    assert (cfg.concurrency, cfg.max_active, cfg.lead_threshold_s) == (3, 6, 15.0)
+    assert (cfg.lease_s, cfg.max_attempts, cfg.grace_s) == (60.0, 3, 30.0)
+    assert cfg.refresh_s == 20.0
+    assert "-" in cfg.consumer  # hostname-pid
+
+
+def test_environment_overrides_every_setting() -> None:
+    cfg = SynthConfig.from_env(
+        {
+            "REDIS_URL": "redis://r:1/2", "SYNTH_CONSUMER": "box-1", "SYNTH_METRICS_HOST": "0.0.0.0",
+            "SYNTH_METRICS_PORT": "9200", "SYNTH_BACKEND": "ONNX", "KOKORO_MODEL_DIR": "/m",
+            "SYNTH_CACHE_DIR": "/c", "SYNTH_THREADS": "4", "SYNTH_DEFAULT_VOICE": "jf_alpha",
+            "SYNTH_BITRATE": "64000", "SYNTH_CONCURRENCY": "5", "SYNTH_LEAD_THRESHOLD_S": "7.5",
+            "SYNTH_LEASE_S": "2", "SYNTH_MAX_ATTEMPTS": "4", "SYNTH_RETRY_BACKOFF_S": "0.5",
+            "SYNTH_GRACE_S": "10",
+        }
+    )
+    assert cfg.redis_url == "redis://r:1/2" and cfg.consumer == "box-1"
+    assert (cfg.metrics_host, cfg.metrics_port, cfg.backend) == ("0.0.0.0", 9200, "onnx")
+    assert (cfg.model_dir, cfg.cache_dir, cfg.threads, cfg.default_voice) == ("/m", "/c", 4, "jf_alpha")
+    assert (cfg.bitrate, cfg.concurrency, cfg.max_active, cfg.lead_threshold_s) == (64_000, 5, 10, 7.5)
+    assert (cfg.lease_s, cfg.lease_ms, cfg.max_attempts, cfg.grace_s) == (2.0, 2000, 4, 10.0)
+    assert [cfg.backoff_s(n) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SYNTH_BACKEND", "tpu"), ("SYNTH_CONCURRENCY", "0"), ("SYNTH_LEASE_S", "soon"), ("SYNTH_MAX_ATTEMPTS", "0")],
+)
+def test_bad_values_are_refused_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        SynthConfig.from_env({name: value})
