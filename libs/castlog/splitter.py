@@ -13,7 +13,9 @@ import re
 # (digits, for one, expand into many words).
 MAX_PHONEMES = 510
 MAX_CHUNK_CHARS = 300
-# A short first chunk makes the first audio arrive fast.
+# A short first chunk makes the first audio arrive fast; each next chunk may be twice as long
+# as the one before (up to MAX_CHUNK_CHARS), so the worker stays ahead of the listener while
+# the cast's lead is still thin.
 FIRST_CHUNK_CHARS = 80
 # A cut never leaves a fragment shorter than this when a later cut point exists.
 MIN_CUT_CHARS = 12
@@ -33,17 +35,23 @@ _CUTS = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，
 def split_text(
     text: str, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS
 ) -> list[str]:
-    """Split ``text`` into chunks: never empty, never longer than ``max_chars``; the first one
-    at most ``first_chars``. Dropping white space, the chunks concatenate back to the text."""
+    """Split ``text`` into chunks: never empty, never longer than ``max_chars``; chunk ``k`` at
+    most ``first_chars * 2**k`` too. Dropping white space, they concatenate back to the text."""
     if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
         raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
     chunks: list[str] = []
     for sentence in _sentences(text):
         while sentence:
-            limit = first_chars if not chunks else max_chars
+            limit = _limit(len(chunks), first_chars, max_chars)
             head, sentence = _cut(sentence, limit)
             chunks.append(head)
     return chunks
+
+
+def _limit(index: int, first_chars: int, max_chars: int) -> int:
+    if index == 0:
+        return first_chars
+    return min(max_chars, first_chars << min(index, 16))
 
 
 def count_chunks(text: str) -> int:

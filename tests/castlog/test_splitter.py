@@ -18,6 +18,7 @@ def check(text: str, chunks: list[str], max_chars: int = MAX_CHUNK_CHARS, first:
     assert all(c.strip() == c and c for c in chunks)
     assert all(len(c) <= max_chars for c in chunks[1:])
     assert not chunks or len(chunks[0]) <= first
+    assert all(len(c) <= first * 2**k for k, c in enumerate(chunks))  # the ramp after the first
     assert squash("".join(chunks)) == squash(text)
 
 
@@ -56,7 +57,7 @@ def test_first_chunk_is_short_for_fast_first_audio(texts: dict[str, str]) -> Non
 
 def test_run_on_sentence_is_cut_into_balanced_pieces_on_word_boundaries(texts: dict[str, str]) -> None:
     run_on = next(line for line in texts["tricky"].splitlines() if line.startswith("A sentence with no"))
-    chunks = split_text("Intro. " + run_on)[1:]
+    chunks = split_text("Intro. Then more. " + run_on)[2:]  # past the ramp: full-size chunks
     assert len(chunks) == 2
     assert abs(len(chunks[0]) - len(chunks[1])) < 60
     words = set(run_on.split())

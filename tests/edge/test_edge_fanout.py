@@ -1,0 +1,149 @@
+"""One shared tail: many listeners, one blocking XREAD, no gap or duplicate at the hand-over."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from aiohttp import ClientSession, TCPConnector
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from castlog import CastStore, Eos, Start
+from edge.app import TAIL_CLIENT_NAME
+from edge.context import EDGE
+from edge_helpers import Cast, audio_records, calls_between, cast_id, command_calls, read_events, xrange_public
+
+LISTENERS = 500
+LIVE_RECORDS = 30
+# The append script's own commands (and this test's CLIENT LIST): not the edge's.
+APPEND_COMMANDS = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xadd", "cmdstat_xlen", "cmdstat_time",
+                   "cmdstat_client|list"}
+
+
+async def blocked_xreads(redis: Redis) -> list[dict[str, Any]]:
+    return [c for c in await redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"]]
+
+
+async def wait_for_listeners(edge: TestClient[Any, Any], cid: str, n: int, timeout_s: float = 30.0) -> None:
+    tail = edge.server.app[EDGE].tail
+    for _ in range(int(timeout_s / 0.02)):
+        watch = tail.watches.get(cid)
+        if watch is not None and len(watch.listeners) >= n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"only {len(tail.watches.get(cid, set()) and tail.watches[cid].listeners)} listeners joined")
+
+
+async def test_500_listeners_each_get_every_record_in_order_from_one_blocked_xread(
+    edge: TestClient[Any, Any], store: CastStore, redis: Redis
+) -> None:
+    cid = cast_id()
+    cast = Cast(store, cid)
+    await cast.submit(LIVE_RECORDS)
+    await cast.append(Start(attempt=1, resume_from=0, at=0))
+    url = str(edge.make_url(f"/api/casts/{cid}/events"))
+    async with ClientSession(connector=TCPConnector(limit=0)) as session:
+        responses = await asyncio.gather(*(session.get(url) for _ in range(LISTENERS)))
+        assert {r.status for r in responses} == {200}
+        readers = [asyncio.create_task(read_events(r, timeout_s=90)) for r in responses]
+        await wait_for_listeners(edge, cid, LISTENERS)
+        blocked = await blocked_xreads(redis)
+        assert len(blocked) == 1 and blocked[0]["name"] == TAIL_CLIENT_NAME
+        before = await command_calls(redis)
+        for k, record in enumerate(audio_records([f"s{i}" for i in range(LIVE_RECORDS)], body_bytes=200)):
+            await cast.append(record)
+            await asyncio.sleep(0.01)
+            if k == LIVE_RECORDS // 2:
+                assert len(await blocked_xreads(redis)) <= 1  # never one per listener
+        await cast.append(Eos(sentences=LIVE_RECORDS, audio_ms=1, attempts=1))
+        results = await asyncio.gather(*readers)
+        after = await command_calls(redis)
+    expected = await xrange_public(redis, cid)
+    for events in results:
+        assert [e.json() for e in events] == expected
+    reads = {k: n for k, n in calls_between(before, after).items() if k not in APPEND_COMMANDS}
+    # Redis work for 31 records delivered 500 times: a few dozen commands, not thousands
+    assert sum(reads.values()) <= LIVE_RECORDS + 1 + 5, reads
+    assert edge.server.app[EDGE].tail.watches == {}  # the watch ended with the eos
+
+
+async def test_a_cast_joining_wakes_the_blocked_xread_at_once(make_edge: Any, store: CastStore) -> None:
+    edge = await make_edge(tail_block_ms=60_000)  # only CLIENT UNBLOCK can wake it in time
+    first, second = Cast(store, cast_id(1)), Cast(store, cast_id(2))
+    await first.submit(1)
+    await second.submit(1)
+    one = await edge.get(f"/api/casts/{first.id}/events")
+    await wait_for_listeners(edge, first.id, 1)
+    await asyncio.sleep(0.1)  # the tail is now blocked on the first cast alone
+    two = await edge.get(f"/api/casts/{second.id}/events")
+    await wait_for_listeners(edge, second.id, 1)
+    reader = asyncio.create_task(read_events(two, limit=2, timeout_s=3))
+    await second.append(Start(attempt=1, resume_from=0, at=0))
+    events = await reader  # would wait for the 60 s block without the wake-up
+    assert [e.event for e in events] == ["meta", "start"]
+    one.close()
+    two.close()
+
+
+async def test_listeners_joining_during_appends_get_no_gap_and_no_duplicate(
+    make_edge: Any, store: CastStore, redis: Redis
+) -> None:
+    edge = await make_edge(listener_queue=8)
+    cid = cast_id()
+    cast = Cast(store, cid)
+    await cast.submit(200)
+    tail = edge.server.app[EDGE].tail
+    rng = random.Random(7)
+    got: dict[int, list[int]] = {}
+
+    async def listen(n: int) -> None:
+        await asyncio.sleep(rng.random() * 0.5)
+        seqs = got.setdefault(n, [])
+        async with tail.listen(cid, rng.choice([0, 0, 5, 50]), "sse") as listener:
+            while not listener.done:
+                item = await listener.next(5)
+                assert item is not None
+                seqs.append(item.seq)
+                if rng.random() < 0.05:
+                    await asyncio.sleep(0.01)  # now and then a slow one
+
+    async def append() -> None:
+        await cast.append(Start(attempt=1, resume_from=0, at=0))
+        for record in audio_records([f"s{i}" for i in range(200)], body_bytes=50):
+            await cast.append(record)
+            await asyncio.sleep(0.002)
+        await cast.append(Eos(sentences=200, audio_ms=1, attempts=1))
+
+    starts = {}
+    tasks = [asyncio.create_task(listen(n)) for n in range(40)]
+    await asyncio.gather(append(), *tasks)
+    total = len(await redis.xrange(f"pub/casts/{cid}"))
+    for n, seqs in got.items():
+        starts[n] = seqs[0]
+        assert seqs == list(range(seqs[0], total)), n
+
+
+async def test_the_tail_reconnects_after_its_connection_is_killed_and_loses_nothing(
+    edge: TestClient[Any, Any], store: CastStore, redis: Redis
+) -> None:
+    cast = Cast(store, cast_id())
+    await cast.submit(6)
+    resp = await edge.get(f"/api/casts/{cast.id}/events")
+    reader = asyncio.create_task(read_events(resp, timeout_s=20))
+    await wait_for_listeners(edge, cast.id, 1)
+    await asyncio.sleep(0.05)
+    await cast.append(Start(attempt=1, resume_from=0, at=0))
+    await asyncio.sleep(0.05)
+    assert await redis.execute_command("CLIENT", "KILL", "USER", "default", "SKIPME", "yes") >= 1
+    records = audio_records([f"s{i}" for i in range(6)], body_bytes=20)
+    await cast.append(*records[:3])  # appended while the tail has no connection
+    for _ in range(200):
+        if len(await blocked_xreads(redis)) == 1:
+            break
+        await asyncio.sleep(0.02)
+    await cast.append(*records[3:])
+    await cast.append(Eos(sentences=6, audio_ms=1, attempts=1))
+    events = await reader
+    assert [e.json() for e in events] == await xrange_public(redis, cast.id)

@@ -1,0 +1,156 @@
+"""Only pub/casts/<id> is readable, refusals are JSON, limits answer 429, no stack trace leaks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+from yarl import URL
+
+from castlog import CastStore
+from edge.context import EDGE
+from edge_helpers import calls_between, cast_id, command_calls, write_cast
+
+# Paths exactly as a client might send them (percent-encoding kept as is).
+REFUSED_PATHS = [
+    "/api/casts/jobs",
+    "/api/casts/jobs%2Fdead",
+    "/api/casts/..",
+    "/api/casts/%2e%2e",
+    "/api/casts/..%2F..%2Fjobs",
+    "/api/casts/*",
+    "/api/casts/%2A",
+    "/api/casts/catalog%2FAAAAAAAAAAAA",
+    "/api/casts/progress%2Fdone",
+    "/api/casts/AAAAAAAAAAA",  # 11 characters
+    "/api/casts/AAAAAAAAAAAAA",  # 13 characters
+    "/api/casts/AAAAAA%20AAAAA",
+    "/api/casts/AAAAAAAAAAA%2F",
+    "/api/casts/AAAAAAAAAAA=",
+    "/api/casts/jobs/records",
+    "/api/casts/..%2Fjobs/records?seq_num=0",
+    "/api/casts/catalog%2Fx/events",
+    "/api/casts/%2A/audio.mp3",
+    "/api/casts/" + "A" * 500 + "/records",
+    "/s2/records?stream=jobs",
+    "/s2/records?stream=jobs/dead",
+    "/s2/records?stream=progress/done",
+    "/s2/records?stream=synth/voices",
+    "/s2/records?stream=catalog/AAAAAAAAAAAA",
+    "/s2/records?stream=pub/casts/..",
+    "/s2/records?stream=pub/casts/../jobs",
+    "/s2/records?stream=pub/casts/*",
+    "/s2/records?stream=pub%2Fcasts%2F*",
+    "/s2/records?stream=pub/casts/AAAAAAAAAAAA/x",
+    "/s2/records?stream=pub/casts/AAAAAAAAAAAAA",
+    "/s2/records?stream=pub/casts/AAAAAA%20AAAAA",
+    "/s2/records?stream=rl/edge/127.0.0.1",
+    "/s2/records",
+    "/c/jobs",
+    "/c/..%2Fjobs",
+    "/api/jobs",
+    "/jobs",
+]
+
+
+async def test_refused_names_are_404_json_without_any_redis_command(edge: TestClient[Any, Any], redis: Redis) -> None:
+    await asyncio.sleep(0.05)  # start-up's own commands are done
+    before = await command_calls(redis)
+    for path in REFUSED_PATHS:
+        resp = await edge.get(URL(path, encoded=True))
+        assert resp.status == 404, path
+        body = await resp.json()
+        assert body["error"] == "not_found" and body["message"], path
+    after = await command_calls(redis)
+    assert calls_between(before, after) == {}
+
+
+async def test_a_well_formed_id_without_a_log_is_404(edge: TestClient[Any, Any]) -> None:
+    cid = cast_id("never submitted")
+    for path in ("", "/records", "/events", "/audio.mp3"):
+        resp = await edge.get(f"/api/casts/{cid}{path}")
+        assert resp.status == 404, path
+        assert (await resp.json())["error"] == "not_found"
+
+
+@pytest.mark.parametrize("query", ["seq_num=-1", "seq_num=x", "limit=0", "limit=1000", "wait=99", "wait=soon"])
+async def test_malformed_parameters_are_400_json(edge: TestClient[Any, Any], store: CastStore, query: str) -> None:
+    cid = cast_id()
+    await write_cast(store, cid, ["One."])
+    resp = await edge.get(f"/api/casts/{cid}/records?{query}")
+    assert resp.status == 400
+    body = await resp.json()
+    assert body["error"] == "bad_request" and query.split("=")[0] in body["message"]
+
+
+async def test_malformed_last_event_id_is_400(edge: TestClient[Any, Any], store: CastStore) -> None:
+    cid = cast_id()
+    await write_cast(store, cid, ["One."])
+    resp = await edge.get(f"/api/casts/{cid}/events", headers={"Last-Event-ID": "abc"})
+    assert resp.status == 400 and (await resp.json())["error"] == "bad_request"
+
+
+async def test_writes_are_refused_as_json(edge: TestClient[Any, Any]) -> None:
+    resp = await edge.post(f"/api/casts/{cast_id()}/records", data=b"x")
+    assert resp.status == 405
+    assert (await resp.json())["error"] == "method_not_allowed"
+
+
+async def test_an_unexpected_error_is_a_plain_json_500(edge: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    layouts = edge.server.app[EDGE].layouts
+
+    async def broken(*args: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(layouts, "get", broken)
+    resp = await edge.get(f"/api/casts/{cast_id()}")
+    assert resp.status == 500
+    text = await resp.text()
+    assert "secret" not in text and "Traceback" not in text and "RuntimeError" not in text
+    assert (await resp.json())["error"] == "internal"
+
+
+async def test_reads_over_the_budget_get_429_with_retry_after(make_edge: Any, store: CastStore) -> None:
+    edge = await make_edge(read_rate=0.5, read_burst=3)
+    cid = cast_id()
+    await write_cast(store, cid, ["One."])
+    statuses = [(await edge.get(f"/api/casts/{cid}/records")).status for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    resp = await edge.get(f"/api/casts/{cid}/records")
+    assert resp.status == 429
+    assert int(resp.headers["Retry-After"]) >= 1
+    assert (await resp.json())["error"] == "rate_limited"
+    # another address (behind the trusted local proxy) has its own bucket
+    other = await edge.get(f"/api/casts/{cid}/records", headers={"X-Forwarded-For": "203.0.113.9"})
+    assert other.status == 200
+    metrics = await (await edge.get("/metrics")).text()
+    assert "streamtts_edge_rate_limited_total 1.0" in metrics
+
+
+async def test_open_streams_per_address_are_capped_with_429(make_edge: Any, store: CastStore) -> None:
+    edge = await make_edge(max_streams_per_client=2)
+    cid = cast_id()
+    await write_cast(store, cid, ["One."], finish=False)
+    first = await edge.get(f"/api/casts/{cid}/events")
+    second = await edge.get(f"/api/casts/{cid}/audio.mp3")
+    assert (first.status, second.status) == (200, 200)
+    third = await edge.get(f"/api/casts/{cid}/events")
+    assert third.status == 429
+    assert third.headers["Retry-After"] == "5"
+    assert (await third.json())["error"] == "too_many_streams"
+    elsewhere = await edge.get(f"/api/casts/{cid}/events", headers={"X-Forwarded-For": "198.51.100.7"})
+    assert elsewhere.status == 200
+    first.close()  # a slot comes free once the edge notices the stream ended
+    elsewhere.close()
+    guard = edge.server.app[EDGE].guard
+    for _ in range(100):
+        if guard.open.get("127.0.0.1", 0) < 2:
+            break
+        await asyncio.sleep(0.05)
+    fourth = await edge.get(f"/api/casts/{cid}/events")
+    assert fourth.status == 200
+    fourth.close()
+    second.close()

@@ -1,0 +1,128 @@
+"""The three services as separate processes, as compose runs them, with the real model.
+
+One cast goes in through intake, comes out of edge while synth makes it, and Prometheus,
+scraping all three, answers the dashboard's time-to-first-audio query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp import ClientSession, ClientTimeout
+
+from streamtts.redisserver import RedisServer, free_port, start_server
+from tests.deploy.dashboard import dashboard_metric_names
+from tests.deploy.prometheus_server import running_prometheus
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
+
+START_S = 120.0  # synth loads and warms the model before it is healthy
+TTFA_P50 = "histogram_quantile(0.5, sum(rate(streamtts_synth_time_to_first_audio_seconds_bucket[1m])) by (le))"
+
+
+@dataclass
+class System:
+    redis: RedisServer
+    ports: dict[str, int]
+
+    def url(self, service: str, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}{path}"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], name: str) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{name} exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{name} not healthy after {START_S}s")
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    redis = start_server(tmp_path_factory.mktemp("system-redis"), aof=True)
+    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
+    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2",
+               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]),
+               SYNTH_METRICS_PORT=str(ports["synth"]),
+               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
+    procs = {name: subprocess.Popen([sys.executable, "-m", name], env=env, stdin=subprocess.DEVNULL)
+             for name in ports}
+    try:
+        for name, proc in procs.items():
+            _wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc, name)
+        yield System(redis, ports)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for name, proc in procs.items():
+            try:
+                assert proc.wait(40) == 0, f"{name} did not stop cleanly on SIGTERM"
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        redis.stop()
+
+
+async def _sse_records(http: ClientSession, url: str) -> list[dict]:
+    records, event = [], {}
+    async with http.get(url) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("data:"):
+                event["data"] = json.loads(line[5:].strip())
+            elif line == "" and "data" in event:
+                records.append(event["data"])
+                event = {}
+    return records
+
+
+async def test_a_cast_flows_from_intake_through_synth_to_edge_and_prometheus(system: System, texts: dict[str, str]) -> None:
+    from synth.mp3 import decode_mp3
+
+    targets = {name: [f"127.0.0.1:{port}"] for name, port in system.ports.items()}
+    with running_prometheus(targets, scrape_interval="1s") as prometheus:
+        prometheus.wait_for_targets(timeout=30)
+        async with ClientSession(timeout=ClientTimeout(total=240)) as http:
+            async with http.get(system.url("intake", "/api/voices")) as response:
+                voices = await response.json()
+            text = texts["short"].strip()
+            async with http.post(system.url("intake", "/api/casts"), json={"text": text, "voice": voices["default"]}) as response:
+                assert response.status == 201, await response.text()
+                created = await response.json()
+            records = await _sse_records(http, system.url("edge", f"/api/casts/{created['id']}/events?seq_num=0"))
+            kinds = [r["kind"] for r in records]
+            assert kinds[0] == "meta" and kinds[1] == "start" and kinds[-1] == "eos"
+            audio = [r for r in records if r["kind"] == "audio"]
+            assert [a["headers"]["i"] for a in audio] == list(range(records[0]["headers"]["sentences"]))
+            assert " ".join(a["headers"]["t"] for a in audio).split() == text.split()
+            async with http.get(system.url("edge", f"/api/casts/{created['id']}/audio.mp3")) as response:
+                mp3 = await response.read()
+            total_ms = sum(a["headers"]["d"] for a in audio)
+            assert abs(len(decode_mp3(mp3)) - total_ms * 24) <= 576  # within one MP3 frame
+
+            exposed = ""
+            for name in system.ports:
+                async with http.get(system.url(name, "/metrics")) as response:
+                    exposed += await response.text()
+        missing = sorted(name for name in dashboard_metric_names() if name not in exposed)
+        assert missing == [], f"the dashboard uses metrics no service exports: {missing}"
+        ttfa = await asyncio.to_thread(prometheus.wait_for_value, TTFA_P50, 30)
+        assert 0 < ttfa < 120
