@@ -255,3 +255,19 @@ async def test_clicking_a_sentence_seeks_and_space_pauses(
     await page.keyboard.press("Space")
     await page.wait_for_function(f"window.streamttsPlayer.state.position > {paused['position'] + 100}")
     await page.close()
+
+
+async def test_the_start_page_estimates_the_planned_sentences_like_the_splitter(
+    site: tuple[TestServer, Worker], browser: Any, texts: dict[str, str]
+) -> None:
+    server, _ = site
+    page = await browser.new_page()
+    await page.goto(str(server.make_url("/")))
+    for name, text in texts.items():
+        await page.fill("#text", "")
+        await page.wait_for_function("document.getElementById('estimate').textContent === 'Nothing pasted yet'")
+        await page.fill("#text", text)
+        await page.wait_for_function("document.getElementById('estimate').textContent.includes('sentence')")
+        estimate = await page.inner_text("#estimate")
+        assert f"≈ {len(split_text(text))} sentences" in estimate, (name, estimate)
+    await page.close()

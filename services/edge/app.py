@@ -1,0 +1,92 @@
+"""``create_app(cfg)``: edge's aiohttp application, its Redis connections and its shared tail."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from castlog import CastStore, connect, redact
+
+from . import mp3stream, sse, views
+from .config import Config
+from .context import CONFIG, EDGE, METRICS, Edge
+from .errors import make_middleware
+from .layout import LayoutCache
+from .limits import Guard
+from .metrics import EdgeMetrics
+from .tail import Tail
+
+log = logging.getLogger(__name__)
+
+# The tail's connection name, so that CLIENT LIST shows which connection is edge's XREAD.
+TAIL_CLIENT_NAME = "edge-tail"
+# A request waits this long for a pooled connection before failing (a 500, logged).
+POOL_WAIT_S = 10.0
+# Socket timeouts: a plain read answers quickly; the tail's read blocks for block_ms first.
+READ_SOCKET_TIMEOUT_S = 10.0
+TAIL_SOCKET_MARGIN_S = 10.0
+# Edge reads only: request bodies are never needed.
+MAX_BODY_BYTES = 1024
+
+
+def create_app(cfg: Config) -> web.Application:
+    metrics = EdgeMetrics()
+    app = web.Application(middlewares=[make_middleware(metrics)], client_max_size=MAX_BODY_BYTES)
+    app[CONFIG] = cfg
+    app[METRICS] = metrics
+    app.cleanup_ctx.append(_redis_and_tail)
+    app.on_shutdown.append(_close_streams)
+    add_routes(app.router)
+    return app
+
+
+def add_routes(router: web.UrlDispatcher) -> None:
+    router.add_get("/api/casts/{id}", views.cast_state)
+    router.add_get("/api/casts/{id}/records", views.records)
+    router.add_get("/api/casts/{id}/events", sse.events)
+    router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
+    router.add_get("/s2/records", views.s2_records)
+    router.add_get("/api/edge/openapi.json", views.openapi)
+    router.add_get("/healthz", views.healthz)
+    router.add_get("/metrics", views.metrics)
+    router.add_get("/", views.index_page)
+    router.add_get("/c/{id}", views.player_page)
+    router.add_static("/static/", views.STATIC, append_version=False)
+
+
+async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    probe = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts)  # waits for Redis
+    await probe.aclose()
+    pool = BlockingConnectionPool.from_url(
+        cfg.redis_url, max_connections=cfg.redis_pool, timeout=POOL_WAIT_S, socket_timeout=READ_SOCKET_TIMEOUT_S,
+    )
+    reader = Redis(connection_pool=pool)
+    conn = Redis.from_url(
+        cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
+        socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
+    )
+    tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
+                queue_size=cfg.listener_queue)
+    app[EDGE] = Edge(
+        cfg=cfg, metrics=app[METRICS], reader=reader, store=CastStore(reader), tail=tail,
+        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache),
+    )
+    tail.start()
+    log.info("edge reading %s", redact(cfg.redis_url))
+    try:
+        yield
+    finally:
+        await tail.stop()
+        await conn.aclose()
+        await reader.aclose()
+        await pool.disconnect()
+
+
+async def _close_streams(app: web.Application) -> None:
+    """Graceful stop: end every live response now, each with an id its client resumes from."""
+    if EDGE in app:
+        app[EDGE].tail.close_listeners()

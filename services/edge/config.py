@@ -1,0 +1,131 @@
+"""Edge's settings: a frozen struct read once from the environment (the only reader of it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
+
+T = TypeVar("T")
+
+# A listener's queue holds at most this many records; a listener that lets it fill is demoted
+# to reading by offset, so a slow client costs this much memory and no more.
+LISTENER_QUEUE = 64
+# SSE comment sent on an idle stream so that proxies and browsers keep it open.
+SSE_HEARTBEAT_S = 15.0
+# The shared tail's blocking XREAD: a safety net only, joins wake it with CLIENT UNBLOCK.
+TAIL_BLOCK_MS = 5_000
+# Records per cast per XREAD of the shared tail, and per XRANGE of an offset reader.
+READ_BATCH = 100
+# Per-address token bucket for reads (shared by replicas through Redis).
+READ_RATE_PER_S = 20.0
+READ_BURST = 100
+# Open SSE / MP3 / long-poll connections per address, per edge process.
+MAX_STREAMS_PER_CLIENT = 8
+# Open live listeners per edge process; beyond it new streams are shed with 503.
+MAX_LISTENERS = 20_000
+# Records per JSON page, and the longest long-poll.
+MAX_RECORDS_LIMIT = 100
+MAX_WAIT_S = 30.0
+# A write to a client that does not drain for this long closes the stream (it can resume).
+WRITE_TIMEOUT_S = 30.0
+# Finished casts whose layout (state + playable chunks) is kept in memory.
+LAYOUT_CACHE = 256
+# Connections of the shared pool (offset reads, state, rate limits); a request waits for one.
+REDIS_POOL = 64
+FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
+class ConfigError(ValueError):
+    """A setting in the environment that edge cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8082
+    redis_url: str = DEFAULT_URL
+    redis_connect_attempts: int = CONNECT_ATTEMPTS
+    listener_queue: int = LISTENER_QUEUE
+    sse_heartbeat_s: float = SSE_HEARTBEAT_S
+    tail_block_ms: int = TAIL_BLOCK_MS
+    read_batch: int = READ_BATCH
+    read_rate: float = READ_RATE_PER_S
+    read_burst: int = READ_BURST
+    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT
+    max_listeners: int = MAX_LISTENERS
+    max_records_limit: int = MAX_RECORDS_LIMIT
+    max_wait_s: float = MAX_WAIT_S
+    write_timeout_s: float = WRITE_TIMEOUT_S
+    layout_cache: int = LAYOUT_CACHE
+    redis_pool: int = REDIS_POOL
+    forwarded_allow_ips: frozenset[str] = frozenset(FORWARDED_ALLOW_IPS.split(","))
+    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        positive = {
+            "EDGE_LISTENER_QUEUE": self.listener_queue,
+            "EDGE_SSE_HEARTBEAT_S": self.sse_heartbeat_s,
+            "EDGE_TAIL_BLOCK_MS": self.tail_block_ms,
+            "EDGE_READ_BATCH": self.read_batch,
+            "EDGE_READ_RATE": self.read_rate,
+            "EDGE_READ_BURST": self.read_burst,
+            "EDGE_MAX_STREAMS_PER_CLIENT": self.max_streams_per_client,
+            "EDGE_MAX_LISTENERS": self.max_listeners,
+            "EDGE_MAX_RECORDS_LIMIT": self.max_records_limit,
+            "EDGE_WRITE_TIMEOUT_S": self.write_timeout_s,
+            "EDGE_LAYOUT_CACHE": self.layout_cache,
+            "EDGE_REDIS_POOL": self.redis_pool,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{name} must be greater than 0, not {value}")
+        if self.max_wait_s < 0:
+            raise ConfigError(f"EDGE_MAX_WAIT_S must be 0 or more, not {self.max_wait_s}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        d = cls()
+
+        def get(name: str, parse: Callable[[str], T], default: T) -> T:
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                return default
+            try:
+                return parse(raw.strip())
+            except ValueError as exc:
+                raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from exc
+
+        return cls(
+            host=get("EDGE_HOST", str, d.host),
+            port=get("EDGE_PORT", int, d.port),
+            redis_url=get("REDIS_URL", str, d.redis_url),
+            redis_connect_attempts=get("EDGE_REDIS_CONNECT_ATTEMPTS", int, d.redis_connect_attempts),
+            listener_queue=get("EDGE_LISTENER_QUEUE", int, d.listener_queue),
+            sse_heartbeat_s=get("EDGE_SSE_HEARTBEAT_S", float, d.sse_heartbeat_s),
+            tail_block_ms=get("EDGE_TAIL_BLOCK_MS", int, d.tail_block_ms),
+            read_batch=get("EDGE_READ_BATCH", int, d.read_batch),
+            read_rate=get("EDGE_READ_RATE", float, d.read_rate),
+            read_burst=get("EDGE_READ_BURST", int, d.read_burst),
+            max_streams_per_client=get("EDGE_MAX_STREAMS_PER_CLIENT", int, d.max_streams_per_client),
+            max_listeners=get("EDGE_MAX_LISTENERS", int, d.max_listeners),
+            max_records_limit=get("EDGE_MAX_RECORDS_LIMIT", int, d.max_records_limit),
+            max_wait_s=get("EDGE_MAX_WAIT_S", float, d.max_wait_s),
+            write_timeout_s=get("EDGE_WRITE_TIMEOUT_S", float, d.write_timeout_s),
+            layout_cache=get("EDGE_LAYOUT_CACHE", int, d.layout_cache),
+            redis_pool=get("EDGE_REDIS_POOL", int, d.redis_pool),
+            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", _names_set, d.forwarded_allow_ips),
+            shutdown_timeout_s=get("EDGE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
+            log_level=get("EDGE_LOG_LEVEL", str.upper, d.log_level),
+        )
+
+
+def _names_set(raw: str) -> frozenset[str]:
+    """A comma-separated set of names, blanks dropped."""
+    return frozenset(n.strip() for n in raw.split(",") if n.strip())

@@ -1,0 +1,58 @@
+"""Every metric edge exports, defined once; names fixed in docs/metrics.md (edge section).
+
+Each app gets its own registry so that several apps in one process (tests, benchmarks) do not
+share counters.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# Append -> written: from a few ms on the live edge to seconds for a slow proxy.
+DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LISTENER_KINDS = ("sse", "mp3", "poll")
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class EdgeMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "streamtts_edge_requests_total", "HTTP requests by route template and status code",
+            ["route", "status"], registry=r,
+        )
+        self.listeners = Gauge(
+            "streamtts_edge_listeners", "open live listeners", ["kind"], registry=r,
+        )
+        for kind in LISTENER_KINDS:
+            self.listeners.labels(kind=kind)  # present at 0 from the start, for dashboards
+        self.delivery = Histogram(
+            "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",
+            buckets=DELIVERY_BUCKETS, registry=r,
+        )
+        self.delivered = Counter(
+            "streamtts_edge_records_delivered_total", "records written to listeners", registry=r,
+        )
+        self.upstream_reads = Counter(
+            "streamtts_edge_upstream_reads_total", "blocking XREADs issued by the shared tail", registry=r,
+        )
+        self.demoted = Counter(
+            "streamtts_edge_listeners_demoted_total",
+            "listeners moved back to offset reads (queue full)", registry=r,
+        )
+        self.rate_limited = Counter(
+            "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,
+        )
+
+    def observe_delivery(self, ts_ms: int, now_s: float | None = None) -> None:
+        """The latency of one written record; ``ts_ms`` is its append time on Redis's clock."""
+        if ts_ms > 0:
+            now = time.time() if now_s is None else now_s
+            self.delivery.observe(max(0.0, now - ts_ms / 1000))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

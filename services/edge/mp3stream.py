@@ -1,0 +1,138 @@
+"""``GET /api/casts/{id}/audio.mp3``: the playable audio as one MP3 stream.
+
+Every audio body is a standalone MP3 chunk (24 kHz mono, same bitrate), so the bodies
+concatenate into one valid stream.
+
+- A closed cast (last record ``eos`` or ``error``): exactly ``castlog.playable``, with a
+  Content-Length and byte ranges (206), so seeking in an ``<audio>`` tag works.
+- A cast still being made: chunked, no length. First the playable audio of the log as it is,
+  then the live edge until the terminal record. The rule while following: each sentence index
+  is sent at most once and in increasing order; a later attempt whose ``resume_from`` is at or
+  below what was already sent continues the stream at the first index not yet sent (bytes on
+  the wire cannot be taken back, and the rewritten sentences say the same text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from castlog import Audio
+
+from .context import EDGE, Edge
+from .errors import not_found, refusal
+from .layout import Layout, bodies
+from .limits import cast_id_from
+from .sse import observe, write_within
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "audio/mpeg"
+# A finished cast never changes: let browsers and proxies keep it.
+FINISHED_CACHE = "public, max-age=86400, immutable"
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def parse_range(header: str, total: int) -> tuple[int, int] | None:
+    """``(first, last)`` inclusive for one ``bytes=`` range, None to send everything (no header,
+    or several ranges: RFC 9110 lets a server ignore those). 416 when it cannot be satisfied."""
+    match = _RANGE.fullmatch(header.strip())
+    if not header or match is None:
+        return None
+    first_s, last_s = match.groups()
+    if not first_s and not last_s:
+        return None
+    if not first_s:  # a suffix: the last N bytes
+        first, last = max(0, total - int(last_s)), total - 1
+    else:
+        first = int(first_s)
+        last = min(int(last_s), total - 1) if last_s else total - 1
+    if first > last or first >= total:
+        raise refusal(416, "range_not_satisfiable", f"the audio has {total} bytes",
+                      headers={"Content-Range": f"bytes */{total}"})
+    return first, last
+
+
+async def audio(request: web.Request) -> web.StreamResponse:
+    cast_id = cast_id_from(request)
+    edge = request.app[EDGE]
+    await edge.guard.take(request)
+    layout = await edge.layouts.get(edge.reader, cast_id)
+    if layout.tail == 0:
+        raise not_found("no such cast")
+    if layout.closed:
+        return await _send_closed(request, edge, cast_id, layout)
+    with edge.guard.stream_slot(request):
+        return await _send_live(request, edge, cast_id, layout)
+
+
+async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
+    total = layout.total_bytes
+    span = parse_range(request.headers.get("Range", ""), total)
+    first, last = span if span is not None else (0, total - 1)
+    resp = web.StreamResponse(status=206 if span is not None else 200)
+    resp.content_type = CONTENT_TYPE
+    resp.headers["Accept-Ranges"] = "bytes"
+    resp.headers["Cache-Control"] = FINISHED_CACHE if layout.finished else "no-cache"
+    resp.headers["ETag"] = f'"{cast_id}-{layout.tail}"'
+    if span is not None:
+        resp.headers["Content-Range"] = f"bytes {first}-{last}/{total}"
+    resp.content_length = max(0, last - first + 1)
+    await resp.prepare(request)
+    if request.method == "HEAD" or total == 0:
+        return resp
+    wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
+    try:
+        async for chunk, body in bodies(edge.reader, cast_id, wanted):
+            lo = max(first - chunk.start, 0)
+            hi = min(last - chunk.start + 1, chunk.size)
+            await write_within(request, resp, body[lo:hi], edge.cfg.write_timeout_s)
+        await resp.write_eof()
+    except (ConnectionResetError, asyncio.TimeoutError):
+        pass  # the player moved on (seeking cancels ranges all the time)
+    except RedisError as exc:  # the headers are out: a short body tells the client to retry
+        log.warning("audio of %s cut short: Redis failed (%s)", cast_id, exc)
+    except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
+        log.exception("audio of %s failed", cast_id)
+    return resp
+
+
+async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    resp.content_type = CONTENT_TYPE
+    resp.headers["Accept-Ranges"] = "none"
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    if request.method == "HEAD":
+        return resp
+    timeout = edge.cfg.write_timeout_s
+    sent = -1  # the highest sentence index on the wire
+    try:
+        async for chunk, body in bodies(edge.reader, cast_id, layout.chunks):
+            await write_within(request, resp, body, timeout)
+            edge.metrics.delivered.inc()
+            sent = chunk.i
+        async with edge.tail.listen(cast_id, layout.tail, "mp3") as listener:
+            while not listener.done:
+                item = await listener.next(edge.cfg.sse_heartbeat_s)
+                if item is None:
+                    if request.transport is None or request.transport.is_closing():
+                        return resp  # gone while the cast was quiet
+                    continue
+                record = item.entry.record
+                if isinstance(record, Audio) and record.i > sent:
+                    await write_within(request, resp, record.body, timeout)
+                    observe(edge, [item])
+                    sent = record.i
+        await resp.write_eof()
+    except (ConnectionResetError, asyncio.TimeoutError):
+        pass
+    except RedisError as exc:
+        log.warning("live audio of %s cut short: Redis failed (%s)", cast_id, exc)
+    except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
+        log.exception("live audio of %s failed", cast_id)
+    return resp

@@ -1,0 +1,133 @@
+// The paste page: voices from /api/voices, an honest size estimate, submit as JSON so that
+// errors show inline (without JavaScript the form still posts and intake answers 303).
+"use strict";
+
+// Mirrors castlog's splitter closely enough for an estimate: sentences, cut so that chunk k
+// has at most min(300, 80 * 2^k) characters. Intake plans the real count on submit.
+const MAX_CHUNK_CHARS = 300;
+const FIRST_CHUNK_CHARS = 80;
+// Read-out speed of the voices, roughly: characters of text per second of audio.
+const CHARS_PER_SECOND = 14;
+const SENTENCE_END = /([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)/g;
+const ABBREVIATIONS = new Set(("mr mrs ms dr prof sr jr st vs etc e.g i.e no fig approx inc ltd co jan feb " +
+  "mar apr jun jul aug sep sept oct nov dec mt ft u.s u.k a.m p.m").split(" "));
+
+function isAbbreviation(line, dot) {  // "Dr. Smith", "U.K.", "5 p.m." do not end a sentence
+  if (line[dot] !== ".") return false;
+  const before = line.slice(0, dot).trim().split(/\s+/).pop() || "";
+  const word = before.replace(/^["'“‘(\[]+/, "").toLowerCase();
+  return ABBREVIATIONS.has(word) || (word.length === 1 && /\p{L}/u.test(word));
+}
+
+function sentencesOf(text) {
+  const out = [];
+  for (const line of text.split(/\r?\n/)) {
+    let start = 0;
+    for (const m of line.matchAll(SENTENCE_END)) {
+      const end = m.index + m[0].length;
+      const next = line.slice(end).trimStart();
+      const continues = next && next[0] !== next[0].toUpperCase();  // "Wait... what?"
+      if (m[1] && (isAbbreviation(line, m.index) || continues)) continue;
+      out.push(line.slice(start, end));
+      start = end;
+    }
+    out.push(line.slice(start));
+  }
+  return out.map((s) => s.replace(/\s+/g, " ").trim()).filter(Boolean);
+}
+
+function estimateChunks(text) {
+  let chunks = 0;
+  for (let s of sentencesOf(text)) {
+    while (s) {
+      const limit = Math.min(MAX_CHUNK_CHARS, FIRST_CHUNK_CHARS * 2 ** chunks);
+      const pieces = Math.ceil(s.length / limit);
+      const cut = Math.min(limit, Math.ceil(s.length / pieces) + 12);
+      chunks += 1;
+      s = s.length <= limit ? "" : s.slice(cut).trim();
+    }
+  }
+  return chunks;
+}
+
+function minutes(seconds) {
+  if (seconds < 60) return `${Math.max(1, Math.round(seconds))} s`;
+  return `${(seconds / 60).toFixed(seconds < 600 ? 1 : 0)} min`;
+}
+
+function describe(text) {
+  const chars = text.trim().length;
+  if (!chars) return "Nothing pasted yet";
+  const chunks = estimateChunks(text);
+  const audio = minutes(chars / CHARS_PER_SECOND);
+  const sentences = chunks === 1 ? "1 sentence" : `≈ ${chunks.toLocaleString()} sentences`;
+  return `${chars.toLocaleString()} characters · ${sentences} · about ${audio} of audio`;
+}
+
+async function loadVoices(select) {
+  try {
+    const response = await fetch("/api/voices", { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    const body = await response.json();
+    const voices = Array.isArray(body) ? body : body.voices || [];
+    const fallback = body.default || voices[0];
+    select.replaceChildren(...voices.map((name) => {
+      const option = new Option(name, name, name === fallback, name === fallback);
+      return option;
+    }));
+  } catch (err) {
+    // keep "Default voice": intake picks its default when no voice is sent
+  }
+}
+
+async function submit(form, button, errorBox) {
+  errorBox.textContent = "";
+  button.disabled = true;
+  button.textContent = "Submitting…";
+  const data = new FormData(form);
+  const payload = { text: data.get("text") || "" };
+  if (data.get("voice")) payload.voice = data.get("voice");
+  if ((data.get("title") || "").trim()) payload.title = data.get("title");
+  try {
+    const response = await fetch("/generate", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(payload),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      const wait = response.headers.get("Retry-After");
+      errorBox.textContent = (body.message || `The server answered ${response.status}.`) +
+        (wait ? ` (retry in ${wait} s)` : "");
+      return;
+    }
+    window.location.assign(body.url || `/c/${body.id}`);
+  } catch (err) {
+    errorBox.textContent = "Could not reach the server. Check your connection and try again.";
+  } finally {
+    button.disabled = false;
+    button.textContent = "Generate";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const form = document.getElementById("cast-form");
+  const text = document.getElementById("text");
+  const estimate = document.getElementById("estimate");
+  const button = document.getElementById("submit");
+  const errorBox = document.getElementById("error");
+  loadVoices(document.getElementById("voice"));
+  let pending = 0;
+  text.addEventListener("input", () => {
+    cancelAnimationFrame(pending);  // long texts: estimate once per frame, not per key
+    pending = requestAnimationFrame(() => { estimate.textContent = describe(text.value); });
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!text.value.trim()) {
+      errorBox.textContent = "Paste some text first.";
+      return;
+    }
+    submit(form, button, errorBox);
+  });
+});

@@ -1,0 +1,146 @@
+"""Handlers of the read API (JSON), the pages and the service endpoints: parse, call, respond.
+
+The SSE and MP3 streams have their own modules (``sse.py``, ``mp3stream.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from castlog import cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
+
+from .context import EDGE, Edge
+from .errors import not_found
+from .limits import cast_id_from, float_param, int_param
+from .metrics import CONTENT_TYPE
+from .openapi import SPEC
+from .public import Item, encode_json
+
+STATIC = Path(__file__).resolve().parent / "static"
+PAGE_HEADERS = {"Cache-Control": "no-cache"}
+
+
+async def cast_state(request: web.Request) -> web.Response:
+    cast_id = cast_id_from(request)
+    edge = request.app[EDGE]
+    await edge.guard.take(request)
+    layout = await edge.layouts.get(edge.reader, cast_id)
+    if layout.tail == 0:
+        raise not_found("no such cast")
+    s = layout.state
+    return web.json_response({
+        "id": cast_id,
+        "title": s.title,
+        "voice": s.voice,
+        "chars": s.chars,
+        "status": s.status,
+        "planned": s.planned,
+        "finished": s.finished,
+        "audio_ms": s.audio_ms,
+        "attempts": s.attempts,
+        "resume_from": s.resume_from,
+        "error": s.error,
+        "tail": s.tail,
+        "links": {
+            "player": f"/c/{cast_id}",
+            "audio": f"/api/casts/{cast_id}/audio.mp3",
+            "events": f"/api/casts/{cast_id}/events",
+            "records": f"/api/casts/{cast_id}/records",
+        },
+    })
+
+
+async def records(request: web.Request) -> web.Response:
+    return await _records(request, cast_id_from(request))
+
+
+async def s2_records(request: web.Request) -> web.Response:
+    """The original design's gateway path; only ``pub/casts/<id>`` is a readable stream."""
+    cast_id = cast_id_of(request.query.get("stream", ""))
+    if cast_id is None:
+        raise not_found("no such stream: only pub/casts/<id> is readable")
+    return await _records(request, cast_id)
+
+
+async def _records(request: web.Request, cast_id: str) -> web.Response:
+    edge = request.app[EDGE]
+    seq = int_param(request, "seq_num", 0, 0)
+    limit = int_param(request, "limit", edge.cfg.max_records_limit, 1, edge.cfg.max_records_limit)
+    wait = float_param(request, "wait", 0.0, 0.0, edge.cfg.max_wait_s)
+    await edge.guard.take(request)
+    async with edge.reader.pipeline(transaction=False) as pipe:
+        pipe.xrange(cast_key(cast_id), min=entry_id(seq), count=limit)
+        pipe.xlen(cast_key(cast_id))
+        rows, tail = await pipe.execute()
+    tail = int(tail)
+    if tail == 0:
+        raise not_found("no such cast")
+    next_seq = seq_of(rows[-1][0]) + 1 if rows else seq
+    items = [Item(e) for e in (decode_entry(i, f) for i, f in rows) if e is not None]
+    closed = await _closed(edge, cast_id, items, next_seq, tail)
+    if not rows and wait > 0 and seq >= tail and not closed:
+        items = await _long_poll(request, edge, cast_id, seq, limit, wait)
+        if items:
+            next_seq = items[-1].seq + 1
+            tail = max(tail, next_seq)
+            closed = is_terminal(items[-1].entry.record)
+    for item in items:
+        edge.metrics.delivered.inc()
+    body = b'{"records":[%s],"next_seq_num":%d,"tail":%d,"closed":%s}' % (
+        b",".join(i.json() for i in items), next_seq, tail, b"true" if closed else b"false",
+    )
+    return web.Response(body=body, content_type="application/json")
+
+
+async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:
+    """Whether the log ends with a terminal record that the reader has reached."""
+    if next_seq < tail:
+        return False
+    if items and items[-1].seq == tail - 1:
+        return is_terminal(items[-1].entry.record)
+    last = await edge.store.last(cast_id)
+    return last is not None and is_terminal(last.record)
+
+
+async def _long_poll(request: web.Request, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
+    """At the tail: wait up to ``wait`` seconds for the next record, then take what is ready."""
+    with edge.guard.stream_slot(request):
+        async with edge.tail.listen(cast_id, seq, "poll") as listener:
+            first = await listener.next(wait)
+            if first is None:
+                return []
+            items = [first]
+            while len(items) < limit and not listener.done:
+                more = await listener.next(0)
+                if more is None:
+                    break
+                items.append(more)
+            return items
+
+
+async def healthz(request: web.Request) -> web.Response:
+    edge = request.app[EDGE]
+    if not edge.tail.running:
+        return web.json_response({"error": "tail_down", "message": "the shared tail stopped; restart edge"}, status=503)
+    if not await healthy(edge.reader):
+        return web.json_response({"error": "redis_unavailable", "message": "Redis does not answer"}, status=503)
+    return web.json_response({"status": "ok", "listeners": len(edge.tail.listeners), "watched": len(edge.tail.watches)})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[EDGE].metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=encode_json(SPEC), content_type="application/json")
+
+
+async def index_page(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+
+async def player_page(request: web.Request) -> web.FileResponse:
+    cast_id_from(request)  # a malformed link is a 404 here too, before any Redis call
+    return web.FileResponse(STATIC / "player.html", headers=PAGE_HEADERS)
