@@ -22,7 +22,7 @@ class _Record(msgspec.Struct, frozen=True, tag_field="e", omit_defaults=True):
     pass
 
 
-class Meta(_Record, tag="meta"):
+class Meta(_Record, tag="meta", frozen=True):
     title: str
     voice: str
     chars: int
@@ -30,13 +30,13 @@ class Meta(_Record, tag="meta"):
     created_at: int  # ms since the epoch
 
 
-class Start(_Record, tag="start"):
+class Start(_Record, tag="start", frozen=True):
     attempt: int
     resume_from: int
     at: int  # ms since the epoch
 
 
-class Audio(_Record, tag="audio"):
+class Audio(_Record, tag="audio", frozen=True):
     i: int  # sentence index
     t: str  # sentence text
     d: int  # duration in ms, exact
@@ -44,13 +44,13 @@ class Audio(_Record, tag="audio"):
     body: bytes = b""  # the MP3 chunk; stored in field ``b``, never inside ``h``
 
 
-class Eos(_Record, tag="eos"):
+class Eos(_Record, tag="eos", frozen=True):
     sentences: int
     audio_ms: int
     attempts: int
 
 
-class Error(_Record, tag="error"):
+class Error(_Record, tag="error", frozen=True):
     reason: str
     attempts: int
 

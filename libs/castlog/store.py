@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from redis.asyncio import Redis
 
@@ -12,6 +12,8 @@ from . import keys, scripts
 from .records import Entry, Meta, Record, decode_entry, encode_fields, is_terminal
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
+# What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
+Rows = list[tuple[bytes, dict[bytes, bytes]]]
 
 # One blocking read waits at most this long before the follower re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
@@ -68,10 +70,10 @@ class CastStore:
             keys=[keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.JOBS],
             args=[cast_id, voice, text, meta.title, encode_fields(meta)[1]],
         )
-        return result.decode() if isinstance(result, bytes) else result  # type: ignore[no-any-return]
+        return cast(SubmitResult, result.decode() if isinstance(result, bytes) else result)
 
     async def recipe(self, cast_id: str) -> Recipe | None:
-        rows = await self.redis.xrange(keys.catalog_key(cast_id), count=1)
+        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
         if not rows:
             return None
         f = rows[0][1]
@@ -88,11 +90,11 @@ class CastStore:
 
     async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
         """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""
-        rows = await self.redis.xrange(keys.cast_key(cast_id), min=keys.entry_id(seq_num), count=limit)
+        rows = cast(Rows, await self.redis.xrange(keys.cast_key(cast_id), min=keys.entry_id(seq_num), count=limit))
         return _decode_rows(rows)
 
     async def last(self, cast_id: str) -> Entry | None:
-        rows = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
+        rows = cast(Rows, await self.redis.xrevrange(keys.cast_key(cast_id), count=1))
         decoded = _decode_rows(rows)
         return decoded[0] if decoded else None
 
@@ -116,9 +118,9 @@ class CastStore:
             last = await self.last(cast_id)
             if last is not None and last.seq_num < seq_num and is_terminal(last.record):
                 return  # seeking past the end of a finished log: nothing will ever come
-        after = keys.entry_id(seq_num - 1) if seq_num > 0 else "0-0"
+        after: str | bytes = keys.entry_id(seq_num - 1) if seq_num > 0 else "0-0"
         while True:
-            reply = await self.redis.xread({key: after}, count=batch, block=block_ms)
+            reply = cast("list[tuple[bytes, Rows]] | None", await self.redis.xread({key: after}, count=batch, block=block_ms))
             for _stream, rows in reply or ():
                 for entry_id, fields in rows:
                     after = entry_id
@@ -130,7 +132,7 @@ class CastStore:
                         return
 
 
-def _decode_rows(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> list[Entry]:
+def _decode_rows(rows: Rows) -> list[Entry]:
     out = []
     for entry_id, fields in rows:
         entry = decode_entry(entry_id, fields)

@@ -35,7 +35,6 @@ UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
-UPSTREAMS = web.AppKey("upstreams", "Upstreams")
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,9 @@ class Upstreams:
 
     def pick(self, method: str, path: str) -> str:
         return self.intake if (method, path) in INTAKE_ROUTES else self.edge
+
+
+UPSTREAMS = web.AppKey("upstreams", Upstreams)
 
 
 async def healthz(request: web.Request) -> web.Response:
