@@ -35,6 +35,7 @@ from .records import (
     kind_of,
 )
 from .ratelimit import RateLimiter, Verdict, client_address
+from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
@@ -42,9 +43,10 @@ from .store import CastStore, Recipe, SeqMismatch, SubmitResult
 __all__ = [
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
-    "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
-    "RateLimiter", "SeqMismatch", "Start", "SubmitResult", "Verdict",
-    "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "connect", "content_id", "count_chunks",
-    "decode_entry", "encode_fields", "encode_headers", "entry_id", "healthy", "is_cast_id",
-    "is_terminal", "kind_of", "playable", "redact", "seq_of", "split_text", "summarize",
+    "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
+    "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
+    "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",
+    "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
+    "is_cast_id", "is_terminal", "kind_of", "playable", "redact", "require_non_negative", "require_positive",
+    "seq_of", "split_text", "summarize",
 ]

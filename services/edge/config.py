@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
+from castlog import Settings, comma_set, require_non_negative, require_positive
+from castlog import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
-
-T = TypeVar("T")
 
 # A listener's queue holds at most this many records; a listener that lets it fill is demoted
 # to reading by offset, so a slow client costs this much memory and no more.
@@ -40,10 +39,6 @@ FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 SHUTDOWN_TIMEOUT_S = 5.0
 
 
-class ConfigError(ValueError):
-    """A setting in the environment that edge cannot use; the message names it."""
-
-
 @dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
@@ -63,12 +58,12 @@ class Config:
     write_timeout_s: float = WRITE_TIMEOUT_S
     layout_cache: int = LAYOUT_CACHE
     redis_pool: int = REDIS_POOL
-    forwarded_allow_ips: frozenset[str] = frozenset(FORWARDED_ALLOW_IPS.split(","))
+    forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        positive = {
+        require_positive({
             "EDGE_LISTENER_QUEUE": self.listener_queue,
             "EDGE_SSE_HEARTBEAT_S": self.sse_heartbeat_s,
             "EDGE_TAIL_BLOCK_MS": self.tail_block_ms,
@@ -81,27 +76,13 @@ class Config:
             "EDGE_WRITE_TIMEOUT_S": self.write_timeout_s,
             "EDGE_LAYOUT_CACHE": self.layout_cache,
             "EDGE_REDIS_POOL": self.redis_pool,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ConfigError(f"{name} must be greater than 0, not {value}")
-        if self.max_wait_s < 0:
-            raise ConfigError(f"EDGE_MAX_WAIT_S must be 0 or more, not {self.max_wait_s}")
+        })
+        require_non_negative({"EDGE_MAX_WAIT_S": self.max_wait_s})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
-        env = os.environ if environ is None else environ
+        get = Settings(os.environ if environ is None else environ).get
         d = cls()
-
-        def get(name: str, parse: Callable[[str], T], default: T) -> T:
-            raw = env.get(name)
-            if raw is None or raw.strip() == "":
-                return default
-            try:
-                return parse(raw.strip())
-            except ValueError as exc:
-                raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from exc
-
         return cls(
             host=get("EDGE_HOST", str, d.host),
             port=get("EDGE_PORT", int, d.port),
@@ -120,12 +101,7 @@ class Config:
             write_timeout_s=get("EDGE_WRITE_TIMEOUT_S", float, d.write_timeout_s),
             layout_cache=get("EDGE_LAYOUT_CACHE", int, d.layout_cache),
             redis_pool=get("EDGE_REDIS_POOL", int, d.redis_pool),
-            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", _names_set, d.forwarded_allow_ips),
+            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
             shutdown_timeout_s=get("EDGE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
             log_level=get("EDGE_LOG_LEVEL", str.upper, d.log_level),
         )
-
-
-def _names_set(raw: str) -> frozenset[str]:
-    """A comma-separated set of names, blanks dropped."""
-    return frozenset(n.strip() for n in raw.split(",") if n.strip())

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
+from castlog import ConfigError, Settings, comma_list, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
-
-T = TypeVar("T")
 
 DEFAULT_VOICES = ("af_heart", "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 DEFAULT_VOICE = "af_heart"
@@ -32,10 +30,6 @@ MAX_WAITING = 1024
 SHUTDOWN_TIMEOUT_S = 10.0
 
 
-class ConfigError(ValueError):
-    """A setting in the environment that intake cannot use; the message names it."""
-
-
 @dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
@@ -47,7 +41,7 @@ class Config:
     max_title_chars: int = MAX_TITLE_CHARS
     rate: float = RATE_PER_S
     burst: int = BURST
-    forwarded_allow_ips: frozenset[str] = frozenset(FORWARDED_ALLOW_IPS.split(","))
+    forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
     voices: tuple[str, ...] = DEFAULT_VOICES
     default_voice: str = DEFAULT_VOICE
     voices_refresh_s: float = VOICES_REFRESH_S
@@ -57,19 +51,15 @@ class Config:
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        positive = {
+        require_positive({
             "INTAKE_MAX_CHARS": self.max_chars,
             "INTAKE_MAX_BODY_BYTES": self.max_body_bytes,
             "INTAKE_MAX_TITLE_CHARS": self.max_title_chars,
             "INTAKE_RATE": self.rate,
             "INTAKE_BURST": self.burst,
             "INTAKE_MAX_INFLIGHT": self.max_inflight,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ConfigError(f"{name} must be greater than 0, not {value}")
-        if self.max_waiting < 0:
-            raise ConfigError(f"INTAKE_MAX_WAITING must be 0 or more, not {self.max_waiting}")
+        })
+        require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
         if not self.voices:
             raise ConfigError("INTAKE_VOICES must name at least one voice")
         if self.default_voice not in self.voices:
@@ -79,18 +69,8 @@ class Config:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
-        env = os.environ if environ is None else environ
+        get = Settings(os.environ if environ is None else environ).get
         d = cls()
-
-        def get(name: str, parse: Callable[[str], T], default: T) -> T:
-            raw = env.get(name)
-            if raw is None or raw.strip() == "":
-                return default
-            try:
-                return parse(raw.strip())
-            except ValueError as exc:
-                raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from exc
-
         return cls(
             host=get("INTAKE_HOST", str, d.host),
             port=get("INTAKE_PORT", int, d.port),
@@ -101,8 +81,8 @@ class Config:
             max_title_chars=get("INTAKE_MAX_TITLE_CHARS", int, d.max_title_chars),
             rate=get("INTAKE_RATE", float, d.rate),
             burst=get("INTAKE_BURST", int, d.burst),
-            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", _names_set, d.forwarded_allow_ips),
-            voices=get("INTAKE_VOICES", _names, d.voices),
+            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
+            voices=get("INTAKE_VOICES", comma_list, d.voices),
             default_voice=get("INTAKE_DEFAULT_VOICE", str, d.default_voice),
             voices_refresh_s=get("INTAKE_VOICES_REFRESH_S", float, d.voices_refresh_s),
             max_inflight=get("INTAKE_MAX_INFLIGHT", int, d.max_inflight),
@@ -110,12 +90,3 @@ class Config:
             shutdown_timeout_s=get("INTAKE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
             log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
         )
-
-
-def _names(raw: str) -> tuple[str, ...]:
-    """A comma-separated list, blanks dropped, order kept."""
-    return tuple(n.strip() for n in raw.split(",") if n.strip())
-
-
-def _names_set(raw: str) -> frozenset[str]:
-    return frozenset(_names(raw))

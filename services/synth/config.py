@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from castlog import ConfigError, Settings, require_positive
+from castlog.connect import DEFAULT_URL
+
 Backend = Literal["auto", "onnx", "torch"]
 BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_VOICE = "af_heart"
 
 
@@ -22,7 +24,7 @@ def default_consumer() -> str:
 
 @dataclass(frozen=True)
 class SynthConfig:
-    redis_url: str = DEFAULT_REDIS_URL
+    redis_url: str = DEFAULT_URL
     consumer: str = field(default_factory=default_consumer)
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9100
@@ -50,15 +52,18 @@ class SynthConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"SYNTH_BACKEND must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+            raise ConfigError(f"SYNTH_BACKEND must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
         if self.concurrency < 1 or self.max_active < self.concurrency:
-            raise ValueError("need SYNTH_CONCURRENCY >= 1 and SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY")
-        if self.max_attempts < 1:
-            raise ValueError("SYNTH_MAX_ATTEMPTS must be at least 1")
-        if min(self.lease_s, self.poll_s, self.grace_s, self.stats_interval_s) <= 0:
-            raise ValueError("SYNTH_LEASE_S, SYNTH_POLL_S, SYNTH_GRACE_S and the stats interval must be > 0")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError("SYNTH_THREADS must be at least 1")
+            raise ConfigError("need SYNTH_CONCURRENCY >= 1 and SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY")
+        require_positive({
+            "SYNTH_MAX_ATTEMPTS": self.max_attempts,
+            "SYNTH_LEASE_S": self.lease_s,
+            "SYNTH_POLL_S": self.poll_s,
+            "SYNTH_GRACE_S": self.grace_s,
+            "SYNTH_STATS_INTERVAL_S": self.stats_interval_s,
+        })
+        if self.threads is not None:
+            require_positive({"SYNTH_THREADS": self.threads})
 
     @property
     def lease_ms(self) -> int:
@@ -75,43 +80,30 @@ class SynthConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SynthConfig:
-        e = os.environ if env is None else env
-
-        def opt(name: str) -> str | None:
-            value = e.get(name, "").strip()
-            return value or None
-
-        def num(name: str, default: float) -> float:
-            value = opt(name)
-            try:
-                return float(value) if value is not None else default
-            except ValueError:
-                raise ValueError(f"{name} must be a number, not {value!r}") from None
-
-        threads = opt("SYNTH_THREADS")
+        get = Settings(os.environ if env is None else env).get
         d = cls()
-        concurrency = int(num("SYNTH_CONCURRENCY", d.concurrency))
+        concurrency = get("SYNTH_CONCURRENCY", int, d.concurrency)
         return cls(
-            redis_url=opt("REDIS_URL") or d.redis_url,
-            consumer=opt("SYNTH_CONSUMER") or d.consumer,
-            metrics_host=opt("SYNTH_METRICS_HOST") or d.metrics_host,
-            metrics_port=int(num("SYNTH_METRICS_PORT", d.metrics_port)),
-            log_level=(opt("SYNTH_LOG_LEVEL") or opt("LOG_LEVEL") or d.log_level).upper(),
-            backend=(opt("SYNTH_BACKEND") or d.backend).lower(),  # type: ignore[arg-type]
-            model_dir=opt("KOKORO_MODEL_DIR"),
-            cache_dir=opt("SYNTH_CACHE_DIR"),
-            threads=int(threads) if threads else None,
-            default_voice=opt("SYNTH_DEFAULT_VOICE") or d.default_voice,
-            bitrate=int(num("SYNTH_BITRATE", d.bitrate)),
+            redis_url=get("REDIS_URL", str, d.redis_url),
+            consumer=get("SYNTH_CONSUMER", str, d.consumer),
+            metrics_host=get("SYNTH_METRICS_HOST", str, d.metrics_host),
+            metrics_port=get("SYNTH_METRICS_PORT", int, d.metrics_port),
+            log_level=get("SYNTH_LOG_LEVEL", str.upper, get("LOG_LEVEL", str.upper, d.log_level)),
+            backend=get("SYNTH_BACKEND", str.lower, d.backend),  # type: ignore[arg-type]  # checked in __post_init__
+            model_dir=get("KOKORO_MODEL_DIR", str, None),
+            cache_dir=get("SYNTH_CACHE_DIR", str, None),
+            threads=get("SYNTH_THREADS", int, None),
+            default_voice=get("SYNTH_DEFAULT_VOICE", str, d.default_voice),
+            bitrate=get("SYNTH_BITRATE", int, d.bitrate),
             concurrency=concurrency,
             # By default twice the cap: room for new casts while the admitted ones are well ahead.
-            max_active=int(num("SYNTH_MAX_ACTIVE", 2 * concurrency)),
-            lead_threshold_s=num("SYNTH_LEAD_THRESHOLD_S", d.lead_threshold_s),
-            poll_s=num("SYNTH_POLL_S", d.poll_s),
-            lease_s=num("SYNTH_LEASE_S", d.lease_s),
-            max_attempts=int(num("SYNTH_MAX_ATTEMPTS", d.max_attempts)),
-            retry_backoff_s=num("SYNTH_RETRY_BACKOFF_S", d.retry_backoff_s),
-            retry_backoff_max_s=num("SYNTH_RETRY_BACKOFF_MAX_S", d.retry_backoff_max_s),
-            grace_s=num("SYNTH_GRACE_S", d.grace_s),
-            stats_interval_s=num("SYNTH_STATS_INTERVAL_S", d.stats_interval_s),
+            max_active=get("SYNTH_MAX_ACTIVE", int, 2 * concurrency),
+            lead_threshold_s=get("SYNTH_LEAD_THRESHOLD_S", float, d.lead_threshold_s),
+            poll_s=get("SYNTH_POLL_S", float, d.poll_s),
+            lease_s=get("SYNTH_LEASE_S", float, d.lease_s),
+            max_attempts=get("SYNTH_MAX_ATTEMPTS", int, d.max_attempts),
+            retry_backoff_s=get("SYNTH_RETRY_BACKOFF_S", float, d.retry_backoff_s),
+            retry_backoff_max_s=get("SYNTH_RETRY_BACKOFF_MAX_S", float, d.retry_backoff_max_s),
+            grace_s=get("SYNTH_GRACE_S", float, d.grace_s),
+            stats_interval_s=get("SYNTH_STATS_INTERVAL_S", float, d.stats_interval_s),
         )

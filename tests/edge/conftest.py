@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from edge import Config, create_app
+from tests.support.apps import MakeClient, app_clients
 
 # The test modules import their helpers (edge_helpers.py) from this folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Tests that are not about limits must never meet them.
 UNLIMITED = {"read_rate": 100_000.0, "read_burst": 1_000_000, "max_streams_per_client": 100_000}
-
-MakeEdge = Callable[..., Awaitable[TestClient[Any, Any]]]
 
 
 @pytest.fixture
@@ -29,22 +27,12 @@ def edge_config(redis_url: str) -> Config:
 
 
 @pytest.fixture
-async def make_edge(edge_config: Config, redis: Redis) -> AsyncIterator[MakeEdge]:
+async def make_edge(edge_config: Config, redis: Redis) -> AsyncIterator[MakeClient]:
     """Start an edge app with the base config changed by keyword arguments (after FLUSHALL)."""
-    clients: list[TestClient[Any, Any]] = []
-
-    async def make(**changes: Any) -> TestClient[Any, Any]:
-        app = create_app(dataclasses.replace(edge_config, **changes))
-        client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
-        await client.start_server()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        await client.close()
+    async with app_clients(create_app, edge_config) as make:
+        yield make
 
 
 @pytest.fixture
-async def edge(make_edge: MakeEdge) -> TestClient[Any, Any]:
+async def edge(make_edge: MakeClient) -> TestClient[Any, Any]:
     return await make_edge()

@@ -14,16 +14,9 @@ from castlog import CastStore, Eos, Start
 from edge.context import EDGE
 from edge.listener import Listener
 from edge_helpers import Cast, audio_records, cast_id, dechunk, parse_sse, read_events
+from tests.support.waiting import wait_until
 
 QUEUE = 4
-
-
-async def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
-    for _ in range(int(timeout_s / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 async def test_a_listener_that_stops_taking_is_demoted_and_catches_up_by_offset(

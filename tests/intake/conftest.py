@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from intake import Config, create_app
+from tests.support.apps import MakeClient, app_clients
 
 # Tests that are not about rate limiting must never meet it.
 UNLIMITED = {"rate": 100_000.0, "burst": 1_000_000}
-
-MakeClient = Callable[..., Awaitable[TestClient[Any, Any]]]
 
 
 @pytest.fixture
@@ -26,18 +24,8 @@ def intake_config(redis_url: str) -> Config:
 @pytest.fixture
 async def make_client(intake_config: Config, redis: Redis) -> AsyncIterator[MakeClient]:
     """Start an intake app with the base config changed by keyword arguments (after FLUSHALL)."""
-    clients: list[TestClient[Any, Any]] = []
-
-    async def make(**changes: Any) -> TestClient[Any, Any]:
-        app = create_app(dataclasses.replace(intake_config, **changes))
-        client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
-        await client.start_server()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        await client.close()
+    async with app_clients(create_app, intake_config) as make:
+        yield make
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from streamtts.redisserver import free_port
+from tests.support.waiting import wait_healthy
 
 START_S = 60.0
 
@@ -43,20 +43,6 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "streamtts up exited early"
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} never answered 200")
-
-
 def start_up(tmp_path: Path, *only: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -65,7 +51,7 @@ def start_up(tmp_path: Path, *only: str) -> tuple[subprocess.Popen[bytes], int]:
          "--only", ",".join(only)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    wait_healthy(f"http://127.0.0.1:{port}/healthz", proc)
+    wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
     return proc, port
 
 

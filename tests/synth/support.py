@@ -18,6 +18,7 @@ import castlog
 from castlog import CastStore, Entry, Meta
 from synth.config import SynthConfig
 from synth.worker import Worker
+from tests.support.waiting import wait_until  # the worker tests import it from here with the rest
 
 SAMPLE_RATE = 24_000
 STANDIN_VOICES = ["af_heart", "jf_alpha"]
@@ -98,22 +99,6 @@ async def log_of(store: CastStore, cast_id: str) -> list[Entry]:
     return await store.read(cast_id, 0, 10_000)
 
 
-async def wait_until(
-    check: Callable[[], object], timeout_s: float = 30.0, interval_s: float = 0.02
-) -> None:
-    """Poll ``check`` (sync or async) until it is truthy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s")
-        await asyncio.sleep(interval_s)
-
-
 async def terminal(store: CastStore, cast_id: str, timeout_s: float = 60.0) -> list[Entry]:
     """The log once it ends in `eos` or `error`."""
     async def done() -> bool:
@@ -127,3 +112,14 @@ async def terminal(store: CastStore, cast_id: str, timeout_s: float = 60.0) -> l
 async def pending_count(redis: Redis) -> int:
     info = await redis.xpending(castlog.JOBS, castlog.GROUP)
     return int(info["pending"])
+
+
+async def delivered_all(redis: Redis) -> bool:
+    """Every job of `jobs` was read by the group and acknowledged (no lag, nothing pending)."""
+    groups = await redis.xinfo_groups(castlog.JOBS) if await redis.exists(castlog.JOBS) else []
+    return bool(groups) and int(groups[0]["lag"] or 0) == 0 and int(groups[0]["pending"]) == 0
+
+
+async def has_audio(store: CastStore, cast_id: str, n: int) -> bool:
+    """The cast's log holds at least ``n`` audio records (of any attempt)."""
+    return sum(1 for e in await log_of(store, cast_id) if e.kind == "audio") >= n

@@ -27,6 +27,8 @@ from synth.worker import Worker
 
 from tests.synth.support import (
     config,
+    delivered_all,
+    has_audio,
     log_of,
     pending_count,
     running,
@@ -117,7 +119,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
         entries = await terminal(store, cast_id)
         # A job for the now finished cast is acknowledged and skipped.
         await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": voice_of(synthesizer), "enqueued_at": 1})
-        await wait_until(lambda: _settled(redis))
+        await wait_until(lambda: delivered_all(redis))
     assert [e.seq_num for e in entries] == list(range(len(entries)))
     chunks = castlog.split_text(text)
     assert [e.kind for e in entries] == ["meta", "start"] + ["audio"] * len(chunks) + ["eos"]
@@ -159,7 +161,7 @@ async def test_chunk_that_always_fails_with_the_real_model_ends_in_error_and_dea
     model = Flaky(synthesizer, fails=chunks[1])
     async with running(Worker(config(max_attempts=3), redis, model)):
         entries = await terminal(store, cast_id)
-        await wait_until(lambda: _settled(redis))
+        await wait_until(lambda: delivered_all(redis))
     assert starts_of(entries) == [(1, 0), (2, 1), (3, 1)]
     assert entries[-1].kind == "error" and entries[-1].record.attempts == 3
     assert model.calls == [chunks[0]] + [chunks[1]] * 3  # sentence 0 was never redone
@@ -179,7 +181,7 @@ async def test_second_worker_takes_over_after_the_lease_and_the_late_append_is_r
         await wait_until(lambda: stalled.entered.is_set())
         async with running(Worker(config("new", lease_s=2.0), redis, synthesizer)):
             entries = await terminal(store, cast_id, 90)
-            await wait_until(lambda: _settled(redis))
+            await wait_until(lambda: delivered_all(redis))
         stalled.gate.set()  # the old worker comes back with its chunk
         await wait_until(lambda: not old.casts, 30)
     assert any("append refused" in r.getMessage() for r in caplog.records)
@@ -234,7 +236,7 @@ async def test_kill_9_mid_cast_then_restart_resumes_with_attempt_two_and_no_sent
 ) -> None:
     cast_id = await submit(store, FOUR, voice_of(synthesizer))
     first = spawn.start("box-1")
-    await wait_until(lambda: _audio_count(store, cast_id, 1), 60)
+    await wait_until(lambda: has_audio(store, cast_id, 1), 60)
     first.send_signal(signal.SIGKILL)
     first.wait()
     done = len(audio_of(await log_of(store, cast_id)))
@@ -246,7 +248,7 @@ async def test_kill_9_mid_cast_then_restart_resumes_with_attempt_two_and_no_sent
     assert starts_of(entries) == [(1, 0), (2, done)]
     assert_plays_every_sentence_once(entries, FOUR)
     assert sorted(a.i for a in audio_of(entries)) == list(range(len(castlog.split_text(FOUR))))
-    await wait_until(lambda: _settled(redis))
+    await wait_until(lambda: delivered_all(redis))
 
 
 async def test_sigterm_finishes_the_chunk_in_hand_and_exits_within_the_grace_period(
@@ -254,7 +256,7 @@ async def test_sigterm_finishes_the_chunk_in_hand_and_exits_within_the_grace_per
 ) -> None:
     cast_id = await submit(store, FOUR, voice_of(synthesizer))
     proc = spawn.start("box-2", SYNTH_GRACE_S="20")
-    await wait_until(lambda: _audio_count(store, cast_id, 1), 60)
+    await wait_until(lambda: has_audio(store, cast_id, 1), 60)
     stopped_at = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 25) == 0
@@ -267,12 +269,3 @@ async def test_sigterm_finishes_the_chunk_in_hand_and_exits_within_the_grace_per
     entries = await terminal(store, cast_id, 90)
     assert [a for a, _ in starts_of(entries)] == [1, 2]
     assert_plays_every_sentence_once(entries, FOUR)
-
-
-async def _settled(redis: Redis) -> bool:
-    groups = await redis.xinfo_groups(castlog.JOBS)
-    return bool(groups) and int(groups[0]["lag"] or 0) == 0 and int(groups[0]["pending"]) == 0
-
-
-async def _audio_count(store: CastStore, cast_id: str, n: int) -> bool:
-    return len(audio_of(await log_of(store, cast_id))) >= n

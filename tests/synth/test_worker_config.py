@@ -40,8 +40,16 @@ def test_environment_overrides_every_setting() -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("SYNTH_BACKEND", "tpu"), ("SYNTH_CONCURRENCY", "0"), ("SYNTH_LEASE_S", "soon"), ("SYNTH_MAX_ATTEMPTS", "0")],
+    [("SYNTH_BACKEND", "tpu"), ("SYNTH_CONCURRENCY", "0"), ("SYNTH_LEASE_S", "soon"), ("SYNTH_MAX_ATTEMPTS", "0"),
+     ("SYNTH_THREADS", "four"), ("SYNTH_THREADS", "0"), ("SYNTH_METRICS_PORT", "x")],
 )
 def test_bad_values_are_refused_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=name):
         SynthConfig.from_env({name: value})
+
+
+def test_log_level_falls_back_to_the_generic_variable_and_blanks_mean_unset() -> None:
+    assert SynthConfig.from_env({"LOG_LEVEL": "debug"}).log_level == "DEBUG"
+    assert SynthConfig.from_env({"LOG_LEVEL": "debug", "SYNTH_LOG_LEVEL": "warning"}).log_level == "WARNING"
+    cfg = SynthConfig.from_env({"SYNTH_LOG_LEVEL": " ", "KOKORO_MODEL_DIR": "  ", "SYNTH_THREADS": ""})
+    assert (cfg.log_level, cfg.model_dir, cfg.threads) == ("INFO", None, None)

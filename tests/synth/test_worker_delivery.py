@@ -15,6 +15,8 @@ from synth.worker import Worker
 from tests.synth.support import (
     StandIn,
     config,
+    delivered_all,
+    has_audio,
     log_of,
     pending_count,
     running,
@@ -64,7 +66,7 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
         # A duplicate job for the same (finished) cast, as a re-delivery would bring it.
         await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": "af_heart", "enqueued_at": 1})
         await wait_until(lambda: _no_pending(redis))
-        await wait_until(lambda: _delivered_all(redis))
+        await wait_until(lambda: delivered_all(redis))
     assert len(synth.calls) == calls
     assert await store.tail(cast_id) == tail
     assert len(await redis.xrange(castlog.PROGRESS_DONE)) == 1
@@ -126,7 +128,7 @@ async def test_restarted_worker_resumes_its_own_pending_job_with_attempt_two(
     cast_id = await submit(store, text)
     # Stopped after two sentences: the job stays pending under this consumer name.
     async with running(Worker(config(), redis, StandIn(rtf=0.3))):
-        await wait_until(lambda: _audio_count(store, cast_id, 2))
+        await wait_until(lambda: has_audio(store, cast_id, 2))
     entries = await log_of(store, cast_id)
     done = len([e for e in entries if e.kind == "audio"])
     assert await pending_count(redis) == 1
@@ -147,7 +149,7 @@ async def test_stop_finishes_the_chunk_in_hand_and_leaves_the_job_pending(
     synth = StandIn(rtf=0.5)  # about 0.7 s per chunk
     worker = Worker(config(), redis, synth)
     task = asyncio.create_task(worker.run())
-    await wait_until(lambda: _audio_count(store, cast_id, 1))
+    await wait_until(lambda: has_audio(store, cast_id, 1))
     await asyncio.sleep(0.2)  # the next chunk is in hand
     worker.stop()
     await asyncio.wait_for(task, 5)
@@ -200,7 +202,7 @@ async def test_lease_refresh_keeps_a_slow_job_from_being_taken_over(redis: Redis
 async def test_malformed_job_is_dead_lettered_and_acknowledged(redis: Redis) -> None:
     async with running(Worker(config(), redis, StandIn())):
         await redis.xadd(castlog.JOBS, {"id": "../etc", "voice": "af_heart"})
-        await wait_until(lambda: _delivered_all(redis))
+        await wait_until(lambda: delivered_all(redis))
     dead = await redis.xrange(castlog.JOBS_DEAD)
     assert len(dead) == 1
     fields = {k.decode(): v.decode() for k, v in dead[0][1].items()}
@@ -209,15 +211,6 @@ async def test_malformed_job_is_dead_lettered_and_acknowledged(redis: Redis) -> 
 
 async def _no_pending(redis: Redis) -> bool:
     return await pending_count(redis) == 0
-
-
-async def _delivered_all(redis: Redis) -> bool:
-    groups = await redis.xinfo_groups(castlog.JOBS) if await redis.exists(castlog.JOBS) else []
-    return bool(groups) and int(groups[0]["lag"] or 0) == 0 and int(groups[0]["pending"]) == 0
-
-
-async def _audio_count(store: CastStore, cast_id: str, n: int) -> bool:
-    return sum(1 for e in await log_of(store, cast_id) if e.kind == "audio") >= n
 
 
 async def _ends_in(store: CastStore, cast_id: str, kind: str) -> bool:
@@ -232,10 +225,10 @@ async def test_duplicate_job_for_an_active_cast_is_acknowledged_without_restarti
     text = " ".join(f"Sentence number {n} is here." for n in range(5))
     cast_id = await submit(store, text)
     async with running(Worker(config(), redis, StandIn(rtf=0.3))):
-        await wait_until(lambda: _audio_count(store, cast_id, 1))
+        await wait_until(lambda: has_audio(store, cast_id, 1))
         await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": "af_heart", "enqueued_at": 1})
         entries = await terminal(store, cast_id)
-        await wait_until(lambda: _delivered_all(redis))
+        await wait_until(lambda: delivered_all(redis))
     assert [(s.attempt, s.resume_from) for s in (e.record for e in entries) if isinstance(s, Start)] == [(1, 0)]
     assert [e.record.i for e in castlog.playable(entries)] == list(range(5))
 

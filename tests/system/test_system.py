@@ -11,8 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from aiohttp import ClientSession, ClientTimeout
 from streamtts.redisserver import RedisServer, free_port, start_server
 from tests.deploy.dashboard import dashboard_metric_names
 from tests.deploy.prometheus_server import running_prometheus
+from tests.support.waiting import wait_healthy
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
@@ -39,20 +38,6 @@ class System:
         return f"http://127.0.0.1:{self.ports[service]}{path}"
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], name: str) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"{name} exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{name} not healthy after {START_S}s")
-
-
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     redis = start_server(tmp_path_factory.mktemp("system-redis"), aof=True)
@@ -65,7 +50,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
              for name in ports}
     try:
         for name, proc in procs.items():
-            _wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc, name)
+            wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc, name, START_S, interval_s=0.3)
         yield System(redis, ports)
     finally:
         for proc in procs.values():
