@@ -21,6 +21,9 @@ DEFAULT_TITLE_CHARS = 60
 # (a URL, CJK without spaces) is cut hard instead.
 MIN_TITLE_WORD_CUT = 20
 ELLIPSIS = "…"
+# A first sentence up to this long is the title as it stands (its stop dropped), uncut.
+TITLE_SENTENCE_CHARS = 100
+_FIRST_SENTENCE = re.compile(r"(.+?)[.!?。！？](?:\s|$)")
 # A form with more fields than this is not from our paste form.
 MAX_FORM_FIELDS = 32
 # Voice names listed in an unknown_voice refusal; the rest are at GET /api/voices.
@@ -149,6 +152,9 @@ def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
     complete = "\n" in head or len(text) <= len(head)
     if len(first_line) <= limit and complete:
         return first_line
+    sentence = _FIRST_SENTENCE.match(first_line)
+    if sentence and len(sentence.group(1)) <= TITLE_SENTENCE_CHARS:
+        return sentence.group(1)
     cut = first_line.rfind(" ", 0, limit + 1)
     title = first_line[:cut] if cut >= MIN_TITLE_WORD_CUT else first_line[:limit]
     return title.rstrip(" ,;:-–—") + ELLIPSIS

@@ -126,8 +126,13 @@ async def test_blank_title_falls_back_to_first_words(client: Client, store: Cast
     assert recipe is not None and recipe.title == "Hello there, world."
 
 
+def test_default_title_is_a_short_first_sentence_without_its_stop(texts: dict[str, str]) -> None:
+    assert default_title(texts["paragraph"]) == "The night train left the station a few minutes after eleven"
+    assert default_title("Is it late? " + "word " * 100) == "Is it late"
+
+
 def test_default_title_cuts_long_text_on_a_word_boundary() -> None:
-    text = "The quick brown fox jumps over the lazy dog and keeps running far beyond the hills."
+    text = "The quick brown fox jumps over the lazy dog and keeps running far beyond the hills and the rivers and the sea."
     title = default_title(text)
     assert title == "The quick brown fox jumps over the lazy dog and keeps…"
     assert len(title) <= 61 and title.endswith("…")
