@@ -43,4 +43,7 @@ def store(redis: Redis) -> CastStore:
 @pytest.fixture(scope="session")
 def texts() -> dict[str, str]:
     """The shared texts (short, paragraph, article, tricky) that every benchmark uses too."""
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))}
+    found = {p.stem: p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))}
+    if not {"short", "paragraph", "article", "tricky"} <= found.keys():
+        pytest.fail(f"the shared texts are missing from {TEXTS}: the checkout needs shared/ beside it")
+    return found
