@@ -1,11 +1,10 @@
 """Benchmark: POST /api/casts on intake's real app, side by side with two references, in one run.
 
   floor       a bare aiohttp handler that does one plain XADD of the body (the least any write costs)
-  three_trips intake's app with the original design's write path: claim the catalog, claim the
-              cast, append the job, as three separate round trips (no atomicity)
-  intake      intake's app as shipped: rate limit, validation, plan, one atomic submit script
-  one_trip    intake's app with the castlog change it proposes: the rate limiter's token and the
-              submit in one script, so a submit is one round trip to Redis instead of two
+  three_trips intake's app with the original design's write path: the rate limiter's token, then
+              claim the catalog, claim the cast, append the job, each a round trip (no atomicity)
+  intake      intake's app as shipped: validation, plan, then one script that takes the client's
+              token and submits atomically: one round trip to Redis per request
 
 Each server runs in its own process on a loopback port against one real redis-server (no AOF)
 started here; this process drives them with aiohttp clients at 1, 16 and 64 concurrent requests,
@@ -43,16 +42,15 @@ from redis.asyncio import Redis  # noqa: E402
 from redis.exceptions import ResponseError  # noqa: E402
 
 import castlog  # noqa: E402
-from castlog import CastStore, Meta, SubmitResult, Verdict  # noqa: E402
-from castlog.ratelimit import RATE_LIMIT_PREFIX, TAKE  # noqa: E402
-from castlog.scripts import SUBMIT  # noqa: E402
+from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
+from castlog.ratelimit import RateLimited  # noqa: E402
 from intake import Config, create_app  # noqa: E402
-from intake.appkeys import LIMITER, REDIS, STORE  # noqa: E402
+from intake.appkeys import REDIS, STORE  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO.parent / "shared" / "texts"
-VARIANTS = ("floor", "three_trips", "intake", "one_trip")
+VARIANTS = ("floor", "three_trips", "intake")
 MODES = ("fresh", "repeat")
 CONCURRENCY = (1, 16, 64)
 WARMUP_S = 0.3
@@ -65,9 +63,16 @@ FLOOR_STREAM = "bench/floor"
 
 
 class ThreeTripStore(CastStore):
-    """The original design's write path: three round trips, each a claim by explicit entry id."""
+    """The original design's write path: the token, then three round trips, each a claim by
+    explicit entry id."""
 
-    async def submit(self, cast_id: str, text: str, voice: str, meta: Meta) -> SubmitResult:
+    async def submit(
+        self, cast_id: str, text: str, voice: str, meta: Meta, *, limit: tuple[RateLimiter, str] | None = None
+    ) -> SubmitResult:
+        if limit is not None:
+            verdict = await limit[0].take(limit[1])
+            if not verdict.allowed:
+                raise RateLimited(verdict)
         r, now = self.redis, int(time.time() * 1000)
         try:
             await r.xadd(
@@ -84,43 +89,6 @@ class ThreeTripStore(CastStore):
             return "existing"
         await r.xadd(castlog.JOBS, {"id": cast_id, "voice": voice, "enqueued_at": now})
         return "new"
-
-
-# The proposed castlog script: TAKE and SUBMIT, each wrapped verbatim as a Lua function whose
-# parameters shadow KEYS and ARGV, composed into one atomic step. KEYS: the cast log, the catalog,
-# jobs, the bucket; ARGV: SUBMIT's five, then rate and burst. {0, wait_ms} or {1, result}.
-ONE_TRIP = (
-    "local function take(KEYS, ARGV)\n" + TAKE + "end\n"
-    "local function submit(KEYS, ARGV)\n" + SUBMIT + "end\n"
-    "local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], 1})\n"
-    "if verdict[1] == 0 then return {0, verdict[2]} end\n"
-    "return {1, submit({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}\n"
-)
-
-
-class OneTripStore(CastStore):
-    """Submit and rate limit in one round trip. The bench's clients are all 127.0.0.1: one bucket."""
-
-    def __init__(self, redis: Redis, rate: float, burst: int) -> None:
-        super().__init__(redis)
-        self._one_trip = redis.register_script(ONE_TRIP)
-        self._bucket = f"{RATE_LIMIT_PREFIX}intake/127.0.0.1"
-        self._limits = (rate, burst)
-
-    async def submit(self, cast_id: str, text: str, voice: str, meta: Meta) -> SubmitResult:
-        keys = [castlog.cast_key(cast_id), castlog.catalog_key(cast_id), castlog.JOBS, self._bucket]
-        args = [cast_id, voice, text, meta.title, castlog.encode_headers(meta), *self._limits]
-        ok, result = await self._one_trip(keys=keys, args=args)
-        if not ok:
-            raise RuntimeError("rate limited: the benchmark's bucket should never empty")
-        return result.decode()  # type: ignore[no-any-return]
-
-
-class TakenInScript:
-    """The limiter of the one_trip variant: its token is taken inside the submit script."""
-
-    async def take(self, client: str, cost: int = 1) -> Verdict:
-        return Verdict(True, 0)
 
 
 def floor_app(redis_url: str) -> web.Application:
@@ -154,9 +122,6 @@ def intake_app(redis_url: str, variant: str) -> web.Application:
     async def swap_write_path(app: web.Application) -> None:
         if variant == "three_trips":
             app[STORE] = ThreeTripStore(app[REDIS])
-        elif variant == "one_trip":
-            app[STORE] = OneTripStore(app[REDIS], cfg.rate, cfg.burst)
-            app[LIMITER] = TakenInScript()  # type: ignore[assignment]
 
     app.on_startup.append(swap_write_path)  # runs after the app's cleanup_ctx connected Redis
     return app
@@ -324,27 +289,24 @@ def report(cells: list[Cell], seconds: float, rounds: int, out: Path) -> dict[st
     by = {(c.variant, c.mode, c.concurrency): c for c in cells}
     ratios = []
     heads = " | ".join(f"{v:>11} rps p50/p99 ms" for v in VARIANTS)
-    print(f"\nmode   conc | {heads} | intake/floor  intake/3trips  one_trip/floor  (rps; server CPU per request)")
+    print(f"\nmode   conc | {heads} | intake/floor rps; server CPU/req | intake/3trips rps")
     for mode in MODES:
         for conc in CONCURRENCY:
-            f, t, i, o = (by[(v, mode, conc)] for v in VARIANTS)
+            f, t, i = (by[(v, mode, conc)] for v in VARIANTS)
             row = {
                 "mode": mode,
                 "concurrency": conc,
                 "intake_vs_floor_rps": i.rps / f.rps,
                 "intake_vs_three_trips_rps": i.rps / t.rps,
-                "one_trip_vs_floor_rps": o.rps / f.rps,
-                "one_trip_vs_three_trips_rps": o.rps / t.rps,
                 "intake_vs_floor_server_cpu": i.server_cpu_us_per_req / f.server_cpu_us_per_req,
-                "one_trip_vs_floor_server_cpu": o.server_cpu_us_per_req / f.server_cpu_us_per_req,
+                "intake_vs_three_trips_server_cpu": i.server_cpu_us_per_req / t.server_cpu_us_per_req,
                 "intake_vs_three_trips_p50": i.p50_ms / t.p50_ms,
             }
             ratios.append(row)
-            cols = " | ".join(f"{c.rps:8.0f} {c.p50_ms:6.2f}/{c.p99_ms:6.2f}".rjust(27) for c in (f, t, i, o))
+            cols = " | ".join(f"{c.rps:8.0f} {c.p50_ms:6.2f}/{c.p99_ms:6.2f}".rjust(27) for c in (f, t, i))
             print(f"{mode:6} {conc:4} | {cols} |"
-                  f" {row['intake_vs_floor_rps']:5.2f}x;{row['intake_vs_floor_server_cpu']:5.2f}x"
-                  f"  {row['intake_vs_three_trips_rps']:5.2f}x      {row['one_trip_vs_floor_rps']:5.2f}x;"
-                  f"{row['one_trip_vs_floor_server_cpu']:5.2f}x")  # fmt: skip
+                  f"        {row['intake_vs_floor_rps']:5.2f}x; {row['intake_vs_floor_server_cpu']:5.2f}x"
+                  f"         | {row['intake_vs_three_trips_rps']:5.2f}x")  # fmt: skip
     result = {
         "benchmark": "intake",
         "seconds_per_run": seconds,

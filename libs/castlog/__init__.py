@@ -34,7 +34,9 @@ from .records import (
     is_terminal,
     kind_of,
 )
-from .ratelimit import RateLimiter, Verdict, client_address
+from .openapi import EdgeLimits, IntakeLimits
+from .openapi import document as openapi_document
+from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
 from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, count_chunks, split_text
 from .state import CastState, playable, summarize
@@ -44,9 +46,9 @@ __all__ = [
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
-    "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
+    "EdgeLimits", "IntakeLimits", "RateLimited", "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
     "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",
     "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
-    "is_cast_id", "is_terminal", "kind_of", "playable", "redact", "require_non_negative", "require_positive",
+    "is_cast_id", "is_terminal", "kind_of", "openapi_document", "playable", "redact", "require_non_negative", "require_positive",
     "seq_of", "split_text", "summarize",
 ]

@@ -38,6 +38,23 @@ return {ok, wait}
 class Verdict:
     allowed: bool
     retry_after_s: int  # whole seconds, for a Retry-After header (0 when allowed)
+    retry_after_ms: int = 0  # the exact wait, for a caller that remembers it (0 when allowed)
+
+    @classmethod
+    def of(cls, ok: int, wait_ms: int) -> Verdict:
+        """The verdict of TAKE's answer ``{ok, wait_ms}``."""
+        if ok:
+            return cls(True, 0, 0)
+        wait_ms = int(wait_ms)
+        return cls(False, max(1, math.ceil(wait_ms / 1000)), wait_ms)
+
+
+class RateLimited(Exception):
+    """A client's bucket had no token, so nothing was done; it may retry after the verdict's wait."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(f"rate limited: retry in {verdict.retry_after_s} s")
+        self.verdict = verdict
 
 
 class RateLimiter:
@@ -49,11 +66,17 @@ class RateLimiter:
         self.scope, self.rate, self.burst = scope, rate, burst
         self._take = redis.register_script(TAKE)
 
+    def key(self, client: str) -> str:
+        """The bucket of ``client``: TAKE's KEYS[1]."""
+        return f"{RATE_LIMIT_PREFIX}{self.scope}/{client}"
+
+    def args(self, cost: int = 1) -> list[float | int]:
+        """TAKE's ARGV: rate, burst, cost (a script that embeds TAKE passes them on)."""
+        return [self.rate, self.burst, cost]
+
     async def take(self, client: str, cost: int = 1) -> Verdict:
-        ok, wait_ms = await self._take(
-            keys=[f"{RATE_LIMIT_PREFIX}{self.scope}/{client}"], args=[self.rate, self.burst, cost]
-        )
-        return Verdict(bool(ok), 0 if ok else max(1, math.ceil(int(wait_ms) / 1000)))
+        ok, wait_ms = await self._take(keys=[self.key(client)], args=self.args(cost))
+        return Verdict.of(ok, wait_ms)
 
 
 def client_address(remote: str | None, forwarded_for: str | None, trusted: frozenset[str]) -> str:
@@ -88,6 +111,8 @@ def _networks(trusted: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddres
     return tuple(ipaddress.ip_network(t, strict=False) for t in trusted if "/" in t)
 
 
+# Clients come back, and behind a proxy every request names two addresses: each is parsed once.
+@functools.lru_cache(maxsize=1024)
 def _plain(address: str, strict: bool = False) -> str:
     """The canonical text of an address; IPv4-mapped IPv6 (``::ffff:127.0.0.1``) as IPv4."""
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .ratelimit import TAKE
+
 # Milliseconds from Redis's own clock, so every service compares times on one clock.
 _NOW_MS = """
 local t = redis.call('TIME')
@@ -60,5 +62,26 @@ if field(mark, 'requeued_for') == error_seq then return 'existing' end
 redis.call('XADD', KEYS[2], '*', 'requeued_for', error_seq, 'at', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
 return 'reenqueued'
+"""
+)
+
+
+def _function(name: str, script: str) -> str:
+    """``script`` as a Lua function whose parameters shadow KEYS and ARGV, so it runs unchanged."""
+    return f"local function {name}(KEYS, ARGV)\n{script}end\n"
+
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs (SUBMIT's),
+# KEYS[4]: the client's bucket rl/<scope>/<client> (TAKE's)
+# ARGV[1..5]: SUBMIT's (id, voice, text, title, meta headers), ARGV[6..8]: TAKE's (rate, burst, cost)
+# TAKE, then SUBMIT only if the bucket gave a token: one round trip for a rate-limited submit, and
+# a refused client writes nothing but its bucket. Returns {1, SUBMIT's answer} or {0, wait ms}.
+SUBMIT_LIMITED = (
+    _function("take", TAKE)
+    + _function("submit", SUBMIT)
+    + """
+local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
+if verdict[1] == 0 then return verdict end
+return {1, submit({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
 """
 )

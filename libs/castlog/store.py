@@ -9,7 +9,8 @@ from typing import Literal, cast
 from redis.asyncio import Redis
 
 from . import keys, scripts
-from .records import Entry, Meta, Record, decode_entry, encode_fields, is_terminal
+from .ratelimit import RateLimited, RateLimiter, Verdict
+from .records import Entry, Meta, Record, decode_entry, encode_fields, encode_headers, is_terminal
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
 # What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
@@ -48,6 +49,7 @@ class CastStore:
         self.redis = redis
         self._append = redis.register_script(scripts.APPEND)
         self._submit = redis.register_script(scripts.SUBMIT)
+        self._submit_limited = redis.register_script(scripts.SUBMIT_LIMITED)
 
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
@@ -64,13 +66,31 @@ class CastStore:
             raise SeqMismatch(cast_id, match_seq_num, int(tail))
         return int(tail)
 
-    async def submit(self, cast_id: str, text: str, voice: str, meta: Meta) -> SubmitResult:
-        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step."""
-        result = await self._submit(
-            keys=[keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.JOBS],
-            args=[cast_id, voice, text, meta.title, encode_fields(meta)[1]],
+    async def submit(
+        self,
+        cast_id: str,
+        text: str,
+        voice: str,
+        meta: Meta,
+        *,
+        limit: tuple[RateLimiter, str] | None = None,
+    ) -> SubmitResult:
+        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step.
+
+        With ``limit`` (a limiter and a client) the same step first takes the client's token;
+        when the bucket has none it writes nothing else and :class:`RateLimited` is raised.
+        """
+        submit_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.JOBS]
+        args: list[str | bytes | float | int] = [cast_id, voice, text, meta.title, encode_headers(meta)]
+        if limit is None:
+            return _submit_result(await self._submit(keys=submit_keys, args=args))
+        limiter, client = limit
+        ok, answer = await self._submit_limited(
+            keys=[*submit_keys, limiter.key(client)], args=[*args, *limiter.args()]
         )
-        return cast(SubmitResult, result.decode() if isinstance(result, bytes) else result)
+        if not ok:
+            raise RateLimited(Verdict.of(ok, answer))
+        return _submit_result(answer)
 
     async def recipe(self, cast_id: str) -> Recipe | None:
         rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
@@ -130,6 +150,10 @@ class CastStore:
                     yield entry
                     if stop_at_terminal and is_terminal(entry.record):
                         return
+
+
+def _submit_result(answer: bytes | str) -> SubmitResult:
+    return cast(SubmitResult, answer.decode() if isinstance(answer, bytes) else answer)
 
 
 def _decode_rows(rows: Rows) -> list[Entry]:

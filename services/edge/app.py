@@ -8,15 +8,16 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from castlog import CastStore, connect, redact
+from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
 from . import mp3stream, sse, views
 from .config import Config
-from .context import CONFIG, EDGE, METRICS, Edge
+from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import make_middleware
 from .layout import LayoutCache
 from .limits import Guard
 from .metrics import EdgeMetrics
+from .public import encode_json
 from .tail import Tail
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(middlewares=[make_middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
+    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_routes(app.router)

@@ -11,11 +11,10 @@ from aiohttp import web
 
 from castlog import cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
 
-from .context import EDGE, Edge
+from .context import EDGE, OPENAPI, Edge
 from .errors import not_found
 from .limits import cast_id_from, float_param, int_param
 from .metrics import CONTENT_TYPE
-from .openapi import SPEC
 from .public import Item, encode_json
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -134,7 +133,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=encode_json(SPEC), content_type="application/json")
+    """The same document as intake's GET /api/openapi.json: every route of the public origin."""
+    return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
 async def index_page(request: web.Request) -> web.FileResponse:

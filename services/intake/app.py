@@ -10,11 +10,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from castlog import CastStore, RateLimiter, connect, redact
+from castlog import CastStore, IntakeLimits, RateLimiter, connect, openapi_document, redact
 
 from . import views
-from .appkeys import CONFIG, GATE, LIMITER, METRICS, PLANNER, REDIS, STORE, VOICES
+from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .config import Config
+from .cooldown import Cooldowns
 from .gate import InflightGate
 from .metrics import UNMATCHED_ROUTE, Metrics
 from .plan import Planner
@@ -43,6 +44,9 @@ def create_app(cfg: Config) -> web.Application:
     app[METRICS] = Metrics()
     app[GATE] = InflightGate(cfg.max_inflight, cfg.max_waiting)
     app[PLANNER] = Planner()
+    app[COOLDOWNS] = Cooldowns()
+    limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
+    app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)

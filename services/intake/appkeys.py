@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from castlog import CastStore, RateLimiter
 
 from .config import Config
+from .cooldown import Cooldowns
 from .gate import InflightGate
 from .metrics import Metrics
 from .plan import Planner
@@ -19,6 +20,9 @@ METRICS = web.AppKey("intake.metrics", Metrics)
 REDIS = web.AppKey("intake.redis", Redis)
 STORE = web.AppKey("intake.store", CastStore)
 LIMITER = web.AppKey("intake.limiter", RateLimiter)
+COOLDOWNS = web.AppKey("intake.cooldowns", Cooldowns)
+# The public origin's OpenAPI document as served: JSON, built once with this config's limits.
+OPENAPI = web.AppKey("intake.openapi", bytes)
 VOICES = web.AppKey("intake.voices", VoiceBook)
 GATE = web.AppKey("intake.gate", InflightGate)
 PLANNER = web.AppKey("intake.planner", Planner)

@@ -9,8 +9,6 @@ the queue is full.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from .validate import Refusal
 
@@ -26,8 +24,12 @@ class InflightGate:
         self.waiting = 0
         self._slots = asyncio.Semaphore(limit)
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def slot(self) -> InflightGate:
+        """``async with gate.slot():`` holds one slot (a plain async context manager, not a
+        generator-based one: it is on every submit's path)."""
+        return self
+
+    async def __aenter__(self) -> None:
         if self._slots.locked() and self.waiting >= self.max_waiting:
             raise Refusal(503, "busy", "intake is overloaded; retry in a second", {"Retry-After": str(BUSY_RETRY_S)})
         self.waiting += 1
@@ -36,8 +38,7 @@ class InflightGate:
         finally:
             self.waiting -= 1
         self.active += 1
-        try:
-            yield
-        finally:
-            self.active -= 1
-            self._slots.release()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.active -= 1
+        self._slots.release()

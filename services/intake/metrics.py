@@ -53,9 +53,15 @@ class Metrics:
         )
         # Zero-valued series from the start, so that rate() over them works before the first hit.
         self._results = {result: self.submits.labels(result, "") for result in RESULTS}
+        # Each request's series, looked up once: labels() costs microseconds (a lock, label checks).
+        # Routes are the app's templates (or UNMATCHED_ROUTE) and statuses few, so this stays small.
+        self._requests: dict[tuple[str, int], Counter] = {}
 
     def request(self, route: str, status: int) -> None:
-        self.requests.labels(route, str(status)).inc()
+        series = self._requests.get((route, status))
+        if series is None:
+            series = self._requests[route, status] = self.requests.labels(route, str(status))
+        series.inc()
 
     def submitted(self, result: str, seconds: float) -> None:
         self._results[result].inc()

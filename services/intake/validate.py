@@ -160,9 +160,14 @@ def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
     return title.rstrip(" ,;:-–—") + ELLIPSIS
 
 
+def _has_surrogates(s: str) -> bool:
+    # isascii() is O(1) in CPython: most texts skip the scan (the decoders refuse them already).
+    return not s.isascii() and _SURROGATES.search(s) is not None
+
+
 def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice: str) -> Submission:
     """Normalise and check every field; the first problem found is refused."""
-    if _SURROGATES.search(form.text) or (form.title and _SURROGATES.search(form.title)):
+    if _has_surrogates(form.text) or (form.title and _has_surrogates(form.title)):
         raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
     text = normalise_text(form.text)
     if not text:

@@ -9,16 +9,15 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, SubmitResult, client_address, content_id, healthy
+from castlog import Meta, RateLimited, SubmitResult, client_address, content_id, healthy
 
-from .appkeys import CONFIG, GATE, LIMITER, METRICS, PLANNER, REDIS, STORE, VOICES
+from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .metrics import CONTENT_TYPE
-from .openapi import document
 from .validate import BodyKind, Limits, Refusal, body_kind, check, parse_form, parse_json
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
-_encode = msgspec.json.Encoder().encode
+encode = msgspec.json.Encoder().encode
 
 
 def cast_url(cast_id: str) -> str:
@@ -26,7 +25,7 @@ def cast_url(cast_id: str) -> str:
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=_encode(body), status=status, headers=headers, content_type="application/json")
+    return web.Response(body=encode(body), status=status, headers=headers, content_type="application/json")
 
 
 async def post_cast(request: web.Request) -> web.Response:
@@ -49,8 +48,8 @@ async def get_voices(request: web.Request) -> web.Response:
 
 
 async def get_openapi(request: web.Request) -> web.Response:
-    cfg = request.app[CONFIG]
-    return json_response(document(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes))
+    """The public origin's one document: intake's routes and edge's (castlog.openapi)."""
+    return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
 async def get_healthz(request: web.Request) -> web.Response:
@@ -74,44 +73,44 @@ def _cast_reply(cast_id: str, result: SubmitResult) -> web.Response:
 
 
 async def _accept(request: web.Request, *, allow_form: bool) -> tuple[str, SubmitResult, BodyKind]:
-    """Rate limit, read, check and submit one cast; every refusal is counted by its code."""
+    """Read, check and submit one cast, its client's token taken in the same Redis round trip.
+
+    A request refused before that round trip touches no key and spends no token; every refusal
+    is counted by its code.
+    """
+    app = request.app
     try:
-        async with request.app[GATE].slot():
-            await _take_token(request)
+        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[CONFIG].forwarded_allow_ips)
+        wait = app[COOLDOWNS].wait_s(client)
+        if wait:
+            raise _rate_limited(wait)  # refused a moment ago: not worth reading the body for
+        async with app[GATE].slot():
             kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
             body = await _read_body(request)
-            cast_id, result = await _submit(request, kind, body)
+            cast_id, result = await _submit(request, client, kind, body)
     except Refusal as refusal:
-        request.app[METRICS].refused(refusal.code)
+        app[METRICS].refused(refusal.code)
         raise
     return cast_id, result, kind
 
 
-async def _take_token(request: web.Request) -> None:
-    cfg = request.app[CONFIG]
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
-    verdict = await request.app[LIMITER].take(client)
-    if not verdict.allowed:
-        wait = verdict.retry_after_s
-        raise Refusal(
-            429, "rate_limited", f"too many submissions; retry in {wait} s", {"Retry-After": str(wait)}
-        )
+def _rate_limited(wait_s: int) -> Refusal:
+    return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
 
 
 async def _read_body(request: web.Request) -> bytes:
     """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
     limit = request.app[CONFIG].max_body_bytes
-    too_large = Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise too_large from None
+    if request.content_length is None or request.content_length <= limit:
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            pass  # a chunked body ran past client_max_size
+    raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
-async def _submit(request: web.Request, kind: BodyKind, body: bytes) -> tuple[str, SubmitResult]:
-    """Validate and make the one atomic write; the latency histogram covers exactly this."""
+async def _submit(request: web.Request, client: str, kind: BodyKind, body: bytes) -> tuple[str, SubmitResult]:
+    """Validate, then take the token and write in one atomic step; the histogram covers this."""
     app = request.app
     cfg = app[CONFIG]
     started = time.perf_counter()
@@ -124,7 +123,12 @@ async def _submit(request: web.Request, kind: BodyKind, body: bytes) -> tuple[st
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
     now_ms = time.time_ns() // 1_000_000
     meta = Meta(title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms)
-    result = await app[STORE].submit(cast_id, sub.text, sub.voice, meta)
+    asked_at = app[COOLDOWNS].clock()
+    try:
+        result = await app[STORE].submit(cast_id, sub.text, sub.voice, meta, limit=(app[LIMITER], client))
+    except RateLimited as limited:
+        app[COOLDOWNS].refused(client, asked_at, limited.verdict)
+        raise _rate_limited(limited.verdict.retry_after_s) from None
     app[METRICS].submitted(result, time.perf_counter() - started)
     return cast_id, result
 

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from castlog import content_id
 from intake.validate import normalise_text
 
-from .conftest import keys_besides_rate_limits
+from .conftest import key_names
 
 Client = TestClient[Any, Any]
 VOICES = ["af_heart", "jm_kumo", "jf_alpha"]
@@ -83,7 +83,7 @@ async def test_any_json_body_gets_a_json_answer_and_never_a_5xx(client: Client, 
     event(f"{resp.status} {answer.get('error', answer.get('status'))}")
     if resp.status >= 400:
         assert set(answer) == {"error", "message"}
-        assert await keys_besides_rate_limits(redis) == set()
+        assert await key_names(redis) == set()
     else:
         assert resp.status == 201 and answer["status"] == "new"
         assert answer["id"] == expected_id(body)
@@ -100,4 +100,4 @@ async def test_any_bytes_get_a_json_answer_and_never_a_5xx(
     assert resp.status < 500, await resp.text()
     if resp.status >= 400:
         assert set(await resp.json()) == {"error", "message"}
-        assert await keys_besides_rate_limits(redis) == set()
+        assert await key_names(redis) == set()

@@ -1,17 +1,29 @@
-"""The OpenAPI document: valid, lists every route, and describes what the routes really answer."""
+"""GET /api/openapi.json: the public origin's one document (intake's and edge's routes), valid,
+listing every route of intake's app, and describing what the routes really answer."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
-from intake.openapi import document
+from castlog.openapi import IntakeLimits, document
+from intake import Config
+
+from .conftest import MakeClient
 
 Client = TestClient[Any, Any]
+# A few of edge's routes: intake's document must carry them although intake never serves them.
+EDGE_ROUTES = {
+    ("/api/casts/{id}", "get"),
+    ("/api/casts/{id}/records", "get"),
+    ("/api/casts/{id}/events", "get"),
+    ("/api/casts/{id}/audio.mp3", "get"),
+    ("/api/edge/openapi.json", "get"),
+    ("/c/{id}", "get"),
+}
 
 
 def schema_of(doc: dict[str, Any], path: str, method: str, status: str, ctype: str = "application/json") -> Any:
@@ -23,48 +35,68 @@ def assert_matches(doc: dict[str, Any], schema: dict[str, Any], instance: Any) -
     OAS31Validator({**schema, "components": doc["components"]}).validate(instance)
 
 
-def test_document_is_a_valid_openapi_31_document() -> None:
-    doc = document()
+def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(path, method) for path, ops in doc["paths"].items() for method in ops}
+
+
+async def served(client: Client) -> dict[str, Any]:
+    resp = await client.get("/api/openapi.json")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    return await resp.json()  # type: ignore[no-any-return]
+
+
+async def test_served_document_is_a_valid_openapi_31_document_of_both_services(
+    client: Client, intake_config: Config
+) -> None:
+    doc = await served(client)
     validate(doc)
     assert doc["openapi"].startswith("3.1")
-
-
-def test_document_is_fresh_data_a_caller_may_change() -> None:
-    doc = document()
-    doc["paths"]["/edge"] = {}
-    assert "/edge" not in document()["paths"]
-    assert copy.deepcopy(document()) == document()
+    assert EDGE_ROUTES <= operations(doc)
+    assert {("/api/casts", "post"), ("/generate", "post"), ("/api/voices", "get")} <= operations(doc)
+    cfg = intake_config
+    assert doc == document(intake=IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes))
 
 
 async def test_document_lists_every_route_of_the_app(client: Client) -> None:
-    served = await (await client.get("/api/openapi.json")).json()
+    doc = await served(client)
     assert client.app is not None
     routes = {
         (route.resource.canonical, route.method.lower())
         for route in client.app.router.routes()
         if route.resource is not None and route.method != "HEAD"
     }
-    documented = {(path, method) for path, ops in served["paths"].items() for method in ops}
-    assert routes == documented
     assert len(routes) == 6
+    assert routes <= operations(doc)
 
 
-async def test_served_document_carries_the_configured_limits(make_client: Any) -> None:
-    client = await make_client(max_chars=1234, max_title_chars=99)
-    served = await (await client.get("/api/openapi.json")).json()
-    validate(served)
-    props = served["components"]["schemas"]["CastRequest"]["properties"]
+async def test_served_document_carries_the_configured_limits(make_client: MakeClient) -> None:
+    client = await make_client(max_chars=1234, max_title_chars=99, max_body_bytes=5678)
+    doc = await served(client)
+    validate(doc)
+    props = doc["components"]["schemas"]["CastRequest"]["properties"]
     assert props["text"]["maxLength"] == 1234 and props["title"]["maxLength"] == 99
+    assert doc["paths"]["/api/casts"]["post"]["requestBody"]["description"] == "At most 5678 bytes."
+    # Edge's limits are edge's settings, which intake cannot know: named, not guessed.
+    limit = next(p for p in doc["paths"]["/api/casts/{id}/records"]["get"]["parameters"] if p["name"] == "limit")
+    assert "maximum" not in limit["schema"] and "EDGE_MAX_RECORDS_LIMIT" in limit["description"]
 
 
-async def test_answers_match_their_documented_schemas(client: Client) -> None:
-    doc = document()
+async def test_answers_match_their_documented_schemas(make_client: MakeClient) -> None:
+    client = await make_client(rate=0.01, burst=2)
+    doc = await served(client)
     created = await client.post("/api/casts", json={"text": "Hello."})
+    assert created.status == 201
     assert_matches(doc, schema_of(doc, "/api/casts", "post", "201"), await created.json())
     existing = await client.post("/generate", json={"text": "Hello."})
+    assert existing.status == 200
     assert_matches(doc, schema_of(doc, "/generate", "post", "200"), await existing.json())
     refused = await client.post("/api/casts", json={"text": 1})
+    assert refused.status == 422
     assert_matches(doc, schema_of(doc, "/api/casts", "post", "422"), await refused.json())
+    limited = await client.post("/api/casts", json={"text": "Another."})
+    assert limited.status == 429
+    assert_matches(doc, schema_of(doc, "/api/casts", "post", "429"), await limited.json())
+    assert "Retry-After" in doc["paths"]["/api/casts"]["post"]["responses"]["429"]["headers"]
     voices = await client.get("/api/voices")
     assert_matches(doc, schema_of(doc, "/api/voices", "get", "200"), await voices.json())
     health = await client.get("/healthz")

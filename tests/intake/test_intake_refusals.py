@@ -1,4 +1,4 @@
-"""Every refusal is a 4xx with JSON {error, message} and leaves no key in Redis but rate limits."""
+"""Every refusal is a 4xx with JSON {error, message} and leaves no key in Redis, not even a rate limit's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from intake.appkeys import GATE
 
-from .conftest import MakeClient, keys_besides_rate_limits
+from .conftest import MakeClient, key_names, keys_besides_rate_limits
 
 Client = TestClient[Any, Any]
 JSON = "application/json"
@@ -78,7 +78,7 @@ async def test_bad_request_is_refused_with_json_and_leaves_no_key(
     headers = {"Content-Type": ctype} if ctype else {}
     resp = await strict_client.post(path, data=body, headers=headers, skip_auto_headers={"Content-Type"})
     await assert_refusal(resp, status, code)
-    assert await keys_besides_rate_limits(redis) == set()
+    assert await key_names(redis) == set()
     metrics = await (await strict_client.get("/metrics")).text()
     assert f'streamtts_intake_submits_total{{reason="{code}",result="refused"}} 1.0' in metrics
 
@@ -92,7 +92,7 @@ async def test_chunked_body_over_the_limit_is_refused(strict_client: Client, red
 
     resp = await strict_client.post("/api/casts", data=chunks(), headers={"Content-Type": JSON})
     await assert_refusal(resp, 413, "body_too_large")
-    assert await keys_besides_rate_limits(redis) == set()
+    assert await key_names(redis) == set()
 
 
 async def test_wrong_method_and_unknown_route_answer_json(client: Client) -> None:
