@@ -7,6 +7,7 @@ synthesizes with it, so both always agree.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 # Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
 # chunk of at most this many characters fits; the worker still re-splits on phoneme overflow
@@ -27,7 +28,9 @@ _ABBREVIATIONS = frozenset(
 # A sentence ends after . ! ? … (and closing quotes or brackets) followed by white space,
 # or after CJK full stops with or without space.
 _END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)""")
-_SPACES = re.compile(r"\s+")
+# Where an _END match can start. Searching for these first is several times faster than
+# letting _END scan: re finds a leading character class quickly, an alternation slowly.
+_STOP = re.compile(r"[.!?…。！？]")
 # Preferred cut points inside a long sentence, best first.
 _CUTS = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"), re.compile(r"\s"))
 
@@ -62,13 +65,25 @@ def _sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
         start = 0
-        for m in _END.finditer(line):
+        for m in _ends(line):
             if m.group(1) and (_is_abbreviation(line, m.start()) or _continues(line, m.end())):
                 continue
             out.append(line[start : m.end()])
             start = m.end()
         out.append(line[start:])
-    return [s for s in (_SPACES.sub(" ", s).strip() for s in out) if s]
+    return [s for s in (" ".join(s.split()) for s in out) if s]
+
+
+def _ends(line: str) -> Iterator[re.Match[str]]:
+    """What ``_END.finditer(line)`` yields, found faster (see _STOP)."""
+    pos = 0
+    while (stop := _STOP.search(line, pos)) is not None:
+        m = _END.match(line, stop.start())
+        if m is None:
+            pos = stop.start() + 1
+        else:
+            yield m
+            pos = m.end()
 
 
 def _continues(line: str, end: int) -> bool:
