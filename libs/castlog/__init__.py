@@ -19,6 +19,9 @@ from .keys import (
     is_cast_id,
     seq_of,
 )
+from .openapi import EdgeLimits, IntakeLimits
+from .openapi import document as openapi_document
+from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
 from .records import (
     TERMINAL,
     Audio,
@@ -34,9 +37,6 @@ from .records import (
     is_terminal,
     kind_of,
 )
-from .openapi import EdgeLimits, IntakeLimits
-from .openapi import document as openapi_document
-from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
 from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, count_chunks, split_text
 from .state import CastState, playable, summarize

@@ -9,7 +9,6 @@ stored data; ``h`` carries the tag too, so one decoder reads every kind.
 from __future__ import annotations
 
 import logging
-from typing import Union
 
 import msgspec
 
@@ -55,7 +54,7 @@ class Error(_Record, tag="error", frozen=True):
     attempts: int
 
 
-Record = Union[Meta, Start, Audio, Eos, Error]
+Record = Meta | Start | Audio | Eos | Error
 KINDS = {"meta", "start", "audio", "eos", "error"}
 TERMINAL = {"eos", "error"}
 

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from castlog import Settings, comma_set, require_non_negative, require_positive
 from castlog import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
+from castlog import Settings, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
 
 # A listener's queue holds at most this many records; a listener that lets it fill is demoted

@@ -10,8 +10,9 @@ from redis.asyncio import Redis
 from castlog import CastStore
 
 from .config import Config
-from .layout import LayoutCache
-from .limits import Guard
+from .errors import not_found
+from .layout import Layout, LayoutCache
+from .limits import Guard, cast_id_from
 from .metrics import EdgeMetrics
 from .tail import Tail
 
@@ -32,3 +33,14 @@ CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", EdgeMetrics)
 # The public origin's OpenAPI document as served: JSON, built once with this config's limits.
 OPENAPI = web.AppKey("openapi", bytes)
+
+
+async def known_cast(request: web.Request) -> tuple[str, Edge, Layout]:
+    """The cast a request names, after its rate-limit token: 404 unless its log has records."""
+    cast_id = cast_id_from(request)
+    edge = request.app[EDGE]
+    await edge.guard.take(request)
+    layout = await edge.layouts.get(edge.reader, cast_id)
+    if layout.tail == 0:
+        raise not_found("no such cast")
+    return cast_id, edge, layout

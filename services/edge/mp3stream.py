@@ -23,10 +23,9 @@ from redis.exceptions import RedisError
 
 from castlog import Audio
 
-from .context import EDGE, Edge
-from .errors import not_found, refusal
+from .context import Edge, known_cast
+from .errors import refusal
 from .layout import Layout, bodies
-from .limits import cast_id_from
 from .sse import observe, write_within
 
 log = logging.getLogger(__name__)
@@ -58,12 +57,7 @@ def parse_range(header: str, total: int) -> tuple[int, int] | None:
 
 
 async def audio(request: web.Request) -> web.StreamResponse:
-    cast_id = cast_id_from(request)
-    edge = request.app[EDGE]
-    await edge.guard.take(request)
-    layout = await edge.layouts.get(edge.reader, cast_id)
-    if layout.tail == 0:
-        raise not_found("no such cast")
+    cast_id, edge, layout = await known_cast(request)
     if layout.closed:
         return await _send_closed(request, edge, cast_id, layout)
     with edge.guard.stream_slot(request):

@@ -11,23 +11,18 @@ from aiohttp import web
 
 from castlog import cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
 
-from .context import EDGE, OPENAPI, Edge
+from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
 from .limits import cast_id_from, float_param, int_param
 from .metrics import CONTENT_TYPE
-from .public import Item, encode_json
+from .public import Item
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
 
 
 async def cast_state(request: web.Request) -> web.Response:
-    cast_id = cast_id_from(request)
-    edge = request.app[EDGE]
-    await edge.guard.take(request)
-    layout = await edge.layouts.get(edge.reader, cast_id)
-    if layout.tail == 0:
-        raise not_found("no such cast")
+    cast_id, _, layout = await known_cast(request)
     s = layout.state
     return web.json_response({
         "id": cast_id,
@@ -85,8 +80,7 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
             next_seq = items[-1].seq + 1
             tail = max(tail, next_seq)
             closed = is_terminal(items[-1].entry.record)
-    for item in items:
-        edge.metrics.delivered.inc()
+    edge.metrics.delivered.inc(len(items))
     body = b'{"records":[%s],"next_seq_num":%d,"tail":%d,"closed":%s}' % (
         b",".join(i.json() for i in items), next_seq, tail, b"true" if closed else b"false",
     )

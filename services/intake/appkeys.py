@@ -14,7 +14,6 @@ from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
 
-
 CONFIG = web.AppKey("intake.config", Config)
 METRICS = web.AppKey("intake.metrics", Metrics)
 REDIS = web.AppKey("intake.redis", Redis)

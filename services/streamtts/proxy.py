@@ -10,7 +10,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from aiohttp import ClientSession, ClientTimeout, TCPConnector, hdrs, web
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 from redis.asyncio import Redis
 
 from castlog import healthy

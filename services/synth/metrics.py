@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
     generate_latest,
 )
-from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 
 # Synth's own registry, so that a process hosting other services too still serves exactly
 # this service's metrics on the synth port.

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 import redis
-from castlog import ratelimit, scripts
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from castlog import ratelimit, scripts
 
 from .prometheus_server import free_port
 from .tools import COMPOSE, K3S, redis_as_deployed, require_tool, run

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import redis
+
 from streamtts.proxy import INTAKE_ROUTES  # the launcher's table, used without Caddy
 
 from . import compose_lite

@@ -14,7 +14,7 @@ import numpy as np
 from aiohttp import ClientResponse
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Meta, Record, Start, content_id, decode_entry, cast_key
+from castlog import Audio, CastStore, Eos, Meta, Record, Start, cast_key, content_id, decode_entry
 
 SAMPLE_RATE = 24_000
 VOICE = "af_heart"

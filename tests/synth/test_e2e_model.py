@@ -24,7 +24,6 @@ from streamtts.redisserver import free_port
 from synth.model import Synthesizer
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
-
 from tests.synth.support import (
     config,
     delivered_all,

@@ -14,7 +14,6 @@ import castlog
 from castlog import CastStore
 from synth.app import SERVICE, SERVICE_TASK, create_app
 from synth.config import SynthConfig
-
 from tests.synth.support import StandIn, config, submit, terminal, wait_until
 
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from redis.asyncio import Redis
+
 import castlog
 from castlog import Audio, CastStore, Eos, Error, Start
-from redis.asyncio import Redis
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
-
 from tests.synth.support import (
     StandIn,
     config,

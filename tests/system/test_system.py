@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, ClientTimeout
