@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +11,6 @@ from redis.asyncio import Redis
 
 from edge import Config, create_app
 from tests.support.apps import MakeClient, app_clients
-
-# The test modules import their helpers (edge_helpers.py) from this folder.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Tests that are not about limits must never meet them.
 UNLIMITED = {"read_rate": 100_000.0, "read_burst": 1_000_000, "max_streams_per_client": 100_000}

@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from edge_helpers import SAMPLE_RATE, Cast, audio_records, cast_id, decode_mp3, write_cast
 
 from castlog import Audio, CastStore, Eos, Error, Start
+from tests.edge.edge_helpers import SAMPLE_RATE, Cast, audio_records, cast_id, decode_mp3, write_cast
 
 TEXTS = [f"Sentence {i}." for i in range(6)]
 

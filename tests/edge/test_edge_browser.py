@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from edge_helpers import Cast, mp3_chunk
 
 from castlog import Audio, CastStore, Eos, Meta, Start, content_id, split_text
 from edge import Config, create_app
+from tests.edge.edge_helpers import Cast, mp3_chunk
 
 pytestmark = pytest.mark.browser
 

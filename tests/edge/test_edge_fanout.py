@@ -8,12 +8,20 @@ from typing import Any
 
 from aiohttp import ClientSession, TCPConnector
 from aiohttp.test_utils import TestClient
-from edge_helpers import Cast, audio_records, calls_between, cast_id, command_calls, read_events, xrange_public
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Start
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
+from tests.edge.edge_helpers import (
+    Cast,
+    audio_records,
+    calls_between,
+    cast_id,
+    command_calls,
+    read_events,
+    xrange_public,
+)
 
 LISTENERS = 500
 LIVE_RECORDS = 30

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestClient, TestServer
-from edge_helpers import cast_id, read_events, write_cast
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
@@ -19,6 +18,7 @@ from castlog import CastStore
 from castlog.openapi import EdgeLimits, document
 from edge import Config, create_app
 from edge.config import ConfigError
+from tests.edge.edge_helpers import cast_id, read_events, write_cast
 from tests.support.apps import MakeClient
 
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

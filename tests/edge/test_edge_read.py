@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Error, Start
+from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 
 TEXTS = [f"Sentence number {i}." for i in range(7)]
 

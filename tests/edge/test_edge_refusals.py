@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from edge_helpers import calls_between, cast_id, command_calls, write_cast
 from redis.asyncio import Redis
 from yarl import URL
 
 from castlog import CastStore
 from edge.context import EDGE
+from tests.edge.edge_helpers import calls_between, cast_id, command_calls, write_cast
 
 # Paths exactly as a client might send them (percent-encoding kept as is).
 REFUSED_PATHS = [
