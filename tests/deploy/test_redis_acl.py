@@ -21,9 +21,9 @@ from redis.retry import Retry
 from castlog import ratelimit, scripts
 
 from .prometheus_server import free_port
-from .tools import COMPOSE, K3S, redis_as_deployed, require_tool, run
+from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
-REDIS_DIR = COMPOSE / "redis"
+REDIS_DIR = REDIS_FILES
 PASSWORDS = {
     "INTAKE": "intake-test-password-0001",
     "EDGE": "edge-test-password-0002",
@@ -275,11 +275,6 @@ def test_entrypoint_checks_appendfsync_and_keeps_the_acl_private(tmp_path: Path)
     wrong = run(entrypoint, env={**env, "REDIS_APPENDFSYNC": "sometimes"})
     assert wrong.returncode != 0
     assert "REDIS_APPENDFSYNC" in wrong.stderr
-
-
-@pytest.mark.parametrize("name", ["redis.conf", "render-acl.sh", "entrypoint.sh"])
-def test_k3s_runs_the_same_redis_files_as_compose(name: str) -> None:
-    assert (K3S / "base" / "redis" / name).read_bytes() == (REDIS_DIR / name).read_bytes()
 
 
 def test_scripts_pass_shellcheck_as_posix_sh() -> None:

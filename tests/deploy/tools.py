@@ -20,6 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "compose"
 K3S = REPO / "k3s"
+# Redis's config and start-up scripts: kustomize reads them here, compose mounts this folder.
+REDIS_FILES = K3S / "base" / "redis"
 DOCKER = REPO / "docker"
 VENV_BIN = Path(sys.executable).parent
 
@@ -179,7 +181,7 @@ def caddy_env(tmp: Path, proxy_port: int, admin_port: int, intake_port: int,
 
 @contextmanager
 def redis_as_deployed(tmp: Path, port: int, passwords: Mapping[str, str]) -> Iterator[Started]:
-    """compose/redis/entrypoint.sh → render-acl.sh → redis-server with redis.conf.
+    """k3s/base/redis/entrypoint.sh → render-acl.sh → redis-server with redis.conf.
 
     A stand-in for the image's docker-entrypoint.sh adds what a test needs: a temporary data
     directory and a loopback port.
@@ -208,6 +210,6 @@ def redis_as_deployed(tmp: Path, port: int, passwords: Mapping[str, str]) -> Ite
         except redis.ConnectionError:
             return False
 
-    with running(["sh", str(COMPOSE / "redis" / "entrypoint.sh")], env, tmp / "redis.log",
+    with running(["sh", str(REDIS_FILES / "entrypoint.sh")], env, tmp / "redis.log",
                  answers) as started:
         yield started

@@ -3,7 +3,7 @@
 #
 # Passwords come from REDIS_PASSWORD_<USER> or from the file named by REDIS_PASSWORD_<USER>_FILE
 # (Docker and Kubernetes secrets); only their SHA-256 is written, so the file holds no secret.
-# Both compose/redis/ and k3s/base/redis/ carry this file; a test keeps the two copies equal.
+# compose mounts this folder too (kustomize reads only below its root, so the files live here).
 set -eu
 
 MIN_PASSWORD_LENGTH=16
