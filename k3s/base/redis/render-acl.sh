@@ -49,11 +49,11 @@ RATE_LIMIT="$RATE_LIMIT +time"
 echo "user default on nopass resetkeys resetchannels -@all +ping"
 # For operators (backups, BGREWRITEAOF, debugging); no service uses it.
 echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
-# intake: the submit script writes catalog/*, pub/casts/* and jobs; it reads synth/voices.
-echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT" \
-    "~catalog/* ~pub/casts/* ~jobs %R~synth/voices" \
-    "$SCRIPTS +xadd +xrange +xrevrange +xlen +exists" \
-    "($RATE_LIMIT)"
+# intake: one script takes the client's token (a hash under rl/intake/*) and writes catalog/*,
+# pub/casts/* and jobs, so one selector must cover all of those keys; it reads synth/voices.
+echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +time" \
+    "~catalog/* ~pub/casts/* ~jobs ~rl/intake/* %R~synth/voices" \
+    "$SCRIPTS +xadd +xrange +xrevrange +xlen +exists +hmget +hset +pexpire"
 # synth: the group on jobs; receipts, dead letters, voices; reads recipes; appends to casts.
 # TIME: the scripts stamp records with Redis's clock.
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +info +time" \
