@@ -10,6 +10,7 @@ from .keys import (
     GROUP,
     JOBS,
     JOBS_DEAD,
+    MAX_SEQ_NUM,
     PROGRESS_DONE,
     VOICES,
     cast_id_of,
@@ -43,7 +44,7 @@ from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
 
 __all__ = [
-    "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "PROGRESS_DONE", "VOICES", "TERMINAL",
+    "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
     "EdgeLimits", "IntakeLimits", "RateLimited", "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",

@@ -38,10 +38,15 @@ def cast_id_of(stream: str) -> str | None:
     return rest if is_cast_id(rest) else None
 
 
+# A stream id's sequence part is an unsigned 64-bit number and record n has n+1 there; Redis
+# refuses any id beyond it, so a reader must refuse a larger seq_num before asking.
+MAX_SEQ_NUM = 2**64 - 2
+
+
 def entry_id(seq_num: int) -> str:
     """Record ``n`` lives at stream id ``0-(n+1)`` so a reader seeks by seq_num in O(log n)."""
-    if seq_num < 0:
-        raise ValueError(f"seq_num must be >= 0, not {seq_num}")
+    if not 0 <= seq_num <= MAX_SEQ_NUM:
+        raise ValueError(f"seq_num must be between 0 and {MAX_SEQ_NUM}, not {seq_num}")
     return f"0-{seq_num + 1}"
 
 

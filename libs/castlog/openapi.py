@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from .keys import MAX_SEQ_NUM
+
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
 ERROR_CODES = (
@@ -221,7 +223,7 @@ _CAST_ID = {
 _SEQ_NUM = {
     "name": "seq_num", "in": "query", "required": False,
     "description": "the first record to return (0: the start of the log)",
-    "schema": {"type": "integer", "minimum": 0, "default": 0},
+    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ_NUM, "default": 0},
 }
 _STREAM = {
     "name": "stream", "in": "query", "required": True, "description": "pub/casts/<id>; every other stream is a 404",

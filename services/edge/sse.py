@@ -15,7 +15,7 @@ import time
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from castlog import is_terminal
+from castlog import MAX_SEQ_NUM, is_terminal
 
 from .context import EDGE, Edge
 from .errors import bad_request, not_found
@@ -38,6 +38,8 @@ SSE_HEADERS = {
 WRITE_FAST_BYTES = 64 * 1024
 # Records joined into one write when a listener finds several waiting.
 WRITE_BATCH = 16
+# The longest Last-Event-ID taken: any such number + 1 is a valid seq_num (below MAX_SEQ_NUM).
+LAST_EVENT_ID_DIGITS = 18
 
 
 async def write_within(request: web.Request, resp: web.StreamResponse, data: bytes, timeout_s: float) -> None:
@@ -60,10 +62,11 @@ def start_seq(request: web.Request) -> int:
     """Where to start: after ``Last-Event-ID`` if the client sent one, else ``seq_num`` (0)."""
     last_id = request.headers.get("Last-Event-ID", "").strip()
     if last_id:
-        if not last_id.isdigit() or len(last_id) > 18:
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        if not (last_id.isascii() and last_id.isdigit()) or len(last_id) > LAST_EVENT_ID_DIGITS:
             raise bad_request("Last-Event-ID must be the seq_num of the last event received")
         return int(last_id) + 1
-    return int_param(request, "seq_num", 0, 0)
+    return int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM)
 
 
 async def events(request: web.Request) -> web.StreamResponse:

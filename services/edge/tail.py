@@ -165,7 +165,8 @@ class Tail:
             try:
                 if self._client_id is None:
                     self._client_id = int(await self.conn.client_id())
-                streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in self.watches.items()}
+                read_with = dict(self.watches)  # the watches this read serves (see _fan_out)
+                streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
                 self._reading = self._version
                 try:
                     reply = await self.conn.xread(streams, count=self.batch, block=self.block_ms)
@@ -180,19 +181,23 @@ class Tail:
             backoff = ERROR_BACKOFF_S
             self.metrics.upstream_reads.inc()
             if reply:
-                self._fan_out(reply.items() if isinstance(reply, dict) else reply)
+                self._fan_out(reply.items() if isinstance(reply, dict) else reply, read_with)
 
-    def _fan_out(self, streams: Any) -> None:
+    def _fan_out(self, streams: Any, read_with: dict[str, Watch]) -> None:
+        """Hand each row to the listeners of the watch that the read was issued for.
+
+        A cast whose watch ended during the read (its last listener left) is skipped, and so is
+        one whose watch was re-created meanwhile: the new watch's cursor came from its joiner's
+        offset read, which may be behind or ahead of this read's, so these rows could leave a
+        gap or repeat; the next read starts at the new cursor.
+        """
         for key, rows in streams:
-            cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
-            watch = self.watches.get(cast_id) if cast_id else None
-            if watch is None or cast_id is None:
-                continue  # its last listener left while the read was in flight
+            cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key) or ""
+            watch = read_with.get(cast_id)
+            if watch is None or self.watches.get(cast_id) is not watch:
+                continue
             for raw_id, fields in rows:
-                seq = seq_of(raw_id)
-                if seq <= watch.cursor:
-                    continue  # the watch was re-created further on while this read was in flight
-                watch.cursor = seq
+                watch.cursor = seq_of(raw_id)
                 entry = decode_entry(raw_id, fields)
                 if entry is None:
                     continue
@@ -204,7 +209,7 @@ class Tail:
                 if is_terminal(entry.record):
                     watch.listeners.clear()  # each got the terminal record: their streams end
                     break
-            if not watch.listeners and self.watches.get(cast_id) is watch:
+            if not watch.listeners:
                 del self.watches[cast_id]
 
     async def _wake_loop(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
+from castlog import MAX_SEQ_NUM, cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
@@ -60,7 +60,7 @@ async def s2_records(request: web.Request) -> web.Response:
 
 async def _records(request: web.Request, cast_id: str) -> web.Response:
     edge = request.app[EDGE]
-    seq = int_param(request, "seq_num", 0, 0)
+    seq = int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM)
     limit = int_param(request, "limit", edge.cfg.max_records_limit, 1, edge.cfg.max_records_limit)
     wait = float_param(request, "wait", 0.0, 0.0, edge.cfg.max_wait_s)
     await edge.guard.take(request)

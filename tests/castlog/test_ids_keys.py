@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from castlog import cast_id_of, content_id, entry_id, is_cast_id, seq_of
+from castlog import MAX_SEQ_NUM, cast_id_of, content_id, entry_id, is_cast_id, seq_of
 
 
 @pytest.mark.parametrize(
@@ -43,6 +43,9 @@ def test_seq_num_maps_to_explicit_entry_ids() -> None:
         assert seq_of(entry_id(n)) == n
     with pytest.raises(ValueError):
         entry_id(-1)
+    assert entry_id(MAX_SEQ_NUM) == "0-18446744073709551615"  # the largest id Redis takes
+    with pytest.raises(ValueError):
+        entry_id(MAX_SEQ_NUM + 1)
     with pytest.raises(ValueError):
         seq_of("1700000000000-0")
 

@@ -10,9 +10,12 @@ from aiohttp import ClientSession, TCPConnector
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, Start
+from castlog import CastStore, Eos, Start, cast_key
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
+from edge.listener import Listener
+from edge.metrics import EdgeMetrics
+from edge.tail import Tail, after_id
 from tests.edge.edge_helpers import (
     Cast,
     audio_records,
@@ -105,11 +108,13 @@ async def test_listeners_joining_during_appends_get_no_gap_and_no_duplicate(
     tail = edge.server.app[EDGE].tail
     rng = random.Random(7)
     got: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
 
     async def listen(n: int) -> None:
         await asyncio.sleep(rng.random() * 0.5)
         seqs = got.setdefault(n, [])
-        async with tail.listen(cid, rng.choice([0, 0, 5, 50]), "sse") as listener:
+        starts[n] = rng.choice([0, 0, 5, 50])
+        async with tail.listen(cid, starts[n], "sse") as listener:
             while not listener.done:
                 item = await listener.next(5)
                 assert item is not None
@@ -124,13 +129,12 @@ async def test_listeners_joining_during_appends_get_no_gap_and_no_duplicate(
             await asyncio.sleep(0.002)
         await cast.append(Eos(sentences=200, audio_ms=1, attempts=1))
 
-    starts = {}
     tasks = [asyncio.create_task(listen(n)) for n in range(40)]
     await asyncio.gather(append(), *tasks)
     total = len(await redis.xrange(f"pub/casts/{cid}"))
+    assert len(got) == 40
     for n, seqs in got.items():
-        starts[n] = seqs[0]
-        assert seqs == list(range(seqs[0], total)), n
+        assert seqs == list(range(starts[n], total)), n  # from where it asked: none skipped at the start
 
 
 async def test_the_tail_reconnects_after_its_connection_is_killed_and_loses_nothing(
@@ -155,3 +159,40 @@ async def test_the_tail_reconnects_after_its_connection_is_killed_and_loses_noth
     await cast.append(Eos(sentences=6, audio_ms=1, attempts=1))
     events = await reader
     assert [e.json() for e in events] == await xrange_public(redis, cast.id)
+
+
+async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
+    store: CastStore, redis: Redis
+) -> None:
+    """Its last listener leaves during the tail's read and a listener whose offset read ended
+    earlier joins: the read's rows start after the old watch's cursor, not the new one's."""
+    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16)  # driven by hand
+    cast = Cast(store, cast_id())
+    await cast.submit(3)
+    await cast.append(Start(attempt=1, resume_from=0, at=0))  # seqs 0, 1
+
+    async def rows_after(seq: int) -> list[Any]:
+        return [(cast_key(cast.id).encode(), await redis.xrange(cast_key(cast.id), min=f"({after_id(seq)}"))]
+
+    leaving = Listener(tail, cast.id, 2)
+    tail.subscribe(leaving)
+    late = Listener(tail, cast.id, 2)
+    plain_read = late._read
+
+    async def stale_read(upto: int | None = None) -> int:
+        return 0  # its XRANGE ran before seq 2 was appended
+
+    late._read = stale_read  # type: ignore[method-assign]
+    await cast.append(*audio_records(["a", "b"], body_bytes=5))  # seqs 2, 3
+    tail._fan_out(await rows_after(1), dict(tail.watches))  # the old watch: cursor 3
+    in_flight = dict(tail.watches)  # the next read is issued after seq 3 ...
+    tail.unsubscribe(leaving)  # ... its listener leaves ...
+    assert await late.next(0) is None  # ... and the late one joins at its own position: 1
+    late._read = plain_read  # type: ignore[method-assign]
+    await cast.append(*audio_records(["c"], start_i=2, body_bytes=5))  # seq 4
+    tail._fan_out(await rows_after(3), in_flight)  # the read in flight answers
+    tail._fan_out(await rows_after(tail.watches[cast.id].cursor), dict(tail.watches))  # the next read
+    got = []
+    while (item := await late.next(0)) is not None:
+        got.append(item.seq)
+    assert got == [2, 3, 4]

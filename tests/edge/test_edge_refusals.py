@@ -76,7 +76,9 @@ async def test_a_well_formed_id_without_a_log_is_404(edge: TestClient[Any, Any])
         assert (await resp.json())["error"] == "not_found"
 
 
-@pytest.mark.parametrize("query", ["seq_num=-1", "seq_num=x", "limit=0", "limit=1000", "wait=99", "wait=soon"])
+# seq_num beyond a stream id's 64 bits (MAX_SEQ_NUM + 1 and more) is refused before Redis refuses it
+@pytest.mark.parametrize("query", ["seq_num=-1", "seq_num=x", "seq_num=18446744073709551615", "seq_num=" + "9" * 30,
+                                   "limit=0", "limit=1000", "wait=99", "wait=soon"])
 async def test_malformed_parameters_are_400_json(edge: TestClient[Any, Any], store: CastStore, query: str) -> None:
     cid = cast_id()
     await write_cast(store, cid, ["One."])
@@ -86,11 +88,19 @@ async def test_malformed_parameters_are_400_json(edge: TestClient[Any, Any], sto
     assert body["error"] == "bad_request" and query.split("=")[0] in body["message"]
 
 
-async def test_malformed_last_event_id_is_400(edge: TestClient[Any, Any], store: CastStore) -> None:
+@pytest.mark.parametrize("last_id", ["abc", "\u00b2", "1" * 19, "-1"])  # "²" is a digit to str.isdigit()
+async def test_malformed_last_event_id_is_400(edge: TestClient[Any, Any], store: CastStore, last_id: str) -> None:
     cid = cast_id()
-    await write_cast(store, cid, ["One."])
-    resp = await edge.get(f"/api/casts/{cid}/events", headers={"Last-Event-ID": "abc"})
+    await write_cast(store, cid, ["One."], finish=False)
+    resp = await edge.get(f"/api/casts/{cid}/events", headers={"Last-Event-ID": last_id})
     assert resp.status == 400 and (await resp.json())["error"] == "bad_request"
+
+
+async def test_sse_from_a_seq_num_beyond_any_stream_id_is_400(edge: TestClient[Any, Any], store: CastStore) -> None:
+    cid = cast_id()
+    await write_cast(store, cid, ["One."], finish=False)  # live: the stream would open, then fail in Redis
+    resp = await edge.get(f"/api/casts/{cid}/events?seq_num=18446744073709551615")
+    assert resp.status == 400 and "seq_num" in (await resp.json())["message"]
 
 
 async def test_writes_are_refused_as_json(edge: TestClient[Any, Any]) -> None:

@@ -117,7 +117,6 @@ async def test_a_client_that_never_reads_does_not_grow_edge_memory_and_can_resum
     finally:
         tracemalloc.stop()
     assert listener.demotions >= 1
-    print("GROWN", grown, sent, listener.demotions)
     assert grown < sent / 4, (grown, sent)  # 7.5 MB of audio went by; the edge kept little of it
     # the stuck stream is closed after the write timeout, freeing its listener
     await wait_until(lambda: not tail.listeners, timeout_s=10)
