@@ -31,7 +31,7 @@ MAX_RECORDS_LIMIT = 100
 MAX_WAIT_S = 30.0
 # A write to a client that does not drain for this long closes the stream (it can resume).
 WRITE_TIMEOUT_S = 30.0
-# Finished casts whose layout (state + playable chunks) is kept in memory.
+# Casts (live or finished) whose scanned layout (state + playable chunks) is kept in memory.
 LAYOUT_CACHE = 256
 # Connections of the shared pool (offset reads, state, rate limits); a request waits for one.
 REDIS_POOL = 64

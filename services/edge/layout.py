@@ -1,12 +1,16 @@
-"""A cast's log read once from the start: its state and the byte layout of its playable audio.
+"""A cast's log read incrementally: its state and the byte layout of its playable audio.
 
-The scan keeps headers and body sizes only (bodies are dropped batch by batch), so it costs
-little memory however long the cast; bodies are read again by seq_num when they are sent. A
-cast that ended in ``eos`` never changes again, so its layout is cached.
+Each cached cast keeps what its log said so far (headers and body sizes only: bodies are dropped
+batch by batch, so it costs little memory however long the cast) and the id of the last record
+read; a request reads only the records appended since. Bodies are read again by seq_num when they
+are sent. Every request gets an immutable snapshot, so a stream that holds one across awaits
+never sees it change.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -16,7 +20,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastState, Entry, Eos, decode_entry, entry_id, is_terminal, playable
 
-from .reads import xrange
+from .reads import Row, xrange
 
 # Records per XRANGE while scanning (bodies included: about 30 KB each).
 SCAN_BATCH = 32
@@ -34,10 +38,12 @@ class Chunk:
     start: int  # offset of its first byte in the whole MP3
 
 
-@dataclass
+@dataclass(frozen=True)
 class Layout:
+    """A snapshot of a cast's log: never changed after it is built (``state`` is a private copy)."""
+
     state: CastState
-    chunks: list[Chunk]
+    chunks: tuple[Chunk, ...]
     closed: bool  # the last record is terminal (eos or error)
     finished: bool  # the last record is eos: the log never changes again
 
@@ -54,37 +60,84 @@ class Layout:
         return self.chunks[-1].i if self.chunks else -1
 
 
-async def scan(reader: Redis, cast_id: str) -> Layout:
-    """Read the whole log once (in batches) and lay out its playable audio."""
-    state = CastState()
-    stripped: list[Entry] = []
-    sizes: dict[int, int] = {}
-    last: Entry | None = None
-    after = "0-0"
-    while True:
-        rows = await xrange(reader, cast_id, f"({after}" if after != "0-0" else "-", count=SCAN_BATCH)
+class CastScan:
+    """One cast's log as read so far, extended by the records appended since the last read."""
+
+    def __init__(self, cast_id: str) -> None:
+        self.cast_id = cast_id
+        self.state = CastState()
+        self.closed = False
+        self.finished = False
+        # playable() of the records merged so far and the records read since, bodies stripped
+        self._heard: list[Entry] = []
+        self._unheard: list[Entry] = []
+        self._sizes: dict[int, int] = {}  # seq_num -> body bytes, of _heard and _unheard
+        self._after = ""  # id of the last row read ("": none yet)
+        self._lock = asyncio.Lock()
+        self._reads = 0  # XRANGEs issued so far
+        self._synced = -1  # the number of the last XRANGE that reached the end of the log
+        self._layout: Layout | None = None
+
+    async def refresh(self, reader: Redis) -> Layout:
+        """A snapshot that holds every record appended before this call."""
+        if self.finished:
+            return self.layout()
+        arrived = self._reads
+        async with self._lock:  # simultaneous requests share one read
+            if self._synced > arrived:  # a read issued after we came reached the end: it's ours too
+                return self.layout()
+            while not self.finished:
+                self._reads += 1
+                number = self._reads
+                low = f"({self._after}" if self._after else "-"
+                rows = await xrange(reader, self.cast_id, low, count=SCAN_BATCH)
+                self._fold(rows)
+                if len(rows) < SCAN_BATCH:
+                    self._synced = number
+                    break
+        return self.layout()
+
+    def _fold(self, rows: list[Row]) -> None:
+        """Take in one batch (synchronously: a cancelled read leaves a consistent prefix)."""
+        if not rows:
+            return
         for raw_id, fields in rows:
             entry = decode_entry(raw_id, fields)
             if entry is None:
                 continue
-            state.add(entry)
-            last = entry
+            self.state.add(entry)
+            self.closed, self.finished = is_terminal(entry.record), isinstance(entry.record, Eos)
             if isinstance(entry.record, Audio):
-                sizes[entry.seq_num] = len(entry.record.body)
+                self._sizes[entry.seq_num] = len(entry.record.body)
                 entry = msgspec.structs.replace(entry, record=msgspec.structs.replace(entry.record, body=b""))
-            stripped.append(entry)
-        if len(rows) < SCAN_BATCH:
-            break
-        after = rows[-1][0].decode()
-    chunks, start = [], 0
-    for entry in playable(stripped):
-        record = entry.record
-        assert isinstance(record, Audio)
-        size = sizes[entry.seq_num]
-        chunks.append(Chunk(entry.seq_num, record.i, size, start))
-        start += size
-    closed = last is not None and is_terminal(last.record)
-    return Layout(state, chunks, closed, last is not None and isinstance(last.record, Eos))
+            self._unheard.append(entry)
+        self._after = rows[-1][0].decode()
+        self._layout = None
+
+    def layout(self) -> Layout:
+        """The snapshot of the log read so far (built once per change)."""
+        if self._layout is None:
+            if self._unheard:
+                # playable() is a fold whose whole state is its result (one audio entry per
+                # sentence index), so folding the new records onto the audio heard so far gives
+                # exactly playable() of the whole log, resume_from of later starts included.
+                self._heard = playable(self._heard + self._unheard)
+                self._unheard = []
+                self._sizes = {e.seq_num: self._sizes[e.seq_num] for e in self._heard}
+            chunks, start = [], 0
+            for entry in self._heard:
+                record = entry.record
+                assert isinstance(record, Audio)
+                size = self._sizes[entry.seq_num]
+                chunks.append(Chunk(entry.seq_num, record.i, size, start))
+                start += size
+            self._layout = Layout(copy.deepcopy(self.state), tuple(chunks), self.closed, self.finished)
+        return self._layout
+
+
+async def scan(reader: Redis, cast_id: str) -> Layout:
+    """Read the whole log once (in batches) and lay out its playable audio."""
+    return await CastScan(cast_id).refresh(reader)
 
 
 async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk]) -> AsyncIterator[tuple[Chunk, bytes]]:
@@ -107,20 +160,41 @@ async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk]) -> AsyncI
 
 
 class LayoutCache:
-    """The layouts of finished casts, least recently used dropped first."""
+    """The scans of the casts read lately, live or finished, least recently used dropped first.
+
+    A cast whose log is empty (no such cast) is not kept. A first read in progress is kept
+    aside until it ends, so simultaneous first requests share it; those are as many as the
+    requests in flight, which the rate limits bound.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[str, Layout] = OrderedDict()
+        self._items: OrderedDict[str, CastScan] = OrderedDict()
+        self._loading: dict[str, CastScan] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, cast_id: object) -> bool:
+        return cast_id in self._items
 
     async def get(self, reader: Redis, cast_id: str) -> Layout:
-        layout = self._items.get(cast_id)
-        if layout is not None:
+        scan = self._items.get(cast_id)
+        if scan is not None:
             self._items.move_to_end(cast_id)
-            return layout
-        layout = await scan(reader, cast_id)
-        if layout.finished:
-            self._items[cast_id] = layout
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return layout
+            return await scan.refresh(reader)
+        scan = self._loading.get(cast_id)
+        if scan is None:
+            scan = self._loading[cast_id] = CastScan(cast_id)
+        try:
+            return await scan.refresh(reader)
+        finally:
+            if self._loading.get(cast_id) is scan:  # the first to finish files it
+                del self._loading[cast_id]
+                if scan.state.tail > 0:
+                    self._keep(cast_id, scan)
+
+    def _keep(self, cast_id: str, scan: CastScan) -> None:
+        self._items[cast_id] = scan
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
