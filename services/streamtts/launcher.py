@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import ClientSession, ClientTimeout, web
+from redis.asyncio import Redis
 
 from castlog import connect, redact
 
@@ -87,10 +88,13 @@ class Launcher:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
-        redis_url = self._redis()
-        redis = await connect(redis_url)
+        redis: Redis | None = None
         runner: web.AppRunner | None = None
         try:
+            redis_url = self._redis()
+            redis = await self._connect(redis_url)
+            if redis is None:
+                return 0
             for child in self.children:
                 child.proc = _spawn(child, redis_url, self.options.state_dir)
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
@@ -106,10 +110,25 @@ class Launcher:
             if runner is not None:
                 await runner.cleanup()
             await self._stop_children()
-            await redis.aclose()
+            if redis is not None:
+                await redis.aclose()
             if self.server is not None:
                 self.server.stop()
                 log.info("stopped the embedded Redis")
+
+    async def _connect(self, url: str) -> Redis | None:
+        """A client once Redis answers; None when asked to stop first (connect retries for
+        minutes against a wrong REDIS_URL, and Ctrl-C must not wait for that)."""
+        connecting = asyncio.ensure_future(connect(url))
+        stopping = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if connecting.done():
+            return connecting.result()
+        connecting.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
+        log.info("stopped before Redis answered")
+        return None
 
     def _redis(self) -> str:
         if self.options.redis_url:
@@ -132,8 +151,11 @@ class Launcher:
                 for child in self.children:
                     assert child.proc is not None
                     if child.proc.poll() is not None:
-                        log.error("%s exited with code %s; stopping everything (see its log above)",
-                                  child.name, child.proc.returncode)
+                        log.error(
+                            "%s exited with code %s; stopping everything. Its log is above: fix what it "
+                            "says and run `streamtts up` again (`python -m %s` runs it alone)",
+                            child.name, child.proc.returncode, child.name,
+                        )
                         return 1
                     if not child.ready and await _answers(session, child.health_url):
                         child.ready = True

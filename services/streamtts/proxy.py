@@ -10,7 +10,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 from redis.asyncio import Redis
 
 from castlog import healthy
@@ -35,6 +35,9 @@ UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
+# Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
+# a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
+RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
 
 
 @dataclass(frozen=True)
@@ -61,34 +64,62 @@ async def forward(request: web.Request) -> web.StreamResponse:
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
-    body = await request.read() if request.can_read_body else None
+    try:
+        body = await request.read() if request.can_read_body else None
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response(
+            {"error": "body_too_large", "message": f"the body is larger than {MAX_BODY_BYTES} bytes; send less"},
+            status=413,
+        )
     try:
         upstream = await request.app[SESSION].request(
             request.method, base + request.rel_url.raw_path_qs, headers=headers, data=body, allow_redirects=False
         )
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (ClientError, OSError, asyncio.TimeoutError) as exc:
         log.warning("upstream %s unreachable: %s", base, exc)
         return web.json_response(
             {"error": "upstream_unavailable", "message": "the service is starting or down; retry in a moment"},
             status=502,
         )
-    async with upstream:
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        for name, value in upstream.headers.items():
-            if name.lower() not in HOP_BY_HOP:
-                response.headers.add(name, value)
-        await response.prepare(request)
+    relays = request.app[RELAYS]
+    relays.add(upstream)
+    try:
+        async with upstream:
+            return await _relay(request, upstream)
+    finally:
+        relays.discard(upstream)
+
+
+async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    for name, value in upstream.headers.items():
+        if name.lower() not in HOP_BY_HOP:
+            response.headers.add(name, value)
+    await response.prepare(request)
+    try:
         # stream as it arrives: SSE and live MP3 must not wait for the end
         async for chunk in upstream.content.iter_any():
             await response.write(chunk)
-        await response.write_eof()
-        return response
+    except ClientError:
+        if upstream in request.app[RELAYS]:
+            raise  # the upstream failed mid-stream: cut the client's stream too, so it can tell
+        # else _close_relays closed it: we are stopping, and end the stream cleanly
+    await response.write_eof()
+    return response
+
+
+async def _close_relays(app: web.Application) -> None:
+    relays = app[RELAYS]
+    while relays:
+        relays.pop().close()
 
 
 def create_app(redis: Redis, upstreams: Upstreams) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
+    app[RELAYS] = set()
+    app.on_shutdown.append(_close_relays)
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)

@@ -15,6 +15,9 @@ from . import jobs
 
 log = logging.getLogger(__name__)
 
+# XAUTOCLAIM calls per take-over round; each scans 10 pending entries per free slot.
+MAX_CLAIM_SCANS = 20
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -40,6 +43,7 @@ class Inbox:
         self._backlog: list[jobs.StreamEntry] = []
         self._retrying: dict[str, float] = {}  # entry id -> clock time the retry is due
         self._last_claim = -float("inf")
+        self._claim_from = "0-0"  # where the next XAUTOCLAIM scan of the pending list goes on
 
     async def open(self) -> None:
         """Create the group if needed and pick up what this consumer left pending."""
@@ -78,13 +82,26 @@ class Inbox:
                     out.append(Delivery(entry_id, claimed[1], None))
         if len(out) < room and now - self._last_claim >= self.claim_every_s:
             self._last_claim = now
-            for entry_id, fields in await jobs.autoclaim(self.redis, self.consumer, self.lease_ms, room - len(out)):
-                if entry_id not in active:  # our own active job, idle for a lease: a stalled loop
-                    log.info("took over job %s after its lease expired", entry_id)
-                    out.append(Delivery(entry_id, fields, None))
+            out += await self._take_over(room - len(out), active)
         if not out:
             block_ms = max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
             out = [Delivery(i, f, 1) for i, f in await jobs.read_new(self.redis, self.consumer, room, block_ms)]
+        return out
+
+    async def _take_over(self, room: int, active: Container[str]) -> list[Delivery]:
+        """Up to ``room`` entries of dead workers, scanning on through the pending list (each
+        XAUTOCLAIM looks at only ``10 * room`` entries) until its end or ``MAX_CLAIM_SCANS``."""
+        out: list[Delivery] = []
+        for _ in range(MAX_CLAIM_SCANS):
+            self._claim_from, claimed = await jobs.autoclaim(
+                self.redis, self.consumer, self.lease_ms, room - len(out), self._claim_from
+            )
+            for entry_id, fields in claimed:
+                if entry_id not in active:  # our own active job, idle for a lease: a stalled loop
+                    log.info("took over job %s after its lease expired", entry_id)
+                    out.append(Delivery(entry_id, fields, None))
+            if len(out) >= room or self._claim_from == "0-0":
+                break
         return out
 
     def _until_next_retry(self) -> float:

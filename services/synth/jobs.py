@@ -49,7 +49,9 @@ async def ensure_group(redis: Redis) -> None:
 
 
 def as_str(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    # "replace": a field that is not UTF-8 makes a malformed job (dead-lettered), not a crash
+    # that would recur on every restart while the entry stays pending.
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def _entries(rows: Any) -> list[StreamEntry]:
@@ -97,19 +99,25 @@ async def read_new(redis: Redis, consumer: str, count: int, block_ms: int) -> li
     return _streams(reply)
 
 
-async def autoclaim(redis: Redis, consumer: str, min_idle_ms: int, count: int) -> list[StreamEntry]:
-    """Take over up to ``count`` entries whose lease expired (idle > ``min_idle_ms``).
+async def autoclaim(
+    redis: Redis, consumer: str, min_idle_ms: int, count: int, start_id: str = "0-0"
+) -> tuple[str, list[StreamEntry]]:
+    """Take over up to ``count`` entries whose lease expired (idle > ``min_idle_ms``), scanning
+    the pending list from ``start_id``; returns where the next scan goes on ("0-0": the end was
+    reached) and the entries taken.
 
+    Redis scans at most ``10 * count`` pending entries per call: a scan that always began at
+    "0-0" would never reach a dead worker's entries behind that many live ones.
     Entries deleted from the stream while pending are acknowledged: nothing can run them.
     """
     reply: Any = await redis.xautoclaim(
-        castlog.JOBS, castlog.GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+        castlog.JOBS, castlog.GROUP, consumer, min_idle_ms, start_id=start_id, count=count
     )
     claimed = _entries(reply[1])
     deleted = reply[2] if len(reply) > 2 else []
     if deleted:
         await redis.xack(castlog.JOBS, castlog.GROUP, *deleted)
-    return claimed
+    return as_str(reply[0]), claimed
 
 
 async def claim(redis: Redis, consumer: str, entry_id: str) -> StreamEntry | None:

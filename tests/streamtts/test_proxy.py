@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import ClientPayloadError, ClientSession, web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from streamtts.proxy import Upstreams, create_app
+from streamtts.proxy import MAX_BODY_BYTES, Upstreams, create_app
 
 
 def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Application:
@@ -96,3 +97,71 @@ async def test_down_upstream_is_a_json_502(redis: Redis) -> None:
                 assert (await response.json())["error"] == "upstream_unavailable"
     finally:
         await proxy.close()
+
+
+def streaming_forever(cut_after: int | None = None) -> web.Application:
+    """An upstream whose event stream never ends (a live cast), or that dies after ``cut_after``
+    events without finishing its response (a crashed edge)."""
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        n = 0
+        while cut_after is None or n < cut_after:
+            await response.write(f"id: {n}\ndata: x\n\n".encode())
+            n += 1
+            await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.abort()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", events)
+    return app
+
+
+async def test_stopping_the_proxy_ends_live_streams_instead_of_waiting_for_them(redis: Redis) -> None:
+    upstream_server = TestServer(streaming_forever())
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base)))  # aiohttp's shutdown_timeout: 60 s
+    await proxy.start_server()
+    loop = asyncio.get_running_loop()
+    try:
+        async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/api/casts/pHanHO6047OT/events"))) as response:
+                assert await response.content.readuntil(b"\n\n") == b"id: 0\ndata: x\n\n"
+                started = loop.time()
+                await asyncio.wait_for(proxy.close(), 10)
+                assert loop.time() - started < 2
+                # Ended cleanly (a cut stream raises ClientPayloadError), on an event boundary.
+                rest = await asyncio.wait_for(response.read(), 2)
+        assert rest == b"" or rest.endswith(b"\n\n")
+    finally:
+        await proxy.close()
+        await upstream_server.close()
+
+
+async def test_an_upstream_dying_mid_stream_cuts_the_clients_stream_too(redis: Redis) -> None:
+    upstream_server = TestServer(streaming_forever(cut_after=2))
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base)))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/api/casts/pHanHO6047OT/events"))) as response:
+                with pytest.raises(ClientPayloadError):  # not a clean end the client would trust
+                    await asyncio.wait_for(response.read(), 5)
+    finally:
+        await proxy.close()
+        await upstream_server.close()
+
+
+async def test_an_oversized_body_is_a_json_413(proxied) -> None:
+    base, seen = proxied
+    async with ClientSession() as http:
+        async with http.post(base.rstrip("/") + "/api/casts", data=io.BytesIO(b"x" * (MAX_BODY_BYTES + 1))) as response:
+            assert response.status == 413
+            assert (await response.json())["error"] == "body_too_large"
+    assert seen == []  # refused before it reached intake

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,3 +79,54 @@ def test_killing_the_launcher_outright_takes_its_children_along(tmp_path: Path) 
     while time.monotonic() < deadline and any(alive(pid) for pid in tree):
         time.sleep(0.2)
     assert [pid for pid in tree if alive(pid)] == []
+
+
+
+def launch(tmp_path: Path, env: dict[str, str], *only: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamtts", "up", "--port", str(free_port()), "--state-dir", str(tmp_path / "state"),
+         "--only", ",".join(only)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+
+
+def read_until(proc: subprocess.Popen[bytes], marker: bytes, timeout_s: float) -> bytes:
+    """The launcher's stderr up to the first line with ``marker`` (its log, line by line)."""
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while marker not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    return seen
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_while_waiting_for_an_unreachable_redis_is_quick(tmp_path: Path) -> None:
+    env = dict(os.environ, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")  # nobody listens there
+    proc = launch(tmp_path, env, "intake")
+    try:
+        assert b"not reachable" in read_until(proc, b"not reachable", 30)  # it retries for minutes
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.timeout(120)
+def test_a_crashed_child_stops_everything_and_says_what_to_do(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env["INTAKE_MAX_CHARS"] = "0"  # intake refuses its config and exits at once
+    proc = launch(tmp_path, env, "intake", "edge")
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 1
+    assert b"intake exited with code 1" in err and b"python -m intake" in err
+    started = [int(pid) for pid in re.findall(rb"started \w+ \(pid (\d+)\)", err)]
+    assert len(started) == 2 and not any(alive(pid) for pid in started)  # edge was stopped too

@@ -52,7 +52,10 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
     receipt = {k.decode(): v.decode() for k, v in receipts[0][1].items()}
     assert receipt["id"] == cast_id and receipt["attempts"] == "1"
     assert int(receipt["sentences"]) == len(chunks) and int(receipt["audio_ms"]) == offset
-    assert int(receipt["first_audio_ms"]) >= 0 and int(receipt["finished_at"]) > 0
+    enqueued_at = int((await redis.xrange(castlog.JOBS))[0][1][b"enqueued_at"])
+    first_audio = next(e for e in entries if e.kind == "audio")
+    assert int(receipt["first_audio_ms"]) == first_audio.ts - enqueued_at  # Redis's clock, both ends
+    assert int(receipt["finished_at"]) >= entries[-1].ts - 1000  # the worker's clock, close to Redis's
     await wait_until(lambda: _no_pending(redis))
 
 
@@ -240,3 +243,17 @@ async def test_worker_recreates_its_group_when_redis_lost_its_data(redis: Redis,
         cast_id = await submit(store, TEXT)
         entries = await terminal(store, cast_id)
     assert entries[-1].kind == "eos"
+
+
+async def test_job_with_an_id_that_is_not_utf8_is_dead_lettered_and_the_worker_goes_on(
+    redis: Redis, store: CastStore
+) -> None:
+    async with running(Worker(config(), redis, StandIn())) as task:
+        await redis.xadd(castlog.JOBS, {"id": b"\xff\xfe", "voice": "af_heart"})
+        await wait_until(lambda: delivered_all(redis))
+        assert not task.done()  # a worker that died on it would die again on every restart
+        cast_id = await submit(store, TEXT)
+        assert (await terminal(store, cast_id))[-1].kind == "eos"
+    dead = await redis.xrange(castlog.JOBS_DEAD)
+    assert len(dead) == 1
+    assert dead[0][1][b"error"] == b"malformed job entry"
