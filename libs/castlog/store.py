@@ -54,17 +54,35 @@ class CastStore:
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
 
-        Raises :class:`SeqMismatch` (carrying the real tail) when it is not.
+        Raises :class:`SeqMismatch` (carrying the real tail) when it is not. Retry-safe: when
+        the client resends an append whose reply was lost, the records already standing at
+        ``match_seq_num`` are this very append's, and it answers as the first call would have.
         """
         if not records:
             raise ValueError("append needs at least one record")
+        fields = [encode_fields(record) for record in records]
         args: list[bytes | int] = [match_seq_num]
-        for record in records:
-            args.extend(encode_fields(record))
+        for triple in fields:
+            args.extend(triple)
         ok, tail = await self._append(keys=[keys.cast_key(cast_id)], args=args)
+        tail = int(tail)
         if not ok:
-            raise SeqMismatch(cast_id, match_seq_num, int(tail))
-        return int(tail)
+            if tail == match_seq_num + len(records) and await self._holds(cast_id, match_seq_num, fields):
+                return tail
+            raise SeqMismatch(cast_id, match_seq_num, tail)
+        return tail
+
+    async def _holds(self, cast_id: str, seq_num: int, fields: list[list[bytes]]) -> bool:
+        """Whether the log holds exactly these encoded records from ``seq_num`` on.
+
+        Every attempt opens with its own ``start`` (attempt number, time), so two writers never
+        hold identical records at one position: a match can only be our own earlier write.
+        """
+        rows = cast(Rows, await self.redis.xrange(
+            keys.cast_key(cast_id), min=keys.entry_id(seq_num), max=keys.entry_id(seq_num + len(fields) - 1)
+        ))
+        stored = [[f.get(b"e", b""), f.get(b"h", b""), f.get(b"b", b"")] for _, f in rows]
+        return stored == fields
 
     async def submit(
         self,

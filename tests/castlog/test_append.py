@@ -60,3 +60,20 @@ async def test_entries_carry_the_redis_clock(store: CastStore, redis: Redis) -> 
     (entry,) = await store.read(CAST)
     seconds, micros = await redis.time()
     assert abs(entry.ts - (seconds * 1000 + micros // 1000)) < 5_000
+
+
+async def test_a_resent_append_whose_reply_was_lost_answers_as_the_first_did(store: CastStore, redis: Redis) -> None:
+    batch = [META, Start(attempt=1, resume_from=0, at=5), Audio(i=0, t="a", d=10, o=0, body=b"mp3")]
+    assert await store.append(CAST, 0, batch) == 3
+    assert await store.append(CAST, 0, batch) == 3  # the client's retry of the same call
+    assert await redis.xlen(cast_key(CAST)) == 3
+
+
+async def test_other_records_at_that_position_are_still_a_mismatch(store: CastStore) -> None:
+    await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=5)])
+    with pytest.raises(SeqMismatch) as caught:
+        await store.append(CAST, 0, [META, Start(attempt=2, resume_from=0, at=5)])
+    assert caught.value.tail == 2
+    await store.append(CAST, 2, [Eos(sentences=0, audio_ms=0, attempts=1)])
+    with pytest.raises(SeqMismatch):  # the same records, but the log has moved on past them
+        await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=5)])
