@@ -131,6 +131,20 @@ class CastStore:
         rows = cast(Rows, await self.redis.xrange(keys.cast_key(cast_id), min=keys.entry_id(seq_num), count=limit))
         return _decode_rows(rows)
 
+    async def read_all(self, cast_id: str, batch: int = READ_BATCH) -> tuple[list[Entry], int]:
+        """Every record of the log, and its tail: the next seq_num, counted from the stored ids
+        themselves, so records of kinds this version skips still count."""
+        entries: list[Entry] = []
+        tail, after = 0, "-"
+        while True:
+            rows = cast(Rows, await self.redis.xrange(keys.cast_key(cast_id), min=after, count=batch))
+            entries.extend(_decode_rows(rows))
+            if rows:
+                tail = keys.seq_of(rows[-1][0]) + 1
+                after = keys.entry_id(tail)
+            if len(rows) < batch:
+                return entries, tail
+
     async def last(self, cast_id: str) -> Entry | None:
         rows = cast(Rows, await self.redis.xrevrange(keys.cast_key(cast_id), count=1))
         decoded = _decode_rows(rows)

@@ -6,12 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import castlog
-from castlog import Audio, CastState, CastStore, Entry, Start
+from castlog import Audio, CastState, Entry, Start
 
 from .scheduler import Pace
-
-# Records fetched per round trip when a worker reads a whole log at admission.
-READ_PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -93,18 +90,6 @@ class ActiveCast:
         self.offset_ms += audio.d
         self.appended_ms += audio.d
         self.next_append += 1
-
-
-async def read_log(store: CastStore, cast_id: str) -> list[Entry]:
-    """Every record of the cast's log, paging through it."""
-    entries: list[Entry] = []
-    seq = 0
-    while True:
-        page = await store.read(cast_id, seq, READ_PAGE)
-        entries.extend(page)
-        if len(page) < READ_PAGE:
-            return entries
-        seq = page[-1].seq_num + 1
 
 
 def starts_before_last_error(entries: Sequence[Entry]) -> int:

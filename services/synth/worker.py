@@ -33,7 +33,7 @@ import castlog
 from castlog import CastStore, Eos, Error, SeqMismatch, Start
 
 from . import jobs, metrics, scheduler
-from .cast import ActiveCast, Job, plan, read_log
+from .cast import ActiveCast, Job, plan
 from .config import SynthConfig
 from .inbox import Delivery, Inbox
 from .model import SAMPLE_RATE, Synthesizer
@@ -172,7 +172,7 @@ class Worker:
             log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
             await jobs.ack(self.redis, job.entry_id)
             return
-        entries = await read_log(self.store, job.cast_id)
+        entries, tail = await self.store.read_all(job.cast_id)
         last = entries[-1] if entries else None
         if last is None:
             await self._give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
@@ -188,21 +188,21 @@ class Worker:
         state = castlog.summarize(entries)
         recipe = await self.store.recipe(job.cast_id)
         if recipe is None:
-            await self._give_up(job, state.tail, "the cast's recipe is missing from the catalog", job.deliveries)
+            await self._give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return
         cast = plan(job, recipe.voice, recipe.text, entries, state)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
             reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
-            await self._give_up(job, state.tail, reason, cast.attempt)
+            await self._give_up(job, tail, reason, cast.attempt)
             return
         if cast.job_attempt > self.cfg.max_attempts:
             reason = f"gave up after {cast.job_attempt - 1} attempts (workers died while running it)"
-            await self._give_up(job, state.tail, reason, cast.attempt - 1)
+            await self._give_up(job, tail, reason, cast.attempt - 1)
             return
         start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
         try:
-            cast.tail = await self.store.append(job.cast_id, state.tail, [start])
+            cast.tail = await self.store.append(job.cast_id, tail, [start])
         except SeqMismatch as exc:
             log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
             return

@@ -94,3 +94,14 @@ async def test_follow_skips_unknown_kinds(store: CastStore, redis: Redis) -> Non
     await store.append(CAST, 3, [recs[2], Eos(sentences=1, audio_ms=100, attempts=1)])
     got = [e async for e in store.follow(CAST, block_ms=100)]
     assert [e.seq_num for e in got] == [0, 1, 3, 4]
+
+
+async def test_read_all_pages_through_and_counts_unknown_kinds_in_the_tail(store: CastStore, redis: Redis) -> None:
+    recs = records()
+    await store.append(CAST, 0, recs[:10])
+    await redis.xadd(cast_key(CAST), {"e": "chapter", "h": '{"e":"chapter"}'}, id="0-11")
+    await redis.xadd(cast_key(CAST), {"e": "chapter", "h": '{"e":"chapter"}'}, id="0-12")
+    entries, tail = await store.read_all(CAST, batch=3)
+    assert [e.seq_num for e in entries] == list(range(10))
+    assert tail == 12  # the next append goes after the records this version cannot read
+    assert await store.read_all("nothingHere0") == ([], 0)

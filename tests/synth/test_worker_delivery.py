@@ -59,6 +59,18 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
     await wait_until(lambda: _no_pending(redis))
 
 
+async def test_a_log_ending_in_a_kind_this_version_skips_still_gets_its_audio(
+    redis: Redis, store: CastStore
+) -> None:
+    cast_id = await submit(store, TEXT)
+    # a newer writer's record right after `meta`: the worker must append after it, not over it
+    await redis.xadd(castlog.cast_key(cast_id), {"e": "chapter", "h": '{"e":"chapter"}'}, id="0-2")
+    async with running(Worker(config(), redis, StandIn())):
+        entries = await terminal(store, cast_id)
+    assert [e.seq_num for e in entries[:2]] == [0, 2]
+    assert entries[1].kind == "start" and entries[-1].kind == "eos"
+
+
 async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, store: CastStore) -> None:
     cast_id = await submit(store, TEXT)
     synth = StandIn()
