@@ -27,9 +27,11 @@ async def connect(
     attempts: int = CONNECT_ATTEMPTS,
     backoff_s: float = BACKOFF_S,
     max_connections: int = MAX_CONNECTIONS,
+    pool_timeout_s: float = POOL_TIMEOUT_S,
+    socket_timeout_s: float | None = None,
 ) -> Redis:
     """A client for ``url`` once the server answers PING; retries with exponential backoff."""
-    client = client_for(url, max_connections)
+    client = client_for(url, max_connections, pool_timeout_s=pool_timeout_s, socket_timeout_s=socket_timeout_s)
     delay = backoff_s
     for attempt in range(1, attempts + 1):
         try:
@@ -48,9 +50,18 @@ async def connect(
     raise AssertionError("unreachable")
 
 
-def client_for(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
-    """A client whose pool makes callers wait for a free connection rather than fail."""
-    pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=POOL_TIMEOUT_S)
+def client_for(
+    url: str,
+    max_connections: int = MAX_CONNECTIONS,
+    *,
+    pool_timeout_s: float = POOL_TIMEOUT_S,
+    socket_timeout_s: float | None = None,
+) -> Redis:
+    """A client whose pool makes callers wait (up to ``pool_timeout_s``) for a free connection
+    rather than fail; ``socket_timeout_s`` bounds each reply (None: no bound)."""
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=pool_timeout_s, socket_timeout=socket_timeout_s
+    )
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes it too
 
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
@@ -61,12 +61,10 @@ def add_routes(router: web.UrlDispatcher) -> None:
 
 async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    probe = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts)  # waits for Redis
-    await probe.aclose()
-    pool = BlockingConnectionPool.from_url(
-        cfg.redis_url, max_connections=cfg.redis_pool, timeout=POOL_WAIT_S, socket_timeout=READ_SOCKET_TIMEOUT_S,
+    reader = await connect(  # waits for Redis
+        cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.redis_pool,
+        pool_timeout_s=POOL_WAIT_S, socket_timeout_s=READ_SOCKET_TIMEOUT_S,
     )
-    reader = Redis(connection_pool=pool)
     conn = Redis.from_url(
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
@@ -84,8 +82,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     finally:
         await tail.stop()
         await conn.aclose()
-        await reader.aclose()
-        await pool.disconnect()
+        await reader.aclose()  # closes its pool too
 
 
 async def _close_streams(app: web.Application) -> None:
