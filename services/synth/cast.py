@@ -116,8 +116,9 @@ def first_audio_seq(entries: Sequence[Entry]) -> int | None:
     return next((e.seq_num for e in entries if isinstance(e.record, Audio)), None)
 
 
-def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastState) -> ActiveCast:
-    """The cast's next attempt: resume at the first sentence the log does not hold yet."""
+def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastState, tail: int) -> ActiveCast:
+    """The cast's next attempt, to be opened by a `start` at ``tail`` (the log's true tail, which
+    counts records of kinds this version skips): resume at the first sentence not in the log."""
     attempt, job_attempt = attempt_numbers(job, entries)
     resume_from = state.next_sentence()
     offset = sum(
@@ -130,7 +131,7 @@ def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastS
         attempt=attempt,
         job_attempt=job_attempt,
         resume_from=resume_from,
-        tail=state.tail,
+        tail=tail,
         offset_ms=offset,
         first_audio_seq=first_audio_seq(entries),
     )

@@ -190,7 +190,7 @@ class Worker:
         if recipe is None:
             await self._give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return
-        cast = plan(job, recipe.voice, recipe.text, entries, state)
+        cast = plan(job, recipe.voice, recipe.text, entries, state, tail)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
             reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
@@ -202,7 +202,7 @@ class Worker:
             return
         start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
         try:
-            cast.tail = await self.store.append(job.cast_id, tail, [start])
+            cast.tail = await self.store.append(job.cast_id, cast.tail, [start])
         except SeqMismatch as exc:
             log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
             return
