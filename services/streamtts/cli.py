@@ -9,7 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+from castlog import ConfigError, Settings
+
 from .launcher import SERVICES, Launcher, Options
+from .proxy import MAX_BODY_BYTES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,8 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(services) - set(SERVICES)
     if unknown:
         parser.error(f"unknown service(s) {sorted(unknown)}; choose from {', '.join(SERVICES)}")
+    env = Settings(os.environ)
+    try:
+        max_body = env.get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
+    except ConfigError as exc:
+        parser.error(str(exc))
     options = Options(host=args.host, port=args.port, state_dir=args.state_dir,
-                      redis_url=os.environ.get("REDIS_URL") or None, services=services)
+                      redis_url=os.environ.get("REDIS_URL") or None, services=services, max_body_bytes=max_body)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

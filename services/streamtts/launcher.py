@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from castlog import connect, redact
 
-from .proxy import Upstreams, create_app
+from .proxy import MAX_BODY_BYTES, Upstreams, create_app
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 
 log = logging.getLogger("streamtts")
@@ -53,6 +53,7 @@ class Options:
     state_dir: Path = field(default_factory=lambda: Path(".state"))
     redis_url: str | None = None
     services: tuple[str, ...] = SERVICES
+    max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
 
 
 def available(name: str) -> bool:
@@ -101,7 +102,7 @@ class Launcher:
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            runner = web.AppRunner(create_app(redis, upstreams))
+            runner = web.AppRunner(create_app(redis, upstreams, self.options.max_body_bytes))
             await runner.setup()
             await web.TCPSite(runner, self.options.host, self.options.port).start()
             log.info("proxy on http://%s:%d", self.options.host, self.options.port)

@@ -7,6 +7,7 @@ that a single process tree serves ``http://127.0.0.1:8080`` with nothing else in
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from dataclasses import dataclass
 
@@ -29,12 +30,15 @@ HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "content-length",
 }
+# Bodies are buffered before they are relayed: the launcher sets this to INTAKE_MAX_BODY_BYTES so
+# the proxy never refuses what intake would take.
 MAX_BODY_BYTES = 1024 * 1024
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
+MAX_BODY = web.AppKey("max_body_bytes", int)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -68,12 +72,13 @@ async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read() if request.can_read_body else None
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(
-            {"error": "body_too_large", "message": f"the body is larger than {MAX_BODY_BYTES} bytes; send less"},
+            {"error": "body_too_large",
+             "message": f"the body is larger than {request.app[MAX_BODY]} bytes; send a shorter text"},
             status=413,
         )
     try:
         upstream = await request.app[SESSION].request(
-            request.method, base + request.rel_url.raw_path_qs, headers=headers, data=body, allow_redirects=False
+            request.method, base + request.rel_url.raw_path_qs, headers=headers, data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write allow_redirects=False
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
         log.warning("upstream %s unreachable: %s", base, exc)
@@ -114,8 +119,9 @@ async def _close_relays(app: web.Application) -> None:
         relays.pop().close()
 
 
-def create_app(redis: Redis, upstreams: Upstreams) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes)
+    app[MAX_BODY] = max_body_bytes
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()

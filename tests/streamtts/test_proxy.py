@@ -25,7 +25,7 @@ def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Applicatio
         body = await request.read()
         return web.json_response({"by": name, "body": body.decode()}, status=201 if request.method == "POST" else 200)
 
-    app = web.Application()
+    app = web.Application(client_max_size=16 * MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", echo)
     return app
 
@@ -165,3 +165,23 @@ async def test_an_oversized_body_is_a_json_413(proxied) -> None:
             assert response.status == 413
             assert (await response.json())["error"] == "body_too_large"
     assert seen == []  # refused before it reached intake
+
+
+async def test_the_body_limit_is_the_one_given_so_it_matches_intakes(redis: Redis) -> None:
+    seen: list[tuple[str, str, str, str]] = []
+    intake = TestServer(upstream("intake", seen))
+    await intake.start_server()
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))), 3 * MAX_BODY_BYTES))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            big = b"x" * (2 * MAX_BODY_BYTES)  # over the default, under the limit given
+            async with http.post(str(proxy.make_url("/api/casts")), data=io.BytesIO(big)) as response:
+                assert response.status == 201
+                assert len((await response.json())["body"]) == len(big)
+            async with http.post(str(proxy.make_url("/api/casts")), data=io.BytesIO(b"x" * (3 * MAX_BODY_BYTES + 1))) as response:
+                assert response.status == 413
+                assert str(3 * MAX_BODY_BYTES) in (await response.json())["message"]
+    finally:
+        await proxy.close()
+        await intake.close()
