@@ -78,7 +78,11 @@ async def forward(request: web.Request) -> web.StreamResponse:
         )
     try:
         upstream = await request.app[SESSION].request(
-            request.method, base + request.rel_url.raw_path_qs, headers=headers, data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write allow_redirects=False
+            request.method,
+            base + request.rel_url.raw_path_qs,
+            headers=headers,
+            data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write
+            allow_redirects=False,  # a 303 to /c/<id> is the client's to follow
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
         log.warning("upstream %s unreachable: %s", base, exc)

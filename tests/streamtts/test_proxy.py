@@ -23,6 +23,8 @@ def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Applicatio
                 await asyncio.sleep(0.3)
             return response
         body = await request.read()
+        if request.path == "/generate" and request.content_type == "application/x-www-form-urlencoded":
+            return web.Response(status=303, headers={"Location": "/c/pHanHO6047OT"})
         return web.json_response({"by": name, "body": body.decode()}, status=201 if request.method == "POST" else 200)
 
     app = web.Application(client_max_size=16 * MAX_BODY_BYTES)
@@ -185,3 +187,12 @@ async def test_the_body_limit_is_the_one_given_so_it_matches_intakes(redis: Redi
     finally:
         await proxy.close()
         await intake.close()
+
+
+async def test_a_redirect_reaches_the_client_unfollowed(proxied) -> None:
+    base, seen = proxied
+    async with ClientSession() as http:
+        async with http.post(base.rstrip("/") + "/generate", data={"text": "Hi."}, allow_redirects=False) as response:
+            assert response.status == 303
+            assert response.headers["Location"] == "/c/pHanHO6047OT"
+    assert [s[0] for s in seen] == ["intake"]
