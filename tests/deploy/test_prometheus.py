@@ -15,8 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import start_http_server
 
+from streamtts.redisserver import free_port
+
 from .dashboard import dashboard_queries, documented_metrics
-from .prometheus_server import PROMETHEUS, Prometheus, free_port, running_prometheus
+from .prometheus_server import PROMETHEUS, Prometheus, running_prometheus
 
 TTFA_P50 = (
     "histogram_quantile(0.5, "

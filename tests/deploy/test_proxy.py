@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .prometheus_server import free_port
+from streamtts.redisserver import free_port
+
 from .tools import (
     COMPOSE,
     ROUTES,

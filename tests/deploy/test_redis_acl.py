@@ -19,8 +19,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from castlog import ratelimit, scripts
+from streamtts.redisserver import free_port
 
-from .prometheus_server import free_port
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
 REDIS_DIR = REDIS_FILES

@@ -22,9 +22,9 @@ import pytest
 import redis
 
 from streamtts.proxy import INTAKE_ROUTES  # the launcher's table, used without Caddy
+from streamtts.redisserver import free_port
 
 from . import compose_lite
-from .prometheus_server import free_port
 from .tools import COMPOSE, Started, caddy_env, http_ok, redis_as_deployed, running, tool
 
 pytestmark = pytest.mark.model  # synth loads and runs the real (int8 ONNX) Kokoro model
