@@ -7,7 +7,6 @@ synthesizes with it, so both always agree.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 # Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
 # chunk of at most this many characters fits; the worker still re-splits on phoneme overflow
@@ -31,6 +30,8 @@ _END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)
 # Where an _END match can start. Searching for these first is several times faster than
 # letting _END scan: re finds a leading character class quickly, an alternation slowly.
 _STOP = re.compile(r"[.!?…。！？]")
+# The first character of the next word, past white space.
+_NEXT_WORD = re.compile(r"\s*(\S)")
 # Preferred cut points inside a long sentence, best first.
 _CUTS = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"), re.compile(r"\s"))
 
@@ -62,39 +63,34 @@ def count_chunks(text: str) -> int:
 
 
 def _sentences(text: str) -> list[str]:
+    """The text's sentences, white space collapsed. Linear in the text: no step copies the rest
+    of a line (a book chapter pasted as one line is a single line of 100 000 characters)."""
     out: list[str] = []
+    stop_at, end_at, next_word, abbreviation = _STOP.search, _END.match, _NEXT_WORD.match, _is_abbreviation
     for line in text.splitlines():
-        start = 0
-        for m in _ends(line):
-            if m.group(1) and (_is_abbreviation(line, m.start()) or _continues(line, m.end())):
+        start = pos = 0
+        while (stop := stop_at(line, pos)) is not None:
+            dot = stop.start()
+            m = end_at(line, dot)
+            if m is None:  # e.g. "3.14" or "e.g.x": not followed by white space
+                pos = dot + 1
                 continue
-            out.append(line[start : m.end()])
-            start = m.end()
+            pos = m.end()
+            if m.group(1):
+                if line[dot] == "." and abbreviation(line, dot):
+                    continue
+                # a lower-case word after the stop ("Wait... what?") continues the sentence
+                word = next_word(line, pos)
+                if word is not None and word.group(1).islower():
+                    continue
+            out.append(line[start:pos])
+            start = pos
         out.append(line[start:])
     return [s for s in (" ".join(s.split()) for s in out) if s]
 
 
-def _ends(line: str) -> Iterator[re.Match[str]]:
-    """What ``_END.finditer(line)`` yields, found faster (see _STOP)."""
-    pos = 0
-    while (stop := _STOP.search(line, pos)) is not None:
-        m = _END.match(line, stop.start())
-        if m is None:
-            pos = stop.start() + 1
-        else:
-            yield m
-            pos = m.end()
-
-
-def _continues(line: str, end: int) -> bool:
-    """A lower-case word after the stop ("Wait... what?") continues the sentence."""
-    rest = line[end:].lstrip()
-    return bool(rest) and rest[0].islower()
-
-
 def _is_abbreviation(line: str, dot: int) -> bool:
-    if line[dot] != ".":
-        return False
+    """Whether the word before the full stop at ``dot`` is an abbreviation or an initial."""
     # the word before the stop, found without copying the line (long paragraphs stay linear)
     start = max(line.rfind(" ", 0, dot), line.rfind("\t", 0, dot)) + 1
     word = line[start:dot].lower().lstrip("\"'“‘([")
@@ -114,9 +110,13 @@ def _cut(sentence: str, limit: int) -> tuple[str, str]:
     for bound in (target, limit):
         window = sentence[: bound + 1]  # a space right after the bound is a fine cut too
         for pattern in _CUTS:
-            ends = [m.end() for m in pattern.finditer(window) if m.end() >= MIN_CUT_CHARS]
-            ends = [e for e in ends if len(sentence[:e].rstrip()) <= bound]
-            if ends:
-                at = max(ends)
+            # The last cut point whose head, stripped, fits; ends grow along finditer. An end
+            # within the bound always fits; only one just past it (a space at the bound) is checked.
+            at = 0
+            for m in pattern.finditer(window):
+                e = m.end()
+                if e >= MIN_CUT_CHARS and (e <= bound or len(sentence[:e].rstrip()) <= bound):
+                    at = e
+            if at:
                 return sentence[:at].strip(), sentence[at:].strip()
     return sentence[:limit].strip(), sentence[limit:].strip()
