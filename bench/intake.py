@@ -4,7 +4,8 @@
   three_trips intake's app with the original design's write path: the rate limiter's token, then
               claim the catalog, claim the cast, append the job, each a round trip (no atomicity)
   intake      intake's app as shipped: validation, plan, then one script that takes the client's
-              token and submits atomically: one round trip to Redis per request
+              token and submits atomically; the scripts of requests in flight at one moment go to
+              Redis together, in one pipeline (castlog.batching): at most one round trip each
 
 Each server runs in its own process on a loopback port against one real redis-server (no AOF)
 started here; this process drives them with aiohttp clients at 1, 16 and 64 concurrent requests,

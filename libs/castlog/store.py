@@ -9,6 +9,7 @@ from typing import Literal, cast
 from redis.asyncio import Redis
 
 from . import keys, scripts
+from .batching import ScriptBatcher
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Entry, Meta, Record, decode_entry, encode_fields, encode_headers, is_terminal
 
@@ -48,8 +49,9 @@ class CastStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._append = redis.register_script(scripts.APPEND)
-        self._submit = redis.register_script(scripts.SUBMIT)
-        self._submit_limited = redis.register_script(scripts.SUBMIT_LIMITED)
+        # Submits arrive many at a time on a busy intake: those of one loop turn share a round trip.
+        self._submit = ScriptBatcher(redis, scripts.SUBMIT)
+        self._submit_limited = ScriptBatcher(redis, scripts.SUBMIT_LIMITED)
 
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
