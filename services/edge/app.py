@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -76,11 +77,14 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache),
     )
     tail.start()
+    renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
     log.info("edge reading %s", redact(cfg.redis_url))
     try:
         yield
     finally:
+        renewals.cancel()
         await tail.stop()
+        await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await reader.aclose()  # closes its pool too
 

@@ -22,8 +22,10 @@ READ_BATCH = 100
 # Per-address token bucket for reads (shared by replicas through Redis).
 READ_RATE_PER_S = 20.0
 READ_BURST = 100
-# Open SSE / MP3 / long-poll connections per address, per edge process.
+# Open SSE / MP3 / long-poll connections per address, counted across every edge replica.
 MAX_STREAMS_PER_CLIENT = 8
+# An open stream's slot lapses this long after its edge stops renewing it (an edge that died).
+STREAM_LEASE_S = 30.0
 # Open live listeners per edge process; beyond it new streams are shed with 503.
 MAX_LISTENERS = 20_000
 # Records per JSON page, and the longest long-poll.
@@ -52,6 +54,7 @@ class Config:
     read_rate: float = READ_RATE_PER_S
     read_burst: int = READ_BURST
     max_streams_per_client: int = MAX_STREAMS_PER_CLIENT
+    stream_lease_s: float = STREAM_LEASE_S
     max_listeners: int = MAX_LISTENERS
     max_records_limit: int = MAX_RECORDS_LIMIT
     max_wait_s: float = MAX_WAIT_S
@@ -71,6 +74,7 @@ class Config:
             "EDGE_READ_RATE": self.read_rate,
             "EDGE_READ_BURST": self.read_burst,
             "EDGE_MAX_STREAMS_PER_CLIENT": self.max_streams_per_client,
+            "EDGE_STREAM_LEASE_S": self.stream_lease_s,
             "EDGE_MAX_LISTENERS": self.max_listeners,
             "EDGE_MAX_RECORDS_LIMIT": self.max_records_limit,
             "EDGE_WRITE_TIMEOUT_S": self.write_timeout_s,
@@ -95,6 +99,7 @@ class Config:
             read_rate=get("EDGE_READ_RATE", float, d.read_rate),
             read_burst=get("EDGE_READ_BURST", int, d.read_burst),
             max_streams_per_client=get("EDGE_MAX_STREAMS_PER_CLIENT", int, d.max_streams_per_client),
+            stream_lease_s=get("EDGE_STREAM_LEASE_S", float, d.stream_lease_s),
             max_listeners=get("EDGE_MAX_LISTENERS", int, d.max_listeners),
             max_records_limit=get("EDGE_MAX_RECORDS_LIMIT", int, d.max_records_limit),
             max_wait_s=get("EDGE_MAX_WAIT_S", float, d.max_wait_s),

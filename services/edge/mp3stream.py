@@ -60,7 +60,7 @@ async def audio(request: web.Request) -> web.StreamResponse:
     cast_id, edge, layout = await known_cast(request)
     if layout.closed:
         return await _send_closed(request, edge, cast_id, layout)
-    with edge.guard.stream_slot(request):
+    async with edge.guard.stream_slot(request):
         return await _send_live(request, edge, cast_id, layout)
 
 

@@ -74,7 +74,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     start = start_seq(request)
     edge = request.app[EDGE]
     await edge.guard.take(request)
-    with edge.guard.stream_slot(request):
+    async with edge.guard.stream_slot(request):
         last = await edge.store.last(cast_id)
         if last is None:
             raise not_found("no such cast")

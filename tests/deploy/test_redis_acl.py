@@ -18,7 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from castlog import ratelimit, scripts
+from castlog import ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
@@ -189,6 +189,11 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
     assert edge.xlen(f"pub/casts/{CAST}") == 3
     assert edge.xread({f"pub/casts/{CAST}": "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
     assert edge.register_script(TAKE)(keys=["rl/read/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
+    # open-stream slots, shared by the replicas: take, renew, give back
+    streams = "rl/edge-streams/203.0.113.9"
+    assert edge.register_script(slots.ACQUIRE)(keys=[streams], args=["me:1", 8, 30_000]) == [1, 1]
+    assert edge.register_script(slots.RENEW)(keys=[streams], args=[30_000, "me:1"]) == 1
+    assert edge.zrem(streams, "me:1") == 1
     # The shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a listener joins.
     assert not edge.client_unblock(edge.client_id())
 

@@ -155,12 +155,28 @@ async def test_open_streams_per_address_are_capped_with_429(make_edge: Any, stor
     assert elsewhere.status == 200
     first.close()  # a slot comes free once the edge notices the stream ended
     elsewhere.close()
-    guard = edge.server.app[EDGE].guard
-    for _ in range(100):
-        if guard.open.get("127.0.0.1", 0) < 2:
+    slots = edge.server.app[EDGE].guard.slots
+    for _ in range(100):  # the slot is given back in Redis, where every replica counts it
+        if await store.redis.zcard(slots.key("127.0.0.1")) < 2:
             break
         await asyncio.sleep(0.05)
     fourth = await edge.get(f"/api/casts/{cid}/events")
     assert fourth.status == 200
     fourth.close()
+    second.close()
+
+
+async def test_the_stream_cap_holds_across_edge_replicas(make_edge: Any, store: CastStore) -> None:
+    """Two edges behind one proxy: a client's open streams count together."""
+    replica_a = await make_edge(max_streams_per_client=2)
+    replica_b = await make_edge(max_streams_per_client=2)
+    cid = cast_id()
+    await write_cast(store, cid, ["One."], finish=False)
+    first = await replica_a.get(f"/api/casts/{cid}/events")
+    second = await replica_b.get(f"/api/casts/{cid}/events")
+    assert (first.status, second.status) == (200, 200)
+    for replica in (replica_a, replica_b):
+        refused = await replica.get(f"/api/casts/{cid}/audio.mp3")
+        assert refused.status == 429 and (await refused.json())["error"] == "too_many_streams"
+    first.close()
     second.close()

@@ -1,0 +1,69 @@
+"""Caps on open slots per client, shared by every process, with leases that lapse when a
+holder dies."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from castlog.slots import SlotLimiter
+
+
+async def test_a_client_gets_its_cap_of_slots_and_no_more(redis: Redis) -> None:
+    slots = SlotLimiter(redis, "streams", cap=3)
+    taken = [await slots.acquire("1.2.3.4") for _ in range(3)]
+    assert [held for _, held in taken] == [1, 2, 3] and all(slot for slot, _ in taken)
+    assert await slots.acquire("1.2.3.4") == (None, 3)
+    other, held = await slots.acquire("5.6.7.8")  # another client counts alone
+    assert other is not None and held == 1
+
+
+async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
+    replica_a, replica_b = SlotLimiter(redis, "streams", cap=2), SlotLimiter(redis, "streams", cap=2)
+    first, _ = await replica_a.acquire("1.2.3.4")
+    second, _ = await replica_b.acquire("1.2.3.4")
+    assert first is not None and second is not None and first.member != second.member
+    assert (await replica_a.acquire("1.2.3.4"))[0] is None
+    assert (await replica_b.acquire("1.2.3.4"))[0] is None
+    await replica_b.release([second])
+    again, held = await replica_a.acquire("1.2.3.4")
+    assert again is not None and held == 2
+
+
+async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redis) -> None:
+    slots = SlotLimiter(redis, "streams", cap=5)
+    taken = [slot for client in ("a", "b") for slot, _ in [await slots.acquire(client) for _ in range(4)]]
+    await slots.release([s for s in taken if s is not None][1:])
+    assert await redis.zcard(slots.key("a")) == 1 and not await redis.exists(slots.key("b"))
+
+
+async def test_slots_of_a_holder_that_stopped_renewing_lapse_and_renewed_ones_stand(redis: Redis) -> None:
+    alive, dead = SlotLimiter(redis, "streams", cap=2, lease_s=1.0), SlotLimiter(redis, "streams", cap=2, lease_s=1.0)
+    kept, _ = await alive.acquire("1.2.3.4")
+    lost, _ = await dead.acquire("1.2.3.4")
+    assert kept is not None and lost is not None
+    assert (await alive.acquire("1.2.3.4"))[0] is None  # at the cap
+    for _ in range(5):  # 1.5 s: past the dead holder's lease, the live one renews every 0.3 s
+        await asyncio.sleep(0.3)
+        assert await alive.renew([kept]) == 1
+    fresh, held = await alive.acquire("1.2.3.4")
+    assert fresh is not None and held == 2  # the lapsed slot was dropped, the renewed one stood
+    assert await redis.pttl(alive.key("1.2.3.4")) > 0  # the set itself expires with its leases
+
+
+async def test_renewing_a_released_slot_does_not_bring_it_back(redis: Redis) -> None:
+    slots = SlotLimiter(redis, "streams", cap=2)
+    slot, _ = await slots.acquire("1.2.3.4")
+    assert slot is not None
+    await slots.release([slot])
+    assert await slots.renew([slot]) == 0
+    assert await redis.zcard(slots.key("1.2.3.4")) == 0
+
+
+def test_a_slot_limit_needs_a_cap_and_a_lease(redis: Redis) -> None:
+    with pytest.raises(ValueError):
+        SlotLimiter(redis, "streams", cap=0)
+    with pytest.raises(ValueError):
+        SlotLimiter(redis, "streams", cap=1, lease_s=0)
