@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import ClientSession, ClientTimeout, web
 from redis.asyncio import Redis
 
-from castlog import connect, redact
+from castlog import Settings, connect, redact
 
 from .proxy import MAX_BODY_BYTES, Upstreams, create_app
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
@@ -30,7 +31,15 @@ from .redisserver import RedisServer, die_with_parent, free_port, start_server
 log = logging.getLogger("streamtts")
 
 SERVICES = ("intake", "edge", "synth")
-CHILD_GRACE_S = 35.0  # above synth's default SYNTH_GRACE_S (30): it finishes its chunk in hand
+# A stop waits for each child this much longer than synth's SYNTH_GRACE_S (in which synth
+# finishes the chunk in hand and exits), then kills it.
+CHILD_GRACE_MARGIN_S = 5.0
+SYNTH_GRACE_S = 30.0  # synth's default, for when the environment does not set it
+
+
+def child_grace_s(environ: Mapping[str, str]) -> float:
+    """How long a stop waits for a child: synth's grace as the children get it, and a margin."""
+    return Settings(environ).get("SYNTH_GRACE_S", float, SYNTH_GRACE_S) + CHILD_GRACE_MARGIN_S
 READY_POLL_S = 0.5
 
 
@@ -175,13 +184,14 @@ class Launcher:
         for child in live:
             assert child.proc is not None
             child.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + CHILD_GRACE_S
+        grace_s = child_grace_s(os.environ)
+        deadline = time.monotonic() + grace_s
         for child in live:
             assert child.proc is not None
             while child.proc.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             if child.proc.poll() is None:
-                log.warning("%s did not stop within %.0fs; killing it", child.name, CHILD_GRACE_S)
+                log.warning("%s did not stop within %.0fs; killing it", child.name, grace_s)
                 child.proc.kill()
                 child.proc.wait()
             log.info("stopped %s (code %s)", child.name, child.proc.returncode)
