@@ -60,6 +60,10 @@ class ActiveCast:
         return not (self.closed or self.failing) and self.next_synth < len(self.chunks)
 
     @property
+    def chunks_left(self) -> int:
+        return len(self.chunks) - self.next_synth
+
+    @property
     def complete(self) -> bool:
         return self.next_append >= len(self.chunks)
 

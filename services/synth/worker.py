@@ -84,6 +84,7 @@ class Worker:
         )
         self._pipeline: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
         self._work = asyncio.Event()  # a cast was admitted, or stop() was called
+        self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
         self._room = asyncio.Event()  # a cast left, or stop() was called
         self._stopping = asyncio.Event()
         self._model_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
@@ -214,6 +215,7 @@ class Worker:
         if cast.complete:  # every sentence was already in the log: only `eos` is missing
             await self._finish(cast)
             return
+        cast.pace.admitted_at = self._clock()
         self.casts[job.entry_id] = cast
         metrics.ACTIVE_CASTS.set(len(self.casts))
         self._work.set()
@@ -223,7 +225,9 @@ class Worker:
     async def _synth_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.stopping:
-            cast = scheduler.pick(self.casts.values(), self._clock())
+            live = sum(1 for c in self.casts.values() if c.wants_chunk)
+            first_chunk_s = self.speed.first_chunk_s(listeners=live)
+            cast = scheduler.pick(self.casts.values(), self._clock(), first_chunk_s=first_chunk_s)
             if cast is None:
                 await _wait(self._work, self.cfg.poll_s)
                 continue
@@ -242,6 +246,7 @@ class Worker:
             if cast.closed:
                 continue
             audio_s = len(pcm) / SAMPLE_RATE
+            self.speed.observe(took, len(text), audio_s)
             metrics.CHUNK_SECONDS.labels(stage="synth").observe(took)
             if audio_s > 0:
                 metrics.RTF.observe(took / audio_s)

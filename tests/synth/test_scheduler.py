@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from synth.scheduler import NO_AUDIO_LEAD, Pace, admissible, all_lead, pick
+from synth.scheduler import NO_AUDIO_LEAD, ModelSpeed, Pace, admissible, all_lead, pick
 
 
 @dataclass
@@ -19,6 +19,10 @@ class Cast:
     @property
     def wants_chunk(self) -> bool:
         return self.done < len(self.chunks_ms)
+
+    @property
+    def chunks_left(self) -> int:
+        return len(self.chunks_ms) - self.done
 
 
 def at(audio_ms: int, first_at: float | None) -> Cast:
@@ -79,11 +83,11 @@ def test_a_cast_with_no_audio_yet_blocks_admission_past_the_cap() -> None:
     assert admissible(casts, now=1.0, cap=3, max_active=6, threshold_s=15) == 0
 
 
-def simulate(casts: list[Cast], rtf: float) -> list[tuple[str, float]]:
+def simulate(casts: list[Cast], rtf: float, first_chunk_s: float = 0.0) -> list[tuple[str, float]]:
     """Drive the schedule as the worker does: one chunk per pick, taking ``rtf`` x its audio
     length of model time. Returns (cast, time) of each append."""
     now, log = 0.0, []
-    while (cast := pick(casts, now)) is not None:
+    while (cast := pick(casts, now, first_chunk_s=first_chunk_s)) is not None:
         ms = cast.chunks_ms[cast.done]
         now += rtf * ms / 1000
         cast.done += 1
@@ -142,3 +146,78 @@ def test_a_cast_that_fell_behind_is_served_until_it_catches_up() -> None:
     # Leads 3 s and 30 s; each chunk of "behind" gains it 1.5 s on "ahead": 9 chunks to meet.
     assert names[:8] == ["behind"] * 8
     assert "ahead" in names[8:10]
+
+
+# Audio per character of English text, about what Kokoro speaks.
+MS_PER_CHAR = 75
+
+
+def bench_casts() -> list[Cast]:
+    """bench/synth.py's three casts by their chunks' lengths in characters, admitted at once:
+    "short" opens with a 12-character sentence, a second of audio."""
+    shapes = {"short": (12, 32, 23), "mid": (60, 101), "long": (52, 47, 98, 97, 72)}
+    return [Cast(name, [n * MS_PER_CHAR for n in chars], Pace(admitted_at=0.0)) for name, chars in shapes.items()]
+
+
+def first_and_last(log: list[tuple[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+    names = {name for name, _ in log}
+    first = {name: min(t for n, t in log if n == name) for name in names}
+    last = {name: max(t for n, t in log if n == name) for name in names}
+    return first, last
+
+
+def test_below_capacity_no_listener_runs_dry_while_a_newcomer_gets_its_first_chunk() -> None:
+    rtf = 0.2  # a GPU: three listeners need 0.6 of the model
+    first_chunk_s = rtf * 80 * MS_PER_CHAR / 1000
+    plain = bench_casts()
+    plain_log = simulate(plain, rtf)  # newcomers always first: "short" runs dry meanwhile
+    assert underruns(plain, plain_log) > 0
+    casts = bench_casts()
+    log = simulate(casts, rtf, first_chunk_s)
+    assert underruns(casts, log) == 0
+    first, last = first_and_last(log)
+    plain_first, _ = first_and_last(plain_log)
+    assert max(first.values()) < min(last.values())  # every first audio before any cast ends
+    assert max(first.values()) <= max(plain_first.values()) + first_chunk_s  # about one chunk later at most
+
+
+def test_a_listener_about_to_run_dry_goes_before_a_newcomer_that_has_not_waited_long() -> None:
+    def scene() -> tuple[Cast, Cast, Cast]:
+        """At 10 s: leads of 0.5 s and 20 s, and a cast admitted half a second ago, without audio."""
+        risky, safe = Cast("r", [1000] * 3, Pace(10_500, 0.0)), Cast("s", [1000] * 3, Pace(30_000, 0.0))
+        return risky, safe, Cast("n", [1000], Pace(admitted_at=9.5))
+
+    risky, safe, newcomer = scene()
+    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is risky
+    assert newcomer.pace.yielded
+    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is newcomer  # it yields once
+    risky, safe, newcomer = scene()
+    assert pick([safe, newcomer, risky], now=10.0) is newcomer  # the model's speed not known yet
+    assert pick([safe, newcomer, risky], now=10.6, first_chunk_s=1.0) is newcomer  # waited long enough
+    risky.done = 2
+    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is newcomer  # not for a last chunk
+    # a listener already dry does not hold a newcomer back; one far ahead is not at risk
+    dry = Cast("d", [1000] * 3, Pace(5_000, 0.0))  # lead -5 s
+    assert pick([dry, newcomer, safe], now=10.0, first_chunk_s=1.0) is newcomer
+    # with no newcomer, the lowest lead as always (the dry one)
+    assert pick([safe, risky, dry], now=10.0, first_chunk_s=1.0) is dry
+
+
+def test_model_speed_follows_recent_chunks_and_drops_the_exception_when_it_cannot_keep_up() -> None:
+    speed = ModelSpeed()
+    assert speed.first_chunk_s(listeners=1) == 0.0  # unknown until a chunk was made
+    speed.observe(1.0, 100, audio_s=5.0)  # rtf 0.2
+    assert speed.first_chunk_s(listeners=3) == 0.8  # 10 ms a character, 80 characters
+    assert speed.first_chunk_s(listeners=5) == 0.0  # 5 x 0.2: every listener needs the whole model
+    for _ in range(30):
+        speed.observe(2.0, 100, audio_s=5.0)  # slower: rtf 0.4
+    assert 1.55 < speed.first_chunk_s(listeners=2) <= 1.6
+    assert speed.first_chunk_s(listeners=3) == 0.0  # 3 x 0.4 > 1: over capacity
+
+
+def test_over_capacity_every_first_audio_still_comes_before_any_cast_ends() -> None:
+    rtf = 0.5  # this CPU with three casts: they need 1.5 models
+    casts = bench_casts()
+    log = simulate(casts, rtf, first_chunk_s=rtf * 80 * MS_PER_CHAR / 1000)
+    first, last = first_and_last(log)
+    assert max(first.values()) < min(last.values())
