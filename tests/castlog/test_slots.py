@@ -34,8 +34,13 @@ async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
 
 async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redis) -> None:
     slots = SlotLimiter(redis, "streams", cap=5)
-    taken = [slot for client in ("a", "b") for slot, _ in [await slots.acquire(client) for _ in range(4)]]
-    await slots.release([s for s in taken if s is not None][1:])
+    taken = []
+    for client in ("a", "b"):
+        for _ in range(4):
+            slot, _held = await slots.acquire(client)
+            assert slot is not None
+            taken.append(slot)
+    await slots.release(taken[1:])
     assert await redis.zcard(slots.key("a")) == 1 and not await redis.exists(slots.key("b"))
 
 
