@@ -45,13 +45,13 @@ async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redi
 
 
 async def test_slots_of_a_holder_that_stopped_renewing_lapse_and_renewed_ones_stand(redis: Redis) -> None:
-    alive, dead = SlotLimiter(redis, "streams", cap=2, lease_s=1.0), SlotLimiter(redis, "streams", cap=2, lease_s=1.0)
+    alive, dead = SlotLimiter(redis, "streams", cap=2, lease_s=2.0), SlotLimiter(redis, "streams", cap=2, lease_s=2.0)
     kept, _ = await alive.acquire("1.2.3.4")
     lost, _ = await dead.acquire("1.2.3.4")
     assert kept is not None and lost is not None
     assert (await alive.acquire("1.2.3.4"))[0] is None  # at the cap
-    for _ in range(5):  # 1.5 s: past the dead holder's lease, the live one renews every 0.3 s
-        await asyncio.sleep(0.3)
+    for _ in range(6):  # 2.4 s: past the dead holder's lease, the live one renews every 0.4 s
+        await asyncio.sleep(0.4)
         assert await alive.renew([kept]) == 1
     fresh, held = await alive.acquire("1.2.3.4")
     assert fresh is not None and held == 2  # the lapsed slot was dropped, the renewed one stood
