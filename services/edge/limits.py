@@ -84,10 +84,6 @@ class Guard:
     def total(self) -> int:
         return len(self.held)
 
-    def open_streams(self, client: str) -> int:
-        """Streams this process has open for ``client``."""
-        return sum(1 for slot in self.held if slot.client == client)
-
     def client(self, request: web.Request) -> str:
         return client_address(request.remote, request.headers.get("X-Forwarded-For"), self.trusted)
 
