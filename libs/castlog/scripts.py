@@ -5,7 +5,7 @@ from __future__ import annotations
 from .ratelimit import TAKE
 
 # Milliseconds from Redis's own clock, so every service compares times on one clock.
-_NOW_MS = """
+NOW_MS = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 """
@@ -19,7 +19,7 @@ APPEND = (
 local tail = redis.call('XLEN', KEYS[1])
 if tail ~= tonumber(ARGV[1]) then return {0, tail} end
 """
-    + _NOW_MS
+    + NOW_MS
     + """
 for i = 2, #ARGV, 3 do
   tail = tail + 1
@@ -39,7 +39,7 @@ return {1, tail}
 # in `error`: enqueue one new job per error record (the catalog remembers which error it
 # answered, so concurrent resubmits enqueue once), answer 'reenqueued'. Else 'existing'.
 SUBMIT = (
-    _NOW_MS
+    NOW_MS
     + """
 local n = redis.call('XLEN', KEYS[1])
 if n == 0 then

@@ -15,21 +15,17 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from .ratelimit import RATE_LIMIT_PREFIX
+from .scripts import NOW_MS
 
 # How long a slot stands without a renewal; holders renew every third of it.
 SLOT_LEASE_S = 30.0
 # Slots renewed per script call (one key and one member each).
 RENEW_BATCH = 500
 
-_NOW_MS = """
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-"""
-
 # KEYS[1]: rl/<scope>/<client>; ARGV[1]: the new slot's member, ARGV[2]: cap, ARGV[3]: lease ms
 # Returns {1, slots held now} when a slot was taken, else {0, slots held}.
 ACQUIRE = (
-    _NOW_MS
+    NOW_MS
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
@@ -44,7 +40,7 @@ return {1, held + 1}
 # KEYS[i]: a client's set, ARGV[1]: lease ms, ARGV[i + 1]: a member of KEYS[i] to renew.
 # A slot released (or lapsed) meanwhile is not brought back. Returns how many were renewed.
 RENEW = (
-    _NOW_MS
+    NOW_MS
     + """
 local lease = tonumber(ARGV[1])
 local renewed = 0
