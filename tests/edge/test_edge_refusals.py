@@ -13,6 +13,7 @@ from yarl import URL
 from castlog import CastStore
 from edge.context import EDGE
 from tests.edge.edge_helpers import calls_between, cast_id, command_calls, write_cast
+from tests.support.waiting import wait_until
 
 # Paths exactly as a client might send them (percent-encoding kept as is).
 REFUSED_PATHS = [
@@ -156,10 +157,11 @@ async def test_open_streams_per_address_are_capped_with_429(make_edge: Any, stor
     first.close()  # a slot comes free once the edge notices the stream ended
     elsewhere.close()
     slots = edge.server.app[EDGE].guard.slots
-    for _ in range(100):  # the slot is given back in Redis, where every replica counts it
-        if await store.redis.zcard(slots.key("127.0.0.1")) < 2:
-            break
-        await asyncio.sleep(0.05)
+
+    async def a_slot_is_free() -> bool:  # given back in Redis, where every replica counts it
+        return bool(await store.redis.zcard(slots.key("127.0.0.1")) < 2)
+
+    await wait_until(a_slot_is_free, timeout_s=5)
     fourth = await edge.get(f"/api/casts/{cid}/events")
     assert fourth.status == 200
     fourth.close()
