@@ -25,7 +25,7 @@ from castlog import Audio, CastStore, cast_key, client_for, encode_fields  # noq
 from streamtts.redisserver import start_server  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "castlog.json"
-TEXT = (Path(__file__).resolve().parents[2] / "shared" / "texts" / "paragraph.txt").read_text().split(".")[0]
+TEXT = (Path(__file__).resolve().parents[1] / "texts" / "paragraph.txt").read_text().split(".")[0]
 BODY = bytes(4_000)  # about one short sentence of 48 kbps MP3
 BATCH = 20
 

@@ -50,7 +50,7 @@ from edge.public import Item  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO.parent / "shared" / "texts"
+TEXTS = REPO / "texts"
 IMPLS = ("edge", "naive")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 120.0

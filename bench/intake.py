@@ -50,7 +50,7 @@ from intake.appkeys import REDIS, STORE  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO.parent / "shared" / "texts"
+TEXTS = REPO / "texts"
 VARIANTS = ("floor", "three_trips", "intake")
 MODES = ("fresh", "repeat")
 CONCURRENCY = (1, 16, 64)

@@ -54,7 +54,7 @@ from synth.mp3 import encode_chunk  # noqa: E402
 from synth.worker import Worker  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "synth.json"
-TEXTS = Path(__file__).resolve().parents[2] / "shared" / "texts"
+TEXTS = Path(__file__).resolve().parents[1] / "texts"
 SHORT = (TEXTS / "short.txt").read_text(encoding="utf-8").strip()
 PARAGRAPH = (TEXTS / "paragraph.txt").read_text(encoding="utf-8").strip()
 # A bounded slice of the paragraph: long enough to stream, short enough for the naive design.

@@ -12,7 +12,7 @@ from castlog import CastStore, client_for
 from streamtts.redisserver import RedisServer, start_server
 
 REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO.parent / "shared" / "texts"
+TEXTS = REPO / "texts"
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +42,8 @@ def store(redis: Redis) -> CastStore:
 
 @pytest.fixture(scope="session")
 def texts() -> dict[str, str]:
-    """The shared texts (short, paragraph, article, tricky) that every benchmark uses too."""
+    """The repository's texts (short, paragraph, article, tricky) that every benchmark uses too."""
     found = {p.stem: p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))}
     if not {"short", "paragraph", "article", "tricky"} <= found.keys():
-        pytest.fail(f"the shared texts are missing from {TEXTS}: the checkout needs shared/ beside it")
+        pytest.fail(f"the texts are missing from {TEXTS}: restore texts/ from git")
     return found

@@ -1,7 +1,7 @@
 """The live schedule: which cast gets the model next, and whether a new job may be admitted.
 
 Pure functions over a small :class:`Pace` per cast, with the clock passed in, so the policy is
-unit-tested without a model, Redis or real time. DESIGN.md's rule:
+unit-tested without a model, Redis or real time. docs/design.md's rule:
 
     lead = audio_ms_appended / 1000 - (now - first_audio_appended_at)
 
