@@ -11,6 +11,7 @@ VOICES = "synth/voices"
 GROUP = "synth"
 
 CAST_PREFIX = "pub/casts/"
+RATE_LIMIT_PREFIX = "rl/"
 CATALOG_PREFIX = "catalog/"
 
 # content_id() yields 12 characters of URL-safe base64; nothing else is a cast id.
@@ -28,6 +29,11 @@ def cast_key(cast_id: str) -> str:
 
 def catalog_key(cast_id: str) -> str:
     return CATALOG_PREFIX + cast_id
+
+
+def limit_key(scope: str, client: str) -> str:
+    """``rl/<scope>/<client>``: a client's token bucket or its leased slots in one scope."""
+    return f"{RATE_LIMIT_PREFIX}{scope}/{client}"
 
 
 def cast_id_of(stream: str) -> str | None:

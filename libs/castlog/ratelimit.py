@@ -9,16 +9,19 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-RATE_LIMIT_PREFIX = "rl/"
+from .keys import limit_key
+from .lua import NOW_MS
 
 # KEYS[1]: the bucket rl/<scope>/<client>
 # ARGV[1]: refill rate (tokens per second), ARGV[2]: burst (bucket size), ARGV[3]: cost
 # Takes `cost` tokens if the bucket holds them. Returns {1, 0} or {0, ms until enough tokens}.
 # Redis's clock, so replicas with skewed clocks agree; the key expires once the bucket is full.
-TAKE = """
+TAKE = (
+    """
 local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+"""
+    + NOW_MS
+    + """
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens, at = tonumber(b[1]) or burst, tonumber(b[2]) or now
 tokens = math.min(burst, tokens + (now - at) * rate / 1000)
@@ -32,6 +35,7 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1000)
 return {ok, wait}
 """
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class RateLimiter:
 
     def key(self, client: str) -> str:
         """The bucket of ``client``: TAKE's KEYS[1]."""
-        return f"{RATE_LIMIT_PREFIX}{self.scope}/{client}"
+        return limit_key(self.scope, client)
 
     def args(self, cost: int = 1) -> list[float | int]:
         """TAKE's ARGV: rate, burst, cost (a script that embeds TAKE passes them on)."""

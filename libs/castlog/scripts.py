@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
+from .lua import NOW_MS
 from .ratelimit import TAKE
-
-# Milliseconds from Redis's own clock, so every service compares times on one clock.
-NOW_MS = """
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-"""
 
 # KEYS[1]: the cast log pub/casts/<id>
 # ARGV[1]: match_seq_num, the tail the caller believes in; then e, h, b for each record

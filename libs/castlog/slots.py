@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from .ratelimit import RATE_LIMIT_PREFIX
-from .scripts import NOW_MS
+from .keys import limit_key
+from .lua import NOW_MS
 
 # How long a slot stands without a renewal; holders renew every third of it.
 SLOT_LEASE_S = 30.0
@@ -78,7 +78,7 @@ class SlotLimiter:
         self._count = 0
 
     def key(self, client: str) -> str:
-        return f"{RATE_LIMIT_PREFIX}{self.scope}/{client}"
+        return limit_key(self.scope, client)
 
     async def acquire(self, client: str) -> tuple[Slot | None, int]:
         """A slot for ``client`` and the slots it holds now; (None, held) when it is at its cap."""

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.model import MAX_PHONEMES, UnknownVoiceError
+from castlog import MAX_PHONEMES
+from synth.model import UnknownVoiceError
 from synth.model.pipeline import KokoroSynthesizer, split_phonemes
 from synth.model.voices import STYLE_DIM, VoiceBank, load_voices
 

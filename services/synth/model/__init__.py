@@ -11,7 +11,6 @@ Everything here blocks; the worker runs it in a thread, never on the event loop.
 from __future__ import annotations
 
 from .base import (
-    MAX_PHONEMES,
     SAMPLE_RATE,
     Audio,
     BackendUnavailableError,
@@ -21,7 +20,6 @@ from .base import (
 from .loader import load_synthesizer
 
 __all__ = [
-    "MAX_PHONEMES",
     "SAMPLE_RATE",
     "Audio",
     "BackendUnavailableError",

@@ -12,8 +12,6 @@ import numpy as np
 import numpy.typing as npt
 
 SAMPLE_RATE = 24_000
-# Kokoro's context is 512 tokens, two of which are the start/end pads.
-MAX_PHONEMES = 510
 
 Audio = npt.NDArray[np.float32]
 

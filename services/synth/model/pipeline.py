@@ -12,7 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .base import MAX_PHONEMES, SAMPLE_RATE, Audio, Engine, UnknownVoiceError
+from castlog import MAX_PHONEMES
+
+from .base import SAMPLE_RATE, Audio, Engine, UnknownVoiceError
 from .g2p import G2P
 from .voices import VoiceBank
 

@@ -16,8 +16,10 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
+from castlog import MAX_PHONEMES
+
 from .assets import HUB_VOICES, onnx_voice_archive
-from .base import MAX_PHONEMES, UnknownVoiceError
+from .base import UnknownVoiceError
 
 log = logging.getLogger(__name__)
 
