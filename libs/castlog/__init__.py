@@ -20,6 +20,7 @@ from .keys import (
     is_cast_id,
     seq_of,
 )
+from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
@@ -52,4 +53,5 @@ __all__ = [
     "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
     "is_cast_id", "is_terminal", "kind_of", "openapi_document", "playable", "redact", "require_non_negative", "require_positive",
     "seq_of", "split_text", "summarize",
+    "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
 ]

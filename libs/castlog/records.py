@@ -27,6 +27,7 @@ class Meta(_Record, tag="meta", frozen=True):
     chars: int
     sentences: int
     created_at: int  # ms since the epoch
+    live: bool = False  # an open cast: its text arrives in fragments, `sentences` grows (0 at first)
 
 
 class Start(_Record, tag="start", frozen=True):
@@ -40,6 +41,7 @@ class Audio(_Record, tag="audio", frozen=True):
     t: str  # sentence text
     d: int  # duration in ms, exact
     o: int  # start in ms on the cast timeline
+    n: int = 0  # live casts: the sentences planned so far (the plan grows); 0 (omitted) otherwise
     body: bytes = b""  # the MP3 chunk; stored in field ``b``, never inside ``h``
 
 

@@ -71,8 +71,10 @@ class CastState:
             self.status, self.error = "generating", None
         elif isinstance(record, Audio):
             self._audio[record.i] = record.d
+            self.planned = max(self.planned, record.n)
             self.status = "generating"
         elif isinstance(record, Eos):
+            self.planned = max(self.planned, record.sentences)  # a live cast's plan is final here
             self.status = "done"
         elif isinstance(record, Error):
             self.status, self.error = "error", record.reason

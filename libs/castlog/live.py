@@ -1,0 +1,253 @@
+"""Open (live) casts: created without their text, fed fragments in order, then closed.
+
+The cast log of an open cast is written as any other (intake writes ``meta`` with ``live``, the
+worker the rest); its text grows in the private catalog stream ``catalog/<id>``:
+
+- the first entry is the recipe, with ``live=1`` and an empty ``text``;
+- ``{t, o, end}``: a fragment ``t`` sent at offset ``o`` (code points of the text as sent),
+  ending at ``end``; offsets make a resend harmless and a gap visible;
+- ``{flush, end}``: everything up to ``end`` is to be spoken now, complete sentence or not;
+- ``{closed, end, cid}``: the text is complete; ``cid`` is the content id of the final text.
+
+The job goes to ``jobs/live`` (not ``jobs``) so that an open cast waiting for text never waits
+behind a queue of whole-text casts, and the worker bounds open casts apart from the others.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from redis.asyncio import Redis
+
+from . import keys
+from .ids import content_id
+from .ratelimit import TAKE, RateLimited, RateLimiter, Verdict
+from .records import Meta, encode_headers
+from .scripts import NOW_MS, _function
+
+JOBS_LIVE = "jobs/live"
+# Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
+OPEN_ID_TRIES = 3
+
+# Field lookup in a stream entry's flat field list (Lua helper shared by the scripts below).
+_FIELD = """
+local function field(entry, name)
+  if not entry then return nil end
+  local f = entry[2]
+  for i = 1, #f, 2 do if f[i] == name then return f[i + 1] end end
+  return nil
+end
+"""
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live
+# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed
+# Claims a fresh random id: recipe (live, no text), meta and the job; 'taken' if the id is used.
+OPEN = (
+    NOW_MS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'taken' end
+redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
+  'live', '1', 'speed', ARGV[5])
+redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+return 'new'
+"""
+)
+
+# KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
+# ARGV[1..5]: OPEN's, ARGV[6..8]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
+OPEN_LIMITED = (
+    _function("take", TAKE)
+    + _function("open", OPEN)
+    + """
+local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
+if verdict[1] == 0 then return verdict end
+return {1, open({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
+"""
+)
+
+# The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
+_STATE = (
+    _FIELD
+    + """
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+if not first then return {'missing', 0} end
+if field(first, 'live') ~= '1' then return {'not_live', 0} end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local stored_end = tonumber(field(last, 'end') or '0')
+if field(last, 'closed') then return {'closed', stored_end, field(last, 'cid')} end
+"""
+)
+
+# KEYS[1]: catalog/<id>
+# ARGV[1]: offset, ARGV[2]: text (cleaned), ARGV[3]: end (offset + length as sent),
+# ARGV[4]: the most characters the text may reach, ARGV[5]: '1' to flush after it
+# Appends the fragment when it starts exactly at the end; a fragment wholly before the end is a
+# resend (nothing appended); one past the end leaves a gap and one across it overlaps: refused.
+# Returns {answer, end}: ok, duplicate, gap, overlap, too_long, closed, missing, not_live.
+FRAGMENT = (
+    _STATE
+    + """
+local offset, new_end = tonumber(ARGV[1]), tonumber(ARGV[3])
+if offset > stored_end then return {'gap', stored_end} end
+if new_end < stored_end or (new_end == stored_end and offset < stored_end) then
+  return {'duplicate', stored_end}
+end
+if offset < stored_end then return {'overlap', stored_end} end
+if new_end > tonumber(ARGV[4]) then return {'too_long', stored_end} end
+if new_end > offset then
+  redis.call('XADD', KEYS[1], '*', 't', ARGV[2], 'o', offset, 'end', new_end)
+end
+if ARGV[5] == '1' and not (field(last, 'flush') and tonumber(field(last, 'end')) == new_end) then
+  redis.call('XADD', KEYS[1], '*', 'flush', '1', 'end', new_end)
+end
+return {'ok', new_end}
+"""
+)
+
+# KEYS[1]: catalog/<id>
+# ARGV[1]: the end the closer saw (its text's length), ARGV[2]: the final text's content id
+# Closes the text if nothing was appended since the closer read it. Returns {answer, end, cid}:
+# ok, closed (already; its cid), moved (a fragment came in meanwhile), missing, not_live.
+CLOSE = (
+    _STATE
+    + """
+if tonumber(ARGV[1]) ~= stored_end then return {'moved', stored_end} end
+redis.call('XADD', KEYS[1], '*', 'closed', '1', 'end', stored_end, 'cid', ARGV[2])
+return {'ok', stored_end, ARGV[2]}
+"""
+)
+
+FragmentAnswer = Literal["ok", "duplicate", "gap", "overlap", "too_long", "closed", "missing", "not_live"]
+CloseAnswer = Literal["ok", "closed", "moved", "missing", "not_live"]
+Rows = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+def open_cast_id() -> str:
+    """A random id in the content ids' format (12 URL-safe characters), never a content hash."""
+    return secrets.token_urlsafe(9)
+
+
+@dataclass(frozen=True)
+class TextEvent:
+    """One entry of an open cast's text log after its recipe."""
+
+    entry_id: str
+    kind: Literal["text", "flush", "closed"]
+    end: int
+    text: str = ""
+    cid: str = ""
+
+
+@dataclass(frozen=True)
+class LiveText:
+    """An open cast's text as its catalog holds it."""
+
+    voice: str
+    speed: float
+    events: list[TextEvent]
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.events)
+
+    @property
+    def end(self) -> int:
+        return self.events[-1].end if self.events else 0
+
+    @property
+    def closed(self) -> TextEvent | None:
+        return next((e for e in self.events if e.kind == "closed"), None)
+
+
+def text_event(entry_id: bytes | str, fields: dict[bytes, bytes]) -> TextEvent | None:
+    """The event of one catalog entry; None for the recipe and entries of other kinds."""
+    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    end = int(fields.get(b"end", b"0"))
+    if b"t" in fields:
+        return TextEvent(eid, "text", end, fields[b"t"].decode())
+    if b"flush" in fields:
+        return TextEvent(eid, "flush", end)
+    if b"closed" in fields:
+        return TextEvent(eid, "closed", end, cid=fields.get(b"cid", b"").decode())
+    return None
+
+
+def text_events(rows: Rows) -> list[TextEvent]:
+    return [e for e in (text_event(i, f) for i, f in rows) if e is not None]
+
+
+class LiveStore:
+    """Open, feed and close open casts (one per process, like :class:`castlog.CastStore`)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._open = redis.register_script(OPEN)
+        self._open_limited = redis.register_script(OPEN_LIMITED)
+        self._fragment = redis.register_script(FRAGMENT)
+        self._close = redis.register_script(CLOSE)
+
+    async def open(
+        self, voice: str, meta: Meta, *, speed: float = 1.0, limit: tuple[RateLimiter, str] | None = None
+    ) -> str:
+        """Claim a fresh random id for an open cast: recipe, ``meta`` and its job in one step."""
+        for _ in range(OPEN_ID_TRIES):
+            cast_id = open_cast_id()
+            open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE]
+            args: list[str | bytes | float | int] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed)]
+            if limit is None:
+                answer = await self._open(keys=open_keys, args=args)
+            else:
+                limiter, client = limit
+                ok, answer = await self._open_limited(
+                    keys=[*open_keys, limiter.key(client)], args=[*args, *limiter.args()]
+                )
+                if not ok:
+                    raise RateLimited(Verdict.of(ok, answer))
+            if _text(answer) == "new":
+                return cast_id
+        raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
+
+    async def append_text(
+        self, cast_id: str, offset: int, raw_length: int, text: str, *, max_chars: int, flush: bool = False
+    ) -> tuple[FragmentAnswer, int]:
+        """Add a fragment of ``raw_length`` characters as sent (``text`` is what is kept of it)
+        at ``offset``; returns the answer and the text's end after it."""
+        answer, end = (await self._fragment(
+            keys=[keys.catalog_key(cast_id)],
+            args=[offset, text, offset + raw_length, max_chars, "1" if flush else "0"],
+        ))[:2]
+        return cast(FragmentAnswer, _text(answer)), int(end)
+
+    async def close(self, cast_id: str, seen_end: int, cid: str) -> tuple[CloseAnswer, int, str]:
+        reply = await self._close(keys=[keys.catalog_key(cast_id)], args=[seen_end, cid])
+        stored_cid = _text(reply[2]) if len(reply) > 2 and reply[2] is not None else ""
+        return cast(CloseAnswer, _text(reply[0])), int(reply[1]), stored_cid
+
+    async def read_text(self, cast_id: str) -> LiveText | None:
+        """The whole text log of an open cast; None when ``cast_id`` is no open cast."""
+        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id)))
+        if not rows or rows[0][1].get(b"live") != b"1":
+            return None
+        recipe = rows[0][1]
+        return LiveText(
+            voice=recipe[b"voice"].decode(), speed=float(recipe.get(b"speed", b"1.0")), events=text_events(rows[1:])
+        )
+
+    async def close_text(self, cast_id: str, voice: str) -> tuple[CloseAnswer, int, str]:
+        """Close with the content id of the text as it stands, re-reading when a fragment lands
+        between the read and the close."""
+        while True:
+            live = await self.read_text(cast_id)
+            if live is None:
+                exists = await self.redis.exists(keys.catalog_key(cast_id))
+                return ("not_live" if exists else "missing"), 0, ""
+            answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice))
+            if answer != "moved":
+                return answer, end, cid
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
