@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+import castlog
+
 from . import jobs
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,9 @@ class Inbox:
         claim_every_s: float,
         poll_s: float,
         clock: Callable[[], float] = time.monotonic,
+        stream: str = castlog.JOBS,
     ) -> None:
-        self.redis, self.consumer = redis, consumer
+        self.redis, self.consumer, self.stream = redis, consumer, stream
         self.lease_ms, self.claim_every_s, self.poll_s = lease_ms, claim_every_s, poll_s
         self._clock = clock
         self._backlog: list[jobs.StreamEntry] = []
@@ -47,8 +50,8 @@ class Inbox:
 
     async def open(self) -> None:
         """Create the group if needed and pick up what this consumer left pending."""
-        await jobs.ensure_group(self.redis)
-        self._backlog = await jobs.read_own_pending(self.redis, self.consumer)
+        await jobs.ensure_group(self.redis, self.stream)
+        self._backlog = await jobs.read_own_pending(self.redis, self.consumer, self.stream)
         if self._backlog:
             log.info("resuming %d job(s) pending for consumer %s", len(self._backlog), self.consumer)
 
@@ -73,11 +76,11 @@ class Inbox:
             out.append(Delivery(entry_id, fields, None))
         now = self._clock()
         due = [i for i, at in self._retrying.items() if at <= now][: room - len(out)]
-        owners = await jobs.pending(self.redis, due)
+        owners = await jobs.pending(self.redis, due, self.stream)
         for entry_id in due:
             del self._retrying[entry_id]
             if entry_id in owners and owners[entry_id].consumer == self.consumer:  # still ours
-                claimed = await jobs.claim(self.redis, self.consumer, entry_id)  # counts a delivery
+                claimed = await jobs.claim(self.redis, self.consumer, entry_id, self.stream)  # counts a delivery
                 if claimed is not None:
                     out.append(Delivery(entry_id, claimed[1], None))
         if len(out) < room and now - self._last_claim >= self.claim_every_s:
@@ -85,7 +88,8 @@ class Inbox:
             out += await self._take_over(room - len(out), active)
         if not out:
             block_ms = max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
-            out = [Delivery(i, f, 1) for i, f in await jobs.read_new(self.redis, self.consumer, room, block_ms)]
+            new = await jobs.read_new(self.redis, self.consumer, room, block_ms, self.stream)
+            out = [Delivery(i, f, 1) for i, f in new]
         return out
 
     async def _take_over(self, room: int, active: Container[str]) -> list[Delivery]:
@@ -94,7 +98,7 @@ class Inbox:
         out: list[Delivery] = []
         for _ in range(MAX_CLAIM_SCANS):
             self._claim_from, claimed = await jobs.autoclaim(
-                self.redis, self.consumer, self.lease_ms, room - len(out), self._claim_from
+                self.redis, self.consumer, self.lease_ms, room - len(out), self._claim_from, self.stream
             )
             for entry_id, fields in claimed:
                 if entry_id not in active:  # our own active job, idle for a lease: a stalled loop

@@ -1,4 +1,4 @@
-"""The consumer group ``synth`` on ``jobs``: delivery, leases, acknowledgement, receipts.
+"""The consumer group ``synth`` on ``jobs`` (and on ``jobs/live``, the open casts'): delivery, leases, acknowledgement, receipts.
 
 Thin, stateless wrappers over the stream commands, one job each, so that the worker reads as
 policy. Facts of Redis they rely on (checked against redis-server 7.0):
@@ -39,10 +39,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def ensure_group(redis: Redis) -> None:
+async def ensure_group(redis: Redis, stream: str = castlog.JOBS) -> None:
     """Create the group at the start of ``jobs`` (and the stream) unless it exists."""
     try:
-        await redis.xgroup_create(castlog.JOBS, castlog.GROUP, id="0", mkstream=True)
+        await redis.xgroup_create(stream, castlog.GROUP, id="0", mkstream=True)
     except ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
@@ -64,7 +64,7 @@ def _streams(reply: Any) -> list[StreamEntry]:
     return [row for _stream, rows in reply or () for row in _entries(rows)]
 
 
-def parse_job(entry_id: str, fields: Fields, deliveries: int) -> Job | None:
+def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Job | None:
     """The job of one ``jobs`` entry, or None when it is not a well-formed job."""
     cast_id = as_str(fields.get(b"id", b""))
     if not castlog.is_cast_id(cast_id):
@@ -73,16 +73,16 @@ def parse_job(entry_id: str, fields: Fields, deliveries: int) -> Job | None:
         enqueued_at = int(fields.get(b"enqueued_at", b"0"))
     except ValueError:
         enqueued_at = 0
-    return Job(entry_id, cast_id, enqueued_at, max(1, deliveries))
+    return Job(entry_id, cast_id, enqueued_at, max(1, deliveries), stream)
 
 
-async def read_own_pending(redis: Redis, consumer: str) -> list[StreamEntry]:
+async def read_own_pending(redis: Redis, consumer: str, stream: str = castlog.JOBS) -> list[StreamEntry]:
     """Every entry already delivered to ``consumer`` and not acknowledged (a restart's backlog)."""
     out: list[StreamEntry] = []
     after = "0"
     while True:
         reply: Any = await redis.xreadgroup(
-            castlog.GROUP, consumer, {castlog.JOBS: after}, count=PENDING_PAGE
+            castlog.GROUP, consumer, {stream: after}, count=PENDING_PAGE
         )
         rows = [row for _stream, page in reply or () for row in page]
         out.extend(_entries(rows))
@@ -91,16 +91,18 @@ async def read_own_pending(redis: Redis, consumer: str) -> list[StreamEntry]:
         after = as_str(rows[-1][0])
 
 
-async def read_new(redis: Redis, consumer: str, count: int, block_ms: int) -> list[StreamEntry]:
+async def read_new(
+    redis: Redis, consumer: str, count: int, block_ms: int, stream: str = castlog.JOBS
+) -> list[StreamEntry]:
     """Up to ``count`` never-delivered entries, waiting at most ``block_ms`` for one."""
     reply: Any = await redis.xreadgroup(
-        castlog.GROUP, consumer, {castlog.JOBS: ">"}, count=count, block=block_ms
+        castlog.GROUP, consumer, {stream: ">"}, count=count, block=block_ms
     )
     return _streams(reply)
 
 
 async def autoclaim(
-    redis: Redis, consumer: str, min_idle_ms: int, count: int, start_id: str = "0-0"
+    redis: Redis, consumer: str, min_idle_ms: int, count: int, start_id: str = "0-0", stream: str = castlog.JOBS
 ) -> tuple[str, list[StreamEntry]]:
     """Take over up to ``count`` entries whose lease expired (idle > ``min_idle_ms``), scanning
     the pending list from ``start_id``; returns where the next scan goes on ("0-0": the end was
@@ -111,18 +113,18 @@ async def autoclaim(
     Entries deleted from the stream while pending are acknowledged: nothing can run them.
     """
     reply: Any = await redis.xautoclaim(
-        castlog.JOBS, castlog.GROUP, consumer, min_idle_ms, start_id=start_id, count=count
+        stream, castlog.GROUP, consumer, min_idle_ms, start_id=start_id, count=count
     )
     claimed = _entries(reply[1])
     deleted = reply[2] if len(reply) > 2 else []
     if deleted:
-        await redis.xack(castlog.JOBS, castlog.GROUP, *deleted)
+        await redis.xack(stream, castlog.GROUP, *deleted)
     return as_str(reply[0]), claimed
 
 
-async def claim(redis: Redis, consumer: str, entry_id: str) -> StreamEntry | None:
+async def claim(redis: Redis, consumer: str, entry_id: str, stream: str = castlog.JOBS) -> StreamEntry | None:
     """Deliver our own pending entry again (a retry): counts one more delivery."""
-    rows: Any = await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, 0, [entry_id])
+    rows: Any = await redis.xclaim(stream, castlog.GROUP, consumer, 0, [entry_id])
     return next(iter(_entries(rows)), None)
 
 
@@ -132,13 +134,13 @@ class Pending:
     deliveries: int
 
 
-async def pending(redis: Redis, entry_ids: list[str]) -> dict[str, Pending]:
+async def pending(redis: Redis, entry_ids: list[str], stream: str = castlog.JOBS) -> dict[str, Pending]:
     """Owner and delivery count of each of ``entry_ids`` still pending (absent: acknowledged)."""
     if not entry_ids:
         return {}
     async with redis.pipeline(transaction=False) as pipe:
         for entry_id in entry_ids:
-            pipe.xpending_range(castlog.JOBS, castlog.GROUP, min=entry_id, max=entry_id, count=1)
+            pipe.xpending_range(stream, castlog.GROUP, min=entry_id, max=entry_id, count=1)
         replies = await pipe.execute()
     out: dict[str, Pending] = {}
     for entry_id, rows in zip(entry_ids, replies):
@@ -147,14 +149,14 @@ async def pending(redis: Redis, entry_ids: list[str]) -> dict[str, Pending]:
     return out
 
 
-async def refresh(redis: Redis, consumer: str, entry_ids: list[str]) -> None:
+async def refresh(redis: Redis, consumer: str, entry_ids: list[str], stream: str = castlog.JOBS) -> None:
     """Reset the idle time of entries we own, without counting a delivery."""
     if entry_ids:
-        await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, 0, list[Any](entry_ids), justid=True)
+        await redis.xclaim(stream, castlog.GROUP, consumer, 0, list[Any](entry_ids), justid=True)
 
 
-async def ack(redis: Redis, entry_id: str) -> None:
-    await redis.xack(castlog.JOBS, castlog.GROUP, entry_id)
+async def ack(redis: Redis, entry_id: str, stream: str = castlog.JOBS) -> None:
+    await redis.xack(stream, castlog.GROUP, entry_id)
 
 
 async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:
