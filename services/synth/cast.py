@@ -8,7 +8,25 @@ from dataclasses import dataclass, field
 import castlog
 from castlog import Audio, CastState, Entry, Start
 
+from .livechunks import LiveChunks
 from .scheduler import Pace
+
+
+@dataclass
+class OpenText:
+    """An open cast's text as this worker has read it from the catalog so far."""
+
+    chunker: LiveChunks
+    after: str = "0-0"  # the last catalog entry read
+    end: int = 0  # the text's end offset (characters as sent)
+    text: str = ""
+    closed: bool = False
+    heard_at: float = 0.0  # clock time when text last came (for SYNTH_LIVE_IDLE_S)
+    speed: float = 1.0
+
+
+def job_key(stream: str, entry_id: str) -> str:
+    return entry_id if stream == castlog.JOBS else f"{stream}:{entry_id}"
 
 
 @dataclass(frozen=True)
@@ -19,6 +37,16 @@ class Job:
     cast_id: str
     enqueued_at: int  # ms since the epoch (Redis's clock), 0 when the entry had none
     deliveries: int  # the group's delivery count: this job's attempt number
+    stream: str = castlog.JOBS  # `jobs`, or `jobs/live` for an open cast
+
+    @property
+    def key(self) -> str:
+        """Unique among the jobs of both streams (entry ids are unique only within one)."""
+        return job_key(self.stream, self.entry_id)
+
+    @property
+    def live(self) -> bool:
+        return self.stream == castlog.JOBS_LIVE
 
 
 @dataclass
@@ -46,6 +74,7 @@ class ActiveCast:
     heard_from: float | None = None  # clock time of this attempt's first append
     appended_ms: int = 0  # audio this attempt appended
     failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
+    open_text: OpenText | None = None  # an open cast's growing text; None for a whole text
     closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
 
     def __post_init__(self) -> None:
@@ -65,7 +94,16 @@ class ActiveCast:
 
     @property
     def complete(self) -> bool:
-        return self.next_append >= len(self.chunks)
+        return self.next_append >= len(self.chunks) and (self.open_text is None or self.open_text.closed)
+
+    @property
+    def live(self) -> bool:
+        return self.open_text is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Chunks synthesized (or being synthesized) and not yet appended."""
+        return self.next_synth - self.next_append
 
     def take_chunk(self) -> tuple[int, str]:
         """The next chunk to synthesize, with its sentence index."""
@@ -76,7 +114,8 @@ class ActiveCast:
     def audio_record(self, i: int, duration_ms: int, body: bytes) -> Audio:
         if i != self.next_append:
             raise AssertionError(f"cast {self.cast_id}: chunk {i} appended out of order ({self.next_append})")
-        return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, body=body)
+        planned = len(self.chunks) if self.live else 0
+        return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned, body=body)
 
     def listen_lead(self, now: float) -> float:
         """How far the appended audio is ahead of a listener who started at this attempt's first
@@ -120,9 +159,18 @@ def first_audio_seq(entries: Sequence[Entry]) -> int | None:
     return next((e.seq_num for e in entries if isinstance(e.record, Audio)), None)
 
 
-def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastState, tail: int) -> ActiveCast:
+def plan(
+    job: Job,
+    voice: str,
+    text: str,
+    entries: Sequence[Entry],
+    state: CastState,
+    tail: int,
+    open_text: OpenText | None = None,
+) -> ActiveCast:
     """The cast's next attempt, to be opened by a `start` at ``tail`` (the log's true tail, which
-    counts records of kinds this version skips): resume at the first sentence not in the log."""
+    counts records of kinds this version skips): resume at the first sentence not in the log.
+    An open cast's chunks so far come from ``open_text``."""
     attempt, job_attempt = attempt_numbers(job, entries)
     resume_from = state.next_sentence()
     offset = sum(
@@ -131,11 +179,12 @@ def plan(job: Job, voice: str, text: str, entries: Sequence[Entry], state: CastS
     return ActiveCast(
         job=job,
         voice=voice,
-        chunks=castlog.split_text(text),
+        chunks=open_text.chunker.chunks if open_text else castlog.split_text(text),  # grows with it
         attempt=attempt,
         job_attempt=job_attempt,
         resume_from=resume_from,
         tail=tail,
         offset_ms=offset,
         first_audio_seq=first_audio_seq(entries),
+        open_text=open_text,
     )

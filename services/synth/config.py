@@ -49,6 +49,9 @@ class SynthConfig:
     grace_s: float = 30.0  # SIGTERM: finish the chunk in hand and exit within this
     stats_interval_s: float = 5.0  # how often queue depth, lag and Redis memory are polled
     voices_maxlen: int = 100  # entries kept in `synth/voices` (approximate trim)
+    # Open (live) casts
+    max_live: int = 8  # open casts held at once, apart from the others' concurrency
+    live_idle_s: float = 120.0  # an open cast without new text this long is closed by the worker
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -61,6 +64,8 @@ class SynthConfig:
             "SYNTH_POLL_S": self.poll_s,
             "SYNTH_GRACE_S": self.grace_s,
             "SYNTH_STATS_INTERVAL_S": self.stats_interval_s,
+            "SYNTH_MAX_LIVE": self.max_live,
+            "SYNTH_LIVE_IDLE_S": self.live_idle_s,
         })
         if self.threads is not None:
             require_positive({"SYNTH_THREADS": self.threads})
@@ -106,4 +111,6 @@ class SynthConfig:
             retry_backoff_max_s=get("SYNTH_RETRY_BACKOFF_MAX_S", float, d.retry_backoff_max_s),
             grace_s=get("SYNTH_GRACE_S", float, d.grace_s),
             stats_interval_s=get("SYNTH_STATS_INTERVAL_S", float, d.stats_interval_s),
+            max_live=get("SYNTH_MAX_LIVE", int, d.max_live),
+            live_idle_s=get("SYNTH_LIVE_IDLE_S", float, d.live_idle_s),
         )

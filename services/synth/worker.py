@@ -33,9 +33,11 @@ import castlog
 from castlog import CastStore, Eos, Error, SeqMismatch, Start
 
 from . import jobs, metrics, scheduler
-from .cast import ActiveCast, Job, plan
+from .cast import ActiveCast, Job, job_key, plan
 from .config import SynthConfig
 from .inbox import Delivery, Inbox
+from .livefeed import LiveFeed, read_open_text
+from .livesched import pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .mp3 import EncodedChunk, encode_chunk
 
@@ -82,6 +84,14 @@ class Worker:
         self.inbox = Inbox(
             redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock
         )
+        # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
+        self.live_inbox = Inbox(
+            redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock,
+            stream=castlog.JOBS_LIVE,
+        )
+        self.feed = LiveFeed(
+            redis, self.casts, idle_s=cfg.live_idle_s, poll_s=cfg.poll_s, clock=clock, on_text=self._text_came
+        )
         self._pipeline: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
         self._work = asyncio.Event()  # a cast was admitted, or stop() was called
         self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
@@ -96,7 +106,9 @@ class Worker:
         """Work until :meth:`stop`; then finish the chunk in hand and return, leaving unfinished
         jobs pending so that they resume (here after a restart, or on another worker)."""
         await self.inbox.open()
+        await self.live_inbox.open()
         side = [asyncio.create_task(self._admit_loop()), asyncio.create_task(self._lease_loop())]
+        side += [asyncio.create_task(self._admit_live_loop()), asyncio.create_task(self.feed.run())]
         main = [asyncio.create_task(self._synth_loop()), asyncio.create_task(self._append_loop())]
         try:
             running = set(side + main)
@@ -129,7 +141,7 @@ class Worker:
         while not self.stopping:
             try:
                 room = scheduler.admissible(
-                    list(self.casts.values()),
+                    [c for c in self.casts.values() if not c.live],
                     self._clock(),
                     cap=self.cfg.concurrency,
                     max_active=self.cfg.max_active,
@@ -138,40 +150,62 @@ class Worker:
                 if room == 0:
                     await _wait(self._room, self.cfg.poll_s)
                     continue
-                for delivery in await self.inbox.take(room, self.casts):
-                    await self._admit_delivery(delivery)
+                for delivery in await self.inbox.take(room, self._active(self.inbox)):
+                    await self._admit_delivery(delivery, self.inbox)
             except RedisError as exc:
                 log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
                     await _quietly(jobs.ensure_group(self.redis))
 
-    async def _admit_delivery(self, delivery: Delivery) -> None:
+    async def _admit_live_loop(self) -> None:
+        """Open casts: admitted while fewer than SYNTH_MAX_LIVE are held, whatever the others do."""
+        while not self.stopping:
+            try:
+                room = self.cfg.max_live - sum(1 for c in self.casts.values() if c.live)
+                if room <= 0:
+                    await _wait(self._room, self.cfg.poll_s)
+                    continue
+                for delivery in await self.live_inbox.take(room, self._active(self.live_inbox)):
+                    await self._admit_delivery(delivery, self.live_inbox)
+            except RedisError as exc:
+                log.warning("live admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
+                await asyncio.sleep(REDIS_RETRY_S)
+                if "NOGROUP" in str(exc):
+                    await _quietly(jobs.ensure_group(self.redis, castlog.JOBS_LIVE))
+
+    def _active(self, inbox: Inbox) -> set[str]:
+        return {c.job.entry_id for c in self.casts.values() if c.job.stream == inbox.stream}
+
+    def _inbox_of(self, job: Job) -> Inbox:
+        return self.live_inbox if job.live else self.inbox
+
+    async def _admit_delivery(self, delivery: Delivery, inbox: Inbox) -> None:
         entry_id, fields, deliveries = delivery.entry_id, delivery.fields, delivery.deliveries
         if deliveries is None:
-            info = (await jobs.pending(self.redis, [entry_id])).get(entry_id)
+            info = (await jobs.pending(self.redis, [entry_id], inbox.stream)).get(entry_id)
             if info is None or info.consumer != self.cfg.consumer:
                 return  # acknowledged or taken over meanwhile: not ours to run
             deliveries = info.deliveries
-        job = jobs.parse_job(entry_id, fields, deliveries)
+        job = jobs.parse_job(entry_id, fields, deliveries, inbox.stream)
         if job is None:
             log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
             cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
             await jobs.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
             metrics.DEAD_LETTERS.inc()
-            await jobs.ack(self.redis, entry_id)
+            await jobs.ack(self.redis, entry_id, inbox.stream)
             return
         await self.admit(job)
 
     async def admit(self, job: Job) -> None:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
-        if job.entry_id in self.casts:
+        if job.key in self.casts:
             return  # already ours and running
         if any(c.cast_id == job.cast_id for c in self.casts.values()):
             # A second job for a cast we are making: its first job stays pending until `eos`,
             # so this one adds nothing (and a second `start` would restart our own attempt).
             log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
-            await jobs.ack(self.redis, job.entry_id)
+            await jobs.ack(self.redis, job.entry_id, job.stream)
             return
         entries, tail = await self.store.read_all(job.cast_id)
         last = entries[-1] if entries else None
@@ -180,18 +214,19 @@ class Worker:
             return
         if last.kind == "eos":
             log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
-            await jobs.ack(self.redis, job.entry_id)
+            await jobs.ack(self.redis, job.entry_id, job.stream)
             return
         if last.kind == "error" and last.ts > job.enqueued_at:
             # This job was already answered with that error (we died before the XACK).
-            await jobs.ack(self.redis, job.entry_id)
+            await jobs.ack(self.redis, job.entry_id, job.stream)
             return
         state = castlog.summarize(entries)
         recipe = await self.store.recipe(job.cast_id)
         if recipe is None:
             await self._give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return
-        cast = plan(job, recipe.voice, recipe.text, entries, state, tail)
+        open_text = await read_open_text(self.feed.store, job.cast_id, self._clock()) if job.live else None
+        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
             reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
@@ -216,9 +251,19 @@ class Worker:
             await self._finish(cast)
             return
         cast.pace.admitted_at = self._clock()
-        self.casts[job.entry_id] = cast
+        self.casts[job.key] = cast
         metrics.ACTIVE_CASTS.set(len(self.casts))
         self._work.set()
+        if cast.live:
+            self.feed.changed()
+
+    async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
+        """The live feed read more of an open cast's text: wake the synth loop for new chunks;
+        a close that completes the cast (everything already appended) finishes it here."""
+        if new_chunks:
+            self._work.set()
+        if cast.complete and not cast.closed:
+            await self._finish(cast)
 
     # ---- synthesis and appends ---------------------------------------------------------------
 
@@ -227,7 +272,7 @@ class Worker:
         while not self.stopping:
             live = sum(1 for c in self.casts.values() if c.wants_chunk)
             first_chunk_s = self.speed.first_chunk_s(listeners=live)
-            cast = scheduler.pick(self.casts.values(), self._clock(), first_chunk_s=first_chunk_s)
+            cast = pick_next(self.casts.values(), self._clock(), first_chunk_s=first_chunk_s)
             if cast is None:
                 await _wait(self._work, self.cfg.poll_s)
                 continue
@@ -236,7 +281,8 @@ class Worker:
             index, text = cast.take_chunk()
             started = self._clock()
             try:
-                pcm = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice)
+                speed = cast.open_text.speed if cast.open_text else 1.0
+                pcm = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice, speed)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
@@ -256,8 +302,9 @@ class Worker:
             await self._pipeline.put(Synthesized(cast, index, pcm))
         await self._pipeline.put(None)  # the chunk in hand is queued: the append loop drains, ends
 
-    def _infer(self, text: str, voice: str) -> PCM:
-        pcm = np.asarray(self.synth.synthesize(text, voice), dtype=np.float32)
+    def _infer(self, text: str, voice: str, speed: float = 1.0) -> PCM:
+        spoken = self.synth.synthesize(text, voice) if speed == 1.0 else self.synth.synthesize(text, voice, speed)
+        pcm = np.asarray(spoken, dtype=np.float32)
         if pcm.ndim != 1:
             raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
         return pcm
@@ -325,7 +372,7 @@ class Worker:
             finished_at=jobs.now_ms(),
         )
         await receipt.publish(self.redis)
-        await jobs.ack(self.redis, cast.job.entry_id)
+        await jobs.ack(self.redis, cast.job.entry_id, cast.job.stream)
         log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
 
     # ---- failure ----------------------------------------------------------------------------
@@ -339,7 +386,7 @@ class Worker:
             delay = self.cfg.backoff_s(cast.job_attempt)
             log.warning("cast %s: attempt %d failed (%s); retrying in %.1fs", cast.cast_id, cast.attempt, reason, delay)
             metrics.RETRIES.inc()
-            self.inbox.retry_later(cast.job.entry_id, delay)
+            self._inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
             return
         try:
             await self._give_up(cast.job, cast.tail, reason, cast.attempt)
@@ -358,7 +405,7 @@ class Worker:
         log.error("cast %s failed for good after %d attempt(s): %s", job.cast_id, attempts, reason)
         await jobs.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
         metrics.DEAD_LETTERS.inc()
-        await jobs.ack(self.redis, job.entry_id)
+        await jobs.ack(self.redis, job.entry_id, job.stream)
 
     def _lose(self, cast: ActiveCast, why: str) -> None:
         """Another worker owns the cast now: stop, and leave its job to that worker (no XACK)."""
@@ -368,7 +415,7 @@ class Worker:
 
     def _close(self, cast: ActiveCast) -> None:
         cast.closed = True
-        self.casts.pop(cast.job.entry_id, None)
+        self.casts.pop(cast.job.key, None)
         metrics.ACTIVE_CASTS.set(len(self.casts))
         self._room.set()
 
@@ -384,13 +431,17 @@ class Worker:
 
     async def refresh_leases(self) -> None:
         """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""
-        held = list(self.casts) + self.inbox.held()
-        owners = await jobs.pending(self.redis, held)
+        for inbox in (self.inbox, self.live_inbox):
+            await self._refresh(inbox)
+
+    async def _refresh(self, inbox: Inbox) -> None:
+        held = list(self._active(inbox)) + inbox.held()
+        owners = await jobs.pending(self.redis, held, inbox.stream)
         mine = [i for i in held if i in owners and owners[i].consumer == self.cfg.consumer]
-        await jobs.refresh(self.redis, self.cfg.consumer, mine)
+        await jobs.refresh(self.redis, self.cfg.consumer, mine, inbox.stream)
         for entry_id in set(held) - set(mine):
-            self.inbox.forget(entry_id)
-            cast = self.casts.get(entry_id)
+            inbox.forget(entry_id)
+            cast = self.casts.get(job_key(inbox.stream, entry_id))
             if cast is not None:
                 self._lose(cast, "its job was taken over or acknowledged elsewhere")
 

@@ -1,0 +1,142 @@
+"""The worker's open casts: their text read from the catalog as it grows, cut into chunks.
+
+One task follows the catalogs of every open cast this worker holds with one blocking XREAD
+(re-issued when the set of casts changes), feeds each new fragment to the cast's chunker and
+wakes the synth loop when a sentence is complete. An open cast waiting for text wants no chunk,
+so it holds up nobody and spends no attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is
+closed here (its rest is spoken, then `eos`), so an abandoned cast still ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from castlog import LiveStore, TextEvent, catalog_key, content_id
+from castlog.live import text_events
+
+from .cast import ActiveCast, OpenText
+from .livechunks import LiveChunks
+
+log = logging.getLogger(__name__)
+
+# Entries read from one catalog per round trip.
+FEED_BATCH = 256
+
+
+async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText | None:
+    """The open cast's text so far, replayed through a fresh chunker (the same chunks as any
+    earlier attempt cut from it); None when the catalog holds no open cast."""
+    text = await live.read_text(cast_id)
+    if text is None:
+        return None
+    state = OpenText(chunker=LiveChunks(), heard_at=now, speed=text.speed)
+    apply(state, text.events, now)
+    return state
+
+
+def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
+    """Feed ``events`` to the cast's chunker; returns how many chunks became complete."""
+    new = 0
+    for event in events:
+        state.after = event.entry_id
+        if state.closed:
+            continue  # nothing follows a close
+        state.end = event.end
+        state.heard_at = now
+        if event.kind == "text":
+            state.text += event.text
+            new += len(state.chunker.feed(event.text))
+        else:  # flush, or closed: what is buffered is spoken now
+            new += len(state.chunker.flush())
+            state.closed = event.kind == "closed"
+    return new
+
+
+class LiveFeed:
+    """Follows the catalogs of the open casts in ``casts`` (the worker's dict, shared)."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        casts: dict[str, ActiveCast],
+        *,
+        idle_s: float,
+        poll_s: float,
+        clock: Callable[[], float],
+        on_text: Callable[[ActiveCast, int], Awaitable[None]],
+    ) -> None:
+        self.redis = redis
+        self.store = LiveStore(redis)
+        self.casts = casts
+        self.idle_s, self.poll_s = idle_s, poll_s
+        self._clock = clock
+        self._on_text = on_text
+        self._changed = asyncio.Event()
+
+    def changed(self) -> None:
+        """An open cast was admitted: re-issue the read with its catalog in it."""
+        self._changed.set()
+
+    def _open(self) -> dict[str, ActiveCast]:
+        return {
+            catalog_key(c.cast_id): c for c in self.casts.values()
+            if c.open_text is not None and not c.open_text.closed and not c.closed
+        }
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except RedisError as exc:
+                log.warning("live feed: Redis error (%s); retrying", exc)
+                await asyncio.sleep(self.poll_s)
+
+    async def _step(self) -> None:
+        following = self._open()
+        self._changed.clear()
+        if not following:
+            await _wait(self._changed, self.poll_s)
+            return
+        streams = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
+        read = asyncio.ensure_future(
+            self.redis.xread(streams, count=FEED_BATCH, block=max(1, int(self.poll_s * 1000)))  # type: ignore[arg-type]
+        )
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({read, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        if not read.done():
+            read.cancel()  # the client drops the connection of a cancelled blocking read
+            await asyncio.gather(read, return_exceptions=True)
+            return
+        now = self._clock()
+        for stream, rows in cast(Any, read.result()) or ():
+            key = stream.decode() if isinstance(stream, bytes) else stream
+            target = following.get(key)
+            if target is not None and target.open_text is not None and not target.closed:
+                new = apply(target.open_text, text_events(rows), now)
+                await self._on_text(target, new)
+        await self._close_idle(following.values(), now)
+
+    async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
+        for c in casts:
+            state = c.open_text
+            if state is None or state.closed or now - state.heard_at < self.idle_s:
+                continue
+            log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
+            await self.store.close(c.cast_id, state.end, content_id(state.text, c.voice))
+            state.heard_at = now  # 'moved': text came meanwhile, and the next read brings it
+
+
+async def _wait(event: asyncio.Event, timeout_s: float) -> None:
+    try:
+        await asyncio.wait_for(event.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        pass

@@ -1,0 +1,52 @@
+"""Which cast gets the model next, when open (live) casts are among them.
+
+A live cast is interactive: somebody is waiting for the sentence they just finished typing (or
+their agent finished generating). So a complete sentence of a live cast goes before any whole
+text cast's lead work, with one exception kept from :func:`scheduler.pick`: a cast whose
+listener would run dry while that sentence is made (its lead is between 0 and the model's time
+for a short chunk) gets its chunk first. A live cast has at most one sentence in flight (made or
+being encoded, not yet appended), so that between its sentences the others move on; only when
+nothing else wants the model may it run ahead. Without live casts this is exactly ``pick``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
+
+from .scheduler import Schedulable, pick
+
+
+class Interactive(Schedulable, Protocol):
+    @property
+    def live(self) -> bool: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+
+L = TypeVar("L", bound=Interactive)
+
+
+def pick_next(casts: Iterable[L], now: float, *, first_chunk_s: float = 0.0) -> L | None:
+    batch: list[L] = []
+    ready: list[L] = []  # live casts with a complete sentence and nothing in flight
+    ahead: list[L] = []  # live casts with a sentence in flight and another complete
+    for cast in casts:
+        if not cast.wants_chunk:
+            continue
+        if not cast.live:
+            batch.append(cast)
+        elif cast.in_flight == 0:
+            ready.append(cast)
+        else:
+            ahead.append(cast)
+    if ready:
+        return _running_dry(batch, now, first_chunk_s) or ready[0]
+    return pick(batch, now, first_chunk_s=first_chunk_s) or (ahead[0] if ahead else None)
+
+
+def _running_dry(batch: list[L], now: float, within_s: float) -> L | None:
+    """The batch cast whose listener runs dry soonest within ``within_s`` (not already dry)."""
+    at_risk = [(c.pace.lead(now), i) for i, c in enumerate(batch) if 0 <= c.pace.lead(now) < within_s]
+    return batch[min(at_risk)[1]] if at_risk else None

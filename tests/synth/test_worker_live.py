@@ -1,0 +1,154 @@
+"""Open (live) casts in the worker, with a stand-in synthesizer and a real Redis: sentences as
+the text grows, waiting without holding anyone up, live-first scheduling, flush, the idle close,
+and a restart in the middle."""
+
+from __future__ import annotations
+
+import threading
+
+from redis.asyncio import Redis
+
+import castlog
+from castlog import Audio, CastStore, LiveStore, Meta, Start
+from synth.livechunks import LiveChunks
+from synth.worker import Worker
+from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
+
+TEXT = "Hello there. This is a live cast, fed in pieces. It has three sentences."
+VOICE = "af_heart"
+
+
+def live_meta() -> Meta:
+    return Meta(title="live", voice=VOICE, chars=0, sentences=0, created_at=0, live=True)
+
+
+async def open_cast(redis: Redis) -> tuple[LiveStore, str]:
+    live = LiveStore(redis)
+    return live, await live.open(VOICE, live_meta())
+
+
+async def feed(live: LiveStore, cast_id: str, offset: int, text: str, *, flush: bool = False) -> int:
+    answer, end = await live.append_text(cast_id, offset, len(text), text, max_chars=100_000, flush=flush)
+    assert answer == "ok", answer
+    return end
+
+
+def audio_of(entries: list[castlog.Entry]) -> list[Audio]:
+    return [e.record for e in entries if isinstance(e.record, Audio)]
+
+
+async def test_sentences_are_spoken_as_they_complete_and_close_ends_the_cast(redis: Redis, store: CastStore) -> None:
+    live, cast_id = await open_cast(redis)
+    first, rest = TEXT[:20], TEXT[20:]  # "Hello there. This is" completes the first sentence only
+    async with running(Worker(config(), redis, StandIn())):
+        end = await feed(live, cast_id, 0, first)
+        await wait_until(lambda: has_audio(store, cast_id, 1))
+        assert [a.t for a in audio_of(await log_of(store, cast_id))] == ["Hello there."]
+        end = await feed(live, cast_id, end, rest)
+        assert (await live.close_text(cast_id, VOICE))[0] == "ok"
+        entries = await terminal(store, cast_id)
+    chunks = castlog.split_text(TEXT)
+    audio = audio_of(entries)
+    assert [a.t for a in audio] == chunks and [a.i for a in audio] == list(range(len(chunks)))
+    assert audio[0].n == 1 and audio[-1].n == len(chunks)  # the plan grows
+    assert entries[-1].record == castlog.Eos(sentences=len(chunks), audio_ms=sum(a.d for a in audio), attempts=1)
+    assert castlog.summarize(entries).planned == len(chunks)
+    assert await redis.xpending(castlog.JOBS_LIVE, castlog.GROUP) == {
+        "pending": 0, "min": None, "max": None, "consumers": []
+    }
+
+
+async def test_open_cast_waiting_for_text_holds_up_no_batch_cast_and_spends_no_attempt(
+    redis: Redis, store: CastStore
+) -> None:
+    live, cast_id = await open_cast(redis)
+    async with running(Worker(config(concurrency=1, max_active=1), redis, StandIn())):
+        await feed(live, cast_id, 0, "A first sentence. And")
+        batch = await submit(store, "A whole text. It is read while the live cast waits.")
+        assert (await terminal(store, batch))[-1].kind == "eos"
+        await feed(live, cast_id, 21, " the rest.")
+        await live.close_text(cast_id, VOICE)
+        entries = await terminal(store, cast_id)
+    assert [e.record.attempt for e in entries if isinstance(e.record, Start)] == [1]
+    assert [a.t for a in audio_of(entries)] == ["A first sentence.", "And the rest."]
+
+
+async def test_flush_speaks_an_unfinished_sentence_now(redis: Redis, store: CastStore) -> None:
+    live, cast_id = await open_cast(redis)
+    async with running(Worker(config(), redis, StandIn())):
+        end = await feed(live, cast_id, 0, "Let me think", flush=True)
+        await wait_until(lambda: has_audio(store, cast_id, 1))
+        await feed(live, cast_id, end, " about it. Done.")
+        await live.close_text(cast_id, VOICE)
+        entries = await terminal(store, cast_id)
+    assert [a.t for a in audio_of(entries)] == ["Let me think", "about it.", "Done."]
+
+
+async def test_a_live_sentence_goes_before_batch_lead_work(redis: Redis, store: CastStore) -> None:
+    model = StandIn(rtf=0.02)
+    batch_text = " ".join(f"Batch sentence number {k} is here." for k in range(40))
+    live, cast_id = await open_cast(redis)
+    async with running(Worker(config(), redis, model)):
+        batch = await submit(store, batch_text)
+        await wait_until(lambda: has_audio(store, batch, 3))
+        before = len(model.calls)  # the chunk in the model now is the last of these
+        await feed(live, cast_id, 0, "Live one now. X")
+        await wait_until(lambda: has_audio(store, cast_id, 1))
+        at = model.calls.index("Live one now.")
+        done_batch = sum(1 for e in await log_of(store, batch) if e.kind == "audio")
+        await live.close_text(cast_id, VOICE)
+        await terminal(store, cast_id)
+    # The live sentence came next, or one batch chunk later (picked while its text was on the
+    # way): a batch cast far ahead of its listener does not go first.
+    assert done_batch < len(castlog.split_text(batch_text))
+    assert at <= before + 1
+    assert "X" in model.calls[at:]
+
+
+async def test_idle_open_cast_is_closed_by_the_worker(redis: Redis, store: CastStore) -> None:
+    live, cast_id = await open_cast(redis)
+    async with running(Worker(config(live_idle_s=0.3), redis, StandIn())):
+        await feed(live, cast_id, 0, "Nobody closes this. Left unfinished")
+        entries = await terminal(store, cast_id)
+    assert [a.t for a in audio_of(entries)] == ["Nobody closes this.", "Left unfinished"]
+    text = await live.read_text(cast_id)
+    assert text is not None and text.closed is not None
+    assert text.closed.cid == castlog.content_id("Nobody closes this. Left unfinished", VOICE)
+
+
+async def test_restart_in_the_middle_resumes_an_open_cast(redis: Redis, store: CastStore) -> None:
+    gate = threading.Event()
+    live, cast_id = await open_cast(redis)
+    end = await feed(live, cast_id, 0, "One is here. Two is here. Three")
+    async with running(Worker(config(consumer="w"), redis, StandIn(gate=None))):
+        await wait_until(lambda: has_audio(store, cast_id, 2))
+    # the first worker stopped with the cast open; its job stays pending and resumes
+    end = await feed(live, cast_id, end, " is here.")
+    await live.close_text(cast_id, VOICE)
+    gate.set()
+    async with running(Worker(config(consumer="w"), redis, StandIn())):
+        entries = await terminal(store, cast_id)
+    starts = [(e.record.attempt, e.record.resume_from) for e in entries if isinstance(e.record, Start)]
+    assert starts == [(1, 0), (2, 2)]
+    played = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, Audio)]
+    assert played == ["One is here.", "Two is here.", "Three is here."]
+
+
+def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
+    text = (
+        "Dr. Smith arrived at 3.30 p.m. sharp. \"Why?\" she asked… and left!  Then, after a very long "
+        "pause that went on, and on, and on; past any reasonable length — well past it, she "
+        "returned: nobody knew why. 新しい文。もう一つ！ End"
+    )
+    want = castlog.split_text(text)
+    for cut in range(len(text) + 1):
+        chunker = LiveChunks()
+        chunker.feed(text[:cut])
+        chunker.feed(text[cut:])
+        chunker.flush()
+        assert chunker.chunks == want, cut
+    chunker = LiveChunks()
+    for ch in text:
+        chunker.feed(ch)
+    chunker.flush()
+    assert chunker.chunks == want
