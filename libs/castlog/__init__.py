@@ -40,7 +40,7 @@ from .records import (
     kind_of,
 )
 from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
-from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, count_chunks, split_text
+from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
 
@@ -55,3 +55,4 @@ __all__ = [
     "seq_of", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
 ]
+__all__ += ["Chunker"]

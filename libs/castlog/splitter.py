@@ -30,6 +30,10 @@ _END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)
 # Where an _END match can start. Searching for these first is several times faster than
 # letting _END scan: re finds a leading character class quickly, an alternation slowly.
 _STOP = re.compile(r"[.!?…。！？]")
+# A stop's run with its closing quotes and brackets: what _END looks at before the next character.
+_RUN = re.compile(r"""[.!?…。！？]+["'”’)\]」』）]*""")
+# Line breaks as str.splitlines sees them; a line break ends a sentence.
+_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # The first character of the next word, past white space.
 _NEXT_WORD = re.compile(r"\s*(\S)")
 # Preferred cut points inside a long sentence, best first.
@@ -40,16 +44,122 @@ def split_text(
     text: str, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS
 ) -> list[str]:
     """Split ``text`` into chunks: never empty, never longer than ``max_chars``; chunk ``k`` at
-    most ``first_chars * 2**k`` too. Dropping white space, they concatenate back to the text."""
-    if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
-        raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
-    chunks: list[str] = []
-    for sentence in _sentences(text):
+    most ``first_chars * 2**k`` too. Dropping white space, they concatenate back to the text.
+
+    The same as feeding ``text`` to a :class:`Chunker` in any pieces and then flushing it."""
+    return Chunker(max_chars=max_chars, first_chars=first_chars).feed(text, final=True)
+
+
+def count_chunks(text: str) -> int:
+    return len(split_text(text))
+
+
+class Chunker:
+    """The splitter, fed text as it arrives (a live cast) instead of all at once.
+
+    ``feed(text)`` takes the next piece of text and returns the chunks it completed;
+    ``flush()`` returns the chunks of whatever is still pending. A sentence is complete once its
+    stop *and the next non-space character* have arrived (that character decides whether the
+    stop ends the sentence: "Wait... what?" does not), or at a line break, or at ``flush()``.
+    Chunks come out in order and are numbered by the chunker across all calls (the first one is
+    the short first chunk, then the ramp), so::
+
+        c = Chunker(); c.feed(a) + c.feed(b) + c.flush() == split_text(a + b)
+
+    for any cut of the text into pieces. ``flush()`` ends the pending sentence as a line break
+    would; feeding may go on after it (the chunk numbering, and so the ramp, continues), so
+    ``feed(a) + flush() + feed(b) + flush() == split_text(a + "\n" + b)``.
+    """
+
+    def __init__(self, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS) -> None:
+        if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
+            raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
+        self._max_chars, self._first_chars = max_chars, first_chars
+        self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
+        self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
+        self._count = 0
+        self._out: list[str] = []
+
+    @property
+    def count(self) -> int:
+        """How many chunks the chunker has returned so far."""
+        return self._count
+
+    @property
+    def pending(self) -> str:
+        """The text fed but not yet in a returned chunk."""
+        return self._buf
+
+    def feed(self, text: str, *, final: bool = False) -> list[str]:
+        """Take the next piece of the text; return the chunks that are now complete.
+        ``feed(text, final=True)`` is ``feed(text) + flush()``."""
+        old = len(self._buf)
+        buf = self._buf = self._buf + text
+        start = 0
+        for brk in _LINE_BREAK.finditer(buf, old):
+            start = self._scan(start, brk.start(), final=True)
+            start = self._pos = brk.end()
+        start = self._scan(start, len(buf), final=final)
+        self._buf, self._pos = buf[start:], self._pos - start
+        return self._take()
+
+    def flush(self) -> list[str]:
+        """Return the chunks of all the pending text (it ends as at a line break)."""
+        return self.feed("", final=True)
+
+    def _take(self) -> list[str]:
+        out, self._out = self._out, []
+        return out
+
+    def _scan(self, start: int, end: int, *, final: bool) -> int:
+        """Complete the sentences of ``_buf[start:end]``, a line's unfinished part (``final``: the
+        line has ended); return where the unfinished sentence now starts. Linear in the text: no
+        step copies the rest of a line (a book chapter pasted as one line is one line of 100 000
+        characters)."""
+        buf, pos = self._buf, max(self._pos, start)
+        stop_at, end_at, next_word = _STOP.search, _END.match, _NEXT_WORD.match
+        while (stop := stop_at(buf, pos, end)) is not None:
+            dot = stop.start()
+            if not final and not _decided(buf, dot, end):
+                pos = dot  # look at this stop again once more text has come
+                break
+            m = end_at(buf, dot, end)
+            if m is None:  # e.g. "3.14" or "e.g.x": not followed by white space
+                pos = dot + 1
+                continue
+            pos = m.end()
+            if m.group(1):
+                if buf[dot] == "." and _is_abbreviation(buf, start, dot):
+                    continue
+                # a lower-case word after the stop ("Wait... what?") continues the sentence
+                word = next_word(buf, pos, end)
+                if word is not None and word.group(1).islower():
+                    continue
+            self._sentence(buf[start:pos])
+            start = pos
+        else:
+            pos = end
+        if final:
+            self._sentence(buf[start:end])
+            start = end
+        self._pos = pos
+        return start
+
+    def _sentence(self, text: str) -> None:
+        sentence = " ".join(text.split())
         while sentence:
-            limit = _limit(len(chunks), first_chars, max_chars)
-            head, sentence = _cut(sentence, limit)
-            chunks.append(head)
-    return chunks
+            head, sentence = _cut(sentence, _limit(self._count, self._first_chars, self._max_chars))
+            self._out.append(head)
+            self._count += 1
+
+
+def _decided(buf: str, dot: int, end: int) -> bool:
+    """Whether the stop at ``dot`` can be judged from ``buf[:end]`` alone: the characters after
+    its run of stops and closers are there, up to the next word if white space comes first."""
+    after = _RUN.match(buf, dot, end).end()  # type: ignore[union-attr]  # _STOP matched at dot
+    if after == end:
+        return False
+    return not buf[after].isspace() or _NEXT_WORD.match(buf, after, end) is not None
 
 
 def _limit(index: int, first_chars: int, max_chars: int) -> int:
@@ -58,42 +168,11 @@ def _limit(index: int, first_chars: int, max_chars: int) -> int:
     return min(max_chars, first_chars << min(index, 16))
 
 
-def count_chunks(text: str) -> int:
-    return len(split_text(text))
-
-
-def _sentences(text: str) -> list[str]:
-    """The text's sentences, white space collapsed. Linear in the text: no step copies the rest
-    of a line (a book chapter pasted as one line is a single line of 100 000 characters)."""
-    out: list[str] = []
-    stop_at, end_at, next_word, abbreviation = _STOP.search, _END.match, _NEXT_WORD.match, _is_abbreviation
-    for line in text.splitlines():
-        start = pos = 0
-        while (stop := stop_at(line, pos)) is not None:
-            dot = stop.start()
-            m = end_at(line, dot)
-            if m is None:  # e.g. "3.14" or "e.g.x": not followed by white space
-                pos = dot + 1
-                continue
-            pos = m.end()
-            if m.group(1):
-                if line[dot] == "." and abbreviation(line, dot):
-                    continue
-                # a lower-case word after the stop ("Wait... what?") continues the sentence
-                word = next_word(line, pos)
-                if word is not None and word.group(1).islower():
-                    continue
-            out.append(line[start:pos])
-            start = pos
-        out.append(line[start:])
-    return [s for s in (" ".join(s.split()) for s in out) if s]
-
-
-def _is_abbreviation(line: str, dot: int) -> bool:
-    """Whether the word before the full stop at ``dot`` is an abbreviation or an initial."""
-    # the word before the stop, found without copying the line (long paragraphs stay linear)
-    start = max(line.rfind(" ", 0, dot), line.rfind("\t", 0, dot)) + 1
-    word = line[start:dot].lower().lstrip("\"'“‘([")
+def _is_abbreviation(buf: str, start: int, dot: int) -> bool:
+    """Whether the word before the full stop at ``dot`` is an abbreviation or an initial. The word
+    begins after white space or at the sentence's ``start`` (found without copying the line)."""
+    begin = max(buf.rfind(" ", start, dot), buf.rfind("\t", start, dot), start - 1) + 1
+    word = buf[begin:dot].lower().lstrip("\"'“‘([")
     return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 

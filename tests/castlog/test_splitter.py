@@ -5,7 +5,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, split_text
+from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, Chunker, split_text
 
 WS = re.compile(r"\s+")
 
@@ -70,3 +70,61 @@ def test_japanese_text_splits_at_full_stops() -> None:
 
 def test_empty_and_blank_text_give_no_chunks() -> None:
     assert split_text("") == [] and split_text(" \n\t ") == []
+
+
+def feed_in_pieces(text: str, cuts: list[int], **limits: int) -> list[str]:
+    chunker = Chunker(**limits)
+    bounds = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    chunks = [c for a, b in zip(bounds, bounds[1:]) for c in chunker.feed(text[a:b])]
+    return chunks + chunker.flush()
+
+
+@settings(max_examples=300, deadline=None)
+@given(prose, st.lists(st.integers(0, 10_000), max_size=40))
+def test_chunker_fed_in_any_pieces_gives_split_texts_chunks(text: str, cuts: list[int]) -> None:
+    assert feed_in_pieces(text, cuts) == split_text(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400), st.lists(st.integers(0, 400), max_size=20), st.integers(12, 120))
+def test_chunker_agrees_with_split_text_on_any_unicode(text: str, cuts: list[int], first: int) -> None:
+    assert feed_in_pieces(text, cuts, first_chars=first) == split_text(text, first_chars=first)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_chunker_agrees_with_split_text_on_the_repository_texts(texts: dict[str, str], data: st.DataObject) -> None:
+    text = texts[data.draw(st.sampled_from(sorted(texts)))]
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=60))
+    assert feed_in_pieces(text, cuts) == split_text(text)
+
+
+def test_chunker_fed_one_character_at_a_time(texts: dict[str, str]) -> None:
+    for text in texts.values():
+        chunker = Chunker()
+        assert [c for ch in text for c in chunker.feed(ch)] + chunker.flush() == split_text(text)
+
+
+def test_a_sentence_is_complete_at_its_stop_and_the_next_word() -> None:
+    chunker = Chunker()
+    assert chunker.feed("Hello there.") == []  # "Hello there.com" may follow
+    assert chunker.feed(" ") == []  # "Hello there. and more" would continue it
+    assert chunker.feed("Wait") == ["Hello there."]
+    assert chunker.feed("... what?") == []  # a lower-case word after the stop: one sentence
+    assert chunker.pending == " Wait... what?"
+    assert chunker.feed(" Yes") == ["Wait... what?"]
+    assert chunker.feed(" sir") == []
+    assert chunker.flush() == ["Yes sir"]
+    assert chunker.count == 3
+
+
+def test_flush_ends_the_pending_sentence_like_a_line_break_and_feeding_goes_on() -> None:
+    chunker = Chunker()
+    got = chunker.feed("It is late") + chunker.flush() + chunker.feed("and dark.") + chunker.flush()
+    assert got == split_text("It is late\nand dark.") == ["It is late", "and dark."]
+    assert chunker.flush() == [] and chunker.count == 2
+
+
+def test_the_word_before_a_stop_starts_at_the_sentence_start() -> None:
+    # the word before a stop starts at the sentence's start, so a CJK stop does not glue "東京。Mr"
+    assert split_text("東京。Mr. Smith came.") == ["東京。", "Mr. Smith came."]
