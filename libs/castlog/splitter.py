@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import re
 
-# Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
-# chunk of at most this many characters fits; the worker still re-splits on phoneme overflow
-# (digits, for one, expand into many words).
-MAX_PHONEMES = 510
-MAX_CHUNK_CHARS = 300
-# A short first chunk makes the first audio arrive fast; each next chunk may be twice as long
-# as the one before (up to MAX_CHUNK_CHARS), so the worker stays ahead of the listener while
-# the cast's lead is still thin.
-FIRST_CHUNK_CHARS = 80
-# A cut never leaves a fragment shorter than this when a later cut point exists.
-MIN_CUT_CHARS = 12
+from .cuts import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MIN_CUT_CHARS, cut_sentence
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e no fig approx inc ltd co jan feb mar apr jun jul "
-    "aug sep sept oct nov dec mt ft u.s u.k a.m p.m".split()
+# Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
+# chunk of at most MAX_CHUNK_CHARS characters fits; the worker still re-splits on phoneme
+# overflow (digits, for one, expand into many words).
+MAX_PHONEMES = 510
+
+# A full stop after these never ends a sentence ("Dr. Brown", "e.g. The Beatles").
+_TITLES = frozenset(
+    "mr mrs ms dr prof sr jr st vs e.g i.e no fig approx jan feb mar apr jun jul aug sep sept oct nov dec mt ft".split()
 )
+# After these the stop is also the sentence's ("in the U.S. Then", "apples, etc. They") when a
+# word that opens sentences follows; after a time ("at 5 p.m. Bring") any capitalised word.
+_TIMES = frozenset({"a.m", "p.m"})
+_ENDINGS = frozenset("etc inc ltd co".split())
+_INITIALISM = re.compile(r"(?:[a-z]\.)+[a-z]")  # u.s, u.k, u.s.a, d.c (lower-cased)
+_OPENERS = frozenset(
+    "i he she it we they you the a an this that these those there then but and so yet now here in on at as "
+    "if when while after before our my his her its their your what why how who where however meanwhile "
+    "later today tomorrow yesterday".split()
+)
+# The next word after a stop, when it starts with a letter.
+_NEXT_LETTERS = re.compile(r"\s*([^\W\d_]+)[\w'’]*")
 # A sentence ends after . ! ? … (and closing quotes or brackets) followed by white space,
 # or after CJK full stops with or without space.
 _END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)""")
@@ -36,8 +43,6 @@ _RUN = re.compile(r"""[.!?…。！？]+["'”’)\]」』）]*""")
 _LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # The first character of the next word, past white space.
 _NEXT_WORD = re.compile(r"\s*(\S)")
-# Preferred cut points inside a long sentence, best first.
-_CUTS = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"), re.compile(r"\s"))
 
 
 def split_text(
@@ -120,7 +125,7 @@ class Chunker:
         stop_at, end_at, next_word = _STOP.search, _END.match, _NEXT_WORD.match
         while (stop := stop_at(buf, pos, end)) is not None:
             dot = stop.start()
-            if not final and not _decided(buf, dot, end):
+            if not final and not _decided(buf, start, dot, end):
                 pos = dot  # look at this stop again once more text has come
                 break
             m = end_at(buf, dot, end)
@@ -129,7 +134,7 @@ class Chunker:
                 continue
             pos = m.end()
             if m.group(1):
-                if buf[dot] == "." and _is_abbreviation(buf, start, dot):
+                if buf[dot] == "." and _abbreviation_continues(buf, start, dot, pos, end):
                     continue
                 # a lower-case word after the stop ("Wait... what?") continues the sentence
                 word = next_word(buf, pos, end)
@@ -148,54 +153,55 @@ class Chunker:
     def _sentence(self, text: str) -> None:
         sentence = " ".join(text.split())
         while sentence:
-            head, sentence = _cut(sentence, _limit(self._count, self._first_chars, self._max_chars))
+            head, sentence = cut_sentence(
+                sentence, self._count, first_chars=self._first_chars, max_chars=self._max_chars
+            )
             self._out.append(head)
             self._count += 1
 
 
-def _decided(buf: str, dot: int, end: int) -> bool:
+def _decided(buf: str, start: int, dot: int, end: int) -> bool:
     """Whether the stop at ``dot`` can be judged from ``buf[:end]`` alone: the characters after
-    its run of stops and closers are there, up to the next word if white space comes first."""
+    its run of stops and closers are there, up to the next word if white space comes first (the
+    whole next word after an initialism: "U.S. Then" ends a sentence, "U.S. Army" does not)."""
     after = _RUN.match(buf, dot, end).end()  # type: ignore[union-attr]  # _STOP matched at dot
     if after == end:
         return False
-    return not buf[after].isspace() or _NEXT_WORD.match(buf, after, end) is not None
+    if not buf[after].isspace():
+        return True
+    if _NEXT_WORD.match(buf, after, end) is None:
+        return False
+    if buf[dot] == "." and _kind_of_word_before(buf, start, dot) == "initialism":
+        word = _NEXT_LETTERS.match(buf, after, end)
+        return word is None or word.end() < end
+    return True
 
 
-def _limit(index: int, first_chars: int, max_chars: int) -> int:
-    if index == 0:
-        return first_chars
-    return min(max_chars, first_chars << min(index, 16))
+def _abbreviation_continues(buf: str, start: int, dot: int, after: int, end: int) -> bool:
+    """Whether the full stop at ``dot`` belongs to an abbreviation that does not end the sentence
+    (``after``: where the text after the stop's run begins)."""
+    kind = _kind_of_word_before(buf, start, dot)
+    if kind != "initialism":
+        return kind == "title"
+    word = _NEXT_LETTERS.match(buf, after, end)
+    if word is None or not word.group(1)[0].isupper():
+        return True
+    before = _word_before(buf, start, dot)
+    return before not in _TIMES and word.group(1).lower() not in _OPENERS
 
 
-def _is_abbreviation(buf: str, start: int, dot: int) -> bool:
-    """Whether the word before the full stop at ``dot`` is an abbreviation or an initial. The word
-    begins after white space or at the sentence's ``start`` (found without copying the line)."""
+def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
+    """"title" (never ends a sentence), "initialism" (ends one before some words), or ""."""
+    word = _word_before(buf, start, dot)
+    if word in _TITLES or (len(word) == 1 and word.isalpha()):
+        return "title"
+    if word in _TIMES or word in _ENDINGS or _INITIALISM.fullmatch(word):
+        return "initialism"
+    return ""
+
+
+def _word_before(buf: str, start: int, dot: int) -> str:
+    """The word before the full stop at ``dot``, lower-cased, without opening quotes. It begins
+    after white space or at the sentence's ``start`` (found without copying the line)."""
     begin = max(buf.rfind(" ", start, dot), buf.rfind("\t", start, dot), start - 1) + 1
-    word = buf[begin:dot].lower().lstrip("\"'“‘([")
-    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
-
-
-def _cut(sentence: str, limit: int) -> tuple[str, str]:
-    """A good head of at most ``limit`` characters, and the rest.
-
-    A long run is cut into pieces of about equal length (not one full piece and a stub), at
-    the best kind of cut point found near that length.
-    """
-    if len(sentence) <= limit:
-        return sentence, ""
-    pieces = -(-len(sentence) // limit)
-    target = min(limit, -(-len(sentence) // pieces) + MIN_CUT_CHARS)
-    for bound in (target, limit):
-        window = sentence[: bound + 1]  # a space right after the bound is a fine cut too
-        for pattern in _CUTS:
-            # The last cut point whose head, stripped, fits; ends grow along finditer. An end
-            # within the bound always fits; only one just past it (a space at the bound) is checked.
-            at = 0
-            for m in pattern.finditer(window):
-                e = m.end()
-                if e >= MIN_CUT_CHARS and (e <= bound or len(sentence[:e].rstrip()) <= bound):
-                    at = e
-            if at:
-                return sentence[:at].strip(), sentence[at:].strip()
-    return sentence[:limit].strip(), sentence[limit:].strip()
+    return buf[begin:dot].lower().lstrip("\"'“‘([")

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, Chunker, split_text
+from castlog.cuts import FIRST_WORDS_CHARS
 
 WS = re.compile(r"\s+")
 
@@ -42,10 +44,31 @@ def test_limits_hold_for_any_unicode_and_any_limits(text: str, max_chars: int, f
 def test_sentences_split_at_stops_not_at_abbreviations(texts: dict[str, str]) -> None:
     chunks = split_text("Hello there. This is a post deployment check. It has three sentences.")
     assert chunks == ["Hello there.", "This is a post deployment check.", "It has three sentences."]
-    assert split_text("Mr. Smith met Dr. Jones at 5 p.m. today. Then he left.") == [
+    # (past the first chunk, which is the first clause: see the tests below)
+    assert split_text("Hi. Mr. Smith met Dr. Jones at 5 p.m. today. Then he left.")[1:] == [
         "Mr. Smith met Dr. Jones at 5 p.m. today.",
         "Then he left.",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("We met in the U.S. Then we flew home.", ["We met in the U.S.", "Then we flew home."]),
+        ("Come at 5 p.m. Bring a coat.", ["Come at 5 p.m.", "Bring a coat."]),
+        ("He lives in the U.K. He said so.", ["He lives in the U.K.", "He said so."]),
+        ("Apples, pears, etc. They grow.", ["Apples, pears, etc.", "They grow."]),
+        ("The U.S. Army was there.", ["The U.S. Army was there."]),
+        ("See e.g. The Times today.", ["See e.g. The Times today."]),
+        ("Ask Dr. Brown now.", ["Ask Dr. Brown now."]),
+        ("At 5 p.m. sharp we go.", ["At 5 p.m. sharp we go."]),
+    ],
+)
+def test_initialisms_keep_their_sentence_stop_before_a_new_sentence(text: str, sentences: list[str]) -> None:
+    # "Hi." takes the first chunk, so the rest is planned as sentences
+    assert split_text("Hi. " + text)[1:] == sentences
+    chunker = Chunker()
+    assert [c for ch in "Hi. " + text for c in chunker.feed(ch)][1:] + chunker.flush() == sentences
 
 
 def test_first_chunk_is_short_for_fast_first_audio(texts: dict[str, str]) -> None:
@@ -57,7 +80,7 @@ def test_first_chunk_is_short_for_fast_first_audio(texts: dict[str, str]) -> Non
 
 def test_run_on_sentence_is_cut_into_balanced_pieces_on_word_boundaries(texts: dict[str, str]) -> None:
     run_on = next(line for line in texts["tricky"].splitlines() if line.startswith("A sentence with no"))
-    chunks = split_text("Intro. Then more. " + run_on)[2:]  # past the ramp: full-size chunks
+    chunks = split_text("Intro. Then more. And more. " + run_on)[3:]  # past the ramp: full-size chunks
     assert len(chunks) == 2
     assert abs(len(chunks[0]) - len(chunks[1])) < 60
     words = set(run_on.split())
@@ -89,6 +112,20 @@ def test_chunker_fed_in_any_pieces_gives_split_texts_chunks(text: str, cuts: lis
 @given(st.text(max_size=400), st.lists(st.integers(0, 400), max_size=20), st.integers(12, 120))
 def test_chunker_agrees_with_split_text_on_any_unicode(text: str, cuts: list[int], first: int) -> None:
     assert feed_in_pieces(text, cuts, first_chars=first) == split_text(text, first_chars=first)
+
+
+# Words that make the chunker wait for more than one character after a stop.
+tokens = st.lists(
+    st.sampled_from(["U.S.", "p.m.", "etc.", "Dr.", "e.g.", "Then", "Army", "He", "he", "x", "A", "。", "Bring", "—"])
+    | st.sampled_from([" ", "  ", "\n", ".", ",", "!", "?", "...", '"', ")", ";", "\t", "5", "word"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokens, st.lists(st.integers(0, 10_000), max_size=20))
+def test_chunker_agrees_with_split_text_around_initialisms(text: str, cuts: list[int]) -> None:
+    assert feed_in_pieces(text, cuts) == split_text(text)
 
 
 @settings(max_examples=60, deadline=None)
@@ -128,3 +165,46 @@ def test_flush_ends_the_pending_sentence_like_a_line_break_and_feeding_goes_on()
 def test_the_word_before_a_stop_starts_at_the_sentence_start() -> None:
     # the word before a stop starts at the sentence's start, so a CJK stop does not glue "東京。Mr"
     assert split_text("東京。Mr. Smith came.") == ["東京。", "Mr. Smith came."]
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Good morning Clara, and welcome to the weekly operations summary.", "Good morning Clara,"),
+        ("Annual review: a year of steady work on the city's water network.", "Annual review:"),
+        ("Well - that was quick, said the engineer at the end of the day.", "Well - that was quick,"),
+        ("Good evening. This is a quick sound check.", "Good evening."),
+        ("It is late and the city is quiet tonight.", "It is late and the city is"),
+        # no clause end of about a second: the last word boundary within FIRST_WORDS_CHARS
+        ("The lighthouse keeper climbed the spiral stairs just before sunset.", "The lighthouse keeper climbed"),
+        ("Yes, we finally shipped the new release to every customer.", "Yes, we finally shipped the"),
+    ],
+)
+def test_the_first_chunk_is_the_first_clause(text: str, first: str) -> None:
+    chunks = split_text(text)
+    assert chunks[0] == first
+    assert len(first) <= FIRST_WORDS_CHARS
+    assert " ".join(chunks) == " ".join(text.split())
+
+
+def test_every_first_chunk_of_the_texts_is_about_a_second_of_speech(texts: dict[str, str]) -> None:
+    for name, text in texts.items():
+        first = split_text(text)[0]
+        assert len(first) <= FIRST_WORDS_CHARS, (name, first)
+
+
+def test_after_the_first_clause_the_ramp_is_as_before() -> None:
+    words = " ".join(f"word{i}" for i in range(300)) + "."
+    lengths = [len(c) for c in split_text(words)]
+    assert lengths[0] <= FIRST_WORDS_CHARS
+    assert [n <= FIRST_CHUNK_CHARS * 2 ** (k - 1) for k, n in enumerate(lengths[1:4], 1)] == [True] * 3
+    assert max(lengths) <= MAX_CHUNK_CHARS and max(lengths) > 2 * FIRST_CHUNK_CHARS
+
+
+def test_a_long_sentence_is_cut_at_clause_punctuation_before_inside_a_clause() -> None:
+    sentence = (
+        "The council met on a grey morning in the old hall by the river, and after a long debate about "
+        "pipes and pumps and the budget for the coming years it approved the plan without a single vote against it."
+    )
+    chunks = split_text("Hello. Then. " + sentence)[2:]
+    assert chunks[0].endswith("river,"), chunks

@@ -1,0 +1,99 @@
+"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause, later
+chunks ramp up to the model's window. Cuts fall at clause punctuation before anywhere inside a
+clause. Pure and deterministic, like the splitter that uses it."""
+
+from __future__ import annotations
+
+import re
+
+MAX_CHUNK_CHARS = 300
+# After the first clause, chunk k (k >= 1) may be FIRST_CHUNK_CHARS * 2**(k-1) long (up to
+# MAX_CHUNK_CHARS), so the worker stays ahead of the listener while the cast's lead is thin.
+FIRST_CHUNK_CHARS = 80
+# A cut never leaves a fragment shorter than this when a later cut point exists.
+MIN_CUT_CHARS = 12
+# The first chunk is the first clause: about a second of speech, so that the first audio comes
+# after the model's time for one clause, not for a whole sentence. Kokoro reads English prose at
+# about 16 characters per second, so a clause of 0.6 to 1.5 s has these many characters.
+FIRST_CLAUSE_MIN_CHARS = 10
+FIRST_CLAUSE_MAX_CHARS = 24
+# No clause end in that range: the first chunk ends at the last word boundary within this many
+# characters (about 1.9 s of speech).
+FIRST_WORDS_CHARS = 30
+
+_SPACE = re.compile(r"\s")
+# Clause ends (kept with the head, so the model reads them with a continuing intonation), best
+# first, then any white space: a cut inside a clause is the last resort.
+_CLAUSES = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"))
+
+
+def cut_sentence(sentence: str, index: int, *, first_chars: int, max_chars: int) -> tuple[str, str]:
+    """The next chunk of ``sentence`` (white space collapsed), which becomes the cast's chunk
+    ``index``, and the rest of the sentence."""
+    if index == 0:
+        return _first_clause(sentence, min(first_chars, max_chars))
+    return _cut(sentence, min(max_chars, first_chars << min(index - 1, 16)))
+
+
+def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
+    """The cast's first chunk: the whole sentence when it is short, else its first clause of
+    about a second, else its first words up to a word boundary near FIRST_WORDS_CHARS."""
+    words = min(cap, FIRST_WORDS_CHARS)
+    if len(sentence) <= words:
+        return sentence, ""
+    clause = _earliest(sentence, _CLAUSES, FIRST_CLAUSE_MIN_CHARS, min(cap, FIRST_CLAUSE_MAX_CHARS))
+    if clause:
+        return sentence[:clause].strip(), sentence[clause:].strip()
+    space = _latest(sentence, _SPACE, MIN_CUT_CHARS, words)
+    if space:
+        return sentence[:space].strip(), sentence[space:].strip()
+    if len(sentence) <= cap:  # a short sentence without a fair cut: keep it whole
+        return sentence, ""
+    return _cut(sentence, words)
+
+
+def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:
+    """The end of the earliest cut point whose head is ``low`` to ``high`` characters long and
+    leaves a rest of at least MIN_CUT_CHARS; 0 when there is none."""
+    window = sentence[: high + 1]
+    ends = [m.end() for p in patterns for m in p.finditer(window) if low <= len(window[: m.end()].rstrip()) <= high]
+    ends = [e for e in ends if len(sentence) - e >= MIN_CUT_CHARS]
+    return min(ends, default=0)
+
+
+def _latest(sentence: str, pattern: re.Pattern[str], low: int, high: int) -> int:
+    """Like :func:`_earliest`, the latest such cut point."""
+    window = sentence[: high + 1]
+    ends = [m.end() for m in pattern.finditer(window) if low <= len(window[: m.end()].rstrip()) <= high]
+    return max((e for e in ends if len(sentence) - e >= MIN_CUT_CHARS), default=0)
+
+
+def _cut(sentence: str, limit: int) -> tuple[str, str]:
+    """A good head of at most ``limit`` characters, and the rest.
+
+    A long run is cut into pieces of about equal length (not one full piece and a stub): at
+    clause punctuation between half that length and the limit if there is any, else at the last
+    word boundary near that length.
+    """
+    if len(sentence) <= limit:
+        return sentence, ""
+    pieces = -(-len(sentence) // limit)
+    target = min(limit, -(-len(sentence) // pieces) + MIN_CUT_CHARS)
+    for pattern, low in ((_CLAUSES[0], target // 2), (_CLAUSES[1], target // 2), (_SPACE, MIN_CUT_CHARS)):
+        for bound in (target, limit):
+            at = _last_fit(sentence, pattern, max(low, MIN_CUT_CHARS), bound)
+            if at:
+                return sentence[:at].strip(), sentence[at:].strip()
+    return sentence[:limit].strip(), sentence[limit:].strip()
+
+
+def _last_fit(sentence: str, pattern: re.Pattern[str], low: int, bound: int) -> int:
+    """The end of the last cut point at or after ``low`` whose head, stripped, fits in ``bound``;
+    0 when there is none. Ends grow along finditer: an end within the bound always fits, only
+    one just past it (a space right at the bound) is checked."""
+    at = 0
+    for m in pattern.finditer(sentence, 0, bound + 1):
+        e = m.end()
+        if e >= low and (e <= bound or len(sentence[:e].rstrip()) <= bound):
+            at = e
+    return at
