@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from .keys import MAX_SEQ_NUM
+from .openapi_live import LIVE_SCHEMAS, live_paths
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
@@ -60,8 +61,8 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
             {"name": "edge", "description": "The read path and the pages: answered by edge"},
             {"name": "ops", "description": "Each service answers these on its port; the public origin's are edge's"},
         ],
-        "paths": {**_intake_paths(intake), **_edge_paths(edge), **OPS_PATHS},
-        "components": {"schemas": {**COMMON_SCHEMAS, **_intake_schemas(intake), **EDGE_SCHEMAS}},
+        "paths": {**_intake_paths(intake), **live_paths(), **_edge_paths(edge), **OPS_PATHS},
+        "components": {"schemas": {**COMMON_SCHEMAS, **_intake_schemas(intake), **LIVE_SCHEMAS, **EDGE_SCHEMAS}},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
     return msgspec.json.decode(msgspec.json.encode(doc))  # type: ignore[no-any-return]

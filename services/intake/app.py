@@ -10,10 +10,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from castlog import CastStore, IntakeLimits, RateLimiter, connect, openapi_document, redact
+from castlog import CastStore, IntakeLimits, LiveStore, RateLimiter, connect, openapi_document, redact
 
-from . import views
-from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
+from . import live, livews, views
+from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, LIVE, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
@@ -54,6 +54,9 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/api/openapi.json", views.get_openapi)
     app.router.add_get("/healthz", views.get_healthz)
     app.router.add_get("/metrics", views.get_metrics)
+    app.router.add_post("/api/casts/{id}/text", live.post_text)
+    app.router.add_post("/api/casts/{id}/close", live.post_close)
+    livews.add_routes(app)
     return app
 
 
@@ -73,11 +76,12 @@ def run(cfg: Config) -> None:
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    redis = await connect(
-        cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.max_inflight + POOL_HEADROOM
-    )
+    # each live session's follower holds one connection in a blocking read
+    pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions
+    redis = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=pool)
     app[REDIS] = redis
     app[STORE] = CastStore(redis)
+    app[LIVE] = LiveStore(redis)
     app[LIMITER] = RateLimiter(redis, RATE_SCOPE, cfg.rate, cfg.burst)
     fallback = Voices(names=cfg.voices, default=cfg.default_voice, source="config")
     app[VOICES] = VoiceBook(redis, fallback, cfg.voices_refresh_s)

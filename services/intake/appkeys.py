@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import CastStore, RateLimiter
+from castlog import CastStore, LiveStore, RateLimiter
 
 from .config import Config
 from .cooldown import Cooldowns
@@ -18,6 +18,7 @@ CONFIG = web.AppKey("intake.config", Config)
 METRICS = web.AppKey("intake.metrics", Metrics)
 REDIS = web.AppKey("intake.redis", Redis)
 STORE = web.AppKey("intake.store", CastStore)
+LIVE = web.AppKey("intake.live", LiveStore)
 LIMITER = web.AppKey("intake.limiter", RateLimiter)
 COOLDOWNS = web.AppKey("intake.cooldowns", Cooldowns)
 # The public origin's OpenAPI document as served: JSON, built once with this config's limits.

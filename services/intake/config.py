@@ -28,6 +28,15 @@ VOICES_REFRESH_S = 5.0
 MAX_INFLIGHT = 64
 MAX_WAITING = 1024
 SHUTDOWN_TIMEOUT_S = 10.0
+# Live sessions (the WebSocket): at most this many at once, each holding one Redis connection
+# for its audio; one closes after this long without a message from its client while its text is
+# open; pings keep it alive through proxies; a client that has not taken a frame for this long is
+# cut off (it resumes listening by link from the position it is told).
+LIVE_MAX_SESSIONS = 256
+LIVE_IDLE_S = 60.0
+LIVE_PING_S = 20.0
+LIVE_SEND_TIMEOUT_S = 10.0
+LIVE_MAX_MESSAGE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,11 @@ class Config:
     max_inflight: int = MAX_INFLIGHT
     max_waiting: int = MAX_WAITING
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
+    live_max_sessions: int = LIVE_MAX_SESSIONS
+    live_idle_s: float = LIVE_IDLE_S
+    live_ping_s: float = LIVE_PING_S
+    live_send_timeout_s: float = LIVE_SEND_TIMEOUT_S
+    live_max_message_bytes: int = LIVE_MAX_MESSAGE_BYTES
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -58,6 +72,11 @@ class Config:
             "INTAKE_RATE": self.rate,
             "INTAKE_BURST": self.burst,
             "INTAKE_MAX_INFLIGHT": self.max_inflight,
+            "INTAKE_LIVE_MAX_SESSIONS": self.live_max_sessions,
+            "INTAKE_LIVE_IDLE_S": self.live_idle_s,
+            "INTAKE_LIVE_PING_S": self.live_ping_s,
+            "INTAKE_LIVE_SEND_TIMEOUT_S": self.live_send_timeout_s,
+            "INTAKE_LIVE_MAX_MESSAGE_BYTES": self.live_max_message_bytes,
         })
         require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
         if not self.voices:
@@ -88,5 +107,10 @@ class Config:
             max_inflight=get("INTAKE_MAX_INFLIGHT", int, d.max_inflight),
             max_waiting=get("INTAKE_MAX_WAITING", int, d.max_waiting),
             shutdown_timeout_s=get("INTAKE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
+            live_max_sessions=get("INTAKE_LIVE_MAX_SESSIONS", int, d.live_max_sessions),
+            live_idle_s=get("INTAKE_LIVE_IDLE_S", float, d.live_idle_s),
+            live_ping_s=get("INTAKE_LIVE_PING_S", float, d.live_ping_s),
+            live_send_timeout_s=get("INTAKE_LIVE_SEND_TIMEOUT_S", float, d.live_send_timeout_s),
+            live_max_message_bytes=get("INTAKE_LIVE_MAX_MESSAGE_BYTES", int, d.live_max_message_bytes),
             log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
         )

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, client_address, content_id, healthy
 
+from . import live
 from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .metrics import CONTENT_TYPE
 from .validate import BodyKind, Limits, Refusal, body_kind, check, parse_form, parse_json
@@ -29,8 +30,11 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 async def post_cast(request: web.Request) -> web.Response:
-    """POST /api/casts: JSON in, the cast's link out."""
-    cast_id, result, _ = await _accept(request, allow_form=False)
+    """POST /api/casts: JSON in, the cast's link out (or, with "live": true, an open cast)."""
+    try:
+        cast_id, result, _ = await _accept(request, allow_form=False)
+    except live.OpenedInstead as opened:
+        return opened.response
     return _cast_reply(cast_id, result)
 
 
@@ -114,6 +118,8 @@ async def _submit(request: web.Request, client: str, kind: BodyKind, body: bytes
     app = request.app
     cfg = app[CONFIG]
     started = time.perf_counter()
+    if kind is BodyKind.JSON and live.asks_live(body):
+        raise live.OpenedInstead(await live.open_from_body(request, body))
     form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
     voices = await app[VOICES].offering(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)

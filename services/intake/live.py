@@ -1,0 +1,228 @@
+"""Open (live) casts over HTTP: open one, add text fragments at their offsets, close it.
+
+``POST /api/casts`` with ``{"live": true, ...}`` opens a cast (201 with its id); fragments go to
+``POST /api/casts/{id}/text`` with the offset where they start, so that a resend after a lost
+reply appends nothing and a gap is refused; ``POST /api/casts/{id}/close`` ends the text.
+Listeners use the usual routes (SSE, records, audio.mp3). The WebSocket session
+(:mod:`intake.livews`) calls the same functions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from castlog import Meta, RateLimited, catalog_key, client_address, is_cast_id
+
+from .appkeys import CONFIG, COOLDOWNS, LIMITER, LIVE, VOICES
+from .validate import Refusal, normalise_title
+
+# A title for an open cast that was given none (there is no text yet to take one from).
+LIVE_TITLE = "Live cast"
+# Kokoro's speed factor: below and above these, speech turns unintelligible.
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+# Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
+# fragments must not count as two line breaks).
+_DROPPED = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+
+encode = msgspec.json.Encoder().encode
+
+
+class OpenForm(msgspec.Struct, frozen=True):
+    live: bool
+    voice: str | None = None
+    title: str | None = None
+    speed: float = 1.0
+
+
+class TextForm(msgspec.Struct, frozen=True):
+    text: str
+    offset: int
+    flush: bool = False
+
+
+class CloseForm(msgspec.Struct, frozen=True):
+    offset: int | None = None
+
+
+class OpenedInstead(Exception):
+    """A ``POST /api/casts`` that asked for an open cast, answered: carries the response."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__("opened a live cast")
+        self.response = response
+
+
+@dataclass(frozen=True)
+class Opened:
+    cast_id: str
+    voice: str
+
+
+def reply(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=encode(body), status=status, headers=headers, content_type="application/json")
+
+
+def cast_url(cast_id: str) -> str:
+    return f"/c/{cast_id}"
+
+
+def asks_live(body: bytes) -> bool:
+    """Whether a ``POST /api/casts`` body asks for an open cast (cheap: most bodies lack the word)."""
+    if b'"live"' not in body:
+        return False
+    try:
+        return bool(msgspec.json.decode(body, type=dict).get("live"))
+    except (msgspec.DecodeError, RecursionError):
+        return False  # the whole-text path refuses it with its own words
+
+
+def _decode(body: bytes, form: type[msgspec.Struct], shape: str) -> Any:
+    try:
+        return msgspec.json.decode(body or b"{}", type=form)
+    except msgspec.ValidationError as exc:
+        raise Refusal(422, "invalid_field", f"{exc}; {shape}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc}); {shape}") from None
+
+
+async def open_cast(app: web.Application, client: str, voice: str | None, title: str | None, speed: float) -> Opened:
+    """Check the fields, take the client's token and open the cast in one Redis round trip."""
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise Refusal(422, "invalid_speed", f"speed must be between {MIN_SPEED} and {MAX_SPEED}, not {speed}")
+    voices = await app[VOICES].offering(voice)
+    voice = voice or voices.default
+    if voice not in voices.names:
+        raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")
+    title = normalise_title(title) if title else LIVE_TITLE
+    limit = app[CONFIG].max_title_chars
+    if len(title) > limit:
+        raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
+    meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True)
+    asked_at = app[COOLDOWNS].clock()
+    try:
+        cast_id = await app[LIVE].open(voice, meta, speed=speed, limit=(app[LIMITER], client))
+    except RateLimited as limited:
+        app[COOLDOWNS].refused(client, asked_at, limited.verdict)
+        wait = limited.verdict.retry_after_s
+        raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
+    return Opened(cast_id, voice)
+
+
+def clean(fragment: str) -> str:
+    """A fragment as kept: controls dropped (the offsets still count them, as sent)."""
+    if not fragment.isascii() and any("\ud800" <= c <= "\udfff" for c in fragment):
+        raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
+    return fragment.translate(_DROPPED)
+
+
+class Refused(Exception):
+    """A fragment or close the text log refused: status, code, message and the text's end."""
+
+    def __init__(self, status: int, code: str, message: str, end: int) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.end = status, code, message, end
+
+    def response(self) -> web.Response:
+        return reply({"error": self.code, "message": self.message, "offset": self.end}, self.status)
+
+
+_ANSWERS = {
+    "gap": (409, "offset_gap", "text is missing before this offset; send the text from offset {end} first"),
+    "overlap": (409, "offset_overlap", "this fragment overlaps text already sent; send the part from offset {end}"),
+    "too_long": (413, "text_too_long", "the text would exceed {limit} characters; close this cast and open another"),
+    "closed": (409, "cast_closed", "this cast's text is closed; open a new cast for more text"),
+    "not_live": (409, "not_live", "this cast was submitted as a whole text; it takes no fragments"),
+    "missing": (404, "not_found", "no such cast; open one with POST /api/casts {{\"live\": true}}"),
+}
+
+
+def refusal_of(answer: str, end: int, limit: int) -> Refused:
+    status, code, message = _ANSWERS[answer]
+    return Refused(status, code, message.format(end=end, limit=limit), end)
+
+
+async def add_text(app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool) -> tuple[str, int]:
+    """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or Refused."""
+    if offset < 0:
+        raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
+    limit = app[CONFIG].max_chars
+    answer, end = await app[LIVE].append_text(cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush)
+    if answer == "ok":
+        return "appended", end
+    if answer == "duplicate":
+        return "duplicate", end
+    raise refusal_of(answer, end, limit)
+
+
+async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
+    """Close the text (idempotent); (its length, the final text's content id) or Refused."""
+    answer, end, cid = await app[LIVE].close_text(cast_id, voice)
+    if answer in ("ok", "closed"):
+        return end, cid
+    raise refusal_of(answer, end, app[CONFIG].max_chars)
+
+
+# ---- the HTTP handlers ------------------------------------------------------------------------
+
+def _cast_id(request: web.Request) -> str:
+    cast_id = request.match_info["id"]
+    if not is_cast_id(cast_id):
+        raise Refusal(404, "not_found", "no such cast; a cast id is 12 characters of A-Z, a-z, 0-9, - and _")
+    return cast_id
+
+
+def _json_body(request: web.Request) -> None:
+    if request.content_type != "application/json" and request.can_read_body:
+        raise Refusal(415, "unsupported_media_type", "send the body with Content-Type: application/json")
+
+
+async def open_from_body(request: web.Request, body: bytes) -> web.Response:
+    """``POST /api/casts`` with ``{"live": true}``: open a cast; 201 with its id and routes."""
+    form: OpenForm = _decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
+    app = request.app
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[CONFIG].forwarded_allow_ips)
+    opened = await open_cast(app, client, form.voice, form.title, form.speed)
+    url = cast_url(opened.cast_id)
+    body_out = {
+        "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
+        "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
+    }
+    return reply(body_out, 201, {"Location": url})
+
+
+async def post_text(request: web.Request) -> web.Response:
+    """``POST /api/casts/{id}/text`` ``{"text", "offset", "flush"}``: 200 with the text's end."""
+    cast_id = _cast_id(request)
+    _json_body(request)
+    form: TextForm = _decode(
+        await request.read(), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
+    )
+    try:
+        status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush)
+    except Refused as refused:
+        return refused.response()
+    return reply({"id": cast_id, "status": status, "offset": end})
+
+
+async def post_close(request: web.Request) -> web.Response:
+    """``POST /api/casts/{id}/close`` (optionally ``{"offset"}``, the length the client sent)."""
+    cast_id = _cast_id(request)
+    _json_body(request)
+    form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
+    store = request.app[LIVE]
+    text = await store.read_text(cast_id)
+    try:
+        if text is None:
+            answer = "not_live" if await store.redis.exists(catalog_key(cast_id)) else "missing"
+            raise refusal_of(answer, 0, 0)
+        if form.offset is not None and text.closed is None and form.offset != text.end:
+            raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
+        end, cid = await close_text(request.app, cast_id, text.voice)
+    except Refused as refused:
+        return refused.response()
+    return reply({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})

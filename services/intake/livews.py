@@ -1,0 +1,263 @@
+"""The live WebSocket: ``GET /v1/audio/speech/live``, one open cast per connection.
+
+Two tracks that never wait for each other: the *reader* takes the client's JSON messages
+(``start``, then ``text`` fragments, ``flush``, ``close``) and writes them to the text log; the
+*follower* reads the cast log by offset and sends each sentence's audio as a binary frame,
+between JSON events (``cast``, ``sentence``, ``sentence_done``, ``done``, ``error``). The
+follower pulls the next record only after the client took the last one, so a client that does
+not read costs one blocking read, not a buffer; one that takes no frame for
+INTAKE_LIVE_SEND_TIMEOUT_S is cut off with the ``seq_num`` to resume listening from (by link).
+The session stays open across sentences; a session that ends without ``close`` (a disconnect,
+the idle limit, a slow reader, a stop) closes the cast's text, so the cast still finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgspec
+from aiohttp import WSMsgType, web
+
+from castlog import Audio, Eos, Error, client_address
+
+from . import live, pcm
+from .appkeys import CONFIG, STORE
+from .validate import Refusal
+
+log = logging.getLogger(__name__)
+
+ROUTE = "/v1/audio/speech/live"
+FORMATS = ("mp3", "pcm")
+# Close codes: done, a stop, the client's mistake, the idle limit, a slow reader, the session cap.
+CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
+CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
+# How long the closing handshake may take before the connection is dropped.
+CLOSE_TIMEOUT_S = 2.0
+
+encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class SlowReader(Exception):
+    """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
+
+
+class Session:
+    def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
+        self.app, self.ws = request.app, ws
+        cfg = self.app[CONFIG]
+        self.client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        self.cast_id = ""
+        self.voice = ""
+        self.format = "mp3"
+        self.offset = 0  # characters of text sent so far: the next fragment's offset
+        self.text_open = False
+        self.seq_num = 0  # the next record of the cast log the client has not had
+        self._send_lock = asyncio.Lock()
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        """One frame, or SlowReader when the client has not made room for it in time."""
+        async with self._send_lock:
+            frame = self.ws.send_bytes(message) if isinstance(message, bytes) else self.ws.send_str(
+                encode(message).decode()
+            )
+            try:
+                await asyncio.wait_for(frame, self.app[CONFIG].live_send_timeout_s)
+            except asyncio.TimeoutError:
+                raise SlowReader from None
+
+    async def error(self, code: str, message: str, **extra: Any) -> None:
+        await self.send({"type": "error", "error": code, "message": message, **extra})
+
+    async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
+        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
+        try:
+            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+
+    # ---- the session ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            if await self._start():
+                await self._tracks()
+        except SlowReader:
+            await self._end_text()
+            log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
+            await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast_id, "seq_num": self.seq_num})
+        except ConnectionError:
+            await self._end_text()
+        finally:
+            if self.text_open:  # cancelled (a stop), or failed: the text ends, the cast finishes
+                await asyncio.shield(self._end_text())
+
+    async def _start(self) -> bool:
+        """The first message must be ``start``; answer with the ``cast`` event."""
+        msg = await self._receive(self.app[CONFIG].live_idle_s)
+        if msg is None:
+            return False
+        if msg.get("type") != "start":
+            await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
+            await self.close(CLOSE_BAD_REQUEST)
+            return False
+        fmt = msg.get("format") or "mp3"
+        speed, voice, title = msg.get("speed", 1.0), msg.get("voice"), msg.get("title")
+        try:
+            if fmt not in FORMATS:
+                raise Refusal(422, "invalid_format", f"format must be one of {', '.join(FORMATS)}")
+            if fmt == "pcm" and not pcm.available():
+                raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
+            if not _is_number(speed) or not all(v is None or isinstance(v, str) for v in (voice, title)):
+                raise Refusal(422, "invalid_field", "voice and title are strings, speed a number")
+            opened = await live.open_cast(self.app, self.client, voice, title, float(speed))
+        except Refusal as refusal:
+            await self.error(refusal.code, refusal.message)
+            await self.close(CLOSE_BAD_REQUEST)
+            return False
+        self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
+        await self.send({
+            "type": "cast", "id": self.cast_id, "url": live.cast_url(self.cast_id), "voice": self.voice,
+            "format": self.format, "sample_rate": pcm.SAMPLE_RATE,
+        })
+        return True
+
+    async def _tracks(self) -> None:
+        """Run the reader and the follower until the cast is done or the client is gone."""
+        reader = asyncio.ensure_future(self._read())
+        follower = asyncio.ensure_future(self._follow())
+        try:
+            done, _ = await asyncio.wait({reader, follower}, return_when=asyncio.FIRST_COMPLETED)
+            if follower in done:
+                follower.result()  # SlowReader surfaces here
+                await self.close(CLOSE_DONE)
+                return
+            await reader  # the client went away or idled out: the text ends, the cast goes on
+            await self._end_text()
+        finally:
+            for task in (reader, follower):
+                task.cancel()
+            await asyncio.gather(reader, follower, return_exceptions=True)
+
+    # ---- the reader: text in -------------------------------------------------------------------
+
+    async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
+        """The next JSON message; None once the client is gone (or idle past ``timeout_s``)."""
+        while True:
+            try:
+                msg = await self.ws.receive(timeout=timeout_s)
+            except asyncio.TimeoutError:
+                await self.error("idle", f"no message for {timeout_s:g} s (INTAKE_LIVE_IDLE_S); closing")
+                await self._end_text()  # before the close, so a client told "idle" finds the text closed
+                await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
+                return None
+            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return None
+            if msg.type != WSMsgType.TEXT:
+                await self.error("expected_json", "send JSON text messages")
+                continue
+            try:
+                body = _decode(msg.data)
+            except (msgspec.DecodeError, RecursionError):
+                await self.error("malformed_json", 'each message is one JSON object with a "type"')
+                continue
+            return body
+
+    async def _read(self) -> None:
+        cfg = self.app[CONFIG]
+        while (msg := await self._receive(cfg.live_idle_s if self.text_open else None)) is not None:
+            kind = msg.get("type")
+            if kind == "text":
+                await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
+            elif kind == "flush":
+                await self._text("", flush=True)
+            elif kind == "close":
+                await self._end_text()
+            else:
+                await self.error("unknown_type", "type is one of text, flush, close (start comes once)")
+
+    async def _text(self, text: object, *, flush: bool) -> None:
+        if not isinstance(text, str):
+            await self.error("invalid_field", 'send {"type": "text", "text": string}')
+            return
+        if not self.text_open:
+            await self.error("cast_closed", "the text is closed; open a new session for more")
+            return
+        try:
+            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush)
+        except live.Refused as refused:
+            await self.error(refused.code, refused.message, offset=refused.end)
+        except Refusal as refusal:
+            await self.error(refusal.code, refusal.message)
+
+    async def _end_text(self) -> None:
+        if not self.text_open:
+            return
+        self.text_open = False
+        try:
+            await live.close_text(self.app, self.cast_id, self.voice)
+        except live.Refused as refused:
+            log.warning("live cast %s: close refused (%s)", self.cast_id, refused.message)
+
+    # ---- the follower: audio out ---------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        sent: set[int] = set()
+        async for entry in self.app[STORE].follow(self.cast_id, self.seq_num):
+            record = entry.record
+            if isinstance(record, Audio) and record.i not in sent:
+                await self.send({"type": "sentence", "index": record.i, "text": record.t})
+                body = record.body if self.format == "mp3" else await pcm.decode(record.body)
+                await self.send(body)
+                await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
+                sent.add(record.i)
+            elif isinstance(record, Eos):
+                await self.send({"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms})
+            elif isinstance(record, Error):
+                await self.error("synthesis_failed", record.reason)
+            self.seq_num = entry.seq_num + 1
+
+
+SESSIONS = web.AppKey("intake.live_sessions", set[Session])
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+async def live_socket(request: web.Request) -> web.StreamResponse:
+    cfg = request.app[CONFIG]
+    sessions = request.app[SESSIONS]
+    ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
+    await ws.prepare(request)
+    if len(sessions) >= cfg.live_max_sessions:
+        await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
+        await ws.close(code=CLOSE_BUSY)
+        return ws
+    session = Session(request, ws)
+    sessions.add(session)
+    try:
+        await session.run()
+    finally:
+        sessions.discard(session)
+    return ws
+
+
+async def _close_sessions(app: web.Application) -> None:
+    """A stop: every session's text ends (its cast finishes) and its socket closes, at once."""
+    live: set[Session] = app[SESSIONS]
+    sessions = list(live)
+    for session in sessions:
+        await session._end_text()
+    await asyncio.gather(*(s.close(CLOSE_GOING_AWAY) for s in sessions), return_exceptions=True)
+
+
+def add_routes(app: web.Application) -> None:
+    sessions: set[Session] = set()
+    app[SESSIONS] = sessions
+    app.router.add_get(ROUTE, live_socket)
+    app.on_shutdown.append(_close_sessions)

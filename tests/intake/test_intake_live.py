@@ -1,0 +1,293 @@
+"""Open (live) casts through intake's real app: open, fragments at offsets (resend, gap, overlap),
+close, refusals that leave no trace, and the WebSocket session against records written as the
+worker writes them (the model's own run is in tests/system/test_live.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import msgspec
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+import castlog
+from castlog import Audio, CastStore, Eos, LiveStore, Start
+from intake import pcm
+
+from .conftest import MakeClient, keys_besides_rate_limits
+
+Client = TestClient[Any, Any]
+WS = "/v1/audio/speech/live"
+
+
+async def open_live(client: Client, **fields: Any) -> str:
+    resp = await client.post("/api/casts", json={"live": True, **fields})
+    assert resp.status == 201, await resp.text()
+    body = await resp.json()
+    assert resp.headers["Location"] == body["url"] == f"/c/{body['id']}"
+    return str(body["id"])
+
+
+async def send(client: Client, cast_id: str, text: str, offset: int, **more: Any) -> tuple[int, dict[str, Any]]:
+    resp = await client.post(f"/api/casts/{cast_id}/text", json={"text": text, "offset": offset, **more})
+    return resp.status, await resp.json()
+
+
+async def text_of(redis: Redis, cast_id: str) -> castlog.LiveText:
+    text = await LiveStore(redis).read_text(cast_id)
+    assert text is not None
+    return text
+
+
+async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Client, redis: Redis) -> None:
+    first, second = await open_live(client, voice="af_heart"), await open_live(client, voice="af_heart")
+    assert first != second and castlog.is_cast_id(first)
+    (entry,) = await CastStore(redis).read(first)
+    assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
+    assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
+    jobs = await redis.xrange(castlog.JOBS_LIVE)
+    assert [j[1][b"id"].decode() for j in jobs] == [first, second]
+    assert await redis.xlen(castlog.JOBS) == 0
+
+
+async def test_fragments_append_in_order_and_a_resend_appends_nothing(client: Client, redis: Redis) -> None:
+    cast_id = await open_live(client)
+    assert await send(client, cast_id, "Hello th", 0) == (200, {"id": cast_id, "status": "appended", "offset": 8})
+    assert (await send(client, cast_id, "ere. How", 8))[1]["offset"] == 16
+    assert await send(client, cast_id, "ere. How", 8) == (200, {"id": cast_id, "status": "duplicate", "offset": 16})
+    assert (await send(client, cast_id, "Hello th", 0))[1]["status"] == "duplicate"
+    assert (await text_of(redis, cast_id)).text == "Hello there. How"
+
+
+async def test_a_gap_or_an_overlap_is_refused_with_where_to_go_on(client: Client, redis: Redis) -> None:
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Hello", 0)
+    status, body = await send(client, cast_id, " world", 9)
+    assert (status, body["error"], body["offset"]) == (409, "offset_gap", 5)
+    status, body = await send(client, cast_id, "lo world", 3)
+    assert (status, body["error"], body["offset"]) == (409, "offset_overlap", 5)
+    assert (await text_of(redis, cast_id)).text == "Hello"
+
+
+async def test_close_records_the_final_texts_content_id_and_is_idempotent(client: Client, redis: Redis) -> None:
+    cast_id = await open_live(client, voice="af_heart")
+    await send(client, cast_id, "Hello\r\n there.\x07", 0)
+    first = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 15})
+    assert first.status == 200
+    body = await first.json()
+    assert body["content_id"] == castlog.content_id("Hello\n there.", "af_heart") and body["offset"] == 15
+    again = await client.post(f"/api/casts/{cast_id}/close")
+    assert (again.status, (await again.json())["content_id"]) == (200, body["content_id"])
+    status, refused = await send(client, cast_id, " More.", 15)
+    assert (status, refused["error"]) == (409, "cast_closed")
+    assert [e.kind for e in (await text_of(redis, cast_id)).events] == ["text", "flush", "closed"][::2]
+
+
+async def test_close_at_an_offset_the_server_has_not_reached_is_refused(client: Client) -> None:
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Hello", 0)
+    resp = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 9})
+    assert resp.status == 409 and (await resp.json())["offset"] == 5
+
+
+async def test_flush_is_recorded_once(client: Client, redis: Redis) -> None:
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Let me think", 0, flush=True)
+    await send(client, cast_id, "", 12, flush=True)
+    assert [e.kind for e in (await text_of(redis, cast_id)).events] == ["text", "flush"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("/api/casts", {"live": True, "voice": "nobody"}, 422, "unknown_voice"),
+        ("/api/casts", {"live": True, "speed": 9}, 422, "invalid_speed"),
+        ("/api/casts", {"live": True, "speed": "fast"}, 422, "invalid_field"),
+        ("/api/casts", {"live": True, "title": "x" * 300}, 422, "title_too_long"),
+        ("/api/casts/AbCdEfGhIjKl/text", {"text": "Hi.", "offset": 0}, 404, "not_found"),
+        ("/api/casts/bad/text", {"text": "Hi.", "offset": 0}, 404, "not_found"),
+        ("/api/casts/AbCdEfGhIjKl/close", {}, 404, "not_found"),
+    ],
+)
+async def test_bad_live_requests_are_refused_and_leave_no_trace(
+    client: Client, redis: Redis, path: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    resp = await client.post(path, json=body)
+    assert (resp.status, (await resp.json())["error"]) == (status, code)
+    assert await keys_besides_rate_limits(redis) == set()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"text": "Hi."}, 422, "invalid_field"),
+        ({"text": 5, "offset": 0}, 422, "invalid_field"),
+        ({"text": "Hi.", "offset": -1}, 422, "invalid_offset"),
+        ({"text": "x" * 101, "offset": 0}, 413, "text_too_long"),
+    ],
+)
+async def test_bad_fragments_are_refused_and_append_nothing(
+    make_client: MakeClient, redis: Redis, body: dict[str, Any], status: int, code: str
+) -> None:
+    client = await make_client(max_chars=100)
+    cast_id = await open_live(client)
+    resp = await client.post(f"/api/casts/{cast_id}/text", json=body)
+    assert (resp.status, (await resp.json())["error"]) == (status, code)
+    assert (await text_of(redis, cast_id)).events == []
+
+
+async def test_fragments_to_a_whole_text_cast_are_refused(client: Client, redis: Redis) -> None:
+    resp = await client.post("/api/casts", json={"text": "A whole text."})
+    cast_id = (await resp.json())["id"]
+    status, body = await send(client, cast_id, "More.", 0)
+    assert (status, body["error"]) == (409, "not_live")
+    assert await redis.xlen(castlog.catalog_key(cast_id)) == 1
+
+
+# ---- the WebSocket -------------------------------------------------------------------------------
+
+
+async def receive_json(ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    msg = await asyncio.wait_for(ws.receive(), 10)
+    assert msg.type == aiohttp.WSMsgType.TEXT, msg
+    return msgspec.json.decode(msg.data)  # type: ignore[no-any-return]
+
+
+async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketResponse, str]:
+    ws = await client.ws_connect(WS)
+    await ws.send_json({"type": "start", **fields})
+    event = await receive_json(ws)
+    assert event["type"] == "cast" and event["url"] == f"/c/{event['id']}"
+    return ws, str(event["id"])
+
+
+async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool) -> None:
+    """The records a worker would append: a start, audio per sentence, and eos."""
+    tail = await store.tail(cast_id)
+    records: list[castlog.Record] = [] if tail > 1 else [Start(attempt=1, resume_from=0, at=0)]
+    done = sum(1 for e in await store.read(cast_id, 0, 1000) if e.kind == "audio")
+    for k, (text, body) in enumerate(audio):
+        records.append(Audio(i=done + k, t=text, d=24 * (k + 1), o=0, n=done + k + 1, body=body))
+    if end:
+        records.append(Eos(sentences=done + len(audio), audio_ms=0, attempts=1))
+    await store.append(cast_id, tail, records)
+
+
+async def test_websocket_writes_fragments_and_sends_each_sentence_then_done(client: Client, redis: Redis) -> None:
+    store = CastStore(redis)
+    ws, cast_id = await start(client, voice="af_heart")
+    await ws.send_json({"type": "text", "text": "Hello th"})
+    await ws.send_json({"type": "text", "text": "ere. How are"})
+    await ws.send_json({"type": "flush"})
+    await ws.send_json({"type": "text", "text": " you?"})
+    await ws.send_json({"type": "close"})
+    await asyncio.sleep(0.2)
+    text = await text_of(redis, cast_id)
+    assert text.text == "Hello there. How are you?" and text.closed is not None
+    assert [e.kind for e in text.events] == ["text", "text", "flush", "text", "closed"]
+    await worker_writes(store, cast_id, [("Hello there.", b"mp3-one"), ("How are", b"mp3-two")], end=False)
+    await worker_writes(store, cast_id, [("you?", b"mp3-three")], end=True)
+    got: list[Any] = []
+    async for msg in ws:
+        got.append(msg.data if msg.type == aiohttp.WSMsgType.BINARY else msgspec.json.decode(msg.data))
+    assert got == [
+        {"type": "sentence", "index": 0, "text": "Hello there."}, b"mp3-one",
+        {"type": "sentence_done", "index": 0, "duration_ms": 24},
+        {"type": "sentence", "index": 1, "text": "How are"}, b"mp3-two",
+        {"type": "sentence_done", "index": 1, "duration_ms": 48},
+        {"type": "sentence", "index": 2, "text": "you?"}, b"mp3-three",
+        {"type": "sentence_done", "index": 2, "duration_ms": 24},
+        {"type": "done", "sentences": 3, "audio_ms": 0},
+    ]
+    assert ws.close_code == 1000
+
+
+async def test_websocket_pcm_frames_are_the_decoded_mp3(client: Client, redis: Redis) -> None:
+    import numpy as np
+
+    from synth.mp3 import decode_mp3, encode_chunk
+
+    tone = (0.3 * np.sin(2 * np.pi * 220 * np.arange(24_000) / 24_000)).astype(np.float32)
+    mp3 = encode_chunk(tone, 48_000).data
+    ws, cast_id = await start(client, format="pcm")
+    await worker_writes(CastStore(redis), cast_id, [("Tone.", mp3)], end=True)
+    assert (await receive_json(ws))["type"] == "sentence"
+    frame = await asyncio.wait_for(ws.receive(), 10)
+    assert frame.type == aiohttp.WSMsgType.BINARY
+    samples = np.frombuffer(frame.data, dtype="<i2").astype(np.float32) / 32768
+    want = decode_mp3(mp3)
+    assert len(samples) == len(want) and float(np.max(np.abs(samples - want))) < 1e-3
+    assert pcm.SAMPLE_RATE == 24_000
+    await ws.close()
+
+
+async def test_websocket_bad_start_is_refused_with_an_error_and_leaves_no_trace(client: Client, redis: Redis) -> None:
+    for bad in ({"type": "text", "text": "Hi."}, {"type": "start", "voice": "nobody"},
+                {"type": "start", "format": "wav"}, {"type": "start", "speed": "fast"}):
+        ws = await client.ws_connect(WS)
+        await ws.send_json(bad)
+        event = await receive_json(ws)
+        assert event["type"] == "error", bad
+        assert (await ws.receive()).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        assert ws.close_code == 4400
+    assert await keys_besides_rate_limits(redis) == set()
+
+
+async def test_websocket_bad_messages_get_errors_and_the_session_goes_on(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_str("not json")
+    assert (await receive_json(ws))["error"] == "malformed_json"
+    await ws.send_json({"type": "shout"})
+    assert (await receive_json(ws))["error"] == "unknown_type"
+    await ws.send_json({"type": "text", "text": 5})
+    assert (await receive_json(ws))["error"] == "invalid_field"
+    await ws.send_json({"type": "text", "text": "Still here."})
+    await asyncio.sleep(0.1)
+    assert (await text_of(redis, cast_id)).text == "Still here."
+    await ws.close()
+
+
+async def test_a_client_that_disconnects_closes_the_text_so_the_cast_finishes(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "Half a sentence"})
+    await asyncio.sleep(0.1)
+    await ws.close()
+    for _ in range(100):
+        if (await text_of(redis, cast_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
+    text = await text_of(redis, cast_id)
+    assert text.closed is not None and text.text == "Half a sentence"
+
+
+async def test_an_idle_session_is_closed_with_its_position(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(live_idle_s=0.3)
+    ws, cast_id = await start(client)
+    assert (await receive_json(ws))["error"] == "idle"
+    msg = await asyncio.wait_for(ws.receive(), 10)
+    assert msg.type == aiohttp.WSMsgType.CLOSE and ws.close_code == 4408
+    assert msgspec.json.decode(msg.extra) == {"error": "idle", "id": cast_id, "seq_num": 1}  # meta was read
+    assert (await text_of(redis, cast_id)).closed is not None
+
+
+async def test_a_client_that_reads_nothing_is_cut_off_and_its_cast_goes_on(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(live_send_timeout_s=0.3)
+    store = CastStore(redis)
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "Some text."})
+    big = b"\xff" * 256 * 1024
+    for _ in range(8):  # 16 MB the client never reads: more than the socket buffers hold
+        await worker_writes(store, cast_id, [("A sentence.", big)] * 8, end=False)
+
+    async def text_closed() -> bool:
+        return (await text_of(redis, cast_id)).closed is not None
+
+    for _ in range(300):
+        if await text_closed():
+            break
+        await asyncio.sleep(0.05)
+    assert await text_closed()  # the session ended: its text is closed, so the cast finishes
+    await ws.close()
