@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 from dataclasses import dataclass
 
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 from redis.asyncio import Redis
 
 from castlog import healthy
+
+from . import wsrelay
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +27,10 @@ INTAKE_ROUTES = {
     ("POST", "/api/casts"),
     ("GET", "/api/voices"),
     ("GET", "/api/openapi.json"),
+    ("GET", "/v1/audio/speech/live"),  # the live WebSocket
 }
+# An open cast's text and close (POST only; GETs under /api/casts/<id>/ are edge's).
+INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1).
 HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -50,7 +56,9 @@ class Upstreams:
     edge: str
 
     def pick(self, method: str, path: str) -> str:
-        return self.intake if (method, path) in INTAKE_ROUTES else self.edge
+        if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
+            return self.intake
+        return self.edge
 
 
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
@@ -68,6 +76,8 @@ async def forward(request: web.Request) -> web.StreamResponse:
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
+    if wsrelay.is_upgrade(request):
+        return await wsrelay.relay(request, base, request.app[SESSION], headers)
     try:
         body = await request.read() if request.can_read_body else None
     except web.HTTPRequestEntityTooLarge:
@@ -130,6 +140,7 @@ def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BOD
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()
     app.on_shutdown.append(_close_relays)
+    wsrelay.setup(app)
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)

@@ -42,6 +42,10 @@ ROUTES = [
     ("GET", "/api/voicesX", "edge"),
     ("GET", "/api/voices/af_heart", "edge"),
     ("GET", "/api/edge/openapi.json", "edge"),
+    ("GET", "/v1/audio/speech/live", "intake"),
+    ("POST", "/api/casts/AbCdEfGhIjKl/text", "intake"),
+    ("POST", "/api/casts/AbCdEfGhIjKl/close", "intake"),
+    ("GET", "/api/casts/AbCdEfGhIjKl/text", "edge"),
 ]
 
 

@@ -5,7 +5,7 @@ import io
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import ClientPayloadError, ClientSession, web
+from aiohttp import ClientPayloadError, ClientSession, WSMsgType, web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
@@ -56,6 +56,10 @@ async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str,
         ("GET", "/c/pHanHO6047OT", "edge"),
         ("GET", "/", "edge"),
         ("GET", "/generate", "edge"),
+        ("POST", "/api/casts/pHanHO6047OT/text", "intake"),
+        ("POST", "/api/casts/pHanHO6047OT/close", "intake"),
+        ("GET", "/api/casts/pHanHO6047OT/text", "edge"),
+        ("GET", "/v1/audio/speech/live", "intake"),
     ],
 )
 async def test_writes_go_to_intake_and_reads_to_edge(proxied, method: str, path: str, owner: str) -> None:
@@ -196,3 +200,46 @@ async def test_a_redirect_reaches_the_client_unfollowed(proxied) -> None:
             assert response.status == 303
             assert response.headers["Location"] == "/c/pHanHO6047OT"
     assert [s[0] for s in seen] == ["intake"]
+
+
+def websocket_upstream() -> web.Application:
+    """An upstream WebSocket that echoes text and binary, then closes with a code and a reason."""
+
+    async def socket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(f"hello {request.headers.get('X-Forwarded-For', '')}")
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT and msg.data == "bye":
+                await ws.close(code=4429, message=b'{"seq_num": 7}')
+            elif msg.type == WSMsgType.TEXT:
+                await ws.send_str(msg.data.upper())
+            elif msg.type == WSMsgType.BINARY:
+                await ws.send_bytes(msg.data[::-1])
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/audio/speech/live", socket)
+    return app
+
+
+async def test_websockets_are_relayed_both_ways_with_the_closing_code_and_reason(redis: Redis) -> None:
+    upstream_server = TestServer(websocket_upstream())
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, "http://127.0.0.1:9")))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.ws_connect(str(proxy.make_url("/v1/audio/speech/live"))) as ws:
+                assert (await ws.receive_str()) == "hello 127.0.0.1"
+                await ws.send_str("text")
+                assert (await ws.receive_str()) == "TEXT"
+                await ws.send_bytes(b"\x01\x02")
+                assert (await ws.receive_bytes()) == b"\x02\x01"
+                await ws.send_str("bye")
+                msg = await asyncio.wait_for(ws.receive(), 5)
+                assert msg.type == WSMsgType.CLOSE and (msg.data, msg.extra) == (4429, '{"seq_num": 7}')
+    finally:
+        await proxy.close()
+        await upstream_server.close()
