@@ -343,7 +343,7 @@ class Worker:
         first_ever = cast.first_audio_seq is None
         new_tail = await self.store.append(cast.cast_id, cast.tail, [audio])
         cast.appended(audio, new_tail, self._clock())
-        if first_ever and cast.job.enqueued_at:
+        if first_ever and cast.job.enqueued_at and not cast.live:  # an open cast waits for its text first
             metrics.TIME_TO_FIRST_AUDIO.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
         if cast.complete:
             await self._finish(cast)
