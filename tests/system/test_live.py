@@ -1,0 +1,212 @@
+"""Open (live) casts end to end: intake, edge and synth as separate processes with the real model.
+
+The WebSocket and the HTTP routes, fragments cut at every position of a text, a resend, a close
+without flush, a client that disconnects, a live cast followed over SSE and as audio.mp3, and a
+worker killed in the middle of an open cast. Short texts: the model runs at about half real
+time on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import ClientSession, ClientTimeout
+
+import castlog
+from streamtts.redisserver import RedisServer, free_port, start_server
+from tests.support.waiting import wait_healthy
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
+
+START_S = 120.0
+CONSUMER = "live-test-worker"  # a fixed name: a restarted worker re-reads its own pending jobs
+TWO = "Good morning. The answer is forty two."
+
+
+@dataclass
+class Live:
+    redis: RedisServer
+    ports: dict[str, int]
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def url(self, service: str, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}{path}"
+
+    def start(self, name: str) -> None:
+        self.procs[name] = proc = subprocess.Popen([sys.executable, "-m", name], env=self.env, stdin=subprocess.DEVNULL)
+        wait_healthy(self.url(name, "/healthz"), proc, name, START_S, interval_s=0.3)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    redis = start_server(tmp_path_factory.mktemp("live-redis"), aof=True)
+    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
+    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2", SYNTH_CONSUMER=CONSUMER,
+               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]), SYNTH_METRICS_PORT=str(ports["synth"]),
+               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), INTAKE_RATE="1000", INTAKE_BURST="1000")
+    system = Live(redis, ports, env)
+    try:
+        for name in ports:
+            system.start(name)
+        yield system
+    finally:
+        for proc in system.procs.values():
+            proc.terminate()
+        for proc in system.procs.values():
+            try:
+                proc.wait(40)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        redis.stop()
+
+
+async def sse(http: ClientSession, live: Live, cast_id: str) -> list[dict[str, Any]]:
+    """The cast's records over edge's SSE, from the start until its end."""
+    records: list[dict[str, Any]] = []
+    async with http.get(live.url("edge", f"/api/casts/{cast_id}/events?seq_num=0")) as response:
+        assert response.status == 200
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("data:"):
+                records.append(json.loads(line[5:].strip()))
+                if records[-1]["kind"] in ("eos", "error"):
+                    break
+    return records
+
+
+def spoken(records: list[dict[str, Any]]) -> list[str]:
+    return [r["headers"]["t"] for r in records if r["kind"] == "audio"]
+
+
+async def session_events(ws: aiohttp.ClientWebSocketResponse) -> list[Any]:
+    got: list[Any] = []
+    async for msg in ws:
+        got.append(msg.data if msg.type == aiohttp.WSMsgType.BINARY else json.loads(msg.data))
+    return got
+
+
+async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(live: Live) -> None:
+    from synth.mp3 import decode_mp3
+
+    async with ClientSession(timeout=ClientTimeout(total=240)) as http:
+        ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
+        await ws.send_json({"type": "start"})
+        cast_event = json.loads((await ws.receive()).data)
+        cast_id = cast_event["id"]
+        listener = asyncio.ensure_future(sse(http, live, cast_id))
+        for word in TWO.split(" "):  # token by token, as an agent streams them
+            await ws.send_json({"type": "text", "text": word + " "})
+        await ws.send_json({"type": "close"})
+        got = await session_events(ws)
+        records = await listener
+        async with http.get(live.url("edge", f"/api/casts/{cast_id}/audio.mp3")) as response:
+            mp3 = await response.read()
+    chunks = castlog.split_text(TWO)
+    sentences = [g for g in got if isinstance(g, dict) and g["type"] == "sentence"]
+    frames = [g for g in got if isinstance(g, bytes)]
+    assert [s["text"] for s in sentences] == chunks and len(frames) == len(chunks)
+    assert got[-1] == {"type": "done", "sentences": len(chunks), "audio_ms": got[-1]["audio_ms"]}
+    assert all(len(decode_mp3(f)) > 0 for f in frames)
+    assert records[0]["kind"] == "meta" and records[0]["headers"]["live"] is True
+    assert spoken(records) == chunks and records[-1]["kind"] == "eos"
+    assert mp3 == b"".join(frames)  # the listener by link hears the same bytes
+    assert abs(len(decode_mp3(mp3)) - got[-1]["audio_ms"] * 24) <= 576
+
+
+async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Live) -> None:
+    text = "Fragments come over HTTP. The last one has no stop"
+    async with ClientSession(timeout=ClientTimeout(total=240)) as http:
+        async with http.post(live.url("intake", "/api/casts"), json={"live": True, "title": "HTTP"}) as response:
+            assert response.status == 201
+            opened = await response.json()
+            cast_id = opened["id"]
+        listener = asyncio.ensure_future(sse(http, live, cast_id))
+        offset = 0
+        for piece in (text[:10], text[10:30], text[30:]):
+            for _ in range(2):  # each one sent twice: a resend after a lost reply
+                async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                                     json={"text": piece, "offset": offset}) as response:
+                    assert response.status == 200
+            offset += len(piece)
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), json={"offset": offset}) as response:
+            assert response.status == 200
+            assert (await response.json())["content_id"] == castlog.content_id(text, opened["voice"])
+        records = await asyncio.wait_for(listener, 200)
+    assert spoken(records) == castlog.split_text(text)
+    assert records[-1]["kind"] == "eos" and records[-1]["headers"]["sentences"] == len(castlog.split_text(text))
+
+
+async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Live) -> None:
+    text = "Hi there. Bye now."
+    want = castlog.split_text(text)
+    async with ClientSession(timeout=ClientTimeout(total=280)) as http:
+        ids = []
+        for cut in range(len(text) + 1):
+            async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
+                cast_id = (await response.json())["id"]
+            for offset, piece in ((0, text[:cut]), (cut, text[cut:])):
+                async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                                     json={"text": piece, "offset": offset}) as response:
+                    assert response.status == 200
+            async with http.post(live.url("intake", f"/api/casts/{cast_id}/close")) as response:
+                assert response.status == 200
+            ids.append(cast_id)
+        logs = [await sse(http, live, cast_id) for cast_id in ids]  # one stream at a time: edge caps a client's
+    assert [spoken(records) for records in logs] == [want] * len(ids)
+
+
+async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: Live) -> None:
+    async with ClientSession(timeout=ClientTimeout(total=240)) as http:
+        ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
+        await ws.send_json({"type": "start", "format": "pcm"})
+        cast_id = json.loads((await ws.receive()).data)["id"]
+        await ws.send_json({"type": "text", "text": "Gone before the end"})
+        await ws.close()
+        records = await asyncio.wait_for(sse(http, live, cast_id), 200)
+    assert spoken(records) == ["Gone before the end"] and records[-1]["kind"] == "eos"
+
+
+async def test_a_worker_killed_mid_live_cast_is_resumed(live: Live) -> None:
+    text1, text2 = "Before the crash. ", "After the crash, it goes on."
+    async with ClientSession(timeout=ClientTimeout(total=280)) as http:
+        async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
+            cast_id = (await response.json())["id"]
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"), json={"text": text1, "offset": 0}):
+            pass
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                             json={"text": "After", "offset": len(text1)}):
+            pass
+        for _ in range(600):  # the first sentence is in the log
+            async with http.get(live.url("edge", f"/api/casts/{cast_id}")) as response:
+                if (await response.json()).get("finished", 0) >= 1:
+                    break
+            await asyncio.sleep(0.1)
+        live.procs["synth"].send_signal(signal.SIGKILL)
+        live.procs["synth"].wait(10)
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                             json={"text": text2[5:], "offset": len(text1) + 5}):
+            pass
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close")):
+            pass
+        await asyncio.to_thread(live.start, "synth")
+        records = await asyncio.wait_for(sse(http, live, cast_id), 240)
+    starts = [r["headers"] for r in records if r["kind"] == "start"]
+    assert len(starts) == 2 and starts[1]["resume_from"] >= 1
+    entries = [castlog.Entry(i, castlog.Audio(i=r["headers"]["i"], t=r["headers"]["t"], d=r["headers"]["d"],
+                                              o=r["headers"]["o"]))
+               if r["kind"] == "audio" else castlog.Entry(i, castlog.Start(**r["headers"]))
+               for i, r in enumerate(records) if r["kind"] in ("audio", "start")]
+    played = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, castlog.Audio)]
+    assert played == castlog.split_text(text1 + text2) and records[-1]["kind"] == "eos"
