@@ -99,6 +99,10 @@ class Worker:
         self._stopping = asyncio.Event()
         self._model_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
         self._encode_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-encode")
+        # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
+        # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
+        self._live_pipeline: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
+        self._live_encode_pool = ThreadPoolExecutor(1, thread_name_prefix="synth-encode-live")
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -110,6 +114,7 @@ class Worker:
         side = [asyncio.create_task(self._admit_loop()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self._admit_live_loop()), asyncio.create_task(self.feed.run())]
         main = [asyncio.create_task(self._synth_loop()), asyncio.create_task(self._append_loop())]
+        main.append(asyncio.create_task(self._append_loop(self._live_pipeline, self._live_encode_pool)))
         try:
             running = set(side + main)
             while not all(task.done() for task in main):
@@ -122,6 +127,7 @@ class Worker:
             await asyncio.gather(*side, *main, return_exceptions=True)
             self._model_pool.shutdown(wait=False)
             self._encode_pool.shutdown(wait=False)
+            self._live_encode_pool.shutdown(wait=False)
             metrics.ACTIVE_CASTS.set(0)
             log.info("worker %s stopped; %d cast(s) left pending", self.cfg.consumer, len(self.casts))
 
@@ -272,7 +278,9 @@ class Worker:
         while not self.stopping:
             live = sum(1 for c in self.casts.values() if c.wants_chunk)
             first_chunk_s = self.speed.first_chunk_s(listeners=live)
-            cast = pick_next(self.casts.values(), self._clock(), first_chunk_s=first_chunk_s)
+            cast = pick_next(
+                self.casts.values(), self._clock(), first_chunk_s=first_chunk_s, hold_lead_s=self.cfg.live_hold_lead_s
+            )
             if cast is None:
                 await _wait(self._work, self.cfg.poll_s)
                 continue
@@ -286,7 +294,7 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
-                await self._pipeline.put(Synthesized(cast, index, _NO_PCM, f"sentence {index}: {exc!r}"))
+                await self._lane(cast).put(Synthesized(cast, index, _NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
             took = self._clock() - started
             if cast.closed:
@@ -299,8 +307,12 @@ class Worker:
             cast.synth_s += took
             # An estimate until encoded: the encoder trims trailing silence (corrected below).
             cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())
-            await self._pipeline.put(Synthesized(cast, index, pcm))
-        await self._pipeline.put(None)  # the chunk in hand is queued: the append loop drains, ends
+            await self._lane(cast).put(Synthesized(cast, index, pcm))
+        await self._pipeline.put(None)  # the chunk in hand is queued: the append loops drain, end
+        await self._live_pipeline.put(None)
+
+    def _lane(self, cast: ActiveCast) -> asyncio.Queue[Synthesized | None]:
+        return self._live_pipeline if cast.live else self._pipeline
 
     def _infer(self, text: str, voice: str, speed: float = 1.0) -> PCM:
         spoken = self.synth.synthesize(text, voice) if speed == 1.0 else self.synth.synthesize(text, voice, speed)
@@ -309,9 +321,12 @@ class Worker:
             raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
         return pcm
 
-    async def _append_loop(self) -> None:
+    async def _append_loop(
+        self, pipeline: asyncio.Queue[Synthesized | None] | None = None, pool: ThreadPoolExecutor | None = None
+    ) -> None:
         loop = asyncio.get_running_loop()
-        while (item := await self._pipeline.get()) is not None:
+        pipeline, pool = pipeline or self._pipeline, pool or self._encode_pool
+        while (item := await pipeline.get()) is not None:
             cast = item.cast
             if cast.closed:
                 continue
@@ -320,7 +335,7 @@ class Worker:
                 continue
             started = self._clock()
             try:
-                encoded = await loop.run_in_executor(self._encode_pool, encode_chunk, item.pcm, self.cfg.bitrate)
+                encoded = await loop.run_in_executor(pool, encode_chunk, item.pcm, self.cfg.bitrate)
             except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
                 await self._fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
                 continue
