@@ -101,6 +101,11 @@ class ActiveCast:
         return self.open_text is not None
 
     @property
+    def typing(self) -> bool:
+        """An open cast holds text that completes no sentence yet."""
+        return self.open_text is not None and not self.open_text.closed and self.open_text.chunker.pending
+
+    @property
     def in_flight(self) -> int:
         """Chunks synthesized (or being synthesized) and not yet appended."""
         return self.next_synth - self.next_append

@@ -52,6 +52,7 @@ class SynthConfig:
     # Open (live) casts
     max_live: int = 8  # open casts held at once, apart from the others' concurrency
     live_idle_s: float = 120.0  # an open cast without new text this long is closed by the worker
+    live_hold_lead_s: float = 10.0  # while a live sentence is typed, casts this far ahead wait
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -66,6 +67,7 @@ class SynthConfig:
             "SYNTH_STATS_INTERVAL_S": self.stats_interval_s,
             "SYNTH_MAX_LIVE": self.max_live,
             "SYNTH_LIVE_IDLE_S": self.live_idle_s,
+            "SYNTH_LIVE_HOLD_LEAD_S": self.live_hold_lead_s,
         })
         if self.threads is not None:
             require_positive({"SYNTH_THREADS": self.threads})
@@ -113,4 +115,5 @@ class SynthConfig:
             stats_interval_s=get("SYNTH_STATS_INTERVAL_S", float, d.stats_interval_s),
             max_live=get("SYNTH_MAX_LIVE", int, d.max_live),
             live_idle_s=get("SYNTH_LIVE_IDLE_S", float, d.live_idle_s),
+            live_hold_lead_s=get("SYNTH_LIVE_HOLD_LEAD_S", float, d.live_hold_lead_s),
         )

@@ -22,6 +22,11 @@ class LiveChunks:
         self.chunks.extend(new)
         return new
 
+    @property
+    def pending(self) -> bool:
+        """Text has come that is in no chunk yet (a sentence being typed)."""
+        return bool(self._chunker.pending.strip())
+
     def flush(self) -> list[str]:
         new = self._chunker.flush()
         self.chunks.extend(new)

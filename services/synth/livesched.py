@@ -6,7 +6,10 @@ text cast's lead work, with one exception kept from :func:`scheduler.pick`: a ca
 listener would run dry while that sentence is made (its lead is between 0 and the model's time
 for a short chunk) gets its chunk first. A live cast has at most one sentence in flight (made or
 being encoded, not yet appended), so that between its sentences the others move on; only when
-nothing else wants the model may it run ahead. Without live casts this is exactly ``pick``.
+nothing else wants the model may it run ahead. While a live cast's next sentence is being typed
+(text has come that completes no sentence yet), a cast that leads its listener by more than
+``hold_lead_s`` waits instead of taking the model, so the model is free when that sentence
+completes; it loses nothing, being that far ahead. Without live casts this is exactly ``pick``.
 """
 
 from __future__ import annotations
@@ -24,15 +27,24 @@ class Interactive(Schedulable, Protocol):
     @property
     def in_flight(self) -> int: ...
 
+    @property
+    def typing(self) -> bool:
+        """A live cast holds text that completes no sentence yet."""
+        ...
+
 
 L = TypeVar("L", bound=Interactive)
 
 
-def pick_next(casts: Iterable[L], now: float, *, first_chunk_s: float = 0.0) -> L | None:
+def pick_next(
+    casts: Iterable[L], now: float, *, first_chunk_s: float = 0.0, hold_lead_s: float = float("inf")
+) -> L | None:
     batch: list[L] = []
+    typing = False
     ready: list[L] = []  # live casts with a complete sentence and nothing in flight
     ahead: list[L] = []  # live casts with a sentence in flight and another complete
     for cast in casts:
+        typing = typing or (cast.live and cast.typing)
         if not cast.wants_chunk:
             continue
         if not cast.live:
@@ -43,7 +55,10 @@ def pick_next(casts: Iterable[L], now: float, *, first_chunk_s: float = 0.0) -> 
             ahead.append(cast)
     if ready:
         return _running_dry(batch, now, first_chunk_s) or ready[0]
-    return pick(batch, now, first_chunk_s=first_chunk_s) or (ahead[0] if ahead else None)
+    chosen = pick(batch, now, first_chunk_s=first_chunk_s)
+    if chosen is not None and typing and chosen.pace.lead(now) > hold_lead_s:
+        return None  # far enough ahead: keep the model free for the sentence being typed
+    return chosen or (ahead[0] if ahead else None)
 
 
 def _running_dry(batch: list[L], now: float, within_s: float) -> L | None:
