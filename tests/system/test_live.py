@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,7 @@ from tests.support.waiting import wait_healthy
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
 START_S = 120.0
+REPO = Path(__file__).resolve().parents[2]
 CONSUMER = "live-test-worker"  # a fixed name: a restarted worker re-reads its own pending jobs
 TWO = "Good morning. The answer is forty two."
 
@@ -149,11 +151,14 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Live
 
 
 async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Live) -> None:
-    text = "Hi there. Bye now."
+    text = "Hi. Yes, go."  # short, so that one cast per cut stays cheap with the real model
     want = castlog.split_text(text)
+    assert len(want) == 2
     async with ClientSession(timeout=ClientTimeout(total=280)) as http:
         ids = []
-        for cut in range(len(text) + 1):
+        # every cut inside the first sentence, up to the character that completes it (each cast
+        # costs two inferences: tests/synth/test_worker_live.py checks every cut of a long text)
+        for cut in range(len("Hi. Y") + 1):
             async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
                 cast_id = (await response.json())["id"]
             for offset, piece in ((0, text[:cut]), (cut, text[cut:])):
@@ -210,3 +215,17 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: Live) -> None:
                for i, r in enumerate(records) if r["kind"] in ("audio", "start")]
     played = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, castlog.Audio)]
     assert played == castlog.split_text(text1 + text2) and records[-1]["kind"] == "eos"
+
+
+def test_the_example_agent_streams_an_answer_and_saves_its_audio(live: Live, tmp_path: Path) -> None:
+    from synth.mp3 import decode_mp3
+
+    out = tmp_path / "answer.mp3"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "agent_stream.py"), "--url", live.url("intake", ""),
+         "--text", "Hi there. Bye now.", "--tokens-per-s", "50", "--out", str(out)],
+        capture_output=True, text=True, timeout=200,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sentence 1: Bye now." in result.stderr and "done: 2 sentences" in result.stderr
+    assert len(decode_mp3(out.read_bytes())) > 24_000 // 2  # more than half a second of speech
