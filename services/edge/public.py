@@ -19,6 +19,9 @@ _encoder = msgspec.json.Encoder()
 def public_dict(entry: Entry) -> dict[str, Any]:
     headers = msgspec.structs.asdict(entry.record)  # fields only: no tag
     headers.pop("body", None)
+    for f in msgspec.structs.fields(entry.record):  # as stored: a field at its default is left out
+        if f.default is not msgspec.NODEFAULT and headers.get(f.name, f.default) == f.default:
+            headers.pop(f.name, None)
     body = entry.record.body if isinstance(entry.record, Audio) else None
     return {
         "seq_num": entry.seq_num,
