@@ -79,3 +79,19 @@ for _stage in ("synth", "encode"):
 def exposition() -> tuple[bytes, str]:
     """The Prometheus text of this registry and its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+# The archive (synth's archiver; see docs/design.md, "The archive")
+ARCHIVED = Counter("streamtts_archive_casts_archived", "Casts moved from Redis into the archive", registry=REGISTRY)
+ARCHIVE_BYTES = Counter("streamtts_archive_written_bytes", "Bytes written to the archive", registry=REGISTRY)
+ARCHIVED_CASTS = Gauge("streamtts_archive_casts", "Archived casts, as of the last scan", registry=REGISTRY)
+ARCHIVE_SIZE = Gauge("streamtts_archive_size_bytes", "Bytes held by the archive, as of the last scan", registry=REGISTRY)
+REDIS_CASTS = Gauge(
+    "streamtts_redis_casts", "Casts whose audio Redis still holds (live or not yet archived), as of the last scan",
+    registry=REGISTRY,
+)
+REDIS_BYTES_PER_CAST = Gauge(
+    "streamtts_redis_bytes_per_live_cast", "Redis used_memory divided by the casts it holds audio of, as of the last scan",
+    registry=REGISTRY,
+)
+SWEEPS = Counter("streamtts_archive_sweeps", "Scans of every cast (backstop archiving and retention)", registry=REGISTRY)
+SWEPT = Counter("streamtts_archive_swept_casts", "Casts deleted by retention (RETENTION_DAYS)", registry=REGISTRY)
