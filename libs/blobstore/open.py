@@ -6,7 +6,6 @@ from urllib.parse import unquote, urlsplit
 
 from .base import BlobStore, BlobStoreError, StoreConfig
 from .files import FileStore
-from .s3 import S3Store
 
 
 async def open_store(cfg: StoreConfig) -> BlobStore:
@@ -19,5 +18,7 @@ async def open_store(cfg: StoreConfig) -> BlobStore:
     if parts.scheme == "s3":
         if not parts.netloc:
             raise BlobStoreError(f"ARCHIVE_URL {cfg.url!r}: an S3 URL names a bucket, s3://bucket/prefix")
+        from .s3 import S3Store  # aiobotocore only where S3 is used
+
         return await S3Store(cfg, parts.netloc, parts.path).open()
     raise BlobStoreError(f"ARCHIVE_URL {cfg.url!r}: use file:///dir or s3://bucket/prefix")

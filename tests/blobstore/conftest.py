@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from blobstore import BlobStore, S3Store, StoreConfig, open_store
+from blobstore import BlobStore, StoreConfig, open_store
+from blobstore.s3 import S3Store
 from tests.support.seaweed import seaweed, store_config
-
 
 BUCKET = "streamtts-tests"
 
