@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -10,10 +12,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from blobstore import StoreConfig
+from blobstore import StoreConfig, open_store
 from streamtts.redisserver import free_port
 
 ACCESS_KEY, SECRET_KEY = "streamtts", "streamtts-secret"
@@ -68,6 +71,34 @@ def _wait_ready(endpoint: str, proc: subprocess.Popen[bytes], logfile: Path) -> 
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"weed server did not answer within {START_TIMEOUT_S:.0f}s: {logfile.read_text()[-2000:]}")
+
+
+BUCKET = "streamtts-tests"
+
+
+@contextmanager
+def seaweed_with_bucket(tmp: Path) -> Iterator[str]:
+    """:func:`seaweed` with the bucket ``BUCKET`` made: one per session, since every bucket
+    costs SeaweedFS volumes of its own; tests take prefixes of it (:func:`fresh_prefix`)."""
+    with seaweed(tmp) as endpoint:
+        # in a thread of its own: a session fixture may be set up while a test's loop runs
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, _create_bucket(store_config(endpoint, BUCKET))).result()
+        yield endpoint
+
+
+async def _create_bucket(cfg: StoreConfig) -> None:
+    from blobstore.s3 import S3Store
+
+    store = await open_store(cfg)
+    assert isinstance(store, S3Store)
+    await store._client.create_bucket(Bucket=store.bucket)
+    await store.close()
+
+
+def fresh_prefix(endpoint: str) -> StoreConfig:
+    """A new prefix of the session's bucket: each test sees an empty store."""
+    return store_config(endpoint, BUCKET, "t" + secrets.token_hex(6))
 
 
 def store_config(endpoint: str, bucket: str, prefix: str = "archive") -> StoreConfig:
