@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.asyncio import Redis
 
+from blobstore import open_store
 from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
 from . import mp3stream, sse, views
@@ -18,7 +19,9 @@ from .errors import make_middleware
 from .layout import LayoutCache
 from .limits import Guard
 from .metrics import EdgeMetrics
+from .played import Played
 from .public import encode_json
+from .reads import LogReads
 from .tail import Tail
 
 log = logging.getLogger(__name__)
@@ -70,23 +73,31 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
+    store = await open_store(cfg.archive) if cfg.archive is not None else None
+    reads = LogReads(store)
     tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue)
+                queue_size=cfg.listener_queue, reads=reads)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], reader=reader, store=CastStore(reader), tail=tail,
-        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache),
+        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reads),
+        reads=reads, played=Played(reader, cfg.played_flush_s),
     )
     tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
+    played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
     try:
         yield
     finally:
         renewals.cancel()
+        played.cancel()
+        await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await reader.aclose()  # closes its pool too
+        if store is not None:
+            await store.close()
 
 
 async def _close_streams(app: web.Application) -> None:
