@@ -54,6 +54,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/api/openapi.json", views.get_openapi)
     app.router.add_get("/healthz", views.get_healthz)
     app.router.add_get("/metrics", views.get_metrics)
+    app.router.add_delete("/api/casts/{id}", views.delete_cast)
     return app
 
 

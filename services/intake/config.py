@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from castlog import ConfigError, Settings, comma_list, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
@@ -49,6 +49,7 @@ class Config:
     max_waiting: int = MAX_WAITING
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     log_level: str = "INFO"
+    admin_token: str | None = field(default=None, repr=False)  # STREAMTTS_ADMIN_TOKEN: DELETE /api/casts/{id}
 
     def __post_init__(self) -> None:
         require_positive({
@@ -89,4 +90,5 @@ class Config:
             max_waiting=get("INTAKE_MAX_WAITING", int, d.max_waiting),
             shutdown_timeout_s=get("INTAKE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
             log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
+            admin_token=get("STREAMTTS_ADMIN_TOKEN", str, None) or None,
         )

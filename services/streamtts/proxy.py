@@ -50,6 +50,8 @@ class Upstreams:
     edge: str
 
     def pick(self, method: str, path: str) -> str:
+        if method == "DELETE" and path.startswith("/api/casts/"):
+            return self.intake  # the admin's delete (intake owns the claim)
         return self.intake if (method, path) in INTAKE_ROUTES else self.edge
 
 
