@@ -3,6 +3,7 @@ is idempotent and a failure at any step leaves a readable copy."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -164,3 +165,37 @@ async def test_log_changed_between_pack_and_commit_is_left_alone(redis: Redis, s
     await redis.delete(cast_key(cast.id))  # deleted meanwhile
     assert await archive.commit(redis, cast.id, packed) == -1
     assert await redis.exists(cast_key(cast.id)) == 0
+
+
+async def pending(redis: Redis) -> int:
+    info: Any = await redis.xpending("progress/done", "archiver")
+    return int(info["pending"])
+
+
+async def test_receipts_drive_archiving_and_a_restart_resumes_its_pending(
+    redis: Redis, store: CastStore, blob_store: BlobStore
+) -> None:
+    first, second = await finished(store, 1), await finished(store, 2)
+    for cast in (first, second):
+        await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+    crashed = archiver(redis, blob_store)
+    await crashed._ensure_group()
+    assert len(await crashed._receipts()) == 2  # taken, then the process dies before archiving
+    assert await pending(redis) == 2
+    restarted = archiver(redis, blob_store)  # same consumer name: re-reads its pending first
+    await restarted.round()
+    assert await pending(redis) == 0
+    for cast in (first, second):
+        assert await redis.xlen(cast_key(cast.id)) == 1
+
+
+async def test_a_receipt_not_yet_due_stays_pending(redis: Redis, store: CastStore, blob_store: BlobStore) -> None:
+    cast = await finished(store)
+    await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+    worker = archiver(redis, blob_store, delay_s=0.4)
+    await worker._ensure_group()
+    await worker.round()
+    assert await pending(redis) == 1 and await redis.xlen(cast_key(cast.id)) > 1
+    await asyncio.sleep(0.4)
+    await worker.round()
+    assert await pending(redis) == 0 and await redis.xlen(cast_key(cast.id)) == 1
