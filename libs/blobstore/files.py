@@ -53,20 +53,19 @@ class FileStore:
 
     async def read(self, key: str, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
         path = self.path(key)
-        try:
-            f = await asyncio.to_thread(_open_at, path, start)
+        left = None if end is None else max(0, end - start)
+        try:  # open, seek and the first piece in one trip to a thread: the first byte comes sooner
+            f, piece = await asyncio.to_thread(_open_read, path, start, _want(left))
         except FileNotFoundError as exc:
             raise BlobStoreError(f"no blob {key!r} in {self.url}") from exc
         try:
-            left = None if end is None else max(0, end - start)
-            while left is None or left > 0:
-                want = PIECE_BYTES if left is None else min(PIECE_BYTES, left)
-                piece = await asyncio.to_thread(f.read, want)
-                if not piece:
-                    break
+            while piece:
                 if left is not None:
                     left -= len(piece)
                 yield piece
+                if left == 0:
+                    break
+                piece = await asyncio.to_thread(f.read, _want(left))
         finally:
             f.close()
 
@@ -77,7 +76,15 @@ class FileStore:
         return None
 
 
-def _open_at(path: Path, start: int) -> BinaryIO:
+def _want(left: int | None) -> int:
+    return PIECE_BYTES if left is None else min(PIECE_BYTES, left)
+
+
+def _open_read(path: Path, start: int, size: int) -> tuple[BinaryIO, bytes]:
     f = open(path, "rb")  # noqa: SIM115 - closed by the reader
-    f.seek(start)
-    return f
+    try:
+        f.seek(start)
+        return f, f.read(size)
+    except BaseException:
+        f.close()
+        raise

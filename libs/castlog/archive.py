@@ -10,6 +10,7 @@ back into the rows that XRANGE returned before, bodies supplied by the caller.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
@@ -27,6 +28,8 @@ IndexRow = tuple[int, str, int, msgspec.Raw, int, int]
 TRASH = "archive/trash"
 PLAYED = "archive/played"
 ARCHIVE_FIELD = b"a"
+# The index is mostly the chunks' texts: compressed, it takes about half the memory.
+ZLIB_LEVEL = 9
 
 
 class Descriptor(msgspec.Struct, frozen=True):
@@ -48,7 +51,7 @@ class Packed:
     descriptor: Descriptor
 
     def encoded(self) -> bytes:
-        return _encoder.encode(self.descriptor)
+        return zlib.compress(_encoder.encode(self.descriptor), ZLIB_LEVEL)
 
 
 def blob_key(cast_id: str, eos_ts: int, sha256: str) -> str:
@@ -86,7 +89,7 @@ def pack(cast_id: str, rows: list[Row]) -> Packed:
 def descriptor_of(fields: dict[bytes, bytes]) -> Descriptor | None:
     """The descriptor an archived log's last entry carries, None on any other entry."""
     raw = fields.get(ARCHIVE_FIELD)
-    return _decoder.decode(raw) if raw else None
+    return _decoder.decode(zlib.decompress(raw)) if raw else None
 
 
 def rows(d: Descriptor, first: int, last: int, bodies: dict[int, bytes]) -> list[Row]:
@@ -114,10 +117,10 @@ async def read_log(redis: Redis, cast_id: str) -> list[Row]:
 
 
 async def commit(redis: Redis, cast_id: str, packed: Packed) -> int:
-    """Rewrite the log and catalog into their archived form: 1 done, 0 already archived,
+    """Rewrite the log into its archived form, drop the catalog: 1 done, 0 already archived,
     -1 the log is not the finished log that was packed (changed, deleted, not finished)."""
     d = packed.descriptor
-    args: list[bytes | str | int] = [d.tail, packed.encoded(), d.key, d.size, d.sha256]
+    args: list[bytes | str | int] = [d.tail, packed.encoded(), d.key]
     script = redis.register_script(scripts.ARCHIVE)
     return int(await script(keys=[keys.cast_key(cast_id), keys.catalog_key(cast_id)], args=args))
 
