@@ -12,7 +12,7 @@ import pytest
 
 from . import compose_lite
 from .dashboard import DASHBOARD
-from .tools import COMPOSE, REDIS_FILES, REPO, require_tool, run
+from .tools import COMPOSE, REDIS_FILES, REPO, assert_patched_redis, require_tool, run
 
 BASE = COMPOSE / "compose.yaml"
 VARIANTS = {
@@ -104,7 +104,8 @@ def test_redis_is_private_durable_and_checked(variant: str) -> None:
     data = [v for v in redis["volumes"] if v["target"] == "/data"]
     assert data and data[0]["type"] == "volume" and data[0]["source"] in config["volumes"]
     assert redis["environment"]["REDIS_APPENDFSYNC"] == "everysec"
-    assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert redis["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -qx PONG"]
+    assert_patched_redis(redis["image"])
     conf = (REDIS_FILES / "redis.conf").read_text()
     assert re.search(r"^appendonly yes$", conf, re.M)
     assert re.search(r"^maxmemory-policy noeviction$", conf, re.M)

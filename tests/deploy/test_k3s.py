@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from . import kustomize_lite
-from .tools import K3S, REPO, ROUTES, require_tool, run
+from .tools import K3S, REPO, ROUTES, assert_patched_redis, require_tool, run
 
 OVERLAYS = ["jetson", "cpu"]
 # The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
@@ -136,8 +136,10 @@ def test_redis_is_durable(rendered: list[dict[str, Any]]) -> None:
     assert maxmemory.endswith("gb")
     limit = container(redis)["resources"]["limits"]["memory"]
     assert limit.endswith("Gi") and int(maxmemory[:-2]) < int(limit[:-2])
-    probe = container(redis)["readinessProbe"]["exec"]["command"]
-    assert probe == ["redis-cli", "ping"]
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container(redis)[kind]["exec"]["command"] == ["sh", "-c", "redis-cli ping | grep -qx PONG"]
+    assert container(redis)["startupProbe"]["failureThreshold"] * container(redis)["startupProbe"]["periodSeconds"] >= 300
+    assert_patched_redis(container(redis)["image"])
 
 
 def test_edge_is_highly_available(rendered: list[dict[str, Any]]) -> None:
