@@ -30,6 +30,9 @@ SCAN_COUNT = 500
 # After a failure (the store or Redis down): wait this long before the next round.
 ERROR_BACKOFF_S = 5.0
 DAY_MS = 86_400_000
+# A receipt pending this long with another archiver (one that died: a restarted synth has a new
+# consumer name) is taken over.
+CLAIM_IDLE_MS = 600_000
 
 Outcome = Literal["archived", "already", "later", "unfinished", "gone"]
 
@@ -73,7 +76,11 @@ class Archiver:
                 raise
 
     async def _receipts(self) -> list[tuple[bytes, str]]:
-        """Our pending receipts first (after a restart), then new ones (waiting up to poll_s)."""
+        """Our pending receipts first (after a restart), those a gone archiver left pending, then
+        new ones (waiting up to poll_s)."""
+        claimed: Any = await self.redis.xautoclaim(PROGRESS_DONE, GROUP, self.consumer, CLAIM_IDLE_MS, count=READ_COUNT)
+        if claimed and claimed[1]:
+            return [(i, f.get(b"id", b"").decode()) for i, f in claimed[1] if f]
         for start, block in (("0", None), (">", int(self.cfg.poll_s * 1000))):
             reply: Any = await self.redis.xreadgroup(
                 GROUP, self.consumer, {PROGRESS_DONE: start}, count=READ_COUNT, block=block

@@ -190,6 +190,22 @@ async def test_receipts_drive_archiving_and_a_restart_resumes_its_pending(
         assert await redis.xlen(cast_key(cast.id)) == 1
 
 
+async def test_receipts_left_by_a_gone_archiver_are_taken_over(
+    redis: Redis, store: CastStore, blob_store: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cast = await finished(store)
+    await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+    gone = archiver(redis, blob_store)
+    gone.consumer = "synth-old-pid"
+    await gone._ensure_group()
+    assert len(await gone._receipts()) == 1  # then that process died
+    from synth import archiver as module
+
+    monkeypatch.setattr(module, "CLAIM_IDLE_MS", 0)
+    await archiver(redis, blob_store).round()  # a new consumer name
+    assert await pending(redis) == 0 and await redis.xlen(cast_key(cast.id)) == 1
+
+
 async def test_a_receipt_not_yet_due_stays_pending(redis: Redis, store: CastStore, blob_store: BlobStore) -> None:
     cast = await finished(store)
     await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
