@@ -18,7 +18,7 @@ from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import make_middleware
 from .layout import LayoutCache
 from .limits import Guard
-from .metrics import EdgeMetrics
+from .metrics import CONTENT_TYPE, EdgeMetrics
 from .played import Played
 from .public import encode_json
 from .reads import LogReads
@@ -45,11 +45,13 @@ def create_app(cfg: Config) -> web.Application:
     app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
-    add_routes(app.router)
+    add_routes(app.router, metrics_here=cfg.metrics_port == 0)
+    if cfg.metrics_port:
+        app.cleanup_ctx.append(_metrics_site)
     return app
 
 
-def add_routes(router: web.UrlDispatcher) -> None:
+def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     router.add_get("/api/casts/{id}", views.cast_state)
     router.add_get("/api/casts/{id}/records", views.records)
     router.add_get("/api/casts/{id}/events", sse.events)
@@ -57,7 +59,8 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/s2/records", views.s2_records)
     router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)
-    router.add_get("/metrics", views.metrics)
+    if metrics_here:
+        router.add_get("/metrics", views.metrics)
     router.add_get("/", views.index_page)
     router.add_get("/c/{id}", views.player_page)
     router.add_static("/static/", views.STATIC, append_version=False)
@@ -98,6 +101,26 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         await reader.aclose()  # closes its pool too
         if store is not None:
             await store.close()
+
+
+async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
+    """``/metrics`` on EDGE_METRICS_PORT, a port the public ingress does not route."""
+    cfg = app[CONFIG]
+    metrics_app = web.Application()
+    metrics_app[METRICS] = app[METRICS]
+    metrics_app.router.add_get("/metrics", _metrics_only)
+    runner = web.AppRunner(metrics_app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, cfg.host, cfg.metrics_port).start()
+    log.info("edge metrics on http://%s:%d/metrics", cfg.host, cfg.metrics_port)
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+async def _metrics_only(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _close_streams(app: web.Application) -> None:

@@ -69,6 +69,7 @@ class Config:
     log_level: str = "INFO"
     archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
     played_flush_s: float = PLAYED_FLUSH_S
+    metrics_port: int = 0  # EDGE_METRICS_PORT: /metrics on its own port (off the public one); 0: on port
 
     def __post_init__(self) -> None:
         require_positive({
@@ -117,4 +118,5 @@ class Config:
             log_level=get("EDGE_LOG_LEVEL", str.upper, d.log_level),
             archive=StoreConfig.from_settings(get),
             played_flush_s=get("EDGE_PLAYED_FLUSH_S", float, d.played_flush_s),
+            metrics_port=get("EDGE_METRICS_PORT", int, d.metrics_port),
         )

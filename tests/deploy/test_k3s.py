@@ -171,7 +171,9 @@ def test_services_listen_beyond_their_loopback(rendered: list[dict[str, Any]]) -
     for name, setting in (("intake", "INTAKE_PORT"), ("edge", "EDGE_PORT"),
                           ("synth", "SYNTH_METRICS_PORT")):
         ports = [p["containerPort"] for p in container(find(rendered, "Deployment", name))["ports"]]
-        assert ports == [int(config_value(rendered, setting))]
+        assert ports[0] == int(config_value(rendered, setting))
+    edge_ports = {p["name"]: p["containerPort"] for p in container(find(rendered, "Deployment", "edge"))["ports"]}
+    assert edge_ports["metrics"] == int(config_value(rendered, "EDGE_METRICS_PORT"))  # off the Ingress's port
 
 
 @pytest.mark.parametrize("name", ["intake", "edge", "synth"])
@@ -302,3 +304,15 @@ def test_ingress_routes_like_the_front_proxy(rendered: list[dict[str, Any]], met
     assert name == expected
     target = find(rendered, "Service", name)
     assert port in {p["name"] for p in target["spec"]["ports"]}
+
+
+def test_podmonitor_option_scrapes_each_service_on_a_port_it_has(rendered: list[dict[str, Any]]) -> None:
+    monitor = yaml.safe_load((K3S / "extras" / "podmonitors.yaml").read_text())
+    assert monitor["kind"] == "PodMonitor" and monitor["metadata"]["namespace"] == "streamtts"
+    [names] = [e["values"] for e in monitor["spec"]["selector"]["matchExpressions"]]
+    endpoints = monitor["spec"]["podMetricsEndpoints"]
+    for name in names:
+        ports = {p["name"] for p in container(find(rendered, "Deployment", name))["ports"]}
+        scraped = [e for e in endpoints if e["port"] in ports
+                   and all(r.get("regex") == name for r in e.get("relabelings", []))]
+        assert len(scraped) == 1, name  # once, and never edge's public port
