@@ -124,3 +124,19 @@ async def _files(store: BlobStore) -> AsyncIterator[str]:
     reply = await client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + "/")  # type: ignore[attr-defined]
     for item in reply.get("Contents", []):
         yield item["Key"]
+
+
+async def test_edge_flushes_reads_of_casts_for_retention(redis_url: str, redis: Redis, store: CastStore) -> None:
+    from edge import Config as EdgeConfig
+    from edge import create_app as create_edge
+    from tests.edge.conftest import UNLIMITED as EDGE_UNLIMITED
+
+    read, unread = await finished(store, "read"), await finished(store, "unread")
+    cfg = EdgeConfig(redis_url=redis_url, redis_connect_attempts=3, played_flush_s=0.2, **EDGE_UNLIMITED)  # type: ignore[arg-type]
+    async with app_clients(create_edge, cfg) as make:
+        edge = await make()
+        assert (await edge.get(f"/api/casts/{read.id}/events")).status == 200
+        await asyncio.sleep(0.6)
+        assert await redis.zscore(archive.PLAYED, read.id) is not None
+        assert await redis.zscore(archive.PLAYED, unread.id) is None
+        assert await redis.zcard(archive.PLAYED) == 1  # one sorted set, one member per cast read
