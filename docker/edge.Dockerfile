@@ -13,11 +13,15 @@ WORKDIR /src
 COPY pyproject.toml README.md* ./
 COPY libs/ libs/
 COPY services/ services/
-RUN pip install . && python3 -c "import castlog, edge"
+# s3: the archive's S3 backend (ARCHIVE_URL=s3://...); versions are pyproject.toml's business.
+# hadolint ignore=DL3013
+RUN pip install ".[s3]" && python3 -c "import castlog, edge, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
-        --shell /usr/sbin/nologin streamtts
+        --shell /usr/sbin/nologin streamtts \
+    && mkdir -p /var/lib/streamtts/archive \
+    && chown 10001:10001 /var/lib/streamtts/archive
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

@@ -26,7 +26,7 @@ COPY services/ services/
 # The project itself: its dependencies' versions are pyproject.toml's business.
 # hadolint ignore=DL3013
 RUN python3 /tmp/pin-base-packages.py > /tmp/base-constraints.txt \
-    && PIP_CONSTRAINT=/tmp/base-constraints.txt python3 -m pip install ".[${EXTRAS}]" \
+    && PIP_CONSTRAINT=/tmp/base-constraints.txt python3 -m pip install ".[${EXTRAS},s3]" \
     && python3 -c "import castlog, synth"
 # kokoro's own dependencies pull spaCy and phonemizer for a pipeline synth does not use: install
 # it without them, plus what its KModel imports (services/synth/model/kmodel.py says the same).
@@ -40,8 +40,8 @@ RUN if [ "${KOKORO_TORCH}" = true ]; then \
 FROM ${BASE_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
         --shell /usr/sbin/nologin streamtts \
-    && mkdir -p /var/cache/streamtts \
-    && chown 10001:10001 /var/cache/streamtts
+    && mkdir -p /var/cache/streamtts /var/lib/streamtts/archive \
+    && chown 10001:10001 /var/cache/streamtts /var/lib/streamtts/archive
 COPY --from=build /opt/streamtts /opt/streamtts
 # Every cache goes to the writable SYNTH_CACHE_DIR volume: the root filesystem is read-only and
 # the weights come from KOKORO_MODEL_DIR or the installed packages, never from the network.

@@ -3,6 +3,7 @@
 Imports only ``redis`` and ``msgspec``; every service imports it, it imports no service.
 """
 
+from . import archive
 from .connect import client_for, connect, healthy, redact
 from .ids import content_id
 from .keys import (
@@ -45,6 +46,7 @@ from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
 
 __all__ = [
+    "archive",
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",

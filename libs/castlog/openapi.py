@@ -325,6 +325,11 @@ def _edge_paths(limits: EdgeLimits | None) -> Json:
             {"200": _json(_ref("CastState"), "the cast's state"), "404": _error(_NO_CAST),
              "429": _error(_RATE_LIMITED, retry_after=True)},
             parameters=[_CAST_ID],
+        ), "delete": _op(
+            "deleteCast", "intake", "Admin: delete a cast (its audio, log and claim); an identical submit makes it again",
+            {"200": {"description": "deleted"},
+             "404": _error("no such cast, or no admin token configured or given (Authorization: Bearer <token>)")},
+            parameters=[_CAST_ID],
         )},
         "/api/casts/{id}/records": {"get": _op(
             "castRecords", "edge", "Records of a cast from seq_num, as JSON", page,

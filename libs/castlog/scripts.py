@@ -80,3 +80,48 @@ if verdict[1] == 0 then return verdict end
 return {1, submit({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
 """
 )
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>
+# ARGV[1]: the tail n of the packed log, ARGV[2]: the descriptor (zlib-compressed JSON),
+# ARGV[3]: the blob key
+# Only if the log is still the whole finished log of tail n: rewrite it into its eos entry (same
+# id 0-n, same e, h, ts) carrying the descriptor in `a` and the blob key in `k`, and drop the
+# catalog (the recipe is not needed again). DUMP and RESTORE give the one-entry stream an exactly
+# sized node: a new stream's node is preallocated (4 KB), more than the entry it holds.
+# Returns 1 done, 0 already archived, -1 not that log (changed, deleted or not finished).
+ARCHIVE = (
+    """
+local n = tonumber(ARGV[1])
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if not last or last[1] ~= '0-' .. n then return -1 end
+local f = {}
+for i = 1, #last[2], 2 do f[last[2][i]] = last[2][i + 1] end
+if f['a'] then return 0 end
+if f['e'] ~= 'eos' or redis.call('XLEN', KEYS[1]) ~= n then return -1 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('XADD', KEYS[1], '0-' .. n, 'e', f['e'], 'h', f['h'], 'ts', f['ts'] or '0', 'a', ARGV[2], 'k', ARGV[3])
+local packed = redis.call('DUMP', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('RESTORE', KEYS[1], 0, packed)
+return 1
+"""
+)
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: archive/trash, KEYS[4]: archive/played
+# ARGV[1]: the cast id
+# Removes the log, the catalog (the claim goes with them) and the played mark in one step; an
+# archived log's blob key (field `k` of its last entry) goes to the trash for the archiver.
+# Returns 1, or 0 when there was no log.
+DELETE = """
+local existed = redis.call('EXISTS', KEYS[1])
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if last then
+  local f = last[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'k' then redis.call('XADD', KEYS[3], '*', 'key', f[i + 1]) end
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return existed
+"""

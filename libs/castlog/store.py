@@ -117,6 +117,8 @@ class CastStore:
         if not rows:
             return None
         f = rows[0][1]
+        if b"text" not in f:
+            return None  # archived: the recipe is no longer kept (docs/design.md, "The archive")
         return Recipe(
             text=f[b"text"].decode(),
             voice=f[b"voice"].decode(),
@@ -125,8 +127,10 @@ class CastStore:
         )
 
     async def tail(self, cast_id: str) -> int:
-        """The next seq_num to be written (the number of records in the log)."""
-        return int(await self.redis.xlen(keys.cast_key(cast_id)))
+        """The next seq_num to be written: one past the last entry's id (an archived log keeps
+        only its last entry, so XLEN is not the tail there)."""
+        rows = cast(Rows, await self.redis.xrevrange(keys.cast_key(cast_id), count=1))
+        return keys.seq_of(rows[0][0]) + 1 if rows else 0
 
     async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
         """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.asyncio import Redis
 
+from blobstore import open_store
 from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
 from . import mp3stream, sse, views
@@ -17,8 +18,10 @@ from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import make_middleware
 from .layout import LayoutCache
 from .limits import Guard
-from .metrics import EdgeMetrics
+from .metrics import CONTENT_TYPE, EdgeMetrics
+from .played import Played
 from .public import encode_json
+from .reads import LogReads
 from .tail import Tail
 
 log = logging.getLogger(__name__)
@@ -42,11 +45,13 @@ def create_app(cfg: Config) -> web.Application:
     app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
-    add_routes(app.router)
+    add_routes(app.router, metrics_here=cfg.metrics_port == 0)
+    if cfg.metrics_port:
+        app.cleanup_ctx.append(_metrics_site)
     return app
 
 
-def add_routes(router: web.UrlDispatcher) -> None:
+def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     router.add_get("/api/casts/{id}", views.cast_state)
     router.add_get("/api/casts/{id}/records", views.records)
     router.add_get("/api/casts/{id}/events", sse.events)
@@ -54,7 +59,8 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/s2/records", views.s2_records)
     router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)
-    router.add_get("/metrics", views.metrics)
+    if metrics_here:
+        router.add_get("/metrics", views.metrics)
     router.add_get("/", views.index_page)
     router.add_get("/c/{id}", views.player_page)
     router.add_static("/static/", views.STATIC, append_version=False)
@@ -70,23 +76,51 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
+    store = await open_store(cfg.archive) if cfg.archive is not None else None
+    reads = LogReads(store)
     tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue)
+                queue_size=cfg.listener_queue, reads=reads)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], reader=reader, store=CastStore(reader), tail=tail,
-        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache),
+        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reads),
+        reads=reads, played=Played(reader, cfg.played_flush_s),
     )
     tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
+    played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
     try:
         yield
     finally:
         renewals.cancel()
+        played.cancel()
+        await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await reader.aclose()  # closes its pool too
+        if store is not None:
+            await store.close()
+
+
+async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
+    """``/metrics`` on EDGE_METRICS_PORT, a port the public ingress does not route."""
+    cfg = app[CONFIG]
+    metrics_app = web.Application()
+    metrics_app[METRICS] = app[METRICS]
+    metrics_app.router.add_get("/metrics", _metrics_only)
+    runner = web.AppRunner(metrics_app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, cfg.host, cfg.metrics_port).start()
+    log.info("edge metrics on http://%s:%d/metrics", cfg.host, cfg.metrics_port)
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+async def _metrics_only(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _close_streams(app: web.Application) -> None:

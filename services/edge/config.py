@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from blobstore import StoreConfig
 from castlog import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from castlog import Settings, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
@@ -39,6 +40,8 @@ LAYOUT_CACHE = 256
 REDIS_POOL = 64
 FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 SHUTDOWN_TIMEOUT_S = 5.0
+# Reads of casts are recorded for retention in memory and written to Redis this often.
+PLAYED_FLUSH_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class Config:
     forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     log_level: str = "INFO"
+    archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
+    played_flush_s: float = PLAYED_FLUSH_S
+    metrics_port: int = 0  # EDGE_METRICS_PORT: /metrics on its own port (off the public one); 0: on port
 
     def __post_init__(self) -> None:
         require_positive({
@@ -80,6 +86,7 @@ class Config:
             "EDGE_WRITE_TIMEOUT_S": self.write_timeout_s,
             "EDGE_LAYOUT_CACHE": self.layout_cache,
             "EDGE_REDIS_POOL": self.redis_pool,
+            "EDGE_PLAYED_FLUSH_S": self.played_flush_s,
         })
         require_non_negative({"EDGE_MAX_WAIT_S": self.max_wait_s})
 
@@ -109,4 +116,7 @@ class Config:
             forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
             shutdown_timeout_s=get("EDGE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
             log_level=get("EDGE_LOG_LEVEL", str.upper, d.log_level),
+            archive=StoreConfig.from_settings(get),
+            played_flush_s=get("EDGE_PLAYED_FLUSH_S", float, d.played_flush_s),
+            metrics_port=get("EDGE_METRICS_PORT", int, d.metrics_port),
         )

@@ -14,6 +14,8 @@ from .errors import not_found
 from .layout import Layout, LayoutCache
 from .limits import Guard, cast_id_from
 from .metrics import EdgeMetrics
+from .played import Played
+from .reads import LogReads
 from .tail import Tail
 
 
@@ -26,6 +28,8 @@ class Edge:
     tail: Tail
     guard: Guard
     layouts: LayoutCache
+    reads: LogReads  # cast log rows, archived logs included (reads.py)
+    played: Played  # casts read lately, for retention
 
 
 EDGE = web.AppKey("edge", Edge)
@@ -43,4 +47,5 @@ async def known_cast(request: web.Request) -> tuple[str, Edge, Layout]:
     layout = await edge.layouts.get(edge.reader, cast_id)
     if layout.tail == 0:
         raise not_found("no such cast")
+    edge.played.mark(cast_id)
     return cast_id, edge, layout

@@ -10,6 +10,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from .metrics import EdgeMetrics
+from .reads import ArchiveUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,11 @@ def make_middleware(metrics: EdgeMetrics) -> Middleware:
                 code, message = STATUS_CODES.get(exc.status, ("error", exc.reason))
                 raise refusal(exc.status, code, message, headers=_keep_headers(exc)) from None
             raise
+        except ArchiveUnavailable as exc:  # an archived cast this edge cannot read now
+            log.warning("%s", exc)
+            status = 503
+            return web.json_response({"error": "archive_unavailable", "message": f"{exc}; retry in a moment"},
+                                     status=503, headers={"Retry-After": "5"})
         except asyncio.CancelledError:
             status = CLIENT_CLOSED  # the client left (handler cancellation): not our error
             raise

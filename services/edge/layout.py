@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastState, Entry, Eos, decode_entry, entry_id, is_terminal, playable
 
-from .reads import Row, xrange
+from .reads import BLOB_FIELD, SIZE_FIELD, LogReads, Row
 
 # Records per XRANGE while scanning (bodies included: about 30 KB each).
 SCAN_BATCH = 32
@@ -46,6 +46,7 @@ class Layout:
     chunks: tuple[Chunk, ...]
     closed: bool  # the last record is terminal (eos or error)
     finished: bool  # the last record is eos: the log never changes again
+    blob: str | None = None  # archived: the blob whose first total_bytes are the playable audio
 
     @property
     def tail(self) -> int:
@@ -63,8 +64,10 @@ class Layout:
 class CastScan:
     """One cast's log as read so far, extended by the records appended since the last read."""
 
-    def __init__(self, cast_id: str) -> None:
+    def __init__(self, cast_id: str, reads: LogReads | None = None) -> None:
         self.cast_id = cast_id
+        self.reads = reads or LogReads()
+        self.blob: str | None = None
         self.state = CastState()
         self.closed = False
         self.finished = False
@@ -90,7 +93,7 @@ class CastScan:
                 self._reads += 1
                 number = self._reads
                 low = f"({self._after}" if self._after else "-"
-                rows = await xrange(reader, self.cast_id, low, count=SCAN_BATCH)
+                rows = await self.reads.xrange(reader, self.cast_id, low, count=SCAN_BATCH, bodies=False)
                 self._fold(rows)
                 if len(rows) < SCAN_BATCH:
                     self._synced = number
@@ -108,11 +111,15 @@ class CastScan:
             self.state.add(entry)
             self.closed, self.finished = is_terminal(entry.record), isinstance(entry.record, Eos)
             if isinstance(entry.record, Audio):
-                self._sizes[entry.seq_num] = len(entry.record.body)
+                size = fields.get(SIZE_FIELD)  # rebuilt from an archive: the size, not the body
+                self._sizes[entry.seq_num] = int(size) if size is not None else len(entry.record.body)
                 entry = msgspec.structs.replace(entry, record=msgspec.structs.replace(entry.record, body=b""))
             self._unheard.append(entry)
         self._after = rows[-1][0].decode()
         self._layout = None
+        blob = fields.get(BLOB_FIELD)
+        if blob is not None:
+            self.blob = blob.decode()
 
     def layout(self) -> Layout:
         """The snapshot of the log read so far (built once per change)."""
@@ -131,16 +138,17 @@ class CastScan:
                 size = self._sizes[entry.seq_num]
                 chunks.append(Chunk(entry.seq_num, record.i, size, start))
                 start += size
-            self._layout = Layout(copy.deepcopy(self.state), tuple(chunks), self.closed, self.finished)
+            self._layout = Layout(copy.deepcopy(self.state), tuple(chunks), self.closed, self.finished, self.blob)
         return self._layout
 
 
-async def scan(reader: Redis, cast_id: str) -> Layout:
+async def scan(reader: Redis, cast_id: str, reads: LogReads | None = None) -> Layout:
     """Read the whole log once (in batches) and lay out its playable audio."""
-    return await CastScan(cast_id).refresh(reader)
+    return await CastScan(cast_id, reads).refresh(reader)
 
 
-async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk]) -> AsyncIterator[tuple[Chunk, bytes]]:
+async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk],
+                 reads: LogReads | None = None) -> AsyncIterator[tuple[Chunk, bytes]]:
     """The MP3 body of each chunk, in order, reading runs of consecutive records together."""
     k = 0
     while k < len(chunks):
@@ -148,7 +156,7 @@ async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk]) -> AsyncI
         while k + run < len(chunks) and run < BODY_BATCH and chunks[k + run].seq == chunks[k].seq + run:
             run += 1
         first, last = chunks[k].seq, chunks[k + run - 1].seq
-        rows = await xrange(reader, cast_id, entry_id(first), entry_id(last), count=run)
+        rows = await (reads or LogReads()).xrange(reader, cast_id, entry_id(first), entry_id(last), count=run)
         found = {}
         for raw_id, fields in rows:
             entry = decode_entry(raw_id, fields)
@@ -167,8 +175,9 @@ class LayoutCache:
     requests in flight, which the rate limits bound.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, reads: LogReads | None = None) -> None:
         self.size = size
+        self.reads = reads or LogReads()
         self._items: OrderedDict[str, CastScan] = OrderedDict()
         self._loading: dict[str, CastScan] = {}
 
@@ -185,7 +194,7 @@ class LayoutCache:
             return await scan.refresh(reader)
         scan = self._loading.get(cast_id)
         if scan is None:
-            scan = self._loading[cast_id] = CastScan(cast_id)
+            scan = self._loading[cast_id] = CastScan(cast_id, self.reads)
         try:
             return await scan.refresh(reader)
         finally:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from castlog import decode_entry, entry_id, is_terminal, seq_of
 
 from .public import Item
-from .reads import xrange
 
 if TYPE_CHECKING:
     from .tail import Tail
@@ -52,14 +51,18 @@ class Listener:
     def offer(self, item: Item) -> bool:
         """The tail's hand-off; False when the queue is full (the listener is demoted)."""
         if len(self.queue) >= self.tail.queue_size:
-            self.subscribed = False
-            self.demotions += 1
-            self.queue.clear()  # free the memory now: these records are read again by offset
-            self._wake()
+            self.demote()
             return False
         self.queue.append(item)
         self._wake()
         return True
+
+    def demote(self) -> None:
+        """Back to reading by offset from ``next_seq`` (the tail already dropped us)."""
+        self.subscribed = False
+        self.demotions += 1
+        self.queue.clear()  # free the memory now: these records are read again by offset
+        self._wake()
 
     def close(self) -> None:
         self.closed = True
@@ -147,7 +150,7 @@ class Listener:
         """One XRANGE from next_seq (to ``upto``) into the backlog; the number of rows read."""
         high = entry_id(upto) if upto is not None else "+"
         count = self.tail.offset_batch
-        rows = await xrange(self.tail.reader, self.cast_id, entry_id(self.next_seq), high, count)
+        rows = await self.tail.reads.xrange(self.tail.reader, self.cast_id, entry_id(self.next_seq), high, count)
         for raw_id, fields in rows:
             entry = decode_entry(raw_id, fields)
             if entry is not None:

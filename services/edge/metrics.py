@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # Append -> written: from a few ms on the live edge to seconds for a slow proxy.
@@ -19,7 +28,13 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 class EdgeMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        if registry is None:
+            registry = CollectorRegistry()
+            # process_* (RSS, CPU, open files): the dashboard's service panels read them
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            GCCollector(registry=registry)
+        self.registry = registry
         r = self.registry
         self.requests = Counter(
             "streamtts_edge_requests_total", "HTTP requests by route template and status code",

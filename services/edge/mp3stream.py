@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -26,6 +27,7 @@ from castlog import Audio
 from .context import Edge, known_cast
 from .errors import refusal
 from .layout import Layout, bodies
+from .reads import ArchiveUnavailable
 from .sse import observe, write_within
 
 log = logging.getLogger(__name__)
@@ -79,20 +81,31 @@ async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: L
     await resp.prepare(request)
     if request.method == "HEAD" or total == 0:
         return resp
-    wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
     try:
-        async for chunk, body in bodies(edge.reader, cast_id, wanted):
-            lo = max(first - chunk.start, 0)
-            hi = min(last - chunk.start + 1, chunk.size)
-            await write_within(request, resp, body[lo:hi], edge.cfg.write_timeout_s)
+        async for piece in _closed_bytes(edge, cast_id, layout, first, last):
+            await write_within(request, resp, piece, edge.cfg.write_timeout_s)
         await resp.write_eof()
     except (ConnectionResetError, asyncio.TimeoutError):
         pass  # the player moved on (seeking cancels ranges all the time)
-    except RedisError as exc:  # the headers are out: a short body tells the client to retry
-        log.warning("audio of %s cut short: Redis failed (%s)", cast_id, exc)
+    except (RedisError, ArchiveUnavailable) as exc:  # the headers are out: a short body tells the client to retry
+        log.warning("audio of %s cut short: %s", cast_id, exc)
     except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
         log.exception("audio of %s failed", cast_id)
     return resp
+
+
+async def _closed_bytes(edge: Edge, cast_id: str, layout: Layout, first: int, last: int) -> AsyncIterator[bytes]:
+    """Bytes ``first..last`` of a closed cast's audio: straight from the archived blob (its
+    playable prefix is the whole MP3), else body by body from the log."""
+    if layout.blob is not None:
+        async for piece in edge.reads.stream(cast_id, layout.blob, first, last + 1):
+            yield piece
+        return
+    wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
+    async for chunk, body in bodies(edge.reader, cast_id, wanted, edge.reads):
+        lo = max(first - chunk.start, 0)
+        hi = min(last - chunk.start + 1, chunk.size)
+        yield body[lo:hi]
 
 
 async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
@@ -106,7 +119,7 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
     timeout = edge.cfg.write_timeout_s
     sent = -1  # the highest sentence index on the wire
     try:
-        async for chunk, body in bodies(edge.reader, cast_id, layout.chunks):
+        async for chunk, body in bodies(edge.reader, cast_id, layout.chunks, edge.reads):
             await write_within(request, resp, body, timeout)
             edge.metrics.delivered.inc()
             sent = chunk.i

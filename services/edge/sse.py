@@ -78,6 +78,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         last = await edge.store.last(cast_id)
         if last is None:
             raise not_found("no such cast")
+        edge.played.mark(cast_id)  # for retention
         if is_terminal(last.record) and start > last.seq_num:
             return web.Response(status=204)  # nothing will ever come: EventSource stops here
         if request.method == "HEAD":

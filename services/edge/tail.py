@@ -39,10 +39,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from castlog import cast_id_of, cast_key, decode_entry, entry_id, is_terminal, seq_of
+from castlog.archive import ARCHIVE_FIELD
 
 from .listener import Listener
 from .metrics import EdgeMetrics
 from .public import Item
+from .reads import LogReads
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +77,11 @@ class Watch:
 class Tail:
     def __init__(
         self, conn: Redis, reader: Redis, metrics: EdgeMetrics, *,
-        block_ms: int, batch: int, queue_size: int,
+        block_ms: int, batch: int, queue_size: int, reads: LogReads | None = None,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
         self.reader = reader  # the shared pool: offset reads and CLIENT UNBLOCK
+        self.reads = reads or LogReads()  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
         # A listener holds at most queue_size records, in its queue or in its offset backlog.
@@ -197,6 +200,14 @@ class Tail:
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue
             for raw_id, fields in rows:
+                if seq_of(raw_id) > watch.cursor + 1 and ARCHIVE_FIELD in fields:
+                    # archived before this read reached it: the records between are in the
+                    # archive now, so every listener goes back to reading by offset (no gap)
+                    self.metrics.demoted.inc(len(watch.listeners))
+                    for listener in watch.listeners:
+                        listener.demote()
+                    watch.listeners.clear()
+                    break
                 watch.cursor = seq_of(raw_id)
                 entry = decode_entry(raw_id, fields)
                 if entry is None:

@@ -16,6 +16,7 @@ from .errors import not_found
 from .limits import cast_id_from, float_param, int_param
 from .metrics import CONTENT_TYPE
 from .public import Item
+from .reads import Row
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
@@ -71,6 +72,9 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
     tail = int(tail)
     if tail == 0:
         raise not_found("no such cast")
+    edge.played.mark(cast_id)
+    if tail == 1:  # one entry: a fresh cast's meta, or an archived log (its eos and index)
+        rows, tail = await _archived(edge, cast_id, seq, limit, rows, tail)
     next_seq = seq_of(rows[-1][0]) + 1 if rows else seq
     items = [Item(e) for e in (decode_entry(i, f) for i, f in rows) if e is not None]
     closed = await _closed(edge, cast_id, items, next_seq, tail)
@@ -85,6 +89,14 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
         b",".join(i.json() for i in items), next_seq, tail, b"true" if closed else b"false",
     )
     return web.Response(body=body, content_type="application/json")
+
+
+async def _archived(edge: Edge, cast_id: str, seq: int, limit: int, rows: list[Row], tail: int) -> tuple[list[Row], int]:
+    """An archived log's rows from ``seq`` and its true tail (its XLEN is 1)."""
+    d = await edge.reads.descriptor(edge.reader, cast_id)
+    if d is None:
+        return rows, tail
+    return await edge.reads.rebuild(cast_id, d, seq, d.tail - 1, limit, True), d.tail
 
 
 async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:

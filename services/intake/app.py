@@ -57,6 +57,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     livews.add_routes(app)
+    app.router.add_delete("/api/casts/{id}", views.delete_cast)
     return app
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from castlog import ConfigError, Settings, comma_list, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
@@ -63,6 +63,7 @@ class Config:
     live_send_timeout_s: float = LIVE_SEND_TIMEOUT_S
     live_max_message_bytes: int = LIVE_MAX_MESSAGE_BYTES
     log_level: str = "INFO"
+    admin_token: str | None = field(default=None, repr=False)  # STREAMTTS_ADMIN_TOKEN: DELETE /api/casts/{id}
 
     def __post_init__(self) -> None:
         require_positive({
@@ -113,4 +114,5 @@ class Config:
             live_send_timeout_s=get("INTAKE_LIVE_SEND_TIMEOUT_S", float, d.live_send_timeout_s),
             live_max_message_bytes=get("INTAKE_LIVE_MAX_MESSAGE_BYTES", int, d.live_max_message_bytes),
             log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
+            admin_token=get("STREAMTTS_ADMIN_TOKEN", str, None) or None,
         )

@@ -3,13 +3,14 @@ turns them into JSON answers (4xx, or 503 when intake sheds load)."""
 
 from __future__ import annotations
 
+import hmac
 import time
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, SubmitResult, client_address, content_id, healthy
+from castlog import Meta, RateLimited, SubmitResult, archive, client_address, content_id, healthy, is_cast_id
 
 from . import live
 from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
@@ -54,6 +55,21 @@ async def get_voices(request: web.Request) -> web.Response:
 async def get_openapi(request: web.Request) -> web.Response:
     """The public origin's one document: intake's routes and edge's (castlog.openapi)."""
     return web.Response(body=request.app[OPENAPI], content_type="application/json")
+
+
+async def delete_cast(request: web.Request) -> web.Response:
+    """DELETE /api/casts/{id} (admin): the log, the catalog and the claim go in one step, the
+    archived audio after it; an identical submit then synthesizes again. 404 unless the
+    request carries ``Authorization: Bearer $STREAMTTS_ADMIN_TOKEN`` (and one is configured),
+    so that the route does not even show that it exists."""
+    token = request.app[CONFIG].admin_token
+    given = request.headers.get("Authorization", "")
+    if token is None or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        raise Refusal(404, "not_found", "no such route")
+    cast_id = request.match_info["id"]
+    if not is_cast_id(cast_id) or not await archive.delete(request.app[REDIS], cast_id):
+        raise Refusal(404, "not_found", "no such cast")
+    return json_response({"id": cast_id, "deleted": True})
 
 
 async def get_healthz(request: web.Request) -> web.Response:

@@ -74,6 +74,7 @@ def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[by
     env = dict(os.environ)
     env["REDIS_URL"] = redis_url
     env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
+    env.setdefault("ARCHIVE_URL", (state_dir / "archive").resolve().as_uri())  # finished audio leaves Redis
     upper = child.name.upper()
     if child.name == "synth":
         env["SYNTH_METRICS_HOST"], env["SYNTH_METRICS_PORT"] = "127.0.0.1", str(child.port)

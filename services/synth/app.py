@@ -16,8 +16,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
+from blobstore import open_store
 
 from . import jobs, metrics
+from .archiver import Archiver
 from .config import SynthConfig
 from .service import Loader, SynthService, load_model
 
@@ -43,7 +45,7 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
     app = web.Application()
     app[CONFIG] = cfg
     app[LOADER] = load
-    app.cleanup_ctx.extend([_redis_ctx, _service_ctx, _stats_ctx])
+    app.cleanup_ctx.extend([_redis_ctx, _service_ctx, _stats_ctx, _archiver_ctx])
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", healthz_view)
     return app
@@ -81,6 +83,22 @@ async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The archiver, when ARCHIVE_URL names a store (docs/design.md, "The archive")."""
+    cfg = app[CONFIG]
+    if cfg.archive is None:
+        yield
+        return
+    store = await open_store(cfg.archive)
+    archiver = Archiver(app[REDIS], store, cfg.archiver, cfg.consumer)
+    task = asyncio.create_task(archiver.run(), name="synth-archiver")
+    log.info("archiving finished casts to %s", store.url)
+    yield
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await store.close()
 
 
 async def poll_stats(redis: Redis, interval_s: float) -> None:

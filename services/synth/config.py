@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from castlog import ConfigError, Settings, require_positive
+from blobstore import StoreConfig
+from castlog import ConfigError, Settings, require_non_negative, require_positive
 from castlog.connect import DEFAULT_URL
 
 Backend = Literal["auto", "onnx", "torch"]
@@ -20,6 +21,18 @@ DEFAULT_VOICE = "af_heart"
 def default_consumer() -> str:
     """``hostname-pid``: unique per process; a pod's stable name makes restarts re-read their own."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class ArchiverConfig:
+    delay_s: float = 30.0  # ARCHIVE_DELAY_S: wait after eos so live listeners have it all
+    scan_interval_s: float = 3600.0  # ARCHIVE_SCAN_INTERVAL_S: the backstop scan and sweep
+    poll_s: float = 5.0  # the longest blocking read of receipts
+    retention_days: float = 0.0  # RETENTION_DAYS: 0 keeps everything
+
+    def __post_init__(self) -> None:
+        require_positive({"ARCHIVE_SCAN_INTERVAL_S": self.scan_interval_s, "SYNTH_POLL_S": self.poll_s})
+        require_non_negative({"ARCHIVE_DELAY_S": self.delay_s, "RETENTION_DAYS": self.retention_days})
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,9 @@ class SynthConfig:
     max_live: int = 8  # open casts held at once, apart from the others' concurrency
     live_idle_s: float = 120.0  # an open cast without new text this long is closed by the worker
     live_hold_lead_s: float = 10.0  # while a live sentence is typed, casts this far ahead wait
+    # The archive (ARCHIVE_URL unset: audio stays in Redis)
+    archive: StoreConfig | None = None
+    archiver: ArchiverConfig = field(default_factory=ArchiverConfig)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -116,4 +132,11 @@ class SynthConfig:
             max_live=get("SYNTH_MAX_LIVE", int, d.max_live),
             live_idle_s=get("SYNTH_LIVE_IDLE_S", float, d.live_idle_s),
             live_hold_lead_s=get("SYNTH_LIVE_HOLD_LEAD_S", float, d.live_hold_lead_s),
+            archive=StoreConfig.from_settings(get),
+            archiver=ArchiverConfig(
+                delay_s=get("ARCHIVE_DELAY_S", float, d.archiver.delay_s),
+                scan_interval_s=get("ARCHIVE_SCAN_INTERVAL_S", float, d.archiver.scan_interval_s),
+                poll_s=get("SYNTH_POLL_S", float, d.archiver.poll_s),
+                retention_days=get("RETENTION_DAYS", float, d.archiver.retention_days),
+            ),
         )

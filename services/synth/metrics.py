@@ -43,6 +43,21 @@ RTF = Histogram(
     buckets=_RATIOS,
     registry=REGISTRY,
 )
+SYNTH_SECONDS = Counter(
+    "streamtts_synth_inference_seconds", "Inference time, summed over chunks (RTF = this / audio seconds)", registry=REGISTRY
+)
+AUDIO_SECONDS = Counter(
+    "streamtts_synth_audio_seconds", "Audio synthesized, in seconds, summed over chunks", registry=REGISTRY
+)
+
+
+def observe_synthesis(took_s: float, audio_s: float) -> None:
+    """One chunk's inference time and audio length: their rates' ratio is the true mean RTF,
+    where the histogram's mean would weigh a short first chunk as much as a long one."""
+    SYNTH_SECONDS.inc(took_s)
+    AUDIO_SECONDS.inc(audio_s)
+
+
 ACTIVE_CASTS = Gauge("streamtts_synth_active_casts", "Casts being synthesized now", registry=REGISTRY)
 LEAD_SECONDS = Histogram(
     "streamtts_synth_lead_seconds",
@@ -79,3 +94,19 @@ for _stage in ("synth", "encode"):
 def exposition() -> tuple[bytes, str]:
     """The Prometheus text of this registry and its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+# The archive (synth's archiver; see docs/design.md, "The archive")
+ARCHIVED = Counter("streamtts_archive_casts_archived", "Casts moved from Redis into the archive", registry=REGISTRY)
+ARCHIVE_BYTES = Counter("streamtts_archive_written_bytes", "Bytes written to the archive", registry=REGISTRY)
+ARCHIVED_CASTS = Gauge("streamtts_archive_casts", "Archived casts, as of the last scan", registry=REGISTRY)
+ARCHIVE_SIZE = Gauge("streamtts_archive_size_bytes", "Bytes held by the archive, as of the last scan", registry=REGISTRY)
+REDIS_CASTS = Gauge(
+    "streamtts_redis_casts", "Casts whose audio Redis still holds (live or not yet archived), as of the last scan",
+    registry=REGISTRY,
+)
+REDIS_BYTES_PER_CAST = Gauge(
+    "streamtts_redis_bytes_per_live_cast", "Redis used_memory divided by the casts it holds audio of, as of the last scan",
+    registry=REGISTRY,
+)
+SWEEPS = Counter("streamtts_archive_sweeps", "Scans of every cast (backstop archiving and retention)", registry=REGISTRY)
+SWEPT = Counter("streamtts_archive_swept_casts", "Casts deleted by retention (RETENTION_DAYS)", registry=REGISTRY)

@@ -304,6 +304,7 @@ class Worker:
             metrics.CHUNK_SECONDS.labels(stage="synth").observe(took)
             if audio_s > 0:
                 metrics.RTF.observe(took / audio_s)
+                metrics.observe_synthesis(took, audio_s)
             cast.synth_s += took
             # An estimate until encoded: the encoder trims trailing silence (corrected below).
             cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())

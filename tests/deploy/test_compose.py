@@ -12,7 +12,7 @@ import pytest
 
 from . import compose_lite
 from .dashboard import DASHBOARD
-from .tools import COMPOSE, REDIS_FILES, REPO, require_tool, run
+from .tools import COMPOSE, REDIS_FILES, REPO, assert_patched_redis, require_tool, run
 
 BASE = COMPOSE / "compose.yaml"
 VARIANTS = {
@@ -104,7 +104,8 @@ def test_redis_is_private_durable_and_checked(variant: str) -> None:
     data = [v for v in redis["volumes"] if v["target"] == "/data"]
     assert data and data[0]["type"] == "volume" and data[0]["source"] in config["volumes"]
     assert redis["environment"]["REDIS_APPENDFSYNC"] == "everysec"
-    assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert redis["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -qx PONG"]
+    assert_patched_redis(redis["image"])
     conf = (REDIS_FILES / "redis.conf").read_text()
     assert re.search(r"^appendonly yes$", conf, re.M)
     assert re.search(r"^maxmemory-policy noeviction$", conf, re.M)
@@ -287,3 +288,28 @@ def test_secrets_are_git_ignored() -> None:
     for path in ("compose/.env.example", "k3s/base/secrets.env.example"):
         result = run(["git", "-C", str(REPO), "check-ignore", "-q", path])
         assert result.returncode == 1, f"{path} should be committed"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_container_has_a_memory_limit(variant: str) -> None:
+    config = model(variant)
+    for name, service in config["services"].items():
+        limits = service.get("deploy", {}).get("resources", {}).get("limits", {})
+        assert limits.get("memory"), f"{variant}: {name} has no memory limit"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_proxy_waits_for_healthy_services(variant: str) -> None:
+    needs = model(variant)["services"]["proxy"]["depends_on"]
+    assert {name: need["condition"] for name, need in needs.items()} == {
+        "intake": "service_healthy", "edge": "service_healthy"}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_synth_and_edge_share_the_archive(variant: str) -> None:
+    services = model(variant)["services"]
+    for name in ("synth", "edge"):
+        mounts = {v["target"]: v["source"] for v in services[name]["volumes"] if v["type"] == "volume"}
+        assert mounts.get("/var/lib/streamtts/archive") == "archive"
+        assert services[name]["environment"]["ARCHIVE_URL"] == "file:///var/lib/streamtts/archive"
+    assert services["redis"]["environment"]["REDIS_MAXMEMORY"] == "auto"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from . import kustomize_lite
-from .tools import K3S, REPO, ROUTES, require_tool, run
+from .tools import K3S, REPO, ROUTES, assert_patched_redis, require_tool, run
 
 OVERLAYS = ["jetson", "cpu"]
 # The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
@@ -140,8 +140,10 @@ def test_redis_is_durable(rendered: list[dict[str, Any]]) -> None:
     assert maxmemory.endswith("gb")
     limit = container(redis)["resources"]["limits"]["memory"]
     assert limit.endswith("Gi") and int(maxmemory[:-2]) < int(limit[:-2])
-    probe = container(redis)["readinessProbe"]["exec"]["command"]
-    assert probe == ["redis-cli", "ping"]
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container(redis)[kind]["exec"]["command"] == ["sh", "-c", "redis-cli ping | grep -qx PONG"]
+    assert container(redis)["startupProbe"]["failureThreshold"] * container(redis)["startupProbe"]["periodSeconds"] >= 300
+    assert_patched_redis(container(redis)["image"])
 
 
 def test_edge_is_highly_available(rendered: list[dict[str, Any]]) -> None:
@@ -173,7 +175,9 @@ def test_services_listen_beyond_their_loopback(rendered: list[dict[str, Any]]) -
     for name, setting in (("intake", "INTAKE_PORT"), ("edge", "EDGE_PORT"),
                           ("synth", "SYNTH_METRICS_PORT")):
         ports = [p["containerPort"] for p in container(find(rendered, "Deployment", name))["ports"]]
-        assert ports == [int(config_value(rendered, setting))]
+        assert ports[0] == int(config_value(rendered, setting))
+    edge_ports = {p["name"]: p["containerPort"] for p in container(find(rendered, "Deployment", "edge"))["ports"]}
+    assert edge_ports["metrics"] == int(config_value(rendered, "EDGE_METRICS_PORT"))  # off the Ingress's port
 
 
 @pytest.mark.parametrize("name", ["intake", "edge", "synth"])
@@ -304,3 +308,15 @@ def test_ingress_routes_like_the_front_proxy(rendered: list[dict[str, Any]], met
     assert name == expected
     target = find(rendered, "Service", name)
     assert port in {p["name"] for p in target["spec"]["ports"]}
+
+
+def test_podmonitor_option_scrapes_each_service_on_a_port_it_has(rendered: list[dict[str, Any]]) -> None:
+    monitor = yaml.safe_load((K3S / "extras" / "podmonitors.yaml").read_text())
+    assert monitor["kind"] == "PodMonitor" and monitor["metadata"]["namespace"] == "streamtts"
+    [names] = [e["values"] for e in monitor["spec"]["selector"]["matchExpressions"]]
+    endpoints = monitor["spec"]["podMetricsEndpoints"]
+    for name in names:
+        ports = {p["name"] for p in container(find(rendered, "Deployment", name))["ports"]}
+        scraped = [e for e in endpoints if e["port"] in ports
+                   and all(r.get("regex") == name for r in e.get("relabelings", []))]
+        assert len(scraped) == 1, name  # once, and never edge's public port

@@ -290,3 +290,28 @@ def test_scripts_pass_shellcheck_as_posix_sh() -> None:
     scripts = sorted(str(p) for p in REDIS_DIR.glob("*.sh"))
     result = run([shellcheck, "--shell=sh", "--severity=style", *scripts])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_entrypoint_sizes_maxmemory_from_the_memory_it_has(tmp_path: Path) -> None:
+    """REDIS_MAXMEMORY=auto: 60% of the container's limit, or of the host's memory without one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "docker-entrypoint.sh"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    env = {**password_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "REDIS_ACL_DIR": str(tmp_path / "acl"),
+           "REDIS_MAXMEMORY": "auto"}
+    result = run(["sh", str(REDIS_DIR / "entrypoint.sh")], env=env)
+    assert result.returncode == 0, result.stderr
+    maxmemory = int(result.stdout.split("--maxmemory ")[1].split()[0])
+    host = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemTotal:")).split()[1]) * 1024
+    ceiling = host
+    for limit in (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")):
+        if limit.exists():
+            value = limit.read_text().strip()
+            ceiling = min(host, int(value)) if value.isdigit() else host
+            break
+    assert 0 < maxmemory <= ceiling * 0.6 and maxmemory >= ceiling * 0.59
+    fixed = run(["sh", str(REDIS_DIR / "entrypoint.sh")], env={**env, "REDIS_MAXMEMORY": "3gb"})
+    assert "--maxmemory 3gb" in fixed.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -217,3 +218,20 @@ def redis_as_deployed(tmp: Path, port: int, passwords: Mapping[str, str]) -> Ite
     with running(["sh", str(REDIS_FILES / "entrypoint.sh")], env, tmp / "redis.log",
                  answers) as started:
         yield started
+
+
+# The oldest release of each Redis series with the October 2025 Lua fixes (CVE-2025-49844,
+# -46817, -46818, -46819); the services run EVAL. Raise these as new security releases appear.
+MIN_PATCHED_REDIS = {(6, 2): (6, 2, 20), (7, 2): (7, 2, 11), (7, 4): (7, 4, 6), (8, 0): (8, 0, 4), (8, 2): (8, 2, 2)}
+
+
+def assert_patched_redis(image: str) -> None:
+    """``redis:X.Y.Z-...`` of a series at or above its last known security fix."""
+    match = re.fullmatch(r"redis:(\d+)\.(\d+)\.(\d+)(-[\w.]+)?", image.split("#")[0].strip())
+    assert match, f"{image}: pin Redis as redis:X.Y.Z-alpine"
+    version = tuple(int(part) for part in match.groups()[:3])
+    floor = MIN_PATCHED_REDIS.get(version[:2])
+    newest_series = max(MIN_PATCHED_REDIS)
+    assert (floor is not None and version >= floor) or version[:2] > newest_series, (
+        f"{image} lacks Redis's 2025 Lua fixes: use {'.'.join(map(str, floor or MIN_PATCHED_REDIS[newest_series]))} or later"
+    )

@@ -65,7 +65,7 @@ async def test_document_lists_every_route_of_the_app(client: Client) -> None:
         for route in client.app.router.routes()
         if route.resource is not None and route.method != "HEAD"
     }
-    assert len(routes) == 9  # 6, and the live casts' text, close and WebSocket routes
+    assert len(routes) == 10  # 6, the live casts' text, close and WebSocket routes, the delete
     assert routes <= operations(doc)
 
 

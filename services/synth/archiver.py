@@ -1,0 +1,167 @@
+"""The archiver: finished casts' audio out of Redis into the blob store, deletes and retention.
+
+It follows the receipts of ``progress/done`` as consumer group ``archiver`` (a restart re-reads
+its pending receipts first) and scans every cast log now and then as a backstop, which also
+runs the retention sweep. Every step is idempotent; see "The archive" in docs/design.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Literal, cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from blobstore import BlobStore, BlobStoreError, digest
+from castlog import PROGRESS_DONE, archive, cast_id_of, cast_key
+
+from . import metrics
+from .config import ArchiverConfig
+
+log = logging.getLogger(__name__)
+
+GROUP = "archiver"
+# Receipts taken per read, and the casts checked per SCAN step of the backstop.
+READ_COUNT = 16
+SCAN_COUNT = 500
+# After a failure (the store or Redis down): wait this long before the next round.
+ERROR_BACKOFF_S = 5.0
+DAY_MS = 86_400_000
+# A receipt pending this long with another archiver (one that died: a restarted synth has a new
+# consumer name) is taken over.
+CLAIM_IDLE_MS = 600_000
+
+Outcome = Literal["archived", "already", "later", "unfinished", "gone"]
+
+
+class ArchiveError(Exception):
+    """The blob read back from the store is not what was written: Redis is left as it was."""
+
+
+class Archiver:
+    def __init__(self, redis: Redis, store: BlobStore, cfg: ArchiverConfig, consumer: str) -> None:
+        self.redis, self.store, self.cfg, self.consumer = redis, store, cfg, consumer
+        self._next_scan = 0.0
+
+    async def run(self) -> None:
+        await self._ensure_group()
+        while True:
+            try:
+                await self.round()
+            except (RedisError, OSError, BlobStoreError, ArchiveError) as exc:
+                log.warning("archiver: %s; retrying in %.0fs", exc, ERROR_BACKOFF_S)
+                await asyncio.sleep(ERROR_BACKOFF_S)
+
+    async def round(self) -> None:
+        """Empty the trash, scan when due, then archive the casts of pending or new receipts."""
+        await self.empty_trash()
+        if time.monotonic() >= self._next_scan:
+            await self.scan()
+            self._next_scan = time.monotonic() + self.cfg.scan_interval_s
+        for entry_id, cast_id in await self._receipts():
+            outcome = await self.archive_cast(cast_id)
+            if outcome == "later":
+                await asyncio.sleep(self.cfg.delay_s / 4)
+                return  # receipts come in eos order: the rest are not due either
+            await self.redis.xack(PROGRESS_DONE, GROUP, entry_id)
+
+    async def _ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(PROGRESS_DONE, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _receipts(self) -> list[tuple[bytes, str]]:
+        """Our pending receipts first (after a restart), those a gone archiver left pending, then
+        new ones (waiting up to poll_s)."""
+        claimed: Any = await self.redis.xautoclaim(PROGRESS_DONE, GROUP, self.consumer, CLAIM_IDLE_MS, count=READ_COUNT)
+        if claimed and claimed[1]:
+            return [(i, f.get(b"id", b"").decode()) for i, f in claimed[1] if f]
+        for start, block in (("0", None), (">", int(self.cfg.poll_s * 1000))):
+            reply: Any = await self.redis.xreadgroup(
+                GROUP, self.consumer, {PROGRESS_DONE: start}, count=READ_COUNT, block=block
+            )
+            found = [(i, f.get(b"id", b"").decode()) for _s, rows in reply or () for i, f in rows]
+            if found:
+                return found
+        return []
+
+    async def archive_cast(self, cast_id: str) -> Outcome:
+        """Archive one finished cast: pack, put, verify, then rewrite its log (idempotent)."""
+        rows = await archive.read_log(self.redis, cast_id)
+        if not rows:
+            return "gone"
+        last = rows[-1][1]
+        if archive.descriptor_of(last) is not None:
+            return "already"
+        if last.get(b"e") != b"eos":
+            return "unfinished"
+        if int(last.get(b"ts", b"0")) + self.cfg.delay_s * 1000 > await self._now_ms():
+            return "later"
+        packed = archive.pack(cast_id, rows)
+        d = packed.descriptor
+        await self.store.put(d.key, packed.blob)
+        size, sha = await digest(self.store, d.key)
+        if (size, sha) != (d.size, d.sha256):
+            raise ArchiveError(f"cast {cast_id}: {d.key} reads back {size} bytes {sha[:12]}, wrote {d.size} {d.sha256[:12]}")
+        done = await archive.commit(self.redis, cast_id, packed)
+        if done == 1:
+            metrics.ARCHIVED.inc()
+            metrics.ARCHIVE_BYTES.inc(d.size)
+            log.info("cast %s archived: %d bytes in %s", cast_id, d.size, d.key)
+            return "archived"
+        return "already" if done == 0 else "gone"
+
+    async def empty_trash(self) -> None:
+        """Delete the blobs of deleted casts, then their trash entries."""
+        rows = cast("list[tuple[bytes, dict[bytes, bytes]]]", await self.redis.xrange(archive.TRASH, count=100))
+        for entry_id, fields in rows:
+            await self.store.delete(fields[b"key"].decode())
+            await self.redis.xdel(archive.TRASH, entry_id)
+
+    async def scan(self) -> None:
+        """Every cast log once: archive what was missed, sweep what retention lets go, measure."""
+        now = await self._now_ms()
+        live = archived = archived_bytes = 0
+        async for key in self.redis.scan_iter(match=cast_key("*"), count=SCAN_COUNT, _type="stream"):
+            cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
+            if cast_id is None:
+                continue
+            rows: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
+            if not rows:
+                continue
+            fields = rows[0][1]
+            d = archive.descriptor_of(fields)
+            terminal = fields.get(b"e") in (b"eos", b"error")
+            if terminal and await self._expired(cast_id, int(fields.get(b"ts", b"0")), now):
+                await archive.delete(self.redis, cast_id)
+                metrics.SWEPT.inc()
+                continue
+            if d is None and fields.get(b"e") == b"eos" and await self.archive_cast(cast_id) == "archived":
+                again: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
+                d = archive.descriptor_of(again[0][1]) if again else None
+            if d is None:
+                live += 1
+            else:
+                archived, archived_bytes = archived + 1, archived_bytes + d.size
+        metrics.SWEEPS.inc()
+        metrics.ARCHIVED_CASTS.set(archived)
+        metrics.ARCHIVE_SIZE.set(archived_bytes)
+        metrics.REDIS_CASTS.set(live)
+        used: Any = await self.redis.info("memory")
+        metrics.REDIS_BYTES_PER_CAST.set(int(used["used_memory"]) / max(1, live))
+
+    async def _expired(self, cast_id: str, ended_ms: int, now_ms: int) -> bool:
+        if self.cfg.retention_days <= 0:
+            return False
+        played = await self.redis.zscore(archive.PLAYED, cast_id)
+        last = max(ended_ms, int(played or 0))
+        return now_ms - last > self.cfg.retention_days * DAY_MS
+
+    async def _now_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
