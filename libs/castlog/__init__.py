@@ -5,7 +5,7 @@ Imports only ``redis`` and ``msgspec``; every service imports it, it imports no 
 
 from . import archive
 from .connect import client_for, connect, healthy, redact
-from .ids import content_id
+from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
     CAST_ID_LEN,
     GROUP,
@@ -49,6 +49,7 @@ __all__ = [
     "archive",
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
+    "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
     "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
     "EdgeLimits", "IntakeLimits", "RateLimited", "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
     "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",

@@ -1,4 +1,4 @@
-"""Content ids: the same voice and text always name the same cast."""
+"""Content ids: the same voice, text and speed always name the same cast."""
 
 from __future__ import annotations
 
@@ -7,8 +7,22 @@ import hashlib
 
 from .keys import CAST_ID_LEN
 
+# The speed of every cast made before speed existed: it leaves the hashed string as it was.
+DEFAULT_SPEED = 1.0
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
 
-def content_id(text: str, voice: str) -> str:
-    """``base64url(sha256(voice + "\\x00" + text.strip()))[:12]``, as docs/design.md fixes it."""
-    digest = hashlib.sha256((voice + "\x00" + text.strip()).encode("utf-8")).digest()
+
+def normalise_speed(speed: float) -> float:
+    """Speeds are kept to hundredths: 1.004 and 1.0 name one cast."""
+    return round(float(speed), 2)
+
+
+def content_id(text: str, voice: str, speed: float = DEFAULT_SPEED) -> str:
+    """``base64url(sha256(voice + "\\x00" + text.strip()))[:12]``, as docs/design.md fixes it;
+    a speed other than 1.0 appends ``"\\x00speed=" + f"{speed:.2f}"`` to the hashed string."""
+    material = voice + "\x00" + text.strip()
+    speed = normalise_speed(speed)
+    if speed != DEFAULT_SPEED:
+        material += f"\x00speed={speed:.2f}"
+    digest = hashlib.sha256(material.encode("utf-8")).digest()
     return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")[:CAST_ID_LEN]

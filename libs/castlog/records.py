@@ -28,6 +28,7 @@ class Meta(_Record, tag="meta", frozen=True):
     sentences: int
     created_at: int  # ms since the epoch
     live: bool = False  # an open cast: its text arrives in fragments, `sentences` grows (0 at first)
+    speed: float = 1.0  # the model's speed; omitted at 1.0, so older logs read unchanged
 
 
 class Start(_Record, tag="start", frozen=True):

@@ -34,6 +34,7 @@ class CastState:
 
     title: str = ""
     voice: str = ""
+    speed: float = 1.0
     chars: int = 0
     planned: int = 0
     status: Status = "queued"
@@ -62,7 +63,7 @@ class CastState:
         record = entry.record
         self.tail = max(self.tail, entry.seq_num + 1)
         if isinstance(record, Meta):
-            self.title, self.voice = record.title, record.voice
+            self.title, self.voice, self.speed = record.title, record.voice, record.speed
             self.chars, self.planned = record.chars, record.sentences
         elif isinstance(record, Start):
             self.attempts = max(self.attempts, record.attempt)
