@@ -68,6 +68,7 @@ class ActiveCast:
     offset_ms: int  # sum of the playable durations before sentence `next_append`
     first_audio_seq: int | None  # seq_num of the cast's first audio record in any attempt
     pace: Pace = field(default_factory=Pace)
+    speed: float = 1.0  # the model's speed, from the cast's `meta`
     next_synth: int = 0
     next_append: int = 0
     synth_s: float = 0.0  # inference time this attempt spent
@@ -192,4 +193,5 @@ def plan(
         offset_ms=offset,
         first_audio_seq=first_audio_seq(entries),
         open_text=open_text,
+        speed=state.speed,
     )

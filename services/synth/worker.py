@@ -289,7 +289,7 @@ class Worker:
             index, text = cast.take_chunk()
             started = self._clock()
             try:
-                speed = cast.open_text.speed if cast.open_text else 1.0
+                speed = cast.open_text.speed if cast.open_text else cast.speed
                 pcm = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice, speed)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
