@@ -13,7 +13,7 @@ WORKDIR /src
 COPY pyproject.toml README.md* ./
 COPY libs/ libs/
 COPY services/ services/
-RUN pip install . && python3 -c "import castlog, intake"
+RUN pip install ".[intake]" && python3 -c "import castlog, intake, intake.formats"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \

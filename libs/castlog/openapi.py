@@ -15,6 +15,7 @@ import msgspec
 
 from .keys import MAX_SEQ_NUM
 from .openapi_live import LIVE_SCHEMAS, live_paths
+from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
@@ -60,9 +61,12 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
             {"name": "intake", "description": "Submissions: answered by intake"},
             {"name": "edge", "description": "The read path and the pages: answered by edge"},
             {"name": "ops", "description": "Each service answers these on its port; the public origin's are edge's"},
+            {"name": "openai", "description": "OpenAI-compatible speech API: answered by intake"},
         ],
-        "paths": {**_intake_paths(intake), **live_paths(), **_edge_paths(edge), **OPS_PATHS},
-        "components": {"schemas": {**COMMON_SCHEMAS, **_intake_schemas(intake), **LIVE_SCHEMAS, **EDGE_SCHEMAS}},
+        "paths": {**_intake_paths(intake), **live_paths(), **_edge_paths(edge), **OPS_PATHS, **V1_PATHS},
+        "components": {"schemas": {
+            **COMMON_SCHEMAS, **_intake_schemas(intake), **LIVE_SCHEMAS, **EDGE_SCHEMAS, **V1_SCHEMAS,
+        }},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
     return msgspec.json.decode(msgspec.json.encode(doc))  # type: ignore[no-any-return]
@@ -143,8 +147,10 @@ def _intake_schemas(limits: IntakeLimits | None) -> Json:
                 "text": text,
                 "voice": {"type": ["string", "null"], "description": "One of GET /api/voices; the default when empty."},
                 "title": title,
+                "speed": {"type": ["number", "null"], "minimum": 0.25, "maximum": 4.0,
+                          "description": "1.0 when absent; part of the cast's identity"},
             },
-            "additionalProperties": True,
+            "additionalProperties": False,
         },
         "Cast": {
             "type": "object",
@@ -273,6 +279,7 @@ EDGE_SCHEMAS: Json = {
             "id": {"type": "string", "pattern": CAST_ID_PATTERN},
             "title": {"type": "string"},
             "voice": {"type": "string"},
+            "speed": {"type": "number"},
             "chars": {"type": "integer"},
             "status": {"type": "string", "enum": ["queued", "generating", "done", "error"]},
             "planned": {"type": "integer", "description": "planned sentences"},

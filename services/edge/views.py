@@ -29,6 +29,7 @@ async def cast_state(request: web.Request) -> web.Response:
         "id": cast_id,
         "title": s.title,
         "voice": s.voice,
+        "speed": s.speed,
         "chars": s.chars,
         "status": s.status,
         "planned": s.planned,

@@ -3,6 +3,8 @@ and counts every request."""
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 from collections.abc import AsyncIterator
 
@@ -10,10 +12,25 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from castlog import CastStore, IntakeLimits, LiveStore, RateLimiter, connect, openapi_document, redact
+from castlog import CastStore, IntakeLimits, LiveStore, RateLimiter, client_for, connect, openapi_document, redact
+from castlog.store import FOLLOW_BLOCK_MS
 
-from . import live, livews, views
-from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, LIVE, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
+from . import live, livews, speech, v1, views
+from .appkeys import (
+    CONFIG,
+    COOLDOWNS,
+    FOLLOWER,
+    GATE,
+    LIMITER,
+    LIVE,
+    METRICS,
+    OPENAPI,
+    PLANNER,
+    REDIS,
+    SPEECH_SLOTS,
+    STORE,
+    VOICES,
+)
 from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
@@ -35,6 +52,11 @@ UNAVAILABLE_RETRY_S = 2
 RATE_SCOPE = "intake"
 # Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
 POOL_HEADROOM = 16
+# A speech stream's blocking read answers within its block time; the socket waits this much longer.
+FOLLOW_SOCKET_MARGIN_S = 10.0
+# Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
+SUBMIT_PATHS = ("/api/casts", "/generate")
+V1_PREFIX = "/v1/"
 
 
 def create_app(cfg: Config) -> web.Application:
@@ -45,6 +67,7 @@ def create_app(cfg: Config) -> web.Application:
     app[GATE] = InflightGate(cfg.max_inflight, cfg.max_waiting)
     app[PLANNER] = Planner()
     app[COOLDOWNS] = Cooldowns()
+    app[SPEECH_SLOTS] = asyncio.Semaphore(cfg.max_speech_streams)
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
@@ -58,6 +81,11 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     livews.add_routes(app)
     app.router.add_delete("/api/casts/{id}", views.delete_cast)
+    app.router.add_post("/v1/audio/speech", speech.post_speech)
+    app.router.add_get("/v1/audio/voices", views.get_v1_voices)
+    app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
+    app.router.add_get("/v1/models", views.get_v1_models)
+    app.router.add_get("/v1/models/{model}", views.get_v1_model)
     return app
 
 
@@ -86,36 +114,63 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     app[LIMITER] = RateLimiter(redis, RATE_SCOPE, cfg.rate, cfg.burst)
     fallback = Voices(names=cfg.voices, default=cfg.default_voice, source="config")
     app[VOICES] = VoiceBook(redis, fallback, cfg.voices_refresh_s)
+    app[FOLLOWER] = client_for(
+        cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
+    )
     yield
+    await app[FOLLOWER].aclose()
     await redis.aclose()
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    return views.json_response({"error": code, "message": message}, status=status, headers=headers)
+def _error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, *, openai: bool = False,
+    param: str | None = None,
+) -> web.Response:
+    """``{"error", "message"}``, or OpenAI's shape on ``/v1/*``."""
+    body = v1.error_body(status, code, message, param) if openai else {"error": code, "message": message}
+    return views.json_response(body, status=status, headers=headers)
+
+
+def _authorized(request: web.Request) -> bool:
+    keys = request.app[CONFIG].api_keys
+    if not keys or not (request.path.startswith(V1_PREFIX) or request.path in SUBMIT_PATHS):
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    given = token.strip().encode()
+    # compare with every key, so the time taken does not tell which one nearly matched
+    matches = [hmac.compare_digest(given, key.encode()) for key in keys]
+    return scheme.lower() == "bearer" and any(matches)
 
 
 @web.middleware
 async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else UNMATCHED_ROUTE
+    # OpenAI's error shape on /v1/*, but the live WebSocket's refusals keep intake's own
+    openai = request.path.startswith(V1_PREFIX) and request.path != livews.ROUTE
     try:
+        if not _authorized(request):
+            raise v1.V1Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
         response = await handler(request)
     except Refusal as refusal:
-        response = _error(refusal.status, refusal.code, refusal.message, refusal.headers)
+        param = getattr(refusal, "param", None) or v1.param_of(refusal.code, refusal.message)
+        response = _error(refusal.status, refusal.code, refusal.message, refusal.headers, openai=openai, param=param)
     except web.HTTPException as exc:
         if exc.status < 400:
             request.app[METRICS].request(route, exc.status)
             raise
         code, message = _HTTP_ERRORS.get(exc.status, (f"http_{exc.status}", exc.reason))
         allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-        response = _error(exc.status, code, message, allow)
+        response = _error(exc.status, code, message, allow, openai=openai)
     except RedisError as exc:
         log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
         response = _error(
-            503, "unavailable", "the queue is unreachable; retry shortly", {"Retry-After": str(UNAVAILABLE_RETRY_S)}
+            503, "unavailable", "the queue is unreachable; retry shortly", {"Retry-After": str(UNAVAILABLE_RETRY_S)},
+            openai=openai,
         )
     except Exception:
         log.exception("unexpected error under %s %s", request.method, request.path)
-        response = _error(500, "internal", "intake failed unexpectedly; retry, and report it if it persists")
+        response = _error(500, "internal", "intake failed unexpectedly; retry, and report it if it persists",
+                          openai=openai)
     request.app[METRICS].request(route, response.status)
     return response

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 from redis.asyncio import Redis
 
@@ -26,3 +28,6 @@ OPENAPI = web.AppKey("intake.openapi", bytes)
 VOICES = web.AppKey("intake.voices", VoiceBook)
 GATE = web.AppKey("intake.gate", InflightGate)
 PLANNER = web.AppKey("intake.planner", Planner)
+# `/v1/audio/speech`: the pool of the streams' blocking reads, and the bound on open streams.
+FOLLOWER = web.AppKey("intake.follower", Redis)
+SPEECH_SLOTS = web.AppKey("intake.speech_slots", asyncio.Semaphore)

@@ -37,6 +37,10 @@ LIVE_IDLE_S = 60.0
 LIVE_PING_S = 20.0
 LIVE_SEND_TIMEOUT_S = 10.0
 LIVE_MAX_MESSAGE_BYTES = 64 * 1024
+# `/v1/audio/speech` streams open at once (each holds a connection for its blocking reads), and
+# how long one waits for a client that takes no bytes before closing it.
+MAX_SPEECH_STREAMS = 64
+SPEECH_WRITE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class Config:
     live_max_message_bytes: int = LIVE_MAX_MESSAGE_BYTES
     log_level: str = "INFO"
     admin_token: str | None = field(default=None, repr=False)  # STREAMTTS_ADMIN_TOKEN: DELETE /api/casts/{id}
+    max_speech_streams: int = MAX_SPEECH_STREAMS
+    speech_write_timeout_s: float = SPEECH_WRITE_TIMEOUT_S
+    api_keys: frozenset[str] = frozenset()  # empty: no auth
 
     def __post_init__(self) -> None:
         require_positive({
@@ -78,6 +85,8 @@ class Config:
             "INTAKE_LIVE_PING_S": self.live_ping_s,
             "INTAKE_LIVE_SEND_TIMEOUT_S": self.live_send_timeout_s,
             "INTAKE_LIVE_MAX_MESSAGE_BYTES": self.live_max_message_bytes,
+            "INTAKE_MAX_SPEECH_STREAMS": self.max_speech_streams,
+            "INTAKE_SPEECH_WRITE_TIMEOUT_S": self.speech_write_timeout_s,
         })
         require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
         if not self.voices:
@@ -115,4 +124,7 @@ class Config:
             live_max_message_bytes=get("INTAKE_LIVE_MAX_MESSAGE_BYTES", int, d.live_max_message_bytes),
             log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
             admin_token=get("STREAMTTS_ADMIN_TOKEN", str, None) or None,
+            max_speech_streams=get("INTAKE_MAX_SPEECH_STREAMS", int, d.max_speech_streams),
+            speech_write_timeout_s=get("INTAKE_SPEECH_WRITE_TIMEOUT_S", float, d.speech_write_timeout_s),
+            api_keys=get("STREAMTTS_API_KEYS", comma_set, d.api_keys),
         )

@@ -102,7 +102,8 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     limit = app[CONFIG].max_title_chars
     if len(title) > limit:
         raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
-    meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True)
+    meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True,
+                speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = app[COOLDOWNS].clock()
     try:
         cast_id = await app[LIVE].open(voice, meta, speed=speed, limit=(app[LIMITER], client))

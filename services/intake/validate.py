@@ -15,6 +15,8 @@ from enum import Enum
 
 import msgspec
 
+from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, normalise_speed
+
 # A default title is the first words of the text, at most this long, cut on a word boundary.
 DEFAULT_TITLE_CHARS = 60
 # A default title never cuts inside the first this-many characters: a long first "word"
@@ -54,12 +56,13 @@ class BodyKind(Enum):
     FORM = "form"
 
 
-class CastForm(msgspec.Struct, frozen=True):
-    """The fields of a submission as sent; unknown fields are ignored, wrong types refused."""
+class CastForm(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The fields of a submission as sent; unknown fields and wrong types are refused (422)."""
 
     text: str
     voice: str | None = None
     title: str | None = None
+    speed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,14 @@ class Submission:
     text: str
     voice: str
     title: str
+    speed: float = DEFAULT_SPEED
 
 
 _decode_form_json = msgspec.json.Decoder(CastForm).decode
-_SHAPE = 'send {"text": string, "voice": string (optional), "title": string (optional)}'
+_SHAPE = (
+    'send {"text": string, "voice": string (optional), "title": string (optional), '
+    f'"speed": number from {MIN_SPEED} to {MAX_SPEED} (optional)}}'
+)
 
 
 def body_kind(content_type: str, charset: str | None, *, allow_form: bool) -> BodyKind:
@@ -182,6 +189,7 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
     if voice not in voices:
         listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
         raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
+    speed = check_speed(form.speed)
     title = normalise_title(form.title) if form.title else ""
     if len(title) > limits.max_title_chars:
         raise Refusal(
@@ -189,4 +197,13 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
             "title_too_long",
             f"the title has {len(title)} characters, more than {limits.max_title_chars}; shorten it",
         )
-    return Submission(text=text, voice=voice, title=title or default_title(text))
+    return Submission(text=text, voice=voice, title=title or default_title(text), speed=speed)
+
+
+def check_speed(speed: float | None) -> float:
+    """The speed as the cast keeps it (hundredths), or 422 outside [MIN_SPEED, MAX_SPEED]."""
+    if speed is None:
+        return DEFAULT_SPEED
+    if not MIN_SPEED <= speed <= MAX_SPEED:  # NaN fails this too
+        raise Refusal(422, "invalid_field", f"`speed` must be from {MIN_SPEED} to {MAX_SPEED}, not {speed}")
+    return normalise_speed(speed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -12,10 +13,10 @@ from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, archive, client_address, content_id, healthy, is_cast_id
 
-from . import live
+from . import live, v1
 from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .metrics import CONTENT_TYPE
-from .validate import BodyKind, Limits, Refusal, body_kind, check, parse_form, parse_json
+from .validate import BodyKind, CastForm, Limits, Refusal, body_kind, check, parse_form, parse_json
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
@@ -50,6 +51,27 @@ async def post_generate(request: web.Request) -> web.Response:
 async def get_voices(request: web.Request) -> web.Response:
     voices = await request.app[VOICES].current()
     return json_response(voices.to_json())
+
+
+async def get_v1_voices(request: web.Request) -> web.Response:
+    """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
+    voices = await request.app[VOICES].current()
+    return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
+
+
+async def get_v1_audio_models(request: web.Request) -> web.Response:
+    return json_response({"models": [{"id": m} for m in v1.MODELS]})
+
+
+async def get_v1_models(request: web.Request) -> web.Response:
+    return json_response(v1.model_list())
+
+
+async def get_v1_model(request: web.Request) -> web.Response:
+    model = request.match_info["model"]
+    if model not in v1.MODELS:
+        raise v1.V1Refusal(404, "model_not_found", f"no such model; use one of {', '.join(v1.MODELS)}", "model")
+    return json_response(v1.model_card(model))
 
 
 async def get_openapi(request: web.Request) -> web.Response:
@@ -98,6 +120,28 @@ async def _accept(request: web.Request, *, allow_form: bool) -> tuple[str, Submi
     A request refused before that round trip touches no key and spends no token; every refusal
     is counted by its code.
     """
+    kind = BodyKind.JSON
+
+    def parse(body: bytes) -> CastForm:
+        return parse_json(body) if kind is BodyKind.JSON else parse_form(body)
+
+    async def read() -> bytes:
+        nonlocal kind
+        kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
+        body = await read_body(request)
+        if kind is BodyKind.JSON and live.asks_live(body):
+            raise live.OpenedInstead(await live.open_from_body(request, body))
+        return body
+
+    cast_id, result = await accept(request, read, parse)
+    return cast_id, result, kind
+
+
+async def accept(
+    request: web.Request, read: Callable[[], Awaitable[bytes]], parse: Callable[[bytes], CastForm]
+) -> tuple[str, SubmitResult]:
+    """The submit of any route: cooldown, the in-flight gate, ``read`` the body, ``parse`` it into
+    a form, then check and submit it (``_submit``)."""
     app = request.app
     try:
         client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[CONFIG].forwarded_allow_ips)
@@ -105,20 +149,18 @@ async def _accept(request: web.Request, *, allow_form: bool) -> tuple[str, Submi
         if wait:
             raise _rate_limited(wait)  # refused a moment ago: not worth reading the body for
         async with app[GATE].slot():
-            kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
-            body = await _read_body(request)
-            cast_id, result = await _submit(request, client, kind, body)
+            body = await read()
+            return await _submit(request, client, parse(body))
     except Refusal as refusal:
         app[METRICS].refused(refusal.code)
         raise
-    return cast_id, result, kind
 
 
 def _rate_limited(wait_s: int) -> Refusal:
     return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
 
 
-async def _read_body(request: web.Request) -> bytes:
+async def read_body(request: web.Request) -> bytes:
     """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
     limit = request.app[CONFIG].max_body_bytes
     if request.content_length is None or request.content_length <= limit:
@@ -129,22 +171,21 @@ async def _read_body(request: web.Request) -> bytes:
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
-async def _submit(request: web.Request, client: str, kind: BodyKind, body: bytes) -> tuple[str, SubmitResult]:
+async def _submit(request: web.Request, client: str, form: CastForm) -> tuple[str, SubmitResult]:
     """Validate, then take the token and write in one atomic step; the histogram covers this."""
     app = request.app
     cfg = app[CONFIG]
     started = time.perf_counter()
-    if kind is BodyKind.JSON and live.asks_live(body):
-        raise live.OpenedInstead(await live.open_from_body(request, body))
-    form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
     voices = await app[VOICES].offering(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice)
+    cast_id = content_id(sub.text, sub.voice, sub.speed)
     sentences = await app[PLANNER].sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
     now_ms = time.time_ns() // 1_000_000
-    meta = Meta(title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms)
+    meta = Meta(
+        title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms, speed=sub.speed
+    )
     asked_at = app[COOLDOWNS].clock()
     try:
         result = await app[STORE].submit(cast_id, sub.text, sub.voice, meta, limit=(app[LIMITER], client))

@@ -31,6 +31,8 @@ INTAKE_ROUTES = {
 }
 # An open cast's text and close (POST only; GETs under /api/casts/<id>/ are edge's).
 INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
+# Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
+INTAKE_PREFIX = "/v1/"
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1).
 HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -59,6 +61,8 @@ class Upstreams:
         if method == "DELETE" and path.startswith("/api/casts/"):
             return self.intake  # the admin's delete (intake owns the claim)
         if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
+            return self.intake
+        if path.startswith(INTAKE_PREFIX):
             return self.intake
         return self.edge
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from streamtts.proxy import INTAKE_ROUTES  # the launcher's table, used without Caddy
+from streamtts.proxy import Upstreams  # the launcher's table, used without Caddy
 from streamtts.redisserver import free_port
 
 from . import compose_lite
@@ -54,7 +54,7 @@ class Stack:
     def port(self, method: str, path: str) -> int:
         if self.proxy is not None:
             return self.proxy
-        return self.intake if (method, path) in INTAKE_ROUTES else self.edge
+        return self.intake if Upstreams('intake', 'edge').pick(method, path) == 'intake' else self.edge
 
 
 def compose_environment(service: str, tmp: Path, redis_port: int,

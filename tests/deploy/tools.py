@@ -47,6 +47,8 @@ ROUTES = [
     ("POST", "/api/casts/AbCdEfGhIjKl/text", "intake"),
     ("POST", "/api/casts/AbCdEfGhIjKl/close", "intake"),
     ("GET", "/api/casts/AbCdEfGhIjKl/text", "edge"),
+    ("POST", "/v1/audio/speech", "intake"),
+    ("GET", "/v1/models", "intake"),
 ]
 
 

@@ -149,9 +149,23 @@ async def test_missing_or_empty_voice_means_the_default_voice(client: Client) ->
     assert a[1]["id"] == content_id("Hello.", "af_heart")
 
 
-async def test_unknown_fields_are_ignored(client: Client) -> None:
-    status, body, _ = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 2, "x": {"deep": [1, [2]]}})
-    assert status == 201 and body["id"] == content_id("Hi.", "af_heart")
+async def test_unknown_fields_are_refused_naming_the_field(client: Client, redis: Redis) -> None:
+    for field in ("response_format", "x"):
+        status, body, _ = await post(client, {"text": "Hi.", "voice": "af_heart", field: {"deep": [1, [2]]}})
+        assert status == 422 and body["error"] == "invalid_field" and f"`{field}`" in body["message"]
+    assert await redis.keys("*") == []
+
+
+async def test_speed_is_part_of_the_cast_and_its_meta(client: Client, store: CastStore) -> None:
+    status, body, _ = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 2})
+    assert status == 201 and body["id"] == content_id("Hi.", "af_heart", 2.0) != content_id("Hi.", "af_heart")
+    meta = (await store.read(body["id"]))[0].record
+    assert isinstance(meta, Meta) and meta.speed == 2.0
+    one = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 1.001})
+    assert one[1]["id"] == content_id("Hi.", "af_heart"), "speed 1.0 keeps the ids of old casts"
+    for bad in (0.1, 4.5):
+        status, body, _ = await post(client, {"text": "Hi.", "speed": bad})
+        assert status == 422 and "`speed`" in body["message"]
 
 
 async def test_text_at_the_char_limit_is_accepted(make_client: MakeClient, store: CastStore) -> None:

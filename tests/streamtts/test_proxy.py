@@ -60,6 +60,8 @@ async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str,
         ("POST", "/api/casts/pHanHO6047OT/close", "intake"),
         ("GET", "/api/casts/pHanHO6047OT/text", "edge"),
         ("GET", "/v1/audio/speech/live", "intake"),
+        ("POST", "/v1/audio/speech", "intake"),
+        ("GET", "/v1/audio/voices", "intake"),
     ],
 )
 async def test_writes_go_to_intake_and_reads_to_edge(proxied, method: str, path: str, owner: str) -> None:

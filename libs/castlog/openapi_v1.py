@@ -1,0 +1,105 @@
+"""The OpenAI-compatible routes (`/v1/*`, answered by intake) in the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Json = dict[str, Any]
+
+MODELS = ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+FORMATS = ["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: Json, description: str) -> Json:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> Json:
+    return _json(_ref("OpenAIError"), description)
+
+
+V1_SCHEMAS: Json = {
+    "SpeechRequest": {
+        "type": "object",
+        "required": ["model", "input", "voice"],
+        "additionalProperties": False,
+        "properties": {
+            "model": {"type": "string", "enum": MODELS, "description": "aliases of the one model, Kokoro-82M"},
+            "input": {"type": "string", "description": "the text (INTAKE_MAX_CHARS at most)"},
+            "voice": {"type": "string", "description": "a voice id, or alloy, echo, fable, onyx, nova, shimmer "
+                      "(and ash, ballad, coral, sage, verse): the closest installed English pack"},
+            "response_format": {"type": "string", "enum": FORMATS, "default": "mp3"},
+            "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
+            "stream_format": {"type": "string", "enum": ["audio", "sse"], "default": "audio"},
+            "instructions": {"type": ["string", "null"], "description": "not supported: must be empty"},
+            "timestamps": {"type": "boolean", "default": False,
+                           "description": "sse only: each delta event carries its words with start and end seconds"},
+        },
+    },
+    "OpenAIError": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {
+            "type": "object",
+            "required": ["message", "type", "code"],
+            "properties": {"message": {"type": "string"}, "type": {"type": "string"},
+                           "param": {"type": ["string", "null"]}, "code": {"type": "string"}},
+        }},
+    },
+    "Model": {
+        "type": "object",
+        "required": ["id", "object", "created", "owned_by"],
+        "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["model"]},
+                       "created": {"type": "integer"}, "owned_by": {"type": "string"}},
+    },
+}  # fmt: skip
+
+_AUDIO = {f"audio/{t}": {"schema": {"type": "string", "format": "binary"}}
+          for t in ("mpeg", "ogg", "aac", "flac", "wav", "pcm")}
+_SPEECH_HEADERS = {
+    "X-Cast-Id": {"schema": {"type": "string"}, "description": "the cast behind the audio"},
+    "Location": {"schema": {"type": "string"}, "description": "the cast's player, /c/<id>"},
+}
+
+
+def _get(operation_id: str, summary: str, schema: Json) -> Json:
+    return {"get": {"operationId": operation_id, "tags": ["openai"], "summary": summary,
+                    "responses": {"200": _json(schema, summary), "401": _error("a key is wanted")}}}
+
+
+V1_PATHS: Json = {
+    "/v1/audio/speech": {"post": {
+        "operationId": "createSpeech", "tags": ["openai"],
+        "summary": "OpenAI's speech endpoint: the audio streams as the cast is made (a repeat replays it)",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SpeechRequest")}}},
+        "responses": {
+            "200": {"description": "the audio (or, with stream_format=sse, speech.audio.delta and "
+                    "speech.audio.done events)", "headers": _SPEECH_HEADERS,
+                    "content": {**_AUDIO, "text/event-stream": {"schema": {"type": "string"}}}},
+            "400": _error("the body is not JSON"),
+            "401": _error("STREAMTTS_API_KEYS is set and no key of it was sent as a bearer token"),
+            "415": _error("the body is not application/json"),
+            "422": _error("a field is unknown, missing or invalid: param names it"),
+            "429": _error("rate limited, or too many open speech streams"),
+            "500": _error("the synthesis failed before any audio: send the request again"),
+            "503": _error("Redis is unreachable or intake is overloaded"),
+        },
+    }},
+    "/v1/audio/voices": _get("listSpeechVoices", "Voices as Open WebUI reads them", {
+        "type": "object", "properties": {"voices": {"type": "array", "items": {"type": "object"}},
+                                         "default": {"type": "string"}}}),
+    "/v1/audio/models": _get("listSpeechModels", "Models as Open WebUI reads them", {
+        "type": "object", "properties": {"models": {"type": "array", "items": {"type": "object"}}}}),
+    "/v1/models": _get("listModels", "The model's names, as OpenAI lists models", {
+        "type": "object", "properties": {"object": {"type": "string"}, "data": {"type": "array",
+                                                                                  "items": _ref("Model")}}}),
+    "/v1/models/{model}": {"get": {
+        "operationId": "getModel", "tags": ["openai"], "summary": "One model name",
+        "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": _json(_ref("Model"), "the model"), "404": _error("no such model")},
+    }},
+}  # fmt: skip

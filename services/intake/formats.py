@@ -1,0 +1,173 @@
+"""The log's MP3 chunks -> the format a `/v1/audio/speech` client asked for, as they arrive.
+
+Every audio record is a standalone MP3 (bare frames, no info frame): decoded on its own it
+gives exactly ``frames x 576`` samples and nothing is trimmed, so the PCM of a cast is the
+concatenation of its chunks' PCM, sample for sample. ``pcm``, ``wav`` and ``flac`` carry exactly
+those samples (no gap, delay or padding at a seam); ``opus`` and ``aac`` run one encoder over the
+whole response, so their only delay is their codec's priming at the very start.
+
+A converter is fed one chunk at a time and returns the bytes ready to send; ``close`` returns
+the rest. Converters are synchronous and take milliseconds per chunk (``bench/formats.py``).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Protocol
+
+import av
+import numpy as np
+import numpy.typing as npt
+
+SAMPLE_RATE = 24_000
+# MIME types as OpenAI answers them.
+CONTENT_TYPES = {
+    "mp3": "audio/mpeg",
+    "opus": "audio/ogg",
+    "aac": "audio/aac",
+    "flac": "audio/flac",
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+}
+FORMATS = tuple(CONTENT_TYPES)
+# (muxer, codec, bit rate) of the formats PyAV encodes; bit rates as OpenAI's are, for speech.
+_ENCODED = {"opus": ("ogg", "libopus", 32_000), "aac": ("adts", "aac", 64_000), "flac": ("flac", "flac", 0)}
+# Ogg pages are cut every this many microseconds (default 1 s): a page is what a client gets at once.
+OGG_PAGE_US = 100_000
+# A WAV header's sizes when the length is not known yet: the largest value, as ffmpeg streams WAV.
+UNKNOWN_SIZE = 0xFFFFFFFF
+
+Pcm = npt.NDArray[np.float32]
+
+
+class Converter(Protocol):
+    def feed(self, mp3: bytes) -> bytes: ...
+
+    def close(self) -> bytes: ...
+
+
+def converter(fmt: str) -> Converter:
+    """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response."""
+    if fmt == "mp3":
+        return Passthrough()
+    if fmt == "pcm":
+        return PcmConverter()
+    if fmt == "wav":
+        return WavConverter()
+    if fmt in _ENCODED:
+        return EncodedConverter(*_ENCODED[fmt])
+    raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def decode_chunk(mp3: bytes) -> Pcm:
+    """One standalone MP3 chunk -> float32 PCM, every sample the decoder outputs."""
+    with av.open(io.BytesIO(mp3), "r", format="mp3") as container:
+        frames = [frame.to_ndarray().reshape(-1) for frame in container.decode(audio=0)]
+    if not frames:
+        return np.zeros(0, dtype=np.float32)
+    return np.concatenate(frames).astype(np.float32, copy=False)
+
+
+def to_s16le(pcm: Pcm) -> bytes:
+    return (np.clip(pcm, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+
+
+def wav_header(sample_rate: int = SAMPLE_RATE, data_bytes: int = UNKNOWN_SIZE) -> bytes:
+    """A 44-byte RIFF/WAVE header for s16le mono; sizes unknown (a stream) by default."""
+    riff = UNKNOWN_SIZE if data_bytes == UNKNOWN_SIZE else 36 + data_bytes
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack(
+        "<I", data_bytes
+    )
+
+
+class Passthrough:
+    def feed(self, mp3: bytes) -> bytes:
+        return mp3
+
+    def close(self) -> bytes:
+        return b""
+
+
+class PcmConverter:
+    def feed(self, mp3: bytes) -> bytes:
+        return to_s16le(decode_chunk(mp3))
+
+    def close(self) -> bytes:
+        return b""
+
+
+class WavConverter(PcmConverter):
+    def __init__(self) -> None:
+        self._started = False
+
+    def feed(self, mp3: bytes) -> bytes:
+        head = b"" if self._started else wav_header()
+        self._started = True
+        return head + super().feed(mp3)
+
+    def close(self) -> bytes:
+        return b"" if self._started else wav_header(data_bytes=0)
+
+
+class _Sink:
+    """A write-only file for the muxer: no seek, so muxers stream (FLAC's header stays as first
+    written); what was written since the last ``take`` is handed out and forgotten."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out = b"".join(self._parts)
+        self._parts.clear()
+        return out
+
+
+class EncodedConverter:
+    """Decode each chunk and feed one encoder and muxer for the whole response."""
+
+    def __init__(self, muxer: str, codec: str, bit_rate: int) -> None:
+        self._sink = _Sink()
+        options = {"flush_packets": "1"}
+        if muxer == "ogg":
+            options["page_duration"] = str(OGG_PAGE_US)
+        self._container = av.open(self._sink, "w", format=muxer, options=options)
+        stream = self._container.add_stream(codec, rate=SAMPLE_RATE, layout="mono")
+        assert isinstance(stream, av.AudioStream)
+        self._stream = stream
+        if bit_rate:
+            self._stream.bit_rate = bit_rate
+        self._pts = 0
+        self._closed = False
+        # AAC's first packet holds only the encoder's priming (1024 samples of silence, which
+        # ADTS cannot tell a decoder to skip): dropping it keeps the duration the MP3's.
+        self._skip = 1 if codec == "aac" else 0
+
+    def feed(self, mp3: bytes) -> bytes:
+        pcm = decode_chunk(mp3)
+        if pcm.size:
+            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="flt", layout="mono")
+            frame.sample_rate = SAMPLE_RATE
+            frame.pts = self._pts
+            self._pts += pcm.size
+            self._mux(self._stream.encode(frame))
+        return self._sink.take()
+
+    def _mux(self, packets: list[av.Packet]) -> None:
+        for packet in packets:
+            if self._skip:
+                self._skip -= 1
+                continue
+            self._container.mux(packet)
+
+    def close(self) -> bytes:
+        if not self._closed:
+            self._closed = True
+            self._mux(self._stream.encode(None))
+            self._container.close()
+        return self._sink.take()

@@ -1,0 +1,189 @@
+"""`/v1/*` through intake's real app over real Redis; a test plays the worker by appending real
+MP3 chunks to the log (the real model runs in tests/system/test_openai_sdk.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from castlog import Audio, CastStore, Eos, Error, Start, content_id
+from intake.formats import decode_chunk
+from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
+from synth.mp3 import encode_chunk
+
+from .conftest import MakeClient, key_names
+
+Client = TestClient[Any, Any]
+SPEECH = {"model": "tts-1", "input": "Hello there. Goodbye.", "voice": "jf_alpha"}
+
+
+def _tone(ms: int, hz: float) -> bytes:
+    t = np.arange(24 * ms) / 24_000
+    return encode_chunk((0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)).data
+
+
+CHUNKS = [_tone(700, 220), _tone(900, 330)]
+
+
+async def play_worker(store: CastStore, cast_id: str, chunks: list[bytes], *, gap_s: float = 0.0) -> None:
+    """Append start, the audio records (``gap_s`` apart) and eos, as synth would."""
+    while await store.tail(cast_id) == 0:
+        await asyncio.sleep(0.01)
+    tail = await store.append(cast_id, 1, [Start(attempt=1, resume_from=0, at=0)])
+    offset = 0
+    for i, body in enumerate(chunks):
+        await asyncio.sleep(gap_s)
+        d = len(decode_chunk(body)) // 24
+        tail = await store.append(cast_id, tail, [Audio(i=i, t=f"chunk {i}", d=d, o=offset, body=body)])
+        offset += d
+    await store.append(cast_id, tail, [Eos(sentences=len(chunks), audio_ms=offset, attempts=1)])
+
+
+def openai_error(body: dict[str, Any]) -> dict[str, Any]:
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+@pytest.mark.parametrize(
+    ("change", "param", "code"),
+    [
+        ({"response_format": "ogg"}, "response_format", "invalid_field"),
+        ({"speed": 5}, "speed", "invalid_field"),
+        ({"model": "whisper-1"}, "model", "model_not_found"),
+        ({"voice": "nobody"}, "voice", "unknown_voice"),
+        ({"stream_format": "chunks"}, "stream_format", "invalid_field"),
+        ({"instructions": "Speak like a pirate."}, "instructions", "unsupported_field"),
+        ({"lang_code": "a"}, "lang_code", "invalid_field"),
+        ({"input": "  "}, "input", "empty_text"),
+    ],
+)
+async def test_a_bad_request_is_an_openai_error_naming_its_field_and_leaves_no_key(
+    client: Client, redis: Redis, change: dict[str, Any], param: str, code: str
+) -> None:
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, **change})
+    assert resp.status == 422
+    error = openai_error(await resp.json())
+    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
+    assert await key_names(redis) == set()
+
+
+async def test_speech_streams_each_chunk_as_it_is_appended(client: Client, store: CastStore) -> None:
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS, gap_s=0.5))
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "response_format": "pcm"})
+    assert resp.status == 200 and resp.headers["X-Cast-Id"] == cast_id
+    assert resp.headers["Location"] == f"/c/{cast_id}" and resp.headers["Content-Type"] == "audio/pcm"
+    first = await resp.content.readany()
+    assert first and not worker.done(), "the first chunk arrives while the cast is still being made"
+    pcm = first + await resp.read()
+    await worker
+    want = b"".join((np.clip(decode_chunk(c), -1, 1) * 32767).round().astype("<i2").tobytes() for c in CHUNKS)
+    assert pcm == want, "exactly the chunks' samples, end to end"
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "wav", "flac", "opus", "aac"])
+async def test_every_format_decodes_to_the_mp3s_duration(client: Client, store: CastStore, fmt: str) -> None:
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS))
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "response_format": fmt})
+    data = await resp.read()
+    await worker
+    exact = sum(len(decode_chunk(c)) for c in CHUNKS)
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        samples = sum(f.samples for f in container.decode(stream)) * 24_000 // stream.rate
+    slack = 1024 if fmt == "aac" else 0  # ADTS rounds up to its 1024-sample frame
+    assert 0 <= samples - exact <= slack, (fmt, samples, exact)
+
+
+async def test_a_failed_cast_before_any_audio_is_a_500_and_a_past_failure_is_retried(
+    client: Client, store: CastStore
+) -> None:
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+
+    async def fail() -> None:
+        while await store.tail(cast_id) == 0:
+            await asyncio.sleep(0.01)
+        await store.append(cast_id, 1, [Error(reason="model exploded", attempts=3)])
+
+    failing = asyncio.create_task(fail())
+    resp = await client.post("/v1/audio/speech", json=SPEECH)
+    await failing
+    assert resp.status == 500
+    assert openai_error(await resp.json())["code"] == "synthesis_failed"
+
+    async def retry() -> None:  # the repeat re-enqueued the cast: its new attempt goes after the error
+        while await store.redis.xlen("jobs") < 2:
+            await asyncio.sleep(0.01)
+        tail = await store.append(cast_id, 2, [Start(attempt=4, resume_from=0, at=0)])
+        d = len(decode_chunk(CHUNKS[0])) // 24
+        tail = await store.append(cast_id, tail, [Audio(i=0, t="chunk", d=d, o=0, body=CHUNKS[0])])
+        await store.append(cast_id, tail, [Eos(sentences=1, audio_ms=d, attempts=4)])
+
+    retrying = asyncio.create_task(retry())
+    resp = await client.post("/v1/audio/speech", json=SPEECH)
+    assert resp.status == 200 and await resp.read() == CHUNKS[0]
+    await retrying
+
+
+async def test_sse_gives_deltas_then_done(client: Client, store: CastStore) -> None:
+    import base64
+    import json
+
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS))
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "stream_format": "sse"})
+    text = await resp.text()
+    await worker
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    assert [e["type"] for e in events] == ["speech.audio.delta"] * 2 + ["speech.audio.done"]
+    assert b"".join(base64.b64decode(e["audio"]) for e in events[:2]) == b"".join(CHUNKS)
+
+
+async def test_keys_guard_v1_and_submits_but_not_reads(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(api_keys=frozenset({"k1", "k2"}))
+    resp = await client.post("/v1/audio/speech", json=SPEECH)
+    assert resp.status == 401 and openai_error(await resp.json())["code"] == "invalid_api_key"
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer nope"})
+    assert resp.status == 401 and (await resp.json())["error"] == "invalid_api_key"
+    assert await key_names(redis) == set()
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer k2"})
+    assert resp.status == 201
+    assert (await client.get("/api/voices")).status == 200
+    resp = await client.get("/v1/models", headers={"Authorization": "Bearer k1"})
+    assert [m["id"] for m in (await resp.json())["data"]] == ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+
+
+async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: CastStore) -> None:
+    client = await make_client(max_speech_streams=1)
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
+    while await store.tail(cast_id) == 0:
+        await asyncio.sleep(0.01)
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
+    assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
+    await play_worker(store, cast_id, CHUNKS[:1])
+    assert (await first).status == 200
+
+
+def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
+    installed = ("af_bella", "af_heart", "am_michael", "bm_george", "jf_alpha")
+    assert resolve_voice("alloy", installed) == "af_heart"
+    assert resolve_voice("nova", installed) == "af_bella"
+    assert resolve_voice("echo", installed) == "am_michael"
+    assert resolve_voice("fable", installed) == "bm_george"
+    assert resolve_voice("jf_alpha", installed) == "jf_alpha"
+    assert resolve_voice("alloy", (*installed, "af_alloy")) == "af_alloy", "the same name first"
+    with pytest.raises(Exception, match="install"):
+        resolve_voice("alloy", ("jf_alpha",))
+    listed = {v["id"]: v["name"] for v in voice_list(installed)}
+    assert listed["jf_alpha"] == "jf_alpha" and listed["onyx"] == "onyx (am_michael)"
+    assert set(OPENAI_VOICES) >= {"alloy", "echo", "fable", "onyx", "nova", "shimmer"}
+    assert voice_list(("jf_alpha",)) == [{"id": "jf_alpha", "name": "jf_alpha"}], "no pack, no OpenAI name"

@@ -1,0 +1,177 @@
+"""The official OpenAI SDK against the real system (intake, synth with the real model, edge).
+
+Every format streams to a file and decodes to the cast's exact duration; speed makes another
+cast; an unknown voice is a clean OpenAI error; a repeat is served from the log.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+import openai
+import pytest
+from aiohttp import ClientSession
+from redis import Redis
+
+from streamtts.redisserver import RedisServer, free_port, start_server
+from tests.support.waiting import wait_healthy
+
+pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
+
+START_S = 120.0
+TEXT = "Streaming speech is here. It plays while it is made."
+AAC_FRAME = 1024  # samples: ADTS cannot say where the last frame's padding starts
+
+
+@dataclass
+class System:
+    redis: RedisServer
+    ports: dict[str, int]
+
+    def url(self, service: str, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}{path}"
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    redis = start_server(tmp_path_factory.mktemp("openai-redis"), aof=False)
+    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
+    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2",
+               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]),
+               SYNTH_METRICS_PORT=str(ports["synth"]), SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
+    procs = {name: subprocess.Popen([sys.executable, "-m", name], env=env, stdin=subprocess.DEVNULL)
+             for name in ports}
+    try:
+        for name, proc in procs.items():
+            wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc, name, START_S, interval_s=0.3)
+        yield System(redis, ports)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(40)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        redis.stop()
+
+
+@pytest.fixture
+async def sdk(system: System) -> AsyncIterator[openai.AsyncOpenAI]:
+    """A client per test: its connection pool belongs to the test's event loop."""
+    client = openai.AsyncOpenAI(base_url=system.url("intake", "/v1"), api_key="not-needed", max_retries=0)
+    yield client
+    await client.close()
+
+
+async def _default_voice(system: System) -> str:
+    async with ClientSession() as http, http.get(system.url("intake", "/v1/audio/voices")) as response:
+        assert response.status == 200
+        return str((await response.json())["default"])
+
+
+async def _state(system: System, cast_id: str) -> dict:
+    async with ClientSession() as http, http.get(system.url("edge", f"/api/casts/{cast_id}")) as response:
+        assert response.status == 200
+        return dict(await response.json())
+
+
+async def _speak(sdk: openai.AsyncOpenAI, path: Path, **params: object) -> str:
+    """Stream one response to ``path``; the cast id it names."""
+    async with sdk.audio.speech.with_streaming_response.create(model="tts-1", **params) as response:  # type: ignore[arg-type]
+        assert response.headers["Location"] == f"/c/{response.headers['X-Cast-Id']}"
+        await response.stream_to_file(path)
+        return response.headers["X-Cast-Id"]
+
+
+def _samples(data: bytes, fmt: str) -> int:
+    """Samples at 24 kHz that a decoder gets from ``data`` (PyAV)."""
+    if fmt == "pcm":
+        return len(data) // 2
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        decoded = sum(frame.samples for frame in container.decode(stream))
+        return decoded * 24_000 // stream.rate
+
+
+async def test_every_format_streams_to_a_file_with_the_casts_duration(
+    system: System, sdk: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    voice = await _default_voice(system)
+    ids, sizes = set(), {}
+    for fmt in ("mp3", "pcm", "wav", "flac", "opus", "aac"):
+        path = tmp_path / f"speech.{fmt}"
+        ids.add(await _speak(sdk, path, voice=voice, input=TEXT, response_format=fmt))
+        sizes[fmt] = _samples(path.read_bytes(), fmt)
+    assert len(ids) == 1, "one cast behind every format"
+    state = await _state(system, ids.pop())
+    exact = state["audio_ms"] * 24
+    assert state["status"] == "done" and exact > 0
+    for fmt in ("mp3", "pcm", "wav", "flac", "opus"):
+        assert sizes[fmt] == exact, f"{fmt}: {sizes[fmt]} samples, the cast has {exact}"
+    assert 0 <= sizes["aac"] - exact < AAC_FRAME
+    pcm = np.frombuffer((tmp_path / "speech.pcm").read_bytes(), "<i2")
+    assert np.abs(pcm).max() > 1000, "speech, not silence"
+
+
+async def test_a_repeat_is_served_from_the_log_with_the_same_bytes(
+    system: System, sdk: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    voice = await _default_voice(system)
+    text = "A repeat costs no synthesis."
+    first = await _speak(sdk, tmp_path / "a.mp3", voice=voice, input=text)
+    jobs = Redis.from_url(system.redis.url).xlen("jobs")
+    second = await _speak(sdk, tmp_path / "b.mp3", voice=voice, input=text)
+    assert first == second
+    assert Redis.from_url(system.redis.url).xlen("jobs") == jobs, "no second job"
+    assert (tmp_path / "a.mp3").read_bytes() == (tmp_path / "b.mp3").read_bytes()
+
+
+async def test_speed_makes_its_own_shorter_cast(system: System, sdk: openai.AsyncOpenAI, tmp_path: Path) -> None:
+    voice = await _default_voice(system)
+    text = "Faster, please."
+    normal = await _speak(sdk, tmp_path / "n.wav", voice=voice, input=text, response_format="wav")
+    fast = await _speak(sdk, tmp_path / "f.wav", voice=voice, input=text, response_format="wav", speed=1.6)
+    assert normal != fast
+    normal_state, fast_state = await _state(system, normal), await _state(system, fast)
+    assert normal_state["speed"] == 1.0 and fast_state["speed"] == 1.6
+    assert fast_state["audio_ms"] < 0.85 * normal_state["audio_ms"]
+
+
+async def test_an_unknown_voice_is_an_openai_shaped_error(system: System, sdk: openai.AsyncOpenAI) -> None:
+    casts = len(Redis.from_url(system.redis.url).keys("pub/casts/*"))
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        await sdk.audio.speech.create(model="tts-1", voice="no_such_voice", input="Hello.")
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "unknown_voice" and error["param"] == "voice" and error["type"] == "invalid_request_error"
+    assert len(Redis.from_url(system.redis.url).keys("pub/casts/*")) == casts, "no trace in Redis"
+
+
+async def test_sse_stream_carries_the_audio_as_deltas(system: System, sdk: openai.AsyncOpenAI) -> None:
+    import base64
+    import json
+
+    voice = await _default_voice(system)
+    events = []
+    async with sdk.audio.speech.with_streaming_response.create(
+        model="gpt-4o-mini-tts", voice=voice, input=TEXT, response_format="pcm", stream_format="sse"
+    ) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        async for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)
+    assert events[-1]["type"] == "speech.audio.done"
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    state = await _state(system, response.headers["X-Cast-Id"])
+    assert len(pcm) // 2 == state["audio_ms"] * 24
