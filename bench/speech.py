@@ -1,0 +1,187 @@
+"""Benchmark: `POST /v1/audio/speech` against the native API, and the cost of each format, in one run.
+
+  first byte  the time from sending a request to its first audio byte, side by side:
+              native  POST /api/casts (intake), then GET /api/casts/{id}/audio.mp3 (edge)
+              v1      POST /v1/audio/speech (intake: the same submit, then the log followed)
+              for new casts (the real model makes each; order alternates) and for repeats (replays)
+  formats     each converter of intake/formats.py over the MP3 chunks those casts hold: CPU time
+              per second of audio, and as a share of what the model spent making that audio
+
+Redis, intake, edge and synth (the real model on onnx) run as separate processes, as compose
+runs them. Prints the ratios; writes bench/results/speech.json.
+
+    .venv/bin/python bench/speech.py [--fresh 3] [--repeats 20] [--out bench/results/speech.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this folder is sys.path[0]: drop it so no benchmark shadows a package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import aiohttp  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
+
+from castlog import Audio, CastStore  # noqa: E402
+from intake.formats import FORMATS, converter  # noqa: E402
+from streamtts.redisserver import free_port, start_server  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+START_S = 180.0
+CONVERT_ROUNDS = 5
+
+
+def sentences() -> list[str]:
+    words = (REPO / "texts" / "paragraph.txt").read_text(encoding="utf-8").split(". ")
+    return [w.strip().rstrip(".") + "." for w in words if len(w.split()) > 4]
+
+
+async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{url} exited with {proc.returncode}")
+        try:
+            async with http.get(url) as resp:
+                if resp.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.3)
+    raise SystemExit(f"{url} not healthy within {START_S} s")
+
+
+async def first_byte(http: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> tuple[float, aiohttp.ClientResponse]:
+    started = time.perf_counter()
+    resp = await http.request(method, url, **kw)
+    await resp.content.readexactly(1)
+    return time.perf_counter() - started, resp
+
+
+async def native(http: aiohttp.ClientSession, ports: dict[str, int], text: str, voice: str) -> float:
+    started = time.perf_counter()
+    async with http.post(f"http://127.0.0.1:{ports['intake']}/api/casts", json={"text": text, "voice": voice}) as r:
+        cast_id = (await r.json())["id"]
+    _, resp = await first_byte(http, "GET", f"http://127.0.0.1:{ports['edge']}/api/casts/{cast_id}/audio.mp3")
+    took = time.perf_counter() - started
+    await resp.read()  # to the end: the cast is finished before the next request
+    return took
+
+
+async def v1(http: aiohttp.ClientSession, ports: dict[str, int], text: str, voice: str) -> float:
+    body = {"model": "tts-1", "input": text, "voice": voice}
+    took, resp = await first_byte(http, "POST", f"http://127.0.0.1:{ports['intake']}/v1/audio/speech", json=body)
+    await resp.read()
+    return took
+
+
+async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice: str, fresh: int,
+                      repeats: int) -> dict[str, Any]:
+    texts = sentences()
+    times: dict[str, dict[str, list[float]]] = {"fresh": {"native": [], "v1": []}, "repeat": {"native": [], "v1": []}}
+    for k in range(fresh):  # each a new cast; alternate which API goes first
+        pair = [("native", native), ("v1", v1)][:: 1 if k % 2 == 0 else -1]
+        for j, (name, call) in enumerate(pair):
+            times["fresh"][name].append(await call(http, ports, f"{texts[(2 * k + j) % len(texts)]} ({k})", voice))
+    for k in range(repeats):
+        for name, call in [("native", native), ("v1", v1)][:: 1 if k % 2 == 0 else -1]:
+            times["repeat"][name].append(await call(http, ports, texts[0], voice))
+    out: dict[str, Any] = {}
+    for mode, pair in times.items():
+        ratio = statistics.median(pair["v1"]) / statistics.median(pair["native"])
+        out[mode] = {"v1_over_native": round(ratio, 3), "n": len(pair["v1"])}
+    return out
+
+
+async def cast_chunks(redis_url: str) -> tuple[list[bytes], float, float]:
+    """Every audio body in the log, its audio seconds, and the model's seconds for it (receipts)."""
+    redis = Redis.from_url(redis_url)
+    store = CastStore(redis)
+    bodies, audio_ms = [], 0
+    for key in await redis.keys("pub/casts/*"):
+        for entry in (await store.read_all(key.decode().rsplit("/", 1)[1]))[0]:
+            if isinstance(entry.record, Audio):
+                bodies.append(entry.record.body)
+                audio_ms += entry.record.d
+    receipts: Any = await redis.xrange("progress/done")
+    synth_ms = sum(int(f[b"synth_ms"]) for _, f in receipts)
+    receipt_audio = sum(int(f[b"audio_ms"]) for _, f in receipts)
+    await redis.aclose()
+    return bodies, audio_ms / 1000, synth_ms / max(1, receipt_audio)
+
+
+def conversion_costs(bodies: list[bytes], audio_s: float, model_rtf: float) -> dict[str, Any]:
+    out = {}
+    for fmt in FORMATS:
+        best = float("inf")
+        for _ in range(CONVERT_ROUNDS):
+            started = time.process_time()
+            convert = converter(fmt)
+            for body in bodies:
+                convert.feed(body)
+            convert.close()
+            best = min(best, time.process_time() - started)
+        out[fmt] = {"cpu_per_audio_s": round(best / audio_s, 5), "of_model": round(best / audio_s / model_rtf, 5)}
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = start_server(Path(tmp) / "redis", aof=False)
+        ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
+        env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", INTAKE_PORT=str(ports["intake"]),
+                   EDGE_PORT=str(ports["edge"]), SYNTH_METRICS_PORT=str(ports["synth"]),
+                   INTAKE_RATE="1000", INTAKE_BURST="1000", EDGE_READ_RATE="1000", EDGE_READ_BURST="1000")
+        procs = {n: subprocess.Popen([sys.executable, "-m", n], env=env, stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL) for n in ports}
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
+                for name, proc in procs.items():
+                    await wait_healthy(http, f"http://127.0.0.1:{ports[name]}/healthz", proc)
+                async with http.get(f"http://127.0.0.1:{ports['intake']}/api/voices") as r:
+                    voice = (await r.json())["default"]
+                firsts = await first_bytes(http, ports, voice, args.fresh, args.repeats)
+            bodies, audio_s, model_rtf = await cast_chunks(redis.url)
+            costs = conversion_costs(bodies, audio_s, model_rtf)
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+            for proc in procs.values():
+                proc.wait(60)
+            redis.stop()
+    return {"first_byte": firsts, "formats": costs, "audio_s": round(audio_s, 2), "model_rtf": round(model_rtf, 3),
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh", type=int, default=3, help="new casts per API")
+    parser.add_argument("--repeats", type=int, default=20, help="replays per API")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "speech.json")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    print("first byte, v1 / native (median):")
+    for mode, row in result["first_byte"].items():
+        print(f"  {mode:7} {row['v1_over_native']:.2f}x  (n={row['n']}; target <= 1.1x)")
+    print(f"format conversion over {result['audio_s']} s of the casts' audio (model: rtf {result['model_rtf']}):")
+    for fmt, row in result["formats"].items():
+        print(f"  {fmt:5} {row['cpu_per_audio_s'] * 1000:7.2f} ms CPU per audio s  "
+              f"= {row['of_model'] * 100:6.2f}% of the model's time for it")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
