@@ -86,6 +86,14 @@ class EnglishG2P:
         phonemes, _ = self._g2p(text, preprocess=False)
         return str(phonemes)
 
+    def tokens(self, text: str) -> tuple[str, list[tuple[str, str]]]:
+        """The phonemes, and each token's text (as normalised: "1999" is two words) with its own."""
+        text = normalize_english(text, self.british)
+        if not text:
+            return "", []
+        phonemes, tokens = self._g2p(text, preprocess=False)
+        return str(phonemes), [(str(t.text), str(t.phonemes or "")) for t in tokens]
+
 
 class _MisakiG2P(_MisakiBase):  # type: ignore[misc]  # misaki is untyped
     """misaki's G2P with the spaCy tokenizer swapped for ``tokenize`` below."""

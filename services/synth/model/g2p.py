@@ -58,6 +58,14 @@ class G2P:
     def __call__(self, text: str, voice: str) -> str:
         return self.keep_known(self.raw(text, voice))
 
+    def with_words(self, text: str, voice: str) -> tuple[str, list[tuple[str, str]] | None]:
+        """Like calling it, and each word with its phonemes where the G2P tells them (English)."""
+        language = self.language(text, voice)
+        if language in ("en-us", "en-gb"):
+            phonemes, words = self._english_g2p(language == "en-gb").tokens(text)
+            return self.keep_known(phonemes), words
+        return self(text, voice), None
+
     def keep_known(self, phonemes: str) -> str:
         """Drop symbols outside the vocabulary; collapse white space."""
         kept = "".join(c for c in phonemes if c in self._vocab or c.isspace())

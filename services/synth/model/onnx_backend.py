@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .assets import onnx_model_path, onnx_vocab
-from .base import Audio, BackendUnavailableError
+from .base import Audio, BackendUnavailableError, Durations
 from .pipeline import KokoroSynthesizer
 from .voices import load_voices
 
@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 # The export's output is 1.5x louder than the reference model's.
 ONNX_GAIN = 1 / 1.5
+# Inside the graph: the predicted duration of every token (int64 frames of 600 samples, the pads
+# included), made a second output at load time so that words get their times (timing.py).
+DURATIONS_TENSOR = "/encoder/Cast_output_0"
 
 
 class OnnxEngine:
@@ -36,15 +39,37 @@ class OnnxEngine:
         # One chunk at a time: parallelism lives inside the ops, not across them.
         options.inter_op_num_threads = 1
         self.threads = options.intra_op_num_threads
-        self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(with_durations(model_path), options, providers=["CPUExecutionProvider"])
 
     def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
-        (audio,) = self._session.run(None, {
+        return self.infer_timed(token_ids, style, speed)[0]
+
+    def infer_timed(
+        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[Audio, Durations | None]:
+        audio, *more = self._session.run(None, {
             "tokens": np.array([[0, *token_ids, 0]], dtype=np.int64),
             "style": np.asarray(style, dtype=np.float32).reshape(1, -1),
             "speed": np.array([speed], dtype=np.float32),
         })
-        return (np.asarray(audio, dtype=np.float32).ravel() * ONNX_GAIN).astype(np.float32, copy=False)
+        pcm = (np.asarray(audio, dtype=np.float32).ravel() * ONNX_GAIN).astype(np.float32, copy=False)
+        return pcm, (np.asarray(more[0], dtype=np.int64).ravel() if more else None)
+
+
+def with_durations(model_path: str | Path) -> str | bytes:
+    """The model with ``DURATIONS_TENSOR`` as a second output (serialized), or its path unchanged
+    when that cannot be done (no ``onnx``; another export): then words have no times."""
+    try:
+        import onnx
+    except ImportError:
+        log.warning("onnx is not installed: no word timings (pip install onnx)")
+        return str(model_path)
+    model = onnx.load(str(model_path))
+    if not any(DURATIONS_TENSOR in node.output for node in model.graph.node):
+        log.warning("%s has no tensor %s: no word timings", model_path, DURATIONS_TENSOR)
+        return str(model_path)
+    model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS_TENSOR, onnx.TensorProto.INT64, None))
+    return model.SerializeToString()
 
 
 def available_cores() -> int:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 
 from castlog import MAX_PHONEMES
 
-from .base import SAMPLE_RATE, Audio, Engine, UnknownVoiceError
+from .base import SAMPLE_RATE, Audio, Durations, Engine, UnknownVoiceError
 from .g2p import G2P
+from .timing import Word, spaced_words, word_times
 from .voices import VoiceBank
 
 log = logging.getLogger(__name__)
@@ -53,10 +55,34 @@ class KokoroSynthesizer:
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Audio:
         return self.synthesize_phonemes(self.phonemize(text, voice), voice, speed)
 
+    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
+        """Like ``synthesize``, with each word's (text, start ms, end ms) in the audio returned
+        (none when the engine gives no durations)."""
+        self._check_voice(voice)
+        _check_speed(speed)
+        phonemes, words = self._g2p.with_words(text, voice)
+        pieces = split_phonemes(phonemes)
+        timed = [self._infer_timed(piece, voice, speed) for piece in pieces]
+        if not timed:
+            return np.zeros(0, dtype=np.float32), []
+        audio = np.clip(np.concatenate([a for a, _ in timed]), -1.0, 1.0).astype(np.float32, copy=False)
+        durations = [d for _, d in timed]
+        if any(d is None for d in durations):
+            return audio, []
+        pairs = words if words is not None else spaced_words(text, " ".join(pieces))
+        return audio, word_times(pairs, pieces, cast("list[Durations]", durations), self._g2p.keep_known)
+
+    def _infer_timed(self, phonemes: str, voice: str, speed: float) -> tuple[Audio, Durations | None]:
+        infer_timed = getattr(self._engine, "infer_timed", None)
+        if infer_timed is None:  # an engine without durations
+            return self._infer(phonemes, voice, speed), None
+        ids = [self._vocab[c] for c in phonemes]
+        audio, durations = infer_timed(ids, self._voices.style(voice, len(ids)), speed)
+        return audio, durations
+
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
         self._check_voice(voice)
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed must be within [{MIN_SPEED}, {MAX_SPEED}], got {speed}")
+        _check_speed(speed)
         pieces = split_phonemes(self._g2p.keep_known(phonemes))
         audio = [self._infer(piece, voice, speed) for piece in pieces]
         if not audio:
@@ -74,6 +100,11 @@ class KokoroSynthesizer:
     def _check_voice(self, voice: str) -> None:
         if voice not in self._voices:
             raise UnknownVoiceError(f"unknown voice {voice!r}; known: {', '.join(self.voices())}")
+
+
+def _check_speed(speed: float) -> None:
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ValueError(f"speed must be within [{MIN_SPEED}, {MAX_SPEED}], got {speed}")
 
 
 def split_phonemes(phonemes: str, limit: int = MAX_PHONEMES) -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .assets import default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
-from .base import Audio
+from .base import Audio, Durations
 from .convert import converted_weights
 from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
 from .onnx_backend import available_cores
@@ -34,13 +34,20 @@ class TorchEngine:
         self._model = model.to(device)
 
     def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
+        return self.infer_timed(token_ids, style, speed)[0]
+
+    def infer_timed(
+        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[Audio, Durations]:
+        """The audio and KModel's ``pred_dur``: each token's frames of 600 samples, pads included."""
         import torch
 
         with torch.inference_mode():
             ids = torch.tensor([[0, *token_ids, 0]], dtype=torch.long, device=self.device)
             ref = torch.from_numpy(np.ascontiguousarray(style, dtype=np.float32)).reshape(1, -1).to(self.device)
-            audio, _ = self._model.forward_with_tokens(ids, ref, speed)
-        return np.asarray(audio.float().cpu().numpy(), dtype=np.float32).ravel()
+            audio, pred_dur = self._model.forward_with_tokens(ids, ref, speed)
+        durations = np.asarray(pred_dur.cpu().numpy(), dtype=np.int64).ravel()
+        return np.asarray(audio.float().cpu().numpy(), dtype=np.float32).ravel(), durations
 
 
 def load_torch(
