@@ -43,6 +43,8 @@ class Audio(_Record, tag="audio", frozen=True):
     d: int  # duration in ms, exact
     o: int  # start in ms on the cast timeline
     n: int = 0  # live casts: the sentences planned so far (the plan grows); 0 (omitted) otherwise
+    # its words: (text, start ms, end ms) from the start of this chunk's audio (add o for the cast's)
+    w: tuple[tuple[str, int, int], ...] = ()
     body: bytes = b""  # the MP3 chunk; stored in field ``b``, never inside ``h``
 
 

@@ -9,6 +9,9 @@ import castlog
 from castlog import Audio, CastState, Entry, Start
 
 from .livechunks import LiveChunks
+from .model import SAMPLE_RATE
+from .model.timing import Word
+from .mp3 import ENCODER_DELAY_SAMPLES
 from .scheduler import Pace
 
 
@@ -117,11 +120,12 @@ class ActiveCast:
         self.next_synth += 1
         return i, self.chunks[i]
 
-    def audio_record(self, i: int, duration_ms: int, body: bytes) -> Audio:
+    def audio_record(self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = ()) -> Audio:
         if i != self.next_append:
             raise AssertionError(f"cast {self.cast_id}: chunk {i} appended out of order ({self.next_append})")
         planned = len(self.chunks) if self.live else 0
-        return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned, body=body)
+        return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned,
+                     w=chunk_words(words, duration_ms), body=body)
 
     def listen_lead(self, now: float) -> float:
         """How far the appended audio is ahead of a listener who started at this attempt's first
@@ -139,6 +143,13 @@ class ActiveCast:
         self.offset_ms += audio.d
         self.appended_ms += audio.d
         self.next_append += 1
+
+
+def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:
+    """The model's word times moved to where a decoder puts them in the MP3 chunk (after the
+    encoder's delay), within the chunk (its trailing silence may have been trimmed)."""
+    shift = round(ENCODER_DELAY_SAMPLES * 1000 / SAMPLE_RATE)
+    return tuple((w, min(a + shift, duration_ms), min(b + shift, duration_ms)) for w, a, b in words)
 
 
 def starts_before_last_error(entries: Sequence[Entry]) -> int:

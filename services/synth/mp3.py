@@ -30,6 +30,9 @@ DEFAULT_BITRATE = 48_000
 FRAME_SAMPLES = 576
 FRAME_MS = FRAME_SAMPLES * 1000 // SAMPLE_RATE
 FADE_MS = 5
+# LAME's encoder delay plus the decoder's (576 + 529 samples): where a chunk's first input sample
+# comes out of a decoder, since nothing trims it (word timings are shifted by it).
+ENCODER_DELAY_SAMPLES = 1105
 # Trailing silence: 10 ms windows quieter than this are silence; keep this much of it.
 SILENCE_DBFS = -55.0
 SILENCE_WINDOW_MS = 10

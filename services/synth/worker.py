@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,7 @@ from .inbox import Delivery, Inbox
 from .livefeed import LiveFeed, read_open_text
 from .livesched import pick_next
 from .model import SAMPLE_RATE, Synthesizer
+from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class Synthesized:
     index: int
     pcm: PCM
     failure: str | None = None
+    words: list[Word] = field(default_factory=list)  # (text, start ms, end ms) in ``pcm``
 
 
 class Worker:
@@ -290,7 +292,7 @@ class Worker:
             started = self._clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
-                pcm = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice, speed)
+                pcm, words = await loop.run_in_executor(self._model_pool, self._infer, text, cast.voice, speed)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
@@ -308,19 +310,24 @@ class Worker:
             cast.synth_s += took
             # An estimate until encoded: the encoder trims trailing silence (corrected below).
             cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())
-            await self._lane(cast).put(Synthesized(cast, index, pcm))
+            await self._lane(cast).put(Synthesized(cast, index, pcm, words=words))
         await self._pipeline.put(None)  # the chunk in hand is queued: the append loops drain, end
         await self._live_pipeline.put(None)
 
     def _lane(self, cast: ActiveCast) -> asyncio.Queue[Synthesized | None]:
         return self._live_pipeline if cast.live else self._pipeline
 
-    def _infer(self, text: str, voice: str, speed: float = 1.0) -> PCM:
-        spoken = self.synth.synthesize(text, voice) if speed == 1.0 else self.synth.synthesize(text, voice, speed)
-        pcm = np.asarray(spoken, dtype=np.float32)
+    def _infer(self, text: str, voice: str, speed: float = 1.0) -> tuple[PCM, list[Word]]:
+        timed = getattr(self.synth, "synthesize_timed", None)  # a Synthesizer may not time words
+        if timed is not None:
+            audio, words = timed(text, voice, speed)
+        else:  # a stand-in may take no speed: ask for one only when it is not 1.0
+            audio = self.synth.synthesize(text, voice) if speed == 1.0 else self.synth.synthesize(text, voice, speed)
+            words = []
+        pcm = np.asarray(audio, dtype=np.float32)
         if pcm.ndim != 1:
             raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
-        return pcm
+        return pcm, words
 
     async def _append_loop(
         self, pipeline: asyncio.Queue[Synthesized | None] | None = None, pool: ThreadPoolExecutor | None = None
@@ -345,14 +352,16 @@ class Worker:
                 continue
             cast.pace.audio_ms += encoded.duration_ms - len(item.pcm) * 1000 // SAMPLE_RATE
             try:
-                await self._append_audio(cast, item.index, encoded)
+                await self._append_audio(cast, item.index, encoded, item.words)
             except SeqMismatch as exc:
                 self._lose(cast, f"append refused ({exc})")
             except RedisError as exc:
                 await self._fail(cast, f"sentence {item.index}: Redis error on append: {exc!r}")
 
-    async def _append_audio(self, cast: ActiveCast, index: int, encoded: EncodedChunk) -> None:
-        audio = cast.audio_record(index, encoded.duration_ms, encoded.data)
+    async def _append_audio(
+        self, cast: ActiveCast, index: int, encoded: EncodedChunk, words: list[Word] | None = None
+    ) -> None:
+        audio = cast.audio_record(index, encoded.duration_ms, encoded.data, words or ())
         now = self._clock()
         if cast.listen_lead(now) < 0:
             metrics.UNDERRUNS.inc()
