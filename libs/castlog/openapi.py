@@ -375,6 +375,14 @@ def _edge_paths(limits: EdgeLimits | None) -> Json:
             "a Content-Length and byte ranges.",
             parameters=[_CAST_ID, _RANGE],
         )},
+        "/api/casts/{id}/captions": {"get": _op(
+            "castCaptions", "edge", "The cast's words and sentences as WebVTT cues (so far, while it is made)",
+            {"200": {"description": "WebVTT", "content": {"text/vtt": {"schema": {"type": "string"}}}},
+             "400": _error("cues is not all, words or sentences"), "404": _error(_NO_CAST),
+             "429": _error(_RATE_LIMITED, retry_after=True)},
+            parameters=[_CAST_ID, {"name": "cues", "in": "query", "required": False,
+                                   "schema": {"type": "string", "enum": ["all", "words", "sentences"]}}],
+        )},
         "/api/edge/openapi.json": {"get": _op(
             "edgeOpenapi", "edge", "This document, from edge",
             {"200": _json({"type": "object"}, "An OpenAPI 3.1 document")},

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from blobstore import open_store
 from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
-from . import mp3stream, sse, views
+from . import captions, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import make_middleware
@@ -56,6 +56,7 @@ def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     router.add_get("/api/casts/{id}/records", views.records)
     router.add_get("/api/casts/{id}/events", sse.events)
     router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
+    router.add_get("/api/casts/{id}/captions", captions.captions)
     router.add_get("/s2/records", views.s2_records)
     router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)

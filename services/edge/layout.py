@@ -47,6 +47,7 @@ class Layout:
     closed: bool  # the last record is terminal (eos or error)
     finished: bool  # the last record is eos: the log never changes again
     blob: str | None = None  # archived: the blob whose first total_bytes are the playable audio
+    audio: tuple[Audio, ...] = ()  # the playable audio records, bodies dropped (texts, times, words)
 
     @property
     def tail(self) -> int:
@@ -138,7 +139,8 @@ class CastScan:
                 size = self._sizes[entry.seq_num]
                 chunks.append(Chunk(entry.seq_num, record.i, size, start))
                 start += size
-            self._layout = Layout(copy.deepcopy(self.state), tuple(chunks), self.closed, self.finished, self.blob)
+            audio = tuple(e.record for e in self._heard if isinstance(e.record, Audio))
+            self._layout = Layout(copy.deepcopy(self.state), tuple(chunks), self.closed, self.finished, self.blob, audio)
         return self._layout
 
 

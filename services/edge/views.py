@@ -44,6 +44,7 @@ async def cast_state(request: web.Request) -> web.Response:
             "audio": f"/api/casts/{cast_id}/audio.mp3",
             "events": f"/api/casts/{cast_id}/events",
             "records": f"/api/casts/{cast_id}/records",
+            "captions": f"/api/casts/{cast_id}/captions",
         },
     })
 
