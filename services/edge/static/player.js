@@ -80,7 +80,7 @@ class Player {
       this.dropFrom(h.resume_from);
     } else if (rec.kind === "audio") {
       this.status = "generating";
-      this.addChunk({ i: h.i, t: h.t, d: h.d, o: h.o, seq: rec.seq_num, bytes: bytesOf(rec.body), buffer: null });
+      this.addChunk({ i: h.i, t: h.t, d: h.d, o: h.o, w: h.w || [], seq: rec.seq_num, bytes: bytesOf(rec.body), buffer: null });
     } else if (rec.kind === "eos") {
       this.status = "done";
       this.done = true;
@@ -407,9 +407,46 @@ class View {
       }
       this.shownIndex = player.currentIndex;
     }
+    highlightWord(this.items[player.currentIndex], player.chunks.get(player.currentIndex), pos);
     const play = this.el("play");
     if (play.getAttribute("aria-pressed") !== String(player.playing)) this.render(player, false);
   }
+}
+
+// -- word timings: the word being spoken, in the current sentence -----------------------------
+
+const plainWord = (s) => s.toLowerCase().replace(/[^\p{L}\p{N}]/gu, "");
+
+function wordSpans(li, chunk) {
+  // The sentence's words as spans, each matched to its timed word (the G2P's words are the
+  // text's, or a reading of it: "1999" is "nineteen ninety-nine" and keeps no highlight).
+  if (li.dataset.words === String(chunk.i)) return li.wordSpans;
+  li.textContent = "";
+  const spans = [];
+  let next = 0;
+  for (const part of chunk.t.split(/(\s+)/)) {
+    if (!part.trim()) { li.append(part); continue; }
+    const span = document.createElement("span");
+    span.className = "word";
+    span.textContent = part;
+    li.append(span);
+    const at = chunk.w.findIndex((w, k) => k >= next && plainWord(w[0]) === plainWord(part));
+    if (at >= 0 && at < next + 3) { spans[at] = span; next = at + 1; }
+  }
+  li.dataset.words = String(chunk.i);
+  li.wordSpans = spans;
+  return spans;
+}
+
+function highlightWord(li, chunk, pos) {
+  const shown = document.querySelector("#captions .word.speaking");
+  if (!li || !chunk || !chunk.w.length) { if (shown) shown.classList.remove("speaking"); return; }
+  const at = pos - chunk.o;
+  const k = chunk.w.findIndex((w) => w[1] <= at && at < w[2]);
+  const span = k >= 0 ? wordSpans(li, chunk)[k] : null;
+  if (span === shown) return;
+  if (shown) shown.classList.remove("speaking");
+  if (span) span.classList.add("speaking");
 }
 
 function copyLink(button, url) {

@@ -1,0 +1,46 @@
+"""The player highlights the word being spoken, from the audio records' word timings."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from castlog import Audio, CastStore, Eos, Start
+from tests.edge.edge_helpers import Cast, mp3_chunk
+from tests.edge.test_edge_browser import Worker, browser, site  # noqa: F401 - the fixtures
+
+pytestmark = pytest.mark.browser
+
+SENTENCES = [("Hello there, friend.", ["Hello", "there", "friend"]), ("Bye 1999 now.", ["Bye", "nineteen", "now"])]
+
+
+async def test_the_spoken_word_is_highlighted_in_order(
+    site: tuple[TestServer, Worker], browser: Any, store: CastStore  # noqa: F811 - fixtures
+) -> None:
+    server, _ = site
+    cast = Cast(store, "WordsPlayer0")
+    await cast.submit(len(SENTENCES))
+    await cast.append(Start(attempt=1, resume_from=0, at=0))
+    o = 0
+    for i, (text, words) in enumerate(SENTENCES):
+        body, d = mp3_chunk(1500, 300.0 + 100 * i)
+        w = tuple((word, 100 + k * 450, 450 + k * 450) for k, word in enumerate(words))
+        await cast.append(Audio(i=i, t=text, d=d, o=o, w=w, body=body))
+        o += d
+    await cast.append(Eos(sentences=len(SENTENCES), audio_ms=o, attempts=1))
+    page = await browser.new_page()
+    await page.goto(str(server.make_url(f"/c/{cast.id}")))
+    seen: list[str] = []
+    for _ in range(200):
+        word = await page.evaluate("(document.querySelector('#captions .word.speaking') || {}).textContent || ''")
+        if word and (not seen or seen[-1] != word):
+            seen.append(word)
+        if await page.evaluate("window.streamttsPlayer.state.ended"):
+            break
+        await asyncio.sleep(0.03)
+    # "1999" is read as "nineteen ninety-nine": a word that matches no written word is not marked
+    assert seen == ["Hello", "there,", "friend.", "Bye", "now."]
+    await page.close()
