@@ -135,7 +135,7 @@ def _delta(s: _Stream, data: bytes, record: Audio) -> bytes:
     event: dict[str, object] = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
     if s.speech.timestamps:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
-                          for w, a, b in getattr(record, "w", ()) or ()]
+                          for w, a, b in record.w]
     return _sse(event)
 
 
