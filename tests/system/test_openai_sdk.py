@@ -164,7 +164,8 @@ async def test_sse_stream_carries_the_audio_as_deltas(system: System, sdk: opena
     voice = await _default_voice(system)
     events = []
     async with sdk.audio.speech.with_streaming_response.create(
-        model="gpt-4o-mini-tts", voice=voice, input=TEXT, response_format="pcm", stream_format="sse"
+        model="gpt-4o-mini-tts", voice=voice, input=TEXT, response_format="pcm", stream_format="sse",
+        extra_body={"timestamps": True},
     ) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
         async for line in response.iter_lines():
@@ -175,3 +176,11 @@ async def test_sse_stream_carries_the_audio_as_deltas(system: System, sdk: opena
     pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
     state = await _state(system, response.headers["X-Cast-Id"])
     assert len(pcm) // 2 == state["audio_ms"] * 24
+    words = [w for e in events[:-1] for w in e["words"]]
+    assert [w["word"] for w in words] == TEXT.replace(".", "").split()
+    assert all(0 <= w["start"] < w["end"] <= state["audio_ms"] / 1000 for w in words)
+    assert [w["start"] for w in words] == sorted(w["start"] for w in words)
+    async with ClientSession() as http:
+        async with http.get(system.url("edge", f"/api/casts/{state['id']}/captions")) as captions:
+            vtt = await captions.text()
+    assert vtt.startswith("WEBVTT") and "\nStreaming speech is here.\n" in vtt and "\nmade\n" in vtt
