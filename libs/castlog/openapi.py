@@ -389,6 +389,13 @@ def _edge_paths(limits: EdgeLimits | None) -> Json:
         )},
         "/": {"get": _op("pastePage", "edge", "The paste page: a form that POSTs to /generate",
                          {"200": _html("the page")})},
+        "/docs": {"get": _op("apiPage", "edge", "This document as an interactive page (Swagger UI)",
+                             {"200": _html("the page"), "404": _error("swagger-ui-py is not installed")})},
+        "/docs/assets/{name}": {"get": _op(
+            "apiPageAsset", "edge", "Swagger UI's files, from the swagger-ui-py wheel",
+            {"200": {"description": "the file"}, "404": _error("no such file")},
+            parameters=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        )},
         "/c/{id}": {"get": _op(
             "playerPage", "edge", "A cast's player page", {"200": _html("the page"), "404": _error(_NO_CAST)},
             parameters=[_CAST_ID],

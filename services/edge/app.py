@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from blobstore import open_store
 from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
 
-from . import captions, mp3stream, sse, views
+from . import captions, docs, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import make_middleware
@@ -63,6 +63,8 @@ def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     if metrics_here:
         router.add_get("/metrics", views.metrics)
     router.add_get("/", views.index_page)
+    router.add_get("/docs", docs.docs_page)
+    router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
     router.add_get("/c/{id}", views.player_page)
     router.add_static("/static/", views.STATIC, append_version=False)
 

@@ -1,4 +1,4 @@
-"""The player highlights the word being spoken, from the audio records' word timings."""
+"""In headless Chromium: the player highlights the spoken word; /docs renders the API from this origin."""
 
 from __future__ import annotations
 
@@ -43,4 +43,19 @@ async def test_the_spoken_word_is_highlighted_in_order(
         await asyncio.sleep(0.03)
     # "1999" is read as "nineteen ninety-nine": a word that matches no written word is not marked
     assert seen == ["Hello", "there,", "friend.", "Bye", "now."]
+    await page.close()
+
+
+async def test_the_api_page_renders_the_document_from_this_origin_only(
+    site: tuple[TestServer, Worker], browser: Any  # noqa: F811 - fixtures
+) -> None:
+    server, _ = site
+    page = await browser.new_page()
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    await page.goto(str(server.make_url("/docs")))
+    await page.wait_for_selector("#operations-openai-createSpeech", timeout=20_000)
+    assert await page.is_visible("#operations-edge-castCaptions")
+    origin = str(server.make_url("/"))
+    assert requested and all(url.startswith(origin) for url in requested), "no CDN: every asset from here"
     await page.close()
