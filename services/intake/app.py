@@ -28,6 +28,7 @@ from .appkeys import (
     PLANNER,
     REDIS,
     SPEECH_SLOTS,
+    SPEECH_STREAMS,
     STORE,
     VOICES,
 )
@@ -68,6 +69,8 @@ def create_app(cfg: Config) -> web.Application:
     app[PLANNER] = Planner()
     app[COOLDOWNS] = Cooldowns()
     app[SPEECH_SLOTS] = asyncio.Semaphore(cfg.max_speech_streams)
+    app[SPEECH_STREAMS] = set()
+    app.on_shutdown.append(speech.close_streams)
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)

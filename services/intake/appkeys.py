@@ -31,3 +31,4 @@ PLANNER = web.AppKey("intake.planner", Planner)
 # `/v1/audio/speech`: the pool of the streams' blocking reads, and the bound on open streams.
 FOLLOWER = web.AppKey("intake.follower", Redis)
 SPEECH_SLOTS = web.AppKey("intake.speech_slots", asyncio.Semaphore)
+SPEECH_STREAMS: web.AppKey[set[asyncio.Task[object]]] = web.AppKey("intake.speech_streams")

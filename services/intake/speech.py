@@ -20,7 +20,7 @@ from castlog import Audio, CastStore, Eos, Error
 from castlog import Entry as LogEntry
 
 from . import views
-from .appkeys import CONFIG, FOLLOWER, SPEECH_SLOTS, VOICES
+from .appkeys import CONFIG, FOLLOWER, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .validate import CastForm
@@ -55,7 +55,22 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         # error is history, not this request's answer.
         last = None if result == "new" else await store.last(cast_id)
         settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
-        return await _stream(_Stream(request, speech, cast_id), store, settled)
+        task = asyncio.current_task()
+        streams = request.app[SPEECH_STREAMS]
+        if task is not None:
+            streams.add(task)
+        try:
+            return await _stream(_Stream(request, speech, cast_id), store, settled)
+        finally:
+            streams.discard(task)  # type: ignore[arg-type]
+
+
+async def close_streams(app: web.Application) -> None:
+    """On shutdown: end every speech stream now (a stream waits on the cast for as long as it
+    takes; the cast goes on, and the same request replays it)."""
+    tasks = app[SPEECH_STREAMS]
+    for task in list(tasks):
+        task.cancel()
 
 
 async def _submit(request: web.Request) -> tuple[SpeechRequest, str, str]:

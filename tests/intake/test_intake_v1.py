@@ -7,6 +7,7 @@ import asyncio
 import io
 from typing import Any
 
+import aiohttp
 import av
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Error, Start, content_id
+from intake.appkeys import SPEECH_STREAMS
 from intake.formats import decode_chunk
 from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
 from synth.mp3 import encode_chunk
@@ -187,3 +189,16 @@ def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
     assert listed["jf_alpha"] == "jf_alpha" and listed["onyx"] == "onyx (am_michael)"
     assert set(OPENAI_VOICES) >= {"alloy", "echo", "fable", "onyx", "nova", "shimmer"}
     assert voice_list(("jf_alpha",)) == [{"id": "jf_alpha", "name": "jf_alpha"}], "no pack, no OpenAI name"
+
+
+async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastStore) -> None:
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    resp_task = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
+    while await store.tail(cast_id) == 0:  # submitted: the stream now waits for audio that never comes
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert client.app is not None
+    await client.app.shutdown()
+    with pytest.raises(aiohttp.ClientError):  # the connection closes without an answer
+        await asyncio.wait_for(resp_task, 30)
+    assert not client.app[SPEECH_STREAMS]
