@@ -147,16 +147,23 @@ class EncodedConverter:
         # AAC's first packet holds only the encoder's priming (1024 samples of silence, which
         # ADTS cannot tell a decoder to skip): dropping it keeps the duration the MP3's.
         self._skip = 1 if codec == "aac" else 0
+        self._lossless = codec == "flac"
 
     def feed(self, mp3: bytes) -> bytes:
         pcm = decode_chunk(mp3)
         if pcm.size:
-            frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="flt", layout="mono")
+            frame = self._frame(pcm)
             frame.sample_rate = SAMPLE_RATE
             frame.pts = self._pts
             self._pts += pcm.size
             self._mux(self._stream.encode(frame))
         return self._sink.take()
+
+    def _frame(self, pcm: Pcm) -> av.AudioFrame:
+        if self._lossless:  # the very samples `pcm` and `wav` carry, not a second rounding of them
+            s16 = np.frombuffer(to_s16le(pcm), dtype="<i2").reshape(1, -1)
+            return av.AudioFrame.from_ndarray(s16, format="s16", layout="mono")
+        return av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="flt", layout="mono")
 
     def _mux(self, packets: list[av.Packet]) -> None:
         for packet in packets:

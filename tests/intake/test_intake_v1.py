@@ -103,6 +103,11 @@ async def test_every_format_decodes_to_the_mp3s_duration(client: Client, store: 
         samples = sum(f.samples for f in container.decode(stream)) * 24_000 // stream.rate
     slack = 1024 if fmt == "aac" else 0  # ADTS rounds up to its 1024-sample frame
     assert 0 <= samples - exact <= slack, (fmt, samples, exact)
+    if fmt in ("wav", "flac"):  # lossless: exactly the chunks' samples, seams included
+        with av.open(io.BytesIO(data)) as container:
+            decoded = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio=0)])
+        want = np.concatenate([(np.clip(decode_chunk(c), -1, 1) * 32767).round() for c in CHUNKS]).astype("<i2")
+        assert np.array_equal(decoded, want)
 
 
 async def test_a_failed_cast_before_any_audio_is_a_500_and_a_past_failure_is_retried(
