@@ -13,6 +13,8 @@ WORKDIR /src
 COPY pyproject.toml README.md* ./
 COPY libs/ libs/
 COPY services/ services/
+# The project itself (with PyAV for /v1/audio/speech's formats): versions are pyproject.toml's business.
+# hadolint ignore=DL3013
 RUN pip install ".[intake]" && python3 -c "import castlog, intake, intake.formats"
 
 FROM ${PYTHON_IMAGE} AS runtime
