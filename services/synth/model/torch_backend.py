@@ -44,7 +44,8 @@ class TorchEngine:
 
 
 def load_torch(
-    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None,
+    voices_dir: str | None = None,
 ) -> KokoroSynthesizer:
     """KModel with the hub weights in ``model_dir``, or with weights rebuilt from the ONNX."""
     kmodel_class()  # fail fast, before any conversion, when torch or kokoro is missing
@@ -63,7 +64,7 @@ def load_torch(
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         weights = converted_weights(onnx_model_path(folder), folder, vocab)
     engine = TorchEngine(build_kmodel(config, weights), device)
-    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir), config["vocab"])
+    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), config["vocab"])
     log.info("torch backend loaded on %s in %.2f s from %s (%d voices)",
              device, time.perf_counter() - started, weights, len(synthesizer.voices()))
     return synthesizer
