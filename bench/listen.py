@@ -73,7 +73,7 @@ def main() -> int:
     parser.add_argument("--texts", default="", help="comma-separated names from texts/ (default: all)")
     parser.add_argument("--quick", action="store_true", help=f"{','.join(QUICK_VOICES)} on {','.join(QUICK_TEXTS)}")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "listen.json")
     args = parser.parse_args()
     voices = list(QUICK_VOICES) if args.quick else [v for v in args.voices.split(",") if v]
     wanted = list(QUICK_TEXTS) if args.quick else [t for t in args.texts.split(",") if t]
@@ -86,8 +86,7 @@ def main() -> int:
         rows.append(measure(synth, voice, texts))
         print(f"{voice}: WER {rows[-1]['wer']:.1%}", file=sys.stderr, flush=True)
     print(table(rows, list(texts)))
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1) + "\n")
+    args.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 
