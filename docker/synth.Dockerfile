@@ -7,6 +7,14 @@
 # Packages go to a user base (/opt/streamtts) on top of the base image's Python, so its CUDA
 # torch stays in use; both stages use the same base image.
 ARG BASE_IMAGE=python:3.11.11-slim-bookworm
+ARG NODE_IMAGE=node:22.11.0-bookworm-slim
+
+# Kokoro's 54 voice packs (English and more) from hexgrad's npm package; checked below.
+FROM ${NODE_IMAGE} AS voices
+WORKDIR /voices
+RUN npm pack kokoro-js@1.2.1 --silent \
+    && tar -xzf kokoro-js-1.2.1.tgz package/voices \
+    && rm kokoro-js-1.2.1.tgz
 
 FROM ${BASE_IMAGE} AS build
 # The project's extras: `synth` is the model's audio path and the onnx backend.
@@ -36,6 +44,9 @@ RUN if [ "${KOKORO_TORCH}" = true ]; then \
             loguru==0.7.3 transformers==4.46.3 huggingface-hub==0.26.5 \
         && python3 -c "from synth.model.kmodel import kmodel_class; kmodel_class()"; \
     fi
+# The voice packs, each checked against the SHA-256 table in the repository, into SYNTH_VOICES_DIR.
+COPY --from=voices /voices/package/voices /tmp/kokoro-js-voices
+RUN KOKORO_MODEL_DIR=/opt/streamtts/kokoro python3 -m streamtts voices install --from /tmp/kokoro-js-voices
 
 FROM ${BASE_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
@@ -53,6 +64,7 @@ ENV PYTHONUSERBASE=/opt/streamtts \
     SYNTH_METRICS_PORT=9100 \
     SYNTH_CACHE_DIR=/var/cache/streamtts \
     KOKORO_MODEL_DIR=/models/kokoro \
+    SYNTH_VOICES_DIR=/opt/streamtts/kokoro/voices \
     XDG_CACHE_HOME=/var/cache/streamtts/xdg \
     CUDA_CACHE_PATH=/var/cache/streamtts/cuda \
     HF_HUB_OFFLINE=1

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, client_for
 from streamtts.redisserver import RedisServer, start_server
+from tests.support.voicepacks import english_model_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
@@ -47,3 +48,12 @@ def texts() -> dict[str, str]:
     if not {"short", "paragraph", "article", "tricky"} <= found.keys():
         pytest.fail(f"the texts are missing from {TEXTS}: restore texts/ from git")
     return found
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """A ``KOKORO_MODEL_DIR`` with all 54 checked voice packs (English ones: af_heart, …)."""
+    try:
+        return english_model_dir()
+    except RuntimeError as e:
+        pytest.fail(str(e))

@@ -44,6 +44,7 @@ from .settings import ConfigError, Settings, comma_list, comma_set, flag, requir
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, Recipe, SeqMismatch, SubmitResult
+from .voicemeta import VoiceInfo, describe_voice, voice_order
 
 __all__ = [
     "archive",
@@ -57,5 +58,6 @@ __all__ = [
     "is_cast_id", "is_terminal", "kind_of", "openapi_document", "playable", "redact", "require_non_negative", "require_positive",
     "seq_of", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
+    "VoiceInfo", "describe_voice", "voice_order",
 ]
 __all__ += ["Chunker"]

@@ -169,6 +169,15 @@ def _intake_schemas(limits: IntakeLimits | None) -> Json:
                 "default": {"type": "string"},
                 "source": {"type": "string", "enum": ["worker", "config"]},
                 "backend": {"type": ["string", "null"]},
+                "details": {"type": "array", "description": "each voice of `voices`, in the same order",
+                            "items": {"type": "object", "required": ["id", "language", "lang", "gender", "name"],
+                                      "properties": {
+                                          "id": {"type": "string"},
+                                          "language": {"type": "string", "description": "American English, …"},
+                                          "lang": {"type": "string", "description": "BCP 47 tag; empty if unknown"},
+                                          "gender": {"type": "string", "enum": ["female", "male", ""]},
+                                          "name": {"type": "string", "description": "display name: Heart"},
+                                      }}},
             },
         },
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import msgspec
 from redis.asyncio import Redis
 
-from castlog import VOICES
+from castlog import VOICES, describe_voice
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,9 @@ class Voices:
     backend: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"voices": list(self.names), "default": self.default, "source": self.source, "backend": self.backend}
+        """The names, and for each its language, gender and display name (``details``, same order)."""
+        return {"voices": list(self.names), "default": self.default, "source": self.source, "backend": self.backend,
+                "details": [describe_voice(name).to_json() for name in self.names]}
 
 
 class VoiceBook:

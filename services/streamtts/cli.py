@@ -11,6 +11,7 @@ from pathlib import Path
 
 from castlog import ConfigError, Settings
 
+from . import voicecmd
 from .launcher import SERVICES, Launcher, Options
 from .proxy import MAX_BODY_BYTES
 
@@ -25,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
+    up.add_argument("--no-voice-install", action="store_true", help="do not fetch voice packs on the first start")
+    voices = commands.add_parser("voices", help="Kokoro's voice packs")
+    voicecmd.add_install_command(voices.add_subparsers(dest="voices_command", required=True))
     args = parser.parse_args(argv)
+    if args.command == "voices":
+        return voicecmd.run_install(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     services = tuple(s for s in args.only.split(",") if s)
     unknown = set(services) - set(SERVICES)
@@ -36,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         max_body = env.get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
     except ConfigError as exc:
         parser.error(str(exc))
+    if "synth" in services and not args.no_voice_install:
+        voicecmd.first_start(args.state_dir)
     options = Options(host=args.host, port=args.port, state_dir=args.state_dir,
                       redis_url=os.environ.get("REDIS_URL") or None, services=services, max_body_bytes=max_body)
     try:

@@ -27,6 +27,7 @@ from castlog import Settings, connect, redact
 
 from .proxy import MAX_BODY_BYTES, Upstreams, create_app
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
+from .voicepacks import model_dir
 
 log = logging.getLogger("streamtts")
 
@@ -75,6 +76,7 @@ def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[by
     env["REDIS_URL"] = redis_url
     env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
     env.setdefault("ARCHIVE_URL", (state_dir / "archive").resolve().as_uri())  # finished audio leaves Redis
+    env.setdefault("KOKORO_MODEL_DIR", str(model_dir(state_dir)))  # the packs `voices install` put there
     upper = child.name.upper()
     if child.name == "synth":
         env["SYNTH_METRICS_HOST"], env["SYNTH_METRICS_PORT"] = "127.0.0.1", str(child.port)

@@ -46,6 +46,7 @@ class SynthConfig:
     backend: Backend = "auto"
     model_dir: str | None = None  # KOKORO_MODEL_DIR: hub layout with config.json, .pth, voices/
     cache_dir: str | None = None  # where converted weights are kept
+    voices_dir: str | None = None  # SYNTH_VOICES_DIR: more <id>.bin voice packs (an image's own)
     threads: int | None = None  # inference threads; None: the backend's choice (the cores)
     default_voice: str = DEFAULT_VOICE  # falls back to the first voice when not available
     bitrate: int = 48_000  # MP3 bits per second
@@ -115,6 +116,7 @@ class SynthConfig:
             backend=get("SYNTH_BACKEND", str.lower, d.backend),  # type: ignore[arg-type]  # checked in __post_init__
             model_dir=get("KOKORO_MODEL_DIR", str, None),
             cache_dir=get("SYNTH_CACHE_DIR", str, None),
+            voices_dir=get("SYNTH_VOICES_DIR", str, None),
             threads=get("SYNTH_THREADS", int, None),
             default_voice=get("SYNTH_DEFAULT_VOICE", str, d.default_voice),
             bitrate=get("SYNTH_BITRATE", int, d.bitrate),

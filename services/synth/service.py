@@ -24,7 +24,8 @@ Phase = Literal["loading", "warming", "running", "stopped", "failed"]
 
 
 def load_model(cfg: SynthConfig) -> Synthesizer:
-    return load_synthesizer(cfg.backend, model_dir=cfg.model_dir, cache_dir=cfg.cache_dir, threads=cfg.threads)
+    return load_synthesizer(cfg.backend, model_dir=cfg.model_dir, cache_dir=cfg.cache_dir, threads=cfg.threads,
+                             voices_dir=cfg.voices_dir)
 
 
 def choose_default_voice(wanted: str, voices: list[str]) -> str:

@@ -29,7 +29,11 @@ async def publish(redis: Redis, voices: list[str], default: str, backend: str = 
 async def test_before_any_worker_the_configured_voices_are_offered(client: Client) -> None:
     resp = await client.get("/api/voices")
     assert resp.status == 200
-    assert await resp.json() == {"voices": CONFIG_VOICES, "default": "af_heart", "source": "config", "backend": None}
+    body = await resp.json()
+    assert body.pop("details")[0] == {
+        "id": "af_heart", "language": "American English", "lang": "en-US", "gender": "female", "name": "Heart",
+    }
+    assert body == {"voices": CONFIG_VOICES, "default": "af_heart", "source": "config", "backend": None}
 
 
 async def test_configured_voice_list_comes_from_the_config(make_client: MakeClient) -> None:
@@ -42,6 +46,8 @@ async def test_configured_voice_list_comes_from_the_config(make_client: MakeClie
 async def test_published_voices_replace_the_configured_ones(client: Client, redis: Redis) -> None:
     await publish(redis, ["af_bella", "af_heart"], "af_bella", backend="torch")
     body = await (await client.get("/api/voices")).json()
+    assert [(d["id"], d["language"], d["gender"]) for d in body.pop("details")] == [
+        ("af_bella", "American English", "female"), ("af_heart", "American English", "female")]
     assert body == {
         "voices": ["af_bella", "af_heart"], "default": "af_bella", "source": "worker", "backend": "torch"
     }

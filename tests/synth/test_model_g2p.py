@@ -114,3 +114,38 @@ def test_japanese_voice_reads_japanese_text_with_the_japanese_g2p(g2p: G2P, voca
 def test_espeak_languages_keep_their_punctuation(g2p: G2P) -> None:
     phonemes = g2p("Hola, amigo.", "ef_dora")
     assert phonemes.endswith(".") and ", " in phonemes
+
+
+# The language is chosen per sentence (a j voice): English sentences stay English around a kanji.
+MIXED = "東京は晴れです。 I had a café in 東京 yesterday."
+
+
+def test_one_kanji_in_an_english_sentence_leaves_the_sentence_english(g2p: G2P) -> None:
+    assert g2p.japanese_available()  # the synth extra installs the Japanese G2P
+    sentence = "I had a café in 東京 yesterday."
+    assert g2p.language(sentence, "jf_alpha") == "en-us"
+    phonemes = g2p(sentence, "jf_alpha")
+    assert phonemes == g2p(sentence, "af_heart") == "ˌI hæd ɐ kæfˈA ɪn toːkʲoː jˈɛstəɹdˌA."
+    assert "ɕiːeːeɸɯ" not in phonemes  # café, not "c-a-f-e" read by the Japanese reader
+
+
+def test_each_sentence_of_a_mixed_chunk_goes_to_its_own_reader(g2p: G2P) -> None:
+    phonemes = g2p(MIXED, "jf_alpha")
+    japanese, english = g2p("東京は晴れです。", "jf_alpha"), g2p("I had a café in 東京 yesterday.", "af_heart")
+    assert japanese == "toːkʲoː βa haɾe desɨ."
+    assert phonemes == f"{japanese} {english}"
+
+
+@pytest.mark.parametrize("sentence", ["東京は晴れです。", "私はcaféが好きです。", "こんにちは"])
+def test_japanese_sentences_for_a_j_voice_still_go_to_the_japanese_reader(g2p: G2P, sentence: str) -> None:
+    assert g2p.language(sentence, "jf_alpha") == "ja"
+    assert g2p.language(sentence, "af_heart") == "en-us"  # an English voice reads them as foreign words
+
+
+@pytest.mark.parametrize("word", ["zorblatting", "quixotry", "Kubernetes", "Zelenskyy", "flibbertigibbetish"])
+def test_words_the_lexicon_lacks_are_read_as_one_word_not_spelled(g2p: G2P, vocab: dict[str, int], word: str) -> None:
+    phonemes = g2p(word, "af_heart")
+    assert phonemes and " " not in phonemes and "ˈ" in phonemes  # one stressed word
+    assert len(phonemes) <= 2 * len(word)  # spelled out, each letter would take a syllable
+    assert all(c in vocab for c in phonemes)
+    assert g2p(word, "jf_alpha") == phonemes  # the same English reading for a Japanese voice

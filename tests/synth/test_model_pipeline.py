@@ -112,6 +112,21 @@ def test_hub_voice_folder_adds_npy_and_raw_bin_packs(tmp_path: Path) -> None:
     assert np.array_equal(bank.style("af_raw", 10), pack[9, 0])
 
 
+def test_an_image_voices_dir_adds_packs_and_model_dir_ones_win(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    baked, mounted = tmp_path / "baked", tmp_path / "model" / "voices"
+    baked.mkdir()
+    mounted.mkdir(parents=True)
+    packs = rng.standard_normal((2, MAX_PHONEMES, 1, STYLE_DIM)).astype("<f4")
+    packs[0].tofile(baked / "af_heart.bin")
+    packs[0].tofile(baked / "bf_emma.bin")
+    packs[1].tofile(mounted / "af_heart.bin")
+    bank = load_voices(tmp_path / "model", voices_dir=baked)
+    assert {"af_heart", "bf_emma", "jf_alpha"} <= set(bank.names())
+    assert np.array_equal(bank.style("bf_emma", 1), packs[0][0, 0])
+    assert np.array_equal(bank.style("af_heart", 1), packs[1][0, 0])  # the mounted one wins
+
+
 def test_hub_voice_folder_loads_torch_packs(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     (tmp_path / "voices").mkdir()

@@ -27,8 +27,9 @@ N_FFT, HOP, N_MELS = 1024, 256, 80
 
 
 @pytest.fixture(scope="module")
-def torch_synthesizer(model_cache: Path) -> Synthesizer:
-    return load_synthesizer("torch", cache_dir=str(model_cache), threads=TEST_THREADS)
+def torch_synthesizer(model_cache: Path, model_dir: Path) -> Synthesizer:
+    # model_dir holds voices only: the weights are converted from the ONNX
+    return load_synthesizer("torch", model_dir=str(model_dir), cache_dir=str(model_cache), threads=TEST_THREADS)
 
 
 @needs_kmodel

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, ClientTimeout
@@ -38,13 +39,13 @@ class System:
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
     redis = start_server(tmp_path_factory.mktemp("system-redis"), aof=True)
     ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
     env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2",
                INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]),
                SYNTH_METRICS_PORT=str(ports["synth"]),
-               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
+               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), KOKORO_MODEL_DIR=str(model_dir))
     procs = {name: subprocess.Popen([sys.executable, "-m", name], env=env, stdin=subprocess.DEVNULL)
              for name in ports}
     try:
@@ -87,6 +88,7 @@ async def test_a_cast_flows_from_intake_through_synth_to_edge_and_prometheus(sys
         async with ClientSession(timeout=ClientTimeout(total=240)) as http:
             async with http.get(system.url("intake", "/api/voices")) as response:
                 voices = await response.json()
+            assert voices["default"] == "af_heart"  # the npm packs in KOKORO_MODEL_DIR
             text = texts["short"].strip()
             async with http.post(system.url("intake", "/api/casts"), json={"text": text, "voice": voices["default"]}) as response:
                 assert response.status == 201, await response.text()

@@ -1,4 +1,5 @@
-// The paste page: voices from /api/voices, an honest size estimate, submit as JSON so that
+// The paste page: voices from /api/voices grouped by language (English first, preselected to fit
+// the text's script), an honest size estimate, submit as JSON so that
 // errors show inline (without JavaScript the form still posts and intake answers 303).
 "use strict";
 
@@ -64,19 +65,85 @@ function describe(text) {
   return `${chars.toLocaleString()} characters · ${sentences} · about ${audio} of audio`;
 }
 
-async function loadVoices(select) {
-  try {
-    const response = await fetch("/api/voices", { headers: { Accept: "application/json" } });
-    if (!response.ok) return;
-    const body = await response.json();
-    const voices = Array.isArray(body) ? body : body.voices || [];
-    const fallback = body.default || voices[0];
-    select.replaceChildren(...voices.map((name) => {
-      const option = new Option(name, name, name === fallback, name === fallback);
-      return option;
-    }));
-  } catch (err) {
-    // keep "Default voice": intake picks its default when no voice is sent
+// Voice ids start with a language letter (castlog's voicemeta): a/b English first in the picker.
+const ENGLISH = ["a", "b"];
+// A text written in these scripts gets a voice of that language; anything else the default.
+const SCRIPT_VOICES = [[/[\u3040-\u30ff]/u, "j"], [/\p{Script=Han}/u, "z"], [/\p{Script=Devanagari}/u, "h"]];
+const SCRIPT_SAMPLE = 2000;  // characters looked at: enough to tell the script, cheap per key
+
+function voiceRank(d) {
+  const k = ENGLISH.indexOf(d.id[0]);
+  return k >= 0 && d.lang ? k : (d.lang ? 2 : 3);
+}
+
+function orderVoices(details) {
+  return details.slice().sort((x, y) => voiceRank(x) - voiceRank(y) ||
+    x.language.localeCompare(y.language) || x.id.localeCompare(y.id));
+}
+
+function detailsOf(body) {
+  const voices = Array.isArray(body) ? body : body.voices || [];
+  const known = new Map((body.details || []).map((d) => [d.id, d]));
+  return voices.map((id) => known.get(id) || { id, language: "Other", lang: "", gender: "", name: id });
+}
+
+// The voice language a text's script calls for ("j", "z", "h"), or null for Latin and the rest.
+function scriptLanguage(text) {
+  const sample = text.slice(0, SCRIPT_SAMPLE);
+  const latin = (sample.match(/\p{Script=Latin}/gu) || []).length;
+  for (const [pattern, prefix] of SCRIPT_VOICES) {
+    const found = (sample.match(new RegExp(pattern.source, "gu")) || []).length;
+    // kana anywhere means Japanese; Han or Devanagari must outweigh the Latin letters
+    if (found && (prefix === "j" || found * 2 >= latin)) return prefix;
+  }
+  return null;
+}
+
+class VoicePicker {
+  constructor(select) {
+    this.select = select;
+    this.details = [];
+    this.fallback = "";
+    this.chosenByUser = false;
+    select.addEventListener("change", () => { this.chosenByUser = true; });
+  }
+
+  async load() {
+    try {
+      const response = await fetch("/api/voices", { headers: { Accept: "application/json" } });
+      if (!response.ok) return;
+      const body = await response.json();
+      this.details = orderVoices(detailsOf(body));
+      this.fallback = body.default || (this.details[0] && this.details[0].id) || "";
+      this.render();
+    } catch (err) {
+      // keep "Default voice": intake picks its default when no voice is sent
+    }
+  }
+
+  render() {
+    const groups = new Map();
+    for (const d of this.details) {
+      if (!groups.has(d.language)) {
+        const group = document.createElement("optgroup");
+        group.label = d.language;
+        groups.set(d.language, group);
+      }
+      const label = d.gender ? `${d.name} (${d.gender})` : d.name;
+      groups.get(d.language).appendChild(new Option(label, d.id, d.id === this.fallback, d.id === this.fallback));
+    }
+    this.select.replaceChildren(...groups.values());
+  }
+
+  // Preselect a voice that reads the text's script, until the listener picks one.
+  fit(text) {
+    if (this.chosenByUser || !this.details.length) return;
+    const prefix = scriptLanguage(text);
+    const english = this.details.find((d) => ENGLISH.includes(d.id[0]) && d.lang);
+    const fallback = this.details.find((d) => d.id === this.fallback);
+    const latinFallback = fallback && ["j", "z", "h"].includes(fallback.id[0]) && english ? english : fallback;
+    const wanted = (prefix && this.details.find((d) => d.id[0] === prefix)) || latinFallback;
+    if (wanted) this.select.value = wanted.id;
   }
 }
 
@@ -116,11 +183,15 @@ document.addEventListener("DOMContentLoaded", () => {
   const estimate = document.getElementById("estimate");
   const button = document.getElementById("submit");
   const errorBox = document.getElementById("error");
-  loadVoices(document.getElementById("voice"));
+  const picker = new VoicePicker(document.getElementById("voice"));
+  picker.load().then(() => picker.fit(text.value));
   let pending = 0;
   text.addEventListener("input", () => {
     cancelAnimationFrame(pending);  // long texts: estimate once per frame, not per key
-    pending = requestAnimationFrame(() => { estimate.textContent = describe(text.value); });
+    pending = requestAnimationFrame(() => {
+      estimate.textContent = describe(text.value);
+      picker.fit(text.value);
+    });
   });
   form.addEventListener("submit", (event) => {
     event.preventDefault();

