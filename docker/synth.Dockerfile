@@ -72,5 +72,5 @@ USER 10001:10001
 EXPOSE 9100
 # Loading and warming the model takes a while, above all on a Jetson: a long start period.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=300s --retries=3 \
-    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SYNTH_METRICS_PORT', '9100'), timeout=4)"]
+    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('SYNTH_METRICS_PORT', '9100'), timeout=4)"]
 CMD ["python3", "-m", "synth"]

@@ -22,6 +22,7 @@ from .keys import (
     seq_of,
 )
 from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
+from .logs import setup_logging
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
@@ -56,7 +57,7 @@ __all__ = [
     "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",
     "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
     "is_cast_id", "is_terminal", "kind_of", "openapi_document", "playable", "redact", "require_non_negative", "require_positive",
-    "seq_of", "split_text", "summarize",
+    "seq_of", "setup_logging", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
     "VoiceInfo", "describe_voice", "voice_order",
 ]

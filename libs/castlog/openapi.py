@@ -23,7 +23,7 @@ ERROR_CODES = (
     "malformed_json", "malformed_form", "invalid_field", "invalid_text", "empty_text", "text_too_long",
     "title_too_long", "unknown_voice", "unsupported_media_type", "body_too_large", "too_large", "bad_request",
     "rate_limited", "too_many_streams", "range_not_satisfiable", "not_found", "method_not_allowed", "busy",
-    "unavailable", "redis_unavailable", "tail_down", "internal",
+    "unavailable", "redis_unavailable", "tail_down", "internal", "warming_up",
 )  # fmt: skip
 CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
 
@@ -119,6 +119,8 @@ COMMON_SCHEMAS: Json = {
             "status": {"type": "string", "enum": ["ok"]},
             "listeners": {"type": "integer", "description": "edge: live listeners of this process"},
             "watched": {"type": "integer", "description": "edge: casts its shared tail follows"},
+            "voices": {"type": ["integer", "null"], "description": "intake /readyz: voices published (null: none yet)"},
+            "default": {"type": ["string", "null"], "description": "intake /readyz: the default voice"},
         },
     },
 }
@@ -194,7 +196,8 @@ def _submit_responses() -> Json:
         "415": _error("Unsupported Content-Type"),
         "422": _error("A field is missing, of the wrong type, or not allowed (unknown voice, too long a title)"),
         "429": _error("Rate limited: retry after the Retry-After header's seconds", retry_after=True),
-        "503": _error("Redis is unreachable or intake is overloaded: retry shortly", retry_after=True),
+        "503": _error("Redis is unreachable, intake is overloaded, or no worker has published its voices yet "
+                      "(warming_up): retry after the Retry-After header's seconds", retry_after=True),
     }
 
 
@@ -220,7 +223,8 @@ def _intake_paths(limits: IntakeLimits | None) -> Json:
         )},
         "/api/voices": {"get": _op(
             "listVoices", "intake", "The voices a cast may ask for, with the default",
-            {"200": _json(_ref("Voices"), "The published voices (or the configured ones)")},
+            {"200": _json(_ref("Voices"), "The voices the workers published last"),
+             "503": _error("No worker has published its voices yet (warming_up)", retry_after=True)},
         )},
         "/api/openapi.json": {"get": _op(
             "openapi", "intake", "This document",
@@ -423,6 +427,10 @@ OPS_PATHS: Json = {
     "/healthz": {"get": _op(
         "health", "ops", "200 when the service's Redis answers (and, for edge, its shared tail runs); else 503",
         {"200": _json(_ref("Health"), "healthy"), "503": _error("not healthy")},
+    )},
+    "/readyz": {"get": _op(
+        "ready", "ops", "200 when the service can do its work now (synth: the model is warm); else 503 with why",
+        {"200": _json(_ref("Health"), "ready"), "503": _error("not ready yet")},
     )},
     "/metrics": {"get": _op(
         "metrics", "ops", "Prometheus metrics",

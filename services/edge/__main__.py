@@ -6,17 +6,22 @@ import logging
 
 from aiohttp import web
 
+from castlog import setup_logging
+
 from .app import create_app
 from .config import Config
+
+log = logging.getLogger("edge")
 
 
 def main() -> None:
     cfg = Config.from_env()
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logging(cfg.log_level)
     # handler_cancellation: a client that leaves frees its stream slot and listener at once,
     # not at the next heartbeat
     web.run_app(create_app(cfg), host=cfg.host, port=cfg.port, shutdown_timeout=cfg.shutdown_timeout_s,
-                handler_cancellation=True, access_log=None, print=None)
+                handler_cancellation=True, access_log=None,
+                print=lambda _: log.info("edge ready on http://%s:%d", cfg.host, cfg.port))
 
 
 if __name__ == "__main__":

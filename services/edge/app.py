@@ -60,6 +60,7 @@ def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     router.add_get("/s2/records", views.s2_records)
     router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)
+    router.add_get("/readyz", views.readyz)
     if metrics_here:
         router.add_get("/metrics", views.metrics)
     router.add_get("/", views.index_page)

@@ -127,6 +127,12 @@ async def _long_poll(request: web.Request, edge: Edge, cast_id: str, seq: int, l
             return items
 
 
+async def readyz(request: web.Request) -> web.Response:
+    """Ready to serve reads: the shared tail runs and Redis answers (the same checks as /healthz,
+    which a liveness probe uses: edge has nothing to load)."""
+    return await healthz(request)
+
+
 async def healthz(request: web.Request) -> web.Response:
     edge = request.app[EDGE]
     if not edge.tail.running:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+from castlog import setup_logging
 
 from .app import run
 from .config import Config
@@ -10,7 +10,7 @@ from .config import Config
 
 def main() -> None:
     cfg = Config.from_env()
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(cfg.log_level)
     run(cfg)
 
 

@@ -38,7 +38,7 @@ from .gate import InflightGate
 from .metrics import UNMATCHED_ROUTE, Metrics
 from .plan import Planner
 from .validate import Refusal
-from .voices import VoiceBook, Voices
+from .voices import VoiceBook
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/api/voices", views.get_voices)
     app.router.add_get("/api/openapi.json", views.get_openapi)
     app.router.add_get("/healthz", views.get_healthz)
+    app.router.add_get("/readyz", views.get_readyz)
     app.router.add_get("/metrics", views.get_metrics)
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
@@ -101,7 +102,7 @@ def run(cfg: Config) -> None:
         port=cfg.port,
         shutdown_timeout=cfg.shutdown_timeout_s,
         access_log=None,  # every request is counted in /metrics; a line each would cost more than it tells
-        print=None,
+        print=lambda _: log.info("intake ready on http://%s:%d", cfg.host, cfg.port),
     )
     log.info("intake stopped")
 
@@ -115,8 +116,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     app[STORE] = CastStore(redis)
     app[LIVE] = LiveStore(redis)
     app[LIMITER] = RateLimiter(redis, RATE_SCOPE, cfg.rate, cfg.burst)
-    fallback = Voices(names=cfg.voices, default=cfg.default_voice, source="config")
-    app[VOICES] = VoiceBook(redis, fallback, cfg.voices_refresh_s)
+    app[VOICES] = VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice)
     app[FOLLOWER] = client_for(
         cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
     )

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from castlog import ConfigError, Settings, comma_list, comma_set, require_non_negative, require_positive
+from castlog import Settings, comma_set, require_non_negative, require_positive
 from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
 
-DEFAULT_VOICES = ("af_heart", "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
-DEFAULT_VOICE = "af_heart"
+# The default voice when a worker has it; unset (or one no worker has): the workers' own default.
+DEFAULT_VOICE = ""
 # The longest text one cast may hold (characters, after normalisation).
 MAX_CHARS = 100_000
 # A maximal text, pasted as CJK into a form, is 3 UTF-8 bytes x 3 for percent-encoding = 9 bytes
@@ -55,7 +55,6 @@ class Config:
     rate: float = RATE_PER_S
     burst: int = BURST
     forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
-    voices: tuple[str, ...] = DEFAULT_VOICES
     default_voice: str = DEFAULT_VOICE
     voices_refresh_s: float = VOICES_REFRESH_S
     max_inflight: int = MAX_INFLIGHT
@@ -89,12 +88,6 @@ class Config:
             "INTAKE_SPEECH_WRITE_TIMEOUT_S": self.speech_write_timeout_s,
         })
         require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
-        if not self.voices:
-            raise ConfigError("INTAKE_VOICES must name at least one voice")
-        if self.default_voice not in self.voices:
-            raise ConfigError(
-                f"INTAKE_DEFAULT_VOICE={self.default_voice!r} is not in INTAKE_VOICES; add it there"
-            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -111,7 +104,6 @@ class Config:
             rate=get("INTAKE_RATE", float, d.rate),
             burst=get("INTAKE_BURST", int, d.burst),
             forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
-            voices=get("INTAKE_VOICES", comma_list, d.voices),
             default_voice=get("INTAKE_DEFAULT_VOICE", str, d.default_voice),
             voices_refresh_s=get("INTAKE_VOICES_REFRESH_S", float, d.voices_refresh_s),
             max_inflight=get("INTAKE_MAX_INFLIGHT", int, d.max_inflight),

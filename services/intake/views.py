@@ -48,8 +48,22 @@ async def post_generate(request: web.Request) -> web.Response:
     return _cast_reply(cast_id, result)
 
 
+# Seconds a client is told to wait while no worker has published its voices (the model loads).
+WARMING_UP_RETRY_S = 5
+
+
+def warming_up() -> Refusal:
+    return Refusal(
+        503, "warming_up",
+        f"the model is loading: no worker has published its voices yet; retry in {WARMING_UP_RETRY_S} s",
+        {"Retry-After": str(WARMING_UP_RETRY_S)},
+    )
+
+
 async def get_voices(request: web.Request) -> web.Response:
     voices = await request.app[VOICES].current()
+    if voices is None:
+        raise warming_up()
     return json_response(voices.to_json())
 
 
@@ -101,6 +115,20 @@ async def get_healthz(request: web.Request) -> web.Response:
         {"error": "unavailable", "message": "Redis does not answer; check REDIS_URL and the Redis server"},
         status=503,
     )
+
+
+async def get_readyz(request: web.Request) -> web.Response:
+    """Ready to take submits: Redis answers. The body says whether a worker's voices are published
+    (a submit before that is answered 503 warming_up); the local origin's /readyz waits for both."""
+    if not await healthy(request.app[REDIS]):
+        return json_response(
+            {"error": "unavailable", "message": "Redis does not answer; check REDIS_URL and the Redis server"},
+            status=503,
+        )
+    voices = await request.app[VOICES].current()
+    return json_response({
+        "status": "ok", "voices": len(voices.names) if voices else None, "default": voices.default if voices else None,
+    })
 
 
 async def get_metrics(request: web.Request) -> web.Response:
@@ -177,6 +205,8 @@ async def _submit(request: web.Request, client: str, form: CastForm) -> tuple[st
     cfg = app[CONFIG]
     started = time.perf_counter()
     voices = await app[VOICES].offering(form.voice)
+    if voices is None:
+        raise warming_up()
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
     cast_id = content_id(sub.text, sub.voice, sub.speed)
     sentences = await app[PLANNER].sentences(cast_id, sub.text)

@@ -1,4 +1,10 @@
-"""The voices a submission may ask for: the newest entry of `synth/voices`, else the config's list.
+"""The voices a submission may ask for: the newest well-formed entry of `synth/voices`.
+
+Intake never accepts a voice that no worker has published. Before any worker has published
+(the model is still loading on a new deployment) there is no list, and a submit is answered 503
+`warming_up`; once one was, the last published list stands even while every worker is down
+(accept now, produce later). The default is INTAKE_DEFAULT_VOICE when the list has it, else the
+workers' published default.
 
 Read at most once per refresh interval (one XREVRANGE), and again at once when a request names
 a voice that the cached list lacks, so a voice a worker has just published is accepted at once.
@@ -19,12 +25,16 @@ from castlog import VOICES, describe_voice
 
 log = logging.getLogger(__name__)
 
+# Entries of `synth/voices` looked at for a well-formed one (a bad newest entry does not hide
+# the older good ones).
+SCAN_ENTRIES = 10
+
 
 @dataclass(frozen=True)
 class Voices:
     names: tuple[str, ...]
     default: str
-    source: str  # "worker" (published in synth/voices) or "config" (INTAKE_VOICES)
+    source: str = "worker"  # published in synth/voices
     backend: str | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -39,54 +49,60 @@ class VoiceBook:
     def __init__(
         self,
         redis: Redis,
-        fallback: Voices,
         refresh_s: float,
+        default_voice: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._redis = redis
-        self._fallback = fallback
         self._refresh_s = refresh_s
+        self._default_voice = default_voice
         self._clock = clock
-        self._voices = fallback
+        self._voices: Voices | None = None
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
         self._warned_id: bytes | None = None  # warn once per malformed entry, not per read
 
-    async def current(self) -> Voices:
-        if self._read_at is None or self._clock() - self._read_at > self._refresh_s:
+    async def current(self) -> Voices | None:
+        """The last published list; None while no worker has ever published one."""
+        if self._voices is None or self._read_at is None or self._clock() - self._read_at > self._refresh_s:
             return await self.refresh()
         return self._voices
 
-    async def offering(self, voice: str | None) -> Voices:
+    async def offering(self, voice: str | None) -> Voices | None:
         """The voices to check ``voice`` against, re-read once if the cache does not have it."""
         voices = await self.current()
-        if voice and voice not in voices.names:
+        if voices is not None and voice and voice not in voices.names:
             voices = await self.refresh()
         return voices
 
-    async def refresh(self) -> Voices:
+    async def refresh(self) -> Voices | None:
         asked_at = self._clock()
         async with self._lock:
             # Whoever held the lock may have read the list since we asked: one read serves all.
             if self._read_at is not None and self._read_at >= asked_at:
                 return self._voices
             rows: list[tuple[bytes, dict[bytes, bytes]]]
-            rows = await self._redis.xrevrange(VOICES, count=1)  # type: ignore[assignment]
-            self._voices = self._parse(rows[0][0], rows[0][1]) if rows else self._fallback
+            rows = await self._redis.xrevrange(VOICES, count=SCAN_ENTRIES)  # type: ignore[assignment]
+            parsed = (self._parse(entry_id, fields) for entry_id, fields in rows)
+            self._voices = next((v for v in parsed if v is not None), None)
             self._read_at = self._clock()
             return self._voices
 
-    def _parse(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Voices:
+    def _parse(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Voices | None:
         try:
             names = msgspec.json.decode(fields.get(b"voices", b""), type=tuple[str, ...])
-            default = fields.get(b"default", b"").decode()
+            published = fields.get(b"default", b"").decode()
             backend = fields[b"backend"].decode() if b"backend" in fields else None
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             if entry_id != self._warned_id:
                 self._warned_id = entry_id
-                log.warning("ignoring malformed %s entry %s (%s); using INTAKE_VOICES", VOICES, entry_id, exc)
-            return self._fallback
+                log.warning("ignoring malformed %s entry %s (%s)", VOICES, entry_id, exc)
+            return None
         if not names:
-            return self._fallback
-        default = default if default in names else names[0]
-        return Voices(names=names, default=default, source="worker", backend=backend)
+            return None
+        return Voices(names=names, default=self._pick_default(names, published), backend=backend)
+
+    def _pick_default(self, names: tuple[str, ...], published: str) -> str:
+        if self._default_voice in names:
+            return self._default_voice
+        return published if published in names else names[0]

@@ -7,13 +7,15 @@ import logging
 import os
 import sys
 
+from castlog import setup_logging
+
 from .app import serve
 from .config import SynthConfig
 
 
 def main() -> None:
     cfg = SynthConfig.from_env()
-    logging.basicConfig(level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(cfg.log_level)
     code = asyncio.run(serve(cfg))
     logging.shutdown()
     sys.stdout.flush()

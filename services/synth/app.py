@@ -48,6 +48,7 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
     app.cleanup_ctx.extend([_redis_ctx, _service_ctx, _stats_ctx, _archiver_ctx])
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", healthz_view)
+    app.router.add_get("/readyz", readyz_view)
     return app
 
 
@@ -121,6 +122,15 @@ async def metrics_view(request: web.Request) -> web.Response:
 
 
 async def healthz_view(request: web.Request) -> web.Response:
+    """Liveness: 200 while the process loads, warms or runs its worker; 503 once it failed or
+    stopped (a liveness probe restarts it). Readiness is /readyz."""
+    phase = request.app[SERVICE].phase
+    if phase in ("failed", "stopped"):
+        return web.json_response({"error": phase, "message": _NOT_READY[phase]}, status=503)
+    return web.json_response({"status": "ok", "phase": phase, "consumer": request.app[CONFIG].consumer})
+
+
+async def readyz_view(request: web.Request) -> web.Response:
     """200 once the model is warm and Redis answers; 503 with the reason otherwise."""
     app = request.app
     service = app[SERVICE]

@@ -15,7 +15,7 @@ from castlog.connect import DEFAULT_URL
 Backend = Literal["auto", "onnx", "torch"]
 BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")
 
-DEFAULT_VOICE = "af_heart"
+DEFAULT_VOICE = ""  # unset: af_heart when the model has it, else its first voice
 
 
 def default_consumer() -> str:
@@ -48,7 +48,7 @@ class SynthConfig:
     cache_dir: str | None = None  # where converted weights are kept
     voices_dir: str | None = None  # SYNTH_VOICES_DIR: more <id>.bin voice packs (an image's own)
     threads: int | None = None  # inference threads; None: the backend's choice (the cores)
-    default_voice: str = DEFAULT_VOICE  # falls back to the first voice when not available
+    default_voice: str = DEFAULT_VOICE  # falls back to af_heart, then the first voice, when not available
     bitrate: int = 48_000  # MP3 bits per second
     # The schedule
     concurrency: int = 3  # casts admitted while any of them is close to its listeners

@@ -28,14 +28,21 @@ def load_model(cfg: SynthConfig) -> Synthesizer:
                              voices_dir=cfg.voices_dir)
 
 
+# The default when SYNTH_DEFAULT_VOICE is unset and the model has it; else the first voice.
+PREFERRED_VOICE = "af_heart"
+
+
 def choose_default_voice(wanted: str, voices: list[str]) -> str:
-    """The configured default when this model has it, else the first voice."""
-    if wanted in voices:
-        return wanted
+    """SYNTH_DEFAULT_VOICE when this model has it, else af_heart when it has that, else the first
+    voice. A warning only for a default that was asked for and is missing."""
     if not voices:
         raise RuntimeError("the model has no voices: check KOKORO_MODEL_DIR and the voice packages")
-    log.warning("default voice %r is not available; using %r", wanted, voices[0])
-    return voices[0]
+    if wanted in voices:
+        return wanted
+    fallback = PREFERRED_VOICE if PREFERRED_VOICE in voices else voices[0]
+    if wanted:
+        log.warning("SYNTH_DEFAULT_VOICE=%s is not among this model's voices; the default is %s", wanted, fallback)
+    return fallback
 
 
 class SynthService:

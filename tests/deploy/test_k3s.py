@@ -161,11 +161,11 @@ def test_edge_is_highly_available(rendered: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("name", ["intake", "edge", "synth"])
-def test_services_are_probed_on_healthz(rendered: list[dict[str, Any]], name: str) -> None:
+def test_services_are_probed_on_healthz_and_readyz(rendered: list[dict[str, Any]], name: str) -> None:
     c = container(find(rendered, "Deployment", name))
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert c[probe]["httpGet"]["path"] == "/healthz"
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert c[probe]["httpGet"]["path"] == path
         assert c[probe]["httpGet"]["port"] in ports
 
 

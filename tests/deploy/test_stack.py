@@ -93,7 +93,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         env = compose_environment(service, tmp, redis_port, ports)
         port = ports["SYNTH_METRICS_PORT" if service == "synth" else f"{service.upper()}_PORT"]
         return running([sys.executable, "-m", service], env, tmp / f"{service}.log",
-                       http_ok(f"http://127.0.0.1:{port}/healthz"), timeout)
+                       http_ok(f"http://127.0.0.1:{port}/readyz"), timeout)
 
     (tmp / "redis").mkdir()
     with redis_as_deployed(tmp / "redis", redis_port, PASSWORDS):

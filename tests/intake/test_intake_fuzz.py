@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from castlog import content_id
 from intake.validate import normalise_text
 
-from .conftest import key_names
+from .conftest import PUBLISHED_VOICES, key_names, publish
 
 Client = TestClient[Any, Any]
 VOICES = ["af_heart", "jm_kumo", "jf_alpha"]
@@ -75,6 +75,7 @@ def expected_id(body: Any) -> str:
 @given(body=bodies)
 async def test_any_json_body_gets_a_json_answer_and_never_a_5xx(client: Client, redis: Redis, body: Any) -> None:
     await redis.flushdb()
+    await publish(redis, PUBLISHED_VOICES, "af_heart")  # as the fixture did
     raw = json.dumps(body, ensure_ascii=False, default=expanded).encode("utf-8", "surrogatepass")
     resp = await client.post("/api/casts", data=io.BytesIO(raw), headers={"Content-Type": "application/json"})
     assert resp.status < 500, await resp.text()
@@ -95,6 +96,7 @@ async def test_any_bytes_get_a_json_answer_and_never_a_5xx(
     client: Client, redis: Redis, raw: bytes, form: bool
 ) -> None:
     await redis.flushdb()
+    await publish(redis, PUBLISHED_VOICES, "af_heart")  # as the fixture did
     ctype = "application/x-www-form-urlencoded" if form else "application/json"
     resp = await client.post("/generate", data=raw, headers={"Content-Type": ctype}, allow_redirects=False)
     assert resp.status < 500, await resp.text()

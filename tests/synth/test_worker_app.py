@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from redis.asyncio import Redis
 
@@ -14,6 +17,7 @@ import castlog
 from castlog import CastStore
 from synth.app import SERVICE, SERVICE_TASK, create_app
 from synth.config import SynthConfig
+from synth.service import choose_default_voice
 from tests.synth.support import StandIn, config, submit, terminal, wait_until
 
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -37,9 +41,10 @@ async def test_worker_publishes_voices_serves_healthz_and_every_documented_metri
     app = create_app(cfg, load=lambda _cfg: StandIn())
     async with TestClient(TestServer(app)) as client:
         await wait_until(lambda: app[SERVICE].phase == "running", 10)
-        health = await client.get("/healthz")
+        health = await client.get("/readyz")
         assert health.status == 200
         assert (await health.json())["consumer"] == cfg.consumer
+        assert (await client.get("/healthz")).status == 200
 
         voices = await redis.xrevrange(castlog.VOICES, count=1)
         fields = {k.decode(): v.decode() for k, v in voices[0][1].items()}
@@ -80,7 +85,39 @@ async def test_healthz_is_503_while_the_model_loads_and_a_failed_load_ends_the_s
     app = create_app(config(redis_url=redis_url), load=broken)
     async with TestClient(TestServer(app)) as client:
         await wait_until(lambda: app[SERVICE_TASK].done(), 10)
-        health = await client.get("/healthz")
-        assert health.status == 503
-        assert (await health.json()) == {"error": "failed", "message": "the worker failed to start; see its log"}
+        for path in ("/healthz", "/readyz"):  # not alive any more, so not ready either
+            health = await client.get(path)
+            assert health.status == 503
+            assert (await health.json()) == {"error": "failed", "message": "the worker failed to start; see its log"}
         assert isinstance(app[SERVICE_TASK].exception(), RuntimeError)
+
+
+async def test_while_the_model_loads_it_is_alive_but_not_ready(redis: Redis, redis_url: str) -> None:
+    gate = threading.Event()
+
+    def slow(_cfg: SynthConfig) -> StandIn:
+        gate.wait(10)
+        return StandIn()
+
+    app = create_app(config(redis_url=redis_url), load=slow)
+    async with TestClient(TestServer(app)) as client:
+        assert (await client.get("/healthz")).status == 200
+        ready = await client.get("/readyz")
+        assert ready.status == 503 and (await ready.json())["error"] == "loading"
+        gate.set()
+        await wait_until(lambda: app[SERVICE].phase == "running", 10)
+        assert (await client.get("/readyz")).status == 200
+
+
+def test_the_default_voice_is_one_the_model_has_and_only_a_missing_asked_one_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="synth.service"):
+        assert choose_default_voice("", ["jf_alpha", "jm_kumo"]) == "jf_alpha"
+        assert choose_default_voice("", ["af_bella", "af_heart"]) == "af_heart"
+        assert caplog.records == []  # unset: no warning on every start
+        assert choose_default_voice("jm_kumo", ["jf_alpha", "jm_kumo"]) == "jm_kumo"
+        assert choose_default_voice("af_sky", ["jf_alpha", "jm_kumo"]) == "jf_alpha"
+    assert [r.getMessage() for r in caplog.records] == [
+        "SYNTH_DEFAULT_VOICE=af_sky is not among this model's voices; the default is jf_alpha"
+    ]

@@ -12,7 +12,7 @@ def test_defaults_match_the_documented_limits() -> None:
     cfg = SynthConfig.from_env({})
     assert (cfg.redis_url, cfg.metrics_host, cfg.metrics_port) == ("redis://127.0.0.1:6379/0", "127.0.0.1", 9100)
     assert (cfg.backend, cfg.model_dir, cfg.cache_dir, cfg.threads) == ("auto", None, None, None)
-    assert (cfg.default_voice, cfg.bitrate) == ("af_heart", 48_000)
+    assert (cfg.default_voice, cfg.bitrate) == ("", 48_000)  # unset: af_heart if there, else the first
     assert (cfg.concurrency, cfg.max_active, cfg.lead_threshold_s) == (3, 6, 15.0)
     assert (cfg.lease_s, cfg.max_attempts, cfg.grace_s) == (60.0, 3, 30.0)
     assert cfg.refresh_s == 20.0
