@@ -1,24 +1,46 @@
-"""The ``streamtts`` command."""
+"""The ``streamtts`` command: ``up`` runs the system locally; ``say``, ``follow`` and ``voices``
+talk to a running one over HTTP (``--url``, or ``STREAMTTS_URL``; default the local origin).
+
+Each subcommand is a parser and a function ``(args) -> exit code``; ``voices`` has its own
+subcommands (``voices list``, the default), so more (``voices install``) slot in beside it.
+Exit codes: 0 done, 1 the cast ended in error, 2 usage, 3 the server cannot be reached.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
-from castlog import ConfigError, Settings
+from castlog import ConfigError, Settings, setup_logging
 
+from . import commands as client_commands
 from . import voicecmd
-from .launcher import SERVICES, Launcher, Options
+from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
+from .launcher import SERVICES, Launcher, Options, port_in_use
 from .proxy import MAX_BODY_BYTES
 
 
-def main(argv: list[str] | None = None) -> int:
+def version() -> str:
+    try:
+        return metadata.version("streamtts")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamtts", description="StreamTTS: streaming text-to-speech on Kokoro-82M")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_up(commands)
+    client_commands.add_all(commands)
+    return parser
+
+
+def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="run the whole system locally on one origin")
     up.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
@@ -27,30 +49,46 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
     up.add_argument("--no-voice-install", action="store_true", help="do not fetch voice packs on the first start")
-    voices = commands.add_parser("voices", help="Kokoro's voice packs")
-    voicecmd.add_install_command(voices.add_subparsers(dest="voices_command", required=True))
-    args = parser.parse_args(argv)
-    if args.command == "voices":
-        return voicecmd.run_install(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    up.add_argument("--log-level", default="INFO", type=str.upper,
+                    help="the launcher's log level; DEBUG adds a line per request through the proxy")
+    up.set_defaults(func=run_up, parser=up)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args.parser
+    setup_logging(args.log_level)
     services = tuple(s for s in args.only.split(",") if s)
     unknown = set(services) - set(SERVICES)
     if unknown:
         parser.error(f"unknown service(s) {sorted(unknown)}; choose from {', '.join(SERVICES)}")
-    env = Settings(os.environ)
+    if port_in_use(args.host, args.port):
+        print(f"streamtts: port {args.port} is in use; pass --port", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        max_body = env.get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
+        max_body = Settings(os.environ).get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
     except ConfigError as exc:
         parser.error(str(exc))
     if "synth" in services and not args.no_voice_install:
-        voicecmd.first_start(args.state_dir)
+        voicecmd.first_start(args.state_dir.expanduser().resolve())
     options = Options(host=args.host, port=args.port, state_dir=args.state_dir,
-                      redis_url=os.environ.get("REDIS_URL") or None, services=services, max_body_bytes=max_body)
+                      redis_url=os.environ.get("REDIS_URL") or None, services=services, max_body_bytes=max_body,
+                      access_log=args.log_level == "DEBUG")
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:
         print(f"streamtts: {exc}", file=sys.stderr)
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ClientError as exc:
+        print(f"streamtts: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ if it is killed outright (PR_SET_PDEATHSIG), so nothing is left behind.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,11 +27,13 @@ from redis.asyncio import Redis
 
 from castlog import Settings, connect, redact
 
-from .proxy import MAX_BODY_BYTES, Upstreams, create_app
+from .proxy import MAX_BODY_BYTES, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 from .voicepacks import model_dir
 
 log = logging.getLogger("streamtts")
+log_access = logging.getLogger("streamtts.access")
+ACCESS_LOG_FORMAT = '%r %s %b %Tfs'  # "GET /c/x HTTP/1.1" 200 1234 0.002s
 
 SERVICES = ("intake", "edge", "synth")
 # A stop waits for each child this much longer than synth's SYNTH_GRACE_S (in which synth
@@ -52,8 +56,8 @@ class Child:
     ready: bool = False
 
     @property
-    def health_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/healthz"
+    def ready_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/readyz"
 
 
 @dataclass
@@ -64,6 +68,35 @@ class Options:
     redis_url: str | None = None
     services: tuple[str, ...] = SERVICES
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
+    access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
+
+    def __post_init__(self) -> None:
+        # Absolute before any use: children and Redis run in other working directories.
+        self.state_dir = self.state_dir.expanduser().resolve()
+
+    @property
+    def origin(self) -> str:
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether ``host:port`` cannot be bound now (checked before anything starts)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is no conflict
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def consumer_name(state_dir: Path) -> str:
+    """synth's consumer name under ``up``: the same on every start from the same state dir, so a
+    restarted worker re-reads its own pending jobs at once instead of waiting out their lease."""
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}-up-{digest}"
 
 
 def available(name: str) -> bool:
@@ -77,6 +110,7 @@ def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[by
     env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
     env.setdefault("ARCHIVE_URL", (state_dir / "archive").resolve().as_uri())  # finished audio leaves Redis
     env.setdefault("KOKORO_MODEL_DIR", str(model_dir(state_dir)))  # the packs `voices install` put there
+    env.setdefault("SYNTH_CONSUMER", consumer_name(state_dir))
     upper = child.name.upper()
     if child.name == "synth":
         env["SYNTH_METRICS_HOST"], env["SYNTH_METRICS_PORT"] = "127.0.0.1", str(child.port)
@@ -114,11 +148,13 @@ class Launcher:
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            runner = web.AppRunner(create_app(redis, upstreams, self.options.max_body_bytes))
+            app = create_app(redis, upstreams, self.options.max_body_bytes)
+            runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
+                                   access_log_format=ACCESS_LOG_FORMAT)
             await runner.setup()
             await web.TCPSite(runner, self.options.host, self.options.port).start()
-            log.info("proxy on http://%s:%d", self.options.host, self.options.port)
-            return await self._watch()
+            log.info("proxy on %s; waiting for the services", self.options.origin)
+            return await self._watch(app)
         finally:
             if runner is not None:
                 await runner.cleanup()
@@ -148,7 +184,7 @@ class Launcher:
             log.info("using Redis at %s", redact(self.options.redis_url))
             return self.options.redis_url
         data = self.options.state_dir / "redis"
-        self.server = start_server(data, aof=True)
+        self.server = start_server(data, aof=True)  # state_dir is absolute: so are --dir and --logfile
         log.info("embedded Redis on port %d, AOF on, data in %s", self.server.port, data)
         return self.server.url
 
@@ -156,9 +192,10 @@ class Launcher:
         port = next((c.port for c in self.children if c.name == name), free_port())
         return f"http://127.0.0.1:{port}"
 
-    async def _watch(self) -> int:
+    async def _watch(self, app: web.Application) -> int:
         """Report readiness as it comes; return when asked to stop or when a child dies."""
         started = time.monotonic()
+        announced = False
         async with ClientSession(timeout=ClientTimeout(total=2)) as session:
             while not self.stopping.is_set():
                 for child in self.children:
@@ -170,17 +207,25 @@ class Launcher:
                             child.name, child.proc.returncode, child.name,
                         )
                         return 1
-                    if not child.ready and await _answers(session, child.health_url):
+                    if not child.ready and await _answers(session, child.ready_url):
                         child.ready = True
                         log.info("%s ready after %.1fs", child.name, time.monotonic() - started)
-                        if all(c.ready for c in self.children):
-                            log.info("all services ready: open http://%s:%d", self.options.host, self.options.port)
+                if not announced and all(c.ready for c in self.children):
+                    announced = await self._announce(app)
                 try:
                     await asyncio.wait_for(self.stopping.wait(), READY_POLL_S)
                 except asyncio.TimeoutError:
                     pass
         log.info("stopping")
         return 0
+
+    async def _announce(self, app: web.Application) -> bool:
+        """Print the one line that says the whole system is ready, once it is."""
+        ready = await readiness(app)
+        if ready.ok:
+            print(f"StreamTTS ready at {self.options.origin} ({ready.voices} voices, default {ready.default})",
+                  flush=True)
+        return ready.ok
 
     async def _stop_children(self) -> None:
         live = [c for c in self.children if c.proc is not None and c.proc.poll() is None]

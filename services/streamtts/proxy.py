@@ -11,6 +11,7 @@ import io
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 from redis.asyncio import Redis
@@ -33,16 +34,23 @@ INTAKE_ROUTES = {
 INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
 # Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
 INTAKE_PREFIX = "/v1/"
-# Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1).
+# Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1). A request's
+# Content-Length is the client's (its body is sent again, in pieces); a response's is kept, with
+# the range headers, so that a finished MP3 keeps its length and seeking through the proxy.
 HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "content-length",
+    "transfer-encoding", "upgrade",
 }
+REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
 # Bodies are buffered before they are relayed: the launcher sets this to INTAKE_MAX_BODY_BYTES so
 # the proxy never refuses what intake would take.
 MAX_BODY_BYTES = 1024 * 1024
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
+# How long /readyz waits for each service's own /readyz.
+READY_PROBE_S = 2.0
+# Seconds a client is told to wait while the system is not ready.
+NOT_READY_RETRY_S = 2
 
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
@@ -71,14 +79,61 @@ UPSTREAMS = web.AppKey("upstreams", Upstreams)
 
 
 async def healthz(request: web.Request) -> web.Response:
-    if await healthy(request.app[REDIS]):
-        return web.json_response({"status": "ok"})
-    return web.json_response({"error": "redis_unavailable", "message": "Redis does not answer yet"}, status=503)
+    """Liveness: the proxy answers. Whether the system can do its work is /readyz."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """200 only when Redis answers, intake and edge are ready, and a worker's voices are published."""
+    ready = await readiness(request.app)
+    if ready.ok:
+        return web.json_response({"status": "ok", "voices": ready.voices, "default": ready.default})
+    return web.json_response(
+        {"error": "not_ready", "message": f"waiting for {', '.join(ready.waiting)}; retry shortly",
+         "waiting_for": ready.waiting},
+        status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)},
+    )
+
+
+@dataclass(frozen=True)
+class Readiness:
+    waiting: list[str]  # what is not ready yet, in words
+    voices: int = 0
+    default: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.waiting
+
+
+async def readiness(app: web.Application) -> Readiness:
+    upstreams = app[UPSTREAMS]
+    redis_ok, intake, edge = await asyncio.gather(
+        healthy(app[REDIS]), _probe(app, upstreams.intake), _probe(app, upstreams.edge)
+    )
+    waiting = [name for name, ok in (("Redis", redis_ok), ("intake", intake is not None), ("edge", edge is not None))
+               if not ok]
+    voices = intake.get("voices") if intake else None
+    if intake is not None and not voices:
+        waiting.append("a worker's voices (the model is loading)")
+    return Readiness(waiting, voices or 0, intake.get("default") if intake else None)
+
+
+async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
+    """A service's /readyz body when it answers 200, else None."""
+    try:
+        async with app[SESSION].get(base + "/readyz", timeout=ClientTimeout(total=READY_PROBE_S)) as response:
+            if response.status != 200:
+                return None
+            body = await response.json()
+            return body if isinstance(body, dict) else None
+    except (ClientError, OSError, asyncio.TimeoutError, ValueError):
+        return None
 
 
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in REQUEST_HOP_BY_HOP and k.lower() != "host"}
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
@@ -120,16 +175,22 @@ async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamRe
     for name, value in upstream.headers.items():
         if name.lower() not in HOP_BY_HOP:
             response.headers.add(name, value)
-    await response.prepare(request)
     try:
-        # stream as it arrives: SSE and live MP3 must not wait for the end
-        async for chunk in upstream.content.iter_any():
-            await response.write(chunk)
-    except ClientError:
-        if upstream in request.app[RELAYS]:
-            raise  # the upstream failed mid-stream: cut the client's stream too, so it can tell
-        # else _close_relays closed it: we are stopping, and end the stream cleanly
-    await response.write_eof()
+        await response.prepare(request)
+        try:
+            # stream as it arrives: SSE and live MP3 must not wait for the end
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        except ClientError as exc:
+            if isinstance(exc, ConnectionResetError):
+                raise  # the client's side (aiohttp's ClientConnectionResetError): below
+            if upstream in request.app[RELAYS]:
+                raise  # the upstream failed mid-stream: cut the client's stream too, so it can tell
+            # else _close_relays closed it: we are stopping, and end the stream cleanly
+        await response.write_eof()
+    except ConnectionResetError:
+        # The client went away mid-stream (a closed tab, a stopped player): not an error.
+        log.debug("client left %s %s", request.method, request.path)
     return response
 
 
@@ -158,5 +219,6 @@ def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BOD
 
     app.cleanup_ctx.append(session_ctx)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_route("*", "/{tail:.*}", forward)
     return app

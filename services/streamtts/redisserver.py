@@ -100,11 +100,17 @@ class RedisServer:
 def start_server(
     data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "everysec"
 ) -> RedisServer:
-    """Start a server on loopback with its data in ``data_dir``; return once it answers PING."""
+    """Start a server on loopback with its data in ``data_dir``; return once it answers PING.
+
+    Every path is made absolute first: the server changes into ``--dir`` before it opens
+    ``--logfile``, so a relative log path would be looked up inside the data folder."""
+    data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    log_file = data_dir / "redis.log"
     port = port or free_port()
+    binary = find_server_binary()
     args = [
-        find_server_binary(),
+        binary,
         "--bind", "127.0.0.1",
         "--port", str(port),
         "--dir", str(data_dir),
@@ -112,23 +118,41 @@ def start_server(
         "--appendonly", "yes" if aof else "no",
         "--appendfsync", appendfsync,
         "--protected-mode", "yes",
-        "--logfile", str(data_dir / "redis.log"),
+        "--logfile", str(log_file),
     ]
     # Its own session: a Ctrl-C in the terminal must not stop Redis before the services that
-    # still write to it; whoever started it stops it last.
-    proc = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
-    )
+    # still write to it; whoever started it stops it last. What it says before it opens its log
+    # (a refused setting) goes to the same file, so the file an error names always exists.
+    with open(log_file, "ab") as early:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=early,
+            start_new_session=True, preexec_fn=die_with_parent,
+        )
     server = RedisServer(proc, port, data_dir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"Redis server exited at start (code {proc.returncode}); see {data_dir / 'redis.log'}")
+            raise RuntimeError(
+                f"the Redis server ({binary}) exited at start (code {proc.returncode}).{_last_words(log_file)} "
+                f"Its log is {log_file}: fix what it says, or set REDIS_URL to a Redis you run"
+            )
         if _answers_ping(port):
             return server
         time.sleep(0.05)
     server.stop()
-    raise RuntimeError(f"Redis server did not answer within {START_TIMEOUT_S}s; see {data_dir / 'redis.log'}")
+    raise RuntimeError(
+        f"the Redis server ({binary}) did not answer within {START_TIMEOUT_S:g}s.{_last_words(log_file)} "
+        f"Its log is {log_file}; or set REDIS_URL to a Redis you run"
+    )
+
+
+def _last_words(log_file: Path, lines: int = 3) -> str:
+    """The end of the server's log, quoted for an error message (empty when it wrote nothing)."""
+    try:
+        tail = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()][-lines:]
+    except OSError:
+        return ""
+    return (" It said: " + " | ".join(tail) + ".") if tail else ""
 
 
 def _answers_ping(port: int) -> bool:

@@ -1,0 +1,197 @@
+"""The HTTP side of the command-line client: submit, read a cast's state, follow its records.
+
+Talks to the public origin only (the local front proxy or a deployment's), with httpx. Every
+failure is one of three errors, each with the exit code the CLI returns and what to do next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+URL_ENV = "STREAMTTS_URL"
+# Connecting fails fast (nothing listening is the common mistake); reads of a live stream wait.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
+# While the model loads (503 warming_up), a submit is retried for this long.
+WARM_UP_WAIT_S = 300.0
+# A dropped event stream is reopened from the next seq_num this many times in a row at most.
+RECONNECTS = 5
+CAST_ID_CHARS = 12
+
+EXIT_OK, EXIT_CAST_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class ClientError(Exception):
+    exit_code = EXIT_CAST_ERROR
+
+
+class UsageError(ClientError):
+    """The request was refused as asked (an unknown voice, an empty text)."""
+
+    exit_code = EXIT_USAGE
+
+
+class Unreachable(ClientError):
+    exit_code = EXIT_UNREACHABLE
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(
+            f"cannot reach StreamTTS at {url} ({why}). Start it with `streamtts up`, or pass --url "
+            f"(or set {URL_ENV}) to where it runs"
+        )
+
+
+def default_url() -> str:
+    return os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def split_link(id_or_link: str) -> tuple[str, str | None]:
+    """``(cast id, the link's origin or None)`` from an id, ``/c/<id>`` or a full player link."""
+    parts = urlsplit(id_or_link)
+    path = parts.path.rstrip("/")
+    cast_id = path.rsplit("/", 1)[-1]
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+    if len(cast_id) != CAST_ID_CHARS or not all(c.isalnum() or c in "-_" for c in cast_id):
+        raise UsageError(f"{id_or_link!r} is not a cast id or link (…/c/<12-character id>)")
+    return cast_id, origin
+
+
+@dataclass(frozen=True)
+class Event:
+    seq_num: int
+    kind: str
+    headers: dict[str, Any]
+    body: str | None  # base64 MP3 of an audio record
+
+
+class Api:
+    """The public origin at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, follow_redirects=False)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def link(self, cast_id: str) -> str:
+        return f"{self.url}/c/{cast_id}"
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise Unreachable(self.url, _why(exc)) from None
+        if response.status_code == 502:
+            raise Unreachable(self.url, "its front proxy answers, but the service behind it does not")
+        return response
+
+    def voices(self) -> dict[str, Any]:
+        response = self._warm(lambda: self._request("GET", "/api/voices"))
+        return _json_or_raise(response)
+
+    def submit(self, text: str, voice: str | None, title: str | None) -> dict[str, Any]:
+        body = {"text": text, **({"voice": voice} if voice else {}), **({"title": title} if title else {})}
+        response = self._warm(lambda: self._request("POST", "/api/casts", json=body))
+        return _json_or_raise(response)
+
+    def state(self, cast_id: str) -> dict[str, Any]:
+        return _json_or_raise(self._request("GET", f"/api/casts/{cast_id}"))
+
+    def _warm(self, send: Any) -> httpx.Response:
+        """Send; while the system is warming up (503 warming_up), wait as told and send again."""
+        deadline = time.monotonic() + WARM_UP_WAIT_S
+        while True:
+            response: httpx.Response = send()
+            if response.status_code != 503 or time.monotonic() > deadline:
+                return response
+            if _error_of(response)[0] != "warming_up":
+                return response
+            time.sleep(min(float(response.headers.get("Retry-After", "2")), 5.0))
+
+    def events(self, cast_id: str, seq_num: int) -> Iterator[Event]:
+        """The cast's records from ``seq_num`` until its terminal record, reopening a dropped
+        stream where it broke off."""
+        failures = 0
+        while True:
+            try:
+                with self.http.stream("GET", f"/api/casts/{cast_id}/events", params={"seq_num": seq_num}) as response:
+                    if response.status_code == 204:
+                        return  # past the end of a finished log
+                    if response.status_code != 200:
+                        response.read()
+                        _json_or_raise(response)
+                    for event in _parse_sse(response.iter_lines()):
+                        failures = 0
+                        seq_num = event.seq_num + 1
+                        yield event
+                        if event.kind in ("eos", "error"):
+                            return
+            except (httpx.TransportError, httpx.StreamError) as exc:
+                failures += 1
+                if failures > RECONNECTS:
+                    raise Unreachable(self.url, _why(exc)) from None
+                time.sleep(min(2.0 * failures, 10.0))
+
+
+def _parse_sse(lines: Iterator[str]) -> Iterator[Event]:
+    data: list[str] = []
+    for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and data:
+            record = json.loads("".join(data))
+            data = []
+            yield Event(record["seq_num"], record["kind"], record.get("headers") or {}, record.get("body"))
+
+
+def _error_of(response: httpx.Response) -> tuple[str, str]:
+    try:
+        body = response.json()
+        return str(body.get("error", "")), str(body.get("message", response.text))
+    except (ValueError, AttributeError):
+        return "", response.text.strip() or response.reason_phrase
+
+
+def _json_or_raise(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code < 400:
+        return response.json()  # type: ignore[no-any-return]
+    code, message = _error_of(response)
+    if response.status_code == 503 and code == "warming_up":
+        raise ClientError(f"the server is still warming up: {message}")
+    if 400 <= response.status_code < 500 and response.status_code != 429:
+        raise UsageError(f"{message} ({code or response.status_code})")
+    raise ClientError(f"the server answered {response.status_code}: {message}")
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError) and "refused" in text.lower():
+        return "connection refused: nothing listens there"
+    return text
+
+
+def voice_traits(voice_id: str) -> tuple[str, str]:
+    """(language, gender) from a Kokoro voice id's first two letters (``jf_alpha``: Japanese,
+    female); ``"?"`` for what the id does not tell."""
+    language = LANGUAGES.get(voice_id[:1], "?")
+    gender = GENDERS.get(voice_id[1:2], "?") if voice_id[2:3] == "_" else "?"
+    return language, gender
+
+
+# Kokoro's voice naming: language letter, gender letter, "_", name.
+LANGUAGES = {
+    "a": "English (US)", "b": "English (UK)", "j": "Japanese", "z": "Mandarin Chinese", "e": "Spanish",
+    "f": "French", "h": "Hindi", "i": "Italian", "p": "Portuguese (BR)",
+}
+GENDERS = {"f": "female", "m": "male"}

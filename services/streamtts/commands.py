@@ -1,0 +1,135 @@
+"""The client subcommands: ``say``, ``follow`` and ``voices`` (with ``voices list``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import voicecmd
+from .client import EXIT_CAST_ERROR, EXIT_INTERRUPTED, EXIT_OK, Api, UsageError, default_url, split_link, voice_traits
+from .follow import Outcome, follow
+
+
+def server_options(default: str | None = None) -> argparse.ArgumentParser:
+    """``--url``, shared by the client commands (a nested subcommand passes SUPPRESS, so that its
+    default does not overwrite a --url given before it)."""
+    server = argparse.ArgumentParser(add_help=False)
+    server.add_argument("--url", default=default,
+                        help="the StreamTTS origin (default $STREAMTTS_URL, else http://127.0.0.1:8080)")
+    return server
+
+
+def add_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = server_options()
+    add_say(commands, server)
+    add_follow(commands, server)
+    add_voices(commands, server)
+
+
+def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
+    say = commands.add_parser("say", parents=[server], help="make a cast of a text and follow it to its end",
+                              description="Submit TEXT (or -f FILE, or - for stdin), print its link, and follow it "
+                              "live, writing the MP3 as it arrives.")
+    say.add_argument("text", nargs="?", metavar="TEXT", help="the text to read out; - reads it from stdin")
+    say.add_argument("-f", "--file", type=Path, help="read the text from FILE (UTF-8)")
+    say.add_argument("-v", "--voice", help="the voice (see `streamtts voices`; default: the server's)")
+    say.add_argument("-o", "--output", type=Path, help="where to write the MP3 (default <cast id>.mp3)")
+    say.add_argument("--title", help="the cast's title (default: its first words)")
+    say.set_defaults(func=run_say, parser=say)
+
+
+def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
+    fol = commands.add_parser("follow", parents=[server], help="follow an existing cast, writing its MP3")
+    fol.add_argument("cast", metavar="ID_OR_LINK", help="a cast id or its link (http://host/c/<id>)")
+    fol.add_argument("-o", "--output", type=Path, help="where to write the MP3 (default <cast id>.mp3)")
+    fol.add_argument("--live", action="store_true", help="start at the live edge instead of the beginning")
+    fol.set_defaults(func=run_follow)
+
+
+def add_voices(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
+    voices = commands.add_parser("voices", parents=[server], help="the voices the server offers")
+    voices.set_defaults(func=run_voices_list)  # `streamtts voices` alone lists them
+    sub = voices.add_subparsers(dest="voices_command", metavar="SUBCOMMAND")
+    listing = sub.add_parser("list", parents=[server_options(argparse.SUPPRESS)], help="a table of the voices (the default)")
+    listing.set_defaults(func=run_voices_list)
+    voicecmd.add_install_command(sub)  # `streamtts voices install`: packs onto this machine
+    sub.choices["install"].set_defaults(func=voicecmd.run_install)
+
+
+def read_text(args: argparse.Namespace) -> str:
+    if args.file is not None and args.text is not None:
+        raise UsageError("give the text or -f FILE, not both")
+    if args.file is not None:
+        try:
+            return args.file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    if args.text == "-" or (args.text is None and not sys.stdin.isatty()):
+        return sys.stdin.read()
+    if args.text is None:
+        raise UsageError("nothing to say: give TEXT, -f FILE, or - to read stdin")
+    return str(args.text)
+
+
+def run_say(args: argparse.Namespace) -> int:
+    text = read_text(args)
+    if not text.strip():
+        raise UsageError("the text is empty; give some words to read out")
+    api = Api(args.url or default_url())
+    try:
+        cast = api.submit(text, args.voice, args.title)
+        cast_id = cast["id"]
+        err = Console(stderr=True)
+        err.print(f"{api.link(cast_id)}  ({'new' if cast['status'] == 'new' else 'already made: cached'})")
+        return _follow(api, cast_id, args.output, live=False, console=err)
+    finally:
+        api.close()
+
+
+def run_follow(args: argparse.Namespace) -> int:
+    cast_id, origin = split_link(args.cast)
+    api = Api(args.url or origin or default_url())  # a full link names its server
+    try:
+        err = Console(stderr=True)
+        err.print(api.link(cast_id))
+        return _follow(api, cast_id, args.output, live=args.live, console=err)
+    finally:
+        api.close()
+
+
+def _follow(api: Api, cast_id: str, output: Path | None, *, live: bool, console: Console) -> int:
+    out = output or Path(f"{cast_id}.mp3")
+    state = api.state(cast_id)
+    start = int(state.get("tail", 0)) if live else 0
+    try:
+        outcome = follow(api, cast_id, out, planned=int(state.get("planned") or 0), seq_num=start, console=console)
+    except KeyboardInterrupt:
+        console.print(f"stopped following; the cast goes on: `streamtts follow {api.link(cast_id)}`")
+        return EXIT_INTERRUPTED
+    return _report(outcome, out, console)
+
+
+def _report(outcome: Outcome, out: Path, console: Console) -> int:
+    if outcome.status == "error":
+        console.print(f"[red]the cast ended in error:[/red] {outcome.error}")
+        return EXIT_CAST_ERROR
+    console.print(f"done: {outcome.sentences} sentences, {outcome.audio_s:.1f} s of audio in {out}")
+    return EXIT_OK
+
+
+def run_voices_list(args: argparse.Namespace) -> int:
+    api = Api(args.url or default_url())
+    try:
+        listing = api.voices()
+    finally:
+        api.close()
+    table = Table("voice", "language", "gender", "default")
+    for name in listing["voices"]:
+        language, gender = voice_traits(name)
+        table.add_row(name, language, gender, "*" if name == listing["default"] else "")
+    Console().print(table)
+    return EXIT_OK
