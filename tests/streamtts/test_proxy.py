@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -9,7 +10,8 @@ from aiohttp import ClientPayloadError, ClientSession, WSMsgType, web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from streamtts.proxy import MAX_BODY_BYTES, Upstreams, create_app
+from streamtts.proxy import MAX_BODY_BYTES, RELAYS, Upstreams, create_app
+from tests.support.waiting import wait_until
 
 
 def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Application:
@@ -245,3 +247,93 @@ async def test_websockets_are_relayed_both_ways_with_the_closing_code_and_reason
     finally:
         await proxy.close()
         await upstream_server.close()
+
+
+def ready_upstream(body: dict[str, object] | None, length: bytes = b"") -> web.Application:
+    """An upstream whose /readyz answers ``body`` (503 when None), and whose /file answers a body
+    of known length with range headers, as edge does for a finished MP3."""
+
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response(body) if body is not None else web.json_response({"error": "x"}, status=503)
+
+    async def file(request: web.Request) -> web.Response:
+        return web.Response(body=length, status=206, headers={
+            "Content-Type": "audio/mpeg", "Accept-Ranges": "bytes", "Content-Range": f"bytes 0-{len(length) - 1}/999"})
+
+    app = web.Application()
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/file", file)
+    return app
+
+
+@pytest.mark.parametrize(
+    ("intake_body", "edge_body", "waiting"),
+    [
+        ({"status": "ok", "voices": 5, "default": "jf_alpha"}, {"status": "ok"}, []),
+        ({"status": "ok", "voices": None, "default": None}, {"status": "ok"}, ["a worker's voices (the model is loading)"]),
+        (None, {"status": "ok"}, ["intake"]),
+        ({"status": "ok", "voices": 5, "default": "jf_alpha"}, None, ["edge"]),
+    ],
+)
+async def test_readyz_is_200_only_when_redis_intake_edge_and_the_voices_are(
+    redis: Redis, intake_body: dict[str, object] | None, edge_body: dict[str, object] | None, waiting: list[str]
+) -> None:
+    intake, edge = TestServer(ready_upstream(intake_body)), TestServer(ready_upstream(edge_body))
+    await intake.start_server()
+    await edge.start_server()
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")).rstrip("/"), str(edge.make_url("")).rstrip("/"))))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/readyz"))) as response:
+                body = await response.json()
+                if not waiting:
+                    assert response.status == 200 and body == {"status": "ok", "voices": 5, "default": "jf_alpha"}
+                else:
+                    assert response.status == 503 and body["waiting_for"] == waiting
+                    assert body["error"] == "not_ready" and int(response.headers["Retry-After"]) > 0
+            async with http.get(str(proxy.make_url("/healthz"))) as response:
+                assert response.status == 200  # liveness: the proxy itself answers
+    finally:
+        for server in (proxy, intake, edge):
+            await server.close()
+
+
+async def test_content_length_and_range_headers_pass_through(redis: Redis) -> None:
+    edge = TestServer(ready_upstream(None, b"x" * 100))
+    await edge.start_server()
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/"))))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/file"))) as response:
+                assert response.status == 206 and await response.read() == b"x" * 100
+                assert response.headers["Content-Length"] == "100"
+                assert response.headers["Content-Range"] == "bytes 0-99/999"
+                assert response.headers["Accept-Ranges"] == "bytes"
+                assert "Transfer-Encoding" not in response.headers
+    finally:
+        await proxy.close()
+        await edge.close()
+
+
+async def test_a_client_leaving_mid_stream_is_no_error(redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """A closed tab or a stopped player: no warning, no traceback, and the relay is given up."""
+    edge = TestServer(streaming_forever())
+    await edge.start_server()
+    app = create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/")))
+    proxy = TestServer(app)
+    await proxy.start_server()
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for leave in ("close", "abort"):  # a FIN, or a reset
+                reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+                writer.write(b"GET /api/casts/pHanHO6047OT/events HTTP/1.1\r\nHost: x\r\n\r\n")
+                await reader.readuntil(b"data: x\n\n")
+                assert len(app[RELAYS]) == 1
+                writer.close() if leave == "close" else writer.transport.abort()
+                await wait_until(lambda: not app[RELAYS], 5)
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info] == []
+    finally:
+        await proxy.close()
+        await edge.close()
