@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="run the whole system locally on one origin")
     up.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    up.add_argument("--port", type=int, default=8080, help="port to serve on (default 8080)")
+    up.add_argument("--port", type=int, default=int(os.environ.get("STREAMTTS_PORT") or 8080),
+                    help="port to serve on (default $STREAMTTS_PORT, else 8080)")
     up.add_argument("--state-dir", type=Path, default=Path(os.environ.get("STREAMTTS_STATE_DIR", ".state")),
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
     up.add_argument("--only", default=",".join(SERVICES),
