@@ -115,7 +115,7 @@ class Api:
             response: httpx.Response = send()
             if response.status_code != 503 or time.monotonic() > deadline:
                 return response
-            if _error_of(response)[0] != "warming_up":
+            if _error_of(response)[0] not in ("warming_up", "starting"):
                 return response
             time.sleep(min(float(response.headers.get("Retry-After", "2")), 5.0))
 
@@ -167,7 +167,7 @@ def _json_or_raise(response: httpx.Response) -> dict[str, Any]:
     if response.status_code < 400:
         return response.json()  # type: ignore[no-any-return]
     code, message = _error_of(response)
-    if response.status_code == 503 and code == "warming_up":
+    if response.status_code == 503 and code in ("warming_up", "starting"):
         raise ClientError(f"the server is still warming up: {message}")
     if 400 <= response.status_code < 500 and response.status_code != 429:
         raise UsageError(f"{message} ({code or response.status_code})")

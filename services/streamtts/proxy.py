@@ -58,6 +58,8 @@ MAX_BODY = web.AppKey("max_body_bytes", int)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
+# Upstream base URL -> whether it answered the last time (absent: never answered yet).
+SEEN: web.AppKey[dict[str, bool]] = web.AppKey("seen")
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
     """A service's /readyz body when it answers 200, else None."""
     try:
         async with app[SESSION].get(base + "/readyz", timeout=ClientTimeout(total=READY_PROBE_S)) as response:
+            app[SEEN].setdefault(base, True)  # it listens: from now on, a refusal means it is down
             if response.status != 200:
                 return None
             body = await response.json()
@@ -156,11 +159,11 @@ async def forward(request: web.Request) -> web.StreamResponse:
             allow_redirects=False,  # a 303 to /c/<id> is the client's to follow
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
-        log.warning("upstream %s unreachable: %s", base, exc)
-        return web.json_response(
-            {"error": "upstream_unavailable", "message": "the service is starting or down; retry in a moment"},
-            status=502,
-        )
+        return _unreachable(request.app, base, exc)
+    seen = request.app[SEEN]
+    if seen.get(base) is False:
+        log.info("upstream %s answers again", base)
+    seen[base] = True
     relays = request.app[RELAYS]
     relays.add(upstream)
     try:
@@ -168,6 +171,24 @@ async def forward(request: web.Request) -> web.StreamResponse:
             return await _relay(request, upstream)
     finally:
         relays.discard(upstream)
+
+
+def _unreachable(app: web.Application, base: str, exc: BaseException) -> web.Response:
+    """A service that has not answered yet is starting (503, retry); one that did is down (502,
+    one warning until it answers again)."""
+    seen = app[SEEN]
+    if base not in seen:
+        log.debug("upstream %s not listening yet: %s", base, exc)
+        return web.json_response(
+            {"error": "starting", "message": "StreamTTS is starting; retry in a moment"},
+            status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)},
+        )
+    if seen[base]:
+        log.warning("upstream %s unreachable: %s", base, exc)
+        seen[base] = False
+    return web.json_response(
+        {"error": "upstream_unavailable", "message": "the service is down; retry in a moment"}, status=502
+    )
 
 
 async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
@@ -206,6 +227,7 @@ def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BOD
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()
+    app[SEEN] = {}
     app.on_shutdown.append(_close_relays)
     wsrelay.setup(app)
 

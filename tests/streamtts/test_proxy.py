@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from streamtts.proxy import MAX_BODY_BYTES, RELAYS, Upstreams, create_app
+from streamtts.redisserver import free_port
 from tests.support.waiting import wait_until
 
 
@@ -97,14 +98,30 @@ async def test_health_answers_once_redis_does(proxied) -> None:
             assert response.status == 200
 
 
-async def test_down_upstream_is_a_json_502(redis: Redis) -> None:
-    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9")))
+async def test_an_upstream_not_listening_yet_is_starting_and_one_that_went_away_is_a_502(
+    redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proxy = TestServer(create_app(redis, Upstreams(base, base)))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
+            async with http.get(str(proxy.make_url("/x"))) as response:  # nothing listens there yet
+                assert response.status == 503 and int(response.headers["Retry-After"]) > 0
+                assert (await response.json())["error"] == "starting"
+            runner = web.AppRunner(upstream("edge", []))
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
             async with http.get(str(proxy.make_url("/x"))) as response:
-                assert response.status == 502
-                assert (await response.json())["error"] == "upstream_unavailable"
+                assert response.status == 200
+            await runner.cleanup()
+            with caplog.at_level(logging.WARNING, logger="streamtts.proxy"):
+                for _ in range(3):
+                    async with http.get(str(proxy.make_url("/x"))) as response:
+                        assert response.status == 502
+                        assert (await response.json())["error"] == "upstream_unavailable"
+            assert len(caplog.records) == 1  # one warning while it stays down, not one per request
     finally:
         await proxy.close()
 
