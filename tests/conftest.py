@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,10 +11,20 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, client_for
 from streamtts.redisserver import RedisServer, start_server
+from tests.support import outside
 from tests.support.voicepacks import english_model_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
+
+# Tests read only what the repository holds (tests/support/outside.py fails any other read).
+outside.install(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if outside.READS:  # even where a test swallowed the PermissionError
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nfiles outside the repository were opened: {sorted(set(outside.READS))}", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")
