@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,3 +140,51 @@ def test_a_stop_waits_for_synth_as_long_as_its_grace_and_a_margin() -> None:
     assert SYNTH_GRACE_S == SynthConfig().grace_s  # the launcher's fallback is synth's default
     assert child_grace_s({}) == SynthConfig().grace_s + CHILD_GRACE_MARGIN_S
     assert child_grace_s({"SYNTH_GRACE_S": "90"}) == 90 + CHILD_GRACE_MARGIN_S
+
+
+@pytest.mark.timeout(120)
+def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(tmp_path: Path) -> None:
+    """The README's run, with the default `.state` relative to where it is started."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "STREAMTTS_STATE_DIR")}
+    proc = subprocess.Popen([sys.executable, "-m", "streamtts", "up", "--port", str(port), "--only", "intake,edge"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert (tmp_path / ".state" / "redis" / "redis.log").read_text()  # where the server was told to write it
+    assert (tmp_path / ".state" / "redis" / "appendonlydir").is_dir()
+    assert f"data in {tmp_path / '.state' / 'redis'}".encode() in err  # said as an absolute path
+
+
+def test_a_port_in_use_is_found_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "streamtts", "up", "--port", str(port),
+                               "--state-dir", str(tmp_path / "state")], capture_output=True, timeout=30, check=False)
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == f"streamtts: port {port} is in use; pass --port"
+    assert not (tmp_path / "state").exists()  # nothing was started
+
+
+def test_version() -> None:
+    done = subprocess.run([sys.executable, "-m", "streamtts", "--version"], capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0 and re.fullmatch(r"streamtts \S+\n", done.stdout.decode())
+
+
+def test_a_redis_that_fails_at_start_is_reported_with_its_log_which_exists(tmp_path: Path) -> None:
+    from streamtts.redisserver import start_server
+
+    with pytest.raises(RuntimeError) as failed:
+        start_server(Path(os.path.relpath(tmp_path / "bad", Path.cwd())), appendfsync="sometimes")  # refused
+    message = str(failed.value)
+    log = tmp_path / "bad" / "redis.log"
+    assert f"Its log is {log}" in message and log.is_file() and "It said:" in message
+    assert "appendfsync" in log.read_text().lower() or "appendfsync" in message.lower()
