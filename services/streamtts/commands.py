@@ -104,7 +104,9 @@ def run_follow(args: argparse.Namespace) -> int:
 def _follow(api: Api, cast_id: str, output: Path | None, *, live: bool, console: Console) -> int:
     out = output or Path(f"{cast_id}.mp3")
     state = api.state(cast_id)
-    start = int(state.get("tail", 0)) if live else 0
+    tail = int(state.get("tail", 0))
+    # --live: from the next record; of a cast that has ended, its terminal record (nothing to wait for)
+    start = (tail - 1 if state.get("status") in ("done", "error") else tail) if live else 0
     try:
         outcome = follow(api, cast_id, out, planned=int(state.get("planned") or 0), seq_num=start, console=console)
     except KeyboardInterrupt:

@@ -33,7 +33,7 @@ from .voicepacks import model_dir
 
 log = logging.getLogger("streamtts")
 log_access = logging.getLogger("streamtts.access")
-ACCESS_LOG_FORMAT = '%r %s %b %Tfs'  # "GET /c/x HTTP/1.1" 200 1234 0.002s
+ACCESS_LOG_FORMAT = "%r %s %b %Tfs"  # GET /c/x HTTP/1.1 200 1234 0.002000s
 
 SERVICES = ("intake", "edge", "synth")
 # A stop waits for each child this much longer than synth's SYNTH_GRACE_S (in which synth

@@ -76,6 +76,8 @@ def test_say_writes_a_playable_mp3_and_a_repeat_is_a_cache_hit(up: Up, tmp_path:
     followed = cli(None, "follow", link, "-o", "followed.mp3", cwd=tmp_path)
     assert followed.returncode == 0, followed.stderr
     assert (tmp_path / "followed.mp3").read_bytes() == (tmp_path / "first.mp3").read_bytes()
+    live = cli(up.url, "follow", link, "--live", "-o", "live.mp3", cwd=tmp_path)  # ended: nothing more comes
+    assert live.returncode == 0 and "done: 0 sentences" in live.stderr, live.stderr
 
 
 @pytest.mark.model

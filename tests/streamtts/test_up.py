@@ -160,6 +160,25 @@ def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(
     assert (tmp_path / ".state" / "redis" / "redis.log").read_text()  # where the server was told to write it
     assert (tmp_path / ".state" / "redis" / "appendonlydir").is_dir()
     assert f"data in {tmp_path / '.state' / 'redis'}".encode() in err  # said as an absolute path
+    assert b"GET /healthz" not in err  # no line per request at INFO
+
+
+@pytest.mark.timeout(120)
+def test_log_level_debug_adds_one_concise_line_per_request(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "streamtts", "up", "--port", str(port), "--only", "intake,edge",
+                             "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    lines = [line for line in err.decode().splitlines() if "streamtts.access" in line]
+    assert lines and re.search(r'INFO streamtts\.access: GET /healthz HTTP/1\.1 200 \d+ [\d.]+s$', lines[0]), lines
 
 
 def test_a_port_in_use_is_found_before_anything_starts(tmp_path: Path) -> None:
