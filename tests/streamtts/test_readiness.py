@@ -14,7 +14,7 @@ from .running import READY_LINE, start_up
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 
 TEXT = "こんにちは。今日は良い天気です。"
-LONG = "".join(f"{n}番目の文です。" for n in range(1, 13))
+LONG = "".join(f"{n}番目の文です。" for n in range(1, 8))  # 7 sentences
 # Far below synth's 60 s lease, which a worker with a new consumer name would wait out first;
 # generous for a loaded 2-core machine.
 RESUME_BOUND_S = 20.0
