@@ -169,6 +169,8 @@ def _json_or_raise(response: httpx.Response) -> dict[str, Any]:
     code, message = _error_of(response)
     if response.status_code == 503 and code in ("warming_up", "starting"):
         raise ClientError(f"the server is still warming up: {message}")
+    if code == "unknown_voice":
+        raise UsageError(f"{message}; `streamtts voices` lists them")
     if 400 <= response.status_code < 500 and response.status_code != 429:
         raise UsageError(f"{message} ({code or response.status_code})")
     raise ClientError(f"the server answered {response.status_code}: {message}")

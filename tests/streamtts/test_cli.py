@@ -95,6 +95,7 @@ def test_an_unknown_voice_is_a_clear_exit_2_and_writes_nothing(up: Up, tmp_path:
     done = cli(up.url, "say", "Hello.", "-v", "xx_nobody", "-o", "x.mp3", cwd=tmp_path)
     assert done.returncode == 2
     assert "no such voice" in done.stderr and "jf_alpha" in done.stderr and "Traceback" not in done.stderr
+    assert "`streamtts voices` lists them" in done.stderr
     assert not (tmp_path / "x.mp3").exists()
 
 
