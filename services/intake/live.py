@@ -94,7 +94,7 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     """Check the fields, take the client's token and open the cast in one Redis round trip."""
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise Refusal(422, "invalid_speed", f"speed must be between {MIN_SPEED} and {MAX_SPEED}, not {speed}")
-    voices = await app[VOICES].offering(voice)
+    voices = await app[VOICES].required(voice)  # 503 warming_up before any worker published
     voice = voice or voices.default
     if voice not in voices.names:
         raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")

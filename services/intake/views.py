@@ -17,6 +17,7 @@ from . import live, v1
 from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .metrics import CONTENT_TYPE
 from .validate import BodyKind, CastForm, Limits, Refusal, body_kind, check, parse_form, parse_json
+from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
@@ -46,18 +47,6 @@ async def post_generate(request: web.Request) -> web.Response:
     if kind is BodyKind.FORM:
         return web.Response(status=303, headers={"Location": cast_url(cast_id)})
     return _cast_reply(cast_id, result)
-
-
-# Seconds a client is told to wait while no worker has published its voices (the model loads).
-WARMING_UP_RETRY_S = 5
-
-
-def warming_up() -> Refusal:
-    return Refusal(
-        503, "warming_up",
-        f"the model is loading: no worker has published its voices yet; retry in {WARMING_UP_RETRY_S} s",
-        {"Retry-After": str(WARMING_UP_RETRY_S)},
-    )
 
 
 async def get_voices(request: web.Request) -> web.Response:
@@ -204,9 +193,7 @@ async def _submit(request: web.Request, client: str, form: CastForm) -> tuple[st
     app = request.app
     cfg = app[CONFIG]
     started = time.perf_counter()
-    voices = await app[VOICES].offering(form.voice)
-    if voices is None:
-        raise warming_up()
+    voices = await app[VOICES].required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
     cast_id = content_id(sub.text, sub.voice, sub.speed)
     sentences = await app[PLANNER].sentences(cast_id, sub.text)

@@ -23,8 +23,12 @@ from redis.asyncio import Redis
 
 from castlog import VOICES, describe_voice
 
+from .validate import Refusal
+
 log = logging.getLogger(__name__)
 
+# Seconds a client is told to wait while no worker has published its voices (the model loads).
+WARMING_UP_RETRY_S = 5
 # Entries of `synth/voices` looked at for a well-formed one (a bad newest entry does not hide
 # the older good ones).
 SCAN_ENTRIES = 10
@@ -41,6 +45,15 @@ class Voices:
         """The names, and for each its language, gender and display name (``details``, same order)."""
         return {"voices": list(self.names), "default": self.default, "source": self.source, "backend": self.backend,
                 "details": [describe_voice(name).to_json() for name in self.names]}
+
+
+def warming_up() -> Refusal:
+    """The answer to a submit while no worker has ever published its voices."""
+    return Refusal(
+        503, "warming_up",
+        f"the model is loading: no worker has published its voices yet; retry in {WARMING_UP_RETRY_S} s",
+        {"Retry-After": str(WARMING_UP_RETRY_S)},
+    )
 
 
 class VoiceBook:
@@ -73,6 +86,13 @@ class VoiceBook:
         voices = await self.current()
         if voices is not None and voice and voice not in voices.names:
             voices = await self.refresh()
+        return voices
+
+    async def required(self, voice: str | None) -> Voices:
+        """As :meth:`offering`, but a submit cannot go on without a list: 503 warming_up."""
+        voices = await self.offering(voice)
+        if voices is None:
+            raise warming_up()
         return voices
 
     async def refresh(self) -> Voices | None:

@@ -20,7 +20,9 @@ async def test_before_any_worker_published_submits_and_voices_answer_warming_up(
     client: Client, redis: Redis
 ) -> None:
     await redis.delete(VOICES)  # a new deployment: the model is still loading
-    for resp in (await client.post("/api/casts", json={"text": "Hi."}), await client.get("/api/voices")):
+    answers = [await client.post("/api/casts", json={"text": "Hi."}), await client.get("/api/voices"),
+               await client.post("/api/casts", json={"live": True})]  # a live cast too
+    for resp in answers:
         body = await resp.json()
         assert resp.status == 503 and body["error"] == "warming_up" and "loading" in body["message"]
         assert int(resp.headers["Retry-After"]) > 0
