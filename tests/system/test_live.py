@@ -47,7 +47,7 @@ class Live:
 
     def start(self, name: str) -> None:
         self.procs[name] = proc = subprocess.Popen([sys.executable, "-m", name], env=self.env, stdin=subprocess.DEVNULL)
-        wait_healthy(self.url(name, "/healthz"), proc, name, START_S, interval_s=0.3)
+        wait_healthy(self.url(name, "/readyz"), proc, name, START_S, interval_s=0.3)  # synth: the model is warm
 
 
 @pytest.fixture(scope="module")
