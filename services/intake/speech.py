@@ -81,7 +81,7 @@ async def _submit(request: web.Request) -> tuple[SpeechRequest, str, str]:
         if request.content_type != "application/json":
             raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
         body = await views.read_body(request)
-        installed.append((await request.app[VOICES].current()).names)
+        installed.append((await request.app[VOICES].required(None)).names)  # 503 warming_up before any list
         return body
 
     def parse(body: bytes) -> CastForm:

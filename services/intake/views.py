@@ -58,7 +58,7 @@ async def get_voices(request: web.Request) -> web.Response:
 
 async def get_v1_voices(request: web.Request) -> web.Response:
     """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
-    voices = await request.app[VOICES].current()
+    voices = await request.app[VOICES].required(None)  # 503 warming_up before any worker published
     return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
 
 

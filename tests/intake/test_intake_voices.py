@@ -29,6 +29,10 @@ async def test_before_any_worker_published_submits_and_voices_answer_warming_up(
     assert await keys_besides_rate_limits(redis) == set()
     ready = await client.get("/readyz")
     assert ready.status == 200 and (await ready.json())["voices"] is None
+    for resp in (await client.post("/v1/audio/speech", json={"model": "kokoro", "input": "Hi.", "voice": "jf_alpha"}),
+                 await client.get("/v1/audio/voices")):  # the OpenAI-compatible routes, in their own shape
+        assert resp.status == 503 and int(resp.headers["Retry-After"]) > 0, await resp.text()
+        assert "warming_up" in await resp.text()
 
 
 async def test_the_published_list_is_offered(client: Client) -> None:
