@@ -59,7 +59,7 @@ class Up:
 
 
 def start_up(workdir: Path, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> Up:
-    """``streamtts up`` with its state in ``workdir/state``, on a free port."""
+    """``streamtts up`` with its state in ``workdir/state``, on a free port, with the packaged voices."""
     port = port or free_port()
     environ = {k: v for k, v in (env or os.environ).items() if k != "REDIS_URL"}
     environ.setdefault("SYNTH_THREADS", "2")
@@ -67,7 +67,8 @@ def start_up(workdir: Path, *args: str, env: dict[str, str] | None = None, port:
     out, err = workdir / f"up-{n}.out", workdir / f"up-{n}.err"
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamtts", "up", "--port", str(port), "--state-dir", str(workdir / "state"), *args],
+            [sys.executable, "-m", "streamtts", "up", "--port", str(port), "--state-dir", str(workdir / "state"),
+             "--no-voice-install", *args],  # the packaged Japanese voices: no download per test
             env=environ, stdin=subprocess.DEVNULL, stdout=o, stderr=e,
         )
     return Up(proc, port, out, err)
