@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from castlog import describe_voice
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_ENV = "STREAMTTS_URL"
 # Connecting fails fast (nothing listening is the common mistake); reads of a live stream wait.
@@ -184,16 +186,7 @@ def _why(exc: Exception) -> str:
 
 
 def voice_traits(voice_id: str) -> tuple[str, str]:
-    """(language, gender) from a Kokoro voice id's first two letters (``jf_alpha``: Japanese,
-    female); ``"?"`` for what the id does not tell."""
-    language = LANGUAGES.get(voice_id[:1], "?")
-    gender = GENDERS.get(voice_id[1:2], "?") if voice_id[2:3] == "_" else "?"
-    return language, gender
-
-
-# Kokoro's voice naming: language letter, gender letter, "_", name.
-LANGUAGES = {
-    "a": "English (US)", "b": "English (UK)", "j": "Japanese", "z": "Mandarin Chinese", "e": "Spanish",
-    "f": "French", "h": "Hindi", "i": "Italian", "p": "Portuguese (BR)",
-}
-GENDERS = {"f": "female", "m": "male"}
+    """(language, gender) from a Kokoro voice id (``jf_alpha``: Japanese, female), by castlog's
+    voice metadata; ``"?"`` for what the id does not tell."""
+    info = describe_voice(voice_id)
+    return (info.language if info.lang else "?"), (info.gender or "?")

@@ -130,8 +130,10 @@ def run_voices_list(args: argparse.Namespace) -> int:
     finally:
         api.close()
     table = Table("voice", "language", "gender", "default")
+    details = {d.get("id"): d for d in listing.get("details") or [] if isinstance(d, dict)}
     for name in listing["voices"]:
-        language, gender = voice_traits(name)
+        known = details.get(name)  # the server's metadata when it sends it, else the id's letters
+        language, gender = (known.get("language") or "?", known.get("gender") or "?") if known else voice_traits(name)
         table.add_row(name, language, gender, "*" if name == listing["default"] else "")
     Console().print(table)
     return EXIT_OK

@@ -56,7 +56,7 @@ def test_usage_errors_are_exit_2(tmp_path: Path) -> None:
 
 def test_voice_traits_come_from_the_id() -> None:
     assert voice_traits("jf_alpha") == ("Japanese", "female")
-    assert voice_traits("am_adam") == ("English (US)", "male")
+    assert voice_traits("am_adam") == ("American English", "male")
     assert voice_traits("custom") == ("?", "?")
 
 
