@@ -109,7 +109,8 @@ def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[by
     env["REDIS_URL"] = redis_url
     env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
     env.setdefault("ARCHIVE_URL", (state_dir / "archive").resolve().as_uri())  # finished audio leaves Redis
-    env.setdefault("KOKORO_MODEL_DIR", str(model_dir(state_dir)))  # the packs `voices install` put there
+    if (model_dir(state_dir) / "voices").is_dir():  # none installed: no warning about a missing folder each start
+        env.setdefault("KOKORO_MODEL_DIR", str(model_dir(state_dir)))  # the packs `voices install` put there
     env.setdefault("SYNTH_CONSUMER", consumer_name(state_dir))
     upper = child.name.upper()
     if child.name == "synth":
