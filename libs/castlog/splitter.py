@@ -65,7 +65,9 @@ class Chunker:
     ``feed(text)`` takes the next piece of text and returns the chunks it completed;
     ``flush()`` returns the chunks of whatever is still pending. A sentence is complete once its
     stop *and the next non-space character* have arrived (that character decides whether the
-    stop ends the sentence: "Wait... what?" does not), or at a line break, or at ``flush()``.
+    stop ends the sentence: "Wait... what?" does not; after an initialism it waits for the whole
+    next word: "U.S. Then" ends a sentence, "U.S. Army" does not), or at a line break, or at
+    ``flush()``.
     Chunks come out in order and are numbered by the chunker across all calls (the first one is
     the short first chunk, then the ramp), so::
 
@@ -73,7 +75,8 @@ class Chunker:
 
     for any cut of the text into pieces. ``flush()`` ends the pending sentence as a line break
     would; feeding may go on after it (the chunk numbering, and so the ramp, continues), so
-    ``feed(a) + flush() + feed(b) + flush() == split_text(a + "\n" + b)``.
+    ``feed(a) + flush() + feed(b) + flush() == split_text(a + "\n" + b)``. ``continued`` says,
+    for each chunk returned, whether it goes on with the sentence of the chunk before it.
     """
 
     def __init__(self, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS) -> None:
@@ -84,11 +87,19 @@ class Chunker:
         self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
         self._count = 0
         self._out: list[str] = []
+        self._continued: list[bool] = []
 
     @property
     def count(self) -> int:
         """How many chunks the chunker has returned so far."""
         return self._count
+
+    @property
+    def continued(self) -> list[bool]:
+        """For every chunk returned so far, in order: whether it continues the sentence of the
+        chunk before it (the cut between them is inside a sentence, so the seam must not sound
+        like a sentence's end)."""
+        return self._continued
 
     @property
     def pending(self) -> str:
@@ -152,12 +163,15 @@ class Chunker:
 
     def _sentence(self, text: str) -> None:
         sentence = " ".join(text.split())
+        continues = False
         while sentence:
             head, sentence = cut_sentence(
                 sentence, self._count, first_chars=self._first_chars, max_chars=self._max_chars
             )
             self._out.append(head)
+            self._continued.append(continues)
             self._count += 1
+            continues = True
 
 
 def _decided(buf: str, start: int, dot: int, end: int) -> bool:

@@ -70,6 +70,7 @@ class ActiveCast:
     tail: int
     offset_ms: int  # sum of the playable durations before sentence `next_append`
     first_audio_seq: int | None  # seq_num of the cast's first audio record in any attempt
+    continued: list[bool] = field(default_factory=list)  # per chunk: it goes on with a sentence
     pace: Pace = field(default_factory=Pace)
     speed: float = 1.0  # the model's speed, from the cast's `meta`
     next_synth: int = 0
@@ -113,6 +114,11 @@ class ActiveCast:
     def in_flight(self) -> int:
         """Chunks synthesized (or being synthesized) and not yet appended."""
         return self.next_synth - self.next_append
+
+    def trims_lead(self, i: int) -> bool:
+        """Whether chunk ``i``'s leading silence goes: the cast's first words come at once, and a
+        chunk that continues a sentence follows the one before without a sentence's pause."""
+        return i == 0 or (i < len(self.continued) and self.continued[i])
 
     def take_chunk(self) -> tuple[int, str]:
         """The next chunk to synthesize, with its sentence index."""
@@ -193,10 +199,16 @@ def plan(
     offset = sum(
         e.record.d for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from
     )
+    if open_text is not None:  # the lists grow with the open cast's text
+        chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
+    else:
+        chunker = castlog.Chunker()
+        chunks, continued = chunker.feed(text, final=True), chunker.continued
     return ActiveCast(
         job=job,
         voice=voice,
-        chunks=open_text.chunker.chunks if open_text else castlog.split_text(text),  # grows with it
+        chunks=chunks,
+        continued=continued,
         attempt=attempt,
         job_attempt=job_attempt,
         resume_from=resume_from,

@@ -23,6 +23,11 @@ class LiveChunks:
         return new
 
     @property
+    def continued(self) -> list[bool]:
+        """Per chunk: whether it goes on with the sentence of the chunk before (see Chunker)."""
+        return self._chunker.continued
+
+    @property
     def pending(self) -> bool:
         """Text has come that is in no chunk yet (a sentence being typed)."""
         return bool(self._chunker.pending.strip())

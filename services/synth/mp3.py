@@ -37,6 +37,10 @@ ENCODER_DELAY_SAMPLES = 1105
 SILENCE_DBFS = -55.0
 SILENCE_WINDOW_MS = 10
 TAIL_KEEP_MS = 50
+# Leading silence kept when a chunk's lead is trimmed: the model starts every chunk with about
+# 270 ms of silence, a sentence's pause at a seam, wrong inside a sentence and a delay before
+# a cast's first word. With the tail kept and the encoder's delay, such a seam pauses ~130 ms.
+LEAD_KEEP_MS = 30
 # Muxer options: no ID3v2/ID3v1 tag and no Xing/Info/LAME frame in front of the audio.
 _MUXER_OPTIONS = {"id3v2_version": "0", "write_id3v1": "0", "write_xing": "0"}
 
@@ -56,15 +60,21 @@ class EncodedChunk:
     samples: int  # frames x 576
 
 
-def encode_chunk(pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim: bool = True) -> EncodedChunk:
+def encode_chunk(
+    pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim: bool = True, trim_lead: bool = False
+) -> EncodedChunk:
     """24 kHz mono float PCM -> one standalone, concatenable MP3 chunk (CBR ``bitrate``).
 
-    ``trim``: cut the trailing silence down to ``TAIL_KEEP_MS`` first. Both ends are faded.
-    Empty input gives a few frames of silence (72 ms), so a chunk is never empty.
+    ``trim``: cut the trailing silence down to ``TAIL_KEEP_MS`` first; ``trim_lead``: the leading
+    silence down to ``LEAD_KEEP_MS`` (a cast's first chunk, a chunk that continues a sentence).
+    Both ends are faded. Empty input gives a few frames of silence (72 ms), so a chunk is never
+    empty.
     """
     samples = np.clip(np.nan_to_num(np.asarray(pcm, dtype=np.float32).ravel()), -1.0, 1.0)
     if trim:
         samples = trim_trailing_silence(samples)
+    if trim_lead:
+        samples = trim_leading_silence(samples)
     samples = fade_edges(samples)
     if samples.size == 0:
         samples = np.zeros(FRAME_SAMPLES, dtype=np.float32)
@@ -95,6 +105,22 @@ def trim_trailing_silence(pcm: Pcm) -> Pcm:
         return pcm[:0]
     end = (loud[-1] + 1) * window + SAMPLE_RATE * TAIL_KEEP_MS // 1000
     return pcm[:end]
+
+
+def trim_leading_silence(pcm: Pcm) -> Pcm:
+    """Drop the model's leading silence, keeping ``LEAD_KEEP_MS`` before the first sound."""
+    rms = _window_rms(pcm)
+    loud = np.nonzero(rms > 10 ** (SILENCE_DBFS / 20))[0]
+    if loud.size == 0:
+        return pcm
+    window = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
+    return pcm[max(0, loud[0] * window - SAMPLE_RATE * LEAD_KEEP_MS // 1000) :]
+
+
+def _window_rms(pcm: Pcm) -> npt.NDArray[np.float64]:
+    window = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
+    n = len(pcm) // window
+    return np.sqrt(np.mean(np.square(pcm[: n * window].reshape(n, window), dtype=np.float64), axis=1))
 
 
 def fade_edges(pcm: Pcm, fade_ms: int = FADE_MS) -> Pcm:

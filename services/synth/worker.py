@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -343,7 +344,8 @@ class Worker:
                 continue
             started = self._clock()
             try:
-                encoded = await loop.run_in_executor(pool, encode_chunk, item.pcm, self.cfg.bitrate)
+                encode = partial(encode_chunk, item.pcm, self.cfg.bitrate, trim_lead=cast.trims_lead(item.index))
+                encoded = await loop.run_in_executor(pool, encode)
             except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
                 await self._fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
                 continue

@@ -208,3 +208,10 @@ def test_a_long_sentence_is_cut_at_clause_punctuation_before_inside_a_clause() -
     )
     chunks = split_text("Hello. Then. " + sentence)[2:]
     assert chunks[0].endswith("river,"), chunks
+
+
+def test_the_chunker_says_which_chunks_continue_a_sentence() -> None:
+    chunker = Chunker()
+    chunks = chunker.feed("Good morning Clara, and welcome to the weekly operations summary. Bye now.", final=True)
+    assert chunks == ["Good morning Clara,", "and welcome to the weekly operations summary.", "Bye now."]
+    assert chunker.continued == [False, True, False]

@@ -19,6 +19,7 @@ from synth.mp3 import (
     encode_chunk,
     frame_offsets,
     scrub_ancillary,
+    trim_leading_silence,
     trim_trailing_silence,
 )
 
@@ -109,6 +110,15 @@ def test_trailing_silence_is_trimmed_but_speech_is_kept(speech: list[np.ndarray]
     assert np.abs(pcm[len(trimmed):]).max() < 0.01
     padded = np.concatenate([pcm, np.zeros(SAMPLE_RATE, dtype=np.float32)])
     assert len(encode_chunk(padded).data) == len(encode_chunk(pcm).data)
+
+
+def test_leading_silence_is_trimmed_on_request_but_speech_is_kept(speech: list[np.ndarray]) -> None:
+    pcm = speech[1]
+    trimmed = trim_leading_silence(pcm)
+    cut = len(pcm) - len(trimmed)
+    assert cut > SAMPLE_RATE // 10  # the model starts every chunk with hundreds of ms of silence
+    assert np.array_equal(trimmed, pcm[cut:]) and np.abs(pcm[:cut]).max() < 0.01
+    assert encode_chunk(pcm, trim_lead=True).duration_ms <= encode_chunk(pcm).duration_ms - 100
 
 
 def test_empty_pcm_gives_one_short_silent_chunk() -> None:
