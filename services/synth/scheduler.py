@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from castlog import FIRST_CHUNK_CHARS
+from castlog.cuts import FIRST_WORDS_CHARS
 
 # A cast that has not produced audio is behind every cast that has.
 NO_AUDIO_LEAD = -math.inf
@@ -82,7 +82,9 @@ def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> S | N
     exception: a cast whose listener would run dry while a newcomer's first chunk is made (its
     lead is between 0 and ``first_chunk_s``, the model's time for one first chunk) gets one
     chunk first, once per newcomer, while the newcomers have waited less than that, and not its
-    last chunk (every cast's first audio still comes before any cast ends). Below capacity
+    last chunk (every cast's first audio still comes before any cast ends), and only when its
+    listener was listening before the newcomers came (casts that arrive together each get their
+    first chunk before any gets a second). Below capacity
     nobody then runs dry for a newcomer, and a newcomer waits at most one chunk more. A listener
     already dry does not hold newcomers back: serving it first would shorten its stall, not
     prevent it. Picking the exception marks the newcomers as having yielded.
@@ -103,12 +105,19 @@ def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> S | N
         if best is None or lead < best_lead:
             best, best_lead = cast, lead
     if at_risk is not None and newcomers and all(
-        not c.pace.yielded and c.pace.waited(now) < first_chunk_s for c in newcomers
+        not c.pace.yielded and c.pace.waited(now) < first_chunk_s and _heard_before(at_risk, c) for c in newcomers
     ):
         for c in newcomers:
             c.pace.yielded = True
         return at_risk
     return best
+
+
+def _heard_before(cast: Schedulable, newcomer: Schedulable) -> bool:
+    """Whether ``cast``'s listener was already listening when ``newcomer`` arrived: casts that
+    arrive together each get their first chunk before any gets a second."""
+    heard, arrived = cast.pace.first_audio_at, newcomer.pace.admitted_at
+    return heard is not None and arrived is not None and heard <= arrived
 
 
 @dataclass
@@ -125,13 +134,13 @@ class ModelSpeed:
             self.rtf = _smooth(self.rtf, seconds / audio_s)
 
     def first_chunk_s(self, listeners: int) -> float:
-        """About how long a first chunk (the longest a first chunk may be) takes, for
+        """About how long a first chunk (a first clause, as long as it gets) takes, for
         :func:`pick`; 0 (no exception to newcomers first) until the speed is known, or when the
         model cannot feed ``listeners`` real-time listeners anyway: then some listener runs dry
         whatever the order, and a newcomer's first audio comes first."""
         if self.rtf == 0 or listeners * self.rtf >= 1:
             return 0.0
-        return self.s_per_char * FIRST_CHUNK_CHARS
+        return self.s_per_char * FIRST_WORDS_CHARS
 
 
 def _smooth(old: float, new: float) -> float:
