@@ -97,6 +97,7 @@ class Worker:
         )
         self._pipeline: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
         self._work = asyncio.Event()  # a cast was admitted, or stop() was called
+        self._admitting = 0  # jobs taken from the inbox together and not yet admitted
         self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
         self._room = asyncio.Event()  # a cast left, or stop() was called
         self._stopping = asyncio.Event()
@@ -159,9 +160,16 @@ class Worker:
                 if room == 0:
                     await _wait(self._room, self.cfg.poll_s)
                     continue
-                for delivery in await self.inbox.take(room, self._active(self.inbox)):
-                    await self._admit_delivery(delivery, self.inbox)
+                batch = await self.inbox.take(room, self._active(self.inbox))
+                self._admitting = len(batch)
+                for delivery in batch:
+                    try:
+                        await self._admit_delivery(delivery, self.inbox)
+                    finally:
+                        self._admitting -= 1
+                        self._work.set()
             except RedisError as exc:
+                self._admitting = 0
                 log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
@@ -284,7 +292,9 @@ class Worker:
             cast = pick_next(
                 self.casts.values(), self._clock(), first_chunk_s=first_chunk_s, hold_lead_s=self.cfg.live_hold_lead_s
             )
-            if cast is None:
+            if cast is None or (self._admitting and cast.pace.first_audio_at is not None):
+                # nothing to do, or jobs read together are still being admitted: their first
+                # chunks go before anyone's next one
                 await _wait(self._work, self.cfg.poll_s)
                 continue
             if cast.pace.first_audio_at is not None:
