@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 PCM = npt.NDArray[np.float32]
 # Synthesized chunks waiting for the encoder: one, so the model runs ahead by exactly a chunk.
 PIPELINE_DEPTH = 1
+# The longest the model waits for a cast's first chunk to be encoded before it goes on.
+FIRST_ENCODE_WAIT_S = 1.0
 # After a Redis error, the admitter and lease loop wait this long before trying again.
 REDIS_RETRY_S = 1.0
 # Longest error text kept in `error` records and `jobs/dead` entries.
@@ -66,6 +68,7 @@ class Synthesized:
     pcm: PCM
     failure: str | None = None
     words: list[Word] = field(default_factory=list)  # (text, start ms, end ms) in ``pcm``
+    encoded: asyncio.Event = field(default_factory=asyncio.Event)  # set once encoded (or dropped)
 
 
 class Worker:
@@ -115,6 +118,8 @@ class Worker:
         jobs pending so that they resume (here after a restart, or on another worker)."""
         await self.inbox.open()
         await self.live_inbox.open()
+        # the encoder's first use loads the codec: not on a listener's first chunk
+        await asyncio.get_running_loop().run_in_executor(self._encode_pool, encode_chunk, _NO_PCM)
         side = [asyncio.create_task(self._admit_loop()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self._admit_live_loop()), asyncio.create_task(self.feed.run())]
         main = [asyncio.create_task(self._synth_loop()), asyncio.create_task(self._append_loop())]
@@ -321,7 +326,12 @@ class Worker:
             cast.synth_s += took
             # An estimate until encoded: the encoder trims trailing silence (corrected below).
             cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())
-            await self._lane(cast).put(Synthesized(cast, index, pcm, words=words))
+            item = Synthesized(cast, index, pcm, words=words)
+            await self._lane(cast).put(item)
+            if index == cast.resume_from:
+                # A listener waits for this first audio: encode it before the next inference,
+                # which on a CPU would share the cores with the encoder and slow it several-fold.
+                await _wait(item.encoded, FIRST_ENCODE_WAIT_S)
         await self._pipeline.put(None)  # the chunk in hand is queued: the append loops drain, end
         await self._live_pipeline.put(None)
 
@@ -348,6 +358,7 @@ class Worker:
         while (item := await pipeline.get()) is not None:
             cast = item.cast
             if cast.closed:
+                item.encoded.set()
                 continue
             if item.failure is not None:
                 await self._fail(cast, item.failure)
@@ -357,8 +368,10 @@ class Worker:
                 encode = partial(encode_chunk, item.pcm, self.cfg.bitrate, trim_lead=cast.trims_lead(item.index))
                 encoded = await loop.run_in_executor(pool, encode)
             except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
+                item.encoded.set()
                 await self._fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
                 continue
+            item.encoded.set()
             metrics.CHUNK_SECONDS.labels(stage="encode").observe(self._clock() - started)
             if cast.closed:  # lost while encoding
                 continue
