@@ -3,21 +3,36 @@
 // errors show inline (without JavaScript the form still posts and intake answers 303).
 "use strict";
 
-// Mirrors castlog's splitter closely enough for an estimate: sentences, cut so that chunk k
-// has at most min(300, 80 * 2^k) characters. Intake plans the real count on submit.
+// Mirrors castlog's splitter closely enough for an estimate: sentences; the first chunk is the
+// first clause (at most 30 characters), then chunk k has at most min(300, 80 * 2^(k-1)).
+// Intake plans the real count on submit.
 const MAX_CHUNK_CHARS = 300;
 const FIRST_CHUNK_CHARS = 80;
+const FIRST_CLAUSE = [10, 24];  // characters of a first clause (about 0.6 to 1.5 s of speech)
+const FIRST_WORDS_CHARS = 30;  // no clause end in range: the last word boundary within this
+const MIN_CUT_CHARS = 12;
 // Read-out speed of the voices, roughly: characters of text per second of audio.
 const CHARS_PER_SECOND = 14;
 const SENTENCE_END = /([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)/g;
-const ABBREVIATIONS = new Set(("mr mrs ms dr prof sr jr st vs etc e.g i.e no fig approx inc ltd co jan feb " +
-  "mar apr jun jul aug sep sept oct nov dec mt ft u.s u.k a.m p.m").split(" "));
+const TITLES = new Set(("mr mrs ms dr prof sr jr st vs e.g i.e no fig approx jan feb mar apr jun jul aug " +
+  "sep sept oct nov dec mt ft").split(" "));
+// After these a stop ends the sentence before a word that opens one ("in the U.S. Then"); after a
+// time before any capitalised word ("at 5 p.m. Bring").
+const TIMES = new Set(["a.m", "p.m"]);
+const ENDINGS = new Set(["etc", "inc", "ltd", "co"]);
+const OPENERS = new Set(("i he she it we they you the a an this that these those there then but and so yet " +
+  "now here in on at as if when while after before our my his her its their your what why how who where " +
+  "however meanwhile later today tomorrow yesterday").split(" "));
 
-function isAbbreviation(line, dot) {  // "Dr. Smith", "U.K.", "5 p.m." do not end a sentence
+function abbreviationContinues(line, dot, next) {  // "Dr. Smith", "U.S. Army", "5 p.m. sharp"
   if (line[dot] !== ".") return false;
   const before = line.slice(0, dot).trim().split(/\s+/).pop() || "";
   const word = before.replace(/^["'“‘(\[]+/, "").toLowerCase();
-  return ABBREVIATIONS.has(word) || (word.length === 1 && /\p{L}/u.test(word));
+  if (TITLES.has(word) || (word.length === 1 && /\p{L}/u.test(word))) return true;
+  if (!(TIMES.has(word) || ENDINGS.has(word) || /^(?:[a-z]\.)+[a-z]$/.test(word))) return false;
+  const letters = (next.match(/^\p{L}+/u) || [""])[0];
+  if (!letters || letters[0] === letters[0].toLowerCase()) return true;
+  return !(TIMES.has(word) || OPENERS.has(letters.toLowerCase()));
 }
 
 function sentencesOf(text) {
@@ -28,7 +43,7 @@ function sentencesOf(text) {
       const end = m.index + m[0].length;
       const next = line.slice(end).trimStart();
       const continues = next && next[0] !== next[0].toUpperCase();  // "Wait... what?"
-      if (m[1] && (isAbbreviation(line, m.index) || continues)) continue;
+      if (m[1] && (abbreviationContinues(line, m.index, next) || continues)) continue;
       out.push(line.slice(start, end));
       start = end;
     }
@@ -37,13 +52,32 @@ function sentencesOf(text) {
   return out.map((s) => s.replace(/\s+/g, " ").trim()).filter(Boolean);
 }
 
+function firstClauseEnd(s) {  // where the first chunk ends in the first sentence
+  if (s.length <= FIRST_WORDS_CHARS) return s.length;
+  const fits = (end, low, high) => {
+    const head = s.slice(0, end).trim().length;
+    return head >= low && head <= high && s.length - end >= MIN_CUT_CHARS;
+  };
+  for (const m of s.matchAll(/[,;:—–](?=\s)|\s[-–—]\s/g)) {
+    const end = m.index + m[0].length;
+    if (fits(end, ...FIRST_CLAUSE)) return end;
+  }
+  let space = 0;
+  for (const m of s.matchAll(/\s/g)) if (fits(m.index + 1, MIN_CUT_CHARS, FIRST_WORDS_CHARS)) space = m.index + 1;
+  return space || (s.length <= FIRST_CHUNK_CHARS ? s.length : FIRST_WORDS_CHARS);
+}
+
 function estimateChunks(text) {
   let chunks = 0;
   for (let s of sentencesOf(text)) {
+    if (chunks === 0) {
+      chunks = 1;
+      s = s.slice(firstClauseEnd(s)).trim();
+    }
     while (s) {
-      const limit = Math.min(MAX_CHUNK_CHARS, FIRST_CHUNK_CHARS * 2 ** chunks);
+      const limit = Math.min(MAX_CHUNK_CHARS, FIRST_CHUNK_CHARS * 2 ** (chunks - 1));
       const pieces = Math.ceil(s.length / limit);
-      const cut = Math.min(limit, Math.ceil(s.length / pieces) + 12);
+      const cut = Math.min(limit, Math.ceil(s.length / pieces) + MIN_CUT_CHARS);
       chunks += 1;
       s = s.length <= limit ? "" : s.slice(cut).trim();
     }
