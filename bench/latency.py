@@ -399,6 +399,7 @@ async def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="parts 1 and 2 only, one round")
+    parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 123")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     # a client that stops following mid-stream is normal here: not an error worth a traceback
@@ -412,17 +413,18 @@ async def main() -> None:
             bench = Bench(synth, server.url, rounds)
             print(f"voice {bench.voice}; first chunks: {[first_chunk(t) for t in (SHORT, PARAGRAPH, *THREE[1:])]}")
             rows, traces = [], {}
-            for name, text, target in (("short text", SHORT, 1.15), ("paragraph", PARAGRAPH, 1.2)):
-                r, traces[name] = await bench.first_audio(name, text, target)
-                rows.append(r)
-            if not args.quick:
+            parts = "12" if args.quick else args.parts
+            for part, name, text, target in (("1", "short text", SHORT, 1.15), ("2", "paragraph", PARAGRAPH, 1.2)):
+                if part in parts:
+                    r, traces[name] = await bench.first_audio(name, text, target)
+                    rows.append(r)
+                    print(f"  {name}, per stage (median ms): " + ", ".join(f"{k} {v:g}" for k, v in traces[name].items()))
+            if "3" in parts:
                 rows += await bench.three()
-                rows.append(await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:4])))
+            if "4" in parts:
+                rows.append(await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3])))
         finally:
             server.stop()
-    print("\nper-stage trace of one request (median ms):")
-    for name, trace in traces.items():
-        print(f"  {name}: " + ", ".join(f"{k} {v:g}" for k, v in trace.items()))
     print()
     for r in rows:
         print(f"{'ok ' if r['met'] else 'MISS'} {r['ratio']:>7} (target {r['target']})  {r['what']}")
