@@ -102,7 +102,7 @@ def feed_in_pieces(text: str, cuts: list[int], **limits: int) -> list[str]:
     return chunks + chunker.flush()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(prose, st.lists(st.integers(0, 10_000), max_size=40))
 def test_chunker_fed_in_any_pieces_gives_split_texts_chunks(text: str, cuts: list[int]) -> None:
     assert feed_in_pieces(text, cuts) == split_text(text)
@@ -122,7 +122,7 @@ tokens = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(tokens, st.lists(st.integers(0, 10_000), max_size=20))
 def test_chunker_agrees_with_split_text_around_initialisms(text: str, cuts: list[int]) -> None:
     assert feed_in_pieces(text, cuts) == split_text(text)
