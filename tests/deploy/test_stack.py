@@ -36,6 +36,7 @@ PASSWORDS = {
     "ADMIN": "admin-stack-password-04",
 }
 TEXT = "Hello there. This cast went through the deployed proxy, users and settings."
+ADMIN_TOKEN = "stack-admin-token-0000"
 SYNTH_START_S = 120.0  # model load and warm-up on a CPU
 CAST_DONE_S = 90.0
 # redis-py announces itself with CLIENT SETINFO and ignores a refusal; the ACL does not grant it.
@@ -74,7 +75,12 @@ def compose_environment(service: str, tmp: Path, redis_port: int,
             settings[key] = str(ports[key])
     if "FORWARDED_ALLOW_IPS" in settings:
         settings["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # Caddy, here
+    if "ARCHIVE_URL" in settings:
+        settings["ARCHIVE_URL"] = (tmp / "archive").as_uri()  # the archive volume, here
+    if service == "intake":
+        settings["STREAMTTS_ADMIN_TOKEN"] = ADMIN_TOKEN
     if service == "synth":
+        settings["ARCHIVE_DELAY_S"] = "0"  # archive at once: the test waits for it
         settings.pop("KOKORO_MODEL_DIR")  # no hub weights here: the packaged ONNX and voices
         settings["SYNTH_CACHE_DIR"] = str(tmp / "synth-cache")
     return {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "XDG_CACHE_HOME": str(tmp / "xdg"),
@@ -113,12 +119,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 yield stack
 
 
-def call(stack: Stack, method: str, path: str, payload: dict[str, Any] | None = None
-         ) -> tuple[int, Any]:
+def call(stack: Stack, method: str, path: str, payload: dict[str, Any] | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", stack.port(method, path), timeout=30)
     try:
         body = json.dumps(payload).encode() if payload is not None else None
-        headers = {"Content-Type": "application/json"} if body else {}
+        headers = {**({"Content-Type": "application/json"} if body else {}), **(headers or {})}
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
@@ -135,16 +141,20 @@ def submit(stack: Stack, text: str) -> str:
     return str(reply["id"])
 
 
-def test_a_cast_is_made_and_played_through_the_proxy(stack: Stack) -> None:
-    cast_id = submit(stack, TEXT)
+def finished(stack: Stack, cast_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + CAST_DONE_S
     while True:
         status, state = call(stack, "GET", f"/api/casts/{cast_id}")
         assert status == 200, state
         if state["status"] in ("done", "error"):
-            break
+            return dict(state)
         assert time.monotonic() < deadline, state
         time.sleep(0.2)
+
+
+def test_a_cast_is_made_and_played_through_the_proxy(stack: Stack) -> None:
+    cast_id = submit(stack, TEXT)
+    state = finished(stack, cast_id)
     assert state["status"] == "done", state
     assert state["finished"] == state["planned"] >= 2
     status, audio = call(stack, "GET", state["links"]["audio"])
@@ -175,6 +185,55 @@ def test_a_listener_follows_a_cast_live_over_sse(stack: Stack) -> None:
     finally:
         connection.close()
     assert kinds[0] == "meta" and "audio" in kinds and kinds[-1] == "eos", kinds
+
+
+def test_a_live_cast_is_fed_closed_and_finished(stack: Stack) -> None:
+    status, opened = call(stack, "POST", "/api/casts", {"live": True})
+    assert status == 201, opened
+    cast_id, first = opened["id"], "A live cast, fed in pieces. "
+    for offset, piece in ((0, first), (len(first), "It ends here.")):
+        status, reply = call(stack, "POST", f"/api/casts/{cast_id}/text", {"text": piece, "offset": offset})
+        assert status == 200, reply
+    status, reply = call(stack, "POST", f"/api/casts/{cast_id}/close", {})
+    assert status == 200, reply
+    assert finished(stack, cast_id)["status"] == "done"
+
+
+def test_the_openai_speech_route_streams_audio(stack: Stack) -> None:
+    status, voices = call(stack, "GET", "/api/voices")
+    assert status == 200, voices
+    status, audio = call(stack, "POST", "/v1/audio/speech",
+                         {"model": "tts-1", "input": "Spoken for an OpenAI client.", "voice": voices["default"]})
+    assert status == 200, audio
+    assert len(audio) > 1000 and (audio[:3] == b"ID3" or audio[0] == 0xFF), audio[:4]
+
+
+def test_finished_casts_are_archived_and_play_the_same_bytes(stack: Stack) -> None:
+    cast_id = submit(stack, "A cast for the archive. Its audio leaves Redis.")
+    state = finished(stack, cast_id)
+    status, before = call(stack, "GET", state["links"]["audio"])
+    assert status == 200
+    with redis.Redis(port=stack.redis, username="admin", password=PASSWORDS["ADMIN"]) as admin:
+        deadline = time.monotonic() + CAST_DONE_S
+        while admin.xlen(f"pub/casts/{cast_id}") != 1:  # archived: the eos entry alone stays
+            assert time.monotonic() < deadline, "the cast was never archived"
+            time.sleep(0.2)
+    status, after = call(stack, "GET", state["links"]["audio"])
+    assert (status, after) == (200, before)
+
+
+def test_the_admin_deletes_a_cast_and_a_resubmit_makes_it_again(stack: Stack) -> None:
+    text = "A cast to delete. It comes back when asked again."
+    cast_id = submit(stack, text)
+    finished(stack, cast_id)
+    path = f"/api/casts/{cast_id}"
+    status, _ = call(stack, "DELETE", path)
+    assert status == 404  # without the token the route does not exist
+    status, reply = call(stack, "DELETE", path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert status == 200, reply
+    status, _ = call(stack, "GET", path)
+    assert status == 404
+    assert submit(stack, text) == cast_id
 
 
 def test_redis_refused_no_command_of_the_services(stack: Stack) -> None:
