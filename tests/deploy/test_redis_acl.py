@@ -167,13 +167,15 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
 def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
     admin.xadd(f"catalog/{CAST}", {"text": "Hello."})
     synth = client("synth")
-    denied(lambda: synth.xadd(f"catalog/{CAST}", {"text": "changed"}))
+    # It may close an abandoned open cast's text (catalog/*) and delete casts (the archive's
+    # retention), but no queue, receipt or rate limit is its to change.
     denied(lambda: synth.xadd("jobs", {"id": "forged"}))
     denied(lambda: synth.xrange("progress/done"))
-    denied(lambda: synth.delete("pub/casts/abc"))
+    denied(lambda: synth.delete("jobs", "progress/done"))
+    denied(lambda: synth.hset("rl/intake/x", "tokens", "99"))
     denied(lambda: synth.flushdb())
     denied(lambda: synth.config_set("appendonly", "no"))
-    denied(lambda: synth.register_script(WRITE_ANY)(keys=[f"catalog/{CAST}"]))
+    denied(lambda: synth.register_script(WRITE_ANY)(keys=["progress/done"]))  # a forged receipt
     denied(lambda: synth.register_script(SUBMIT)(
         keys=[f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs"], args=[CAST, "v", "t", "", "{}"]))
     denied(lambda: synth.register_script(TAKE)(keys=["rl/x"], args=[1, 30, 1]))
