@@ -23,6 +23,7 @@ from .keys import (
 )
 from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
 from .logs import setup_logging
+from .marks import Mark, holds, mark, stamps
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
@@ -60,5 +61,6 @@ __all__ = [
     "seq_of", "setup_logging", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
     "VoiceInfo", "describe_voice", "voice_order",
+    "Mark", "holds", "mark", "stamps",
 ]
 __all__ += ["Chunker"]

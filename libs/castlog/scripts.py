@@ -125,3 +125,49 @@ redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[4], ARGV[1])
 return existed
 """
+
+# KEYS[i]: a cast log pub/casts/<id> (a key may repeat); ARGV[i]: a seq_num in it (-1: none)
+# For each pair, the stamp (ts) of the record at ARGV[i], false where absent, -1 where the log
+# is archived (its records are in the archive, unchanged). Lets a reader check what it read
+# against what the log holds now, without the bodies: a log can shrink (a power loss cut Redis's
+# AOF back, a failover reached a replica that lagged).
+STAMP_FIELD = """
+local function field(entry, name)
+  if not entry then return false end
+  local f = entry[2]
+  for k = 1, #f, 2 do if f[k] == name then return f[k + 1] end end
+  return false
+end
+local function ts(entry) return field(entry, 'ts') end
+local function archived(key)
+  return field(redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1], 'a') and true or false
+end
+local function stamp(key, seq)
+  if seq < 0 then return false end
+  local id = '0-' .. (seq + 1)
+  local entry = redis.call('XRANGE', key, id, id)[1]
+  if not entry and archived(key) then return -1 end
+  return ts(entry)
+end
+"""
+STAMPS = (
+    STAMP_FIELD
+    + """
+local out = {}
+for i = 1, #KEYS do out[i] = stamp(KEYS[i], tonumber(ARGV[i])) end
+return out
+"""
+)
+
+# KEYS[1]: a cast log, ARGV[1]: a seq_num in it (-1: none)
+# {length, id of the last entry, its ts, STAMPS' answer for ARGV[1]}, false where absent. The
+# length is XLEN, or the seq after the last entry for an archived log (one entry stands for all).
+MARK = (
+    STAMP_FIELD
+    + """
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local n = redis.call('XLEN', KEYS[1])
+if field(last, 'a') then n = tonumber(string.sub(last[1], 3)) end
+return {n, last and last[1] or false, ts(last), stamp(KEYS[1], tonumber(ARGV[1]))}
+"""
+)

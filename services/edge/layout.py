@@ -5,6 +5,11 @@ batch by batch, so it costs little memory however long the cast) and the id of t
 read; a request reads only the records appended since. Bodies are read again by seq_num when they
 are sent. Every request gets an immutable snapshot, so a stream that holds one across awaits
 never sees it change.
+
+A log can shrink or be rewritten (Redis lost its last second of writes with the AOF, a failover
+reached a replica that lagged): every request first checks the cache against the log's mark
+(its length, last record and the stamp of the last record read; one small script, no bodies),
+finished casts included, and reads the whole log again when Redis holds less or other records.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import msgspec
 from redis.asyncio import Redis
 
-from castlog import Audio, CastState, Entry, Eos, decode_entry, entry_id, is_terminal, playable
+from castlog import Audio, CastState, Entry, Eos, decode_entry, entry_id, is_terminal, mark, playable, seq_of
 
 from .reads import BLOB_FIELD, SIZE_FIELD, LogReads, Row
 
@@ -26,6 +31,10 @@ from .reads import BLOB_FIELD, SIZE_FIELD, LogReads, Row
 SCAN_BATCH = 32
 # Consecutive chunks fetched per XRANGE when sending bodies.
 BODY_BATCH = 8
+
+
+class StaleLayout(Exception):
+    """A body read for a layout is gone or has another size: the log changed under the layout."""
 
 
 @dataclass(frozen=True)
@@ -77,20 +86,31 @@ class CastScan:
         self._unheard: list[Entry] = []
         self._sizes: dict[int, int] = {}  # seq_num -> body bytes, of _heard and _unheard
         self._after = ""  # id of the last row read ("": none yet)
+        self._last_seq = -1  # that row's seq_num
+        self._last_ts: int | None = None  # and its stamp (ts)
+        self._length = 0  # rows read (records of unknown kinds included): the log's length
         self._lock = asyncio.Lock()
         self._reads = 0  # XRANGEs issued so far
         self._synced = -1  # the number of the last XRANGE that reached the end of the log
         self._layout: Layout | None = None
 
     async def refresh(self, reader: Redis) -> Layout:
-        """A snapshot that holds every record appended before this call."""
-        if self.finished:
-            return self.layout()
+        """A snapshot of the log as Redis holds it at this call: the records appended since,
+        or the whole log read again when it shrank or was rewritten."""
         arrived = self._reads
         async with self._lock:  # simultaneous requests share one read
             if self._synced > arrived:  # a read issued after we came reached the end: it's ours too
                 return self.layout()
-            while not self.finished:
+            self._reads += 1
+            number = self._reads
+            if self._length:  # check what we read against what Redis holds now
+                now = await mark(reader, self.cast_id, self._last_seq)
+                if not now.holds(self._last_seq, self._last_ts) or now.length < self._length:
+                    self._reset()  # Redis holds less or other records than we read
+                elif now.length == self._length and now.last_seq == self._last_seq:
+                    self._synced = number  # nothing new
+                    return self.layout()
+            while True:
                 self._reads += 1
                 number = self._reads
                 low = f"({self._after}" if self._after else "-"
@@ -117,10 +137,20 @@ class CastScan:
                 entry = msgspec.structs.replace(entry, record=msgspec.structs.replace(entry.record, body=b""))
             self._unheard.append(entry)
         self._after = rows[-1][0].decode()
+        self._last_seq = seq_of(self._after)
+        self._last_ts = int(rows[-1][1].get(b"ts", 0)) or None
+        self._length += len(rows)
         self._layout = None
         blob = fields.get(BLOB_FIELD)
         if blob is not None:
             self.blob = blob.decode()
+
+    def _reset(self) -> None:
+        """Forget what was read: the next read starts at the log's first record."""
+        self.state, self.closed, self.finished = CastState(), False, False
+        self._heard, self._unheard, self._sizes = [], [], {}
+        self._after, self._last_seq, self._last_ts, self._length = "", -1, None, 0
+        self._layout, self.blob = None, None
 
     def layout(self) -> Layout:
         """The snapshot of the log read so far (built once per change)."""
@@ -165,7 +195,10 @@ async def bodies(reader: Redis, cast_id: str, chunks: Sequence[Chunk],
             if entry is not None and isinstance(entry.record, Audio):
                 found[entry.seq_num] = entry.record.body
         for chunk in chunks[k : k + run]:
-            yield chunk, found.get(chunk.seq, b"")
+            body = found.get(chunk.seq)
+            if body is None or len(body) != chunk.size:
+                raise StaleLayout(f"cast {cast_id}: record {chunk.seq} is not the one laid out")
+            yield chunk, body
         k += run
 
 

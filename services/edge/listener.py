@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from castlog import decode_entry, entry_id, is_terminal, seq_of
@@ -16,6 +17,8 @@ from .public import Item
 if TYPE_CHECKING:
     from .tail import Tail
 
+# Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
+STAMP_HISTORY = 64
 # Waits at least this long (heartbeats) end on the tail's ticker rather than a timer each.
 TICKED_TIMEOUT_S = 5.0
 NO_DEADLINE = float("inf")
@@ -40,6 +43,8 @@ class Listener:
         self._end_after = -1  # a short offset read ended with this terminal record
         self._last_terminal = False
         self._waiter: asyncio.Future[bool] | None = None
+        self.stamps: deque[tuple[int, int | None]] = deque(maxlen=STAMP_HISTORY)  # of delivered records
+        self.rewinds = 0
         self.deadline = NO_DEADLINE  # loop time when a long wait ends (see _wait)
 
     @property
@@ -56,6 +61,23 @@ class Listener:
         self.queue.append(item)
         self._wake()
         return True
+
+    def stamps_upto(self, seq: int) -> Iterable[tuple[int, int | None]]:
+        """The stamps of the records delivered last, if the last one is ``seq`` (else none)."""
+        return self.stamps if self.stamps and self.stamps[-1][0] == seq else ()
+
+    def rewind(self, seq: int) -> None:
+        """The log no longer holds what was delivered from ``seq`` on (it shrank or was
+        rewritten): read it again by offset from there; the records that replaced the lost
+        ones follow, the new ``start`` included."""
+        self.next_seq = min(self.next_seq, seq)
+        self.subscribed = False
+        self.rewinds += 1
+        self.queue.clear()
+        self.backlog.clear()
+        self._catch_up_to = self._end_after = -1
+        self._last_terminal = False
+        self._wake()
 
     def demote(self) -> None:
         """Back to reading by offset from ``next_seq`` (the tail already dropped us)."""
@@ -139,6 +161,7 @@ class Listener:
 
     def _deliver(self, item: Item) -> Item:
         self.next_seq = item.seq + 1
+        self.stamps.append((item.seq, item.entry.ts or None))
         terminal = is_terminal(item.entry.record)
         self._last_terminal = terminal
         # live: the tail saw nothing after it; offset: the read that returned it ended there

@@ -59,6 +59,10 @@ class EdgeMetrics:
             "streamtts_edge_listeners_demoted_total",
             "listeners moved back to offset reads (queue full)", registry=r,
         )
+        self.rewound = Counter(
+            "streamtts_edge_tail_rewinds_total",
+            "watched casts whose log shrank or was rewritten under the tail's cursor", registry=r,
+        )
         self.rate_limited = Counter(
             "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,
         )

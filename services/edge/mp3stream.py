@@ -26,7 +26,7 @@ from castlog import Audio
 
 from .context import Edge, known_cast
 from .errors import refusal
-from .layout import Layout, bodies
+from .layout import Layout, StaleLayout, bodies
 from .reads import ArchiveUnavailable
 from .sse import observe, write_within
 
@@ -87,7 +87,7 @@ async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: L
         await resp.write_eof()
     except (ConnectionResetError, asyncio.TimeoutError):
         pass  # the player moved on (seeking cancels ranges all the time)
-    except (RedisError, ArchiveUnavailable) as exc:  # the headers are out: a short body tells the client to retry
+    except (RedisError, ArchiveUnavailable, StaleLayout) as exc:  # the headers are out: a short body tells the client to retry
         log.warning("audio of %s cut short: %s", cast_id, exc)
     except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
         log.exception("audio of %s failed", cast_id)
@@ -138,8 +138,8 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
         await resp.write_eof()
     except (ConnectionResetError, asyncio.TimeoutError):
         pass
-    except RedisError as exc:
-        log.warning("live audio of %s cut short: Redis failed (%s)", cast_id, exc)
+    except (RedisError, StaleLayout) as exc:
+        log.warning("live audio of %s cut short: %s", cast_id, exc)
     except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
         log.exception("live audio of %s failed", cast_id)
     return resp

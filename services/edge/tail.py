@@ -25,23 +25,33 @@ casts and delay joins by half a block on average.
 
 A third task, the ticker, ends long waits (SSE heartbeats) once a second, so that a record
 costs a listener no timer.
+
+A log can shrink or be rewritten under a cursor (Redis lost its last second of writes with the
+AOF, a failover reached a replica that lagged): an XREAD after the cursor would then skip the
+records that replaced the lost ones, or wait forever. So each watch keeps the stamps (``ts``) of
+the last records it delivered, and the tail checks the record at the cursor against Redis (one
+small script, no bodies) when a watch is created, before handing out the rows of a read, after
+an idle read and after a lost connection. Where Redis holds another record, the watch is dropped
+and its listeners are moved back to the last record that still stands; they read on by offset
+and receive the replacing records, the new ``start`` included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import cast_id_of, cast_key, decode_entry, entry_id, is_terminal, seq_of
+from castlog import cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
 from castlog.archive import ARCHIVE_FIELD
 
-from .listener import Listener
+from .listener import STAMP_HISTORY, Listener
 from .metrics import EdgeMetrics
 from .public import Item
 from .reads import LogReads
@@ -65,13 +75,26 @@ def after_id(cursor: int) -> str:
 
 
 class Watch:
-    """One watched cast: the last seq the tail delivered, and who listens."""
+    """One watched cast: the last seq the tail delivered, the stamps of the last records
+    delivered (None: unknown), whether the cursor was checked against Redis, and who listens."""
 
-    __slots__ = ("cursor", "listeners")
+    __slots__ = ("cursor", "listeners", "stamps", "checked")
 
-    def __init__(self, cursor: int) -> None:
+    def __init__(self, cursor: int, stamps: Iterable[tuple[int, int | None]] = ()) -> None:
         self.cursor = cursor
         self.listeners: set[Listener] = set()
+        self.stamps: deque[tuple[int, int | None]] = deque(stamps, maxlen=STAMP_HISTORY)
+        if cursor >= 0 and not self.stamps:
+            self.stamps.append((cursor, None))  # a listener that started here: only its place is known
+        self.checked = False
+
+    def delivered(self, seq: int, stamp: int | None) -> None:
+        self.cursor = seq
+        self.stamps.append((seq, stamp))
+
+    @property
+    def stamp(self) -> int | None:
+        return self.stamps[-1][1] if self.stamps and self.stamps[-1][0] == self.cursor else None
 
 
 class Tail:
@@ -142,7 +165,8 @@ class Tail:
         """Join ``listener`` to the live feed; return the seq the tail delivered up to."""
         watch = self.watches.get(listener.cast_id)
         if watch is None:
-            watch = self.watches[listener.cast_id] = Watch(listener.next_seq - 1)
+            cursor = listener.next_seq - 1
+            watch = self.watches[listener.cast_id] = Watch(cursor, listener.stamps_upto(cursor))
             self._version += 1
             self._joined.set()
             self._wake.set()
@@ -168,6 +192,9 @@ class Tail:
             try:
                 if self._client_id is None:
                     self._client_id = int(await self.conn.client_id())
+                await self._check(c for c, w in self.watches.items() if not w.checked)
+                if not self.watches:
+                    continue
                 read_with = dict(self.watches)  # the watches this read serves (see _fan_out)
                 streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
                 self._reading = self._version
@@ -177,16 +204,56 @@ class Tail:
                     self._reading = None
             except (RedisError, OSError) as exc:
                 self._client_id = None  # a new connection has a new id
+                for watch in self.watches.values():
+                    watch.checked = False  # the server may have restarted with less
                 log.warning("shared tail: XREAD failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
                 continue
             backoff = ERROR_BACKOFF_S
             self.metrics.upstream_reads.inc()
-            if reply:
-                self._fan_out(reply.items() if isinstance(reply, dict) else reply, read_with)
+            got = list(reply.items() if isinstance(reply, dict) else reply or ())
+            for watch in self.watches.values():
+                watch.checked = watch.checked and bool(got)  # an idle read: check them all
+            try:  # the rows follow the cursor only if the record at the cursor still stands
+                stale = await self._check(cast_id_of(_str(key)) or "" for key, _rows in got)
+            except (RedisError, OSError) as exc:
+                log.warning("shared tail: the check of a read failed (%s); reading again", exc)
+                continue
+            if got:
+                self._fan_out(got, read_with, skip=stale)
 
-    def _fan_out(self, streams: Any, read_with: dict[str, Watch]) -> None:
+    async def _check(self, cast_ids: Iterable[str]) -> set[str]:
+        """Check each watch's cursor against Redis; rewind those whose record is gone or
+        replaced. Returns the rewound casts."""
+        watches = {c: w for c in cast_ids if (w := self.watches.get(c)) is not None}
+        if not watches:
+            return set()
+        found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])
+        stale = set()
+        for (cast_id, watch), stamp in zip(watches.items(), found):
+            if holds(stamp, watch.cursor, watch.stamp):
+                watch.checked = True
+            else:
+                stale.add(cast_id)
+                await self._rewind(cast_id, watch)
+        return stale
+
+    async def _rewind(self, cast_id: str, watch: Watch) -> None:
+        """Move the watch's listeners back to the last delivered record that Redis still holds."""
+        had = list(watch.stamps)
+        found = await stamps(self.conn, [(cast_id, seq) for seq, _ in had])
+        keep = max((seq for (seq, ts), now in zip(had, found) if holds(now, seq, ts)), default=-1)
+        log.warning("cast %s: the log no longer holds what the tail delivered after seq %d; "
+                    "moving %d listener(s) back", cast_id, keep, len(watch.listeners))
+        self.metrics.rewound.inc()
+        if self.watches.get(cast_id) is watch:
+            del self.watches[cast_id]
+        for listener in tuple(watch.listeners):
+            listener.rewind(keep + 1)
+        watch.listeners.clear()
+
+    def _fan_out(self, streams: Any, read_with: dict[str, Watch], skip: set[str] | None = None) -> None:
         """Hand each row to the listeners of the watch that the read was issued for.
 
         A cast whose watch ended during the read (its last listener left) is skipped, and so is
@@ -195,9 +262,9 @@ class Tail:
         gap or repeat; the next read starts at the new cursor.
         """
         for key, rows in streams:
-            cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key) or ""
+            cast_id = cast_id_of(_str(key)) or ""
             watch = read_with.get(cast_id)
-            if watch is None or self.watches.get(cast_id) is not watch:
+            if watch is None or self.watches.get(cast_id) is not watch or (skip and cast_id in skip):
                 continue
             for raw_id, fields in rows:
                 if seq_of(raw_id) > watch.cursor + 1 and ARCHIVE_FIELD in fields:
@@ -208,7 +275,7 @@ class Tail:
                         listener.demote()
                     watch.listeners.clear()
                     break
-                watch.cursor = seq_of(raw_id)
+                watch.delivered(seq_of(raw_id), int(fields.get(b"ts", 0)) or None)
                 entry = decode_entry(raw_id, fields)
                 if entry is None:
                     continue
@@ -247,3 +314,7 @@ class Tail:
             now = loop.time()
             for listener in list(self.listeners):
                 listener.expire(now)
+
+
+def _str(key: Any) -> str:
+    return key.decode() if isinstance(key, bytes) else str(key)

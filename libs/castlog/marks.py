@@ -1,0 +1,62 @@
+"""What a cast log holds now, told cheaply: its length, its last record and the stamps (``ts``)
+of records a reader already has, so that caches and cursors notice a log that shrank or was
+rewritten (Redis lost its last second of writes, or a failover reached a replica that lagged).
+Two small scripts; no bodies travel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from . import keys, scripts
+
+# The stamp the scripts give for a record of an archived log: it stands, in the archive.
+ARCHIVED = -1
+
+
+def holds(found: int | None, seq: int, ts: int | None) -> bool:
+    """Whether the record a reader has at ``seq`` with stamp ``ts`` is still the one stored,
+    given the stamp ``found`` there now (None: nothing there; ARCHIVED: archived unchanged). A
+    reader that has no record there (seq -1) or does not know its stamp (it asked to start
+    ahead) has nothing to lose."""
+    if seq < 0 or ts is None or found == ARCHIVED:
+        return True
+    return found == ts
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One log as it stands: ``length`` records, the last at ``last_seq`` (-1: empty) with
+    stamp ``last_ts``; ``ts_at`` is the stamp of the record asked about (None: not there)."""
+
+    length: int
+    last_seq: int
+    last_ts: int | None
+    ts_at: int | None
+
+    def holds(self, seq: int, ts: int | None) -> bool:
+        return holds(self.ts_at, seq, ts)
+
+
+async def stamps(redis: Redis, asked: Sequence[tuple[str, int]]) -> list[int | None]:
+    """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip."""
+    if not asked:
+        return []
+    script = redis.register_script(scripts.STAMPS)  # only hashes the text: no round trip
+    reply: Any = await script(keys=[keys.cast_key(c) for c, _ in asked], args=[s for _, s in asked])
+    return [_int(v) for v in reply]
+
+
+async def mark(redis: Redis, cast_id: str, seq: int = -1) -> Mark:
+    """The log's :class:`Mark`, with the stamp of the record at ``seq`` (-1: none asked)."""
+    script = redis.register_script(scripts.MARK)
+    reply: Any = await script(keys=[keys.cast_key(cast_id)], args=[seq])
+    length, last_id, last_ts, ts_at = (list(reply) + [None] * 4)[:4]
+    return Mark(int(length), keys.seq_of(last_id) if last_id else -1, _int(last_ts), _int(ts_at))
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if value else None  # Redis sends Lua's false as None
