@@ -9,6 +9,7 @@ from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_spee
 from .keys import (
     CAST_ID_LEN,
     GROUP,
+    HANDED_BACK,
     JOBS,
     JOBS_DEAD,
     MAX_SEQ_NUM,
@@ -20,6 +21,7 @@ from .keys import (
     entry_id,
     is_cast_id,
     seq_of,
+    tally_key,
 )
 from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
 from .logs import setup_logging
@@ -61,6 +63,6 @@ __all__ = [
     "seq_of", "setup_logging", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
     "VoiceInfo", "describe_voice", "voice_order",
-    "Mark", "holds", "mark", "stamps",
+    "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
 __all__ += ["Chunker"]

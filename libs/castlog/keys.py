@@ -13,6 +13,10 @@ GROUP = "synth"
 CAST_PREFIX = "pub/casts/"
 RATE_LIMIT_PREFIX = "rl/"
 CATALOG_PREFIX = "catalog/"
+TALLY_PREFIX = "synth/tally/"
+# The consumer of group `synth` that holds jobs handed back by a stopping worker, for any worker
+# to claim at once (no lease to wait for).
+HANDED_BACK = "handed-back"
 
 # content_id() yields 12 characters of URL-safe base64; nothing else is a cast id.
 CAST_ID_LEN = 12
@@ -34,6 +38,11 @@ def catalog_key(cast_id: str) -> str:
 def limit_key(scope: str, client: str) -> str:
     """``rl/<scope>/<client>``: a client's token bucket or its leased slots in one scope."""
     return f"{RATE_LIMIT_PREFIX}{scope}/{client}"
+
+
+def tally_key(job_entry_id: str) -> str:
+    """A job's tally: its failed attempts and the deaths of workers while a chunk was in hand."""
+    return TALLY_PREFIX + job_entry_id
 
 
 def cast_id_of(stream: str) -> str | None:

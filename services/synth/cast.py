@@ -158,24 +158,15 @@ def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:
     return tuple((w, min(a + shift, duration_ms), min(b + shift, duration_ms)) for w, a, b in words)
 
 
-def starts_before_last_error(entries: Sequence[Entry]) -> int:
-    """`start` records written for earlier jobs of this cast (each ended in `error`): a job
-    re-enqueued after an error continues the attempt numbers of the log."""
-    last_error = max((e.seq_num for e in entries if e.kind == "error"), default=-1)
-    return sum(1 for e in entries if isinstance(e.record, Start) and e.seq_num < last_error)
+def attempt_numbers(entries: Sequence[Entry], failures: int) -> tuple[int, int]:
+    """(number for the new `start`, attempt of this job against SYNTH_MAX_ATTEMPTS).
 
-
-def attempt_numbers(job: Job, entries: Sequence[Entry]) -> tuple[int, int]:
-    """(number for the new `start`, attempt of this job).
-
-    The delivery count is the job's attempt. The start number continues the log's and is
-    never below one more than the starts already there (a start lost to a crash between
-    delivery and append would otherwise be numbered twice).
+    The start number continues the log's: one more than the starts already there. The job's
+    attempt counts only the attempts that failed in the model or encoder (its tally), not the
+    deliveries: a restart, hand-back or take-over is not a failed attempt.
     """
-    earlier_jobs = starts_before_last_error(entries)
     starts = sum(1 for e in entries if isinstance(e.record, Start))
-    attempt = max(earlier_jobs + job.deliveries, starts + 1)
-    return attempt, attempt - earlier_jobs
+    return starts + 1, failures + 1
 
 
 def first_audio_seq(entries: Sequence[Entry]) -> int | None:
@@ -190,11 +181,12 @@ def plan(
     state: CastState,
     tail: int,
     open_text: OpenText | None = None,
+    failures: int = 0,
 ) -> ActiveCast:
     """The cast's next attempt, to be opened by a `start` at ``tail`` (the log's true tail, which
     counts records of kinds this version skips): resume at the first sentence not in the log.
     An open cast's chunks so far come from ``open_text``."""
-    attempt, job_attempt = attempt_numbers(job, entries)
+    attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
     offset = sum(
         e.record.d for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from

@@ -58,6 +58,7 @@ class SynthConfig:
     # Delivery
     lease_s: float = 60.0  # a pending job idle this long is taken over by another worker
     max_attempts: int = 3  # attempts of one job before `error` and `jobs/dead`
+    max_crashes_per_chunk: int = 3  # worker deaths with one chunk in hand before `error` (poison input)
     retry_backoff_s: float = 2.0  # wait before attempt n+1: backoff * 2**(n-1)
     retry_backoff_max_s: float = 60.0
     grace_s: float = 30.0  # SIGTERM: finish the chunk in hand and exit within this
@@ -78,6 +79,7 @@ class SynthConfig:
             raise ConfigError("need SYNTH_CONCURRENCY >= 1 and SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY")
         require_positive({
             "SYNTH_MAX_ATTEMPTS": self.max_attempts,
+            "SYNTH_MAX_CRASHES_PER_CHUNK": self.max_crashes_per_chunk,
             "SYNTH_LEASE_S": self.lease_s,
             "SYNTH_POLL_S": self.poll_s,
             "SYNTH_GRACE_S": self.grace_s,
@@ -127,6 +129,7 @@ class SynthConfig:
             poll_s=get("SYNTH_POLL_S", float, d.poll_s),
             lease_s=get("SYNTH_LEASE_S", float, d.lease_s),
             max_attempts=get("SYNTH_MAX_ATTEMPTS", int, d.max_attempts),
+            max_crashes_per_chunk=get("SYNTH_MAX_CRASHES_PER_CHUNK", int, d.max_crashes_per_chunk),
             retry_backoff_s=get("SYNTH_RETRY_BACKOFF_S", float, d.retry_backoff_s),
             retry_backoff_max_s=get("SYNTH_RETRY_BACKOFF_MAX_S", float, d.retry_backoff_max_s),
             grace_s=get("SYNTH_GRACE_S", float, d.grace_s),

@@ -7,6 +7,11 @@ policy. Facts of Redis they rely on (checked against redis-server 7.0):
   (``XREADGROUP`` with id 0), on ``XCLAIM`` and on ``XAUTOCLAIM``; it is the attempt count;
 - ``XCLAIM ... JUSTID`` resets an entry's idle time without counting a delivery: the lease
   refresh.
+
+The delivery count is NOT the attempt count: restarts, hand-backs and take-overs deliver a job
+again without any attempt having failed. A job's *tally* (``synth/tally/<entry id>``, a hash)
+counts what does count: attempts that failed in the model or encoder, and the deaths of workers
+while one chunk was in hand (a poison input that kills every worker that tries it).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ StreamEntry = tuple[str, Fields]  # (entry id, fields)
 PENDING_PAGE = 100
 # Entries counted when XINFO cannot tell the group's lag (the count is capped there).
 LAG_SCAN_LIMIT = 10_000
+# A tally outlives its job by at most this (it is deleted with the XACK; this bounds a leak when
+# a pending entry is deleted from the stream instead).
+TALLY_TTL_S = 7 * 24 * 3600
 
 
 def now_ms() -> int:
@@ -156,7 +164,60 @@ async def refresh(redis: Redis, consumer: str, entry_ids: list[str], stream: str
 
 
 async def ack(redis: Redis, entry_id: str, stream: str = castlog.JOBS) -> None:
-    await redis.xack(stream, castlog.GROUP, entry_id)
+    """The job is answered: acknowledge it and drop its tally, together."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.xack(stream, castlog.GROUP, entry_id)
+        pipe.delete(castlog.tally_key(entry_id))
+        await pipe.execute()
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What counts against a job: ``failures`` (attempts that failed in the model or encoder),
+    the chunk ``hand`` in hand when a worker last began one (-1: none), and ``crashes``, the
+    deaths counted while chunk ``crash_i`` was in hand."""
+
+    failures: int = 0
+    hand: int = -1
+    crash_i: int = -1
+    crashes: int = 0
+
+
+async def tally(redis: Redis, entry_id: str) -> Tally:
+    raw: Any = await redis.hgetall(castlog.tally_key(entry_id))
+    got = {as_str(k): int(v) for k, v in raw.items()}
+    return Tally(**{k: got[k] for k in ("failures", "hand", "crash_i", "crashes") if k in got})
+
+
+async def _tally_set(redis: Redis, entry_id: str, **fields: int) -> None:
+    key = castlog.tally_key(entry_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(key, mapping=dict[Any, Any](fields))
+        pipe.expire(key, TALLY_TTL_S)
+        await pipe.execute()
+
+
+async def hold(redis: Redis, entry_id: str, index: int) -> None:
+    """Chunk ``index`` is in hand (-1: none): a death before it is appended counts against it."""
+    await _tally_set(redis, entry_id, hand=index)
+
+
+async def count_failure(redis: Redis, entry_id: str) -> int:
+    """One more failed attempt; returns the failures so far."""
+    key = castlog.tally_key(entry_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hincrby(key, "failures", 1)
+        pipe.hset(key, "hand", -1)
+        pipe.expire(key, TALLY_TTL_S)
+        failures, _, _ = await pipe.execute()
+    return int(failures)
+
+
+async def count_death(redis: Redis, entry_id: str, was: Tally) -> int:
+    """A worker died with chunk ``was.hand`` in hand; returns the deaths counted on that chunk."""
+    crashes = was.crashes + 1 if was.crash_i == was.hand else 1
+    await _tally_set(redis, entry_id, hand=-1, crash_i=was.hand, crashes=crashes)
+    return crashes
 
 
 async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:

@@ -13,6 +13,10 @@ Four tasks share one event loop:
 
 A conditional append that finds another tail means another worker owns the cast now: the cast
 is dropped without acknowledging its job. Jobs are acknowledged only after `eos` or `error`.
+
+Only a chunk that raises in the model or encoder is a failed attempt (counted in the job's
+tally); a Redis error puts the job back to be tried again soon, uncounted, and a worker's death
+counts only against the chunk it had in hand (``SYNTH_MAX_CRASHES_PER_CHUNK``).
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ class Worker:
                 self._admitting = len(batch)
                 for delivery in batch:
                     try:
-                        await self._admit_delivery(delivery, self.inbox)
+                        await self._admit_all([delivery], self.inbox)  # one at a time: see _admitting
                     finally:
                         self._admitting -= 1
                         self._work.set()
@@ -188,8 +192,7 @@ class Worker:
                 if room <= 0:
                     await _wait(self._room, self.cfg.poll_s)
                     continue
-                for delivery in await self.live_inbox.take(room, self._active(self.live_inbox)):
-                    await self._admit_delivery(delivery, self.live_inbox)
+                await self._admit_all(await self.live_inbox.take(room, self._active(self.live_inbox)), self.live_inbox)
             except RedisError as exc:
                 log.warning("live admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
@@ -201,6 +204,14 @@ class Worker:
 
     def _inbox_of(self, job: Job) -> Inbox:
         return self.live_inbox if job.live else self.inbox
+
+    async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
+        for delivery in deliveries:
+            try:
+                await self._admit_delivery(delivery, inbox)
+            except RedisError as exc:  # still pending with us: try it again soon, uncounted
+                log.warning("job %s: Redis error while admitting (%s); retrying", delivery.entry_id, exc)
+                inbox.retry_later(delivery.entry_id, REDIS_RETRY_S)
 
     async def _admit_delivery(self, delivery: Delivery, inbox: Inbox) -> None:
         entry_id, fields, deliveries = delivery.entry_id, delivery.fields, delivery.deliveries
@@ -236,6 +247,8 @@ class Worker:
             return
         if last.kind == "eos":
             log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
+            if job.deliveries > 1:  # this job may have written that eos and died before its receipt
+                await self._publish_receipt(job, entries)
             await jobs.ack(self.redis, job.entry_id, job.stream)
             return
         if last.kind == "error" and last.ts > job.enqueued_at:
@@ -243,20 +256,26 @@ class Worker:
             await jobs.ack(self.redis, job.entry_id, job.stream)
             return
         state = castlog.summarize(entries)
+        tally = await jobs.tally(self.redis, job.entry_id)
+        if tally.hand >= state.next_sentence():  # a worker died with that chunk in hand
+            crashes = await jobs.count_death(self.redis, job.entry_id, tally)
+            if crashes >= self.cfg.max_crashes_per_chunk:
+                reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
+                await self._give_up(job, tail, reason, state.attempts)
+                return
         recipe = await self.store.recipe(job.cast_id)
         if recipe is None:
             await self._give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return
         open_text = await read_open_text(self.feed.store, job.cast_id, self._clock()) if job.live else None
-        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text)
+        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
             reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
             await self._give_up(job, tail, reason, cast.attempt)
             return
-        if cast.job_attempt > self.cfg.max_attempts:
-            reason = f"gave up after {cast.job_attempt - 1} attempts (workers died while running it)"
-            await self._give_up(job, tail, reason, cast.attempt - 1)
+        if cast.job_attempt > self.cfg.max_attempts:  # failed for good; the answer was lost
+            await self._give_up(job, tail, f"gave up after {tally.failures} failed attempts", cast.attempt - 1)
             return
         start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
         try:
@@ -305,6 +324,7 @@ class Worker:
             if cast.pace.first_audio_at is not None:
                 metrics.LEAD_SECONDS.observe(cast.pace.lead(self._clock()))
             index, text = cast.take_chunk()
+            await _quietly(jobs.hold(self.redis, cast.job.entry_id, index))  # a death now counts against it
             started = self._clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
@@ -380,8 +400,8 @@ class Worker:
                 await self._append_audio(cast, item.index, encoded, item.words)
             except SeqMismatch as exc:
                 self._lose(cast, f"append refused ({exc})")
-            except RedisError as exc:
-                await self._fail(cast, f"sentence {item.index}: Redis error on append: {exc!r}")
+            except RedisError as exc:  # not the cast's fault: try again soon, uncounted
+                self._requeue(cast, f"sentence {item.index}: Redis error ({exc!r})")
 
     async def _append_audio(
         self, cast: ActiveCast, index: int, encoded: EncodedChunk, words: list[Word] | None = None
@@ -407,6 +427,14 @@ class Worker:
             self._lose(cast, f"eos refused ({exc})")
             return
         self._close(cast)
+        try:
+            await self._settle_finished(cast)
+        except RedisError as exc:  # the eos stands: the job comes back, finds it, and settles
+            log.warning("cast %s: Redis error after its eos (%r); settling it again soon", cast.cast_id, exc)
+            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)
+
+    async def _settle_finished(self, cast: ActiveCast) -> None:
+        """The receipt, then XACK: a crash in between repeats the receipt (receipts may repeat)."""
         first_audio_ms = 0
         if cast.first_audio_seq is not None:
             first = await self.store.read(cast.cast_id, cast.first_audio_seq, 1)
@@ -425,15 +453,34 @@ class Worker:
         await jobs.ack(self.redis, cast.job.entry_id, cast.job.stream)
         log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
 
+    async def _publish_receipt(self, job: Job, entries: list[castlog.Entry]) -> None:
+        """The receipt of a cast finished earlier, from its log (receipts may repeat: their
+        consumers take them as idempotent, keyed by cast id)."""
+        eos = entries[-1].record
+        assert isinstance(eos, Eos)
+        first = next((e for e in entries if e.kind == "audio"), None)
+        first_audio_ms = max(0, first.ts - job.enqueued_at) if first is not None and job.enqueued_at else 0
+        await jobs.Receipt(
+            id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
+            synth_ms=0, first_audio_ms=first_audio_ms, finished_at=entries[-1].ts or jobs.now_ms(),
+        ).publish(self.redis)
+
     # ---- failure ----------------------------------------------------------------------------
 
     async def _fail(self, cast: ActiveCast, reason: str) -> None:
-        """This attempt failed: retry after a backoff (the job stays pending), or give up."""
+        """This attempt failed in the model or encoder: count it, then retry after a backoff
+        (the job stays pending) or give up."""
         if cast.closed:
             return
         self._close(cast)
-        if cast.job_attempt < self.cfg.max_attempts:
-            delay = self.cfg.backoff_s(cast.job_attempt)
+        try:
+            failures = await jobs.count_failure(self.redis, cast.job.entry_id)
+        except RedisError as exc:
+            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)  # decided when Redis is back
+            log.warning("cast %s: could not count its failure (%r); retrying", cast.cast_id, exc)
+            return
+        if failures < self.cfg.max_attempts:
+            delay = self.cfg.backoff_s(failures)
             log.warning("cast %s: attempt %d failed (%s); retrying in %.1fs", cast.cast_id, cast.attempt, reason, delay)
             metrics.RETRIES.inc()
             self._inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
@@ -456,6 +503,14 @@ class Worker:
         await jobs.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
         metrics.DEAD_LETTERS.inc()
         await jobs.ack(self.redis, job.entry_id, job.stream)
+
+    def _requeue(self, cast: ActiveCast, why: str) -> None:
+        """Redis failed us, not the cast: drop the attempt and admit the job again soon (it
+        plans from the log's true tail; nothing counts against the job)."""
+        if not cast.closed:
+            log.warning("cast %s: %s; trying the job again in %.1fs", cast.cast_id, why, REDIS_RETRY_S)
+            self._close(cast)
+            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)
 
     def _lose(self, cast: ActiveCast, why: str) -> None:
         """Another worker owns the cast now: stop, and leave its job to that worker (no XACK)."""

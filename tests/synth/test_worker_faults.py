@@ -1,0 +1,124 @@
+"""Faults that are not the cast's: worker deaths, Redis errors, SIGTERM hand-back, a receipt
+lost between `eos` and XACK, and a poison chunk that kills every worker trying it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+import castlog
+from castlog import CastStore
+from synth import jobs
+from synth.worker import Worker
+from tests.synth.support import StandIn, config, has_audio, log_of, pending_count, running, submit, terminal, wait_until
+
+LONG = " ".join(f"Sentence number {n} is here." for n in range(6))
+
+
+async def kill(worker: Worker, task: asyncio.Task[None]) -> None:
+    """A death (kill -9): the worker's tasks end where they are; nothing is handed back."""
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert not worker.stopping
+
+
+async def no_pending(redis: Redis) -> bool:
+    return await pending_count(redis) == 0
+
+
+async def test_worker_deaths_do_not_use_up_the_attempts(redis: Redis, store: CastStore) -> None:
+    cast_id = await submit(store, LONG)
+    for n in range(3):  # three deaths, each after some progress: more than SYNTH_MAX_ATTEMPTS
+        worker = Worker(config(max_attempts=1), redis, StandIn(rtf=0.2))
+        task = asyncio.create_task(worker.run())
+        await wait_until(lambda n=n: has_audio(store, cast_id, n + 1))  # type: ignore[misc]
+        await kill(worker, task)
+    async with running(Worker(config(max_attempts=1), redis, StandIn())):
+        entries = await terminal(store, cast_id)
+    assert entries[-1].kind == "eos"
+    assert [e.record.i for e in castlog.playable(entries)] == list(range(6))  # type: ignore[union-attr]
+
+
+async def test_a_chunk_in_hand_at_every_death_is_a_poison_input_after_the_named_number(
+    redis: Redis, store: CastStore,
+) -> None:
+    cast_id = await submit(store, "A fine start. Poison follows here. Never reached.")
+    gate = threading.Event()  # the poison chunk never returns: its worker is killed meanwhile
+    try:
+        for _ in range(2):
+            worker = Worker(config(max_attempts=10, max_crashes_per_chunk=2), redis, _Poisoned(gate))
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda w=worker: w.synth.in_poison.is_set())  # type: ignore[attr-defined]
+            await kill(worker, task)
+        async with running(Worker(config(max_attempts=10, max_crashes_per_chunk=2), redis, _Poisoned(gate))):
+            entries = await terminal(store, cast_id)
+            await wait_until(lambda: no_pending(redis))
+    finally:
+        gate.set()
+    assert entries[-1].kind == "error"
+    assert "sentence 1 was in hand when 2 workers died" in entries[-1].record.reason  # type: ignore[union-attr]
+    assert len(await redis.xrange(castlog.JOBS_DEAD)) == 1
+
+
+class _Poisoned(StandIn):
+    """Hangs (as if crashing) on the chunk that says "Poison"."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.poison_gate = gate
+        self.in_poison = threading.Event()
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Any:
+        if "Poison" in text:
+            self.in_poison.set()
+            self.poison_gate.wait()
+        return super().synthesize(text, voice, speed)
+
+
+async def test_a_redis_error_on_append_is_not_a_failed_attempt(
+    redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cast_id = await submit(store, LONG)
+    worker = Worker(config(max_attempts=1), redis, StandIn())
+    real, calls = worker.store.append, []
+
+    async def flaky(*args: Any, **kwargs: Any) -> int:
+        calls.append(args)
+        if len(calls) == 3:  # the second audio record: the connection drops
+            raise RedisConnectionError("Connection lost")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.store, "append", flaky)
+    async with running(worker):
+        entries = await terminal(store, cast_id)
+        await wait_until(lambda: no_pending(redis))
+    assert entries[-1].kind == "eos"
+    assert [e.record.i for e in castlog.playable(entries)] == list(range(6))  # type: ignore[union-attr]
+
+
+async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is_acknowledged(
+    redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cast_id = await submit(store, "One sentence. And two.")
+    stuck = asyncio.Event()
+
+    async def hang(self: jobs.Receipt, redis: Redis) -> None:
+        await stuck.wait()  # dies here: after the eos, before the receipt and the XACK
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jobs.Receipt, "publish", hang)
+        worker = Worker(config("dies", lease_s=1.0), redis, StandIn())
+        task = asyncio.create_task(worker.run())
+        assert (await terminal(store, cast_id))[-1].kind == "eos"
+        await kill(worker, task)
+    assert await pending_count(redis) == 1
+    async with running(Worker(config("heir", lease_s=1.0), redis, StandIn())):
+        await wait_until(lambda: no_pending(redis))
+    receipts = await redis.xrange(castlog.PROGRESS_DONE)
+    assert [r[1][b"id"].decode() for r in receipts] == [cast_id]
+    assert (await log_of(store, cast_id))[-1].kind == "eos"  # settled, not turned into an error
