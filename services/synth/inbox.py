@@ -1,6 +1,9 @@
 """Where one consumer's jobs come from, in order: its own pending entries found at start-up (a
-restart), its retries whose backoff ran out, entries of dead workers (XAUTOCLAIM after the
-lease), and finally new entries."""
+restart), its retries whose backoff ran out, jobs handed back by a stopping worker (at once),
+entries of dead workers (XAUTOCLAIM after the lease), and finally new entries.
+
+Jobs already begun elsewhere (handed back, or a dead worker's) are taken even without admission
+room (:meth:`Inbox.take_begun`): their listeners are waiting now."""
 
 from __future__ import annotations
 
@@ -83,13 +86,29 @@ class Inbox:
                 claimed = await jobs.claim(self.redis, self.consumer, entry_id, self.stream)  # counts a delivery
                 if claimed is not None:
                     out.append(Delivery(entry_id, claimed[1], None))
-        if len(out) < room and now - self._last_claim >= self.claim_every_s:
-            self._last_claim = now
-            out += await self._take_over(room - len(out), active)
+        if len(out) < room:
+            out += await self.take_begun(room - len(out), active)
         if not out:
             block_ms = max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
             new = await jobs.read_new(self.redis, self.consumer, room, block_ms, self.stream)
             out = [Delivery(i, f, 1) for i, f in new]
+        return out
+
+    async def take_begun(self, room: int, active: Container[str]) -> list[Delivery]:
+        """Up to ``room`` jobs begun by other workers: handed back (checked on every call, one
+        XPENDING) and, every ``claim_every_s``, those whose lease expired."""
+        if room <= 0:
+            return []
+        out = [Delivery(i, f, None) for i, f in await jobs.handed_back(self.redis, self.consumer, room)]
+        for delivery in out:
+            log.info("took over job %s, handed back by a stopping worker", delivery.entry_id)
+        now = self._clock()
+        if len(out) < room and now - self._last_claim >= self.claim_every_s:
+            self._last_claim = now
+            out += await self._take_over(room - len(out), active)
+            gone = await jobs.remove_gone_consumers(self.redis, self.lease_ms, self.consumer)
+            if gone:
+                log.info("removed consumers that are gone and hold nothing: %s", ", ".join(gone))
         return out
 
     async def _take_over(self, room: int, active: Container[str]) -> list[Delivery]:

@@ -41,6 +41,8 @@ LAG_SCAN_LIMIT = 10_000
 # A tally outlives its job by at most this (it is deleted with the XACK; this bounds a leak when
 # a pending entry is deleted from the stream instead).
 TALLY_TTL_S = 7 * 24 * 3600
+# A job handed back is left this idle, so that a take-over's XAUTOCLAIM takes it at once too.
+HANDED_BACK_IDLE_MS = 10 * 24 * 3600 * 1000
 
 
 def now_ms() -> int:
@@ -218,6 +220,74 @@ async def count_death(redis: Redis, entry_id: str, was: Tally) -> int:
     crashes = was.crashes + 1 if was.crash_i == was.hand else 1
     await _tally_set(redis, entry_id, hand=-1, crash_i=was.hand, crashes=crashes)
     return crashes
+
+
+# KEYS[1]: jobs; ARGV[1]: the group, ARGV[2]: our consumer, ARGV[3]: the hand-back consumer,
+# ARGV[4]: the idle time to give them (ms), ARGV[5..]: entry ids
+# Moves each entry that is still ours to the hand-back consumer (never one taken over meanwhile).
+HAND_BACK = """
+local n = 0
+for i = 5, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)[1]
+  if p and p[2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[i], 'IDLE', ARGV[4], 'JUSTID')
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+async def hand_back(redis: Redis, consumer: str, entry_ids: list[str]) -> int:
+    """Give the jobs we still own to the group's hand-back consumer, idle enough for any worker
+    to claim now; returns how many."""
+    if not entry_ids:
+        return 0
+    script = redis.register_script(HAND_BACK)
+    args: list[str | int] = [castlog.GROUP, consumer, castlog.HANDED_BACK, HANDED_BACK_IDLE_MS, *entry_ids]
+    return int(await script(keys=[castlog.JOBS], args=args))
+
+
+async def handed_back(redis: Redis, consumer: str, count: int) -> list[StreamEntry]:
+    """Claim up to ``count`` handed-back jobs. Each is claimed only while still idle, so two
+    workers racing for one never both get it."""
+    rows: Any = await redis.xpending_range(
+        castlog.JOBS, castlog.GROUP, min="-", max="+", count=count, consumername=castlog.HANDED_BACK
+    )
+    ids = [as_str(r["message_id"]) for r in rows]
+    if not ids:
+        return []
+    claimed: Any = await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, HANDED_BACK_IDLE_MS // 2, list[Any](ids))
+    return _entries(claimed)
+
+
+async def remove_gone_consumers(redis: Redis, idle_ms: int, keep: str) -> list[str]:
+    """Delete the consumers of group ``synth`` that hold nothing and were idle over ``idle_ms``
+    (workers that are gone); a live one is re-created by its next read. Returns their names."""
+    try:
+        consumers: Any = await redis.xinfo_consumers(castlog.JOBS, castlog.GROUP)
+    except ResponseError:  # no stream or group yet
+        return []
+    gone = [
+        as_str(c["name"]) for c in consumers
+        if int(c["pending"]) == 0 and int(c["idle"]) > idle_ms and as_str(c["name"]) not in (keep, castlog.HANDED_BACK)
+    ]
+    return [name for name in gone if await delete_consumer_if_empty(redis, name)]
+
+
+# KEYS[1]: jobs; ARGV[1]: the group, ARGV[2]: a consumer
+# Deletes the consumer only if it holds no pending entry, in one step: deleting a consumer
+# drops its pending entries, so a check and a delete apart could lose a job it just read.
+DELETE_IF_EMPTY = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
+return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) and 1
+"""
+
+
+async def delete_consumer_if_empty(redis: Redis, consumer: str) -> bool:
+    """Remove ``consumer`` from the group if it holds nothing (a stopping worker, a gone one)."""
+    script = redis.register_script(DELETE_IF_EMPTY)
+    return bool(await script(keys=[castlog.JOBS], args=[castlog.GROUP, consumer]))
 
 
 async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:

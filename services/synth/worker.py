@@ -16,7 +16,8 @@ is dropped without acknowledging its job. Jobs are acknowledged only after `eos`
 
 Only a chunk that raises in the model or encoder is a failed attempt (counted in the job's
 tally); a Redis error puts the job back to be tried again soon, uncounted, and a worker's death
-counts only against the chunk it had in hand (``SYNTH_MAX_CRASHES_PER_CHUNK``).
+counts only against the chunk it had in hand (``SYNTH_MAX_CRASHES_PER_CHUNK``). On stop, the
+worker finishes the chunk in hand and hands its other jobs back at once for any worker to claim.
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ class Worker:
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Work until :meth:`stop`; then finish the chunk in hand and return, leaving unfinished
-        jobs pending so that they resume (here after a restart, or on another worker)."""
+        """Work until :meth:`stop`; then finish the chunk in hand, hand the unfinished jobs back
+        to the group (another worker claims them at once) and return."""
         await self.inbox.open()
         await self.live_inbox.open()
         # the encoder's first use loads the codec: not on a listener's first chunk
@@ -138,11 +139,26 @@ class Worker:
             for task in side + main:
                 task.cancel()
             await asyncio.gather(*side, *main, return_exceptions=True)
+            if self.stopping:
+                await self._hand_back()
             self._model_pool.shutdown(wait=False)
             self._encode_pool.shutdown(wait=False)
             self._live_encode_pool.shutdown(wait=False)
             metrics.ACTIVE_CASTS.set(0)
             log.info("worker %s stopped; %d cast(s) left pending", self.cfg.consumer, len(self.casts))
+
+    async def _hand_back(self) -> None:
+        """Give every job we hold back to the group at once, and leave the group if we hold nothing."""
+        held = list(self.casts) + self.inbox.held()
+        try:
+            handed = await jobs.hand_back(self.redis, self.cfg.consumer, held)
+            await jobs.delete_consumer_if_empty(self.redis, self.cfg.consumer)
+        except RedisError as exc:  # they stay ours: our restart or a take-over after the lease resumes them
+            log.warning("could not hand back %d job(s) (%s); they resume after the lease", len(held), exc)
+            return
+        if handed:
+            log.info("handed back %d job(s) for other workers to take now", handed)
+        self.casts.clear()
 
     def stop(self) -> None:
         """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
@@ -166,8 +182,11 @@ class Worker:
                     max_active=self.cfg.max_active,
                     threshold_s=self.cfg.lead_threshold_s,
                 )
-                if room == 0:
-                    await _wait(self._room, self.cfg.poll_s)
+                if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
+                    begun = await self.inbox.take_begun(self.cfg.max_active - len(self.casts), self.casts)
+                    await self._admit_all(begun)
+                    if not begun:
+                        await _wait(self._room, self.cfg.poll_s)
                     continue
                 batch = await self.inbox.take(room, self._active(self.inbox))
                 self._admitting = len(batch)
@@ -207,6 +226,9 @@ class Worker:
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:
+            if self.stopping:  # taken but not begun: back to the group with the rest
+                self.inbox.retry_later(delivery.entry_id, 0)
+                continue
             try:
                 await self._admit_delivery(delivery, inbox)
             except RedisError as exc:  # still pending with us: try it again soon, uncounted

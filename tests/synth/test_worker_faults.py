@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import castlog
-from castlog import CastStore
+from castlog import CastStore, Start
 from synth import jobs
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, pending_count, running, submit, terminal, wait_until
@@ -122,3 +122,70 @@ async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is
     receipts = await redis.xrange(castlog.PROGRESS_DONE)
     assert [r[1][b"id"].decode() for r in receipts] == [cast_id]
     assert (await log_of(store, cast_id))[-1].kind == "eos"  # settled, not turned into an error
+
+
+async def test_stop_hands_the_jobs_back_and_another_worker_takes_them_at_once(
+    redis: Redis, store: CastStore,
+) -> None:
+    cast_id = await submit(store, LONG)
+    first = Worker(config("first", lease_s=60.0), redis, StandIn(rtf=0.3))
+    task = asyncio.create_task(first.run())
+    await wait_until(lambda: has_audio(store, cast_id, 2))
+    async with running(Worker(config("second", lease_s=60.0), redis, StandIn(rtf=0.3))):
+        first.stop()
+        await asyncio.wait_for(task, 10)
+        entries = await terminal(store, cast_id, timeout_s=15)  # far sooner than the 60 s lease
+        await wait_until(lambda: no_pending(redis))
+    starts = [e.record for e in entries if isinstance(e.record, Start)]
+    assert len(starts) == 2 and entries[-1].kind == "eos"
+    consumers = {c["name"].decode() for c in await redis.xinfo_consumers(castlog.JOBS, castlog.GROUP)}
+    assert "first" not in consumers  # it held nothing when it left
+
+
+async def test_consumers_that_are_gone_and_hold_nothing_are_removed(redis: Redis, store: CastStore) -> None:
+    await jobs.ensure_group(redis)
+    for name in ("gone-1", "gone-2"):
+        await redis.xgroup_createconsumer(castlog.JOBS, castlog.GROUP, name)
+    await asyncio.sleep(0.6)
+    assert not await _only(redis, "alive")
+    async with running(Worker(config("alive", lease_s=0.5), redis, StandIn())):
+        cast_id = await submit(store, "Short one.")
+        await terminal(store, cast_id)
+        await wait_until(lambda: _only(redis, "alive"), timeout_s=10)
+
+
+async def _only(redis: Redis, name: str) -> bool:
+    names = {c["name"].decode() for c in await redis.xinfo_consumers(castlog.JOBS, castlog.GROUP)}
+    return names == {name}
+
+
+async def test_a_rolling_restart_of_two_workers_keeps_every_cast_going(redis: Redis, store: CastStore) -> None:
+    """Each worker in turn is stopped (SIGTERM) and replaced; the gap between two sentences of
+    any cast stays near the chunk time, far below the lease."""
+    rtf, chunk_s = 0.3, 0.3 * len("Sentence number 10 is here.") * 0.05  # the stand-in's compute per chunk
+    texts = [" ".join(f"Cast {k} sentence number {n} is here." for n in range(12)) for k in range(4)]
+    cast_ids = [await submit(store, text) for text in texts]
+
+    def worker(name: str) -> Worker:
+        return Worker(config(name, lease_s=30.0, concurrency=2, max_active=4), redis, StandIn(rtf=rtf))
+
+    a, b = worker("a"), worker("b")
+    tasks = {a: asyncio.create_task(a.run()), b: asyncio.create_task(b.run())}
+    for cast_id in cast_ids:
+        await wait_until(lambda c=cast_id: has_audio(store, c, 2))  # type: ignore[misc]
+    for old, new in ((a, worker("a2")), (b, worker("b2"))):
+        old.stop()
+        await asyncio.wait_for(tasks.pop(old), 10)
+        tasks[new] = asyncio.create_task(new.run())
+        await asyncio.sleep(1.5)
+    try:
+        logs = [await terminal(store, c, timeout_s=60) for c in cast_ids]
+    finally:
+        for w, task in tasks.items():
+            w.stop()
+            await asyncio.wait_for(task, 10)
+    gaps = [max(later.ts - earlier.ts for earlier, later in zip(audio, audio[1:])) / 1000
+            for audio in ([e for e in entries if e.kind == "audio"] for entries in logs)]
+    print(f"rolling restart: chunk {chunk_s:.2f}s, largest gap between sentences per cast {gaps}")
+    assert all(entries[-1].kind == "eos" for entries in logs)
+    assert max(gaps) < 2 * chunk_s + 4.0, gaps  # a lease (30 s) would show here
