@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from redis.exceptions import RedisError
 
 from .metrics import EdgeMetrics
 from .reads import ArchiveUnavailable
@@ -18,6 +19,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # The status label of a request whose client went away before the answer (nginx's convention).
 CLIENT_CLOSED = 499
+# Seconds a client is told to wait when Redis is unreachable or loading under a request.
+UNAVAILABLE_RETRY_S = 2
 # Default codes for statuses that aiohttp itself raises (unknown route, wrong method, ...).
 STATUS_CODES = {
     400: ("bad_request", "check the request's parameters"),
@@ -77,6 +80,13 @@ def make_middleware(metrics: EdgeMetrics) -> Middleware:
         except asyncio.CancelledError:
             status = CLIENT_CLOSED  # the client left (handler cancellation): not our error
             raise
+        except RedisError as exc:  # unreachable, restarting or loading: not a bug, a wait
+            log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
+            status = 503
+            return web.json_response(
+                {"error": "unavailable", "message": "the cast store is unreachable; retry shortly"},
+                status=503, headers={"Retry-After": str(UNAVAILABLE_RETRY_S)},
+            )
         except Exception:  # noqa: BLE001 - the one place that turns a bug into a plain 500
             log.exception("unhandled error on %s %s", request.method, request.path)
             code, message = STATUS_CODES[500]
