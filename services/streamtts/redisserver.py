@@ -98,7 +98,7 @@ class RedisServer:
 
 
 def start_server(
-    data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "everysec"
+    data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "always"
 ) -> RedisServer:
     """Start a server on loopback with its data in ``data_dir``; return once it answers PING.
 

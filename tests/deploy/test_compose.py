@@ -103,7 +103,7 @@ def test_redis_is_private_durable_and_checked(variant: str) -> None:
     assert redis["networks"] == ["backend"]
     data = [v for v in redis["volumes"] if v["target"] == "/data"]
     assert data and data[0]["type"] == "volume" and data[0]["source"] in config["volumes"]
-    assert redis["environment"]["REDIS_APPENDFSYNC"] == "everysec"
+    assert redis["environment"]["REDIS_APPENDFSYNC"] == "always"
     assert redis["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -qx PONG"]
     assert_patched_redis(redis["image"])
     conf = (REDIS_FILES / "redis.conf").read_text()
@@ -112,8 +112,8 @@ def test_redis_is_private_durable_and_checked(variant: str) -> None:
 
 
 def test_appendfsync_is_configurable() -> None:
-    redis = model("jetson", REDIS_APPENDFSYNC="always")["services"]["redis"]
-    assert redis["environment"]["REDIS_APPENDFSYNC"] == "always"
+    redis = model("jetson", REDIS_APPENDFSYNC="everysec")["services"]["redis"]
+    assert redis["environment"]["REDIS_APPENDFSYNC"] == "everysec"
 
 
 def test_only_the_proxy_is_public(variant: str) -> None:

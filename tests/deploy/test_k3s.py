@@ -135,7 +135,7 @@ def test_redis_is_durable(rendered: list[dict[str, Any]]) -> None:
     assert mounts[claim["metadata"]["name"]] == "/data"
     conf = find(rendered, "ConfigMap", "streamtts-redis")["data"]["redis.conf"]
     assert "\nappendonly yes\n" in conf
-    assert config_value(rendered, "REDIS_APPENDFSYNC") == "everysec"
+    assert config_value(rendered, "REDIS_APPENDFSYNC") == "always"
     maxmemory = config_value(rendered, "REDIS_MAXMEMORY")
     assert maxmemory.endswith("gb")
     limit = container(redis)["resources"]["limits"]["memory"]

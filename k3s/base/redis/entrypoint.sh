@@ -5,7 +5,7 @@ set -eu
 
 here=$(dirname "$0")
 acl_dir=${REDIS_ACL_DIR:-/tmp/redis-acl}
-appendfsync=${REDIS_APPENDFSYNC:-everysec}
+appendfsync=${REDIS_APPENDFSYNC:-always}
 maxmemory=${REDIS_MAXMEMORY:-0}
 # auto: this share of the container's memory limit (cgroup v2 or v1), else of the host's memory
 auto_percent=60
