@@ -212,16 +212,19 @@ class Tail:
                 continue
             backoff = ERROR_BACKOFF_S
             self.metrics.upstream_reads.inc()
-            got = list(reply.items() if isinstance(reply, dict) else reply or ())
-            for watch in self.watches.values():
-                watch.checked = watch.checked and bool(got)  # an idle read: check them all
-            try:  # the rows follow the cursor only if the record at the cursor still stands
-                stale = await self._check(cast_id_of(_str(key)) or "" for key, _rows in got)
-            except (RedisError, OSError) as exc:
-                log.warning("shared tail: the check of a read failed (%s); reading again", exc)
-                continue
-            if got:
-                self._fan_out(got, read_with, skip=stale)
+            await self._deliver(list(reply.items() if isinstance(reply, dict) else reply or ()), read_with)
+
+    async def _deliver(self, got: list[Any], read_with: dict[str, Watch]) -> None:
+        """Fan a read's rows out, once the record at each cursor is known to still stand."""
+        for watch in self.watches.values():
+            watch.checked = watch.checked and bool(got)  # an idle read: check them all next time
+        try:
+            stale = await self._check(cast_id_of(_str(key)) or "" for key, _rows in got)
+        except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
+            log.warning("shared tail: the check of a read failed (%s); reading again", exc)
+            return
+        if got:
+            self._fan_out(got, read_with, skip=stale)
 
     async def _check(self, cast_ids: Iterable[str]) -> set[str]:
         """Check each watch's cursor against Redis; rewind those whose record is gone or
