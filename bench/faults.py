@@ -61,6 +61,8 @@ SENTENCES = ("The river runs north.", "Bread is warm today.", "We left at noon."
              "The map was wrong.", "She sang softly.", "Lights came on in town.", "The dog slept late.")
 LEASE_S = 3.0  # the workers' lease: SIGSTOP and partitions last past it
 SUBMIT_RETRY_S = 0.3
+# Once the work has settled, followers have this long to reach their cast's terminal record.
+FOLLOWERS_END_S = 30.0
 
 
 @dataclass
@@ -236,7 +238,9 @@ async def verify(http: ClientSession, stack: Stack, c: Campaign, verdict: Verdic
                 finished.add(cast_id)
                 await check_audio(http, edge_url, cast_id, entries, verdict)
             follower = c.followers[cast_id]
-            if follower.ended_at and follower.ended_at < last_loss:
+            if not follower.ended_at:
+                verdict.bad(f"{cast_id}: its SSE follower never received the terminal record")
+            elif follower.ended_at < last_loss:
                 verdict.count("followers done before a later power loss (not compared)")
             elif entries:
                 check_follower(follower, entries, verdict)
@@ -268,7 +272,9 @@ async def run(c: Campaign) -> int:
                     await stack.ready(http)
                 await loader
                 await settle(stack, c, timeout_s=120 if c.quick else 300)
-                await asyncio.wait_for(asyncio.gather(*followers, return_exceptions=True), 60)
+                print(f"  {loop.time() - started:6.1f}s  settled; checking", flush=True)
+                if followers:  # each ends with its cast's terminal record; a lost cast's never does
+                    await asyncio.wait(followers, timeout=FOLLOWERS_END_S)
                 verdict = Verdict()
                 await verify(http, stack, c, verdict)
             finally:
