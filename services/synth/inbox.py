@@ -99,14 +99,14 @@ class Inbox:
         XPENDING) and, every ``claim_every_s``, those whose lease expired."""
         if room <= 0:
             return []
-        out = [Delivery(i, f, None) for i, f in await jobs.handed_back(self.redis, self.consumer, room)]
+        out = [Delivery(i, f, None) for i, f in await jobs.handed_back(self.redis, self.consumer, room, self.stream)]
         for delivery in out:
             log.info("took over job %s, handed back by a stopping worker", delivery.entry_id)
         now = self._clock()
         if len(out) < room and now - self._last_claim >= self.claim_every_s:
             self._last_claim = now
             out += await self._take_over(room - len(out), active)
-            gone = await jobs.remove_gone_consumers(self.redis, self.lease_ms, self.consumer)
+            gone = await jobs.remove_gone_consumers(self.redis, self.lease_ms, self.consumer, self.stream)
             if gone:
                 log.info("removed consumers that are gone and hold nothing: %s", ", ".join(gone))
         return out

@@ -204,6 +204,15 @@ async def hold(redis: Redis, entry_id: str, index: int) -> None:
     await _tally_set(redis, entry_id, hand=index)
 
 
+async def release(redis: Redis, entry_ids: list[str]) -> None:
+    """No chunk of these jobs is in hand any more (they are handed back whole)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for entry_id in entry_ids:
+            pipe.hset(castlog.tally_key(entry_id), "hand", -1)
+            pipe.expire(castlog.tally_key(entry_id), TALLY_TTL_S)
+        await pipe.execute()
+
+
 async def count_failure(redis: Redis, entry_id: str) -> int:
     """One more failed attempt; returns the failures so far."""
     key = castlog.tally_key(entry_id)
@@ -238,41 +247,41 @@ return n
 """
 
 
-async def hand_back(redis: Redis, consumer: str, entry_ids: list[str]) -> int:
+async def hand_back(redis: Redis, consumer: str, entry_ids: list[str], stream: str = castlog.JOBS) -> int:
     """Give the jobs we still own to the group's hand-back consumer, idle enough for any worker
     to claim now; returns how many."""
     if not entry_ids:
         return 0
     script = redis.register_script(HAND_BACK)
     args: list[str | int] = [castlog.GROUP, consumer, castlog.HANDED_BACK, HANDED_BACK_IDLE_MS, *entry_ids]
-    return int(await script(keys=[castlog.JOBS], args=args))
+    return int(await script(keys=[stream], args=args))
 
 
-async def handed_back(redis: Redis, consumer: str, count: int) -> list[StreamEntry]:
+async def handed_back(redis: Redis, consumer: str, count: int, stream: str = castlog.JOBS) -> list[StreamEntry]:
     """Claim up to ``count`` handed-back jobs. Each is claimed only while still idle, so two
     workers racing for one never both get it."""
     rows: Any = await redis.xpending_range(
-        castlog.JOBS, castlog.GROUP, min="-", max="+", count=count, consumername=castlog.HANDED_BACK
+        stream, castlog.GROUP, min="-", max="+", count=count, consumername=castlog.HANDED_BACK
     )
     ids = [as_str(r["message_id"]) for r in rows]
     if not ids:
         return []
-    claimed: Any = await redis.xclaim(castlog.JOBS, castlog.GROUP, consumer, HANDED_BACK_IDLE_MS // 2, list[Any](ids))
+    claimed: Any = await redis.xclaim(stream, castlog.GROUP, consumer, HANDED_BACK_IDLE_MS // 2, list[Any](ids))
     return _entries(claimed)
 
 
-async def remove_gone_consumers(redis: Redis, idle_ms: int, keep: str) -> list[str]:
+async def remove_gone_consumers(redis: Redis, idle_ms: int, keep: str, stream: str = castlog.JOBS) -> list[str]:
     """Delete the consumers of group ``synth`` that hold nothing and were idle over ``idle_ms``
     (workers that are gone); a live one is re-created by its next read. Returns their names."""
     try:
-        consumers: Any = await redis.xinfo_consumers(castlog.JOBS, castlog.GROUP)
+        consumers: Any = await redis.xinfo_consumers(stream, castlog.GROUP)
     except ResponseError:  # no stream or group yet
         return []
     gone = [
         as_str(c["name"]) for c in consumers
         if int(c["pending"]) == 0 and int(c["idle"]) > idle_ms and as_str(c["name"]) not in (keep, castlog.HANDED_BACK)
     ]
-    return [name for name in gone if await delete_consumer_if_empty(redis, name)]
+    return [name for name in gone if await delete_consumer_if_empty(redis, name, stream)]
 
 
 # KEYS[1]: jobs; ARGV[1]: the group, ARGV[2]: a consumer
@@ -284,10 +293,10 @@ return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2]) and 1
 """
 
 
-async def delete_consumer_if_empty(redis: Redis, consumer: str) -> bool:
+async def delete_consumer_if_empty(redis: Redis, consumer: str, stream: str = castlog.JOBS) -> bool:
     """Remove ``consumer`` from the group if it holds nothing (a stopping worker, a gone one)."""
     script = redis.register_script(DELETE_IF_EMPTY)
-    return bool(await script(keys=[castlog.JOBS], args=[castlog.GROUP, consumer]))
+    return bool(await script(keys=[stream], args=[castlog.GROUP, consumer]))
 
 
 async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:

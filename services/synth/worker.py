@@ -92,6 +92,7 @@ class Worker:
         self.voices = frozenset(synthesizer.voices())
         self._clock = clock
         self.casts: dict[str, ActiveCast] = {}  # job entry id -> cast, in admission order
+        self._requeued: set[str] = set()  # jobs this worker put back itself after a Redis error
         self.inbox = Inbox(
             redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock
         )
@@ -149,13 +150,16 @@ class Worker:
 
     async def _hand_back(self) -> None:
         """Give every job we hold back to the group at once, and leave the group if we hold nothing."""
-        held = list(self.casts) + self.inbox.held()
-        try:
-            handed = await jobs.hand_back(self.redis, self.cfg.consumer, held)
-            await jobs.delete_consumer_if_empty(self.redis, self.cfg.consumer)
-        except RedisError as exc:  # they stay ours: our restart or a take-over after the lease resumes them
-            log.warning("could not hand back %d job(s) (%s); they resume after the lease", len(held), exc)
-            return
+        handed = 0
+        for inbox in (self.inbox, self.live_inbox):
+            held = list(self._active(inbox)) + inbox.held()
+            try:
+                await jobs.release(self.redis, held)  # no chunk in hand: the next owner counts no death
+                handed += await jobs.hand_back(self.redis, self.cfg.consumer, held, inbox.stream)
+                await jobs.delete_consumer_if_empty(self.redis, self.cfg.consumer, inbox.stream)
+            except RedisError as exc:  # they stay ours: our restart or a take-over after the lease resumes them
+                log.warning("could not hand back %d job(s) (%s); they resume after the lease", len(held), exc)
+                return
         if handed:
             log.info("handed back %d job(s) for other workers to take now", handed)
         self.casts.clear()
@@ -183,8 +187,8 @@ class Worker:
                     threshold_s=self.cfg.lead_threshold_s,
                 )
                 if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
-                    begun = await self.inbox.take_begun(self.cfg.max_active - len(self.casts), self.casts)
-                    await self._admit_all(begun)
+                    begun = await self.inbox.take_begun(self.cfg.max_active - len(self.casts), self._active(self.inbox))
+                    await self._admit_all(begun, self.inbox)
                     if not begun:
                         await _wait(self._room, self.cfg.poll_s)
                     continue
@@ -227,13 +231,13 @@ class Worker:
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:
             if self.stopping:  # taken but not begun: back to the group with the rest
-                self.inbox.retry_later(delivery.entry_id, 0)
+                inbox.retry_later(delivery.entry_id, 0)
                 continue
             try:
                 await self._admit_delivery(delivery, inbox)
             except RedisError as exc:  # still pending with us: try it again soon, uncounted
                 log.warning("job %s: Redis error while admitting (%s); retrying", delivery.entry_id, exc)
-                inbox.retry_later(delivery.entry_id, REDIS_RETRY_S)
+                self._retry_soon(delivery.entry_id, inbox)
 
     async def _admit_delivery(self, delivery: Delivery, inbox: Inbox) -> None:
         entry_id, fields, deliveries = delivery.entry_id, delivery.fields, delivery.deliveries
@@ -279,7 +283,9 @@ class Worker:
             return
         state = castlog.summarize(entries)
         tally = await jobs.tally(self.redis, job.entry_id)
-        if tally.hand >= state.next_sentence():  # a worker died with that chunk in hand
+        own_retry = job.entry_id in self._requeued
+        self._requeued.discard(job.entry_id)
+        if tally.hand >= state.next_sentence() and not own_retry:  # a worker died with that chunk in hand
             crashes = await jobs.count_death(self.redis, job.entry_id, tally)
             if crashes >= self.cfg.max_crashes_per_chunk:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
@@ -453,7 +459,7 @@ class Worker:
             await self._settle_finished(cast)
         except RedisError as exc:  # the eos stands: the job comes back, finds it, and settles
             log.warning("cast %s: Redis error after its eos (%r); settling it again soon", cast.cast_id, exc)
-            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)
+            self._retry_soon(cast.job.entry_id, self._inbox_of(cast.job))
 
     async def _settle_finished(self, cast: ActiveCast) -> None:
         """The receipt, then XACK: a crash in between repeats the receipt (receipts may repeat)."""
@@ -498,7 +504,7 @@ class Worker:
         try:
             failures = await jobs.count_failure(self.redis, cast.job.entry_id)
         except RedisError as exc:
-            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)  # decided when Redis is back
+            self._retry_soon(cast.job.entry_id, self._inbox_of(cast.job))  # decided when Redis is back
             log.warning("cast %s: could not count its failure (%r); retrying", cast.cast_id, exc)
             return
         if failures < self.cfg.max_attempts:
@@ -532,7 +538,12 @@ class Worker:
         if not cast.closed:
             log.warning("cast %s: %s; trying the job again in %.1fs", cast.cast_id, why, REDIS_RETRY_S)
             self._close(cast)
-            self._inbox_of(cast.job).retry_later(cast.job.entry_id, REDIS_RETRY_S)
+            self._retry_soon(cast.job.entry_id, self._inbox_of(cast.job))
+
+    def _retry_soon(self, entry_id: str, inbox: Inbox) -> None:
+        """Admit the job again after a Redis error: the chunk it had in hand did not kill us."""
+        self._requeued.add(entry_id)
+        inbox.retry_later(entry_id, REDIS_RETRY_S)
 
     def _lose(self, cast: ActiveCast, why: str) -> None:
         """Another worker owns the cast now: stop, and leave its job to that worker (no XACK)."""
