@@ -71,7 +71,8 @@ class Campaign:
     quick: bool
     casts: int
     faults: int
-    rng: random.Random = field(init=False)
+    rng: random.Random = field(init=False)  # the faults: which, in what order, how long
+    texts: random.Random = field(init=False)  # the load: its own, so the fault schedule is the seed's alone
     accepted: dict[str, tuple[str, float]] = field(default_factory=dict)  # id -> (text, loop time accepted)
     followers: dict[str, Follower] = field(default_factory=dict)
     injected: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
@@ -80,6 +81,7 @@ class Campaign:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.texts = random.Random(-self.seed - 1)
 
     def fault_order(self) -> list[str]:
         order = list(KINDS)
@@ -196,13 +198,13 @@ async def load(http: ClientSession, stack: Stack, c: Campaign, tasks: list[async
     edge_url = f"http://127.0.0.1:{stack.edge.port}"
     loop = asyncio.get_running_loop()
     for n in range(c.casts):
-        picks = c.rng.sample(SENTENCES, c.rng.randint(2, 3))
+        picks = c.texts.sample(SENTENCES, c.texts.randint(2, 3))
         text = f"Cast {n} of seed {c.seed}. " + " ".join(picks)
         cast_id = await submit(http, intake_url, text)
         c.accepted[cast_id] = (text, loop.time())
         follower = c.followers[cast_id] = Follower(cast_id)
         tasks.append(asyncio.create_task(follower.follow(http, edge_url)))
-        await asyncio.sleep(c.rng.uniform(0, 2 * spread_s / max(1, c.casts)))
+        await asyncio.sleep(c.texts.uniform(0, 2 * spread_s / max(1, c.casts)))
 
 
 async def settle(stack: Stack, c: Campaign, timeout_s: float) -> None:
