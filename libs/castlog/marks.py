@@ -5,11 +5,13 @@ Two small scripts; no bodies travel."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from . import keys, scripts
 
@@ -45,17 +47,25 @@ async def stamps(redis: Redis, asked: Sequence[tuple[str, int]]) -> list[int | N
     """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip."""
     if not asked:
         return []
-    script = redis.register_script(scripts.STAMPS)  # only hashes the text: no round trip
-    reply: Any = await script(keys=[keys.cast_key(c) for c, _ in asked], args=[s for _, s in asked])
+    reply = await _read_only(redis, scripts.STAMPS, [keys.cast_key(c) for c, _ in asked], [s for _, s in asked])
     return [_int(v) for v in reply]
 
 
 async def mark(redis: Redis, cast_id: str, seq: int = -1) -> Mark:
     """The log's :class:`Mark`, with the stamp of the record at ``seq`` (-1: none asked)."""
-    script = redis.register_script(scripts.MARK)
-    reply: Any = await script(keys=[keys.cast_key(cast_id)], args=[seq])
+    reply = await _read_only(redis, scripts.MARK, [keys.cast_key(cast_id)], [seq])
     length, last_id, last_ts, ts_at = (list(reply) + [None] * 4)[:4]
     return Mark(int(length), keys.seq_of(last_id) if last_id else -1, _int(last_ts), _int(ts_at))
+
+
+async def _read_only(redis: Redis, script: str, names: list[str], args: list[int]) -> Any:
+    """Run a script that only reads, as such (EVALSHA_RO): a reader whose ACL lets it only read
+    the cast logs (edge) may run it; the first call on a server loads it (EVAL_RO)."""
+    sha = hashlib.sha1(script.encode()).hexdigest()
+    try:
+        return await redis.evalsha_ro(sha, len(names), *names, *args)
+    except NoScriptError:
+        return await redis.eval_ro(script, len(names), *names, *args)
 
 
 def _int(value: Any) -> int | None:

@@ -52,7 +52,7 @@ class CountingReader:
     def __init__(self, redis: Redis) -> None:
         self.reads = Reads()
         self.xrange = counting(redis, self.reads)
-        self.register_script = redis.register_script  # the cache's check of the log's mark
+        self.evalsha_ro, self.eval_ro = redis.evalsha_ro, redis.eval_ro  # the cache's check of the log's mark
 
     def as_redis(self) -> Redis:
         return cast(Redis, self)
