@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from castlog import client_for
 from intake import Config, create_app
 from streamtts.redisserver import RedisServer, start_server
-from tests.intake.conftest import UNLIMITED
+from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
 
 
@@ -22,6 +23,9 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 async def test_submits_get_503_while_redis_is_down_and_succeed_once_it_is_back(own_redis: RedisServer) -> None:
+    writer = client_for(own_redis.url)
+    await publish(writer, PUBLISHED_VOICES, "af_heart")  # a worker is up
+    await writer.aclose()
     cfg = Config(redis_url=own_redis.url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
     async with app_clients(create_app, cfg) as make:
         intake = await make()
