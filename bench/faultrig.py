@@ -76,7 +76,8 @@ class Service:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
+                tail = self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; its log ends:\n{tail}")
             try:
                 async with http.get(self.health, timeout=ClientTimeout(total=2)) as resp:
                     if resp.status == 200:

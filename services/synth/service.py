@@ -11,11 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 from redis.asyncio import Redis
+from redis.exceptions import BusyLoadingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import jobs, metrics
 from .config import SynthConfig
 from .model import Synthesizer, load_synthesizer
 from .worker import Worker
+
+# Publishing the voices at start waits for Redis with backoff between these.
+PUBLISH_BACKOFF_S, PUBLISH_BACKOFF_MAX_S = 0.2, 5.0
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +91,26 @@ class SynthService:
         metrics.WARMUP_SECONDS.set(time.monotonic() - started)
         voices = sorted(synth.voices())
         default = choose_default_voice(self.cfg.default_voice, voices)
-        await jobs.publish_voices(self.redis, voices, default, synth.name, self.cfg.consumer, self.cfg.voices_maxlen)
+        await self._publish(voices, default, synth.name)
         self.synthesizer = synth
         self.worker = Worker(self.cfg, self.redis, synth)
         self.phase = "running"
         log.info("worker %s ready: backend %s, default voice %s", self.cfg.consumer, synth.name, default)
+
+    async def _publish(self, voices: list[str], default: str, backend: str) -> None:
+        """Publish the voice list, waiting out a Redis that is down or loading (a worker that
+        starts during a Redis restart must not exit: the restart is what it waits for)."""
+        delay = PUBLISH_BACKOFF_S
+        while True:
+            try:
+                await jobs.publish_voices(self.redis, voices, default, backend, self.cfg.consumer, self.cfg.voices_maxlen)
+                return
+            except (RedisConnectionError, RedisTimeoutError, BusyLoadingError) as exc:
+                if self._stop_requested:
+                    raise
+                log.warning("cannot publish the voices yet (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, PUBLISH_BACKOFF_MAX_S)
 
     def stop(self) -> None:
         """Stop admitting; the worker finishes the chunk in hand and ``run`` returns."""

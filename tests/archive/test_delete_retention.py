@@ -12,9 +12,9 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import CastStore, archive, cast_key, catalog_key
+from castlog import VOICES, CastStore, archive, cast_key, catalog_key
 from intake import Config, create_app
-from tests.intake.conftest import UNLIMITED
+from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
 
 from .archive_helpers import archiver, finished
@@ -26,6 +26,7 @@ TEXT = "A cast that will be deleted, then made again."
 @pytest.fixture
 async def intake(redis_url: str, redis: Redis) -> AsyncIterator[Any]:
     cfg = Config(redis_url=redis_url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
+    await publish(redis, PUBLISHED_VOICES, "af_heart")  # intake takes voices a worker published
     async with app_clients(create_app, cfg) as make:
         yield make
 
@@ -65,7 +66,7 @@ async def test_delete_of_archived_cast_removes_its_blob(intake: Any, redis: Redi
     await worker.empty_trash()
     assert await blob_store.size(d.key) is None
     assert await redis.xlen(archive.TRASH) == 0
-    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", archive.TRASH}
+    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", archive.TRASH, VOICES}
 
 
 @pytest.mark.parametrize("token,given", [(None, TOKEN), (None, ""), (TOKEN, "wrong"), (TOKEN, "")])

@@ -94,6 +94,7 @@ def test_a_restart_resumes_a_half_made_cast_at_once(tmp_path: Path) -> None:
         resumed_s = time.monotonic() - started
         print(f"next sentence {resumed_s:.1f}s after ready (lease {60.0:.0f}s)")
         wait_for(lambda: cast_state(second.url, cast_id)["status"] == "done", 300, "the cast ends")
-        assert "resuming 1 job(s)" in second.log()
+        log = second.log()  # its own pending job, or the one the stopping worker handed back
+        assert "resuming 1 job(s)" in log or "handed back by a stopping worker" in log, log[-3000:]
     finally:
         assert second.stop() == 0

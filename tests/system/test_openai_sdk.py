@@ -51,7 +51,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
              for name in ports}
     try:
         for name, proc in procs.items():
-            wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc, name, START_S, interval_s=0.3)
+            wait_healthy(f"http://127.0.0.1:{ports[name]}/readyz", proc, name, START_S, interval_s=0.3)  # synth: voices published
         yield System(redis, ports)
     finally:
         for proc in procs.values():
