@@ -23,9 +23,9 @@ from redis.asyncio import Redis
 
 from . import keys
 from .ids import content_id
-from .ratelimit import TAKE, RateLimited, RateLimiter, Verdict
+from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Meta, encode_headers
-from .scripts import NOW_MS, _function
+from .scripts import NOW_MS, rate_limited
 
 JOBS_LIVE = "jobs/live"
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
@@ -58,15 +58,7 @@ return 'new'
 
 # KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
 # ARGV[1..5]: OPEN's, ARGV[6..8]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
-OPEN_LIMITED = (
-    _function("take", TAKE)
-    + _function("open", OPEN)
-    + """
-local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
-if verdict[1] == 0 then return verdict end
-return {1, open({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
-"""
-)
+OPEN_LIMITED = rate_limited(OPEN)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
 _STATE = (

@@ -71,15 +71,21 @@ def _function(name: str, script: str) -> str:
 # ARGV[1..5]: SUBMIT's (id, voice, text, title, meta headers), ARGV[6..8]: TAKE's (rate, burst, cost)
 # TAKE, then SUBMIT only if the bucket gave a token: one round trip for a rate-limited submit, and
 # a refused client writes nothing but its bucket. Returns {1, SUBMIT's answer} or {0, wait ms}.
-SUBMIT_LIMITED = (
-    _function("take", TAKE)
-    + _function("submit", SUBMIT)
-    + """
+def rate_limited(script: str) -> str:
+    """TAKE, then ``script`` (three keys, five arguments) only if the bucket gave a token: KEYS[4]
+    is the bucket and ARGV[6..8] TAKE's. Returns {1, the script's answer} or {0, wait ms}."""
+    return (
+        _function("take", TAKE)
+        + _function("limited", script)
+        + """
 local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
 if verdict[1] == 0 then return verdict end
-return {1, submit({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
+return {1, limited({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
 """
-)
+    )
+
+
+SUBMIT_LIMITED = rate_limited(SUBMIT)
 
 # KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>
 # ARGV[1]: the tail n of the packed log, ARGV[2]: the descriptor (zlib-compressed JSON),

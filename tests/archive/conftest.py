@@ -1,29 +1,5 @@
-"""Archiving under test against both stores (a directory, a prefix of a real SeaweedFS bucket)."""
+"""The stores under test (tests/support/stores.py): a directory, a prefix of a real SeaweedFS bucket."""
 
-from __future__ import annotations
+from tests.support.stores import blob_store, s3_endpoint
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
-from blobstore import BlobStore, StoreConfig, open_store
-from tests.support.seaweed import fresh_prefix, seaweed_with_bucket
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with seaweed_with_bucket(tmp_path_factory.mktemp("seaweed")) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture(params=["file", "s3"])
-async def blob_store(request: Any, tmp_path: Path) -> AsyncIterator[BlobStore]:
-    if request.param == "file":
-        cfg = StoreConfig((tmp_path / "archive").as_uri())
-    else:
-        cfg = fresh_prefix(request.getfixturevalue("s3_endpoint"))
-    store = await open_store(cfg)
-    yield store
-    await store.close()
+__all__ = ["blob_store", "s3_endpoint"]
