@@ -77,8 +77,9 @@ async def test_a_stall_shows_waiting_and_the_sentence_it_waits_for(
 ) -> None:
     server, _ = site
     page, _ = await stalled_page(server, browser, store)
-    s = await wait_for(page, "s['look'] == 'waiting'")
-    assert s["button"].startswith("Waiting") and s["stalled"] and s["contextState"] == "suspended"
+    # the button is drawn on the next frame after the state changes: wait for both
+    s = await wait_for(page, "s['look'] == 'waiting' and s['button'].startswith('Waiting')")
+    assert s["stalled"] and s["contextState"] == "suspended"
     assert s["line"] == "Generating sentence 3 of 6…"
     await asyncio.sleep(0.4)
     later = await state(page)
@@ -96,8 +97,8 @@ async def test_playback_resumes_by_itself_when_the_audio_arrives(
     rest = audio(SENTENCES, 2, len(SENTENCES))
     await cast.append(*rest)  # the worker goes on
     await cast.append(Eos(sentences=len(SENTENCES), audio_ms=rest[-1].o + rest[-1].d, attempts=1))
-    s = await wait_for(page, "s['look'] == 'pause' and s['currentIndex'] >= 2")
-    assert s["line"] == "" and s["button"] == "Pause"
+    s = await wait_for(page, "s['look'] == 'pause' and s['currentIndex'] >= 2 and s['button'] == 'Pause'")
+    assert s["line"] == ""
     s, _ = await pages.play_to_the_end(page, len(SENTENCES))
     assert s["stalls"] >= 1 and s["look"] == "play" and s["decoded"] == len(SENTENCES)
     scheduled = s["scheduled"]
@@ -135,8 +136,8 @@ async def test_under_the_default_autoplay_policy_play_shows_until_sound_and_the_
     first = audio(SENTENCES, 0, 3)
     await cast.append(*first)
     await cast.append(Eos(sentences=3, audio_ms=first[-1].o + first[-1].d, attempts=1))
-    s = await wait_for(page, "s['look'] == 'pause' and s['position'] > 200")
-    assert s["contextState"] == "running" and s["button"] == "Pause"
+    s = await wait_for(page, "s['look'] == 'pause' and s['position'] > 200 and s['button'] == 'Pause'")
+    assert s["contextState"] == "running"
     await page.click("#play")  # and the next one pauses
     await wait_for(page, "s['look'] == 'play' and not s['playing']")
     await page.close()
