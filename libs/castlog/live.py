@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 
 from . import keys
 from .ids import content_id
+from .lua import FIELD
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Meta, encode_headers
 from .scripts import NOW_MS, rate_limited
@@ -30,16 +31,6 @@ from .scripts import NOW_MS, rate_limited
 JOBS_LIVE = "jobs/live"
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
-
-# Field lookup in a stream entry's flat field list (Lua helper shared by the scripts below).
-_FIELD = """
-local function field(entry, name)
-  if not entry then return nil end
-  local f = entry[2]
-  for i = 1, #f, 2 do if f[i] == name then return f[i + 1] end end
-  return nil
-end
-"""
 
 # KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live
 # ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed
@@ -62,7 +53,7 @@ OPEN_LIMITED = rate_limited(OPEN)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
 _STATE = (
-    _FIELD
+    FIELD
     + """
 local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
 if not first then return {'missing', 0} end

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .lua import NOW_MS
+from .lua import FIELD, NOW_MS
 from .ratelimit import TAKE
 
 # KEYS[1]: the cast log pub/casts/<id>
@@ -35,6 +35,7 @@ return {1, tail}
 # answered, so concurrent resubmits enqueue once), answer 'reenqueued'. Else 'existing'.
 SUBMIT = (
     NOW_MS
+    + FIELD
     + """
 local n = redis.call('XLEN', KEYS[1])
 if n == 0 then
@@ -42,12 +43,6 @@ if n == 0 then
   redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[5], 'ts', now)
   redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
   return 'new'
-end
-local function field(entry, name)
-  if not entry then return nil end
-  local f = entry[2]
-  for i = 1, #f, 2 do if f[i] == name then return f[i + 1] end end
-  return nil
 end
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
 if field(last, 'e') ~= 'error' then return 'existing' end
@@ -137,13 +132,7 @@ return existed
 # is archived (its records are in the archive, unchanged). Lets a reader check what it read
 # against what the log holds now, without the bodies: a log can shrink (a power loss cut Redis's
 # AOF back, a failover reached a replica that lagged).
-STAMP_FIELD = """
-local function field(entry, name)
-  if not entry then return false end
-  local f = entry[2]
-  for k = 1, #f, 2 do if f[k] == name then return f[k + 1] end end
-  return false
-end
+STAMP_FIELD = FIELD + """
 local function ts(entry) return field(entry, 'ts') end
 local function archived(key)
   return field(redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1], 'a') and true or false
