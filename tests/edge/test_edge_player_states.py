@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
+from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Error, Meta, Start, content_id
 from tests.edge import test_edge_browser as pages
+from tests.edge import test_edge_shrunk_log as shrunk
 from tests.edge.edge_helpers import Cast, mp3_chunk
 
 pytestmark = pytest.mark.browser
@@ -105,6 +107,24 @@ async def test_playback_resumes_by_itself_when_the_audio_arrives(
     assert [x["i"] for x in scheduled] == list(range(len(SENTENCES)))  # one timeline: the wait left no gap
     for before, after in zip(scheduled, scheduled[1:]):
         assert abs(after["start"] - before["start"] - before["duration"]) <= pages.MAX_GAP_S
+    await page.close()
+
+
+async def test_a_live_player_takes_the_log_redone_after_redis_lost_its_tail(
+    site: tuple[TestServer, Any], browser: Any, store: CastStore, redis: Redis
+) -> None:
+    """Redis lost the last records (a power loss cut the AOF back) and the cast was redone from
+    there: edge moves the player back, and the player drops what it had from the lost attempt."""
+    server, _ = site
+    page, cast = await stalled_page(server, browser, store)  # meta 0, start 1, audio 0-1 at 2-3
+    await wait_for(page, "s['chunks'] == 2 and s['seqs'] == [2, 3]")
+    await shrunk.cut_back(redis, cast.id, 2)  # both audio records lost
+    cast.tail = 2
+    await cast.append(Start(attempt=2, resume_from=0, at=1))  # seq 2: the redo's start
+    redone = audio(SENTENCES, 0, len(SENTENCES))  # seq 3-8
+    await cast.append(*redone, Eos(sentences=len(SENTENCES), audio_ms=redone[-1].o + redone[-1].d, attempts=2))
+    s = await wait_for(page, "s['done'] and s['chunks'] == 6")
+    assert s["seqs"] == [3, 4, 5, 6, 7, 8]  # the redone audio only: none kept from the lost attempt
     await page.close()
 
 

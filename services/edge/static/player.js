@@ -74,7 +74,9 @@ class Player {
   // -- the log ------------------------------------------------------------------------------
 
   onRecord(rec) {
-    if (rec.seq_num <= this.lastSeq) return;  // a reconnect never repeats, but be sure
+    // A reconnect never repeats a record, but a log that Redis lost the tail of and that was
+    // redone from there comes again from an earlier seq, opening with its new start: take that.
+    if (rec.seq_num <= this.lastSeq && rec.kind !== "start") return;
     this.lastSeq = rec.seq_num;
     const h = rec.headers;
     if (rec.kind === "meta") {
@@ -85,6 +87,7 @@ class Player {
       this.status = "queued";
     } else if (rec.kind === "start") {
       this.status = "generating";
+      this.done = false;
       this.errorReason = null;
       this.dropFrom(h.resume_from);
     } else if (rec.kind === "audio") {
@@ -371,6 +374,7 @@ class Player {
       position: this.position(),
       currentIndex: this.currentIndex,
       chunks: playable.length,
+      seqs: playable.map((c) => c.seq),
       decoded: playable.filter((c) => this.decodedKeys.has(`${c.i}:${c.seq}`)).length,
       decodes: this.decodes,
       generation: this.generation,
