@@ -13,10 +13,10 @@ import time
 from typing import Any, Literal, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import PROGRESS_DONE, archive, cast_id_of, cast_key
+from castlog import PROGRESS_DONE, Done, archive, cast_id_of, cast_key, claim_done, ensure_group, take_done
 
 from . import metrics
 from .config import ArchiverConfig
@@ -69,25 +69,18 @@ class Archiver:
             await self.redis.xack(PROGRESS_DONE, GROUP, entry_id)
 
     async def _ensure_group(self) -> None:
-        try:
-            await self.redis.xgroup_create(PROGRESS_DONE, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await ensure_group(self.redis, PROGRESS_DONE, GROUP)
 
     async def _receipts(self) -> list[tuple[bytes, str]]:
         """Our pending receipts first (after a restart), those a gone archiver left pending, then
-        new ones (waiting up to poll_s)."""
-        claimed: Any = await self.redis.xautoclaim(PROGRESS_DONE, GROUP, self.consumer, CLAIM_IDLE_MS, count=READ_COUNT)
-        if claimed and claimed[1]:
-            return [(i, f.get(b"id", b"").decode()) for i, f in claimed[1] if f]
+        new ones (waiting up to poll_s). A malformed receipt names no cast ("": acknowledged)."""
+        claimed = await claim_done(self.redis, GROUP, self.consumer, CLAIM_IDLE_MS, READ_COUNT)
+        if claimed:
+            return _cast_ids(claimed)
         for start, block in (("0", None), (">", int(self.cfg.poll_s * 1000))):
-            reply: Any = await self.redis.xreadgroup(
-                GROUP, self.consumer, {PROGRESS_DONE: start}, count=READ_COUNT, block=block
-            )
-            found = [(i, f.get(b"id", b"").decode()) for _s, rows in reply or () for i, f in rows]
+            found = await take_done(self.redis, GROUP, self.consumer, start=start, count=READ_COUNT, block_ms=block)
             if found:
-                return found
+                return _cast_ids(found)
         return []
 
     async def archive_cast(self, cast_id: str) -> Outcome:
@@ -165,3 +158,7 @@ class Archiver:
     async def _now_ms(self) -> int:
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _cast_ids(receipts: list[tuple[bytes, Done | None]]) -> list[tuple[bytes, str]]:
+    return [(entry_id, done.id if done is not None else "") for entry_id, done in receipts]
