@@ -69,13 +69,22 @@ __all__ += ["Chunker"]
 
 # The shared streams' schemas (streams.py) and the key names that go with them.
 from . import streams  # noqa: E402
-from .keys import CAST_ID_PATTERN, EDGE_SCOPE, EDGE_STREAMS_SCOPE, INTAKE_SCOPE, limit_key  # noqa: E402
+from .keys import (  # noqa: E402
+    ARCHIVE_PLAYED,
+    ARCHIVE_TRASH,
+    CAST_ID_PATTERN,
+    EDGE_SCOPE,
+    EDGE_STREAMS_SCOPE,
+    INTAKE_SCOPE,
+    limit_key,
+)
 from .streams import (  # noqa: E402
     DeadLetter,
     Done,
     Job,
     Malformed,
     Recipe,
+    Trash,
     VoiceList,
     announce_done,
     claim_done,
@@ -88,13 +97,15 @@ from .streams import (  # noqa: E402
     read_done,
     read_jobs,
     read_recipe,
+    read_trash,
     read_voices,
     take_done,
 )
 
 __all__ += [
-    "streams", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE", "limit_key",
-    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "VoiceList", "announce_done", "claim_done", "dead_letter",
+    "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
+    "limit_key",
+    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
     "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
-    "read_voices", "take_done",
+    "read_trash", "read_voices", "take_done",
 ]

@@ -13,6 +13,8 @@ JOBS_LIVE = "jobs/live"  # open casts' jobs, same group and delivery as `jobs`
 JOBS_DEAD = "jobs/dead"
 PROGRESS_DONE = "progress/done"
 VOICES = "synth/voices"
+ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver to remove
+ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 GROUP = "synth"
 
 CAST_PREFIX = "pub/casts/"

@@ -11,6 +11,7 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 | ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
+| ``archive/trash`` | :class:`Trash` | DELETE (scripts.py) | the archiver |
 
 Readers skip fields they do not know (a newer writer) and take a missing optional field as its
 default; an entry that does not decode raises :class:`Malformed`.
@@ -248,6 +249,21 @@ async def read_voices(
         if offer.voices:
             return offer
     return None
+
+
+# ---- archive/trash ---------------------------------------------------------------------------
+
+
+class Trash(StreamEntry, frozen=True, kw_only=True):
+    """The blob of a deleted archived cast, for the archiver to remove."""
+
+    key: str  # the blob's name in the store (the archived log's `k`)
+
+
+async def read_trash(redis: Redis, count: int) -> list[tuple[bytes, Trash | None]]:
+    """The oldest ``count`` trash entries; None for a malformed one (drop it, nothing to remove)."""
+    rows = cast(Rows, await redis.xrange(keys.ARCHIVE_TRASH, count=count))
+    return [(entry_id, _or_none(Trash, fields)) for entry_id, fields in rows]
 
 
 def _decoded(kind: type[E], rows: Rows) -> list[E]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import PROGRESS_DONE, Done, archive, cast_id_of, cast_key, claim_done, ensure_group, take_done
+from castlog import PROGRESS_DONE, Done, archive, cast_id_of, cast_key, claim_done, ensure_group, read_trash, take_done
 
 from . import metrics
 from .config import ArchiverConfig
@@ -27,6 +27,8 @@ GROUP = "archiver"
 # Receipts taken per read, and the casts checked per SCAN step of the backstop.
 READ_COUNT = 16
 SCAN_COUNT = 500
+# Trashed blobs deleted per round.
+TRASH_COUNT = 100
 # After a failure (the store or Redis down): wait this long before the next round.
 ERROR_BACKOFF_S = 5.0
 DAY_MS = 86_400_000
@@ -111,9 +113,9 @@ class Archiver:
 
     async def empty_trash(self) -> None:
         """Delete the blobs of deleted casts, then their trash entries."""
-        rows = cast("list[tuple[bytes, dict[bytes, bytes]]]", await self.redis.xrange(archive.TRASH, count=100))
-        for entry_id, fields in rows:
-            await self.store.delete(fields[b"key"].decode())
+        for entry_id, trash in await read_trash(self.redis, TRASH_COUNT):
+            if trash is not None:
+                await self.store.delete(trash.key)
             await self.redis.xdel(archive.TRASH, entry_id)
 
     async def scan(self) -> None:

@@ -9,6 +9,8 @@ import pytest
 from redis.asyncio import Redis
 
 from castlog import (
+    ARCHIVE_PLAYED,
+    ARCHIVE_TRASH,
     JOBS,
     JOBS_DEAD,
     JOBS_LIVE,
@@ -24,8 +26,11 @@ from castlog import (
     Meta,
     Recipe,
     Start,
+    Trash,
     VoiceList,
     announce_done,
+    cast_key,
+    catalog_key,
     content_id,
     dead_letter,
     decode_job,
@@ -36,7 +41,9 @@ from castlog import (
     read_done,
     read_jobs,
     read_recipe,
+    read_trash,
     read_voices,
+    scripts,
     take_done,
 )
 from castlog.streams import decode, encode
@@ -157,3 +164,12 @@ def test_unknown_fields_of_a_newer_writer_are_skipped() -> None:
     assert decode(DeadLetter, {**wire, b"trace": b"abc"}) == DeadLetter(
         id="x", attempts=1, error="e", failed_at=2, consumer="c"
     )
+
+
+async def test_the_delete_script_trashes_what_trash_decodes_and_a_malformed_entry_is_flagged(redis: Redis) -> None:
+    blob = "casts/AbCdEfGhIjKl/1-0123456789abcdef.bin"
+    await redis.xadd(cast_key(CAST), {"e": "eos", "h": "{}", "ts": 1, "a": b"x", "k": blob}, id="0-3")
+    delete = redis.register_script(scripts.DELETE)
+    assert await delete(keys=[cast_key(CAST), catalog_key(CAST), ARCHIVE_TRASH, ARCHIVE_PLAYED], args=[CAST]) == 1
+    await redis.xadd(ARCHIVE_TRASH, {"blob": "misnamed"})
+    assert [trash for _, trash in await read_trash(redis, 10)] == [Trash(key=blob), None]
