@@ -65,11 +65,18 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     assert 0 < first.enqueued_at <= again.enqueued_at
     rows = await redis.xrange(JOBS)
     assert [decode_job(fields) for _, fields in rows] == [first, again]
+    assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
+    ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
+    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed"}
 
 
 async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) -> None:
     cast_id = await LiveStore(redis).open(VOICE, meta(live=True), speed=1.25)
     (job,) = await read_jobs(redis, JOBS_LIVE)
+    ((_, fields),) = await redis.xrange(JOBS_LIVE)
+    assert {k.decode() for k in fields} == set(Job.__struct_fields__)
+    ((_, recipe_fields),) = await redis.xrange(catalog_key(cast_id), count=1)
+    assert {k.decode() for k in recipe_fields} == set(Recipe.__struct_fields__)
     assert job.id == cast_id and job.voice == VOICE and job.enqueued_at > 0
     assert await read_jobs(redis) == []
     recipe = await read_recipe(redis, cast_id)
