@@ -138,11 +138,9 @@ async def check_queue(redis: Redis, finished: set[str], verdict: Verdict) -> Non
     group = next((g for g in groups if g["name"] in (b"synth", "synth")), None)
     if group is None or int(group["pending"]) or int(group.get("lag") or 0):
         verdict.bad(f"jobs not settled: {group}")
-    receipts: Any = await redis.xrange(castlog.PROGRESS_DONE)
     per_cast: dict[str, int] = {}
-    for _, fields in receipts:
-        cid = fields[b"id"].decode()
-        per_cast[cid] = per_cast.get(cid, 0) + 1
+    for done in await castlog.read_done(redis):
+        per_cast[done.id] = per_cast.get(done.id, 0) + 1
     for cid in finished:
         if per_cast.get(cid, 0) == 0:
             verdict.bad(f"{cid}: finished without a receipt")

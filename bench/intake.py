@@ -88,7 +88,7 @@ class ThreeTripStore(CastStore):
             await r.xadd(castlog.cast_key(cast_id), meta_fields, id="0-1")
         except ResponseError:
             return "existing"
-        await r.xadd(castlog.JOBS, {"id": cast_id, "voice": voice, "enqueued_at": now})
+        await castlog.enqueue(r, castlog.Job(id=cast_id, voice=voice, enqueued_at=now))
         return "new"
 
 
@@ -231,7 +231,7 @@ async def run_once(
 ) -> Sample:
     await redis.flushall()  # every run starts from an empty database: memory stays bounded
     # as a worker does at start-up: intake takes only voices a worker has published
-    await redis.xadd(castlog.VOICES, {"voices": json.dumps(["af_heart"]), "default": "af_heart"})
+    await castlog.publish_voices(redis, castlog.VoiceList(voices=("af_heart",), default="af_heart"), maxlen=100)
     cpu0, rcpu0 = cpu_seconds(pid), cpu_seconds(redis_pid)
     latencies, errors = await drive(f"http://127.0.0.1:{port}/api/casts", bodies, conc, seconds)
     cpu1, rcpu1 = cpu_seconds(pid), cpu_seconds(redis_pid)

@@ -284,8 +284,7 @@ async def listen(st: Stack, http: ClientSession, text: str, voice: str, *, until
 
 
 async def enqueued_at(redis: Redis) -> dict[str, float]:
-    rows = await redis.xrange(castlog.JOBS)
-    return {f[b"id"].decode(): int(f[b"enqueued_at"]) / 1000 for _, f in rows}
+    return {job.id: job.enqueued_at / 1000 for job in await castlog.read_jobs(redis)}
 
 
 def stages(st: Stack, heard: Heard, text: str, queued: float) -> dict[str, float]:

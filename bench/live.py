@@ -235,7 +235,8 @@ async def run(args: argparse.Namespace) -> dict[str, Row]:
             await wait_healthy(f"http://127.0.0.1:{port}/healthz", intake)
             redis = castlog.client_for(redis_server.url)
             # as a worker does at start-up: intake takes only voices a worker has published
-            await redis.xadd(castlog.VOICES, {"voices": json.dumps(model.voices()), "default": VOICE})
+            offer = castlog.VoiceList(voices=tuple(model.voices()), default=VOICE)
+            await castlog.publish_voices(redis, offer, maxlen=100)
             worker_module.encode_chunk = model.timed_encoder(encode_chunk)  # type: ignore[assignment]
             worker = Worker(SynthConfig(consumer="bench", poll_s=0.1), redis, model)
             task = asyncio.ensure_future(worker.run())

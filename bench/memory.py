@@ -33,12 +33,13 @@ from redis.asyncio import Redis  # noqa: E402
 
 from blobstore import StoreConfig, open_store  # noqa: E402
 from castlog import (  # noqa: E402
-    PROGRESS_DONE,
     Audio,
     CastStore,
+    Done,
     Eos,
     Meta,
     Start,
+    announce_done,
     cast_key,
     catalog_key,
     client_for,
@@ -74,8 +75,8 @@ async def write_cast(store: CastStore, k: int) -> str:
         offset += d
     tail = await store.append(cid, 1, records)
     await store.append(cid, tail, [Eos(sentences=len(chunks), audio_ms=offset, attempts=1)])
-    await store.redis.xadd(PROGRESS_DONE, {"id": cid, "attempts": 1, "sentences": len(chunks), "audio_ms": offset,
-                                           "synth_ms": 0, "first_audio_ms": 0, "finished_at": meta.created_at})
+    await announce_done(store.redis, Done(id=cid, attempts=1, sentences=len(chunks), audio_ms=offset,
+                                          finished_at=meta.created_at))
     return cid
 
 

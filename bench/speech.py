@@ -35,7 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import aiohttp  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from castlog import Audio, CastStore  # noqa: E402
+from castlog import Audio, CastStore, read_done  # noqa: E402
 from intake.formats import FORMATS, converter  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
@@ -136,9 +136,9 @@ async def cast_chunks(redis_url: str) -> tuple[list[bytes], float, float]:
             if isinstance(entry.record, Audio):
                 bodies.append(entry.record.body)
                 audio_ms += entry.record.d
-    receipts: Any = await redis.xrange("progress/done")
-    synth_ms = sum(int(f[b"synth_ms"]) for _, f in receipts)
-    receipt_audio = sum(int(f[b"audio_ms"]) for _, f in receipts)
+    receipts = await read_done(redis)
+    synth_ms = sum(done.synth_ms for done in receipts)
+    receipt_audio = sum(done.audio_ms for done in receipts)
     await redis.aclose()
     return bodies, audio_ms / 1000, synth_ms / max(1, receipt_audio)
 

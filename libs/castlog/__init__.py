@@ -47,7 +47,7 @@ from .records import (
 from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
-from .store import CastStore, Recipe, SeqMismatch, SubmitResult
+from .store import CastStore, SeqMismatch, SubmitResult
 from .voicemeta import VoiceInfo, describe_voice, voice_order
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
-    "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Recipe", "Record",
+    "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Record",
     "EdgeLimits", "IntakeLimits", "RateLimited", "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
     "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",
     "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
@@ -66,3 +66,46 @@ __all__ = [
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
 __all__ += ["Chunker"]
+
+# The shared streams' schemas (streams.py) and the key names that go with them.
+from . import streams  # noqa: E402
+from .keys import (  # noqa: E402
+    ARCHIVE_PLAYED,
+    ARCHIVE_TRASH,
+    CAST_ID_PATTERN,
+    EDGE_SCOPE,
+    EDGE_STREAMS_SCOPE,
+    INTAKE_SCOPE,
+    limit_key,
+)
+from .streams import (  # noqa: E402
+    DeadLetter,
+    Done,
+    Job,
+    Malformed,
+    Recipe,
+    Trash,
+    VoiceList,
+    announce_done,
+    claim_done,
+    dead_letter,
+    decode_job,
+    enqueue,
+    ensure_group,
+    publish_voices,
+    read_dead,
+    read_done,
+    read_jobs,
+    read_recipe,
+    read_trash,
+    read_voices,
+    take_done,
+)
+
+__all__ += [
+    "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
+    "limit_key",
+    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
+    "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
+    "read_trash", "read_voices", "take_done",
+]

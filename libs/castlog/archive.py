@@ -25,8 +25,8 @@ from .state import playable
 Row = tuple[bytes, dict[bytes, bytes]]
 # One index row: seq, kind, ts, headers (raw JSON), body offset in the blob (-1: none), body size
 IndexRow = tuple[int, str, int, msgspec.Raw, int, int]
-TRASH = "archive/trash"
-PLAYED = "archive/played"
+TRASH = keys.ARCHIVE_TRASH
+PLAYED = keys.ARCHIVE_PLAYED
 ARCHIVE_FIELD = b"a"
 # The index is mostly the chunks' texts: compressed, it takes about half the memory.
 ZLIB_LEVEL = 9

@@ -1,26 +1,39 @@
-"""Key names and the mapping between a cast's ``seq_num`` and its stream entry id."""
+"""Key names and the mapping between a cast's ``seq_num`` and its stream entry id.
+
+The entries of the streams named here are typed in ``streams.py`` (and the cast log's in
+``records.py``); the k3s ACL (k3s/base/redis/render-acl.sh) grants by these names.
+"""
 
 from __future__ import annotations
 
 import re
 
 JOBS = "jobs"
+JOBS_LIVE = "jobs/live"  # open casts' jobs, same group and delivery as `jobs`
 JOBS_DEAD = "jobs/dead"
 PROGRESS_DONE = "progress/done"
 VOICES = "synth/voices"
+ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver to remove
+ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 GROUP = "synth"
 
 CAST_PREFIX = "pub/casts/"
 RATE_LIMIT_PREFIX = "rl/"
 CATALOG_PREFIX = "catalog/"
 TALLY_PREFIX = "synth/tally/"
+# Scopes of the per-client keys rl/<scope>/<client>: intake's submit buckets (hash), edge's read
+# buckets (hash) and edge's open-stream slots (sorted set, slots.py).
+INTAKE_SCOPE = "intake"
+EDGE_SCOPE = "edge"
+EDGE_STREAMS_SCOPE = "edge-streams"
 # The consumer of group `synth` that holds jobs handed back by a stopping worker, for any worker
 # to claim at once (no lease to wait for).
 HANDED_BACK = "handed-back"
 
 # content_id() yields 12 characters of URL-safe base64; nothing else is a cast id.
 CAST_ID_LEN = 12
-_CAST_ID = re.compile(r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN)
+CAST_ID_PATTERN = r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN
+_CAST_ID = re.compile(CAST_ID_PATTERN)
 
 
 def is_cast_id(value: str) -> bool:

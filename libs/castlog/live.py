@@ -23,12 +23,13 @@ from redis.asyncio import Redis
 
 from . import keys
 from .ids import content_id
+from .keys import JOBS_LIVE
 from .lua import FIELD
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Meta, encode_headers
 from .scripts import NOW_MS, rate_limited
+from .streams import Malformed, Recipe, decode
 
-JOBS_LIVE = "jobs/live"
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
 
@@ -212,12 +213,10 @@ class LiveStore:
     async def read_text(self, cast_id: str) -> LiveText | None:
         """The whole text log of an open cast; None when ``cast_id`` is no open cast."""
         rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id)))
-        if not rows or rows[0][1].get(b"live") != b"1":
+        recipe = _recipe(rows[0][1]) if rows else None
+        if recipe is None or not recipe.live:
             return None
-        recipe = rows[0][1]
-        return LiveText(
-            voice=recipe[b"voice"].decode(), speed=float(recipe.get(b"speed", b"1.0")), events=text_events(rows[1:])
-        )
+        return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]))
 
     async def close_text(self, cast_id: str, voice: str) -> tuple[CloseAnswer, int, str]:
         """Close with the content id of the text as it stands, re-reading when a fragment lands
@@ -230,6 +229,13 @@ class LiveStore:
             answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice))
             if answer != "moved":
                 return answer, end, cid
+
+
+def _recipe(fields: dict[bytes, bytes]) -> Recipe | None:
+    try:
+        return decode(Recipe, fields)
+    except Malformed:
+        return None
 
 
 def _text(value: object) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Literal, cast
 
 from redis.asyncio import Redis
@@ -12,6 +11,7 @@ from . import keys, scripts
 from .batching import ScriptBatcher
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Entry, Meta, Record, decode_entry, encode_fields, encode_headers, is_terminal
+from .streams import Recipe, read_recipe
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
 # What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
@@ -31,16 +31,6 @@ class SeqMismatch(Exception):
         self.cast_id = cast_id
         self.expected = expected
         self.tail = tail
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """The private catalog entry of a cast."""
-
-    text: str
-    voice: str
-    title: str
-    created_at: int
 
 
 class CastStore:
@@ -113,18 +103,7 @@ class CastStore:
         return _submit_result(answer)
 
     async def recipe(self, cast_id: str) -> Recipe | None:
-        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
-        if not rows:
-            return None
-        f = rows[0][1]
-        if b"text" not in f:
-            return None  # archived: the recipe is no longer kept (docs/design.md, "The archive")
-        return Recipe(
-            text=f[b"text"].decode(),
-            voice=f[b"voice"].decode(),
-            title=f[b"title"].decode(),
-            created_at=int(f[b"created_at"]),
-        )
+        return await read_recipe(self.redis, cast_id)
 
     async def tail(self, cast_id: str) -> int:
         """The next seq_num to be written: one past the last entry's id (an archived log keeps

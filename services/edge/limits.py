@@ -15,15 +15,15 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import RateLimiter, client_address, is_cast_id
+from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter, client_address, is_cast_id
 from castlog.slots import Slot, SlotLimiter
 
 from .config import Config
 from .errors import bad_request, not_found, refusal
 from .metrics import EdgeMetrics
 
-RATE_SCOPE = "edge"
-STREAMS_SCOPE = "edge-streams"  # rl/edge-streams/<client>: the client's open-stream slots
+RATE_SCOPE = EDGE_SCOPE  # rl/edge/<client>: the client's read bucket
+STREAMS_SCOPE = EDGE_STREAMS_SCOPE  # rl/edge-streams/<client>: the client's open-stream slots
 # A client over its stream cap may retry once one of its streams ends.
 STREAMS_RETRY_AFTER_S = 5
 BUSY_RETRY_AFTER_S = 5

@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import msgspec
 from redis.asyncio import Redis
 
-from castlog import VOICES, describe_voice
+from castlog import VOICES, Malformed, describe_voice, read_voices
 
 from .validate import Refusal
 
@@ -101,26 +100,17 @@ class VoiceBook:
             # Whoever held the lock may have read the list since we asked: one read serves all.
             if self._read_at is not None and self._read_at >= asked_at:
                 return self._voices
-            rows: list[tuple[bytes, dict[bytes, bytes]]]
-            rows = await self._redis.xrevrange(VOICES, count=SCAN_ENTRIES)  # type: ignore[assignment]
-            parsed = (self._parse(entry_id, fields) for entry_id, fields in rows)
-            self._voices = next((v for v in parsed if v is not None), None)
+            offer = await read_voices(self._redis, SCAN_ENTRIES, on_malformed=self._warn)
+            self._voices = None if offer is None else Voices(
+                names=offer.voices, default=self._pick_default(offer.voices, offer.default), backend=offer.backend
+            )
             self._read_at = self._clock()
             return self._voices
 
-    def _parse(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Voices | None:
-        try:
-            names = msgspec.json.decode(fields.get(b"voices", b""), type=tuple[str, ...])
-            published = fields.get(b"default", b"").decode()
-            backend = fields[b"backend"].decode() if b"backend" in fields else None
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            if entry_id != self._warned_id:
-                self._warned_id = entry_id
-                log.warning("ignoring malformed %s entry %s (%s)", VOICES, entry_id, exc)
-            return None
-        if not names:
-            return None
-        return Voices(names=names, default=self._pick_default(names, published), backend=backend)
+    def _warn(self, entry_id: bytes, exc: Malformed) -> None:
+        if entry_id != self._warned_id:
+            self._warned_id = entry_id
+            log.warning("ignoring malformed %s entry %s (%s)", VOICES, entry_id, exc)
 
     def _pick_default(self, names: tuple[str, ...], published: str) -> str:
         if self._default_voice in names:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import PROGRESS_DONE, archive, cast_id_of, cast_key
+from castlog import PROGRESS_DONE, Done, archive, cast_id_of, cast_key, claim_done, ensure_group, read_trash, take_done
 
 from . import metrics
 from .config import ArchiverConfig
@@ -27,6 +27,8 @@ GROUP = "archiver"
 # Receipts taken per read, and the casts checked per SCAN step of the backstop.
 READ_COUNT = 16
 SCAN_COUNT = 500
+# Trashed blobs deleted per round.
+TRASH_COUNT = 100
 # After a failure (the store or Redis down): wait this long before the next round.
 ERROR_BACKOFF_S = 5.0
 DAY_MS = 86_400_000
@@ -69,25 +71,18 @@ class Archiver:
             await self.redis.xack(PROGRESS_DONE, GROUP, entry_id)
 
     async def _ensure_group(self) -> None:
-        try:
-            await self.redis.xgroup_create(PROGRESS_DONE, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await ensure_group(self.redis, PROGRESS_DONE, GROUP)
 
     async def _receipts(self) -> list[tuple[bytes, str]]:
         """Our pending receipts first (after a restart), those a gone archiver left pending, then
-        new ones (waiting up to poll_s)."""
-        claimed: Any = await self.redis.xautoclaim(PROGRESS_DONE, GROUP, self.consumer, CLAIM_IDLE_MS, count=READ_COUNT)
-        if claimed and claimed[1]:
-            return [(i, f.get(b"id", b"").decode()) for i, f in claimed[1] if f]
+        new ones (waiting up to poll_s). A malformed receipt names no cast ("": acknowledged)."""
+        claimed = await claim_done(self.redis, GROUP, self.consumer, CLAIM_IDLE_MS, READ_COUNT)
+        if claimed:
+            return _cast_ids(claimed)
         for start, block in (("0", None), (">", int(self.cfg.poll_s * 1000))):
-            reply: Any = await self.redis.xreadgroup(
-                GROUP, self.consumer, {PROGRESS_DONE: start}, count=READ_COUNT, block=block
-            )
-            found = [(i, f.get(b"id", b"").decode()) for _s, rows in reply or () for i, f in rows]
+            found = await take_done(self.redis, GROUP, self.consumer, start=start, count=READ_COUNT, block_ms=block)
             if found:
-                return found
+                return _cast_ids(found)
         return []
 
     async def archive_cast(self, cast_id: str) -> Outcome:
@@ -118,9 +113,9 @@ class Archiver:
 
     async def empty_trash(self) -> None:
         """Delete the blobs of deleted casts, then their trash entries."""
-        rows = cast("list[tuple[bytes, dict[bytes, bytes]]]", await self.redis.xrange(archive.TRASH, count=100))
-        for entry_id, fields in rows:
-            await self.store.delete(fields[b"key"].decode())
+        for entry_id, trash in await read_trash(self.redis, TRASH_COUNT):
+            if trash is not None:
+                await self.store.delete(trash.key)
             await self.redis.xdel(archive.TRASH, entry_id)
 
     async def scan(self) -> None:
@@ -165,3 +160,7 @@ class Archiver:
     async def _now_ms(self) -> int:
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _cast_ids(receipts: list[tuple[bytes, Done | None]]) -> list[tuple[bytes, str]]:
+    return [(entry_id, done.id if done is not None else "") for entry_id, done in receipts]

@@ -1,4 +1,6 @@
-"""The consumer group ``synth`` on ``jobs`` (and on ``jobs/live``, the open casts'): delivery, leases, acknowledgement, receipts.
+"""The consumer group ``synth`` on ``jobs`` (and on ``jobs/live``, the open casts'): delivery, leases, acknowledgement.
+
+The entries themselves (:class:`castlog.Job`, the dead letters, the receipts) are typed in castlog.
 
 Thin, stateless wrappers over the stream commands, one job each, so that the worker reads as
 policy. Facts of Redis they rely on (checked against redis-server 7.0):
@@ -16,7 +18,6 @@ while one chunk was in hand (a poison input that kills every worker that tries i
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -51,11 +52,7 @@ def now_ms() -> int:
 
 async def ensure_group(redis: Redis, stream: str = castlog.JOBS) -> None:
     """Create the group at the start of ``jobs`` (and the stream) unless it exists."""
-    try:
-        await redis.xgroup_create(stream, castlog.GROUP, id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
+    await castlog.ensure_group(redis, stream, castlog.GROUP)
 
 
 def as_str(value: bytes | str) -> str:
@@ -76,14 +73,11 @@ def _streams(reply: Any) -> list[StreamEntry]:
 
 def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Job | None:
     """The job of one ``jobs`` entry, or None when it is not a well-formed job."""
-    cast_id = as_str(fields.get(b"id", b""))
-    if not castlog.is_cast_id(cast_id):
-        return None
     try:
-        enqueued_at = int(fields.get(b"enqueued_at", b"0"))
-    except ValueError:
-        enqueued_at = 0
-    return Job(entry_id, cast_id, enqueued_at, max(1, deliveries), stream)
+        entry = castlog.decode_job(fields)
+    except castlog.Malformed:
+        return None
+    return Job(entry_id, entry.id, entry.enqueued_at, max(1, deliveries), stream)
 
 
 async def read_own_pending(redis: Redis, consumer: str, stream: str = castlog.JOBS) -> list[StreamEntry]:
@@ -299,30 +293,6 @@ async def delete_consumer_if_empty(redis: Redis, consumer: str, stream: str = ca
     return bool(await script(keys=[stream], args=[castlog.GROUP, consumer]))
 
 
-async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:
-    fields: dict[Any, Any] = {
-        "id": cast_id, "attempts": attempts, "error": error, "failed_at": now_ms(), "consumer": consumer
-    }
-    await redis.xadd(castlog.JOBS_DEAD, fields)
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """One ``progress/done`` entry: what a finished cast cost."""
-
-    id: str
-    attempts: int
-    sentences: int
-    audio_ms: int
-    synth_ms: int  # inference time of the finishing attempt
-    first_audio_ms: int  # job enqueued -> the cast's first audio record (Redis's clock)
-    finished_at: int
-
-    async def publish(self, redis: Redis) -> None:
-        fields: dict[Any, Any] = dict(vars(self))
-        await redis.xadd(castlog.PROGRESS_DONE, fields)
-
-
 async def queue_stats(redis: Redis) -> tuple[int, int]:
     """(entries not yet delivered to the group, that plus the group's pending entries)."""
     try:
@@ -339,12 +309,3 @@ async def queue_stats(redis: Redis) -> tuple[int, int]:
         lag = len(rows)
     depth = int(lag)
     return depth, depth + int(group["pending"])
-
-
-async def publish_voices(
-    redis: Redis, voices: list[str], default: str, backend: str, worker: str, maxlen: int
-) -> None:
-    fields: dict[Any, Any] = {
-        "voices": json.dumps(voices), "default": default, "backend": backend, "worker": worker, "at": now_ms()
-    }
-    await redis.xadd(castlog.VOICES, fields, maxlen=maxlen, approximate=True)

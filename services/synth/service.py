@@ -15,6 +15,8 @@ from redis.exceptions import BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+import castlog
+
 from . import jobs, metrics
 from .config import SynthConfig
 from .model import Synthesizer, load_synthesizer
@@ -103,7 +105,10 @@ class SynthService:
         delay = PUBLISH_BACKOFF_S
         while True:
             try:
-                await jobs.publish_voices(self.redis, voices, default, backend, self.cfg.consumer, self.cfg.voices_maxlen)
+                offer = castlog.VoiceList(
+                    voices=tuple(voices), default=default, backend=backend, worker=self.cfg.consumer, at=jobs.now_ms()
+                )
+                await castlog.publish_voices(self.redis, offer, self.cfg.voices_maxlen)
                 return
             except (RedisConnectionError, RedisTimeoutError, BusyLoadingError) as exc:
                 if self._stop_requested:

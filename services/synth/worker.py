@@ -250,7 +250,7 @@ class Worker:
         if job is None:
             log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
             cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
-            await jobs.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
+            await castlog.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
             metrics.DEAD_LETTERS.inc()
             await jobs.ack(self.redis, entry_id, inbox.stream)
             return
@@ -468,7 +468,7 @@ class Worker:
             first = await self.store.read(cast.cast_id, cast.first_audio_seq, 1)
             if first and cast.job.enqueued_at:
                 first_audio_ms = max(0, first[0].ts - cast.job.enqueued_at)
-        receipt = jobs.Receipt(
+        receipt = castlog.Done(
             id=cast.cast_id,
             attempts=cast.attempt,
             sentences=len(cast.chunks),
@@ -477,7 +477,7 @@ class Worker:
             first_audio_ms=first_audio_ms,
             finished_at=jobs.now_ms(),
         )
-        await receipt.publish(self.redis)
+        await castlog.announce_done(self.redis, receipt)
         await jobs.ack(self.redis, cast.job.entry_id, cast.job.stream)
         log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
 
@@ -488,10 +488,10 @@ class Worker:
         assert isinstance(eos, Eos)
         first = next((e for e in entries if e.kind == "audio"), None)
         first_audio_ms = max(0, first.ts - job.enqueued_at) if first is not None and job.enqueued_at else 0
-        await jobs.Receipt(
+        await castlog.announce_done(self.redis, castlog.Done(
             id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
             synth_ms=0, first_audio_ms=first_audio_ms, finished_at=entries[-1].ts or jobs.now_ms(),
-        ).publish(self.redis)
+        ))
 
     # ---- failure ----------------------------------------------------------------------------
 
@@ -528,7 +528,7 @@ class Worker:
                 log.warning("cast %s: error record refused (%s): another worker owns it", job.cast_id, exc)
                 return
         log.error("cast %s failed for good after %d attempt(s): %s", job.cast_id, attempts, reason)
-        await jobs.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
+        await castlog.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
         metrics.DEAD_LETTERS.inc()
         await jobs.ack(self.redis, job.entry_id, job.stream)
 

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import CastStore, archive, cast_key, catalog_key
+from castlog import PROGRESS_DONE, CastStore, Done, announce_done, archive, cast_key, catalog_key
 from synth.archiver import ArchiveError
 from tests.edge.edge_helpers import cast_id, meta, write_cast
 
@@ -169,7 +169,7 @@ async def test_log_changed_between_pack_and_commit_is_left_alone(redis: Redis, s
 
 
 async def pending(redis: Redis) -> int:
-    info: Any = await redis.xpending("progress/done", "archiver")
+    info: Any = await redis.xpending(PROGRESS_DONE, "archiver")
     return int(info["pending"])
 
 
@@ -178,7 +178,7 @@ async def test_receipts_drive_archiving_and_a_restart_resumes_its_pending(
 ) -> None:
     first, second = await finished(store, 1), await finished(store, 2)
     for cast in (first, second):
-        await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+        await announce_done(redis, Done(id=cast.id))
     crashed = archiver(redis, blob_store)
     await crashed._ensure_group()
     assert len(await crashed._receipts()) == 2  # taken, then the process dies before archiving
@@ -194,7 +194,7 @@ async def test_receipts_left_by_a_gone_archiver_are_taken_over(
     redis: Redis, store: CastStore, blob_store: BlobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cast = await finished(store)
-    await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+    await announce_done(redis, Done(id=cast.id))
     gone = archiver(redis, blob_store)
     gone.consumer = "synth-old-pid"
     await gone._ensure_group()
@@ -208,7 +208,7 @@ async def test_receipts_left_by_a_gone_archiver_are_taken_over(
 
 async def test_a_receipt_not_yet_due_stays_pending(redis: Redis, store: CastStore, blob_store: BlobStore) -> None:
     cast = await finished(store)
-    await redis.xadd("progress/done", {"id": cast.id, "finished_at": 0})
+    await announce_done(redis, Done(id=cast.id))
     worker = archiver(redis, blob_store, delay_s=0.4)
     await worker._ensure_group()
     await worker.round()

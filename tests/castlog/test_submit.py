@@ -4,7 +4,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from castlog import JOBS, CastStore, Eos, Error, Meta, Start, cast_key, catalog_key, content_id
+from castlog import JOBS, CastStore, Eos, Error, Meta, Start, cast_key, catalog_key, content_id, read_jobs
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -20,9 +20,8 @@ async def test_first_submit_claims_writes_recipe_meta_and_one_job(store: CastSto
     assert entry.seq_num == 0 and entry.record == meta()
     recipe = await store.recipe(CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")
-    ((_, job),) = await redis.xrange(JOBS)
-    assert job[b"id"].decode() == CAST and job[b"voice"].decode() == VOICE
-    assert int(job[b"enqueued_at"]) > 0
+    (job,) = await read_jobs(redis)
+    assert job.id == CAST and job.voice == VOICE and job.enqueued_at > 0
 
 
 async def test_200_concurrent_submits_make_one_job_and_one_meta(store: CastStore, redis: Redis) -> None:

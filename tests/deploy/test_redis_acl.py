@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 import redis
+from redis.asyncio import Redis as AsyncRedis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import castlog
 from castlog import ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 
@@ -214,6 +216,28 @@ def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Re
     denied(lambda: append(keys=[f"pub/casts/{CAST}"], args=[0, "audio", "{}", ""]))
     denied(lambda: edge.register_script(TAKE)(keys=[f"catalog/{CAST}"], args=[1, 30, 1]))
     denied(lambda: edge.config_get("*"))
+
+
+async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, admin: redis.Redis) -> None:
+    """castlog's typed helpers use the commands and keys the ACL grants, each as its service."""
+    admin.xadd("archive/trash", {"key": "casts/x.bin"})
+    synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
+    intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
+    try:
+        await castlog.publish_voices(synth, castlog.VoiceList(voices=("af_heart",), backend="onnx"), maxlen=100)
+        await castlog.dead_letter(synth, CAST, 3, "model crashed", "worker-1")
+        await castlog.ensure_group(synth, "progress/done", "archiver")
+        await castlog.announce_done(synth, castlog.Done(id=CAST, attempts=1))
+        taken = await castlog.take_done(synth, "archiver", "a-1", count=10)
+        assert [done for _, done in taken] == [castlog.Done(id=CAST, attempts=1)]
+        assert await castlog.claim_done(synth, "archiver", "a-2", 0, 10)
+        assert [trash for _, trash in await castlog.read_trash(synth, 10)] == [castlog.Trash(key="casts/x.bin")]
+        offer = await castlog.read_voices(intake, 10)
+        assert offer is not None and offer.voices == ("af_heart",)
+    finally:
+        await synth.aclose()
+        await intake.aclose()
+    assert admin.xlen("jobs/dead") == 1
 
 
 def render_acl(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

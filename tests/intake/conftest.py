@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import VOICES
+from castlog import VOICES, VoiceList, publish_voices
 from intake import Config, create_app
 from tests.support.apps import MakeClient, app_clients
 
@@ -21,12 +20,8 @@ PUBLISHED_VOICES = ["af_heart", "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_te
 
 async def publish(redis: Redis, voices: list[str], default: str, backend: str = "onnx") -> None:
     """What a synth worker does at start-up."""
-    await redis.xadd(
-        VOICES,
-        {"voices": json.dumps(voices), "default": default, "backend": backend, "worker": "w1", "at": 1},
-        maxlen=100,
-        approximate=True,
-    )
+    offer = VoiceList(voices=tuple(voices), default=default, backend=backend, worker="w1", at=1)
+    await publish_voices(redis, offer, maxlen=100)
 
 
 # Tests that are not about rate limiting must never meet it.

@@ -48,8 +48,8 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     (entry,) = await CastStore(redis).read(first)
     assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
-    jobs = await redis.xrange(castlog.JOBS_LIVE)
-    assert [j[1][b"id"].decode() for j in jobs] == [first, second]
+    jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
+    assert [j.id for j in jobs] == [first, second]
     assert await redis.xlen(castlog.JOBS) == 0
 
 

@@ -21,6 +21,7 @@ from castlog import (
     catalog_key,
     content_id,
     count_chunks,
+    read_jobs,
 )
 from intake.validate import default_title
 
@@ -71,8 +72,8 @@ async def test_200_concurrent_identical_posts_make_exactly_one_cast(
     cast_id = content_id(texts["article"], "af_heart")
     assert ids == {cast_id}
     assert await redis.xlen(JOBS) == 1
-    jobs = await redis.xrange(JOBS)
-    assert jobs[0][1][b"id"] == cast_id.encode() and jobs[0][1][b"voice"] == b"af_heart"
+    jobs = await read_jobs(redis)
+    assert jobs[0].id == cast_id and jobs[0].voice == "af_heart"
     entries = await store.read(cast_id)
     assert [e.kind for e in entries] == ["meta"]
     assert await redis.xlen(catalog_key(cast_id)) == 1
@@ -202,8 +203,8 @@ async def test_resubmit_of_an_errored_cast_enqueues_one_job(client: Client, redi
     replies = await asyncio.gather(*(post(client, {"text": "Failed once.", "voice": "af_heart"}) for _ in range(20)))
     assert sorted(r[1]["status"] for r in replies) == ["existing"] * 19 + ["reenqueued"]
     assert sorted(r[0] for r in replies) == [200] * 19 + [202]
-    jobs = await redis.xrange(JOBS)
-    assert [j[1][b"id"] for j in jobs] == [cast_id.encode()] * 2
+    jobs = await read_jobs(redis)
+    assert [j.id for j in jobs] == [cast_id] * 2
     assert await store.tail(cast_id) == 3  # the log itself is untouched: the worker appends the new start
 
 

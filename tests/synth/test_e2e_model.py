@@ -117,7 +117,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     async with running(Worker(config(), redis, model)):
         entries = await terminal(store, cast_id)
         # A job for the now finished cast is acknowledged and skipped.
-        await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": voice_of(synthesizer), "enqueued_at": 1})
+        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
         await wait_until(lambda: delivered_all(redis))
     assert [e.seq_num for e in entries] == list(range(len(entries)))
     chunks = castlog.split_text(text)
@@ -133,7 +133,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     assert entries[-1].record.audio_ms == sum(a.d for a in audio)
     assert len(model.calls) == len(chunks)  # the duplicate job synthesized nothing
     assert await store.tail(cast_id) == len(entries)
-    assert len(await redis.xrange(castlog.PROGRESS_DONE)) == 1
+    assert len(await castlog.read_done(redis)) == 1
 
 
 async def test_three_concurrent_casts_each_get_first_audio_before_any_finishes(
@@ -164,8 +164,7 @@ async def test_chunk_that_always_fails_with_the_real_model_ends_in_error_and_dea
     assert starts_of(entries) == [(1, 0), (2, 1), (3, 1)]
     assert entries[-1].kind == "error" and entries[-1].record.attempts == 3
     assert model.calls == [chunks[0]] + [chunks[1]] * 3  # sentence 0 was never redone
-    dead = await redis.xrange(castlog.JOBS_DEAD)
-    assert [f[b"id"].decode() for _, f in dead] == [cast_id]
+    assert [dead.id for dead in await castlog.read_dead(redis)] == [cast_id]
     assert await pending_count(redis) == 0
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -46,11 +45,10 @@ async def test_worker_publishes_voices_serves_healthz_and_every_documented_metri
         assert (await health.json())["consumer"] == cfg.consumer
         assert (await client.get("/healthz")).status == 200
 
-        voices = await redis.xrevrange(castlog.VOICES, count=1)
-        fields = {k.decode(): v.decode() for k, v in voices[0][1].items()}
-        assert json.loads(fields["voices"]) == ["af_heart", "jf_alpha"]
-        assert fields["default"] == "af_heart"  # "nope" is not a voice: the first one
-        assert fields["backend"] == "standin" and fields["worker"] == cfg.consumer
+        offer = await castlog.read_voices(redis, 1)
+        assert offer is not None and offer.voices == ("af_heart", "jf_alpha")
+        assert offer.default == "af_heart"  # "nope" is not a voice: the first one
+        assert offer.backend == "standin" and offer.worker == cfg.consumer
 
         before = sample_values(await (await client.get("/metrics")).text())
         cast_id = await submit(store, "Hello there. This is a post deployment check.")

@@ -47,15 +47,13 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
         assert abs(len(decode_mp3(a.body)) / 24 - a.d) <= 1  # d is the decoded duration
         offset += a.d
     assert entries[-1].record == Eos(sentences=len(chunks), audio_ms=offset, attempts=1)
-    receipts = await redis.xrange(castlog.PROGRESS_DONE)
-    assert len(receipts) == 1
-    receipt = {k.decode(): v.decode() for k, v in receipts[0][1].items()}
-    assert receipt["id"] == cast_id and receipt["attempts"] == "1"
-    assert int(receipt["sentences"]) == len(chunks) and int(receipt["audio_ms"]) == offset
-    enqueued_at = int((await redis.xrange(castlog.JOBS))[0][1][b"enqueued_at"])
+    (receipt,) = await castlog.read_done(redis)
+    assert receipt.id == cast_id and receipt.attempts == 1
+    assert receipt.sentences == len(chunks) and receipt.audio_ms == offset
+    enqueued_at = (await castlog.read_jobs(redis))[0].enqueued_at
     first_audio = next(e for e in entries if e.kind == "audio")
-    assert int(receipt["first_audio_ms"]) == first_audio.ts - enqueued_at  # Redis's clock, both ends
-    assert int(receipt["finished_at"]) >= entries[-1].ts - 1000  # the worker's clock, close to Redis's
+    assert receipt.first_audio_ms == first_audio.ts - enqueued_at  # Redis's clock, both ends
+    assert receipt.finished_at >= entries[-1].ts - 1000  # the worker's clock, close to Redis's
     await wait_until(lambda: _no_pending(redis))
 
 
@@ -79,12 +77,12 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
         await wait_until(lambda: _no_pending(redis))
         calls, tail = len(synth.calls), await store.tail(cast_id)
         # A duplicate job for the same (finished) cast, as a re-delivery would bring it.
-        await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": "af_heart", "enqueued_at": 1})
+        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         await wait_until(lambda: _no_pending(redis))
         await wait_until(lambda: delivered_all(redis))
     assert len(synth.calls) == calls
     assert await store.tail(cast_id) == tail
-    assert len(await redis.xrange(castlog.PROGRESS_DONE)) == 1
+    assert len(await castlog.read_done(redis)) == 1
 
 
 async def test_chunk_that_always_fails_gets_three_attempts_then_error_dead_letter_and_ack(
@@ -101,11 +99,9 @@ async def test_chunk_that_always_fails_gets_three_attempts_then_error_dead_lette
     assert "sentence 2" in entries[-1].record.reason
     played = castlog.playable(entries)
     assert [e.record.i for e in played] == [0, 1]  # the finished sentences were never redone
-    dead = await redis.xrange(castlog.JOBS_DEAD)
-    assert len(dead) == 1
-    fields = {k.decode(): v.decode() for k, v in dead[0][1].items()}
-    assert fields["id"] == cast_id and fields["attempts"] == "3" and fields["consumer"] == "test-worker"
-    assert "stand-in failure" in fields["error"] and int(fields["failed_at"]) > 0
+    (dead,) = await castlog.read_dead(redis)
+    assert dead.id == cast_id and dead.attempts == 3 and dead.consumer == "test-worker"
+    assert "stand-in failure" in dead.error and dead.failed_at > 0
 
 
 async def test_unknown_voice_fails_at_once_without_retries(redis: Redis, store: CastStore) -> None:
@@ -117,7 +113,7 @@ async def test_unknown_voice_fails_at_once_without_retries(redis: Redis, store: 
     assert [e.kind for e in entries] == ["meta", "error"]
     assert "unknown voice 'zz_nobody'" in entries[-1].record.reason
     assert synth.calls == []
-    assert len(await redis.xrange(castlog.JOBS_DEAD)) == 1
+    assert len(await castlog.read_dead(redis)) == 1
 
 
 async def test_resubmitted_failed_cast_continues_attempt_numbers(redis: Redis, store: CastStore) -> None:
@@ -218,10 +214,8 @@ async def test_malformed_job_is_dead_lettered_and_acknowledged(redis: Redis) -> 
     async with running(Worker(config(), redis, StandIn())):
         await redis.xadd(castlog.JOBS, {"id": "../etc", "voice": "af_heart"})
         await wait_until(lambda: delivered_all(redis))
-    dead = await redis.xrange(castlog.JOBS_DEAD)
-    assert len(dead) == 1
-    fields = {k.decode(): v.decode() for k, v in dead[0][1].items()}
-    assert fields["id"] == "../etc" and fields["error"] == "malformed job entry"
+    (dead,) = await castlog.read_dead(redis)
+    assert dead.id == "../etc" and dead.error == "malformed job entry"
 
 
 async def _no_pending(redis: Redis) -> bool:
@@ -241,7 +235,7 @@ async def test_duplicate_job_for_an_active_cast_is_acknowledged_without_restarti
     cast_id = await submit(store, text)
     async with running(Worker(config(), redis, StandIn(rtf=0.3))):
         await wait_until(lambda: has_audio(store, cast_id, 1))
-        await redis.xadd(castlog.JOBS, {"id": cast_id, "voice": "af_heart", "enqueued_at": 1})
+        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         entries = await terminal(store, cast_id)
         await wait_until(lambda: delivered_all(redis))
     assert [(s.attempt, s.resume_from) for s in (e.record for e in entries) if isinstance(s, Start)] == [(1, 0)]
@@ -266,6 +260,5 @@ async def test_job_with_an_id_that_is_not_utf8_is_dead_lettered_and_the_worker_g
         assert not task.done()  # a worker that died on it would die again on every restart
         cast_id = await submit(store, TEXT)
         assert (await terminal(store, cast_id))[-1].kind == "eos"
-    dead = await redis.xrange(castlog.JOBS_DEAD)
-    assert len(dead) == 1
-    assert dead[0][1][b"error"] == b"malformed job entry"
+    (dead,) = await castlog.read_dead(redis)
+    assert dead.error == "malformed job entry"

@@ -62,7 +62,7 @@ async def test_a_chunk_in_hand_at_every_death_is_a_poison_input_after_the_named_
         gate.set()
     assert entries[-1].kind == "error"
     assert "sentence 1 was in hand when 2 workers died" in entries[-1].record.reason  # type: ignore[union-attr]
-    assert len(await redis.xrange(castlog.JOBS_DEAD)) == 1
+    assert len(await castlog.read_dead(redis)) == 1
 
 
 class _Poisoned(StandIn):
@@ -108,11 +108,11 @@ async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is
     cast_id = await submit(store, "One sentence. And two.")
     stuck = asyncio.Event()
 
-    async def hang(self: jobs.Receipt, redis: Redis) -> None:
+    async def hang(redis: Redis, done: castlog.Done) -> None:
         await stuck.wait()  # dies here: after the eos, before the receipt and the XACK
 
     with monkeypatch.context() as patch:
-        patch.setattr(jobs.Receipt, "publish", hang)
+        patch.setattr(castlog, "announce_done", hang)
         worker = Worker(config("dies", lease_s=1.0), redis, StandIn())
         task = asyncio.create_task(worker.run())
         assert (await terminal(store, cast_id))[-1].kind == "eos"
@@ -120,8 +120,7 @@ async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is
     assert await pending_count(redis) == 1
     async with running(Worker(config("heir", lease_s=1.0), redis, StandIn())):
         await wait_until(lambda: no_pending(redis))
-    receipts = await redis.xrange(castlog.PROGRESS_DONE)
-    assert [r[1][b"id"].decode() for r in receipts] == [cast_id]
+    assert [done.id for done in await castlog.read_done(redis)] == [cast_id]
     assert (await log_of(store, cast_id))[-1].kind == "eos"  # settled, not turned into an error
 
 

@@ -21,7 +21,7 @@ async def _deliver(redis: Redis, consumer: str, count: int) -> list[str]:
 async def test_take_over_reaches_a_dead_workers_jobs_behind_many_live_ones(redis: Redis) -> None:
     await jobs.ensure_group(redis)
     for n in range(30):
-        await redis.xadd(castlog.JOBS, {"id": f"cast{n:08d}", "voice": "af_heart", "enqueued_at": 1})
+        await castlog.enqueue(redis, castlog.Job(id=f"cast{n:08d}", voice="af_heart", enqueued_at=1))
     live = await _deliver(redis, "live", 25)  # first in the pending list, their leases kept fresh
     dead = await _deliver(redis, "dead", 5)
     await asyncio.sleep(2 * LEASE_MS / 1000)

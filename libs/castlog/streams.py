@@ -1,0 +1,277 @@
+"""The shared streams besides the cast log: one msgspec type per entry, with its read/write helpers.
+
+An entry is a flat map of field -> string on the wire; each type here names those fields (an
+attribute's name IS the field's name: renaming one changes the stored data and the ACL's
+assumptions, so don't). A field that holds a JSON document is listed in ``JSON_FIELDS``.
+
+| stream | type | written by | read by |
+|---|---|---|---|
+| ``jobs``, ``jobs/live`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's consumer group |
+| ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth (:meth:`CastStore.recipe`) |
+| ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
+| ``progress/done`` | :class:`Done` | synth | the archiver's group |
+| ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
+| ``archive/trash`` | :class:`Trash` | DELETE (scripts.py) | the archiver |
+
+Readers skip fields they do not know (a newer writer) and take a missing optional field as its
+default; an entry that does not decode raises :class:`Malformed`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, TypeVar, cast
+
+import msgspec
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from . import keys
+
+Fields = dict[bytes, bytes]
+Rows = list[tuple[bytes, Fields]]
+CastId = Annotated[str, msgspec.Meta(pattern=f"^{keys.CAST_ID_PATTERN}$")]
+_json = msgspec.json.Encoder()
+
+
+class Malformed(ValueError):
+    """An entry that is not its stream's type (a hand-made or foreign entry)."""
+
+
+class StreamEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of the entry types: attributes are the wire's fields."""
+
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+
+E = TypeVar("E", bound=StreamEntry)
+
+
+def encode(entry: StreamEntry) -> dict[str, str | int | float]:
+    """The fields of ``entry`` as XADD takes them; an optional field that is None is left out."""
+    out: dict[str, str | int | float] = {}
+    for name, value in msgspec.structs.asdict(entry).items():
+        if value is None:
+            continue
+        if name in entry.JSON_FIELDS:
+            value = _json.encode(value).decode()
+        elif isinstance(value, bool):
+            value = "1" if value else "0"
+        out[name] = value
+    return out
+
+
+def decode(kind: type[E], fields: Fields) -> E:
+    """The entry of type ``kind`` that ``fields`` (as XRANGE gives them) hold, or :class:`Malformed`."""
+    try:
+        text = {k.decode(): v.decode() for k, v in fields.items()}
+        wire: dict[str, Any] = dict(text)
+        for name in kind.JSON_FIELDS:
+            if name in text:
+                wire[name] = msgspec.json.decode(text[name])
+        # strict=False: the wire's numbers and flags are strings ("12", "1").
+        return msgspec.convert(wire, type=kind, strict=False)
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        raise Malformed(f"not a {kind.__name__} entry: {exc}") from exc
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def ensure_group(redis: Redis, stream: str, group: str) -> None:
+    """Create ``group`` at the start of ``stream`` (and the stream) unless it exists."""
+    try:
+        await redis.xgroup_create(stream, group, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+# ---- jobs, jobs/live ---------------------------------------------------------------------------
+
+
+class Job(StreamEntry, frozen=True, kw_only=True):
+    """One entry of ``jobs`` (or ``jobs/live``): a cast to synthesize; the text is in its recipe."""
+
+    id: CastId
+    voice: str = ""
+    enqueued_at: int = 0  # ms, Redis's clock; 0 when unknown
+
+
+def decode_job(fields: Fields) -> Job:
+    """The job of one ``jobs`` entry; :class:`Malformed` when its id is no cast id."""
+    try:
+        int(fields.get(b"enqueued_at", b"0"))
+    except ValueError:  # an unreadable time is an unknown one, not a bad job
+        fields = {**fields, b"enqueued_at": b"0"}
+    return decode(Job, fields)
+
+
+async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
+    """Add a job by hand (the submit and open scripts add theirs); returns its entry id."""
+    entry_id = await redis.xadd(stream, dict[Any, Any](encode(job)))
+    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+
+async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
+    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators)."""
+    return _decoded(Job, cast(Rows, await redis.xrange(stream)))
+
+
+# ---- catalog/<id> ----------------------------------------------------------------------------
+
+
+class Recipe(StreamEntry, frozen=True, kw_only=True):
+    """The private first entry of ``catalog/<id>``. An open cast's has ``live`` and its
+    ``speed`` and an empty ``text`` (its text follows in later entries: see live.py); a whole
+    text's speed is in its ``meta`` record."""
+
+    text: str
+    voice: str
+    title: str
+    created_at: int
+    live: bool = False
+    speed: float = 1.0
+
+
+async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
+    """The recipe of ``cast_id``; None when there is none (no cast, or archived: the archive
+    drops the catalog)."""
+    rows = cast(Rows, await redis.xrange(keys.catalog_key(cast_id), count=1))
+    if not rows:
+        return None
+    try:
+        return decode(Recipe, rows[0][1])
+    except Malformed:
+        return None
+
+
+# ---- jobs/dead -------------------------------------------------------------------------------
+
+
+class DeadLetter(StreamEntry, frozen=True, kw_only=True):
+    """A job given up on."""
+
+    id: str  # the job's id as it stood: a malformed job's too
+    attempts: int
+    error: str
+    failed_at: int  # ms, the worker's clock
+    consumer: str
+
+
+async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, consumer: str) -> None:
+    entry = DeadLetter(id=cast_id, attempts=attempts, error=error, failed_at=now_ms(), consumer=consumer)
+    await redis.xadd(keys.JOBS_DEAD, dict[Any, Any](encode(entry)))
+
+
+async def read_dead(redis: Redis) -> list[DeadLetter]:
+    return _decoded(DeadLetter, cast(Rows, await redis.xrange(keys.JOBS_DEAD)))
+
+
+# ---- progress/done ---------------------------------------------------------------------------
+
+
+class Done(StreamEntry, frozen=True, kw_only=True):
+    """A receipt per finished cast: what it cost. Published at least once per cast: readers key
+    it by ``id``. A reader needs only the id; the figures default to 0."""
+
+    id: CastId
+    attempts: int = 0
+    sentences: int = 0
+    audio_ms: int = 0
+    synth_ms: int = 0  # inference time of the finishing attempt
+    first_audio_ms: int = 0  # job enqueued -> the cast's first audio record (Redis's clock)
+    finished_at: int = 0
+
+
+async def announce_done(redis: Redis, done: Done) -> None:
+    await redis.xadd(keys.PROGRESS_DONE, dict[Any, Any](encode(done)))
+
+
+async def read_done(redis: Redis) -> list[Done]:
+    """Every well-formed receipt, oldest first (tests, benchmarks)."""
+    return _decoded(Done, cast(Rows, await redis.xrange(keys.PROGRESS_DONE)))
+
+
+async def take_done(
+    redis: Redis, group: str, consumer: str, *, start: str = ">", count: int, block_ms: int | None = None
+) -> list[tuple[bytes, Done | None]]:
+    """Receipts read as ``consumer`` of ``group``: from ``start`` ("0": our pending ones, ">": new
+    ones, waiting up to ``block_ms``); None for one that is malformed (acknowledge and skip it)."""
+    reply: Any = await redis.xreadgroup(group, consumer, {keys.PROGRESS_DONE: start}, count=count, block=block_ms)
+    # A pending entry deleted from the stream comes back without fields.
+    return [(i, _or_none(Done, f) if f else None) for _stream, rows in reply or () for i, f in rows]
+
+
+async def claim_done(
+    redis: Redis, group: str, consumer: str, min_idle_ms: int, count: int
+) -> list[tuple[bytes, Done | None]]:
+    """Receipts pending longer than ``min_idle_ms`` with another consumer (a gone one), taken over."""
+    reply: Any = await redis.xautoclaim(keys.PROGRESS_DONE, group, consumer, min_idle_ms, count=count)
+    rows = reply[1] if reply else []
+    return [(entry_id, _or_none(Done, fields)) for entry_id, fields in rows if fields]
+
+
+# ---- synth/voices ----------------------------------------------------------------------------
+
+
+class VoiceList(StreamEntry, frozen=True, kw_only=True):
+    """What a worker offers, published at its start; the newest well-formed entry stands."""
+
+    JSON_FIELDS = ("voices",)
+
+    voices: tuple[str, ...]  # JSON on the wire: ["af_heart", ...]
+    default: str = ""
+    backend: str | None = None
+    worker: str = ""
+    at: int = 0  # ms, the worker's clock
+
+
+async def publish_voices(redis: Redis, voices: VoiceList, maxlen: int) -> None:
+    await redis.xadd(keys.VOICES, dict[Any, Any](encode(voices)), maxlen=maxlen, approximate=True)
+
+
+async def read_voices(
+    redis: Redis, count: int, on_malformed: Callable[[bytes, Malformed], None] | None = None
+) -> VoiceList | None:
+    """The newest of the last ``count`` entries that offers a voice (a bad newest entry does not
+    hide older good ones); None when none does. ``on_malformed`` hears of each bad entry."""
+    rows = cast(Rows, await redis.xrevrange(keys.VOICES, count=count))
+    for entry_id, fields in rows:
+        try:
+            offer = decode(VoiceList, fields)
+        except Malformed as exc:
+            if on_malformed is not None:
+                on_malformed(entry_id, exc)
+            continue
+        if offer.voices:
+            return offer
+    return None
+
+
+# ---- archive/trash ---------------------------------------------------------------------------
+
+
+class Trash(StreamEntry, frozen=True, kw_only=True):
+    """The blob of a deleted archived cast, for the archiver to remove."""
+
+    key: str  # the blob's name in the store (the archived log's `k`)
+
+
+async def read_trash(redis: Redis, count: int) -> list[tuple[bytes, Trash | None]]:
+    """The oldest ``count`` trash entries; None for a malformed one (drop it, nothing to remove)."""
+    rows = cast(Rows, await redis.xrange(keys.ARCHIVE_TRASH, count=count))
+    return [(entry_id, _or_none(Trash, fields)) for entry_id, fields in rows]
+
+
+def _decoded(kind: type[E], rows: Rows) -> list[E]:
+    return [e for e in (_or_none(kind, fields) for _id, fields in rows) if e is not None]
+
+
+def _or_none(kind: type[E], fields: Fields) -> E | None:
+    try:
+        return decode(kind, fields)
+    except Malformed:
+        return None
