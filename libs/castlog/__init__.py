@@ -29,6 +29,7 @@ from .marks import Mark, holds, mark, stamps
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
+from .reader import ArchiveSource, ArchiveUnavailable, Chunk, Layout, LogReader, LogView, Page, StaleLayout
 from .records import (
     TERMINAL,
     Audio,
@@ -66,3 +67,4 @@ __all__ = [
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
 __all__ += ["Chunker"]
+__all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import PROGRESS_DONE, archive, cast_id_of, cast_key
+from castlog import PROGRESS_DONE, LogReader, archive, cast_id_of, cast_key
 
 from . import metrics
 from .config import ArchiverConfig
@@ -92,7 +92,7 @@ class Archiver:
 
     async def archive_cast(self, cast_id: str) -> Outcome:
         """Archive one finished cast: pack, put, verify, then rewrite its log (idempotent)."""
-        rows = await archive.read_log(self.redis, cast_id)
+        rows = await LogReader(self.redis).stored(cast_id)
         if not rows:
             return "gone"
         last = rows[-1][1]
@@ -142,8 +142,7 @@ class Archiver:
                 metrics.SWEPT.inc()
                 continue
             if d is None and fields.get(b"e") == b"eos" and await self.archive_cast(cast_id) == "archived":
-                again: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
-                d = archive.descriptor_of(again[0][1]) if again else None
+                d = await LogReader(self.redis).descriptor(cast_id)
             if d is None:
                 live += 1
             else:
