@@ -35,7 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import aiohttp  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from castlog import Audio, CastStore  # noqa: E402
+from castlog import Audio, CastStore, LogReader  # noqa: E402
 from intake.formats import FORMATS, converter  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
@@ -96,7 +96,7 @@ async def v1(http: aiohttp.ClientSession, ports: dict[str, int], text: str, voic
 async def after_append(store: CastStore, sample: Sample) -> float:
     """ms from the cast's first audio record (Redis's clock, this host) to the client's first byte:
     the read path's share of a new cast's first byte, without the model's."""
-    entries, _ = await store.read_all(sample[1])
+    entries, _ = await LogReader(store.redis).read_all(sample[1])
     first = next(e for e in entries if isinstance(e.record, Audio))
     return sample[2] - first.ts
 
@@ -129,10 +129,10 @@ async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice:
 async def cast_chunks(redis_url: str) -> tuple[list[bytes], float, float]:
     """Every audio body in the log, its audio seconds, and the model's seconds for it (receipts)."""
     redis = Redis.from_url(redis_url)
-    store = CastStore(redis)
+    reader = LogReader(redis)
     bodies, audio_ms = [], 0
     for key in await redis.keys("pub/casts/*"):
-        for entry in (await store.read_all(key.decode().rsplit("/", 1)[1]))[0]:
+        for entry in (await reader.read_all(key.decode().rsplit("/", 1)[1]))[0]:
             if isinstance(entry.record, Audio):
                 bodies.append(entry.record.body)
                 audio_ms += entry.record.d
