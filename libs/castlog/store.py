@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from . import keys, scripts
 from .batching import ScriptBatcher
 from .ratelimit import RateLimited, RateLimiter, Verdict
-from .reader import FOLLOW_BLOCK_MS, Rows  # noqa: F401 - FOLLOW_BLOCK_MS: intake's app.py imports it from here
+from .reader import Rows
 from .records import Meta, Record, encode_fields, encode_headers
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
