@@ -9,7 +9,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from castlog import ArchiveSource, LogReader
-from castlog.reader import Row
+from castlog.archive import Row
 
 __all__ = ["LogReads", "Row"]
 

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Chunk, Eos, Error, Layout, LogReader, Record, Start, cast_key, playable, summarize
-from castlog.reader import SCAN_BATCH
+from castlog.view import SCAN_BATCH
 from edge.context import EDGE
 from edge.layout import LayoutCache
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, write_cast
