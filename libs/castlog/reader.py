@@ -79,8 +79,8 @@ class LogReader:
 
     async def descriptor(self, cast_id: str) -> archive.Descriptor | None:
         """The archive descriptor of the log's last entry (None: not archived, or no log)."""
-        last: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
-        return archive.descriptor_of(last[0][1]) if last else None
+        row = await self.last_row(cast_id)
+        return archive.descriptor_of(row[1]) if row else None
 
     async def rebuild(self, cast_id: str, d: archive.Descriptor, first: int, last: int, count: int | None,
                       bodies: bool) -> list[Row]:
@@ -171,17 +171,21 @@ class LogReader:
         next_seq = keys.seq_of(rows[-1][0]) + 1 if rows else seq_num
         return Page(_decode_rows(rows), next_seq, tail)
 
+    async def last_row(self, cast_id: str) -> Row | None:
+        """The log's last entry as Redis holds it (an archived log's: its ``eos`` and index)."""
+        rows: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
+        return cast(Row, rows[0]) if rows else None
+
     async def last(self, cast_id: str) -> Entry | None:
         """The log's last record as Redis holds it (an archived log's: its ``eos``)."""
-        rows: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
-        decoded = _decode_rows(rows)
-        return decoded[0] if decoded else None
+        row = await self.last_row(cast_id)
+        return decode_entry(*row) if row else None
 
     async def tail(self, cast_id: str) -> int:
         """The next seq_num to be written: one past the last entry's id (an archived log keeps
         only its last entry, so XLEN is not the tail there)."""
-        rows: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
-        return keys.seq_of(rows[0][0]) + 1 if rows else 0
+        row = await self.last_row(cast_id)
+        return keys.seq_of(row[0]) + 1 if row else 0
 
     # ---- following the live tail -------------------------------------------------------------
 

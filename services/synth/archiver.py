@@ -131,10 +131,10 @@ class Archiver:
             cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
             if cast_id is None:
                 continue
-            rows: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
-            if not rows:
+            row = await LogReader(self.redis).last_row(cast_id)
+            if row is None:
                 continue
-            fields = rows[0][1]
+            fields = row[1]
             d = archive.descriptor_of(fields)
             terminal = fields.get(b"e") in (b"eos", b"error")
             if terminal and await self._expired(cast_id, int(fields.get(b"ts", b"0")), now):
