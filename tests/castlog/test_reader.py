@@ -242,3 +242,21 @@ async def test_without_an_archive_an_archived_log_is_its_eos_and_its_bodies_are_
     assert [c.i for c in layout.chunks] == [0, 1, 2, 3] and layout.finished
     with pytest.raises(ArchiveUnavailable):
         _ = [body async for _, body in reader.bodies(CAST, layout.chunks)]
+
+
+async def test_a_follower_whose_log_is_archived_under_it_goes_on_without_gap_or_duplicate(
+    store: CastStore, redis: Redis, file_store: BlobStore,
+) -> None:
+    await store.append(CAST, 0, ATTEMPTS[:5])  # meta, start, audio 0..2: the error comes later
+    reader = LogReader(redis, file_store)
+    follower = reader.follow(CAST, 0, batch=2, stop_at_terminal=False)
+    got = [await follower.__anext__(), await follower.__anext__()]  # one read of two records
+    await store.append(CAST, 5, ATTEMPTS[5:])
+    before = await LogReader(redis).read(CAST, 0, 1000)
+    packed = archive.pack(CAST, await reader.stored(CAST))
+    await file_store.put(packed.descriptor.key, packed.blob)
+    assert await archive.commit(redis, CAST, packed) == 1  # the log is one entry now
+    while got[-1].seq_num < len(before) - 1:
+        got.append(await asyncio.wait_for(follower.__anext__(), 10))
+    await follower.aclose()
+    assert got == before
