@@ -3,7 +3,7 @@
   edge   ``python -m edge`` as shipped: one shared blocking XREAD per process, fanned out to
          bounded listener queues
   naive  the same SSE frames from a server that runs one blocking XREAD per listener, each on
-         its own Redis connection (``CastStore.follow``)
+         its own Redis connection (``LogReader.follow``)
 
 Each server runs in its own process on a loopback port against one real redis-server (no AOF)
 started here. For each size and server, a listener process (a plain epoll loop, the cheapest
@@ -45,7 +45,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from aiohttp import web  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from castlog import Audio, CastStore, Eos, Meta, Start, content_id, split_text  # noqa: E402
+from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text  # noqa: E402
 from edge.public import Item  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
@@ -73,7 +73,7 @@ def naive_app(redis_url: str) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         try:
-            async for entry in CastStore(conn).follow(cast_id, int(request.query.get("seq_num", "0"))):
+            async for entry in LogReader(conn).follow(cast_id, int(request.query.get("seq_num", "0"))):
                 await resp.write(Item(entry).sse())
             await resp.write_eof()
         except ConnectionResetError:

@@ -93,7 +93,7 @@ class Verdict:
 
 
 async def read_log(redis: Redis, cast_id: str) -> tuple[list[Entry], list[int]]:
-    rows: Any = await redis.xrange(castlog.cast_key(cast_id))
+    rows = await castlog.LogReader(redis).stored(cast_id)  # as stored: unknown kinds count in the seqs
     seqs = [castlog.seq_of(raw) for raw, _ in rows]
     return [e for e in (decode_entry(raw, f) for raw, f in rows) if e is not None], seqs
 

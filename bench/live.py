@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 import castlog  # noqa: E402
-from castlog import CastStore, Chunker, Meta  # noqa: E402
+from castlog import CastStore, Chunker, LogReader, Meta  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 from synth import worker as worker_module  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
@@ -188,7 +188,7 @@ async def naive_first_audio(store: CastStore, text: str, voice: str, rate: float
     cast_id = castlog.content_id(text, voice)
     meta = Meta(title="naive", voice=voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
     await store.submit(cast_id, text, voice, meta)
-    async for entry in store.follow(cast_id):
+    async for entry in LogReader(store.redis).follow(cast_id):
         if entry.kind == "audio":
             return time.perf_counter() - started
     raise RuntimeError("the naive cast ended without audio")
@@ -196,7 +196,7 @@ async def naive_first_audio(store: CastStore, text: str, voice: str, rate: float
 
 async def wait_for_audio(store: CastStore, cast_id: str, count: int) -> None:
     seen = 0
-    async for entry in store.follow(cast_id):
+    async for entry in LogReader(store.redis).follow(cast_id):
         seen += entry.kind == "audio"
         if seen >= count:
             return

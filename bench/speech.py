@@ -35,7 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import aiohttp  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from castlog import Audio, CastStore, read_done  # noqa: E402
+from castlog import Audio, LogReader, read_done  # noqa: E402
 from intake.formats import FORMATS, converter  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
@@ -93,16 +93,16 @@ async def v1(http: aiohttp.ClientSession, ports: dict[str, int], text: str, voic
     return took, resp.headers["X-Cast-Id"], at
 
 
-async def after_append(store: CastStore, sample: Sample) -> float:
+async def after_append(log: LogReader, sample: Sample) -> float:
     """ms from the cast's first audio record (Redis's clock, this host) to the client's first byte:
     the read path's share of a new cast's first byte, without the model's."""
-    entries, _ = await store.read_all(sample[1])
+    entries, _ = await log.read_all(sample[1])
     first = next(e for e in entries if isinstance(e.record, Audio))
     return sample[2] - first.ts
 
 
 async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice: str, fresh: int,
-                      repeats: int, store: CastStore) -> dict[str, Any]:
+                      repeats: int, log: LogReader) -> dict[str, Any]:
     texts = sentences()
     times: dict[str, dict[str, list[float]]] = {
         mode: {"native": [], "v1": []} for mode in ("fresh", "fresh_after_append", "repeat")
@@ -112,7 +112,7 @@ async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice:
         for j, (name, call) in enumerate(pair):
             sample = await call(http, ports, f"{texts[(2 * k + j) % len(texts)]} ({k})", voice)
             times["fresh"][name].append(sample[0])
-            times["fresh_after_append"][name].append(await after_append(store, sample))
+            times["fresh_after_append"][name].append(await after_append(log, sample))
     for k in range(repeats):
         for name, call in [("native", native), ("v1", v1)][:: 1 if k % 2 == 0 else -1]:
             times["repeat"][name].append((await call(http, ports, texts[0], voice))[0])
@@ -129,10 +129,10 @@ async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice:
 async def cast_chunks(redis_url: str) -> tuple[list[bytes], float, float]:
     """Every audio body in the log, its audio seconds, and the model's seconds for it (receipts)."""
     redis = Redis.from_url(redis_url)
-    store = CastStore(redis)
+    reader = LogReader(redis)
     bodies, audio_ms = [], 0
     for key in await redis.keys("pub/casts/*"):
-        for entry in (await store.read_all(key.decode().rsplit("/", 1)[1]))[0]:
+        for entry in (await reader.read_all(key.decode().rsplit("/", 1)[1]))[0]:
             if isinstance(entry.record, Audio):
                 bodies.append(entry.record.body)
                 audio_ms += entry.record.d
@@ -174,7 +174,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 async with http.get(f"http://127.0.0.1:{ports['intake']}/api/voices") as r:
                     voice = (await r.json())["default"]
                 reader = Redis.from_url(redis.url)
-                firsts = await first_bytes(http, ports, voice, args.fresh, args.repeats, CastStore(reader))
+                firsts = await first_bytes(http, ports, voice, args.fresh, args.repeats, LogReader(reader))
                 await reader.aclose()
             bodies, audio_s, model_rtf = await cast_chunks(redis.url)
             costs = conversion_costs(bodies, audio_s, model_rtf)

@@ -29,6 +29,7 @@ from .marks import Mark, holds, mark, stamps
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
+from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
 from .records import (
     TERMINAL,
     Audio,
@@ -48,6 +49,7 @@ from .settings import ConfigError, Settings, comma_list, comma_set, flag, requir
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, SubmitResult
+from .view import Chunk, Layout, LogView, StaleLayout
 from .voicemeta import VoiceInfo, describe_voice, voice_order
 
 __all__ = [
@@ -109,3 +111,4 @@ __all__ += [
     "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
     "read_trash", "read_voices", "take_done",
 ]
+__all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]

@@ -13,7 +13,6 @@ import hashlib
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
 
 import msgspec
 from redis.asyncio import Redis
@@ -109,11 +108,6 @@ def spans(d: Descriptor, seqs: Iterable[int]) -> dict[int, tuple[int, int]]:
     """seq -> (offset, size) in the blob, of those of ``seqs`` that have a body."""
     wanted = set(seqs)
     return {seq: (off, size) for seq, _k, _t, _h, off, size in d.index if seq in wanted and off >= 0}
-
-
-async def read_log(redis: Redis, cast_id: str) -> list[Row]:
-    """Every raw row of the log, in order."""
-    return cast("list[Row]", await redis.xrange(keys.cast_key(cast_id)))
 
 
 async def commit(redis: Redis, cast_id: str, packed: Packed) -> int:

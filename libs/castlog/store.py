@@ -1,8 +1,11 @@
-"""The cast log API over one Redis client: conditional append, submit, read and follow."""
+"""The cast log's writes over one Redis client: conditional append, submit, the recipe.
+
+Every read of a cast log is :class:`castlog.reader.LogReader`'s.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Literal, cast
 
 from redis.asyncio import Redis
@@ -10,17 +13,11 @@ from redis.asyncio import Redis
 from . import keys, scripts
 from .batching import ScriptBatcher
 from .ratelimit import RateLimited, RateLimiter, Verdict
-from .records import Entry, Meta, Record, decode_entry, encode_fields, encode_headers, is_terminal
+from .reader import Rows
+from .records import Meta, Record, encode_fields, encode_headers
 from .streams import Recipe, read_recipe
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
-# What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
-Rows = list[tuple[bytes, dict[bytes, bytes]]]
-
-# One blocking read waits at most this long before the follower re-checks its state.
-FOLLOW_BLOCK_MS = 5_000
-# Records fetched per round trip when replaying or following.
-READ_BATCH = 100
 
 
 class SeqMismatch(Exception):
@@ -34,7 +31,8 @@ class SeqMismatch(Exception):
 
 
 class CastStore:
-    """One per process. Scripts are registered once; every method is one or few round trips."""
+    """One per process. Scripts are registered once; every method is one or few round trips.
+    The reads are :class:`~castlog.reader.LogReader`'s."""
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -105,79 +103,6 @@ class CastStore:
     async def recipe(self, cast_id: str) -> Recipe | None:
         return await read_recipe(self.redis, cast_id)
 
-    async def tail(self, cast_id: str) -> int:
-        """The next seq_num to be written: one past the last entry's id (an archived log keeps
-        only its last entry, so XLEN is not the tail there)."""
-        rows = cast(Rows, await self.redis.xrevrange(keys.cast_key(cast_id), count=1))
-        return keys.seq_of(rows[0][0]) + 1 if rows else 0
-
-    async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
-        """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""
-        rows = cast(Rows, await self.redis.xrange(keys.cast_key(cast_id), min=keys.entry_id(seq_num), count=limit))
-        return _decode_rows(rows)
-
-    async def read_all(self, cast_id: str, batch: int = READ_BATCH) -> tuple[list[Entry], int]:
-        """Every record of the log, and its tail: the next seq_num, counted from the stored ids
-        themselves, so records of kinds this version skips still count."""
-        entries: list[Entry] = []
-        tail, after = 0, "-"
-        while True:
-            rows = cast(Rows, await self.redis.xrange(keys.cast_key(cast_id), min=after, count=batch))
-            entries.extend(_decode_rows(rows))
-            if rows:
-                tail = keys.seq_of(rows[-1][0]) + 1
-                after = keys.entry_id(tail)
-            if len(rows) < batch:
-                return entries, tail
-
-    async def last(self, cast_id: str) -> Entry | None:
-        rows = cast(Rows, await self.redis.xrevrange(keys.cast_key(cast_id), count=1))
-        decoded = _decode_rows(rows)
-        return decoded[0] if decoded else None
-
-    async def follow(
-        self,
-        cast_id: str,
-        seq_num: int = 0,
-        *,
-        block_ms: int = FOLLOW_BLOCK_MS,
-        batch: int = READ_BATCH,
-        stop_at_terminal: bool = True,
-    ) -> AsyncIterator[Entry]:
-        """Replay from ``seq_num`` then follow the live tail, ending after ``eos`` or ``error``.
-
-        Replay and live use the same read keyed by the last seen entry id, so the hand-over
-        has neither a gap nor a duplicate. The caller's own dedicated connection is advised:
-        a blocking read holds its connection for up to ``block_ms``.
-        """
-        key = keys.cast_key(cast_id)
-        if seq_num > 0 and stop_at_terminal:
-            last = await self.last(cast_id)
-            if last is not None and last.seq_num < seq_num and is_terminal(last.record):
-                return  # seeking past the end of a finished log: nothing will ever come
-        after: str | bytes = keys.entry_id(seq_num - 1) if seq_num > 0 else "0-0"
-        while True:
-            reply = cast("list[tuple[bytes, Rows]] | None", await self.redis.xread({key: after}, count=batch, block=block_ms))
-            for _stream, rows in reply or ():
-                for entry_id, fields in rows:
-                    after = entry_id
-                    entry = decode_entry(entry_id, fields)
-                    if entry is None:
-                        continue
-                    yield entry
-                    if stop_at_terminal and is_terminal(entry.record):
-                        return
-
 
 def _submit_result(answer: bytes | str) -> SubmitResult:
     return cast(SubmitResult, answer.decode() if isinstance(answer, bytes) else answer)
-
-
-def _decode_rows(rows: Rows) -> list[Entry]:
-    out = []
-    for entry_id, fields in rows:
-        entry = decode_entry(entry_id, fields)
-        if entry is not None:
-            out.append(entry)
-    return out
-

@@ -10,7 +10,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import CastStore, EdgeLimits, connect, openapi_document, redact
+from castlog import EdgeLimits, LogReader, connect, openapi_document, redact
 
 from . import captions, docs, mp3stream, sse, views
 from .config import Config
@@ -81,13 +81,13 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
     store = await open_store(cfg.archive) if cfg.archive is not None else None
-    reads = LogReads(store)
+    log_reader = LogReader(reader, store)
     tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue, reads=reads)
+                queue_size=cfg.listener_queue, reads=LogReads(store))
     app[EDGE] = Edge(
-        cfg=cfg, metrics=app[METRICS], reader=reader, store=CastStore(reader), tail=tail,
-        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reads),
-        reads=reads, played=Played(reader, cfg.played_flush_s),
+        cfg=cfg, metrics=app[METRICS], reader=reader, tail=tail,
+        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, log_reader),
+        log=log_reader, played=Played(reader, cfg.played_flush_s),
     )
     tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")

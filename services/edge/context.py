@@ -7,15 +7,14 @@ from dataclasses import dataclass
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import CastStore
+from castlog import Layout, LogReader
 
 from .config import Config
 from .errors import not_found
-from .layout import Layout, LayoutCache
+from .layout import LayoutCache
 from .limits import Guard, cast_id_from
 from .metrics import EdgeMetrics
 from .played import Played
-from .reads import LogReads
 from .tail import Tail
 
 
@@ -24,11 +23,10 @@ class Edge:
     cfg: Config
     metrics: EdgeMetrics
     reader: Redis  # the shared pool: every non-blocking read
-    store: CastStore
     tail: Tail
     guard: Guard
     layouts: LayoutCache
-    reads: LogReads  # cast log rows, archived logs included (reads.py)
+    log: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
 
 
@@ -44,7 +42,7 @@ async def known_cast(request: web.Request) -> tuple[str, Edge, Layout]:
     cast_id = cast_id_from(request)
     edge = request.app[EDGE]
     await edge.guard.take(request)
-    layout = await edge.layouts.get(edge.reader, cast_id)
+    layout = await edge.layouts.get(cast_id)
     if layout.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)

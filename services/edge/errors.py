@@ -10,8 +10,9 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from redis.exceptions import RedisError
 
+from castlog import ArchiveUnavailable
+
 from .metrics import EdgeMetrics
-from .reads import ArchiveUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,10 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from castlog import Audio
+from castlog import ArchiveUnavailable, Audio, Layout, StaleLayout
 
 from .context import Edge, known_cast
 from .errors import refusal
-from .layout import Layout, StaleLayout, bodies
-from .reads import ArchiveUnavailable
 from .sse import observe, write_within
 
 log = logging.getLogger(__name__)
@@ -98,11 +96,11 @@ async def _closed_bytes(edge: Edge, cast_id: str, layout: Layout, first: int, la
     """Bytes ``first..last`` of a closed cast's audio: straight from the archived blob (its
     playable prefix is the whole MP3), else body by body from the log."""
     if layout.blob is not None:
-        async for piece in edge.reads.stream(cast_id, layout.blob, first, last + 1):
+        async for piece in edge.log.stream(cast_id, layout.blob, first, last + 1):
             yield piece
         return
     wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
-    async for chunk, body in bodies(edge.reader, cast_id, wanted, edge.reads):
+    async for chunk, body in edge.log.bodies(cast_id, wanted):
         lo = max(first - chunk.start, 0)
         hi = min(last - chunk.start + 1, chunk.size)
         yield body[lo:hi]
@@ -119,7 +117,7 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
     timeout = edge.cfg.write_timeout_s
     sent = -1  # the highest sentence index on the wire
     try:
-        async for chunk, body in bodies(edge.reader, cast_id, layout.chunks, edge.reads):
+        async for chunk, body in edge.log.bodies(cast_id, layout.chunks):
             await write_within(request, resp, body, timeout)
             edge.metrics.delivered.inc()
             sent = chunk.i

@@ -9,14 +9,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import MAX_SEQ_NUM, cast_id_of, cast_key, decode_entry, entry_id, healthy, is_terminal, seq_of
+from castlog import MAX_SEQ_NUM, cast_id_of, healthy, is_terminal
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
 from .limits import cast_id_from, float_param, int_param
 from .metrics import CONTENT_TYPE
 from .public import Item
-from .reads import Row
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
@@ -67,20 +66,14 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
     limit = int_param(request, "limit", edge.cfg.max_records_limit, 1, edge.cfg.max_records_limit)
     wait = float_param(request, "wait", 0.0, 0.0, edge.cfg.max_wait_s)
     await edge.guard.take(request)
-    async with edge.reader.pipeline(transaction=False) as pipe:
-        pipe.xrange(cast_key(cast_id), min=entry_id(seq), count=limit)
-        pipe.xlen(cast_key(cast_id))
-        rows, tail = await pipe.execute()
-    tail = int(tail)
-    if tail == 0:
+    page = await edge.log.page(cast_id, seq, limit)  # one round trip (an archived log: two)
+    if page.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
-    if tail == 1:  # one entry: a fresh cast's meta, or an archived log (its eos and index)
-        rows, tail = await _archived(edge, cast_id, seq, limit, rows, tail)
-    next_seq = seq_of(rows[-1][0]) + 1 if rows else seq
-    items = [Item(e) for e in (decode_entry(i, f) for i, f in rows) if e is not None]
+    items = [Item(e) for e in page.entries]
+    next_seq, tail = page.next_seq, page.tail
     closed = await _closed(edge, cast_id, items, next_seq, tail)
-    if not rows and wait > 0 and seq >= tail and not closed:
+    if next_seq == seq and wait > 0 and seq >= tail and not closed:  # nothing there yet
         items = await _long_poll(request, edge, cast_id, seq, limit, wait)
         if items:
             next_seq = items[-1].seq + 1
@@ -93,21 +86,13 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-async def _archived(edge: Edge, cast_id: str, seq: int, limit: int, rows: list[Row], tail: int) -> tuple[list[Row], int]:
-    """An archived log's rows from ``seq`` and its true tail (its XLEN is 1)."""
-    d = await edge.reads.descriptor(edge.reader, cast_id)
-    if d is None:
-        return rows, tail
-    return await edge.reads.rebuild(cast_id, d, seq, d.tail - 1, limit, True), d.tail
-
-
 async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:
     """Whether the log ends with a terminal record that the reader has reached."""
     if next_seq < tail:
         return False
     if items and items[-1].seq == tail - 1:
         return is_terminal(items[-1].entry.record)
-    last = await edge.store.last(cast_id)
+    last = await edge.log.last(cast_id)
     return last is not None and is_terminal(last.record)
 
 

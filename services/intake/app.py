@@ -13,7 +13,7 @@ from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
 from castlog import CastStore, IntakeLimits, LiveStore, RateLimiter, client_for, connect, openapi_document, redact
-from castlog.store import FOLLOW_BLOCK_MS
+from castlog.reader import FOLLOW_BLOCK_MS
 
 from . import live, livews, speech, v1, views
 from .appkeys import (

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog import Audio, Eos, Error, client_address
+from castlog import Audio, Eos, Error, LogReader, client_address
 
 from . import live, pcm
 from .appkeys import CONFIG, STORE
@@ -207,7 +207,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async for entry in self.app[STORE].follow(self.cast_id, self.seq_num):
+        async for entry in LogReader(self.app[STORE].redis).follow(self.cast_id, self.seq_num):
             record = entry.record
             if isinstance(record, Audio) and record.i not in sent:
                 await self.send({"type": "sentence", "index": record.i, "text": record.t})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from castlog import Audio, CastStore, Eos, Error
+from castlog import Audio, Eos, Error, LogReader
 from castlog import Entry as LogEntry
 
 from . import views
@@ -50,17 +50,17 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
     async with slots:
         speech, cast_id, result = await _submit(request)
-        store = CastStore(request.app[FOLLOWER])
+        reader = LogReader(request.app[FOLLOWER])
         # A log that ended in `error` before this request was re-enqueued by its submit: that
         # error is history, not this request's answer.
-        last = None if result == "new" else await store.last(cast_id)
+        last = None if result == "new" else await reader.last(cast_id)
         settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
         task = asyncio.current_task()
         streams = request.app[SPEECH_STREAMS]
         if task is not None:
             streams.add(task)
         try:
-            return await _stream(_Stream(request, speech, cast_id), store, settled)
+            return await _stream(_Stream(request, speech, cast_id), reader, settled)
         finally:
             streams.discard(task)  # type: ignore[arg-type]
 
@@ -94,9 +94,9 @@ async def _submit(request: web.Request) -> tuple[SpeechRequest, str, str]:
     return parsed[0], cast_id, result
 
 
-async def _stream(s: _Stream, store: CastStore, settled: int) -> web.StreamResponse:
+async def _stream(s: _Stream, reader: LogReader, settled: int) -> web.StreamResponse:
     convert = converter(s.speech.response_format)
-    async for entry in store.follow(s.cast_id, 0, stop_at_terminal=False):
+    async for entry in reader.follow(s.cast_id, 0, stop_at_terminal=False):
         record = entry.record
         if isinstance(record, Audio) and record.i > s.sent:
             await _send_audio(s, convert, entry)
@@ -104,7 +104,7 @@ async def _stream(s: _Stream, store: CastStore, settled: int) -> web.StreamRespo
             await _finish(s, convert)
             break
         elif isinstance(record, Error) and entry.seq_num > settled:
-            if await store.tail(s.cast_id) > entry.seq_num + 1:
+            if await reader.tail(s.cast_id) > entry.seq_num + 1:
                 continue  # a later attempt follows it: history too
             return await _failed(s, record.reason)
     assert s.resp is not None

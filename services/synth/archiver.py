@@ -16,7 +16,18 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import PROGRESS_DONE, Done, archive, cast_id_of, cast_key, claim_done, ensure_group, read_trash, take_done
+from castlog import (
+    PROGRESS_DONE,
+    Done,
+    LogReader,
+    archive,
+    cast_id_of,
+    cast_key,
+    claim_done,
+    ensure_group,
+    read_trash,
+    take_done,
+)
 
 from . import metrics
 from .config import ArchiverConfig
@@ -87,7 +98,7 @@ class Archiver:
 
     async def archive_cast(self, cast_id: str) -> Outcome:
         """Archive one finished cast: pack, put, verify, then rewrite its log (idempotent)."""
-        rows = await archive.read_log(self.redis, cast_id)
+        rows = await LogReader(self.redis).stored(cast_id)
         if not rows:
             return "gone"
         last = rows[-1][1]
@@ -126,10 +137,10 @@ class Archiver:
             cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
             if cast_id is None:
                 continue
-            rows: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
-            if not rows:
+            row = await LogReader(self.redis).last_row(cast_id)
+            if row is None:
                 continue
-            fields = rows[0][1]
+            fields = row[1]
             d = archive.descriptor_of(fields)
             terminal = fields.get(b"e") in (b"eos", b"error")
             if terminal and await self._expired(cast_id, int(fields.get(b"ts", b"0")), now):
@@ -137,8 +148,7 @@ class Archiver:
                 metrics.SWEPT.inc()
                 continue
             if d is None and fields.get(b"e") == b"eos" and await self.archive_cast(cast_id) == "archived":
-                again: Any = await self.redis.xrevrange(cast_key(cast_id), count=1)
-                d = archive.descriptor_of(again[0][1]) if again else None
+                d = await LogReader(self.redis).descriptor(cast_id)
             if d is None:
                 live += 1
             else:

@@ -36,7 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, Eos, Error, SeqMismatch, Start
+from castlog import CastStore, Eos, Error, LogReader, SeqMismatch, Start
 
 from . import jobs, metrics, scheduler
 from .cast import ActiveCast, Job, job_key, plan
@@ -266,7 +266,7 @@ class Worker:
             log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
             await jobs.ack(self.redis, job.entry_id, job.stream)
             return
-        entries, tail = await self.store.read_all(job.cast_id)
+        entries, tail = await LogReader(self.redis).read_all(job.cast_id)
         last = entries[-1] if entries else None
         if last is None:
             await self._give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
@@ -465,7 +465,7 @@ class Worker:
         """The receipt, then XACK: a crash in between repeats the receipt (receipts may repeat)."""
         first_audio_ms = 0
         if cast.first_audio_seq is not None:
-            first = await self.store.read(cast.cast_id, cast.first_audio_seq, 1)
+            first = await LogReader(self.redis).read(cast.cast_id, cast.first_audio_seq, 1)
             if first and cast.job.enqueued_at:
                 first_audio_ms = max(0, first[0].ts - cast.job.enqueued_at)
         receipt = castlog.Done(

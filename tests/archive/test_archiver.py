@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import PROGRESS_DONE, CastStore, Done, announce_done, archive, cast_key, catalog_key
+from castlog import PROGRESS_DONE, CastStore, Done, LogReader, announce_done, archive, cast_key, catalog_key
 from synth.archiver import ArchiveError
 from tests.edge.edge_helpers import cast_id, meta, write_cast
 
@@ -46,13 +46,13 @@ async def test_archived_log_keeps_ids_and_restores_every_row(redis: Redis, store
     after = await raw_rows(redis, cast.id)
     assert len(after) == 1 and after[0][0] == before[-1][0]  # the eos at its own id
     assert {k: v for k, v in after[0][1].items() if k not in (b"a", b"k")} == before[-1][1]
-    assert await store.tail(cast.id) == len(before)
+    assert await LogReader(store.redis).tail(cast.id) == len(before)
     assert await restored(redis, blob_store, cast.id) == before
 
 
 async def test_blob_starts_with_the_playable_audio(redis: Redis, store: CastStore, blob_store: BlobStore) -> None:
     cast = await retried(store)
-    entries, _ = await store.read_all(cast.id)
+    entries, _ = await LogReader(store.redis).read_all(cast.id)
     from castlog import playable
 
     heard = b"".join(e.record.body for e in playable(entries))  # type: ignore[union-attr]

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Meta, SeqMismatch, Start, cast_key
+from castlog import Audio, CastStore, Eos, LogReader, Meta, SeqMismatch, Start, cast_key
 
 CAST = "pHanHO6047OT"
 META = Meta(title="t", voice="v", chars=1, sentences=1, created_at=0)
@@ -39,7 +39,7 @@ async def test_batch_append_is_all_or_nothing(store: CastStore, redis: Redis) ->
         await store.append(CAST, 0, batch)
     assert await redis.xlen(cast_key(CAST)) == 1
     assert await store.append(CAST, 1, batch) == 21
-    assert [e.record for e in await store.read(CAST, 1)] == batch
+    assert [e.record for e in await LogReader(store.redis).read(CAST, 1)] == batch
 
 
 async def test_only_one_of_many_concurrent_appends_at_one_seq_wins(store: CastStore) -> None:
@@ -52,12 +52,12 @@ async def test_only_one_of_many_concurrent_appends_at_one_seq_wins(store: CastSt
 
     wins = await asyncio.gather(*(attempt(n) for n in range(100)))
     assert sum(wins) == 1
-    assert await store.tail(CAST) == 1
+    assert await LogReader(store.redis).tail(CAST) == 1
 
 
 async def test_entries_carry_the_redis_clock(store: CastStore, redis: Redis) -> None:
     await store.append(CAST, 0, [META])
-    (entry,) = await store.read(CAST)
+    (entry,) = await LogReader(store.redis).read(CAST)
     seconds, micros = await redis.time()
     assert abs(entry.ts - (seconds * 1000 + micros // 1000)) < 5_000
 

@@ -4,7 +4,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from castlog import JOBS, CastStore, Eos, Error, Meta, Start, cast_key, catalog_key, content_id, read_jobs
+from castlog import JOBS, CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id, read_jobs
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -16,7 +16,7 @@ def meta() -> Meta:
 
 async def test_first_submit_claims_writes_recipe_meta_and_one_job(store: CastStore, redis: Redis) -> None:
     assert await store.submit(CAST, TEXT, VOICE, meta()) == "new"
-    (entry,) = await store.read(CAST)
+    (entry,) = await LogReader(store.redis).read(CAST)
     assert entry.seq_num == 0 and entry.record == meta()
     recipe = await store.recipe(CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")

@@ -7,7 +7,19 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from castlog import JOBS, CastStore, Error, Meta, RateLimiter, Start, SubmitResult, cast_key, catalog_key, content_id
+from castlog import (
+    JOBS,
+    CastStore,
+    Error,
+    LogReader,
+    Meta,
+    RateLimiter,
+    Start,
+    SubmitResult,
+    cast_key,
+    catalog_key,
+    content_id,
+)
 from castlog.ratelimit import RateLimited
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
@@ -35,13 +47,13 @@ async def lifecycle(store: CastStore, limiter: RateLimiter | None) -> list[Submi
 async def test_allowed_limited_submit_behaves_exactly_like_submit(store: CastStore, redis: Redis) -> None:
     plain = await lifecycle(store, None)
     plain_state = [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), JOBS)]
-    plain_log = await store.read(CAST)
+    plain_log = await LogReader(store.redis).read(CAST)
     await redis.flushall()
 
     limited = await lifecycle(store, RateLimiter(redis, "t", rate=1, burst=10))
     assert limited == plain == ["new", "existing", "reenqueued", "existing"]
     assert [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), JOBS)] == plain_state == [3, 2, 2]
-    assert [e.record for e in await store.read(CAST)] == [e.record for e in plain_log]
+    assert [e.record for e in await LogReader(store.redis).read(CAST)] == [e.record for e in plain_log]
     recipe = await store.recipe(CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")
     assert await key_names(redis) == {cast_key(CAST), catalog_key(CAST), JOBS, f"rl/t/{CLIENT}"}

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from castlog import Audio, CastStore, Eos, Error, Start
+from castlog import Audio, CastStore, Eos, Error, LogReader, Start
 from tests.edge.edge_helpers import SAMPLE_RATE, Cast, audio_records, cast_id, decode_mp3, write_cast
 
 TEXTS = [f"Sentence {i}." for i in range(6)]
@@ -65,7 +65,7 @@ async def test_audio_follows_a_live_cast_until_eos(edge: TestClient[Any, Any], s
     assert not reader.done()  # still following: no eos yet
     await cast.append(Eos(sentences=len(TEXTS), audio_ms=1, attempts=1))
     data = await asyncio.wait_for(reader, 10)
-    records = await store.read(cid)
+    records = await LogReader(store.redis).read(cid)
     expected = body([e.record for e in records if isinstance(e.record, Audio)])
     assert data == expected
     assert len(decode_mp3(data)) * 1000 / SAMPLE_RATE == sum(

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from castlog import Audio, CastStore, Eos, Meta, Start, content_id, split_text
+from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text
 from edge import Config, create_app
 from tests.edge.edge_helpers import Cast, mp3_chunk
 
@@ -246,7 +246,7 @@ async def test_clicking_a_sentence_seeks_and_space_pauses(
     await page.click("#captions li[data-i='2']")
     state = await player_state(page)
     assert [s["i"] for s in state["scheduled"]] == [2] and state["generation"] >= 1
-    starts = [r.record.o for r in await store.read(cast.id) if r.kind == "audio"]
+    starts = [r.record.o for r in await LogReader(store.redis).read(cast.id) if r.kind == "audio"]
     assert abs(state["position"] - starts[2]) < 100
     await page.keyboard.press("Space")
     await page.wait_for_function("window.streamttsPlayer.state.contextState === 'suspended'")

@@ -10,9 +10,10 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Error, Record, Start, cast_key, playable, summarize
+from castlog import Audio, CastStore, Chunk, Eos, Error, Layout, LogReader, Record, Start, cast_key, playable, summarize
+from castlog.view import SCAN_BATCH
 from edge.context import EDGE
-from edge.layout import SCAN_BATCH, Chunk, Layout, LayoutCache, scan
+from edge.layout import LayoutCache
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, write_cast
 
 BODY_BYTES = 30_000  # about a real sentence's MP3
@@ -60,7 +61,7 @@ class CountingReader:
 
 async def expected_layout(store: CastStore, cid: str) -> tuple[list[Chunk], dict[str, Any]]:
     """The chunks and state of the whole log, computed here from castlog alone."""
-    entries = await store.read(cid, 0, limit=10_000)
+    entries = await LogReader(store.redis).read(cid, 0, limit=10_000)
     chunks, start = [], 0
     for entry in playable(entries):
         assert isinstance(entry.record, Audio)
@@ -119,8 +120,8 @@ async def test_simultaneous_first_requests_share_one_scan(store: CastStore, redi
     cid = cast_id()
     live = await write_cast(store, cid, [f"S{i}." for i in range(40)], finish=False, body_bytes=BODY_BYTES)
     reader = CountingReader(redis)
-    cache = LayoutCache(8)
-    layouts = await asyncio.gather(*(cache.get(reader.as_redis(), cid) for _ in range(20)))
+    cache = LayoutCache(8, LogReader(reader.as_redis()))
+    layouts = await asyncio.gather(*(cache.get(cid) for _ in range(20)))
     assert all(layout is layouts[0] for layout in layouts)
     assert layouts[0].tail == live.tail
     assert reader.reads.rows == live.tail
@@ -132,12 +133,12 @@ async def test_simultaneous_requests_on_a_cached_live_cast_share_one_read(store:
     cid = cast_id()
     live = await write_cast(store, cid, ["S0."], finish=False, body_bytes=BODY_BYTES)
     reader = CountingReader(redis)
-    cache = LayoutCache(8)
-    await cache.get(reader.as_redis(), cid)
+    cache = LayoutCache(8, LogReader(reader.as_redis()))
+    await cache.get(cid)
     await live.append(*audio_records(["S1.", "S2."], body_bytes=BODY_BYTES, start_i=1))
     reader.reads = Reads()
     reader.xrange = counting(redis, reader.reads)
-    layouts = await asyncio.gather(*(cache.get(reader.as_redis(), cid) for _ in range(10)))
+    layouts = await asyncio.gather(*(cache.get(cid) for _ in range(10)))
     assert {layout.tail for layout in layouts} == {live.tail}
     assert reader.reads.rows == 2 and reader.reads.body_bytes == 2 * BODY_BYTES
 
@@ -162,16 +163,16 @@ async def test_the_layout_extended_across_attempts_equals_a_full_scan(store: Cas
     cid = cast_id(step)
     live = Cast(store, cid)
     await live.submit(6)
-    cache = LayoutCache(4)
-    reader = cast(Redis, redis)
+    reader = LogReader(redis)
+    cache = LayoutCache(4, reader)
     seen: list[tuple[Layout, tuple[Chunk, ...], dict[str, Any]]] = []
     for k in range(0, len(ATTEMPTS), step):
         await live.append(*ATTEMPTS[k : k + step])
-        layout = await cache.get(reader, cid)
+        layout = await cache.get(cid)
         chunks, state = await expected_layout(store, cid)
         assert list(layout.chunks) == chunks
         assert public_state(layout.state) == state
-        fresh = await scan(reader, cid)
+        fresh = await reader.layout(cid)
         assert fresh.chunks == layout.chunks and public_state(fresh.state) == state
         assert (layout.closed, layout.finished) == (fresh.closed, fresh.finished)
         seen.append((layout, layout.chunks, public_state(layout.state)))
@@ -183,28 +184,26 @@ async def test_the_layout_extended_across_attempts_equals_a_full_scan(store: Cas
 
 
 async def test_the_cache_stays_bounded_and_drops_the_least_recently_used(store: CastStore, redis: Redis) -> None:
-    reader = cast(Redis, redis)
-    cache = LayoutCache(3)
+    cache = LayoutCache(3, LogReader(redis))
     ids = [cast_id(f"bounded {n}") for n in range(5)]
     for n, cid in enumerate(ids):
         await write_cast(store, cid, ["One.", "Two."], finish=n % 2 == 0)  # live and finished alike
     for cid in ids[:3]:
-        await cache.get(reader, cid)
-    await cache.get(reader, ids[0])  # used again: now the most recent
-    await cache.get(reader, ids[3])
-    await cache.get(reader, ids[4])
+        await cache.get(cid)
+    await cache.get(ids[0])  # used again: now the most recent
+    await cache.get(ids[3])
+    await cache.get(ids[4])
     assert len(cache) == 3
     assert [cid in cache for cid in ids] == [True, False, False, True, True]
 
 
 async def test_a_cast_without_a_log_is_not_cached(store: CastStore, redis: Redis) -> None:
-    reader = cast(Redis, redis)
-    cache = LayoutCache(3)
+    cache = LayoutCache(3, LogReader(redis))
     kept = cast_id("kept")
     await write_cast(store, kept, ["One."], finish=False)
-    await cache.get(reader, kept)
+    await cache.get(kept)
     missing = cast_id("never submitted")
-    layouts = await asyncio.gather(*(cache.get(reader, missing) for _ in range(3)))
+    layouts = await asyncio.gather(*(cache.get(missing) for _ in range(3)))
     assert {layout.tail for layout in layouts} == {0}
     assert missing not in cache and kept in cache and len(cache) == 1
     assert await redis.exists(cast_key(missing)) == 0

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, Start, cast_key, entry_id, playable, summarize
+from castlog import CastStore, Eos, LogReader, Start, cast_key, entry_id, playable, summarize
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 from tests.edge.test_edge_fanout import wait_for_listeners
 
@@ -47,7 +47,7 @@ async def test_a_finished_cast_rewritten_after_a_lost_tail_is_served_as_redis_ho
     await cut_back(redis, cid, 3)  # audio 1, 2 and eos lost ...
     await redo_from(store, cid, 3, ["Two!", "Three!"], start_i=1, finish=True)  # ... redone: 3..6
     state = await (await edge.get(f"/api/casts/{cid}")).json()
-    entries = await store.read(cid, 0, 100)
+    entries = await LogReader(store.redis).read(cid, 0, 100)
     assert state["tail"] == 7 == summarize(entries).tail
     assert state["attempts"] == 2
     resp = await edge.get(f"/api/casts/{cid}/audio.mp3")

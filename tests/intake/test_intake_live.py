@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Eos, LiveStore, Start
+from castlog import Audio, CastStore, Eos, LiveStore, LogReader, Start
 from intake import pcm
 
 from .conftest import MakeClient, keys_besides_rate_limits
@@ -45,7 +45,7 @@ async def text_of(redis: Redis, cast_id: str) -> castlog.LiveText:
 async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Client, redis: Redis) -> None:
     first, second = await open_live(client, voice="af_heart"), await open_live(client, voice="af_heart")
     assert first != second and castlog.is_cast_id(first)
-    (entry,) = await CastStore(redis).read(first)
+    (entry,) = await LogReader(redis).read(first)
     assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
     jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
@@ -166,9 +166,9 @@ async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketR
 
 async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool) -> None:
     """The records a worker would append: a start, audio per sentence, and eos."""
-    tail = await store.tail(cast_id)
+    tail = await LogReader(store.redis).tail(cast_id)
     records: list[castlog.Record] = [] if tail > 1 else [Start(attempt=1, resume_from=0, at=0)]
-    done = sum(1 for e in await store.read(cast_id, 0, 1000) if e.kind == "audio")
+    done = sum(1 for e in await LogReader(store.redis).read(cast_id, 0, 1000) if e.kind == "audio")
     for k, (text, body) in enumerate(audio):
         records.append(Audio(i=done + k, t=text, d=24 * (k + 1), o=0, n=done + k + 1, body=body))
     if end:

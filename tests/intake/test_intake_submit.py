@@ -15,6 +15,7 @@ from castlog import (
     CastStore,
     Eos,
     Error,
+    LogReader,
     Meta,
     Start,
     cast_key,
@@ -74,7 +75,7 @@ async def test_200_concurrent_identical_posts_make_exactly_one_cast(
     assert await redis.xlen(JOBS) == 1
     jobs = await read_jobs(redis)
     assert jobs[0].id == cast_id and jobs[0].voice == "af_heart"
-    entries = await store.read(cast_id)
+    entries = await LogReader(store.redis).read(cast_id)
     assert [e.kind for e in entries] == ["meta"]
     assert await redis.xlen(catalog_key(cast_id)) == 1
     assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), JOBS}
@@ -103,7 +104,7 @@ async def test_meta_plans_sentences_chars_and_title(client: Client, store: CastS
     status, body, _ = await post(client, {"text": text, "voice": "jf_nezumi"})
     after = time.time_ns() // 1_000_000
     assert status == 201
-    entries = await store.read(body["id"])
+    entries = await LogReader(store.redis).read(body["id"])
     meta = entries[0].record
     assert isinstance(meta, Meta)
     assert meta.sentences == count_chunks(text) and meta.sentences > 1
@@ -160,7 +161,7 @@ async def test_unknown_fields_are_refused_naming_the_field(client: Client, redis
 async def test_speed_is_part_of_the_cast_and_its_meta(client: Client, store: CastStore) -> None:
     status, body, _ = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 2})
     assert status == 201 and body["id"] == content_id("Hi.", "af_heart", 2.0) != content_id("Hi.", "af_heart")
-    meta = (await store.read(body["id"]))[0].record
+    meta = (await LogReader(store.redis).read(body["id"]))[0].record
     assert isinstance(meta, Meta) and meta.speed == 2.0
     one = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 1.001})
     assert one[1]["id"] == content_id("Hi.", "af_heart"), "speed 1.0 keeps the ids of old casts"
@@ -174,7 +175,7 @@ async def test_text_at_the_char_limit_is_accepted(make_client: MakeClient, store
     text = "word " * 9 + "fifty"  # exactly 50 characters
     status, body, _ = await post(client, {"text": f"  {text}  ", "voice": "af_heart"})
     assert status == 201
-    meta = (await store.read(body["id"]))[0].record
+    meta = (await LogReader(store.redis).read(body["id"]))[0].record
     assert isinstance(meta, Meta) and meta.chars == 50
 
 
@@ -182,7 +183,7 @@ async def test_a_maximal_text_is_planned_like_the_worker_splits_it(client: Clien
     text = ("Ein langer Satz ohne Ende, " * 4000)[:100_000].strip()
     status, body, _ = await post(client, {"text": text, "voice": "af_heart"})
     assert status == 201
-    meta = (await store.read(body["id"]))[0].record
+    meta = (await LogReader(store.redis).read(body["id"]))[0].record
     assert isinstance(meta, Meta) and meta.sentences == count_chunks(text) and meta.chars == len(text)
 
 
@@ -193,7 +194,7 @@ async def test_resubmit_of_a_finished_cast_enqueues_nothing(client: Client, redi
     status, again, _ = await post(client, {"text": "Done already.", "voice": "af_heart"})
     assert status == 200 and again["status"] == "existing"
     assert await redis.xlen(JOBS) == 1
-    assert await store.tail(cast_id) == 4
+    assert await LogReader(store.redis).tail(cast_id) == 4
 
 
 async def test_resubmit_of_an_errored_cast_enqueues_one_job(client: Client, redis: Redis, store: CastStore) -> None:
@@ -205,7 +206,7 @@ async def test_resubmit_of_an_errored_cast_enqueues_one_job(client: Client, redi
     assert sorted(r[0] for r in replies) == [200] * 19 + [202]
     jobs = await read_jobs(redis)
     assert [j.id for j in jobs] == [cast_id] * 2
-    assert await store.tail(cast_id) == 3  # the log itself is untouched: the worker appends the new start
+    assert await LogReader(store.redis).tail(cast_id) == 3  # the log itself is untouched: the worker appends the new start
 
 
 async def test_form_post_answers_303_to_the_cast_page(client: Client, redis: Redis) -> None:

@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Error, Start, content_id
+from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
 from intake.appkeys import SPEECH_STREAMS
 from intake.formats import decode_chunk
 from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
@@ -36,7 +36,7 @@ CHUNKS = [_tone(700, 220), _tone(900, 330)]
 
 async def play_worker(store: CastStore, cast_id: str, chunks: list[bytes], *, gap_s: float = 0.0) -> None:
     """Append start, the audio records (``gap_s`` apart) and eos, as synth would."""
-    while await store.tail(cast_id) == 0:
+    while await LogReader(store.redis).tail(cast_id) == 0:
         await asyncio.sleep(0.01)
     tail = await store.append(cast_id, 1, [Start(attempt=1, resume_from=0, at=0)])
     offset = 0
@@ -116,7 +116,7 @@ async def test_a_failed_cast_before_any_audio_is_a_500_and_a_past_failure_is_ret
     cast_id = content_id(SPEECH["input"], "jf_alpha")
 
     async def fail() -> None:
-        while await store.tail(cast_id) == 0:
+        while await LogReader(store.redis).tail(cast_id) == 0:
             await asyncio.sleep(0.01)
         await store.append(cast_id, 1, [Error(reason="model exploded", attempts=3)])
 
@@ -172,7 +172,7 @@ async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: Ca
     client = await make_client(max_speech_streams=1)
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
-    while await store.tail(cast_id) == 0:
+    while await LogReader(store.redis).tail(cast_id) == 0:
         await asyncio.sleep(0.01)
     resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
     assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
@@ -199,7 +199,7 @@ def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
 async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastStore) -> None:
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     resp_task = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
-    while await store.tail(cast_id) == 0:  # submitted: the stream now waits for audio that never comes
+    while await LogReader(store.redis).tail(cast_id) == 0:  # submitted: the stream now waits for audio that never comes
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)
     assert client.app is not None

@@ -15,7 +15,7 @@ import numpy as np
 from redis.asyncio import Redis
 
 import castlog
-from castlog import CastStore, Entry, Meta
+from castlog import CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.worker import Worker
 from tests.support.waiting import wait_until  # the worker tests import it from here with the rest
@@ -96,13 +96,13 @@ async def submit(store: CastStore, text: str, voice: str = "af_heart", title: st
 
 
 async def log_of(store: CastStore, cast_id: str) -> list[Entry]:
-    return await store.read(cast_id, 0, 10_000)
+    return await LogReader(store.redis).read(cast_id, 0, 10_000)
 
 
 async def terminal(store: CastStore, cast_id: str, timeout_s: float = 60.0) -> list[Entry]:
     """The log once it ends in `eos` or `error`."""
     async def done() -> bool:
-        last = await store.last(cast_id)
+        last = await LogReader(store.redis).last(cast_id)
         return last is not None and castlog.is_terminal(last.record)
 
     await wait_until(done, timeout_s)

@@ -19,7 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Entry, Start
+from castlog import Audio, CastStore, Entry, LogReader, Start
 from streamtts.redisserver import free_port
 from synth.model import Synthesizer
 from synth.mp3 import decode_mp3
@@ -132,7 +132,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     assert float(np.sqrt(np.mean(np.square(whole)))) > 0.01  # speech, not silence
     assert entries[-1].record.audio_ms == sum(a.d for a in audio)
     assert len(model.calls) == len(chunks)  # the duplicate job synthesized nothing
-    assert await store.tail(cast_id) == len(entries)
+    assert await LogReader(store.redis).tail(cast_id) == len(entries)
     assert len(await castlog.read_done(redis)) == 1
 
 

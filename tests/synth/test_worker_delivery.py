@@ -9,7 +9,7 @@ import threading
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Eos, Error, Start
+from castlog import Audio, CastStore, Eos, Error, LogReader, Start
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
@@ -75,13 +75,13 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
     async with running(Worker(config(), redis, synth)):
         await terminal(store, cast_id)
         await wait_until(lambda: _no_pending(redis))
-        calls, tail = len(synth.calls), await store.tail(cast_id)
+        calls, tail = len(synth.calls), await LogReader(store.redis).tail(cast_id)
         # A duplicate job for the same (finished) cast, as a re-delivery would bring it.
         await castlog.enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         await wait_until(lambda: _no_pending(redis))
         await wait_until(lambda: delivered_all(redis))
     assert len(synth.calls) == calls
-    assert await store.tail(cast_id) == tail
+    assert await LogReader(store.redis).tail(cast_id) == tail
     assert len(await castlog.read_done(redis)) == 1
 
 
@@ -200,7 +200,7 @@ async def test_lease_refresh_keeps_a_slow_job_from_being_taken_over(redis: Redis
     async with running(Worker(config("slow", lease_s=0.9), redis, slow)):
         await wait_until(lambda: slow.started.is_set())
         async with running(Worker(config("thief", lease_s=0.9), redis, StandIn())):
-            while (last := await store.last(cast_id)) is None or last.kind != "eos":
+            while (last := await LogReader(store.redis).last(cast_id)) is None or last.kind != "eos":
                 rows = await redis.xpending_range(castlog.JOBS, castlog.GROUP, "-", "+", 1)
                 deliveries += [(r["consumer"], r["times_delivered"]) for r in rows]
                 await asyncio.sleep(0.1)
@@ -223,7 +223,7 @@ async def _no_pending(redis: Redis) -> bool:
 
 
 async def _ends_in(store: CastStore, cast_id: str, kind: str) -> bool:
-    last = await store.last(cast_id)
+    last = await LogReader(store.redis).last(cast_id)
     return last is not None and last.kind == kind
 
 
