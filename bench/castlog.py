@@ -21,7 +21,8 @@ from pathlib import Path
 # must not shadow the package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from castlog import Audio, CastStore, cast_key, client_for, encode_fields  # noqa: E402
+from castlog import Audio, CastStore, cast_key, encode_fields  # noqa: E402
+from servicekit import client_for  # noqa: E402
 from streamtts.redisserver import start_server  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "castlog.json"

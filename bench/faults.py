@@ -51,7 +51,7 @@ from faultcheck import Follower, Verdict, check_audio, check_cast, check_followe
 from faultrig import Proxy, RedisCtl, Service  # noqa: E402
 
 import castlog  # noqa: E402
-from castlog import client_for  # noqa: E402
+from servicekit import client_for  # noqa: E402
 from streamtts.redisserver import free_port  # noqa: E402
 
 KINDS = ("kill9-worker", "sigterm-worker", "sigstop-worker", "partition-worker",

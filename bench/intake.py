@@ -43,6 +43,7 @@ from redis.asyncio import Redis  # noqa: E402
 from redis.exceptions import ResponseError  # noqa: E402
 
 import castlog  # noqa: E402
+import servicekit  # noqa: E402
 from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
 from castlog.ratelimit import RateLimited  # noqa: E402
 from intake import Config, create_app  # noqa: E402
@@ -103,7 +104,7 @@ def floor_app(redis_url: str) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def ctx(app: web.Application) -> Any:
-        app[redis_key] = await castlog.connect(redis_url)
+        app[redis_key] = await servicekit.connect(redis_url)
         yield
         await app[redis_key].aclose()
 

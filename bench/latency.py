@@ -48,6 +48,7 @@ from aiohttp import ClientSession, ClientTimeout, web  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
 import castlog  # noqa: E402
+import servicekit  # noqa: E402
 import synth.worker as worker_module  # noqa: E402
 from edge.app import create_app as create_edge  # noqa: E402
 from edge.config import Config as EdgeConfig  # noqa: E402
@@ -182,7 +183,7 @@ async def serve(app: web.Application, port: int) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def stack(synth: Synthesizer, redis_url: str, voice: str) -> AsyncIterator[Stack]:
-    redis = castlog.client_for(redis_url)
+    redis = servicekit.client_for(redis_url)
     await redis.flushall()
     trace, firsts = Trace(), set[str]()
     cfg = SynthConfig(consumer="bench", poll_s=0.05, concurrency=3)

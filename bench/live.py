@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 import castlog  # noqa: E402
+import servicekit  # noqa: E402
 from castlog import CastStore, Chunker, LogReader, Meta  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 from synth import worker as worker_module  # noqa: E402
@@ -233,7 +234,7 @@ async def run(args: argparse.Namespace) -> dict[str, Row]:
         intake = subprocess.Popen([sys.executable, "-m", "intake"], env=env, stdin=subprocess.DEVNULL)
         try:
             await wait_healthy(f"http://127.0.0.1:{port}/healthz", intake)
-            redis = castlog.client_for(redis_server.url)
+            redis = servicekit.client_for(redis_server.url)
             # as a worker does at start-up: intake takes only voices a worker has published
             offer = castlog.VoiceList(voices=tuple(model.voices()), default=VOICE)
             await castlog.publish_voices(redis, offer, maxlen=100)

@@ -23,7 +23,8 @@ from pathlib import Path
 # Run as a script, this folder is sys.path[0], where bench/castlog.py would shadow castlog.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from castlog import Audio, CastStore, Meta, Start, client_for, content_id  # noqa: E402
+from castlog import Audio, CastStore, Meta, Start, content_id  # noqa: E402
+from servicekit import client_for  # noqa: E402
 from streamtts.redisserver import start_server  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "persistence.json"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from castlog import CastStore, client_for
+from castlog import CastStore
+from servicekit import client_for
 from streamtts.redisserver import RedisServer, start_server
 from tests.support import outside
 from tests.support.voicepacks import english_model_dir

@@ -27,7 +27,7 @@ class StoreConfig:
 
     @classmethod
     def from_settings(cls, get: Callable[[str, Callable[[str], str], str | None], str | None]) -> StoreConfig | None:
-        """From a service's settings getter (``castlog.Settings.get``): None when ARCHIVE_URL is unset."""
+        """From a service's settings getter (``servicekit.Settings.get``): None when ARCHIVE_URL is unset."""
         url = get("ARCHIVE_URL", str, None)
         if not url:
             return None

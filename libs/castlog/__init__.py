@@ -1,10 +1,10 @@
-"""castlog: the shared contract of StreamTTS in code (keys, records, scripts, reader).
+"""castlog: the shared contract of StreamTTS in code: everything that touches a Redis key (keys,
+records, scripts, the store, the reader), nothing that touches HTTP (that is ``servicekit``).
 
 Imports only ``redis`` and ``msgspec``; every service imports it, it imports no service.
 """
 
 from . import archive
-from .connect import client_for, connect, healthy, redact
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
     CAST_ID_LEN,
@@ -24,11 +24,8 @@ from .keys import (
     tally_key,
 )
 from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
-from .logs import setup_logging
 from .marks import Mark, holds, mark, stamps
-from .openapi import EdgeLimits, IntakeLimits
-from .openapi import document as openapi_document
-from .ratelimit import RateLimited, RateLimiter, Verdict, client_address
+from .ratelimit import RateLimited, RateLimiter, Verdict
 from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
 from .records import (
     TERMINAL,
@@ -45,7 +42,6 @@ from .records import (
     is_terminal,
     kind_of,
 )
-from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, SubmitResult
@@ -57,12 +53,11 @@ __all__ = [
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
-    "Audio", "CastState", "CastStore", "ConfigError", "Entry", "Eos", "Error", "Meta", "Record",
-    "EdgeLimits", "IntakeLimits", "RateLimited", "RateLimiter", "SeqMismatch", "Settings", "Start", "SubmitResult", "Verdict",
-    "cast_id_of", "cast_key", "client_address", "client_for", "catalog_key", "comma_list", "comma_set", "connect",
-    "content_id", "count_chunks", "decode_entry", "encode_fields", "encode_headers", "entry_id", "flag", "healthy",
-    "is_cast_id", "is_terminal", "kind_of", "openapi_document", "playable", "redact", "require_non_negative", "require_positive",
-    "seq_of", "setup_logging", "split_text", "summarize",
+    "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Record",
+    "RateLimited", "RateLimiter", "SeqMismatch", "Start", "SubmitResult", "Verdict",
+    "cast_id_of", "cast_key", "catalog_key", "content_id", "count_chunks", "decode_entry", "encode_fields",
+    "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
+    "seq_of", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",

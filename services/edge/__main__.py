@@ -6,7 +6,7 @@ import logging
 
 from aiohttp import web
 
-from castlog import setup_logging
+from servicekit import setup_logging
 
 from .app import create_app
 from .config import Config

@@ -10,7 +10,8 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import EdgeLimits, LogReader, connect, openapi_document, redact
+from castlog import LogReader
+from servicekit import EdgeLimits, connect, openapi_document, redact
 
 from . import captions, docs, mp3stream, sse, views
 from .config import Config

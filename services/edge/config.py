@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
-from castlog import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
-from castlog import Settings, comma_set, require_non_negative, require_positive
-from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
+from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
+from servicekit import Settings, comma_set, require_non_negative, require_positive
+from servicekit.connect import CONNECT_ATTEMPTS, DEFAULT_URL
 
 # A listener's queue holds at most this many records; a listener that lets it fill is demoted
 # to reading by offset, so a slow client costs this much memory and no more.

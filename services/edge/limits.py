@@ -15,8 +15,9 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter, client_address, is_cast_id
+from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter, is_cast_id
 from castlog.slots import Slot, SlotLimiter
+from servicekit import client_address
 
 from .config import Config
 from .errors import bad_request, not_found, refusal

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import MAX_SEQ_NUM, cast_id_of, healthy, is_terminal
+from castlog import MAX_SEQ_NUM, cast_id_of, is_terminal
+from servicekit import healthy
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found

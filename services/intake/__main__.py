@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from castlog import setup_logging
+from servicekit import setup_logging
 
 from .app import run
 from .config import Config

@@ -12,8 +12,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.exceptions import RedisError
 
-from castlog import CastStore, IntakeLimits, LiveStore, RateLimiter, client_for, connect, openapi_document, redact
+from castlog import CastStore, LiveStore, RateLimiter
 from castlog.reader import FOLLOW_BLOCK_MS
+from servicekit import IntakeLimits, client_for, connect, openapi_document, redact
 
 from . import live, livews, speech, v1, views
 from .appkeys import (

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from castlog import Settings, comma_set, require_non_negative, require_positive
-from castlog.connect import CONNECT_ATTEMPTS, DEFAULT_URL
+from servicekit import Settings, comma_set, require_non_negative, require_positive
+from servicekit.connect import CONNECT_ATTEMPTS, DEFAULT_URL
 
 # The default voice when a worker has it; unset (or one no worker has): the workers' own default.
 DEFAULT_VOICE = ""

@@ -16,7 +16,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, catalog_key, client_address, is_cast_id
+from castlog import Meta, RateLimited, catalog_key, is_cast_id
+from servicekit import client_address
 
 from .appkeys import CONFIG, COOLDOWNS, LIMITER, LIVE, VOICES
 from .validate import Refusal, normalise_title

@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog import Audio, Eos, Error, LogReader, client_address
+from castlog import Audio, Eos, Error, LogReader
+from servicekit import client_address
 
 from . import live, pcm
 from .appkeys import CONFIG, STORE

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, SubmitResult, archive, client_address, content_id, healthy, is_cast_id
+from castlog import Meta, RateLimited, SubmitResult, archive, content_id, is_cast_id
+from servicekit import client_address, healthy
 
 from . import live, v1
 from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
@@ -78,7 +79,7 @@ async def get_v1_model(request: web.Request) -> web.Response:
 
 
 async def get_openapi(request: web.Request) -> web.Response:
-    """The public origin's one document: intake's routes and edge's (castlog.openapi)."""
+    """The public origin's one document: intake's routes and edge's (servicekit.openapi)."""
     return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from castlog import ConfigError, Settings, setup_logging
+from servicekit import ConfigError, Settings, setup_logging
 
 from . import commands as client_commands
 from . import voicecmd

@@ -25,7 +25,7 @@ from pathlib import Path
 from aiohttp import ClientSession, ClientTimeout, web
 from redis.asyncio import Redis
 
-from castlog import Settings, connect, redact
+from servicekit import Settings, connect, redact
 
 from .proxy import MAX_BODY_BYTES, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server

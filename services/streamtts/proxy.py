@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
 from redis.asyncio import Redis
 
-from castlog import healthy
+from servicekit import healthy
 
 from . import wsrelay
 

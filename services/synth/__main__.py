@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from castlog import setup_logging
+from servicekit import setup_logging
 
 from .app import serve
 from .config import SynthConfig

@@ -15,7 +15,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-import castlog
+import servicekit
 from blobstore import open_store
 
 from . import jobs, metrics
@@ -54,8 +54,8 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    app[REDIS] = await castlog.connect(cfg.redis_url)
-    log.info("connected to Redis at %s", castlog.redact(cfg.redis_url))
+    app[REDIS] = await servicekit.connect(cfg.redis_url)
+    log.info("connected to Redis at %s", servicekit.redact(cfg.redis_url))
     yield
     await app[REDIS].aclose()
 
@@ -136,7 +136,7 @@ async def readyz_view(request: web.Request) -> web.Response:
     service = app[SERVICE]
     if service.phase != "running":
         return web.json_response({"error": service.phase, "message": _NOT_READY[service.phase]}, status=503)
-    if not await castlog.healthy(app[REDIS]):
+    if not await servicekit.healthy(app[REDIS]):
         return web.json_response(
             {"error": "redis_unreachable", "message": "Redis does not answer; check REDIS_URL"}, status=503
         )

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from blobstore import StoreConfig
-from castlog import ConfigError, Settings, require_non_negative, require_positive
-from castlog.connect import DEFAULT_URL
+from servicekit import ConfigError, Settings, require_non_negative, require_positive
+from servicekit.connect import DEFAULT_URL
 
 Backend = Literal["auto", "onnx", "torch"]
 BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")

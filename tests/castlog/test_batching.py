@@ -8,8 +8,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError
 
-from castlog import JOBS, CastStore, Meta, RateLimited, RateLimiter, cast_key, client_for, content_id
+from castlog import JOBS, CastStore, Meta, RateLimited, RateLimiter, cast_key, content_id
 from castlog.batching import ScriptBatcher
+from servicekit import client_for
 from streamtts.redisserver import free_port
 
 # Echoes its argument; fails for "boom"; counts its runs in KEYS[1].

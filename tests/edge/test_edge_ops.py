@@ -15,9 +15,9 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
 from castlog import CastStore
-from castlog.openapi import EdgeLimits, document
 from edge import Config, create_app
 from edge.config import ConfigError
+from servicekit.openapi import EdgeLimits, document
 from tests.edge.edge_helpers import cast_id, read_events, write_cast
 from tests.support.apps import MakeClient
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from castlog import CastStore, client_for
+from castlog import CastStore
 from edge import Config, create_app
+from servicekit import client_for
 from streamtts.redisserver import RedisServer, start_server
 from tests.edge.conftest import UNLIMITED
 from tests.edge.edge_helpers import cast_id, write_cast

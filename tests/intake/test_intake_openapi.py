@@ -9,8 +9,8 @@ from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
-from castlog.openapi import IntakeLimits, document
 from intake import Config
+from servicekit.openapi import IntakeLimits, document
 
 from .conftest import MakeClient
 

@@ -16,8 +16,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import ConfigError
 from intake import Config
+from servicekit import ConfigError
 from streamtts.redisserver import free_port, start_server
 
 from .conftest import PUBLISHED_VOICES, MakeClient, publish

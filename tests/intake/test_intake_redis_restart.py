@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from castlog import client_for
 from intake import Config, create_app
+from servicekit import client_for
 from streamtts.redisserver import RedisServer, start_server
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients

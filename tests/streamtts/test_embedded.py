@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from castlog import CastStore, Meta, SeqMismatch, Start, client_for, content_id
+from castlog import CastStore, Meta, SeqMismatch, Start, content_id
+from servicekit import client_for
 from streamtts.redisserver import find_server_binary, start_server
 
 

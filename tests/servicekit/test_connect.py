@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from castlog import RateLimiter, client_address, connect, healthy, redact
+from servicekit import client_address, connect, healthy, redact
 from streamtts.redisserver import free_port, start_server
 
 
@@ -40,22 +40,6 @@ def test_redact_hides_passwords() -> None:
     assert "s3cret" not in redact("redis://:s3cret@redis:6379/0")
     assert redact("redis://redis:6379/0") == "redis://redis:6379/0"
 
-
-async def test_token_bucket_allows_burst_then_refuses_with_retry_after(redis: Redis) -> None:
-    limiter = RateLimiter(redis, "t", rate=0.5, burst=3)
-    verdicts = [await limiter.take("1.2.3.4") for _ in range(4)]
-    assert [v.allowed for v in verdicts] == [True, True, True, False]
-    assert verdicts[-1].retry_after_s == 2
-    assert (await limiter.take("5.6.7.8")).allowed  # buckets are per client
-    assert await redis.pttl("rl/t/1.2.3.4") > 0  # counters expire on their own
-
-
-async def test_token_bucket_refills_over_time(redis: Redis) -> None:
-    limiter = RateLimiter(redis, "t", rate=20, burst=1)
-    assert (await limiter.take("c")).allowed
-    assert not (await limiter.take("c")).allowed
-    await asyncio.sleep(0.12)
-    assert (await limiter.take("c")).allowed
 
 
 def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from .keys import MAX_SEQ_NUM
+from castlog import MAX_SEQ_NUM
+
 from .openapi_live import LIVE_SCHEMAS, live_paths
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from castlog import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
+from servicekit import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 
 
 def test_unset_and_blank_variables_give_the_default() -> None:

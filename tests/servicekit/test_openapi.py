@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from openapi_spec_validator import validate
 
-from castlog.openapi import EdgeLimits, IntakeLimits, document
+from servicekit.openapi import EdgeLimits, IntakeLimits, document
 
 INTAKE = IntakeLimits(max_chars=1000, max_title_chars=50, max_body_bytes=9000)
 EDGE = EdgeLimits(max_records_limit=25, max_wait_s=12.5)

@@ -1,0 +1,20 @@
+"""servicekit: the common shape of StreamTTS's services, everything HTTP and operations.
+
+Settings from the environment, the Redis connection, the public OpenAPI document, the client's
+address behind a proxy, JSON errors, health and readiness, the metrics registry, logging and the
+``__main__`` runner with its graceful stop. ``castlog`` holds what touches a Redis key; this
+library imports it (and aiohttp, prometheus_client), and no service.
+"""
+
+from .address import client_address
+from .connect import client_for, connect, healthy, redact
+from .logs import setup_logging
+from .openapi import EdgeLimits, IntakeLimits
+from .openapi import document as openapi_document
+from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
+
+__all__ = [
+    "ConfigError", "EdgeLimits", "IntakeLimits", "Settings",
+    "client_address", "client_for", "comma_list", "comma_set", "connect", "flag", "healthy",
+    "openapi_document", "redact", "require_non_negative", "require_positive", "setup_logging",
+]
