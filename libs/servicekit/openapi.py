@@ -17,6 +17,7 @@ from castlog import MAX_SEQ_NUM
 
 from .openapi_live import LIVE_SCHEMAS, live_paths
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
+from .schemas import cast_state_properties, header_schemas, record_kinds
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
@@ -66,7 +67,7 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
         ],
         "paths": {**_intake_paths(intake), **live_paths(), **_edge_paths(edge), **OPS_PATHS, **V1_PATHS},
         "components": {"schemas": {
-            **COMMON_SCHEMAS, **_intake_schemas(intake), **LIVE_SCHEMAS, **EDGE_SCHEMAS, **V1_SCHEMAS,
+            **COMMON_SCHEMAS, **_intake_schemas(intake), **LIVE_SCHEMAS, **_edge_schemas(), **V1_SCHEMAS,
         }},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
@@ -262,51 +263,57 @@ _RANGE = {
 _RATE_LIMITED = "too many reads, or too many open streams, from this address"
 _NO_CAST = "no such cast (or not a readable stream name)"
 
-# What edge's JSON routes answer.
-EDGE_SCHEMAS: Json = {
-    "Record": {
-        "type": "object",
-        "required": ["seq_num", "kind", "ts", "headers", "body"],
-        "properties": {
-            "seq_num": {"type": "integer", "minimum": 0},
-            "kind": {"type": "string", "enum": ["meta", "start", "audio", "eos", "error"]},
-            "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
-            "headers": {"type": "object", "description": "the record's fields without e and body"},
-            "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
+# Descriptions of CastState's fields where the name alone does not say it.
+_STATE_NOTES = {
+    "planned": "planned sentences",
+    "tail": "the next seq_num",
+    "resume_from": "the first sentence index the latest attempt writes",
+}
+
+
+def _edge_schemas() -> Json:
+    """What edge's JSON routes answer: a record's kinds and headers and a cast's state are
+    generated from castlog's types (schemas.py); the wrapping is written here."""
+    state = cast_state_properties()
+    for name, note in _STATE_NOTES.items():
+        state[name]["description"] = note
+    headers = header_schemas()
+    return {
+        **headers,
+        "Record": {
+            "type": "object",
+            "required": ["seq_num", "kind", "ts", "headers", "body"],
+            "properties": {
+                "seq_num": {"type": "integer", "minimum": 0},
+                "kind": {"type": "string", "enum": record_kinds()},
+                "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
+                "headers": {"anyOf": [_ref(name) for name in headers],
+                            "description": "the record's fields without e and body (the schema of its kind)"},
+                "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
+            },
         },
-    },
-    "RecordPage": {
-        "type": "object",
-        "required": ["records", "next_seq_num", "tail", "closed"],
-        "properties": {
-            "records": {"type": "array", "items": _ref("Record")},
-            "next_seq_num": {"type": "integer", "description": "where the next page starts"},
-            "tail": {"type": "integer", "description": "records in the log"},
-            "closed": {"type": "boolean", "description": "the log ended (eos or error) and all was read"},
+        "RecordPage": {
+            "type": "object",
+            "required": ["records", "next_seq_num", "tail", "closed"],
+            "properties": {
+                "records": {"type": "array", "items": _ref("Record")},
+                "next_seq_num": {"type": "integer", "description": "where the next page starts"},
+                "tail": {"type": "integer", "description": "records in the log"},
+                "closed": {"type": "boolean", "description": "the log ended (eos or error) and all was read"},
+            },
         },
-    },
-    "CastState": {
-        "type": "object",
-        "required": ["id", "title", "voice", "chars", "status", "planned", "finished", "audio_ms", "attempts",
-                     "tail"],
-        "properties": {
-            "id": {"type": "string", "pattern": CAST_ID_PATTERN},
-            "title": {"type": "string"},
-            "voice": {"type": "string"},
-            "speed": {"type": "number"},
-            "chars": {"type": "integer"},
-            "status": {"type": "string", "enum": ["queued", "generating", "done", "error"]},
-            "planned": {"type": "integer", "description": "planned sentences"},
-            "finished": {"type": "integer", "description": "sentences in the playable audio"},
-            "audio_ms": {"type": "integer"},
-            "attempts": {"type": "integer"},
-            "resume_from": {"type": "integer"},
-            "error": {"type": ["string", "null"]},
-            "tail": {"type": "integer", "description": "the next seq_num"},
-            "links": {"type": "object", "additionalProperties": {"type": "string"}},
+        "CastState": {
+            "type": "object",
+            "required": ["id", *state, "finished", "audio_ms", "links"],
+            "properties": {
+                "id": {"type": "string", "pattern": CAST_ID_PATTERN},
+                **state,
+                "finished": {"type": "integer", "description": "sentences in the playable audio"},
+                "audio_ms": {"type": "integer"},
+                "links": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
         },
-    },
-}  # fmt: skip
+    }
 
 
 def _read_parameters(limits: EdgeLimits | None) -> list[Json]:

@@ -1,10 +1,15 @@
-"""The public origin's OpenAPI document as castlog builds it for both services."""
+"""The public origin's OpenAPI document as servicekit builds it for both services."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import jsonschema
+import msgspec
 import pytest
 from openapi_spec_validator import validate
 
+from castlog import Audio, CastState, Eos, Error, Meta, Record, Start, encode_headers
 from servicekit.openapi import EdgeLimits, IntakeLimits, document
 
 INTAKE = IntakeLimits(max_chars=1000, max_title_chars=50, max_body_bytes=9000)
@@ -38,3 +43,30 @@ def test_each_document_is_fresh_data_sharing_nothing() -> None:
     assert doc["paths"]["/c/{id}"]["get"]["parameters"][0]["name"] == "id"  # not the same object
     assert document(INTAKE, EDGE) != doc
     assert document(INTAKE, EDGE) == document(INTAKE, EDGE)
+
+
+def test_record_and_state_schemas_follow_castlogs_types() -> None:
+    schemas = document()["components"]["schemas"]
+    assert schemas["Record"]["properties"]["kind"]["enum"] == ["meta", "start", "audio", "eos", "error"]
+    state = schemas["CastState"]
+    public = [f.name for f in dataclasses.fields(CastState) if not f.name.startswith("_")]
+    assert set(public) <= set(state["properties"]) and set(public) <= set(state["required"])
+    assert "_audio" not in state["properties"]
+    assert state["properties"]["status"]["enum"] == sorted(["queued", "generating", "done", "error"])
+
+
+@pytest.mark.parametrize("record", [
+    Meta(title="t", voice="af_heart", chars=5, sentences=1, created_at=1, speed=1.5),
+    Start(attempt=1, resume_from=0, at=2),
+    Audio(i=0, t="Hello.", d=800, o=0, w=(("Hello", 0, 400),), body=b"mp3"),
+    Eos(sentences=1, audio_ms=800, attempts=1),
+    Error(reason="boom", attempts=3),
+])
+def test_stored_headers_validate_against_their_generated_schema(record: Record) -> None:
+    doc = document()
+    headers = msgspec.json.decode(encode_headers(record))
+    headers.pop("e")
+    schema = {**doc["components"]["schemas"][f"{type(record).__name__}Headers"], "components": doc["components"]}
+    jsonschema.validate(headers, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a required field missing is caught
+        jsonschema.validate({}, schema)

@@ -1,0 +1,58 @@
+"""The OpenAPI schemas that castlog's msgspec types define: generated, so that they cannot drift.
+
+A record's kind and headers come from the ``Record`` union (a new kind or field appears here by
+itself), and a cast's state from ``CastState``, the fold every reader shares. What a route adds
+around them (the seq_num of a record, the id and links of a state) is written in ``openapi.py``.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import msgspec
+
+from castlog import CastState, Record
+
+Json = dict[str, Any]
+
+REF_TEMPLATE = "#/components/schemas/{name}"
+# What a record's public headers leave out: the tag (it is the record's `kind`) and the audio body
+# (the record's `body`, base64).
+NOT_HEADERS = ("e", "body")
+
+
+def record_types() -> tuple[type[msgspec.Struct], ...]:
+    return typing.get_args(Record)
+
+
+def record_kinds() -> list[str]:
+    """Every kind of the cast log, in the union's order: meta, start, audio, eos, error."""
+    return [t.__struct_config__.tag for t in record_types()]  # type: ignore[misc]
+
+
+def header_schemas() -> Json:
+    """``<Kind>Headers`` for each record type: its fields as a reader gets them in ``headers``."""
+    _, components = msgspec.json.schema_components(record_types(), ref_template=REF_TEMPLATE)
+    out: Json = {}
+    for cls in record_types():
+        schema = components[cls.__name__]
+        schema["properties"] = {k: v for k, v in schema["properties"].items() if k not in NOT_HEADERS}
+        schema["required"] = [k for k in schema.get("required", []) if k not in NOT_HEADERS]
+        schema["title"] = f"{cls.__name__}Headers"
+        schema["description"] = f"the headers of a {cls.__struct_config__.tag} record (a field at its default is left out)"
+        out[f"{cls.__name__}Headers"] = schema
+    return out
+
+
+def cast_state_properties() -> Json:
+    """The public fields of ``CastState`` (its private bookkeeping left out), defaults dropped:
+    a served state always carries every field."""
+    _, components = msgspec.json.schema_components([CastState], ref_template=REF_TEMPLATE)
+    fields = components["CastState"]["properties"]
+    out: Json = {}
+    for name, schema in fields.items():
+        if name.startswith("_"):
+            continue
+        out[name] = {k: v for k, v in schema.items() if k != "default"}
+    return out
