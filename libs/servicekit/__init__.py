@@ -8,13 +8,19 @@ library imports it (and aiohttp, prometheus_client), and no service.
 
 from .address import client_address
 from .connect import client_for, connect, healthy, redact
+from .errors import Refusal, error_response, json_errors, json_response
+from .health import Problem, probe, redis_answers
 from .logs import setup_logging
+from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
+from .runner import Serving, run
 from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
 
 __all__ = [
-    "ConfigError", "EdgeLimits", "IntakeLimits", "Settings",
-    "client_address", "client_for", "comma_list", "comma_set", "connect", "flag", "healthy",
-    "openapi_document", "redact", "require_non_negative", "require_positive", "setup_logging",
+    "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
+    "Settings",
+    "client_address", "client_for", "comma_list", "comma_set", "connect", "error_response", "flag", "healthy",
+    "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "require_non_negative",
+    "require_positive", "run", "setup_logging",
 ]

@@ -1,0 +1,137 @@
+"""One way to refuse a request: raise ``Refusal``; one middleware answers it as JSON.
+
+Every refusal is ``{"error": <code>, "message": <what to do>}`` with its status (docs/design.md,
+"HTTP errors"). The middleware also turns aiohttp's own errors (no such route, wrong method),
+an unreachable Redis (503 with Retry-After) and a bug (a logged 500) into that shape, and counts
+every request by route template and status. A service may shape the body its own way for some
+routes (intake answers OpenAI's shape on ``/v1/*``) by passing ``shape``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+
+# The status label of a request whose client went away before the answer (nginx's convention).
+CLIENT_CLOSED = 499
+# Seconds a client is told to wait when Redis is unreachable or loading under a request.
+UNAVAILABLE_RETRY_S = 2
+# Requests that matched no route share one label value, so scanners cannot grow the series.
+UNMATCHED_ROUTE = "unmatched"
+# Headers of aiohttp's own errors worth keeping in the JSON answer.
+KEPT_HEADERS = ("Allow", "Retry-After")
+
+_encode = msgspec.json.Encoder().encode
+
+
+class Refusal(Exception):
+    """A request the service will not act on: answered with its status and ``{error, message}``."""
+
+    def __init__(self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """``body`` as JSON (msgspec: structs and plain data alike)."""
+    return web.Response(body=_encode(body), status=status, headers=headers, content_type="application/json")
+
+
+def error_response(refusal: Refusal) -> web.Response:
+    """The answer to ``refusal``: ``{"error", "message"}`` with its status and headers."""
+    body = {"error": refusal.code, "message": refusal.message}
+    return json_response(body, status=refusal.status, headers=refusal.headers or None)
+
+
+def route_name(request: web.Request) -> str:
+    """The route template (``/api/casts/{id}``), never the raw path: metric labels stay few."""
+    resource = request.match_info.route.resource
+    return (resource.canonical if resource is not None else "") or UNMATCHED_ROUTE
+
+
+Shape = Callable[[web.Request, Refusal], web.Response]
+Count = Callable[[str, int], None]
+# A service's own exception -> the refusal it means (None: not ours, go on).
+Translate = Callable[[Exception], "Refusal | None"]
+
+
+def plain(request: web.Request, refusal: Refusal) -> web.Response:
+    return error_response(refusal)
+
+
+def json_errors(
+    *,
+    codes: Mapping[int, tuple[str, str]],
+    unavailable: str,
+    internal: str,
+    count: Count | None = None,
+    shape: Shape = plain,
+    translate: Translate | None = None,
+) -> Middleware:
+    """The middleware: ``codes`` names aiohttp's own errors by status (``(code, message)``),
+    ``unavailable`` and ``internal`` say what to do after a Redis failure and after a bug."""
+
+    def aiohttp_error(exc: web.HTTPException) -> Refusal:
+        code, message = codes.get(exc.status, (f"http_{exc.status}", exc.reason))
+        return Refusal(exc.status, code, message, {k: v for k, v in exc.headers.items() if k in KEPT_HEADERS})
+
+    async def answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Refusal as exc:
+            return shape(request, exc)
+        except web.HTTPException as exc:
+            if exc.status < 400 or exc.content_type == "application/json":
+                raise
+            return shape(request, aiohttp_error(exc))
+        except (asyncio.CancelledError, RedisError):
+            raise
+        except Exception as exc:
+            refusal = translate(exc) if translate is not None else None
+            if refusal is None:
+                raise
+            log.warning("%s", exc)
+            return shape(request, refusal)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        status = 500
+        try:
+            response = await answer(request, handler)
+            status = response.status
+            return response
+        except web.HTTPException as exc:  # a redirect, or a JSON error made by hand
+            status = exc.status
+            raise
+        except asyncio.CancelledError:
+            status = CLIENT_CLOSED  # the client left (handler cancellation): not our error
+            raise
+        except RedisError as exc:  # unreachable, restarting or loading: not a bug, a wait
+            log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
+            retry = {"Retry-After": str(UNAVAILABLE_RETRY_S)}
+            response = shape(request, Refusal(503, "unavailable", unavailable, retry))
+            status = response.status
+            return response
+        except Exception:  # noqa: BLE001 - the one place that turns a bug into a plain 500
+            log.exception("unexpected error under %s %s", request.method, request.path)
+            response = shape(request, Refusal(500, "internal", internal))
+            status = response.status
+            return response
+        finally:
+            if count is not None:
+                count(route_name(request), status)
+
+    return middleware
+

@@ -1,0 +1,90 @@
+"""The ``__main__`` of every service: serve an app until SIGTERM or SIGINT, then stop gracefully.
+
+The stop is aiohttp's: the site stops accepting, ``on_shutdown`` closes long-lived responses,
+requests in flight get ``shutdown_timeout_s`` to finish, then ``cleanup_ctx`` runs backwards
+(background tasks stop, work is handed back, Redis closes). A service whose real work is a task
+of its own (synth's worker) names it with ``until``: the process also stops when that task ends,
+and exits 1 if it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Where and how one service listens."""
+
+    name: str  # in the log: "<name> ready on http://…", "<name> stopped"
+    host: str
+    port: int
+    shutdown_timeout_s: float = 60.0
+    # a client that leaves cancels its handler (edge: frees its stream slot and listener at once)
+    handler_cancellation: bool = False
+    # stop when this task of the app ends, too (set up by a cleanup_ctx); its failure exits 1
+    until: web.AppKey[asyncio.Task[Any]] | None = None
+    # leave with os._exit once every write is awaited: an inference thread still running must
+    # not hold the exit (synth)
+    hard_exit: bool = False
+
+
+def run(app: web.Application, serving: Serving) -> NoReturn:
+    """Serve ``app`` until a stop signal (or ``serving.until`` ends); exit with its status."""
+    code = asyncio.run(serve(app, serving))
+    if serving.hard_exit:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+async def serve(app: web.Application, serving: Serving) -> int:
+    """Serve until a stop signal or until ``serving.until`` ends; the process's exit status."""
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=serving.shutdown_timeout_s,
+                           handler_cancellation=serving.handler_cancellation)
+    await runner.setup()
+    task = app[serving.until] if serving.until is not None else None
+    try:
+        await web.TCPSite(runner, serving.host, serving.port).start()
+        log.info("%s ready on http://%s:%d", serving.name, serving.host, serving.port)
+        await _stop_signal_or(task)
+        log.info("%s stopping", serving.name)
+    finally:
+        await runner.cleanup()
+    log.info("%s stopped", serving.name)
+    if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+        log.error("%s failed", serving.name, exc_info=task.exception())
+        return 1
+    return 0
+
+
+async def _stop_signal_or(task: asyncio.Task[Any] | None) -> None:
+    """Wait for SIGTERM or SIGINT, or for ``task`` to end."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
+        if task is not None:
+            waiters.add(task)
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending - {task}:
+            waiter.cancel()
+    finally:
+        for sig in SIGNALS:
+            loop.remove_signal_handler(sig)
