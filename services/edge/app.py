@@ -1,4 +1,5 @@
-"""``create_app(cfg)``: edge's aiohttp application, its Redis connections and its shared tail."""
+"""``create_app(cfg)``: edge's aiohttp application, its Redis connections and its shared tail;
+``serving(cfg)``: how ``python -m edge`` serves it."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from redis.asyncio import Redis
 
 from blobstore import open_store
 from castlog import LogReader
-from servicekit import EdgeLimits, connect, openapi_document, redact
+from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 
 from . import captions, docs, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
-from .errors import make_middleware
+from .errors import middleware
 from .layout import LayoutCache
 from .limits import Guard
-from .metrics import CONTENT_TYPE, EdgeMetrics
+from .metrics import EdgeMetrics
 from .played import Played
 from .public import encode_json
 from .reads import LogReads
@@ -38,21 +39,28 @@ TAIL_SOCKET_MARGIN_S = 10.0
 MAX_BODY_BYTES = 1024
 
 
+def serving(cfg: Config) -> Serving:
+    # handler_cancellation: a client that leaves frees its stream slot and listener at once,
+    # not at the next heartbeat
+    return Serving("edge", cfg.host, cfg.port, cfg.shutdown_timeout_s, handler_cancellation=True)
+
+
 def create_app(cfg: Config) -> web.Application:
     metrics = EdgeMetrics()
-    app = web.Application(middlewares=[make_middleware(metrics)], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
     app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
-    add_routes(app.router, metrics_here=cfg.metrics_port == 0)
+    add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
     if cfg.metrics_port:
         app.cleanup_ctx.append(_metrics_site)
     return app
 
 
-def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
+def add_routes(router: web.UrlDispatcher, metrics: EdgeMetrics | None) -> None:
+    """Every route; ``/metrics`` too unless ``metrics`` is None (served on its own port)."""
     router.add_get("/api/casts/{id}", views.cast_state)
     router.add_get("/api/casts/{id}/records", views.records)
     router.add_get("/api/casts/{id}/events", sse.events)
@@ -62,8 +70,8 @@ def add_routes(router: web.UrlDispatcher, *, metrics_here: bool = True) -> None:
     router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)
     router.add_get("/readyz", views.readyz)
-    if metrics_here:
-        router.add_get("/metrics", views.metrics)
+    if metrics is not None:
+        router.add_get("/metrics", metrics.view)
     router.add_get("/", views.index_page)
     router.add_get("/docs", docs.docs_page)
     router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
@@ -112,8 +120,7 @@ async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
     """``/metrics`` on EDGE_METRICS_PORT, a port the public ingress does not route."""
     cfg = app[CONFIG]
     metrics_app = web.Application()
-    metrics_app[METRICS] = app[METRICS]
-    metrics_app.router.add_get("/metrics", _metrics_only)
+    metrics_app.router.add_get("/metrics", app[METRICS].view)
     runner = web.AppRunner(metrics_app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, cfg.host, cfg.metrics_port).start()
@@ -122,10 +129,6 @@ async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await runner.cleanup()
-
-
-async def _metrics_only(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _close_streams(app: web.Application) -> None:

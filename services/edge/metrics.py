@@ -1,45 +1,27 @@
 """Every metric edge exports, defined once; names fixed in docs/metrics.md (edge section).
 
-Each app gets its own registry so that several apps in one process (tests, benchmarks) do not
-share counters.
+servicekit's shape: a class per app on its own registry, so that several apps in one process
+(tests, benchmarks) do not share counters.
 """
 
 from __future__ import annotations
 
 import time
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    GCCollector,
-    Histogram,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from servicekit import RequestCounter, ServiceMetrics
 
 # Append -> written: from a few ms on the live edge to seconds for a slow proxy.
 DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LISTENER_KINDS = ("sse", "mp3", "poll")
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-class EdgeMetrics:
+class EdgeMetrics(ServiceMetrics):
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        if registry is None:
-            registry = CollectorRegistry()
-            # process_* (RSS, CPU, open files): the dashboard's service panels read them
-            ProcessCollector(registry=registry)
-            PlatformCollector(registry=registry)
-            GCCollector(registry=registry)
-        self.registry = registry
+        super().__init__(registry)
         r = self.registry
-        self.requests = Counter(
-            "streamtts_edge_requests_total", "HTTP requests by route template and status code",
-            ["route", "status"], registry=r,
-        )
+        self.requests = RequestCounter("streamtts_edge_requests_total", r)
         self.listeners = Gauge(
             "streamtts_edge_listeners", "open live listeners", ["kind"], registry=r,
         )
@@ -72,6 +54,3 @@ class EdgeMetrics:
         if ts_ms > 0:
             now = time.time() if now_s is None else now_s
             self.delivery.observe(max(0.0, now - ts_ms / 1000))
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)

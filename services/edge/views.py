@@ -10,12 +10,11 @@ from pathlib import Path
 from aiohttp import web
 
 from castlog import MAX_SEQ_NUM, cast_id_of, is_terminal
-from servicekit import healthy
+from servicekit import Problem, probe, redis_answers
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
 from .limits import cast_id_from, float_param, int_param
-from .metrics import CONTENT_TYPE
 from .public import Item
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -113,23 +112,21 @@ async def _long_poll(request: web.Request, edge: Edge, cast_id: str, seq: int, l
             return items
 
 
-async def readyz(request: web.Request) -> web.Response:
-    """Ready to serve reads: the shared tail runs and Redis answers (the same checks as /healthz,
-    which a liveness probe uses: edge has nothing to load)."""
-    return await healthz(request)
+async def _tail_runs(app: web.Application) -> Problem | None:
+    return None if app[EDGE].tail.running else Problem("tail_down", "the shared tail stopped; restart edge")
 
 
-async def healthz(request: web.Request) -> web.Response:
-    edge = request.app[EDGE]
-    if not edge.tail.running:
-        return web.json_response({"error": "tail_down", "message": "the shared tail stopped; restart edge"}, status=503)
-    if not await healthy(edge.reader):
-        return web.json_response({"error": "redis_unavailable", "message": "Redis does not answer"}, status=503)
-    return web.json_response({"status": "ok", "listeners": len(edge.tail.listeners), "watched": len(edge.tail.watches)})
+async def _listening(app: web.Application) -> dict[str, int]:
+    tail = app[EDGE].tail
+    return {"listeners": len(tail.listeners), "watched": len(tail.watches)}
 
 
-async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[EDGE].metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+healthz = probe(
+    _tail_runs, redis_answers(lambda app: app[EDGE].reader, Problem("redis_unavailable", "Redis does not answer")),
+    info=_listening,
+)
+# Ready to serve reads: the same checks (edge has nothing to load).
+readyz = healthz
 
 
 async def openapi(request: web.Request) -> web.Response:
