@@ -47,7 +47,7 @@ import servicekit  # noqa: E402
 from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
 from castlog.ratelimit import RateLimited  # noqa: E402
 from intake import Config, create_app  # noqa: E402
-from intake.appkeys import REDIS, STORE  # noqa: E402
+from intake.context import REDIS, STORE  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,17 +1,17 @@
-"""`python -m intake`: settings from the environment, logging, serve until SIGTERM."""
+"""``python -m intake``: settings from the environment, logging, serve until SIGTERM."""
 
 from __future__ import annotations
 
-from servicekit import setup_logging
+from servicekit import run, setup_logging
 
-from .app import run
+from .app import create_app, serving
 from .config import Config
 
 
 def main() -> None:
     cfg = Config.from_env()
     setup_logging(cfg.log_level)
-    run(cfg)
+    run(create_app(cfg), serving(cfg))
 
 
 if __name__ == "__main__":

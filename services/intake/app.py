@@ -1,5 +1,5 @@
-"""The intake app: routes, the Redis lifetime, and one middleware that shapes every error as JSON
-and counts every request."""
+"""The intake app: routes, the Redis lifetime, servicekit's error middleware (with OpenAI's error
+shape on ``/v1/*``) and the API keys' check; ``serving(cfg)``: how ``python -m intake`` serves it."""
 
 from __future__ import annotations
 
@@ -10,14 +10,25 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from redis.exceptions import RedisError
 
 from castlog import CastStore, LiveStore, RateLimiter
 from castlog.reader import FOLLOW_BLOCK_MS
-from servicekit import IntakeLimits, client_for, connect, openapi_document, redact
+from servicekit import (
+    IntakeLimits,
+    Refusal,
+    Serving,
+    client_for,
+    connect,
+    error_response,
+    json_errors,
+    json_response,
+    openapi_document,
+    redact,
+)
 
 from . import live, livews, speech, v1, views
-from .appkeys import (
+from .config import Config
+from .context import (
     CONFIG,
     COOLDOWNS,
     FOLLOWER,
@@ -33,12 +44,10 @@ from .appkeys import (
     STORE,
     VOICES,
 )
-from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
-from .metrics import UNMATCHED_ROUTE, Metrics
+from .metrics import Metrics
 from .plan import Planner
-from .validate import Refusal
 from .voices import VoiceBook
 
 log = logging.getLogger(__name__)
@@ -48,8 +57,6 @@ _HTTP_ERRORS = {
     404: ("not_found", "no such route; see GET /api/openapi.json"),
     405: ("method_not_allowed", "this route does not take that method; see the Allow header"),
 }
-# Seconds a client is told to wait when Redis failed under a request.
-UNAVAILABLE_RETRY_S = 2
 # The rate limiter's scope: buckets are rl/intake/<client address>.
 RATE_SCOPE = "intake"
 # Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
@@ -63,9 +70,15 @@ V1_PREFIX = "/v1/"
 
 def create_app(cfg: Config) -> web.Application:
     """The intake app for ``cfg``; Redis is connected on start-up and closed on clean-up."""
-    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[_observe])
+    metrics = Metrics()
+    errors = json_errors(
+        codes=_HTTP_ERRORS, unavailable="the queue is unreachable; retry shortly",
+        internal="intake failed unexpectedly; retry, and report it if it persists", count=metrics.requests,
+        shape=_shape,
+    )
+    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, _auth])
     app[CONFIG] = cfg
-    app[METRICS] = Metrics()
+    app[METRICS] = metrics
     app[GATE] = InflightGate(cfg.max_inflight, cfg.max_waiting)
     app[PLANNER] = Planner()
     app[COOLDOWNS] = Cooldowns()
@@ -81,7 +94,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/api/openapi.json", views.get_openapi)
     app.router.add_get("/healthz", views.get_healthz)
     app.router.add_get("/readyz", views.get_readyz)
-    app.router.add_get("/metrics", views.get_metrics)
+    app.router.add_get("/metrics", metrics.view)
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     livews.add_routes(app)
@@ -94,18 +107,9 @@ def create_app(cfg: Config) -> web.Application:
     return app
 
 
-def run(cfg: Config) -> None:
-    """Serve until SIGINT/SIGTERM: stop accepting, let in-flight submits finish, close Redis."""
-    log.info("intake on http://%s:%d, Redis at %s", cfg.host, cfg.port, redact(cfg.redis_url))
-    web.run_app(
-        create_app(cfg),
-        host=cfg.host,
-        port=cfg.port,
-        shutdown_timeout=cfg.shutdown_timeout_s,
-        access_log=None,  # every request is counted in /metrics; a line each would cost more than it tells
-        print=lambda _: log.info("intake ready on http://%s:%d", cfg.host, cfg.port),
-    )
-    log.info("intake stopped")
+def serving(cfg: Config) -> Serving:
+    """Until SIGINT/SIGTERM: then stop accepting, let in-flight submits finish, close Redis."""
+    return Serving("intake", cfg.host, cfg.port, cfg.shutdown_timeout_s)
 
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -113,6 +117,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     # each live session's follower holds one connection in a blocking read
     pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions
     redis = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=pool)
+    log.info("intake using Redis at %s", redact(cfg.redis_url))
     app[REDIS] = redis
     app[STORE] = CastStore(redis)
     app[LIVE] = LiveStore(redis)
@@ -126,13 +131,14 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     await redis.aclose()
 
 
-def _error(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None, *, openai: bool = False,
-    param: str | None = None,
-) -> web.Response:
-    """``{"error", "message"}``, or OpenAI's shape on ``/v1/*``."""
-    body = v1.error_body(status, code, message, param) if openai else {"error": code, "message": message}
-    return views.json_response(body, status=status, headers=headers)
+def _shape(request: web.Request, refusal: Refusal) -> web.Response:
+    """``{"error", "message"}``, or OpenAI's shape on ``/v1/*`` (but the live WebSocket's refusals
+    keep intake's own)."""
+    if not request.path.startswith(V1_PREFIX) or request.path == livews.ROUTE:
+        return error_response(refusal)
+    param = getattr(refusal, "param", None) or v1.param_of(refusal.code, refusal.message)
+    body = v1.error_body(refusal.status, refusal.code, refusal.message, param)
+    return json_response(body, status=refusal.status, headers=refusal.headers or None)
 
 
 def _authorized(request: web.Request) -> bool:
@@ -147,34 +153,7 @@ def _authorized(request: web.Request) -> bool:
 
 
 @web.middleware
-async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
-    resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else UNMATCHED_ROUTE
-    # OpenAI's error shape on /v1/*, but the live WebSocket's refusals keep intake's own
-    openai = request.path.startswith(V1_PREFIX) and request.path != livews.ROUTE
-    try:
-        if not _authorized(request):
-            raise v1.V1Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
-        response = await handler(request)
-    except Refusal as refusal:
-        param = getattr(refusal, "param", None) or v1.param_of(refusal.code, refusal.message)
-        response = _error(refusal.status, refusal.code, refusal.message, refusal.headers, openai=openai, param=param)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            request.app[METRICS].request(route, exc.status)
-            raise
-        code, message = _HTTP_ERRORS.get(exc.status, (f"http_{exc.status}", exc.reason))
-        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-        response = _error(exc.status, code, message, allow, openai=openai)
-    except RedisError as exc:
-        log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
-        response = _error(
-            503, "unavailable", "the queue is unreachable; retry shortly", {"Retry-After": str(UNAVAILABLE_RETRY_S)},
-            openai=openai,
-        )
-    except Exception:
-        log.exception("unexpected error under %s %s", request.method, request.path)
-        response = _error(500, "internal", "intake failed unexpectedly; retry, and report it if it persists",
-                          openai=openai)
-    request.app[METRICS].request(route, response.status)
-    return response
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _authorized(request):
+        raise v1.V1Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
+    return await handler(request)

@@ -1,4 +1,4 @@
-"""What an intake app holds, as typed keys (a module of its own so views and app share them)."""
+"""What an intake app holds, as typed keys (a module of its own so that views and app share them)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from castlog import Meta, RateLimited, catalog_key, is_cast_id
 from servicekit import client_address
 
-from .appkeys import CONFIG, COOLDOWNS, LIMITER, LIVE, VOICES
+from .context import CONFIG, COOLDOWNS, LIMITER, LIVE, VOICES
 from .validate import Refusal, normalise_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).

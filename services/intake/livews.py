@@ -24,7 +24,7 @@ from castlog import Audio, Eos, Error, LogReader
 from servicekit import client_address
 
 from . import live, pcm
-from .appkeys import CONFIG, STORE
+from .context import CONFIG, STORE
 from .validate import Refusal
 
 log = logging.getLogger(__name__)

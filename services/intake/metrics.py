@@ -2,40 +2,22 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE  # noqa: F401  (re-exported)
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    GCCollector,
-    Histogram,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from servicekit import RequestCounter, ServiceMetrics
 
 # A submit is validation plus one script call: sub-millisecond to a few ms; past 1 s is trouble.
 SUBMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 RESULTS = ("new", "existing", "reenqueued")
-# Requests that matched no route share one label value, so scanners cannot grow the series.
-UNMATCHED_ROUTE = "unmatched"
 
 
-class Metrics:
+class Metrics(ServiceMetrics):
     """One per app, on its own registry, so two apps in one process (tests, a launcher) never clash."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        if registry is None:
-            registry = CollectorRegistry()
-            ProcessCollector(registry=registry)
-            PlatformCollector(registry=registry)
-            GCCollector(registry=registry)
-        self.registry = registry
-        self.requests = Counter(
-            "streamtts_intake_requests_total",
-            "HTTP requests by route template and status code",
-            ["route", "status"],
-            registry=registry,
-        )
+        super().__init__(registry)
+        registry = self.registry
+        self.requests = RequestCounter("streamtts_intake_requests_total", registry)
         self.submit_seconds = Histogram(
             "streamtts_intake_submit_seconds",
             "Latency of one submit (validation + the submit script)",
@@ -53,15 +35,6 @@ class Metrics:
         )
         # Zero-valued series from the start, so that rate() over them works before the first hit.
         self._results = {result: self.submits.labels(result, "") for result in RESULTS}
-        # Each request's series, looked up once: labels() costs microseconds (a lock, label checks).
-        # Routes are the app's templates (or UNMATCHED_ROUTE) and statuses few, so this stays small.
-        self._requests: dict[tuple[str, int], Counter] = {}
-
-    def request(self, route: str, status: int) -> None:
-        series = self._requests.get((route, status))
-        if series is None:
-            series = self._requests[route, status] = self.requests.labels(route, str(status))
-        series.inc()
 
     def submitted(self, result: str, seconds: float) -> None:
         self._results[result].inc()
@@ -71,6 +44,3 @@ class Metrics:
         self.submits.labels("refused", code).inc()
         if code == "rate_limited":
             self.rate_limited.inc()
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)

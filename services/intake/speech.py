@@ -20,7 +20,7 @@ from castlog import Audio, Eos, Error, LogReader
 from castlog import Entry as LogEntry
 
 from . import views
-from .appkeys import CONFIG, FOLLOWER, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
+from .context import CONFIG, FOLLOWER, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .validate import CastForm

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 import msgspec
 
 from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, normalise_speed
+from servicekit import Refusal as Refusal  # intake's modules raise it from here
 
 # A default title is the first words of the text, at most this long, cut on a word boundary.
 DEFAULT_TITLE_CHARS = 60
@@ -36,19 +36,6 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_ENDS = re.compile(r"\r\n?")
 _WHITESPACE = re.compile(r"\s+")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
-
-
-class Refusal(Exception):
-    """A request intake will not act on: answered as a 4xx with JSON {error, message}."""
-
-    def __init__(
-        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-    ) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = dict(headers or {})
 
 
 class BodyKind(Enum):

@@ -12,11 +12,10 @@ import msgspec
 from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, archive, content_id, is_cast_id
-from servicekit import client_address, healthy
+from servicekit import Problem, client_address, json_response, probe, redis_answers
 
 from . import live, v1
-from .appkeys import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
-from .metrics import CONTENT_TYPE
+from .context import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
 from .validate import BodyKind, CastForm, Limits, Refusal, body_kind, check, parse_form, parse_json
 from .voices import warming_up
 
@@ -27,10 +26,6 @@ encode = msgspec.json.Encoder().encode
 
 def cast_url(cast_id: str) -> str:
     return f"/c/{cast_id}"
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=encode(body), status=status, headers=headers, content_type="application/json")
 
 
 async def post_cast(request: web.Request) -> web.Response:
@@ -98,31 +93,20 @@ async def delete_cast(request: web.Request) -> web.Response:
     return json_response({"id": cast_id, "deleted": True})
 
 
-async def get_healthz(request: web.Request) -> web.Response:
-    if await healthy(request.app[REDIS]):
-        return json_response({"status": "ok"})
-    return json_response(
-        {"error": "unavailable", "message": "Redis does not answer; check REDIS_URL and the Redis server"},
-        status=503,
-    )
+_REDIS_ANSWERS = redis_answers(
+    lambda app: app[REDIS], Problem("unavailable", "Redis does not answer; check REDIS_URL and the Redis server")
+)
 
 
-async def get_readyz(request: web.Request) -> web.Response:
-    """Ready to take submits: Redis answers. The body says whether a worker's voices are published
-    (a submit before that is answered 503 warming_up); the local origin's /readyz waits for both."""
-    if not await healthy(request.app[REDIS]):
-        return json_response(
-            {"error": "unavailable", "message": "Redis does not answer; check REDIS_URL and the Redis server"},
-            status=503,
-        )
-    voices = await request.app[VOICES].current()
-    return json_response({
-        "status": "ok", "voices": len(voices.names) if voices else None, "default": voices.default if voices else None,
-    })
+async def _published(app: web.Application) -> dict[str, Any]:
+    voices = await app[VOICES].current()
+    return {"voices": len(voices.names) if voices else None, "default": voices.default if voices else None}
 
 
-async def get_metrics(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
+get_healthz = probe(_REDIS_ANSWERS)
+# Ready to take submits: Redis answers. The body says whether a worker's voices are published
+# (a submit before that is answered 503 warming_up); the local origin's /readyz waits for both.
+get_readyz = probe(_REDIS_ANSWERS, info=_published)
 
 
 def _cast_reply(cast_id: str, result: SubmitResult) -> web.Response:

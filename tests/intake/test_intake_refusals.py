@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from intake.appkeys import GATE
+from intake.context import GATE
 
 from .conftest import MakeClient, key_names, keys_besides_rate_limits
 

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
-from intake.appkeys import SPEECH_STREAMS
+from intake.context import SPEECH_STREAMS
 from intake.formats import decode_chunk
 from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
 from synth.mp3 import encode_chunk

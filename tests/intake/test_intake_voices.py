@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import VOICES, content_id
-from intake.appkeys import VOICES as BOOK
+from intake.context import VOICES as BOOK
 
 from .conftest import PUBLISHED_VOICES, MakeClient, keys_besides_rate_limits, publish
 
