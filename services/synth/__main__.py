@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import sys
+from servicekit import run, setup_logging
 
-from servicekit import setup_logging
-
-from .app import serve
-from .config import SynthConfig
+from .app import create_app, serving
+from .config import Config
 
 
 def main() -> None:
-    cfg = SynthConfig.from_env()
+    cfg = Config.from_env()
     setup_logging(cfg.log_level)
-    code = asyncio.run(serve(cfg))
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Every write the worker owes is awaited by now; don't let an inference thread that is
-    # still running hold the exit past SYNTH_GRACE_S.
-    os._exit(code)
+    run(create_app(cfg), serving(cfg))
 
 
 if __name__ == "__main__":

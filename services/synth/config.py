@@ -145,3 +145,6 @@ class SynthConfig:
                 retention_days=get("RETENTION_DAYS", float, d.archiver.retention_days),
             ),
         )
+
+# The name every service's config.py gives its settings (python -m synth reads them as Config).
+Config = SynthConfig

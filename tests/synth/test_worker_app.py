@@ -14,8 +14,9 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import CastStore
-from synth.app import SERVICE, SERVICE_TASK, create_app
+from synth.app import create_app
 from synth.config import SynthConfig
+from synth.context import SERVICE, SERVICE_TASK
 from synth.service import choose_default_voice
 from tests.synth.support import StandIn, config, submit, terminal, wait_until
 

@@ -1,0 +1,51 @@
+"""Synth's HTTP handlers: the ops endpoints around the worker (``/metrics`` is the registry's own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from servicekit import Problem, probe, redis_answers
+
+from .context import CONFIG, REDIS, SERVICE
+
+_NOT_READY = {
+    "loading": "the model is loading; retry in a few seconds",
+    "warming": "the model is warming up; retry in a few seconds",
+    "stopped": "the worker is stopping",
+    "failed": "the worker failed to start; see its log",
+}
+
+
+async def _alive(app: web.Application) -> Problem | None:
+    phase = app[SERVICE].phase
+    return Problem(phase, _NOT_READY[phase]) if phase in ("failed", "stopped") else None
+
+
+async def _running(app: web.Application) -> Problem | None:
+    phase = app[SERVICE].phase
+    return Problem(phase, _NOT_READY[phase]) if phase != "running" else None
+
+
+async def _phase(app: web.Application) -> dict[str, Any]:
+    return {"phase": app[SERVICE].phase, "consumer": app[CONFIG].consumer}
+
+
+async def _worker(app: web.Application) -> dict[str, Any]:
+    service = app[SERVICE]
+    worker = service.worker
+    return {
+        "consumer": app[CONFIG].consumer,
+        "backend": service.synthesizer.name if service.synthesizer else None,
+        "active_casts": len(worker.casts) if worker else 0,
+    }
+
+
+# Liveness: 200 while the process loads, warms or runs its worker; 503 once it failed or stopped
+# (a liveness probe restarts it). Readiness: the model is warm and Redis answers.
+healthz = probe(_alive, info=_phase)
+readyz = probe(
+    _running, redis_answers(lambda app: app[REDIS], Problem("redis_unreachable", "Redis does not answer; check REDIS_URL")),
+    info=_worker,
+)
