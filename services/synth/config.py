@@ -105,8 +105,8 @@ class SynthConfig:
         return float(min(self.retry_backoff_max_s, self.retry_backoff_s * 2 ** max(0, attempt - 1)))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SynthConfig:
-        get = Settings(os.environ if env is None else env).get
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SynthConfig:
+        get = Settings(os.environ if environ is None else environ).get
         d = cls()
         concurrency = get("SYNTH_CONCURRENCY", int, d.concurrency)
         return cls(
