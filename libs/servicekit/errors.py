@@ -71,67 +71,56 @@ def plain(request: web.Request, refusal: Refusal) -> web.Response:
     return error_response(refusal)
 
 
+def _uncounted(route: str, status: int) -> None:
+    pass
+
+
 def json_errors(
     *,
     codes: Mapping[int, tuple[str, str]],
     unavailable: str,
     internal: str,
-    count: Count | None = None,
+    count: Count = _uncounted,
     shape: Shape = plain,
     translate: Translate | None = None,
 ) -> Middleware:
     """The middleware: ``codes`` names aiohttp's own errors by status (``(code, message)``),
     ``unavailable`` and ``internal`` say what to do after a Redis failure and after a bug."""
 
-    def aiohttp_error(exc: web.HTTPException) -> Refusal:
-        code, message = codes.get(exc.status, (f"http_{exc.status}", exc.reason))
-        return Refusal(exc.status, code, message, {k: v for k, v in exc.headers.items() if k in KEPT_HEADERS})
-
-    async def answer(request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except Refusal as exc:
-            return shape(request, exc)
-        except web.HTTPException as exc:
+    def refusal_of(request: web.Request, exc: Exception) -> Refusal | None:
+        """The refusal that ``exc`` means; None for an answer aiohttp gives as it is."""
+        if isinstance(exc, Refusal):
+            return exc
+        if isinstance(exc, web.HTTPException):
             if exc.status < 400 or exc.content_type == "application/json":
-                raise
-            return shape(request, aiohttp_error(exc))
-        except (asyncio.CancelledError, RedisError):
-            raise
-        except Exception as exc:
-            refusal = translate(exc) if translate is not None else None
-            if refusal is None:
-                raise
+                return None  # a redirect, or a JSON error made by hand
+            code, message = codes.get(exc.status, (f"http_{exc.status}", exc.reason))
+            return Refusal(exc.status, code, message, {k: v for k, v in exc.headers.items() if k in KEPT_HEADERS})
+        if isinstance(exc, RedisError):  # unreachable, restarting or loading: not a bug, a wait
+            log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
+            return Refusal(503, "unavailable", unavailable, {"Retry-After": str(UNAVAILABLE_RETRY_S)})
+        known = translate(exc) if translate is not None else None
+        if known is not None:
             log.warning("%s", exc)
-            return shape(request, refusal)
+            return known
+        # the one place that turns a bug into a plain 500
+        log.error("unexpected error under %s %s", request.method, request.path, exc_info=exc)
+        return Refusal(500, "internal", internal)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        status = 500
         try:
-            response = await answer(request, handler)
-            status = response.status
-            return response
-        except web.HTTPException as exc:  # a redirect, or a JSON error made by hand
-            status = exc.status
-            raise
+            response = await handler(request)
         except asyncio.CancelledError:
-            status = CLIENT_CLOSED  # the client left (handler cancellation): not our error
+            count(route_name(request), CLIENT_CLOSED)  # the client left (handler cancellation): not our error
             raise
-        except RedisError as exc:  # unreachable, restarting or loading: not a bug, a wait
-            log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
-            retry = {"Retry-After": str(UNAVAILABLE_RETRY_S)}
-            response = shape(request, Refusal(503, "unavailable", unavailable, retry))
-            status = response.status
-            return response
-        except Exception:  # noqa: BLE001 - the one place that turns a bug into a plain 500
-            log.exception("unexpected error under %s %s", request.method, request.path)
-            response = shape(request, Refusal(500, "internal", internal))
-            status = response.status
-            return response
-        finally:
-            if count is not None:
-                count(route_name(request), status)
+        except Exception as exc:
+            refusal = refusal_of(request, exc)
+            if refusal is None:
+                count(route_name(request), getattr(exc, "status", 500))
+                raise
+            response = shape(request, refusal)
+        count(route_name(request), response.status)
+        return response
 
     return middleware
-

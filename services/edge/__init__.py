@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .app import create_app
+from .app import create_app, serving
 from .config import Config
 
-__all__ = ["Config", "create_app"]
+__all__ = ["Config", "create_app", "serving"]
