@@ -1,0 +1,58 @@
+"""The libraries' layering and the services' one shape, read from the source.
+
+castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
+servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
+Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = ("intake", "edge", "synth")
+SHAPE = ("__main__.py", "config.py", "app.py", "context.py", "views.py", "metrics.py")
+
+
+def imported(package: Path) -> dict[str, set[str]]:
+    """Module file -> the top-level names of everything it imports (relative imports left out)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        out[str(path.relative_to(REPO))] = names - {"__future__"}
+    return out
+
+
+def outside_stdlib(names: set[str]) -> set[str]:
+    return {n for n in names if n not in sys.stdlib_module_names}
+
+
+def test_castlog_imports_only_redis_msgspec_and_the_standard_library() -> None:
+    modules = imported(REPO / "libs" / "castlog")
+    assert {"redis", "msgspec"} <= set().union(*modules.values())  # the reading sees its imports
+    for module, names in modules.items():
+        assert outside_stdlib(names) <= {"redis", "msgspec", "castlog"}, module
+
+
+def test_servicekit_imports_castlog_and_its_http_tools_but_no_service() -> None:
+    allowed = {"castlog", "servicekit", "redis", "msgspec", "aiohttp", "prometheus_client"}
+    for module, names in imported(REPO / "libs" / "servicekit").items():
+        assert outside_stdlib(names) <= allowed, module
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_service_is_the_same_few_files_and_runs_through_servicekit(service: str) -> None:
+    folder = REPO / "services" / service
+    assert all((folder / name).is_file() for name in SHAPE), sorted(p.name for p in folder.glob("*.py"))
+    main = (folder / "__main__.py").read_text(encoding="utf-8")
+    assert "run(create_app(cfg), serving(cfg))" in main and "from servicekit import run" in main
+    assert not (folder / "appkeys.py").exists()
