@@ -2,7 +2,7 @@
 
 Every refusal is ``{"error": <code>, "message": <what to do>}`` with its status (docs/design.md,
 "HTTP errors"). The middleware also turns aiohttp's own errors (no such route, wrong method),
-an unreachable Redis (503 with Retry-After) and a bug (a logged 500) into that shape, and counts
+an unreachable Redis or archive (503 with Retry-After) and a bug (a logged 500) into that shape, and counts
 every request by route template and status. A service may shape the body its own way for some
 routes (intake answers OpenAI's shape on ``/v1/*``) by passing ``shape``.
 """
@@ -19,12 +19,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from redis.exceptions import RedisError
 
+from castlog import ArchiveUnavailable
+
 log = logging.getLogger(__name__)
 
 # The status label of a request whose client went away before the answer (nginx's convention).
 CLIENT_CLOSED = 499
 # Seconds a client is told to wait when Redis is unreachable or loading under a request.
 UNAVAILABLE_RETRY_S = 2
+# Seconds a client is told to wait when an archived cast's store cannot be read.
+ARCHIVE_RETRY_S = 5
 # Requests that matched no route share one label value, so scanners cannot grow the series.
 UNMATCHED_ROUTE = "unmatched"
 # Headers of aiohttp's own errors worth keeping in the JSON answer.
@@ -99,6 +103,9 @@ def json_errors(
         if isinstance(exc, RedisError):  # unreachable, restarting or loading: not a bug, a wait
             log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
             return Refusal(503, "unavailable", unavailable, {"Retry-After": str(UNAVAILABLE_RETRY_S)})
+        if isinstance(exc, ArchiveUnavailable):  # an archived cast whose store cannot be read now
+            log.warning("%s", exc)
+            return Refusal(503, "archive_unavailable", f"{exc}; retry in a moment", {"Retry-After": str(ARCHIVE_RETRY_S)})
         known = translate(exc) if translate is not None else None
         if known is not None:
             log.warning("%s", exc)

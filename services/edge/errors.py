@@ -7,13 +7,10 @@ from collections.abc import Mapping
 
 from aiohttp.typedefs import Middleware
 
-from castlog import ArchiveUnavailable
 from servicekit import Refusal, json_errors
 
 from .metrics import EdgeMetrics
 
-# Seconds a client is told to wait when an archived cast's store cannot be read.
-ARCHIVE_RETRY_S = 5
 # Default codes for statuses that aiohttp itself raises (unknown route, wrong method, ...).
 STATUS_CODES = {
     400: ("bad_request", "check the request's parameters"),
@@ -38,14 +35,8 @@ def bad_request(message: str) -> Refusal:
     return Refusal(400, "bad_request", message)
 
 
-def _translate(exc: Exception) -> Refusal | None:
-    if isinstance(exc, ArchiveUnavailable):  # an archived cast this edge cannot read now
-        return Refusal(503, "archive_unavailable", f"{exc}; retry in a moment", {"Retry-After": str(ARCHIVE_RETRY_S)})
-    return None
-
-
 def middleware(metrics: EdgeMetrics) -> Middleware:
     return json_errors(
         codes=STATUS_CODES, unavailable="the cast store is unreachable; retry shortly",
-        internal=STATUS_CODES[500][1], count=metrics.requests, translate=_translate,
+        internal=STATUS_CODES[500][1], count=metrics.requests,
     )

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from castlog import CastStore, LiveStore, RateLimiter
+from blobstore import open_store
+from castlog import CastStore, LiveStore, LogReader, RateLimiter
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -35,10 +36,12 @@ from .context import (
     GATE,
     LIMITER,
     LIVE,
+    LOG,
     METRICS,
     OPENAPI,
     PLANNER,
     REDIS,
+    SPEECH_LOG,
     SPEECH_SLOTS,
     SPEECH_STREAMS,
     STORE,
@@ -126,7 +129,12 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     app[FOLLOWER] = client_for(
         cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
     )
+    archive = await open_store(cfg.archive) if cfg.archive is not None else None
+    app[LOG] = LogReader(redis, archive)
+    app[SPEECH_LOG] = LogReader(app[FOLLOWER], archive)
     yield
+    if archive is not None:
+        await archive.close()
     await app[FOLLOWER].aclose()
     await redis.aclose()
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from blobstore import StoreConfig
 from servicekit import Settings, comma_set, require_non_negative, require_positive
 from servicekit.connect import CONNECT_ATTEMPTS, DEFAULT_URL
 
@@ -70,6 +71,8 @@ class Config:
     max_speech_streams: int = MAX_SPEECH_STREAMS
     speech_write_timeout_s: float = SPEECH_WRITE_TIMEOUT_S
     api_keys: frozenset[str] = frozenset()  # empty: no auth
+    # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
+    archive: StoreConfig | None = None
 
     def __post_init__(self) -> None:
         require_positive({
@@ -119,4 +122,5 @@ class Config:
             max_speech_streams=get("INTAKE_MAX_SPEECH_STREAMS", int, d.max_speech_streams),
             speech_write_timeout_s=get("INTAKE_SPEECH_WRITE_TIMEOUT_S", float, d.speech_write_timeout_s),
             api_keys=get("STREAMTTS_API_KEYS", comma_set, d.api_keys),
+            archive=StoreConfig.from_settings(get),
         )

@@ -7,7 +7,7 @@ import asyncio
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import CastStore, LiveStore, RateLimiter
+from castlog import CastStore, LiveStore, LogReader, RateLimiter
 
 from .config import Config
 from .cooldown import Cooldowns
@@ -20,6 +20,8 @@ CONFIG = web.AppKey("intake.config", Config)
 METRICS = web.AppKey("intake.metrics", Metrics)
 REDIS = web.AppKey("intake.redis", Redis)
 STORE = web.AppKey("intake.store", CastStore)
+# The cast logs as readers follow them (live sessions), archived ones read from the archive.
+LOG = web.AppKey("intake.log", LogReader)
 LIVE = web.AppKey("intake.live", LiveStore)
 LIMITER = web.AppKey("intake.limiter", RateLimiter)
 COOLDOWNS = web.AppKey("intake.cooldowns", Cooldowns)
@@ -30,5 +32,6 @@ GATE = web.AppKey("intake.gate", InflightGate)
 PLANNER = web.AppKey("intake.planner", Planner)
 # `/v1/audio/speech`: the pool of the streams' blocking reads, and the bound on open streams.
 FOLLOWER = web.AppKey("intake.follower", Redis)
+SPEECH_LOG = web.AppKey("intake.speech_log", LogReader)  # LOG over FOLLOWER
 SPEECH_SLOTS = web.AppKey("intake.speech_slots", asyncio.Semaphore)
 SPEECH_STREAMS: web.AppKey[set[asyncio.Task[object]]] = web.AppKey("intake.speech_streams")

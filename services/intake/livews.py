@@ -20,11 +20,11 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog import Audio, Eos, Error, LogReader
+from castlog import Audio, Eos, Error
 from servicekit import client_address
 
 from . import live, pcm
-from .context import CONFIG, STORE
+from .context import CONFIG, LOG
 from .validate import Refusal
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async for entry in LogReader(self.app[STORE].redis).follow(self.cast_id, self.seq_num):
+        async for entry in self.app[LOG].follow(self.cast_id, self.seq_num):
             record = entry.record
             if isinstance(record, Audio) and record.i not in sent:
                 await self.send({"type": "sentence", "index": record.i, "text": record.t})

@@ -20,7 +20,7 @@ from castlog import Audio, Eos, Error, LogReader
 from castlog import Entry as LogEntry
 
 from . import views
-from .context import CONFIG, FOLLOWER, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
+from .context import CONFIG, SPEECH_LOG, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .validate import CastForm
@@ -50,7 +50,7 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
     async with slots:
         speech, cast_id, result = await _submit(request)
-        reader = LogReader(request.app[FOLLOWER])
+        reader = request.app[SPEECH_LOG]
         # A log that ended in `error` before this request was re-enqueued by its submit: that
         # error is history, not this request's answer.
         last = None if result == "new" else await reader.last(cast_id)

@@ -306,9 +306,9 @@ def test_proxy_waits_for_healthy_services(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_synth_and_edge_share_the_archive(variant: str) -> None:
+def test_synth_edge_and_intake_share_the_archive(variant: str) -> None:
     services = model(variant)["services"]
-    for name in ("synth", "edge"):
+    for name in ("synth", "edge", "intake"):
         mounts = {v["target"]: v["source"] for v in services[name]["volumes"] if v["type"] == "volume"}
         assert mounts.get("/var/lib/streamtts/archive") == "archive"
         assert services[name]["environment"]["ARCHIVE_URL"] == "file:///var/lib/streamtts/archive"
