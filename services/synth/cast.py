@@ -12,7 +12,7 @@ from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
-from .scheduler import Pace
+from .scheduler import Appended, Pace, PaceEvent
 
 
 @dataclass
@@ -59,6 +59,7 @@ class ActiveCast:
     Chunks are synthesized in order (``next_synth``) and appended in order (``next_append``);
     between the two, at most a chunk or two sit in the encoder. ``tail`` is the seq_num the next
     conditional append expects; ``offset_ms`` is where the next audio starts on the timeline.
+    ``pace`` is the cast's one lead, moved only by :meth:`note`; the schedule sees :meth:`view`.
     """
 
     job: Job
@@ -76,8 +77,6 @@ class ActiveCast:
     next_synth: int = 0
     next_append: int = 0
     synth_s: float = 0.0  # inference time this attempt spent
-    heard_from: float | None = None  # clock time of this attempt's first append
-    appended_ms: int = 0  # audio this attempt appended
     failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
     open_text: OpenText | None = None  # an open cast's growing text; None for a whole text
     closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
@@ -133,22 +132,37 @@ class ActiveCast:
         return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned,
                      w=chunk_words(words, duration_ms), body=body)
 
-    def listen_lead(self, now: float) -> float:
-        """How far the appended audio is ahead of a listener who started at this attempt's first
-        append (below zero: that listener ran dry). Infinite before the first append."""
-        if self.heard_from is None:
-            return float("inf")
-        return self.appended_ms / 1000 - (now - self.heard_from)
+    def note(self, event: PaceEvent, now: float) -> None:
+        """The one place this cast's lead moves: admitted, a chunk made, appended, a yield."""
+        self.pace = self.pace.after(event, now)
+
+    def view(self) -> CastView:
+        """What the schedule sees of this cast now: an immutable snapshot."""
+        return CastView(
+            key=self.job.key, pace=self.pace, wants_chunk=self.wants_chunk, chunks_left=self.chunks_left,
+            live=self.live, in_flight=self.in_flight, typing=self.typing,
+        )
 
     def appended(self, audio: Audio, new_tail: int, now: float) -> None:
         if self.first_audio_seq is None:
             self.first_audio_seq = new_tail - 1
-        if self.heard_from is None:
-            self.heard_from = now
         self.tail = new_tail
         self.offset_ms += audio.d
-        self.appended_ms += audio.d
         self.next_append += 1
+        self.note(Appended(audio.d), now)
+
+
+@dataclass(frozen=True)
+class CastView:
+    """One active cast as the schedule sees it at one instant (``key``: its job's key)."""
+
+    key: str
+    pace: Pace
+    wants_chunk: bool
+    chunks_left: int
+    live: bool
+    in_flight: int
+    typing: bool
 
 
 def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:

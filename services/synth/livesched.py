@@ -10,6 +10,7 @@ nothing else wants the model may it run ahead. While a live cast's next sentence
 (text has come that completes no sentence yet), a cast that leads its listener by more than
 ``hold_lead_s`` waits instead of taking the model, so the model is free when that sentence
 completes; it loses nothing, being that far ahead. Without live casts this is exactly ``pick``.
+Like ``pick``, a pure function: it returns a :class:`Decision` and changes none of its casts.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from .scheduler import Schedulable, pick
+from .scheduler import Decision, Schedulable, pick
 
 
 class Interactive(Schedulable, Protocol):
@@ -38,7 +39,7 @@ L = TypeVar("L", bound=Interactive)
 
 def pick_next(
     casts: Iterable[L], now: float, *, first_chunk_s: float = 0.0, hold_lead_s: float = float("inf")
-) -> L | None:
+) -> Decision[L]:
     batch: list[L] = []
     typing = False
     ready: list[L] = []  # live casts with a complete sentence and nothing in flight
@@ -54,11 +55,12 @@ def pick_next(
         else:
             ahead.append(cast)
     if ready:
-        return _running_dry(batch, now, first_chunk_s) or ready[0]
-    chosen = pick(batch, now, first_chunk_s=first_chunk_s)
+        return Decision(_running_dry(batch, now, first_chunk_s) or ready[0])
+    decision = pick(batch, now, first_chunk_s=first_chunk_s)
+    chosen = decision.cast
     if chosen is not None and typing and chosen.pace.lead(now) > hold_lead_s:
-        return None  # far enough ahead: keep the model free for the sentence being typed
-    return chosen or (ahead[0] if ahead else None)
+        return Decision(None)  # far enough ahead: keep the model free for the sentence being typed
+    return decision if chosen is not None else Decision(ahead[0] if ahead else None)
 
 
 def _running_dry(batch: list[L], now: float, within_s: float) -> L | None:

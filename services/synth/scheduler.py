@@ -1,9 +1,11 @@
 """The live schedule: which cast gets the model next, and whether a new job may be admitted.
 
-Pure functions over a small :class:`Pace` per cast, with the clock passed in, so the policy is
-unit-tested without a model, Redis or real time. docs/design.md's rule:
+Pure functions of an immutable snapshot: each active cast shows the schedule its :class:`Pace`
+(a frozen value) and the work it has left, and the clock is passed in. :func:`pick` changes
+nothing: it returns a :class:`Decision` that the worker applies. So the policy is unit-tested
+without a model, Redis or real time. docs/design.md's rule, one lead per cast:
 
-    lead = audio_ms_appended / 1000 - (now - first_audio_appended_at)
+    lead = audio made (s) - (now - first audio made)
 
 Always one chunk for the cast with the lowest lead; a cast with no audio yet has the lowest
 possible lead, so its short first chunk goes first, with one exception (see :func:`pick`): a
@@ -15,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import Generic, Protocol, TypeVar
 
 from castlog.cuts import FIRST_WORDS_CHARS
 
@@ -26,19 +28,62 @@ NO_AUDIO_LEAD = -math.inf
 SPEED_WEIGHT = 0.25
 
 
-@dataclass
-class Pace:
-    """How far a cast's audio is ahead of a listener who started at its first audio.
+@dataclass(frozen=True)
+class Admitted:
+    """The cast became active: its listener waits from now."""
 
-    ``audio_ms`` counts the audio appended plus the audio synthesized and being encoded (in
-    hand): with encoding overlapping the next inference, a cast whose chunk is in the encoder
-    must not look as far behind as before that chunk, or it would be picked twice for one gap.
+
+@dataclass(frozen=True)
+class Made:
+    """A chunk left the model: ``ms`` of audio in hand (the model's length, before encoding)."""
+
+    ms: int
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A chunk in hand was encoded: its ``made_ms`` (as :class:`Made` counted it) is ``ms`` now,
+    its exact length (the encoder trims silence)."""
+
+    made_ms: int
+    ms: int
+
+
+@dataclass(frozen=True)
+class Appended:
+    """An encoded chunk of ``ms`` reached the log: a listener can hear it."""
+
+    ms: int
+
+
+@dataclass(frozen=True)
+class Yielded:
+    """A newcomer let a listener about to run dry go first (it does so once)."""
+
+
+PaceEvent = Admitted | Made | Encoded | Appended | Yielded
+
+
+@dataclass(frozen=True)
+class Pace:
+    """One cast's lead: how far its audio is ahead of a listener who started at its first audio.
+
+    A value: :meth:`after` gives the pace after an event, and nothing else changes it. The audio
+    counts what is appended and what is in hand (synthesized, being encoded): with encoding
+    overlapping the next inference, a cast whose chunk is in the encoder must not look as far
+    behind as before that chunk, or it would be picked twice for one gap.
     """
 
-    audio_ms: int = 0
+    appended_ms: int = 0  # audio in the log, at its exact length
     first_audio_at: float | None = None  # clock seconds when the first audio became available
     admitted_at: float | None = None  # clock seconds when the cast became active (None: long ago)
     yielded: bool = False  # while without audio, it let a listener about to run dry go first
+    in_hand_ms: int = 0  # audio synthesized and not yet appended (the model's length until encoded)
+    heard_at: float | None = None  # clock seconds of the first append: when a listener can start
+
+    @property
+    def audio_ms(self) -> int:
+        return self.appended_ms + self.in_hand_ms
 
     def lead(self, now: float) -> float:
         if self.first_audio_at is None:
@@ -49,11 +94,26 @@ class Pace:
         """How long the cast has been active (its listener waiting, while it has no audio)."""
         return math.inf if self.admitted_at is None else now - self.admitted_at
 
-    def add(self, audio_ms: int, now: float) -> None:
-        """Account one more chunk of ``audio_ms`` that became available at ``now``."""
-        if self.first_audio_at is None:
-            self.first_audio_at = now
-        self.audio_ms += audio_ms
+    def dry(self, now: float) -> bool:
+        """Whether a listener who started at the first append has heard all that the log holds
+        (the chunk appended now comes late: an underrun)."""
+        return self.heard_at is not None and self.appended_ms / 1000 < now - self.heard_at
+
+    def after(self, event: PaceEvent, now: float) -> Pace:
+        """The pace once ``event`` happened at ``now``: the one place a lead moves."""
+        if isinstance(event, Admitted):
+            return replace(self, admitted_at=now)
+        if isinstance(event, Made):
+            first = now if self.first_audio_at is None else self.first_audio_at
+            return replace(self, first_audio_at=first, in_hand_ms=self.in_hand_ms + event.ms)
+        if isinstance(event, Encoded):
+            return replace(self, in_hand_ms=self.in_hand_ms - event.made_ms + event.ms)
+        if isinstance(event, Appended):
+            heard = now if self.heard_at is None else self.heard_at
+            return replace(
+                self, appended_ms=self.appended_ms + event.ms, in_hand_ms=self.in_hand_ms - event.ms, heard_at=heard
+            )
+        return replace(self, yielded=True)
 
 
 class Schedulable(Protocol):
@@ -74,7 +134,16 @@ class Schedulable(Protocol):
 S = TypeVar("S", bound=Schedulable)
 
 
-def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> S | None:
+@dataclass(frozen=True)
+class Decision(Generic[S]):
+    """What the schedule decided: the cast that gets the next chunk (None: none now), and the
+    newcomers that let it go first (each to be marked :class:`Yielded`)."""
+
+    cast: S | None
+    yielded: tuple[S, ...] = ()
+
+
+def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> Decision[S]:
     """The cast that gets the next chunk: the lowest lead among those with work left.
 
     Ties go to the earliest in ``casts`` (admission order), so new casts are served first come,
@@ -87,7 +156,7 @@ def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> S | N
     first chunk before any gets a second). Below capacity
     nobody then runs dry for a newcomer, and a newcomer waits at most one chunk more. A listener
     already dry does not hold newcomers back: serving it first would shorten its stall, not
-    prevent it. Picking the exception marks the newcomers as having yielded.
+    prevent it. The exception names the newcomers that yielded in the decision.
     """
     best: S | None = None
     best_lead = math.inf
@@ -107,10 +176,8 @@ def pick(casts: Iterable[S], now: float, *, first_chunk_s: float = 0.0) -> S | N
     if at_risk is not None and newcomers and all(
         not c.pace.yielded and c.pace.waited(now) < first_chunk_s and _heard_before(at_risk, c) for c in newcomers
     ):
-        for c in newcomers:
-            c.pace.yielded = True
-        return at_risk
-    return best
+        return Decision(at_risk, tuple(newcomers))
+    return Decision(best)
 
 
 def _heard_before(cast: Schedulable, newcomer: Schedulable) -> bool:

@@ -47,6 +47,7 @@ from .livesched import pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
+from .scheduler import Admitted, Encoded, Made, Yielded
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class Worker:
         while not self.stopping:
             try:
                 room = scheduler.admissible(
-                    [c for c in self.casts.values() if not c.live],
+                    [c.view() for c in self.casts.values() if not c.live],
                     self._clock(),
                     cap=self.cfg.concurrency,
                     max_active=self.cfg.max_active,
@@ -319,7 +320,7 @@ class Worker:
         if cast.complete:  # every sentence was already in the log: only `eos` is missing
             await self._finish(cast)
             return
-        cast.pace.admitted_at = self._clock()
+        cast.note(Admitted(), self._clock())
         self.casts[job.key] = cast
         metrics.ACTIVE_CASTS.set(len(self.casts))
         self._work.set()
@@ -339,11 +340,7 @@ class Worker:
     async def _synth_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.stopping:
-            live = sum(1 for c in self.casts.values() if c.wants_chunk)
-            first_chunk_s = self.speed.first_chunk_s(listeners=live)
-            cast = pick_next(
-                self.casts.values(), self._clock(), first_chunk_s=first_chunk_s, hold_lead_s=self.cfg.live_hold_lead_s
-            )
+            cast = self._next_cast()
             if cast is None or (self._admitting and cast.pace.first_audio_at is not None):
                 # nothing to do, or jobs read together are still being admitted: their first
                 # chunks go before anyone's next one
@@ -372,8 +369,7 @@ class Worker:
                 metrics.RTF.observe(took / audio_s)
                 metrics.observe_synthesis(took, audio_s)
             cast.synth_s += took
-            # An estimate until encoded: the encoder trims trailing silence (corrected below).
-            cast.pace.add(len(pcm) * 1000 // SAMPLE_RATE, self._clock())
+            cast.note(Made(_made_ms(pcm)), self._clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words)
             await self._lane(cast).put(item)
             if index == cast.resume_from:
@@ -382,6 +378,16 @@ class Worker:
                 await _wait(item.encoded, FIRST_ENCODE_WAIT_S)
         await self._pipeline.put(None)  # the chunk in hand is queued: the append loops drain, end
         await self._live_pipeline.put(None)
+
+    def _next_cast(self) -> ActiveCast | None:
+        """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
+        views = [c.view() for c in self.casts.values()]
+        first_chunk_s = self.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
+        now = self._clock()
+        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.cfg.live_hold_lead_s)
+        for newcomer in decision.yielded:
+            self.casts[newcomer.key].note(Yielded(), now)
+        return None if decision.cast is None else self.casts[decision.cast.key]
 
     def _lane(self, cast: ActiveCast) -> asyncio.Queue[Synthesized | None]:
         return self._live_pipeline if cast.live else self._pipeline
@@ -423,20 +429,17 @@ class Worker:
             metrics.CHUNK_SECONDS.labels(stage="encode").observe(self._clock() - started)
             if cast.closed:  # lost while encoding
                 continue
-            cast.pace.audio_ms += encoded.duration_ms - len(item.pcm) * 1000 // SAMPLE_RATE
+            cast.note(Encoded(_made_ms(item.pcm), encoded.duration_ms), self._clock())
             try:
-                await self._append_audio(cast, item.index, encoded, item.words)
+                await self._append_audio(cast, item, encoded)
             except SeqMismatch as exc:
                 self._lose(cast, f"append refused ({exc})")
             except RedisError as exc:  # not the cast's fault: try again soon, uncounted
                 self._requeue(cast, f"sentence {item.index}: Redis error ({exc!r})")
 
-    async def _append_audio(
-        self, cast: ActiveCast, index: int, encoded: EncodedChunk, words: list[Word] | None = None
-    ) -> None:
-        audio = cast.audio_record(index, encoded.duration_ms, encoded.data, words or ())
-        now = self._clock()
-        if cast.listen_lead(now) < 0:
+    async def _append_audio(self, cast: ActiveCast, item: Synthesized, encoded: EncodedChunk) -> None:
+        audio = cast.audio_record(item.index, encoded.duration_ms, encoded.data, item.words)
+        if cast.pace.dry(self._clock()):
             metrics.UNDERRUNS.inc()
         first_ever = cast.first_audio_seq is None
         new_tail = await self.store.append(cast.cast_id, cast.tail, [audio])
@@ -582,6 +585,12 @@ class Worker:
             cast = self.casts.get(job_key(inbox.stream, entry_id))
             if cast is not None:
                 self._lose(cast, "its job was taken over or acknowledged elsewhere")
+
+
+def _made_ms(pcm: PCM) -> int:
+    """A chunk's length as the model made it: the lead's estimate until it is encoded (the
+    encoder trims silence)."""
+    return len(pcm) * 1000 // SAMPLE_RATE
 
 
 async def _quietly(step: Awaitable[object]) -> None:

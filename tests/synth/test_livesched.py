@@ -21,33 +21,33 @@ class Cast:
 
 def leading(name: str, lead_s: float, now: float = 100.0) -> Cast:
     """A whole-text cast whose listener is ``lead_s`` behind its appended audio at ``now``."""
-    return Cast(name, pace=Pace(audio_ms=int(1000 * (lead_s + 10)), first_audio_at=now - 10))
+    return Cast(name, pace=Pace(appended_ms=int(1000 * (lead_s + 10)), first_audio_at=now - 10))
 
 
 def test_a_complete_live_sentence_goes_before_batch_lead_work() -> None:
     batch, live = leading("batch", 1.0), Cast("live", live=True)
-    assert pick_next([batch, live], 100.0, first_chunk_s=0.5).name == "live"  # type: ignore[union-attr]
+    assert pick_next([batch, live], 100.0, first_chunk_s=0.5).cast.name == "live"  # type: ignore[union-attr]
 
 
 def test_a_batch_listener_about_to_run_dry_still_comes_first() -> None:
     batch, live = leading("batch", 0.2), Cast("live", live=True)
-    assert pick_next([live, batch], 100.0, first_chunk_s=0.5).name == "batch"  # type: ignore[union-attr]
+    assert pick_next([live, batch], 100.0, first_chunk_s=0.5).cast.name == "batch"  # type: ignore[union-attr]
 
 
 def test_one_live_sentence_in_flight_unless_nothing_else_wants_the_model() -> None:
     batch, live = leading("batch", 1.0), Cast("live", live=True, in_flight=1)
-    assert pick_next([live, batch], 100.0).name == "batch"  # type: ignore[union-attr]
-    assert pick_next([live], 100.0).name == "live"  # type: ignore[union-attr]
+    assert pick_next([live, batch], 100.0).cast.name == "batch"  # type: ignore[union-attr]
+    assert pick_next([live], 100.0).cast.name == "live"  # type: ignore[union-attr]
 
 
 def test_far_ahead_casts_wait_while_a_live_sentence_is_typed() -> None:
     typing = Cast("live", live=True, wants_chunk=False, typing=True)
-    assert pick_next([leading("batch", 30.0), typing], 100.0, hold_lead_s=10.0) is None
-    assert pick_next([leading("near", 3.0), typing], 100.0, hold_lead_s=10.0).name == "near"  # type: ignore[union-attr]
+    assert pick_next([leading("batch", 30.0), typing], 100.0, hold_lead_s=10.0).cast is None
+    assert pick_next([leading("near", 3.0), typing], 100.0, hold_lead_s=10.0).cast.name == "near"  # type: ignore[union-attr]
     idle = Cast("live", live=True, wants_chunk=False)
-    assert pick_next([leading("batch", 30.0), idle], 100.0, hold_lead_s=10.0).name == "batch"  # type: ignore[union-attr]
+    assert pick_next([leading("batch", 30.0), idle], 100.0, hold_lead_s=10.0).cast.name == "batch"  # type: ignore[union-attr]
 
 
 def test_without_live_casts_it_is_the_lowest_lead() -> None:
     a, b = leading("a", 5.0), leading("b", 2.0)
-    assert pick_next([a, b], 100.0).name == "b"  # type: ignore[union-attr]
+    assert pick_next([a, b], 100.0).cast.name == "b"  # type: ignore[union-attr]

@@ -1,5 +1,5 @@
 """The live schedule, as pure functions with the clock passed in, and a simulated worker loop
-driving a stand-in synthesizer over simulated time."""
+driving a stand-in synthesizer over simulated time (applying each decision as the worker does)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,18 @@ import math
 from dataclasses import dataclass, field
 
 from castlog.cuts import FIRST_WORDS_CHARS
-from synth.scheduler import NO_AUDIO_LEAD, ModelSpeed, Pace, admissible, all_lead, pick
+from synth.scheduler import (
+    NO_AUDIO_LEAD,
+    Appended,
+    Encoded,
+    Made,
+    ModelSpeed,
+    Pace,
+    Yielded,
+    admissible,
+    all_lead,
+    pick,
+)
 
 
 @dataclass
@@ -37,30 +48,38 @@ def test_lead_is_audio_ahead_of_a_listener_who_started_at_the_first_audio() -> N
 
 
 def test_pace_add_starts_the_listener_clock_at_the_first_chunk() -> None:
-    pace = Pace()
-    pace.add(3_000, 50.0)
-    pace.add(2_000, 52.0)
+    pace = Pace().after(Made(3_000), 50.0).after(Made(2_000), 52.0)
     assert pace.first_audio_at == 50.0 and pace.audio_ms == 5_000 and pace.lead(52.0) == 3.0
+
+
+def test_a_chunk_counts_in_the_lead_from_the_model_on_at_its_exact_length_once_encoded() -> None:
+    made = Pace().after(Made(3_000), 50.0)
+    encoded = made.after(Encoded(3_000, 2_600), 50.5)  # the encoder trimmed silence
+    assert encoded.lead(51.0) == 1.6 and encoded.appended_ms == 0 and not encoded.dry(60.0)
+    heard = encoded.after(Appended(2_600), 51.0)
+    assert heard.audio_ms == 2_600 and heard.in_hand_ms == 0 and heard.heard_at == 51.0
+    assert not heard.dry(53.5) and heard.dry(53.7)  # the listener started at the append
+    assert made.audio_ms == 3_000 and Pace().audio_ms == 0  # each step gave a new pace
 
 
 def test_pick_takes_the_lowest_lead() -> None:
     ahead, behind, middle = at(20_000, 0.0), at(5_000, 0.0), at(9_000, 0.0)
-    assert pick([ahead, behind, middle], now=3.0) is behind
+    assert pick([ahead, behind, middle], now=3.0).cast is behind
 
 
 def test_pick_prefers_a_cast_without_audio_and_breaks_ties_by_admission_order() -> None:
     old, new1, new2 = at(1_000, 0.0), at(0, None), at(0, None)
-    assert pick([old, new1, new2], now=5.0) is new1
-    assert pick([new2, new1], now=5.0) is new2
+    assert pick([old, new1, new2], now=5.0).cast is new1
+    assert pick([new2, new1], now=5.0).cast is new2
 
 
 def test_pick_skips_casts_without_work_left() -> None:
     finished = at(0, None)
     finished.done = 1
     other = at(50_000, 0.0)
-    assert pick([finished, other], now=1.0) is other
-    assert pick([finished], now=1.0) is None
-    assert pick([], now=1.0) is None
+    assert pick([finished, other], now=1.0).cast is other
+    assert pick([finished], now=1.0).cast is None
+    assert pick([], now=1.0).cast is None
 
 
 def test_admission_fills_free_slots_below_the_cap() -> None:
@@ -88,11 +107,14 @@ def simulate(casts: list[Cast], rtf: float, first_chunk_s: float = 0.0) -> list[
     """Drive the schedule as the worker does: one chunk per pick, taking ``rtf`` x its audio
     length of model time. Returns (cast, time) of each append."""
     now, log = 0.0, []
-    while (cast := pick(casts, now, first_chunk_s=first_chunk_s)) is not None:
+    while (decision := pick(casts, now, first_chunk_s=first_chunk_s)).cast is not None:
+        for newcomer in decision.yielded:
+            newcomer.pace = newcomer.pace.after(Yielded(), now)
+        cast = decision.cast
         ms = cast.chunks_ms[cast.done]
         now += rtf * ms / 1000
         cast.done += 1
-        cast.pace.add(ms, now)
+        cast.pace = cast.pace.after(Made(ms), now)
         log.append((cast.name, now))
     return log
 
@@ -210,19 +232,21 @@ def test_a_listener_about_to_run_dry_goes_before_a_newcomer_that_has_not_waited_
         return risky, safe, Cast("n", [1000], Pace(admitted_at=9.5))
 
     risky, safe, newcomer = scene()
-    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is risky
+    decision = pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0)
+    assert decision.cast is risky and decision.yielded == (newcomer,)
+    newcomer.pace = newcomer.pace.after(Yielded(), 10.0)  # as the worker applies it
     assert newcomer.pace.yielded
-    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is newcomer  # it yields once
+    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0).cast is newcomer  # it yields once
     risky, safe, newcomer = scene()
-    assert pick([safe, newcomer, risky], now=10.0) is newcomer  # the model's speed not known yet
-    assert pick([safe, newcomer, risky], now=10.6, first_chunk_s=1.0) is newcomer  # waited long enough
+    assert pick([safe, newcomer, risky], now=10.0).cast is newcomer  # the model's speed not known yet
+    assert pick([safe, newcomer, risky], now=10.6, first_chunk_s=1.0).cast is newcomer  # waited long enough
     risky.done = 2
-    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0) is newcomer  # not for a last chunk
+    assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0).cast is newcomer  # not for a last chunk
     # a listener already dry does not hold a newcomer back; one far ahead is not at risk
     dry = Cast("d", [1000] * 3, Pace(5_000, 0.0))  # lead -5 s
-    assert pick([dry, newcomer, safe], now=10.0, first_chunk_s=1.0) is newcomer
+    assert pick([dry, newcomer, safe], now=10.0, first_chunk_s=1.0).cast is newcomer
     # with no newcomer, the lowest lead as always (the dry one)
-    assert pick([safe, risky, dry], now=10.0, first_chunk_s=1.0) is dry
+    assert pick([safe, risky, dry], now=10.0, first_chunk_s=1.0).cast is dry
 
 
 def test_model_speed_follows_recent_chunks_and_drops_the_exception_when_it_cannot_keep_up() -> None:
@@ -248,4 +272,4 @@ def test_over_capacity_every_first_audio_still_comes_before_any_cast_ends() -> N
 def test_a_cast_heard_only_after_a_newcomer_arrived_does_not_go_before_it() -> None:
     # arrived together: "r" got its first chunk first, and is thin, but "n" gets its first next
     risky, newcomer = Cast("r", [1000] * 3, Pace(1_000, 0.2, admitted_at=0.0)), Cast("n", [1000], Pace(admitted_at=0.0))
-    assert pick([risky, newcomer], now=0.4, first_chunk_s=1.0) is newcomer
+    assert pick([risky, newcomer], now=0.4, first_chunk_s=1.0).cast is newcomer
