@@ -21,8 +21,8 @@ from servicekit import Serving, connect, json_errors, redact
 from . import jobs, views
 from .archiver import Archiver
 from .config import SynthConfig
-from .context import CONFIG, LOADER, REDIS, SERVICE, SERVICE_TASK
-from .metrics import METRICS
+from .context import CONFIG, LOADER, METRICS, REDIS, SERVICE, SERVICE_TASK
+from .metrics import SynthMetrics
 from .service import Loader, SynthService, load_model
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,9 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
     app = web.Application(middlewares=[errors])
     app[CONFIG] = cfg
     app[LOADER] = load
+    app[METRICS] = SynthMetrics()
     app.cleanup_ctx.extend([_redis_ctx, _service_ctx, _stats_ctx, _archiver_ctx])
-    app.router.add_get("/metrics", METRICS.view)
+    app.router.add_get("/metrics", app[METRICS].view)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)
     return app
@@ -64,7 +65,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    service = SynthService(cfg, app[REDIS], app[LOADER])
+    service = SynthService(cfg, app[REDIS], app[LOADER], app[METRICS])
     app[SERVICE] = service
     app[SERVICE_TASK] = asyncio.create_task(service.run(), name="synth-service")
     yield
@@ -84,7 +85,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(poll_stats(app[REDIS], app[CONFIG].stats_interval_s), name="synth-stats")
+    task = asyncio.create_task(poll_stats(app[REDIS], app[CONFIG].stats_interval_s, app[METRICS]), name="synth-stats")
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -97,7 +98,7 @@ async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     store = await open_store(cfg.archive)
-    archiver = Archiver(app[REDIS], store, cfg.archiver, cfg.consumer)
+    archiver = Archiver(app[REDIS], store, cfg.archiver, cfg.consumer, app[METRICS])
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
     log.info("archiving finished casts to %s", store.url)
     yield
@@ -106,15 +107,15 @@ async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-async def poll_stats(redis: Redis, interval_s: float) -> None:
+async def poll_stats(redis: Redis, interval_s: float, metrics: SynthMetrics) -> None:
     """Queue depth, consumer lag and Redis memory, every ``interval_s``."""
     while True:
         try:
             depth, lag = await jobs.queue_stats(redis)
-            METRICS.queue_depth.set(depth)
-            METRICS.consumer_lag.set(lag)
+            metrics.queue_depth.set(depth)
+            metrics.consumer_lag.set(lag)
             info = await redis.info("memory")
-            METRICS.redis_used_memory.set(int(info["used_memory"]))
+            metrics.redis_used_memory.set(int(info["used_memory"]))
         except RedisError as exc:
             log.warning("stats poll failed: %s", exc)
         await asyncio.sleep(interval_s)

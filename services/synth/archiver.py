@@ -29,8 +29,8 @@ from castlog import (
     take_done,
 )
 
-from . import metrics
 from .config import ArchiverConfig
+from .metrics import SynthMetrics
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ class ArchiveError(Exception):
 
 
 class Archiver:
-    def __init__(self, redis: Redis, store: BlobStore, cfg: ArchiverConfig, consumer: str) -> None:
+    def __init__(self, redis: Redis, store: BlobStore, cfg: ArchiverConfig, consumer: str,
+                 metrics: SynthMetrics | None = None) -> None:
+        self.metrics = metrics or SynthMetrics()
         self.redis, self.store, self.cfg, self.consumer = redis, store, cfg, consumer
         self._next_scan = 0.0
 
@@ -116,8 +118,8 @@ class Archiver:
             raise ArchiveError(f"cast {cast_id}: {d.key} reads back {size} bytes {sha[:12]}, wrote {d.size} {d.sha256[:12]}")
         done = await archive.commit(self.redis, cast_id, packed)
         if done == 1:
-            metrics.ARCHIVED.inc()
-            metrics.ARCHIVE_BYTES.inc(d.size)
+            self.metrics.archived.inc()
+            self.metrics.archive_bytes.inc(d.size)
             log.info("cast %s archived: %d bytes in %s", cast_id, d.size, d.key)
             return "archived"
         return "already" if done == 0 else "gone"
@@ -145,7 +147,7 @@ class Archiver:
             terminal = fields.get(b"e") in (b"eos", b"error")
             if terminal and await self._expired(cast_id, int(fields.get(b"ts", b"0")), now):
                 await archive.delete(self.redis, cast_id)
-                metrics.SWEPT.inc()
+                self.metrics.swept.inc()
                 continue
             if d is None and fields.get(b"e") == b"eos" and await self.archive_cast(cast_id) == "archived":
                 d = await LogReader(self.redis).descriptor(cast_id)
@@ -153,12 +155,12 @@ class Archiver:
                 live += 1
             else:
                 archived, archived_bytes = archived + 1, archived_bytes + d.size
-        metrics.SWEEPS.inc()
-        metrics.ARCHIVED_CASTS.set(archived)
-        metrics.ARCHIVE_SIZE.set(archived_bytes)
-        metrics.REDIS_CASTS.set(live)
+        self.metrics.sweeps.inc()
+        self.metrics.archived_casts.set(archived)
+        self.metrics.archive_size.set(archived_bytes)
+        self.metrics.redis_casts.set(live)
         used: Any = await self.redis.info("memory")
-        metrics.REDIS_BYTES_PER_CAST.set(int(used["used_memory"]) / max(1, live))
+        self.metrics.redis_bytes_per_cast.set(int(used["used_memory"]) / max(1, live))
 
     async def _expired(self, cast_id: str, ended_ms: int, now_ms: int) -> bool:
         if self.cfg.retention_days <= 0:

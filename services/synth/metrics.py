@@ -2,8 +2,7 @@
 
 servicekit's shape, as intake's and edge's: a class on its own registry, so that a process
 hosting other services too still serves exactly this service's metrics on the synth port. The
-worker, the service and the archiver record into the process's one instance, ``METRICS``, by
-the module names below (``metrics.ATTEMPTS.inc()``).
+app makes one (``app[METRICS]``) and hands it to the service, its worker and the archiver.
 """
 
 from __future__ import annotations
@@ -92,31 +91,3 @@ class SynthMetrics(ServiceMetrics):
         self.synth_seconds.inc(took_s)
         self.audio_seconds.inc(audio_s)
 
-
-METRICS = SynthMetrics()
-
-TIME_TO_FIRST_AUDIO = METRICS.time_to_first_audio
-CHUNK_SECONDS = METRICS.chunk_seconds
-RTF = METRICS.rtf
-SYNTH_SECONDS = METRICS.synth_seconds
-AUDIO_SECONDS = METRICS.audio_seconds
-observe_synthesis = METRICS.observe_synthesis
-ACTIVE_CASTS = METRICS.active_casts
-LEAD_SECONDS = METRICS.lead_seconds
-UNDERRUNS = METRICS.underruns
-QUEUE_DEPTH = METRICS.queue_depth
-CONSUMER_LAG = METRICS.consumer_lag
-ATTEMPTS = METRICS.attempts
-RETRIES = METRICS.retries
-DEAD_LETTERS = METRICS.dead_letters
-MODEL_LOAD_SECONDS = METRICS.model_load_seconds
-WARMUP_SECONDS = METRICS.warmup_seconds
-REDIS_USED_MEMORY = METRICS.redis_used_memory
-ARCHIVED = METRICS.archived
-ARCHIVE_BYTES = METRICS.archive_bytes
-ARCHIVED_CASTS = METRICS.archived_casts
-ARCHIVE_SIZE = METRICS.archive_size
-REDIS_CASTS = METRICS.redis_casts
-REDIS_BYTES_PER_CAST = METRICS.redis_bytes_per_cast
-SWEEPS = METRICS.sweeps
-SWEPT = METRICS.swept

@@ -17,8 +17,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import castlog
 
-from . import jobs, metrics
+from . import jobs
 from .config import SynthConfig
+from .metrics import SynthMetrics
 from .model import Synthesizer, load_synthesizer
 from .worker import Worker
 
@@ -56,8 +57,10 @@ def choose_default_voice(wanted: str, voices: list[str]) -> str:
 class SynthService:
     """The model and the worker of one process. ``run`` until ``stop``; ``phase`` for /healthz."""
 
-    def __init__(self, cfg: SynthConfig, redis: Redis, load: Loader = load_model) -> None:
+    def __init__(self, cfg: SynthConfig, redis: Redis, load: Loader = load_model,
+                 metrics: SynthMetrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics or SynthMetrics()
         self.redis = redis
         self._load = load
         self.phase: Phase = "loading"
@@ -86,16 +89,16 @@ class SynthService:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         synth = await loop.run_in_executor(self._pool, self._load, self.cfg)
-        metrics.MODEL_LOAD_SECONDS.set(time.monotonic() - started)
+        self.metrics.model_load_seconds.set(time.monotonic() - started)
         log.info("model %s loaded in %.2fs with %d voices", synth.name, time.monotonic() - started, len(synth.voices()))
         self.phase, started = "warming", time.monotonic()
         await loop.run_in_executor(self._pool, synth.warm_up)
-        metrics.WARMUP_SECONDS.set(time.monotonic() - started)
+        self.metrics.warmup_seconds.set(time.monotonic() - started)
         voices = sorted(synth.voices())
         default = choose_default_voice(self.cfg.default_voice, voices)
         await self._publish(voices, default, synth.name)
         self.synthesizer = synth
-        self.worker = Worker(self.cfg, self.redis, synth)
+        self.worker = Worker(self.cfg, self.redis, synth, metrics=self.metrics)
         self.phase = "running"
         log.info("worker %s ready: backend %s, default voice %s", self.cfg.consumer, synth.name, default)
 

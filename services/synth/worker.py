@@ -38,12 +38,13 @@ from redis.exceptions import RedisError
 import castlog
 from castlog import CastStore, Eos, Error, LogReader, SeqMismatch, Start
 
-from . import jobs, metrics, scheduler
+from . import jobs, scheduler
 from .cast import ActiveCast, Job, job_key, plan
 from .config import SynthConfig
 from .inbox import Delivery, Inbox
 from .livefeed import LiveFeed, read_open_text
 from .livesched import pick_next
+from .metrics import SynthMetrics
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
@@ -85,8 +86,10 @@ class Worker:
         synthesizer: Synthesizer,
         *,
         clock: Callable[[], float] = time.monotonic,
+        metrics: SynthMetrics | None = None,
     ) -> None:
         self.cfg = cfg
+        self.metrics = metrics or SynthMetrics()
         self.redis = redis
         self.store = CastStore(redis)
         self.synth = synthesizer
@@ -146,7 +149,7 @@ class Worker:
             self._model_pool.shutdown(wait=False)
             self._encode_pool.shutdown(wait=False)
             self._live_encode_pool.shutdown(wait=False)
-            metrics.ACTIVE_CASTS.set(0)
+            self.metrics.active_casts.set(0)
             log.info("worker %s stopped; %d cast(s) left pending", self.cfg.consumer, len(self.casts))
 
     async def _hand_back(self) -> None:
@@ -252,7 +255,7 @@ class Worker:
             log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
             cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
             await castlog.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
-            metrics.DEAD_LETTERS.inc()
+            self.metrics.dead_letters.inc()
             await jobs.ack(self.redis, entry_id, inbox.stream)
             return
         await self.admit(job)
@@ -312,7 +315,7 @@ class Worker:
         except SeqMismatch as exc:
             log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
             return
-        metrics.ATTEMPTS.inc()
+        self.metrics.attempts.inc()
         log.info(
             "cast %s: attempt %d from sentence %d of %d (job %s)",
             job.cast_id, cast.attempt, cast.resume_from, len(cast.chunks), job.entry_id,
@@ -322,7 +325,7 @@ class Worker:
             return
         cast.note(Admitted(), self._clock())
         self.casts[job.key] = cast
-        metrics.ACTIVE_CASTS.set(len(self.casts))
+        self.metrics.active_casts.set(len(self.casts))
         self._work.set()
         if cast.live:
             self.feed.changed()
@@ -347,7 +350,7 @@ class Worker:
                 await _wait(self._work, self.cfg.poll_s)
                 continue
             if cast.pace.first_audio_at is not None:
-                metrics.LEAD_SECONDS.observe(cast.pace.lead(self._clock()))
+                self.metrics.lead_seconds.observe(cast.pace.lead(self._clock()))
             index, text = cast.take_chunk()
             await _quietly(jobs.hold(self.redis, cast.job.entry_id, index))  # a death now counts against it
             started = self._clock()
@@ -364,10 +367,10 @@ class Worker:
                 continue
             audio_s = len(pcm) / SAMPLE_RATE
             self.speed.observe(took, len(text), audio_s)
-            metrics.CHUNK_SECONDS.labels(stage="synth").observe(took)
+            self.metrics.chunk_seconds.labels(stage="synth").observe(took)
             if audio_s > 0:
-                metrics.RTF.observe(took / audio_s)
-                metrics.observe_synthesis(took, audio_s)
+                self.metrics.rtf.observe(took / audio_s)
+                self.metrics.observe_synthesis(took, audio_s)
             cast.synth_s += took
             cast.note(Made(_made_ms(pcm)), self._clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words)
@@ -426,7 +429,7 @@ class Worker:
                 await self._fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
                 continue
             item.encoded.set()
-            metrics.CHUNK_SECONDS.labels(stage="encode").observe(self._clock() - started)
+            self.metrics.chunk_seconds.labels(stage="encode").observe(self._clock() - started)
             if cast.closed:  # lost while encoding
                 continue
             cast.note(Encoded(_made_ms(item.pcm), encoded.duration_ms), self._clock())
@@ -440,12 +443,12 @@ class Worker:
     async def _append_audio(self, cast: ActiveCast, item: Synthesized, encoded: EncodedChunk) -> None:
         audio = cast.audio_record(item.index, encoded.duration_ms, encoded.data, item.words)
         if cast.pace.dry(self._clock()):
-            metrics.UNDERRUNS.inc()
+            self.metrics.underruns.inc()
         first_ever = cast.first_audio_seq is None
         new_tail = await self.store.append(cast.cast_id, cast.tail, [audio])
         cast.appended(audio, new_tail, self._clock())
         if first_ever and cast.job.enqueued_at and not cast.live:  # an open cast waits for its text first
-            metrics.TIME_TO_FIRST_AUDIO.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
+            self.metrics.time_to_first_audio.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
         if cast.complete:
             await self._finish(cast)
 
@@ -513,7 +516,7 @@ class Worker:
         if failures < self.cfg.max_attempts:
             delay = self.cfg.backoff_s(failures)
             log.warning("cast %s: attempt %d failed (%s); retrying in %.1fs", cast.cast_id, cast.attempt, reason, delay)
-            metrics.RETRIES.inc()
+            self.metrics.retries.inc()
             self._inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
             return
         try:
@@ -532,7 +535,7 @@ class Worker:
                 return
         log.error("cast %s failed for good after %d attempt(s): %s", job.cast_id, attempts, reason)
         await castlog.dead_letter(self.redis, job.cast_id, attempts, reason, self.cfg.consumer)
-        metrics.DEAD_LETTERS.inc()
+        self.metrics.dead_letters.inc()
         await jobs.ack(self.redis, job.entry_id, job.stream)
 
     def _requeue(self, cast: ActiveCast, why: str) -> None:
@@ -557,7 +560,7 @@ class Worker:
     def _close(self, cast: ActiveCast) -> None:
         cast.closed = True
         self.casts.pop(cast.job.key, None)
-        metrics.ACTIVE_CASTS.set(len(self.casts))
+        self.metrics.active_casts.set(len(self.casts))
         self._room.set()
 
     # ---- leases -----------------------------------------------------------------------------
