@@ -128,8 +128,7 @@ class Bench:
                 return
 
     async def enqueued_at(self) -> dict[str, int]:
-        rows = await self.redis.xrange(castlog.JOBS)
-        return {f[b"id"].decode(): int(f[b"enqueued_at"]) for _, f in rows}
+        return {job.id: job.enqueued_at for job in await castlog.read_jobs(self.redis)}
 
     async def first_audio_s(self, logs: dict[str, list[Entry]]) -> list[float]:
         """Job enqueued -> first audio record, per cast (Redis's clock on both ends)."""

@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from blobstore import open_store
-from castlog import CastStore, LiveStore, LogReader, RateLimiter
+from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -60,8 +60,6 @@ _HTTP_ERRORS = {
     404: ("not_found", "no such route; see GET /api/openapi.json"),
     405: ("method_not_allowed", "this route does not take that method; see the Allow header"),
 }
-# The rate limiter's scope: buckets are rl/intake/<client address>.
-RATE_SCOPE = "intake"
 # Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
 POOL_HEADROOM = 16
 # A speech stream's blocking read answers within its block time; the socket waits this much longer.
@@ -124,7 +122,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     app[REDIS] = redis
     app[STORE] = CastStore(redis)
     app[LIVE] = LiveStore(redis)
-    app[LIMITER] = RateLimiter(redis, RATE_SCOPE, cfg.rate, cfg.burst)
+    app[LIMITER] = RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst)
     app[VOICES] = VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice)
     app[FOLLOWER] = client_for(
         cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S

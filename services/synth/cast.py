@@ -33,8 +33,9 @@ def job_key(stream: str, entry_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One entry of ``jobs`` as this worker received it."""
+class Assignment:
+    """One job (a ``castlog.Job`` entry of ``jobs`` or ``jobs/live``) as the group delivered it
+    to this worker: where it stands in its stream and how often it was delivered."""
 
     entry_id: str
     cast_id: str
@@ -62,7 +63,7 @@ class ActiveCast:
     ``pace`` is the cast's one lead, moved only by :meth:`note`; the schedule sees :meth:`view`.
     """
 
-    job: Job
+    job: Assignment
     voice: str
     chunks: list[str]
     attempt: int  # the number in this attempt's `start` record
@@ -188,7 +189,7 @@ def first_audio_seq(entries: Sequence[Entry]) -> int | None:
 
 
 def plan(
-    job: Job,
+    job: Assignment,
     voice: str,
     text: str,
     entries: Sequence[Entry],

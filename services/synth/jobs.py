@@ -28,7 +28,7 @@ from redis.exceptions import ResponseError
 
 import castlog
 
-from .cast import Job
+from .cast import Assignment
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +71,13 @@ def _streams(reply: Any) -> list[StreamEntry]:
     return [row for _stream, rows in reply or () for row in _entries(rows)]
 
 
-def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Job | None:
+def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Assignment | None:
     """The job of one ``jobs`` entry, or None when it is not a well-formed job."""
     try:
         entry = castlog.decode_job(fields)
     except castlog.Malformed:
         return None
-    return Job(entry_id, entry.id, entry.enqueued_at, max(1, deliveries), stream)
+    return Assignment(entry_id, entry.id, entry.enqueued_at, max(1, deliveries), stream)
 
 
 async def read_own_pending(redis: Redis, consumer: str, stream: str = castlog.JOBS) -> list[StreamEntry]:

@@ -39,7 +39,7 @@ import castlog
 from castlog import CastStore, Eos, Error, LogReader, SeqMismatch, Start
 
 from . import jobs, scheduler
-from .cast import ActiveCast, Job, job_key, plan
+from .cast import ActiveCast, Assignment, job_key, plan
 from .config import SynthConfig
 from .inbox import Delivery, Inbox
 from .livefeed import LiveFeed, read_open_text
@@ -229,7 +229,7 @@ class Worker:
     def _active(self, inbox: Inbox) -> set[str]:
         return {c.job.entry_id for c in self.casts.values() if c.job.stream == inbox.stream}
 
-    def _inbox_of(self, job: Job) -> Inbox:
+    def _inbox_of(self, job: Assignment) -> Inbox:
         return self.live_inbox if job.live else self.inbox
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
@@ -260,7 +260,7 @@ class Worker:
             return
         await self.admit(job)
 
-    async def admit(self, job: Job) -> None:
+    async def admit(self, job: Assignment) -> None:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
         if job.key in self.casts:
             return  # already ours and running
@@ -487,7 +487,7 @@ class Worker:
         await jobs.ack(self.redis, cast.job.entry_id, cast.job.stream)
         log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
 
-    async def _publish_receipt(self, job: Job, entries: list[castlog.Entry]) -> None:
+    async def _publish_receipt(self, job: Assignment, entries: list[castlog.Entry]) -> None:
         """The receipt of a cast finished earlier, from its log (receipts may repeat: their
         consumers take them as idempotent, keyed by cast id)."""
         eos = entries[-1].record
@@ -524,7 +524,7 @@ class Worker:
         except RedisError as exc:  # the job stays pending; its lease brings it back
             log.error("cast %s: could not record the failure (%r); leaving the job pending", cast.cast_id, exc)
 
-    async def _give_up(self, job: Job, tail: int | None, reason: str, attempts: int) -> None:
+    async def _give_up(self, job: Assignment, tail: int | None, reason: str, attempts: int) -> None:
         """The terminal answer: `error` (when the cast has a log), `jobs/dead`, XACK."""
         reason = reason[:MAX_REASON_CHARS]
         if tail is not None:
