@@ -39,8 +39,10 @@ from .records import (
     decode_entry,
     encode_fields,
     encode_headers,
+    from_public,
     is_terminal,
     kind_of,
+    public_dict,
 )
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
@@ -62,7 +64,7 @@ __all__ = [
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
-__all__ += ["Chunker"]
+__all__ += ["Chunker", "from_public", "public_dict"]
 
 # The shared streams' schemas (streams.py) and the key names that go with them.
 from . import streams  # noqa: E402

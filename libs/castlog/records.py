@@ -8,7 +8,10 @@ stored data; ``h`` carries the tag too, so one decoder reads every kind.
 
 from __future__ import annotations
 
+import base64
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -123,3 +126,38 @@ def decode_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry | N
         return None
     ts = fields.get(b"ts")
     return Entry(seq_of(entry_id), record, int(ts) if ts else 0)
+
+
+# ---- the public JSON form ---------------------------------------------------------------------
+# What the read API serves (records, SSE data, `/v1` SSE): ``{"seq_num", "kind", "ts", "headers",
+# "body"}``; the headers are the record's fields as stored (no tag, no body, defaults left out)
+# and the body is base64 (audio) or null. Edge writes it, clients (the CLI) read it back.
+
+
+def public_dict(entry: Entry) -> dict[str, Any]:
+    headers = msgspec.structs.asdict(entry.record)  # fields only: no tag
+    headers.pop("body", None)
+    for f in msgspec.structs.fields(entry.record):  # as stored: a field at its default is left out
+        if f.default is not msgspec.NODEFAULT and headers.get(f.name, f.default) == f.default:
+            headers.pop(f.name, None)
+    body = entry.record.body if isinstance(entry.record, Audio) else None
+    return {
+        "seq_num": entry.seq_num,
+        "kind": entry.kind,
+        "ts": entry.ts,
+        "headers": headers,
+        "body": base64.b64encode(body).decode("ascii") if body is not None else None,
+    }
+
+
+def from_public(obj: Mapping[str, Any]) -> Entry | None:
+    """The entry a public JSON record stands for; None for a kind this version does not know.
+    Raises ``msgspec.ValidationError`` for a record of a known kind that does not fit it."""
+    kind = obj.get("kind")
+    if kind not in KINDS:
+        return None
+    record = msgspec.convert({**obj.get("headers", {}), "e": kind}, Record)
+    body = obj.get("body")
+    if isinstance(record, Audio) and body:
+        record = msgspec.structs.replace(record, body=base64.b64decode(body))
+    return Entry(int(obj["seq_num"]), record, int(obj.get("ts") or 0))

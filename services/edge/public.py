@@ -1,35 +1,15 @@
-"""The public JSON form of a record, encoded once per record however many listeners get it.
-
-``{"seq_num": n, "kind": "audio", "ts": ms, "headers": {...}, "body": base64 | null}``: the
-headers are the record's own fields without the tag ``e`` and without the body.
-"""
+"""A record's public JSON form (``castlog.public_dict``), encoded once per record however many
+listeners get it."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import msgspec
 
-from castlog import Audio, Entry
+from castlog import Entry, public_dict
 
 _encoder = msgspec.json.Encoder()
-
-
-def public_dict(entry: Entry) -> dict[str, Any]:
-    headers = msgspec.structs.asdict(entry.record)  # fields only: no tag
-    headers.pop("body", None)
-    for f in msgspec.structs.fields(entry.record):  # as stored: a field at its default is left out
-        if f.default is not msgspec.NODEFAULT and headers.get(f.name, f.default) == f.default:
-            headers.pop(f.name, None)
-    body = entry.record.body if isinstance(entry.record, Audio) else None
-    return {
-        "seq_num": entry.seq_num,
-        "kind": entry.kind,
-        "ts": entry.ts,
-        "headers": headers,
-        "body": base64.b64encode(body).decode("ascii") if body is not None else None,
-    }
 
 
 def encode_json(value: Any) -> bytes:

@@ -10,13 +10,12 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from castlog import describe_voice
+from castlog import Entry, describe_voice, from_public, is_terminal
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_ENV = "STREAMTTS_URL"
@@ -67,14 +66,6 @@ def split_link(id_or_link: str) -> tuple[str, str | None]:
     return cast_id, origin
 
 
-@dataclass(frozen=True)
-class Event:
-    seq_num: int
-    kind: str
-    headers: dict[str, Any]
-    body: str | None  # base64 MP3 of an audio record
-
-
 class Api:
     """The public origin at ``url``."""
 
@@ -121,9 +112,9 @@ class Api:
                 return response
             time.sleep(min(float(response.headers.get("Retry-After", "2")), 5.0))
 
-    def events(self, cast_id: str, seq_num: int) -> Iterator[Event]:
+    def events(self, cast_id: str, seq_num: int) -> Iterator[Entry]:
         """The cast's records from ``seq_num`` until its terminal record, reopening a dropped
-        stream where it broke off."""
+        stream where it broke off (records of kinds this version does not know are skipped)."""
         failures = 0
         while True:
             try:
@@ -133,11 +124,13 @@ class Api:
                     if response.status_code != 200:
                         response.read()
                         _json_or_raise(response)
-                    for event in _parse_sse(response.iter_lines()):
+                    for seen, entry in _parse_sse(response.iter_lines()):
                         failures = 0
-                        seq_num = event.seq_num + 1
-                        yield event
-                        if event.kind in ("eos", "error"):
+                        seq_num = seen + 1
+                        if entry is None:
+                            continue
+                        yield entry
+                        if is_terminal(entry.record):
                             return
             except (httpx.TransportError, httpx.StreamError) as exc:
                 failures += 1
@@ -146,7 +139,8 @@ class Api:
                 time.sleep(min(2.0 * failures, 10.0))
 
 
-def _parse_sse(lines: Iterator[str]) -> Iterator[Event]:
+def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[int, Entry | None]]:
+    """Each event's seq_num and its record (castlog's public JSON form; None: an unknown kind)."""
     data: list[str] = []
     for line in lines:
         if line.startswith("data:"):
@@ -154,7 +148,7 @@ def _parse_sse(lines: Iterator[str]) -> Iterator[Event]:
         elif line == "" and data:
             record = json.loads("".join(data))
             data = []
-            yield Event(record["seq_num"], record["kind"], record.get("headers") or {}, record.get("body"))
+            yield int(record["seq_num"]), from_public(record)
 
 
 def _error_of(response: httpx.Response) -> tuple[str, str]:

@@ -8,7 +8,6 @@ sentence ``r`` began and goes on from there.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -16,7 +15,9 @@ from typing import BinaryIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from .client import Api, ClientError, Event
+from castlog import Audio, CastState, Entry, Start, is_terminal
+
+from .client import Api, ClientError
 
 
 @dataclass
@@ -25,7 +26,6 @@ class Mp3File:
 
     out: BinaryIO
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)
-    audio_ms: dict[int, int] = field(default_factory=dict)
 
     @property
     def end(self) -> int:
@@ -36,16 +36,15 @@ class Mp3File:
         if dropped:
             self.out.truncate(min(self.spans[i][0] for i in dropped))
             for i in dropped:
-                del self.spans[i], self.audio_ms[i]
+                del self.spans[i]
         self.out.seek(self.end)
 
-    def add(self, index: int, body: bytes, duration_ms: int) -> None:
+    def add(self, index: int, body: bytes) -> None:
         offset = self.end
         self.out.seek(offset)
         self.out.write(body)
         self.out.flush()  # a player reading the file sees each sentence as it lands
         self.spans[index] = (offset, len(body))
-        self.audio_ms[index] = duration_ms
 
 
 @dataclass
@@ -64,28 +63,24 @@ def follow(api: Api, cast_id: str, out_path: Path, *, planned: int, seq_num: int
     )
     with out_path.open("wb") as out, Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("making", total=planned or None, audio=0.0)
-        mp3 = Mp3File(out)
-        for event in api.events(cast_id, seq_num):
-            outcome = _apply(event, mp3, progress, task)
+        mp3, state = Mp3File(out), CastState(planned=planned)
+        for entry in api.events(cast_id, seq_num):
+            outcome = _apply(entry, state, mp3, progress, task)
             if outcome is not None:
                 return outcome
     raise ClientError(f"the cast's event stream ended before its end; resume with `streamtts follow {cast_id}`")
 
 
-def _apply(event: Event, mp3: Mp3File, progress: Progress, task: TaskID) -> Outcome | None:
-    h = event.headers
-    if event.kind == "meta":
-        progress.update(task, total=int(h.get("sentences", 0)) or None)
-    elif event.kind == "start":
-        mp3.restart_from(int(h.get("resume_from", 0)))
-    elif event.kind == "audio" and event.body is not None:
-        mp3.add(int(h["i"]), base64.b64decode(event.body), int(h.get("d", 0)))
-    elif event.kind == "eos":
-        progress.update(task, total=int(h.get("sentences", len(mp3.spans))) or len(mp3.spans))
-    audio_s = sum(mp3.audio_ms.values()) / 1000
-    progress.update(task, completed=len(mp3.spans), audio=audio_s)
-    if event.kind == "eos":
-        return Outcome("done", len(mp3.spans), audio_s)
-    if event.kind == "error":
-        return Outcome("error", len(mp3.spans), audio_s, str(h.get("reason", "unknown error")))
+def _apply(entry: Entry, state: CastState, mp3: Mp3File, progress: Progress, task: TaskID) -> Outcome | None:
+    """Fold one record into the cast's state (castlog's fold, as every reader's) and the file."""
+    state.add(entry)
+    record = entry.record
+    if isinstance(record, Start):
+        mp3.restart_from(record.resume_from)
+    elif isinstance(record, Audio):
+        mp3.add(record.i, record.body)
+    audio_s = state.audio_ms / 1000
+    progress.update(task, total=state.planned or None, completed=state.finished, audio=audio_s)
+    if is_terminal(record):
+        return Outcome(state.status, state.finished, audio_s, state.error)
     return None

@@ -5,7 +5,19 @@ import logging
 import msgspec
 import pytest
 
-from castlog import Audio, Entry, Eos, Error, Meta, Start, decode_entry, encode_fields, kind_of
+from castlog import (
+    Audio,
+    Entry,
+    Eos,
+    Error,
+    Meta,
+    Start,
+    decode_entry,
+    encode_fields,
+    from_public,
+    kind_of,
+    public_dict,
+)
 from castlog.records import Record
 
 SAMPLES: list[Record] = [
@@ -44,3 +56,26 @@ def test_newer_headers_with_extra_fields_still_decode() -> None:
     fields = {b"e": b"eos", b"h": b'{"e":"eos","sentences":1,"audio_ms":5,"attempts":1,"future":true}'}
     entry = decode_entry(b"0-3", fields)
     assert entry is not None and entry.record == Eos(sentences=1, audio_ms=5, attempts=1)
+
+
+PUBLIC_SAMPLES: list[Record] = [
+    *SAMPLES,
+    Meta(title="Live", voice="jf_alpha", chars=0, sentences=0, created_at=1, live=True, speed=1.25),
+    Audio(i=3, t="Words.", d=800, o=5000, n=9, w=(("Words", 0, 620),), body=b"\xff\xfb\x90"),
+]
+
+
+@pytest.mark.parametrize("record", PUBLIC_SAMPLES, ids=lambda r: kind_of(r))
+def test_record_round_trips_through_its_public_json(record: Record) -> None:
+    entry = Entry(7, record, 1_700_000_000_123)
+    wire = msgspec.json.decode(msgspec.json.encode(public_dict(entry)))
+    assert wire["kind"] == kind_of(record) and "e" not in wire["headers"] and "body" not in wire["headers"]
+    assert from_public(wire) == entry
+
+
+def test_public_json_leaves_defaults_out_and_skips_unknown_kinds() -> None:
+    wire = public_dict(Entry(0, Audio(i=0, t="A.", d=1, o=0, body=b"x")))
+    assert wire["headers"] == {"i": 0, "t": "A.", "d": 1, "o": 0}  # n, w at their defaults: absent
+    assert from_public({**wire, "kind": "caption"}) is None  # a newer kind: skipped, not an error
+    with pytest.raises(msgspec.ValidationError):
+        from_public({**wire, "headers": {"i": "zero"}})  # a known kind that does not fit it
