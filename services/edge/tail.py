@@ -1,39 +1,24 @@
 """One upstream tail per process, fanned out to every live listener through bounded queues.
 
-The :class:`Tail` runs ONE blocking ``XREAD`` on its own connection over every cast that has a
-live listener, remembering the last seq_num it delivered per cast (the watch's ``cursor``), and
-puts each decoded record on each listener's bounded queue. Redis work per record is therefore
-one share of one XREAD, however many listen.
+The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a live listener, a
+:class:`Watch` per cast (the last seq delivered, its ``cursor``; the stamps ``ts`` of the last
+records delivered; the listeners), each record decoded once and put on every listener's bounded
+queue. Redis work per record does not depend on how many listen.
 
-A :class:`~edge.listener.Listener` reads by offset (XRANGE) until it reaches the end of the
-log, then joins the tail. Joining is synchronous on the event loop, so at that instant the tail
-has delivered exactly up to the watch's cursor and every later record will reach the queue:
-the listener reads the records between its own position and the cursor by offset, then takes
-the queue, dropping anything below its position. No gap, no duplicate.
+A :class:`Listener` reads by offset (:meth:`Tail.rows`) to the end of the log, then joins.
+Joining is synchronous: the tail has delivered exactly up to the cursor and every later record
+reaches the queue, so the listener reads by offset up to the cursor, then takes the queue,
+dropping what lies below its position: no gap, no duplicate. A full queue demotes its listener
+to offset reads until it catches up: a slow client holds at most one queue.
 
-A listener whose queue is full is demoted: the tail drops it from the watch and clears its queue,
-and it goes back to reading by offset from its own position until it catches up (then joins
-again). A slow client therefore holds at most one queue of records.
+A join wakes the blocked XREAD with CLIENT UNBLOCK, re-sent until the read returns (one that
+reaches Redis before the XREAD does nothing); the block timeout is only a safety net.
 
-Waking the XREAD when a cast joins: the tail's connection id (CLIENT ID) is known, and a second
-connection sends ``CLIENT UNBLOCK <id>``; the XREAD returns empty and is issued again with the
-new cast at its cursor, so a join costs about one round trip and no record is lost (cursors
-live here, not in Redis). An UNBLOCK that arrives before the XREAD is blocked does nothing, so
-the waker retries while the read in flight is older than the watched set; the block timeout
-(``EDGE_TAIL_BLOCK_MS``) is only a safety net. A short block instead would poll Redis on idle
-casts and delay joins by half a block on average.
-
-A third task, the ticker, ends long waits (SSE heartbeats) once a second, so that a record
-costs a listener no timer.
-
-A log can shrink or be rewritten under a cursor (Redis lost its last second of writes with the
-AOF, a failover reached a replica that lagged): an XREAD after the cursor would then skip the
-records that replaced the lost ones, or wait forever. So each watch keeps the stamps (``ts``) of
-the last records it delivered, and the tail checks the record at the cursor against Redis (one
-small script, no bodies) when a watch is created, before handing out the rows of a read, after
-an idle read and after a lost connection. Where Redis holds another record, the watch is dropped
-and its listeners are moved back to the last record that still stands; they read on by offset
-and receive the replacing records, the new ``start`` included.
+A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
+XREAD after it would skip the replacing records or wait forever. So the tail checks the record
+at the cursor (one small script, no bodies) before it hands out a cast's rows, and every cursor
+after a join, an idle read or a lost connection. A watch whose record is gone or replaced is
+dropped; its listeners move back to the last record that still stands and read on by offset.
 """
 
 from __future__ import annotations
@@ -51,22 +36,26 @@ from redis.exceptions import RedisError
 from castlog import cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
 from castlog.archive import ARCHIVE_FIELD
 
-from .listener import STAMP_HISTORY, Listener
 from .metrics import EdgeMetrics
 from .public import Item
-from .reads import LogReads
+from .reads import LogReads, Row
 
 log = logging.getLogger(__name__)
 
-# The waker re-sends CLIENT UNBLOCK this often while the XREAD in flight lacks a new cast (it
-# may not have reached Redis yet), at most this many times before the block timeout takes over.
-WAKE_RETRY_S = 0.002
-WAKE_TRIES = 50
 # After a failed XREAD (Redis restarting, connection lost): back off, doubling up to the max.
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
-# The ticker that ends long waits (heartbeats) runs this often: a heartbeat may be a tick late.
-TICK_S = 1.0
+# A join re-sends CLIENT UNBLOCK this often while the XREAD has not returned (it may not have
+# reached Redis yet), at most this many times; then the block timeout ends it.
+WAKE_RETRY_S = 0.002
+WAKE_TRIES = 50
+# Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
+STAMP_HISTORY = 64
+NO_DEADLINE = float("inf")
+# An alarm may ring this much before its deadline (the loop's clock) and still end the wait.
+ALARM_SLACK_S = 0.001
+
+Stamp = tuple[int, int | None]
 
 
 def after_id(cursor: int) -> str:
@@ -76,17 +65,16 @@ def after_id(cursor: int) -> str:
 
 class Watch:
     """One watched cast: the last seq the tail delivered, the stamps of the last records
-    delivered (None: unknown), whether the cursor was checked against Redis, and who listens."""
+    delivered (None: unknown) and who listens."""
 
-    __slots__ = ("cursor", "listeners", "stamps", "checked")
+    __slots__ = ("cursor", "listeners", "stamps")
 
-    def __init__(self, cursor: int, stamps: Iterable[tuple[int, int | None]] = ()) -> None:
+    def __init__(self, cursor: int, delivered: Iterable[Stamp] = ()) -> None:
         self.cursor = cursor
         self.listeners: set[Listener] = set()
-        self.stamps: deque[tuple[int, int | None]] = deque(stamps, maxlen=STAMP_HISTORY)
+        self.stamps: deque[Stamp] = deque(delivered, maxlen=STAMP_HISTORY)
         if cursor >= 0 and not self.stamps:
             self.stamps.append((cursor, None))  # a listener that started here: only its place is known
-        self.checked = False
 
     def delivered(self, seq: int, stamp: int | None) -> None:
         self.cursor = seq
@@ -112,25 +100,21 @@ class Tail:
         self.watches: dict[str, Watch] = {}
         self.listeners: set[Listener] = set()
         self.closing = False
-        self._version = 0  # bumped whenever a cast joins the watched set
-        self._reading: int | None = None  # the watched-set version of the XREAD in flight
+        self._unchecked: set[str] = set()  # casts whose cursor Redis has not confirmed yet
+        self._joined: asyncio.Future[None] | None = None  # resolved when a cast joins
         self._client_id: int | None = None
-        self._joined = asyncio.Event()  # the tail is idle and a cast joined
-        self._wake = asyncio.Event()  # the XREAD in flight lacks a cast that joined
-        self._tasks: list[asyncio.Task[None]] = []
+        self._task: asyncio.Task[None] | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._run(), name="edge-tail"),
-                       asyncio.create_task(self._wake_loop(), name="edge-tail-waker"),
-                       asyncio.create_task(self._tick(), name="edge-tail-ticker")]
+        self._task = asyncio.create_task(self._run(), name="edge-tail")
 
     async def stop(self) -> None:
         self.close_listeners()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
 
     def close_listeners(self) -> None:
         """Shutdown: every live response ends now; its client resumes from its last id."""
@@ -141,7 +125,7 @@ class Tail:
 
     @property
     def running(self) -> bool:
-        return bool(self._tasks) and not any(t.done() for t in self._tasks)
+        return self._task is not None and not self._task.done()
 
     @asynccontextmanager
     async def listen(self, cast_id: str, seq_num: int, kind: str) -> AsyncIterator[Listener]:
@@ -158,6 +142,7 @@ class Tail:
             gauge.dec()
             self.listeners.discard(listener)
             self.unsubscribe(listener)
+            listener.disarm()
 
     # -- the watched set (synchronous: no await between a join and its cursor) ---------------
 
@@ -167,9 +152,9 @@ class Tail:
         if watch is None:
             cursor = listener.next_seq - 1
             watch = self.watches[listener.cast_id] = Watch(cursor, listener.stamps_upto(cursor))
-            self._version += 1
-            self._joined.set()
-            self._wake.set()
+            self._unchecked.add(listener.cast_id)
+            if self._joined is not None and not self._joined.done():
+                self._joined.set_result(None)
         watch.listeners.add(listener)
         return watch.cursor
 
@@ -180,64 +165,79 @@ class Tail:
             if not watch.listeners:
                 del self.watches[listener.cast_id]  # the next XREAD leaves it out
 
+    async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
+        """The one read by offset (listeners catching up, demoted or moved back), archived
+        logs included."""
+        return await self.reads.xrange(self.reader, cast_id, low, high, count)
+
     # -- the tail -----------------------------------------------------------------------------
 
     async def _run(self) -> None:
         backoff = ERROR_BACKOFF_S
         while True:
             if not self.watches:
-                self._joined.clear()
-                await self._joined.wait()
+                self._joined = asyncio.get_running_loop().create_future()
+                await self._joined
                 continue
             try:
-                if self._client_id is None:
-                    self._client_id = int(await self.conn.client_id())
-                await self._check(c for c, w in self.watches.items() if not w.checked)
-                if not self.watches:
-                    continue
-                read_with = dict(self.watches)  # the watches this read serves (see _fan_out)
-                streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
-                self._reading = self._version
-                try:
-                    reply = await self.conn.xread(streams, count=self.batch, block=self.block_ms)
-                finally:
-                    self._reading = None
-            except (RedisError, OSError) as exc:
+                got, read_with, idle = await self._read()
+                if idle:
+                    self._unchecked.update(self.watches)  # a cursor past a shrunk log reads nothing
+                stale = await self._check({cast_id_of(_str(key)) or "" for key, _ in got} | self._unchecked)
+            except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
                 self._client_id = None  # a new connection has a new id
-                for watch in self.watches.values():
-                    watch.checked = False  # the server may have restarted with less
-                log.warning("shared tail: XREAD failed (%s); retrying in %.1fs", exc, backoff)
+                self._unchecked.update(self.watches)  # the server may have restarted with less
+                log.warning("shared tail: reading failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
                 continue
             backoff = ERROR_BACKOFF_S
-            self.metrics.upstream_reads.inc()
-            await self._deliver(list(reply.items() if isinstance(reply, dict) else reply or ()), read_with)
-
-    async def _deliver(self, got: list[Any], read_with: dict[str, Watch]) -> None:
-        """Fan a read's rows out, once the record at each cursor is known to still stand."""
-        for watch in self.watches.values():
-            watch.checked = watch.checked and bool(got)  # an idle read: check them all next time
-        try:
-            stale = await self._check(cast_id_of(_str(key)) or "" for key, _rows in got)
-        except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
-            log.warning("shared tail: the check of a read failed (%s); reading again", exc)
-            return
-        if got:
             self._fan_out(got, read_with, skip=stale)
+
+    async def _read(self) -> tuple[list[Any], dict[str, Watch], bool]:
+        """One XREAD after every watch's cursor: its rows per stream, the watches it was issued
+        for, and whether it ended idle (the block timeout, not a join and not a record)."""
+        if self._client_id is None:
+            self._client_id = int(await self.conn.client_id())
+        read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
+        streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
+        joined = self._joined = asyncio.get_running_loop().create_future()
+        read = asyncio.ensure_future(self.conn.xread(streams, count=self.batch, block=self.block_ms))
+        try:
+            await asyncio.wait((read, joined), return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                await self._wake(read, self._client_id)
+            reply = await read
+        finally:
+            read.cancel()  # only when the tail itself is cancelled: the read is done otherwise
+        self.metrics.upstream_reads.inc()
+        got = list(reply.items() if isinstance(reply, dict) else reply or ())
+        return got, read_with, not got and not joined.done()
+
+    async def _wake(self, read: asyncio.Future[Any], client_id: int) -> None:
+        """End the blocked XREAD so that the next one includes the cast that joined."""
+        for _ in range(WAKE_TRIES):
+            try:
+                if await self.reader.client_unblock(client_id):
+                    return
+            except (RedisError, OSError) as exc:
+                log.warning("shared tail: CLIENT UNBLOCK failed (%s); the block timeout wakes it", exc)
+                return
+            await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
+            if read.done():
+                return
 
     async def _check(self, cast_ids: Iterable[str]) -> set[str]:
         """Check each watch's cursor against Redis; rewind those whose record is gone or
         replaced. Returns the rewound casts."""
         watches = {c: w for c in cast_ids if (w := self.watches.get(c)) is not None}
+        self._unchecked.clear()
         if not watches:
             return set()
         found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])
         stale = set()
         for (cast_id, watch), stamp in zip(watches.items(), found):
-            if holds(stamp, watch.cursor, watch.stamp):
-                watch.checked = True
-            else:
+            if not holds(stamp, watch.cursor, watch.stamp):
                 stale.add(cast_id)
                 await self._rewind(cast_id, watch)
         return stale
@@ -293,30 +293,185 @@ class Tail:
             if not watch.listeners:
                 del self.watches[cast_id]
 
-    async def _wake_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            for _ in range(WAKE_TRIES):
-                reading, client_id = self._reading, self._client_id
-                if reading is None or reading >= self._version or client_id is None:
-                    break  # the next XREAD is built from the current watched set
-                try:
-                    if await self.reader.client_unblock(client_id):
-                        break
-                except (RedisError, OSError) as exc:
-                    log.warning("shared tail: CLIENT UNBLOCK failed (%s); the block timeout wakes it", exc)
-                    break
-                await asyncio.sleep(WAKE_RETRY_S)  # not blocked yet: the XREAD is on its way
 
-    async def _tick(self) -> None:
-        """End the long waits (heartbeats) whose deadline passed; see Listener._wait."""
+class Listener:
+    """One reader of one cast from ``next_seq`` on (use :meth:`next`). A record costs it one
+    append to a deque bounded by ``queue_size`` and one wake-up of its waiter: no task, no timer
+    (its timeout is one alarm moved on lazily: it rings about once per timeout)."""
+
+    def __init__(self, tail: Tail, cast_id: str, seq_num: int) -> None:
+        self.tail, self.cast_id, self.next_seq = tail, cast_id, seq_num
+        self.queue: deque[Item] = deque()  # live records from the tail, at most tail.queue_size
+        self.backlog: deque[Item] = deque()  # records read by offset, in order from next_seq
+        self.subscribed = False
+        self.demotions = 0
+        self.finished = False  # delivered the log's terminal record
+        self.closed = False  # the edge is stopping
+        self.stamps: deque[Stamp] = deque(maxlen=STAMP_HISTORY)  # of delivered records
+        self._catch_up_to = -1  # records up to here come by offset although subscribed
+        self._end_after = -1  # a short offset read ended with this terminal record
+        self._last_terminal = False
+        self._waiter: asyncio.Future[bool] | None = None
+        self._deadline = NO_DEADLINE  # loop time when the wait in progress times out
+        self._alarm: asyncio.TimerHandle | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.finished or self.closed
+
+    # -- called by the tail (synchronous) -------------------------------------------------------
+
+    def offer(self, item: Item) -> bool:
+        """The tail's hand-off; False when the queue is full (the listener is demoted)."""
+        if len(self.queue) >= self.tail.queue_size:
+            self.demote()
+            return False
+        self.queue.append(item)
+        self._wake(True)
+        return True
+
+    def stamps_upto(self, seq: int) -> Iterable[Stamp]:
+        """The stamps of the records delivered last, if the last one is ``seq`` (else none)."""
+        return self.stamps if self.stamps and self.stamps[-1][0] == seq else ()
+
+    def rewind(self, seq: int) -> None:
+        """The log no longer holds what was delivered from ``seq`` on (it shrank or was
+        rewritten): read it again by offset from there; the records that replaced the lost
+        ones follow, the new ``start`` included."""
+        self.next_seq = min(self.next_seq, seq)
+        self.subscribed = False
+        self.queue.clear()
+        self.backlog.clear()
+        self._catch_up_to = self._end_after = -1
+        self._last_terminal = False
+        self._wake(True)
+
+    def demote(self) -> None:
+        """Back to reading by offset from ``next_seq`` (the tail already dropped us)."""
+        self.subscribed = False
+        self.demotions += 1
+        self.queue.clear()  # free the memory now: these records are read again by offset
+        self._wake(True)
+
+    def close(self) -> None:
+        self.closed = True
+        self.tail.unsubscribe(self)
+        self.subscribed = False
+        self._wake(True)
+
+    def disarm(self) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+
+    def _wake(self, came: bool) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(came)
+
+    # -- called by the handler ------------------------------------------------------------------
+
+    async def next(self, timeout: float | None) -> Item | None:
+        """The next record, or None: nothing within ``timeout`` (0: don't wait) or :attr:`done`."""
+        while not self.done:
+            item = self._take()
+            if item is not None:
+                return item
+            if self.next_seq <= self._catch_up_to:
+                await self._read(upto=self._catch_up_to)
+            elif not self.subscribed:
+                await self._read_or_join()
+            elif (timeout is not None and timeout <= 0) or not await self._wait(timeout):
+                return None
+        return None
+
+    def ready(self, limit: int) -> list[Item]:
+        """Up to ``limit`` more records that are here already (to write them in one go)."""
+        out: list[Item] = []
+        while len(out) < limit and not self.done:
+            item = self._take()
+            if item is None:
+                break
+            out.append(item)
+        return out
+
+    def _take(self) -> Item | None:
+        if self.backlog:
+            return self._deliver(self.backlog.popleft())
+        if not self.subscribed or self.next_seq <= self._catch_up_to:
+            return None  # the next record must be read by offset first
+        while self.queue:
+            item = self.queue.popleft()
+            if item.seq >= self.next_seq:  # below: seen at the hand-over
+                return self._deliver(item)
+        return None
+
+    async def _wait(self, timeout: float | None) -> bool:
+        """Until the tail offers a record (True) or ``timeout`` passes (False)."""
         loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(TICK_S)
-            now = loop.time()
-            for listener in list(self.listeners):
-                listener.expire(now)
+        self._waiter = loop.create_future()
+        if timeout is not None:
+            self._deadline = loop.time() + timeout
+            if self._alarm is None or self._alarm.when() > self._deadline:
+                self.disarm()
+                self._alarm = loop.call_at(self._deadline, self._ring)
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+            self._deadline = NO_DEADLINE
+
+    def _ring(self) -> None:
+        """The alarm: time out the wait in progress if its deadline came, else move the alarm to
+        that deadline (a wait that began after the alarm was set)."""
+        self._alarm = None
+        if self._waiter is None or self._deadline == NO_DEADLINE:
+            return
+        loop = asyncio.get_running_loop()
+        if self._deadline <= loop.time() + ALARM_SLACK_S:
+            self._wake(False)
+        else:
+            self._alarm = loop.call_at(self._deadline, self._ring)
+
+    def _deliver(self, item: Item) -> Item:
+        self.next_seq = item.seq + 1
+        self.stamps.append((item.seq, item.entry.ts or None))
+        terminal = is_terminal(item.entry.record)
+        self._last_terminal = terminal
+        # live: the tail saw nothing after it; offset: the read that returned it ended there
+        if terminal and (item.live or item.seq == self._end_after):
+            self.finished = True
+        return item
+
+    async def _read(self, upto: int | None = None) -> int:
+        """One read by offset from next_seq (to ``upto``) into the backlog; the rows read."""
+        high = entry_id(upto) if upto is not None else "+"
+        count = self.tail.offset_batch
+        rows = await self.tail.rows(self.cast_id, entry_id(self.next_seq), high, count)
+        for raw_id, fields in rows:
+            entry = decode_entry(raw_id, fields)
+            if entry is not None:
+                self.backlog.append(Item(entry))
+        if upto is None and rows and len(rows) < count and self.backlog:
+            last = self.backlog[-1]
+            if is_terminal(last.entry.record):
+                self._end_after = last.seq
+        if rows and not self.backlog:
+            self.next_seq = seq_of(rows[-1][0]) + 1  # only unknown kinds: step over them
+        return len(rows)
+
+    async def _read_or_join(self) -> None:
+        if await self._read():
+            return
+        if self._last_terminal:
+            self.finished = True  # the terminal record we delivered is still the last one
+            return
+        if self.done:
+            return
+        self.queue.clear()  # anything left from before a demotion is read again by offset
+        cursor = self.tail.subscribe(self)
+        self.subscribed = True
+        self._catch_up_to = cursor  # records the tail delivered before we joined
 
 
 def _str(key: Any) -> str:
