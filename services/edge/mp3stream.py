@@ -14,21 +14,16 @@ concatenate into one valid stream.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import re
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from redis.exceptions import RedisError
 
-from castlog import ArchiveUnavailable, Audio, Layout, StaleLayout
+from castlog import Audio, Layout
 
 from .context import Edge, known_cast
 from .errors import refusal
-from .sse import observe, write_within
-
-log = logging.getLogger(__name__)
+from .streaming import cut_short, observe, write_within
 
 CONTENT_TYPE = "audio/mpeg"
 # A finished cast never changes: let browsers and proxies keep it.
@@ -79,16 +74,10 @@ async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: L
     await resp.prepare(request)
     if request.method == "HEAD" or total == 0:
         return resp
-    try:
+    with cut_short("audio", cast_id):  # a short body tells the client to retry
         async for piece in _closed_bytes(edge, cast_id, layout, first, last):
             await write_within(request, resp, piece, edge.cfg.write_timeout_s)
         await resp.write_eof()
-    except (ConnectionResetError, asyncio.TimeoutError):
-        pass  # the player moved on (seeking cancels ranges all the time)
-    except (RedisError, ArchiveUnavailable, StaleLayout) as exc:  # the headers are out: a short body tells the client to retry
-        log.warning("audio of %s cut short: %s", cast_id, exc)
-    except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
-        log.exception("audio of %s failed", cast_id)
     return resp
 
 
@@ -116,7 +105,7 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
         return resp
     timeout = edge.cfg.write_timeout_s
     sent = -1  # the highest sentence index on the wire
-    try:
+    with cut_short("live audio", cast_id):
         async for chunk, body in edge.log.bodies(cast_id, layout.chunks):
             await write_within(request, resp, body, timeout)
             edge.metrics.delivered.inc()
@@ -131,13 +120,7 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
                 record = item.entry.record
                 if isinstance(record, Audio) and record.i > sent:
                     await write_within(request, resp, record.body, timeout)
-                    observe(edge, [item])
+                    observe(edge.metrics, [item])
                     sent = record.i
         await resp.write_eof()
-    except (ConnectionResetError, asyncio.TimeoutError):
-        pass
-    except (RedisError, StaleLayout) as exc:
-        log.warning("live audio of %s cut short: %s", cast_id, exc)
-    except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
-        log.exception("live audio of %s failed", cast_id)
     return resp

@@ -8,21 +8,14 @@ response ends after the log's terminal record; asking past the end of a finished
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-
 from aiohttp import web
-from redis.exceptions import RedisError
 
 from castlog import MAX_SEQ_NUM, is_terminal
 
 from .context import EDGE, Edge
 from .errors import bad_request, not_found
 from .limits import cast_id_from, int_param
-from .public import Item
-
-log = logging.getLogger(__name__)
+from .streaming import cut_short, observe, write_within
 
 # EventSource's reconnect delay after a dropped stream (the edge restarting, a proxy timeout).
 RETRY_MS = 2_000
@@ -33,29 +26,10 @@ SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",  # nginx and friends: pass each event through at once
 }
-# Below this and with nothing queued, a write cannot wait on a slow client (asyncio's default
-# high-water mark), so it skips the timeout machinery: the common case stays cheap.
-WRITE_FAST_BYTES = 64 * 1024
 # Records joined into one write when a listener finds several waiting.
 WRITE_BATCH = 16
 # The longest Last-Event-ID taken: any such number + 1 is a valid seq_num (below MAX_SEQ_NUM).
 LAST_EVENT_ID_DIGITS = 18
-
-
-async def write_within(request: web.Request, resp: web.StreamResponse, data: bytes, timeout_s: float) -> None:
-    """Write ``data``; a client that does not drain within ``timeout_s`` gets its stream closed
-    (it resumes from the last id it received) so that it cannot pin memory or a slot forever."""
-    transport = request.transport
-    if transport is None or transport.is_closing():
-        raise ConnectionResetError("client went away")
-    if transport.get_write_buffer_size() == 0 and len(data) <= WRITE_FAST_BYTES:
-        await resp.write(data)
-        return
-    try:
-        await asyncio.wait_for(resp.write(data), timeout_s)
-    except asyncio.TimeoutError:
-        transport.abort()  # drop what it did not take: waiting for it to drain could take forever
-        raise
 
 
 def start_seq(request: web.Request) -> int:
@@ -85,16 +59,10 @@ async def events(request: web.Request) -> web.StreamResponse:
             return web.Response(headers=SSE_HEADERS)
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)
-        try:
+        with cut_short("SSE stream", cast_id):
             await resp.write(b"retry: %d\n\n" % RETRY_MS)
             await _stream(request, resp, edge, cast_id, start)
             await resp.write_eof()
-        except (ConnectionResetError, asyncio.TimeoutError):
-            pass  # the client left or stopped reading; it resumes from its last id
-        except RedisError as exc:  # the headers are out: end the stream, EventSource resumes
-            log.warning("SSE stream of %s ended: Redis failed (%s)", cast_id, exc)
-        except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; end the stream
-            log.exception("SSE stream of %s failed", cast_id)
         return resp
 
 
@@ -109,15 +77,7 @@ async def _stream(request: web.Request, resp: web.StreamResponse, edge: Edge, ca
                 continue
             batch = [item, *listener.ready(WRITE_BATCH)]  # what queued up meanwhile: one write
             await write_within(request, resp, b"".join(i.sse() for i in batch), timeout)
-            observe(edge, batch)
+            observe(edge.metrics, batch)
         if listener.closed and not listener.finished:
             await write_within(request, resp, GOODBYE, timeout)
 
-
-def observe(edge: Edge, items: list[Item]) -> None:
-    """Count written records; latency only for live ones (a replay of old records is not late)."""
-    edge.metrics.delivered.inc(len(items))
-    now = time.time()
-    for item in items:
-        if item.live:
-            edge.metrics.observe_delivery(item.entry.ts, now)

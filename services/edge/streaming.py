@@ -1,0 +1,63 @@
+"""What the long responses (SSE, the MP3 stream) share once their headers are out: a write
+that a client cannot stall forever, the count of what was written, and one way to end."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from castlog import ArchiveUnavailable, StaleLayout
+
+from .metrics import EdgeMetrics
+from .public import Item
+
+log = logging.getLogger(__name__)
+
+# Below this and with nothing queued, a write cannot wait on a slow client (asyncio's default
+# high-water mark), so it skips the timeout machinery: the common case stays cheap.
+WRITE_FAST_BYTES = 64 * 1024
+
+
+async def write_within(request: web.Request, resp: web.StreamResponse, data: bytes, timeout_s: float) -> None:
+    """Write ``data``; a client that does not drain within ``timeout_s`` gets its stream closed
+    (it resumes from the last id it received) so that it cannot pin memory or a slot forever."""
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        raise ConnectionResetError("client went away")
+    if transport.get_write_buffer_size() == 0 and len(data) <= WRITE_FAST_BYTES:
+        await resp.write(data)
+        return
+    try:
+        await asyncio.wait_for(resp.write(data), timeout_s)
+    except asyncio.TimeoutError:
+        transport.abort()  # drop what it did not take: waiting for it to drain could take forever
+        raise
+
+
+def observe(metrics: EdgeMetrics, items: list[Item]) -> None:
+    """Count written records; latency only for live ones (a replay of old records is not late)."""
+    metrics.delivered.inc(len(items))
+    now = time.time()
+    for item in items:
+        if item.live:
+            metrics.observe_delivery(item.entry.ts, now)
+
+
+@contextmanager
+def cut_short(what: str, cast_id: str) -> Iterator[None]:
+    """Around a response whose headers are sent: a 500 can no longer follow, so a failure ends
+    the body early (logged), and the client resumes (SSE from its last id, audio by range)."""
+    try:
+        yield
+    except (ConnectionResetError, asyncio.TimeoutError):
+        pass  # the client left or stopped reading (a player seeking cancels ranges all the time)
+    except (RedisError, ArchiveUnavailable, StaleLayout) as exc:
+        log.warning("%s of %s cut short: %s", what, cast_id, exc)
+    except Exception:  # noqa: BLE001 - headers are sent: a 500 can't follow; cut it short
+        log.exception("%s of %s failed", what, cast_id)
