@@ -4,6 +4,8 @@
          bounded listener queues
   naive  the same SSE frames from a server that runs one blocking XREAD per listener, each on
          its own Redis connection (``LogReader.follow``)
+  base   with ``--base DIR``: ``python -m edge`` from another checkout (say, main), to compare a
+         change with what it replaces in one run
 
 Each server runs in its own process on a loopback port against one real redis-server (no AOF)
 started here. For each size and server, a listener process (a plain epoll loop, the cheapest
@@ -13,9 +15,9 @@ this process appends records (sentences of the shared article text, with a fille
 from just before the append to receipt (p50, p99), the server's CPU per delivered record, and
 the Redis commands the server issued per appended record (INFO commandstats, the append
 script's own commands left out). The servers, the listeners and Redis share this machine's
-cores. Prints the ratios naive / edge; writes bench/results/edge.json.
+cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
 
-    .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40]
+    .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40] [--base ../main]
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ from streamtts.redisserver import free_port, start_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
-IMPLS = ("edge", "naive")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 60.0
@@ -243,11 +244,13 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
 # --- orchestration -----------------------------------------------------------------------------
 
 
-def spawn(impl: str, port: int, redis_url: str) -> subprocess.Popen[bytes]:
+def spawn(impl: str, port: int, redis_url: str, base: Path | None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, REDIS_URL=redis_url, EDGE_HOST="127.0.0.1", EDGE_PORT=str(port),
                EDGE_MAX_STREAMS_PER_CLIENT="100000", EDGE_READ_RATE="100000", EDGE_READ_BURST="1000000",
                EDGE_LOG_LEVEL="WARNING")
-    cmd = [sys.executable, "-m", "edge"] if impl == "edge" else [sys.executable, __file__, "--serve-naive", str(port)]
+    if impl == "base" and base is not None:  # its packages first: they shadow this checkout's
+        env["PYTHONPATH"] = os.pathsep.join([str(base / "libs"), str(base / "services"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, __file__, "--serve-naive", str(port)] if impl == "naive" else [sys.executable, "-m", "edge"]
     return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -275,17 +278,18 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         server = start_server(Path(tmp), aof=False)
         redis = Redis.from_url(server.url)
         await redis.config_set("maxclients", 10000)
-        procs = {impl: (free_port(), None) for impl in IMPLS}
+        impls = ("edge", "base", "naive") if args.base else ("edge", "naive")
+        procs = {impl: (free_port(), None) for impl in impls}
         running: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
         cells: list[Cell] = []
         try:
             for impl, (port, _) in procs.items():
-                running[impl] = (port, spawn(impl, port, server.url))
+                running[impl] = (port, spawn(impl, port, server.url, args.base))
             for port, _proc in running.values():
                 await wait_listening(port)
             serial = 0
             for n in counts:
-                for impl in IMPLS:  # side by side at each size, so drift hits both alike
+                for impl in impls:  # side by side at each size, so drift hits both alike
                     port, proc = running[impl]
                     serial += 1
                     cell = await run_cell(impl, n, port, proc.pid, redis, args, sentences, serial)
@@ -307,6 +311,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
     by = {(c.impl, c.listeners): c for c in cells}
+    counts = sorted({c.listeners for c in cells})
     ratios = []
     print("\nnaive / edge (higher: edge better)")
     print(f"{'listeners':>9} {'p50':>8} {'p99':>8} {'cpu/delivery':>13} {'redis cmd/record':>17}")
@@ -322,6 +327,7 @@ def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
         ratios.append(row)
         print(f"{n:>9} {row['p50']:>7}x {row['p99']:>7}x {row['cpu_per_delivery']:>12}x "
               f"{row['redis_commands_per_record']:>16}x")
+    base_ratios = compare_base(by) if ("base", counts[0]) in by else []
     edge_cmds = [by[("edge", n)].redis_commands_per_record for n in sorted({c.listeners for c in cells})]
     print(f"\nedge Redis commands per record at each size: {edge_cmds} (independent of listeners)")
     p99_1000 = by.get(("edge", 1000))
@@ -335,7 +341,28 @@ def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
         "settings": {"records": args.records, "interval_ms": args.interval_ms, "body_bytes": args.body_bytes},
         "cells": [asdict(c) for c in cells],
         "ratios_naive_over_edge": ratios,
+        **({"base": str(args.base), "ratios_edge_over_base": base_ratios} if base_ratios else {}),
     }
+
+
+def compare_base(by: dict[tuple[str, int], Cell]) -> list[dict[str, Any]]:
+    """edge / base per size: below 1 is this checkout better."""
+    rows = []
+    print("\nedge / base (below 1: this checkout better)")
+    print(f"{'listeners':>9} {'p50':>8} {'p99':>8} {'cpu/delivery':>13} {'redis cmd/record':>17}")
+    for n in sorted(k[1] for k in by if k[0] == "base"):
+        e, b = by[("edge", n)], by[("base", n)]
+        row = {
+            "listeners": n,
+            "p50": round(e.p50_ms / b.p50_ms, 2),
+            "p99": round(e.p99_ms / b.p99_ms, 2),
+            "cpu_per_delivery": round(e.server_cpu_us_per_delivery / b.server_cpu_us_per_delivery, 2),
+            "redis_commands_per_record": f"{e.redis_commands_per_record} / {b.redis_commands_per_record}",
+        }
+        rows.append(row)
+        print(f"{n:>9} {row['p50']:>7}x {row['p99']:>7}x {row['cpu_per_delivery']:>12}x "
+              f"{row['redis_commands_per_record']:>17}")
+    return rows
 
 
 def main() -> None:
@@ -347,6 +374,7 @@ def main() -> None:
     parser.add_argument("--body-bytes", type=int, default=2048, help="audio body size of each record")
     parser.add_argument("--per-record", action="store_true",
                         help="also print each record's latency to its first, median and last listener")
+    parser.add_argument("--base", type=Path, help="also run python -m edge from this checkout (say, ../main)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", nargs=3, metavar=("PORT", "CAST", "N"), help=argparse.SUPPRESS)
