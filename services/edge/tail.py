@@ -16,9 +16,10 @@ reaches Redis before the XREAD does nothing); the block timeout is only a safety
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
 XREAD after it would skip the replacing records or wait forever. So the tail checks the record
-at the cursor (one small script, no bodies) before it hands out a cast's rows, and every cursor
-after a join, an idle read or a lost connection. A watch whose record is gone or replaced is
-dropped; its listeners move back to the last record that still stands and read on by offset.
+at the cursor before it hands out a cast's rows, and every cursor after a join, an idle read or
+a lost connection: one command besides the XREAD (an XRANGE of that one record, or a small
+script for several). A watch whose record is gone or replaced is dropped; its listeners move
+back to the last record that still stands and read on by offset.
 """
 
 from __future__ import annotations
@@ -230,17 +231,28 @@ class Tail:
     async def _check(self, cast_ids: Iterable[str]) -> set[str]:
         """Check each watch's cursor against Redis; rewind those whose record is gone or
         replaced. Returns the rewound casts."""
-        watches = {c: w for c in cast_ids if (w := self.watches.get(c)) is not None}
+        # a cursor without a known stamp has nothing to check (holds() takes it as it is)
+        watches = {c: w for c in cast_ids if (w := self.watches.get(c)) is not None and w.stamp is not None}
         self._unchecked.clear()
         if not watches:
             return set()
-        found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])
+        found = await self._stamps([(c, w.cursor) for c, w in watches.items()])
         stale = set()
         for (cast_id, watch), stamp in zip(watches.items(), found):
             if not holds(stamp, watch.cursor, watch.stamp):
                 stale.add(cast_id)
                 await self._rewind(cast_id, watch)
         return stale
+
+    async def _stamps(self, asked: list[tuple[str, int]]) -> list[int | None]:
+        """The stamps at ``(cast, seq)``: one record's by an XRANGE of it (one command; its body
+        travels), several (or one gone or archived) by the script (no bodies)."""
+        if len(asked) == 1:
+            cast_id, seq = asked[0]
+            rows: Any = await self.conn.xrange(cast_key(cast_id), entry_id(seq), entry_id(seq))
+            if rows:
+                return [int(rows[0][1].get(b"ts", 0)) or None]
+        return await stamps(self.conn, asked)
 
     async def _rewind(self, cast_id: str, watch: Watch) -> None:
         """Move the watch's listeners back to the last delivered record that Redis still holds."""
