@@ -282,6 +282,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         redis = Redis.from_url(server.url)
         await redis.config_set("maxclients", 10000)
         impls = ("edge", "base", "naive") if args.base else ("edge", "naive")
+        impls = impls[:-1] if args.skip_naive else impls
         procs = {impl: (free_port(), None) for impl in impls}
         running: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
         cells: list[Cell] = []
@@ -315,7 +316,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
     by = {(c.impl, c.listeners): c for c in cells}
     counts = sorted({c.listeners for c in cells})
-    ratios = []
+    ratios: list[dict[str, Any]] = []
+    base_ratios = compare_base(by) if ("base", counts[0]) in by else []
+    if args.skip_naive:
+        return {"benchmark": "edge", "cells": [asdict(c) for c in cells], "ratios_edge_over_base": base_ratios}
     print("\nnaive / edge (higher: edge better)")
     print(f"{'listeners':>9} {'p50':>8} {'p99':>8} {'cpu/delivery':>13} {'redis cmd/record':>17}")
     for n in sorted({c.listeners for c in cells}):
@@ -330,7 +334,6 @@ def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
         ratios.append(row)
         print(f"{n:>9} {row['p50']:>7}x {row['p99']:>7}x {row['cpu_per_delivery']:>12}x "
               f"{row['redis_commands_per_record']:>16}x")
-    base_ratios = compare_base(by) if ("base", counts[0]) in by else []
     edge_cmds = [by[("edge", n)].redis_commands_per_record for n in sorted({c.listeners for c in cells})]
     print(f"\nedge Redis commands per record at each size: {edge_cmds} (independent of listeners)")
     p99_1000 = by.get(("edge", 1000))
@@ -378,6 +381,7 @@ def main() -> None:
     parser.add_argument("--per-record", action="store_true",
                         help="also print each record's latency to its first, median and last listener")
     parser.add_argument("--base", type=Path, help="also run python -m edge from this checkout (say, ../main)")
+    parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", nargs=3, metavar=("PORT", "CAST", "N"), help=argparse.SUPPRESS)
