@@ -199,3 +199,26 @@ async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
     while (item := await late.next(0)) is not None:
         got.append(item.seq)
     assert got == [2, 3, 4]
+
+
+async def test_each_wait_ends_at_its_own_timeout_whatever_the_waits_before_it(
+    edge: TestClient[Any, Any], store: CastStore
+) -> None:
+    """A listener's timeouts share one alarm, moved on lazily: a wait that began after an
+    earlier, shorter wait is not cut short by that wait's alarm, and a short wait after a long
+    one still ends on time."""
+    tail = edge.server.app[EDGE].tail
+    cast = Cast(store, cast_id())
+    await cast.submit(2)
+    async with tail.listen(cast.id, 0, "sse") as listener:
+        assert (await listener.next(1)) is not None  # meta, by offset
+        assert await listener.next(0) is None and listener.subscribed  # at the end: it joined
+        first = asyncio.create_task(listener.next(1.0))
+        await cast.append(Start(attempt=1, resume_from=0, at=0))
+        assert (await first) is not None  # the record came first; that wait's alarm stays set
+        second = asyncio.create_task(listener.next(30))
+        await asyncio.sleep(1.5)  # the first wait's alarm rings meanwhile: it must not end this one
+        assert not second.done()
+        await cast.append(*audio_records(["a"], body_bytes=5))
+        assert (await second) is not None
+        assert await asyncio.wait_for(listener.next(0.1), 10) is None  # not the 30 s alarm
