@@ -184,7 +184,7 @@ class Tail:
                 got, read_with, idle = await self._read()
                 if idle:
                     self._unchecked.update(self.watches)  # a cursor past a shrunk log reads nothing
-                stale = await self._check({cast_id_of(_str(key)) or "" for key, _ in got} | self._unchecked)
+                await self._check({cast_id_of(_str(key)) or "" for key, _ in got} | self._unchecked)
             except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
                 self._client_id = None  # a new connection has a new id
                 self._unchecked.update(self.watches)  # the server may have restarted with less
@@ -193,7 +193,7 @@ class Tail:
                 backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
                 continue
             backoff = ERROR_BACKOFF_S
-            self._fan_out(got, read_with, skip=stale)
+            self._fan_out(got, read_with)
 
     async def _read(self) -> tuple[list[Any], dict[str, Watch], bool]:
         """One XREAD after every watch's cursor: its rows per stream, the watches it was issued
@@ -228,21 +228,18 @@ class Tail:
             if read.done():
                 return
 
-    async def _check(self, cast_ids: Iterable[str]) -> set[str]:
+    async def _check(self, cast_ids: Iterable[str]) -> None:
         """Check each watch's cursor against Redis; rewind those whose record is gone or
-        replaced. Returns the rewound casts."""
+        replaced (that drops the watch: the rows read for it are not handed out)."""
         # a cursor without a known stamp has nothing to check (holds() takes it as it is)
         watches = {c: w for c in cast_ids if (w := self.watches.get(c)) is not None and w.stamp is not None}
         self._unchecked.clear()
         if not watches:
-            return set()
+            return
         found = await self._stamps([(c, w.cursor) for c, w in watches.items()])
-        stale = set()
         for (cast_id, watch), stamp in zip(watches.items(), found):
             if not holds(stamp, watch.cursor, watch.stamp):
-                stale.add(cast_id)
                 await self._rewind(cast_id, watch)
-        return stale
 
     async def _stamps(self, asked: list[tuple[str, int]]) -> list[int | None]:
         """The stamps at ``(cast, seq)``: one record's by an XRANGE of it (one command; its body
@@ -268,18 +265,18 @@ class Tail:
             listener.rewind(keep + 1)
         watch.listeners.clear()
 
-    def _fan_out(self, streams: Any, read_with: dict[str, Watch], skip: set[str] | None = None) -> None:
+    def _fan_out(self, streams: Any, read_with: dict[str, Watch]) -> None:
         """Hand each row to the listeners of the watch that the read was issued for.
 
-        A cast whose watch ended during the read (its last listener left) is skipped, and so is
-        one whose watch was re-created meanwhile: the new watch's cursor came from its joiner's
-        offset read, which may be behind or ahead of this read's, so these rows could leave a
-        gap or repeat; the next read starts at the new cursor.
+        A cast whose watch ended during the read (its last listener left, or it was rewound) is
+        skipped, and so is one whose watch was re-created meanwhile: the new watch's cursor came
+        from its joiner's offset read, which may be behind or ahead of this read's, so these
+        rows could leave a gap or repeat; the next read starts at the new cursor.
         """
         for key, rows in streams:
             cast_id = cast_id_of(_str(key)) or ""
             watch = read_with.get(cast_id)
-            if watch is None or self.watches.get(cast_id) is not watch or (skip and cast_id in skip):
+            if watch is None or self.watches.get(cast_id) is not watch:
                 continue
             for raw_id, fields in rows:
                 if seq_of(raw_id) > watch.cursor + 1 and ARCHIVE_FIELD in fields:
