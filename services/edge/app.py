@@ -23,7 +23,6 @@ from .limits import Guard
 from .metrics import EdgeMetrics
 from .played import Played
 from .public import encode_json
-from .reads import LogReads
 from .tail import Tail
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     store = await open_store(cfg.archive) if cfg.archive is not None else None
     log_reader = LogReader(reader, store)
     tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue, reads=LogReads(store))
+                queue_size=cfg.listener_queue, log=log_reader)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], reader=reader, tail=tail,
         guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, log_reader),

@@ -5,11 +5,11 @@ The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a liv
 records delivered; the listeners), each record decoded once and put on every listener's bounded
 queue. Redis work per record does not depend on how many listen.
 
-A :class:`Listener` reads by offset (:meth:`Tail.rows`) to the end of the log, then joins.
-Joining is synchronous: the tail has delivered exactly up to the cursor and every later record
-reaches the queue, so the listener reads by offset up to the cursor, then takes the queue,
-dropping what lies below its position: no gap, no duplicate. A full queue demotes its listener
-to offset reads until it catches up: a slow client holds at most one queue.
+A :class:`Listener` reads by offset (:meth:`Tail.rows`, castlog's ``LogReader``) to the end of
+the log, then joins. Joining is synchronous: the tail has delivered exactly up to the cursor and
+every later record reaches the queue, so the listener reads by offset up to the cursor, then
+takes the queue, dropping what lies below its position: no gap, no duplicate. A full queue
+demotes its listener to offset reads until it catches up: a slow client holds at most one queue.
 
 A join wakes the blocked XREAD with CLIENT UNBLOCK, re-sent until the read returns (one that
 reaches Redis before the XREAD does nothing); the block timeout is only a safety net.
@@ -34,12 +34,11 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
-from castlog.archive import ARCHIVE_FIELD
+from castlog import LogReader, cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
+from castlog.archive import ARCHIVE_FIELD, Row
 
 from .metrics import EdgeMetrics
 from .public import Item
-from .reads import LogReads, Row
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +88,11 @@ class Watch:
 class Tail:
     def __init__(
         self, conn: Redis, reader: Redis, metrics: EdgeMetrics, *,
-        block_ms: int, batch: int, queue_size: int, reads: LogReads | None = None,
+        block_ms: int, batch: int, queue_size: int, log: LogReader | None = None,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
         self.reader = reader  # the shared pool: offset reads and CLIENT UNBLOCK
-        self.reads = reads or LogReads()  # offset reads, archived logs included
+        self.log = log or LogReader(reader)  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
         # A listener holds at most queue_size records, in its queue or in its offset backlog.
@@ -169,7 +168,7 @@ class Tail:
     async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
         """The one read by offset (listeners catching up, demoted or moved back), archived
         logs included."""
-        return await self.reads.xrange(self.reader, cast_id, low, high, count)
+        return await self.log.rows(cast_id, low, high, count)
 
     # -- the tail -----------------------------------------------------------------------------
 

@@ -8,9 +8,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import CastStore, Eos, Start, cast_key
+from castlog import CastStore, Eos, LogReader, Start, cast_key
 from edge.metrics import EdgeMetrics
-from edge.reads import LogReads
 from edge.tail import Listener, Tail, after_id
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, xrange_public
 
@@ -20,7 +19,8 @@ from .archive_helpers import archiver
 async def test_listener_behind_an_archived_log_reads_the_rest_from_the_archive(
     store: CastStore, redis: Redis, blob_store: BlobStore
 ) -> None:
-    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16, reads=LogReads(blob_store))
+    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16,
+                log=LogReader(redis, blob_store))
     cast = Cast(store, cast_id("behind"))
     await cast.submit(3)
     await cast.append(Start(attempt=1, resume_from=0, at=0), *audio_records(["a"], body_bytes=50))  # seqs 0-2
