@@ -91,7 +91,7 @@ class Tail:
         block_ms: int, batch: int, queue_size: int, log: LogReader | None = None,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
-        self.reader = reader  # the shared pool: offset reads and CLIENT UNBLOCK
+        self.reader = reader  # the shared pool: CLIENT UNBLOCK (and the offset reads by default)
         self.log = log or LogReader(reader)  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
