@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from streamtts.redisserver import free_port
-from tests.streamtts.running import READY_LINE, alive, cli, descendants, mp3_seconds
+from tests.streamtts.running import READY_LINE, cli, mp3_seconds
+from tests.support.processes import alive, descendants
 
 pytestmark = [pytest.mark.model, pytest.mark.firstrun, pytest.mark.timeout(1800)]
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from streamtts.redisserver import free_port
+from tests.support.processes import alive, descendants
 from tests.support.waiting import wait_healthy
-
-from .running import alive, descendants
 
 START_S = 60.0
 

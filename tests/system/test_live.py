@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,57 +21,23 @@ import pytest
 from aiohttp import ClientSession, ClientTimeout
 
 import castlog
-from streamtts.redisserver import RedisServer, free_port, start_server
-from tests.support.waiting import wait_healthy
+from tests.support.system import System, running_system
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
-START_S = 120.0
 REPO = Path(__file__).resolve().parents[2]
 CONSUMER = "live-test-worker"  # a fixed name: a restarted worker re-reads its own pending jobs
 TWO = "Good morning. The answer is forty two."
 
 
-@dataclass
-class Live:
-    redis: RedisServer
-    ports: dict[str, int]
-    env: dict[str, str]
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    def url(self, service: str, path: str) -> str:
-        return f"http://127.0.0.1:{self.ports[service]}{path}"
-
-    def start(self, name: str) -> None:
-        self.procs[name] = proc = subprocess.Popen([sys.executable, "-m", name], env=self.env, stdin=subprocess.DEVNULL)
-        wait_healthy(self.url(name, "/readyz"), proc, name, START_S, interval_s=0.3)  # synth: the model is warm
-
-
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    redis = start_server(tmp_path_factory.mktemp("live-redis"), aof=True)
-    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
-    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2", SYNTH_CONSUMER=CONSUMER,
-               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]), SYNTH_METRICS_PORT=str(ports["synth"]),
-               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), INTAKE_RATE="1000", INTAKE_BURST="1000")
-    system = Live(redis, ports, env)
-    try:
-        for name in ports:
-            system.start(name)
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    with running_system(tmp_path_factory.mktemp("live"), aof=True, SYNTH_CONSUMER=CONSUMER,
+                        INTAKE_RATE="1000", INTAKE_BURST="1000") as system:
         yield system
-    finally:
-        for proc in system.procs.values():
-            proc.terminate()
-        for proc in system.procs.values():
-            try:
-                proc.wait(40)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        redis.stop()
 
 
-async def sse(http: ClientSession, live: Live, cast_id: str) -> list[dict[str, Any]]:
+async def sse(http: ClientSession, live: System, cast_id: str) -> list[dict[str, Any]]:
     """The cast's records over edge's SSE, from the start until its end."""
     records: list[dict[str, Any]] = []
     async with http.get(live.url("edge", f"/api/casts/{cast_id}/events?seq_num=0")) as response:
@@ -99,7 +62,7 @@ async def session_events(ws: aiohttp.ClientWebSocketResponse) -> list[Any]:
     return got
 
 
-async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(live: Live) -> None:
+async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(live: System) -> None:
     from synth.mp3 import decode_mp3
 
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
@@ -127,7 +90,7 @@ async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_li
     assert abs(len(decode_mp3(mp3)) - got[-1]["audio_ms"] * 24) <= 576
 
 
-async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Live) -> None:
+async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: System) -> None:
     text = "Fragments come over HTTP. The last one has no stop"
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         async with http.post(live.url("intake", "/api/casts"), json={"live": True, "title": "HTTP"}) as response:
@@ -150,7 +113,7 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Live
     assert records[-1]["kind"] == "eos" and records[-1]["headers"]["sentences"] == len(castlog.split_text(text))
 
 
-async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Live) -> None:
+async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: System) -> None:
     text = "Hi. Yes, go."  # short, so that one cast per cut stays cheap with the real model
     want = castlog.split_text(text)
     assert len(want) == 2
@@ -172,7 +135,7 @@ async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Live)
     assert [spoken(records) for records in logs] == [want] * len(ids)
 
 
-async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: Live) -> None:
+async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: System) -> None:
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
         await ws.send_json({"type": "start", "format": "pcm"})
@@ -183,7 +146,7 @@ async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: Live)
     assert spoken(records) == ["Gone before the end"] and records[-1]["kind"] == "eos"
 
 
-async def test_a_worker_killed_mid_live_cast_is_resumed(live: Live) -> None:
+async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
     text1, text2 = "Before the crash. ", "After the crash, it goes on."
     async with ClientSession(timeout=ClientTimeout(total=280)) as http:
         async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
@@ -198,8 +161,7 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: Live) -> None:
                 if (await response.json()).get("finished", 0) >= 1:
                     break
             await asyncio.sleep(0.1)
-        live.procs["synth"].send_signal(signal.SIGKILL)
-        live.procs["synth"].wait(10)
+        live.kill("synth")
         async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
                              json={"text": text2[5:], "offset": len(text1) + 5}):
             pass
@@ -217,7 +179,7 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: Live) -> None:
     assert played == castlog.split_text(text1 + text2) and records[-1]["kind"] == "eos"
 
 
-def test_the_example_agent_streams_an_answer_and_saves_its_audio(live: Live, tmp_path: Path) -> None:
+def test_the_example_agent_streams_an_answer_and_saves_its_audio(live: System, tmp_path: Path) -> None:
     from synth.mp3 import decode_mp3
 
     out = tmp_path / "answer.mp3"

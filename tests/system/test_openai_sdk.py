@@ -7,11 +7,7 @@ cast; an unknown voice is a clean OpenAI error; a repeat is served from the log.
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import av
@@ -21,48 +17,18 @@ import pytest
 from aiohttp import ClientSession
 from redis import Redis
 
-from streamtts.redisserver import RedisServer, free_port, start_server
-from tests.support.waiting import wait_healthy
+from tests.support.system import System, running_system
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
-START_S = 120.0
 TEXT = "Streaming speech is here. It plays while it is made."
 AAC_FRAME = 1024  # samples: ADTS cannot say where the last frame's padding starts
 
 
-@dataclass
-class System:
-    redis: RedisServer
-    ports: dict[str, int]
-
-    def url(self, service: str, path: str) -> str:
-        return f"http://127.0.0.1:{self.ports[service]}{path}"
-
-
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    redis = start_server(tmp_path_factory.mktemp("openai-redis"), aof=False)
-    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
-    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2",
-               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]),
-               SYNTH_METRICS_PORT=str(ports["synth"]), SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
-    procs = {name: subprocess.Popen([sys.executable, "-m", name], env=env, stdin=subprocess.DEVNULL)
-             for name in ports}
-    try:
-        for name, proc in procs.items():
-            wait_healthy(f"http://127.0.0.1:{ports[name]}/readyz", proc, name, START_S, interval_s=0.3)  # synth: voices published
-        yield System(redis, ports)
-    finally:
-        for proc in procs.values():
-            proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(40)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        redis.stop()
+    with running_system(tmp_path_factory.mktemp("openai")) as system:
+        yield system
 
 
 @pytest.fixture

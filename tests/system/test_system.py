@@ -8,60 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
-from streamtts.redisserver import RedisServer, free_port, start_server
 from tests.deploy.dashboard import dashboard_metric_names
 from tests.deploy.prometheus_server import running_prometheus
-from tests.support.waiting import wait_healthy
+from tests.support.system import System, running_system
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
-START_S = 120.0  # synth loads and warms the model before it is healthy
 TTFA_P50 = "histogram_quantile(0.5, sum(rate(streamtts_synth_time_to_first_audio_seconds_bucket[1m])) by (le))"
-
-
-@dataclass
-class System:
-    redis: RedisServer
-    ports: dict[str, int]
-
-    def url(self, service: str, path: str) -> str:
-        return f"http://127.0.0.1:{self.ports[service]}{path}"
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    redis = start_server(tmp_path_factory.mktemp("system-redis"), aof=True)
-    ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
-    env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", SYNTH_THREADS="2",
-               INTAKE_PORT=str(ports["intake"]), EDGE_PORT=str(ports["edge"]),
-               SYNTH_METRICS_PORT=str(ports["synth"]),
-               SYNTH_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), KOKORO_MODEL_DIR=str(model_dir))
-    procs = {name: subprocess.Popen([sys.executable, "-m", name], env=env, stdin=subprocess.DEVNULL)
-             for name in ports}
-    try:
-        for name, proc in procs.items():
-            wait_healthy(f"http://127.0.0.1:{ports[name]}/readyz", proc, name, START_S, interval_s=0.3)
-        yield System(redis, ports)
-    finally:
-        for proc in procs.values():
-            proc.terminate()
-        for name, proc in procs.items():
-            try:
-                assert proc.wait(40) == 0, f"{name} did not stop cleanly on SIGTERM"
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        redis.stop()
+    with running_system(tmp_path_factory.mktemp("system"), aof=True, KOKORO_MODEL_DIR=str(model_dir)) as system:
+        yield system
 
 
 async def _sse_records(http: ClientSession, url: str) -> list[dict]:
