@@ -38,6 +38,7 @@ async def restored(redis: Redis, store: BlobStore, cid: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("make", [finished, retried])
+@pytest.mark.rule("archive-same-answers")
 async def test_archived_log_keeps_ids_and_restores_every_row(redis: Redis, store: CastStore,
                                                              blob_store: BlobStore, make: Any) -> None:
     cast = await make(store)
@@ -85,6 +86,7 @@ async def test_identical_submit_of_archived_cast_is_existing(redis: Redis, store
     assert await redis.xlen("jobs") == 1  # only the first submit's job
 
 
+@pytest.mark.rule("archive-crash-safe")
 async def test_archiving_twice_changes_nothing(redis: Redis, store: CastStore, blob_store: BlobStore) -> None:
     cast = await finished(store)
     worker = archiver(redis, blob_store)
@@ -94,6 +96,7 @@ async def test_archiving_twice_changes_nothing(redis: Redis, store: CastStore, b
     assert await raw_rows(redis, cast.id) == rows
 
 
+@pytest.mark.rule("archive-only-eos")
 async def test_live_error_and_missing_casts_are_not_archived(redis: Redis, store: CastStore,
                                                              blob_store: BlobStore) -> None:
     live = await write_cast(store, cast_id("live"), ["a.", "b."], finish=False, body_bytes=100)
@@ -141,6 +144,7 @@ class CrashingStore:
 
 
 @pytest.mark.parametrize("step", ["put", "verify", "corrupt", "commit"])
+@pytest.mark.rule("archive-crash-safe")
 async def test_a_crash_at_any_step_leaves_redis_copy_then_a_retry_archives(
     redis: Redis, store: CastStore, blob_store: BlobStore, step: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +163,7 @@ async def test_a_crash_at_any_step_leaves_redis_copy_then_a_retry_archives(
     assert await restored(redis, blob_store, cast.id) == before
 
 
+@pytest.mark.rule("archive-crash-safe")
 async def test_log_changed_between_pack_and_commit_is_left_alone(redis: Redis, store: CastStore,
                                                                  blob_store: BlobStore) -> None:
     cast = await finished(store)

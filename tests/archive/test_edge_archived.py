@@ -60,6 +60,7 @@ async def answers(edge: TestClient[Any, Any], cid: str, tail: int) -> dict[str, 
 
 
 @pytest.mark.parametrize("kind", ["simple", "retried"])
+@pytest.mark.rule("archive-same-answers")
 async def test_archived_cast_answers_byte_for_byte_as_before(
     redis: Redis, store: CastStore, blob_store: BlobStore, make_edge: MakeClient, kind: str
 ) -> None:

@@ -11,6 +11,7 @@ CAST = "pHanHO6047OT"
 META = Meta(title="t", voice="v", chars=1, sentences=1, created_at=0)
 
 
+@pytest.mark.rule("seq-entry-id")
 async def test_append_writes_explicit_ids_and_returns_new_tail(store: CastStore, redis: Redis) -> None:
     assert await store.append(CAST, 0, [META]) == 1
     assert await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0)]) == 2
@@ -18,6 +19,7 @@ async def test_append_writes_explicit_ids_and_returns_new_tail(store: CastStore,
     assert ids == [b"0-1", b"0-2"]
 
 
+@pytest.mark.rule("append-conditional")
 async def test_append_at_stale_seq_num_fails_and_reports_real_tail(store: CastStore, redis: Redis) -> None:
     await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=0)])
     with pytest.raises(SeqMismatch) as caught:
@@ -26,12 +28,14 @@ async def test_append_at_stale_seq_num_fails_and_reports_real_tail(store: CastSt
     assert await redis.xlen(cast_key(CAST)) == 2  # nothing was written
 
 
+@pytest.mark.rule("append-conditional")
 async def test_append_ahead_of_tail_fails_too(store: CastStore) -> None:
     with pytest.raises(SeqMismatch) as caught:
         await store.append(CAST, 3, [META])
     assert caught.value.tail == 0
 
 
+@pytest.mark.rule("append-conditional")
 async def test_batch_append_is_all_or_nothing(store: CastStore, redis: Redis) -> None:
     batch = [Audio(i=i, t=f"s{i}", d=10, o=10 * i, body=b"x") for i in range(20)]
     await store.append(CAST, 0, [META])
@@ -42,6 +46,7 @@ async def test_batch_append_is_all_or_nothing(store: CastStore, redis: Redis) ->
     assert [e.record for e in await LogReader(store.redis).read(CAST, 1)] == batch
 
 
+@pytest.mark.rule("append-conditional")
 async def test_only_one_of_many_concurrent_appends_at_one_seq_wins(store: CastStore) -> None:
     async def attempt(n: int) -> bool:
         try:

@@ -14,10 +14,12 @@ from castlog import MAX_SEQ_NUM, cast_id_of, content_id, entry_id, is_cast_id, s
         ("", "af_heart", "fei17Edkab8o"),
     ],
 )
+@pytest.mark.rule("content-id")
 def test_content_id_matches_fixed_vectors(text: str, voice: str, expected: str) -> None:
     assert content_id(text, voice) == expected
 
 
+@pytest.mark.rule("content-id")
 def test_content_id_ignores_surrounding_white_space() -> None:
     assert content_id("  Hello there.\n", "af_heart") == content_id("Hello there.", "af_heart")
 
@@ -35,6 +37,7 @@ def test_content_id_is_url_safe_and_valid() -> None:
         assert "=" not in cid and "/" not in cid and "+" not in cid
 
 
+@pytest.mark.rule("seq-entry-id")
 def test_seq_num_maps_to_explicit_entry_ids() -> None:
     assert entry_id(0) == "0-1"
     assert entry_id(41) == "0-42"
@@ -55,6 +58,7 @@ def test_seq_num_maps_to_explicit_entry_ids() -> None:
     ["jobs", "catalog/pHanHO6047OT", "progress/done", "pub/casts/../jobs", "pub/casts/*",
      "pub/casts/pHanHO6047O", "pub/casts/pHanHO6047OTx", "pub/casts/pHan HO6047OT", "pub/casts/pHanHO60%2FOT"],
 )
+@pytest.mark.rule("only-cast-logs-readable")
 def test_only_well_formed_cast_streams_name_a_cast(name: str) -> None:
     assert cast_id_of(name) is None
 

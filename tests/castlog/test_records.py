@@ -44,6 +44,7 @@ def test_tags_are_explicit_strings_in_stored_headers() -> None:
     assert b == b"\xff\xf3mp3"  # the body lives in b, never inside h
 
 
+@pytest.mark.rule("unknown-kind-skipped")
 def test_unknown_kind_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     fields = {b"e": b"glossary", b"h": b'{"e":"glossary","n":1}'}
     with caplog.at_level(logging.WARNING, logger="castlog.records"):

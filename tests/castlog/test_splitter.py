@@ -31,12 +31,14 @@ prose = st.text(
 
 @settings(max_examples=300, deadline=None)
 @given(prose)
+@pytest.mark.rule("chunk-window")
 def test_chunks_are_never_empty_never_over_limit_and_lose_nothing(text: str) -> None:
     check(text, split_text(text))
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=600), st.integers(12, 120), st.integers(12, 120))
+@pytest.mark.rule("chunk-window")
 def test_limits_hold_for_any_unicode_and_any_limits(text: str, max_chars: int, first: int) -> None:
     check(text, split_text(text, max_chars=max_chars, first_chars=first), max_chars, first)
 
@@ -71,6 +73,7 @@ def test_initialisms_keep_their_sentence_stop_before_a_new_sentence(text: str, s
     assert [c for ch in "Hi. " + text for c in chunker.feed(ch)][1:] + chunker.flush() == sentences
 
 
+@pytest.mark.rule("first-chunk-clause")
 def test_first_chunk_is_short_for_fast_first_audio(texts: dict[str, str]) -> None:
     for name, text in texts.items():
         chunks = split_text(text)
@@ -104,12 +107,14 @@ def feed_in_pieces(text: str, cuts: list[int], **limits: int) -> list[str]:
 
 @settings(max_examples=200, deadline=None)
 @given(prose, st.lists(st.integers(0, 10_000), max_size=40))
+@pytest.mark.rule("chunker-equals-split")
 def test_chunker_fed_in_any_pieces_gives_split_texts_chunks(text: str, cuts: list[int]) -> None:
     assert feed_in_pieces(text, cuts) == split_text(text)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400), st.lists(st.integers(0, 400), max_size=20), st.integers(12, 120))
+@pytest.mark.rule("chunker-equals-split")
 def test_chunker_agrees_with_split_text_on_any_unicode(text: str, cuts: list[int], first: int) -> None:
     assert feed_in_pieces(text, cuts, first_chars=first) == split_text(text, first_chars=first)
 
@@ -180,6 +185,7 @@ def test_the_word_before_a_stop_starts_at_the_sentence_start() -> None:
         ("Yes, we finally shipped the new release to every customer.", "Yes, we finally shipped the"),
     ],
 )
+@pytest.mark.rule("first-chunk-clause")
 def test_the_first_chunk_is_the_first_clause(text: str, first: str) -> None:
     chunks = split_text(text)
     assert chunks[0] == first
@@ -193,6 +199,7 @@ def test_every_first_chunk_of_the_texts_is_about_a_second_of_speech(texts: dict[
         assert len(first) <= FIRST_WORDS_CHARS, (name, first)
 
 
+@pytest.mark.rule("first-chunk-clause")
 def test_after_the_first_clause_the_ramp_is_as_before() -> None:
     words = " ".join(f"word{i}" for i in range(300)) + "."
     lengths = [len(c) for c in split_text(words)]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from castlog import Audio, Entry, Eos, Error, Meta, Start, playable, summarize
 from castlog.records import Record
 
@@ -26,6 +28,7 @@ def test_one_attempt_plays_its_audio_in_order() -> None:
     assert (state.status, state.finished, state.audio_ms, state.attempts) == ("done", 4, 406, 1)
 
 
+@pytest.mark.rule("playable-view")
 def test_two_attempts_with_resume_keep_earlier_prefix() -> None:
     entries = log(META, Start(attempt=1, resume_from=0, at=0), audio(0), audio(1),
                   Start(attempt=2, resume_from=2, at=0), audio(2, "b"), audio(3, "b"))
@@ -33,6 +36,7 @@ def test_two_attempts_with_resume_keep_earlier_prefix() -> None:
     assert summarize(entries).next_sentence() == 4
 
 
+@pytest.mark.rule("playable-view")
 def test_two_attempts_without_resume_play_only_the_latest() -> None:
     entries = log(META, Start(attempt=1, resume_from=0, at=0), audio(0), audio(1),
                   Start(attempt=2, resume_from=0, at=0), audio(0, "b"))
@@ -41,6 +45,7 @@ def test_two_attempts_without_resume_play_only_the_latest() -> None:
     assert state.next_sentence() == 1 and state.attempts == 2
 
 
+@pytest.mark.rule("playable-view")
 def test_three_attempts_mixing_resume_and_restart() -> None:
     entries = log(META, Start(attempt=1, resume_from=0, at=0), audio(0), audio(1), audio(2),
                   Start(attempt=2, resume_from=1, at=0), audio(1, "b"),

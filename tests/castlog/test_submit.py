@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from redis.asyncio import Redis
 
 from castlog import JOBS, CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id, read_jobs
@@ -14,6 +15,7 @@ def meta() -> Meta:
     return Meta(title="Hello", voice=VOICE, chars=len(TEXT), sentences=2, created_at=1)
 
 
+@pytest.mark.rule("claim-once")
 async def test_first_submit_claims_writes_recipe_meta_and_one_job(store: CastStore, redis: Redis) -> None:
     assert await store.submit(CAST, TEXT, VOICE, meta()) == "new"
     (entry,) = await LogReader(store.redis).read(CAST)
@@ -24,6 +26,7 @@ async def test_first_submit_claims_writes_recipe_meta_and_one_job(store: CastSto
     assert job.id == CAST and job.voice == VOICE and job.enqueued_at > 0
 
 
+@pytest.mark.rule("claim-once")
 async def test_200_concurrent_submits_make_one_job_and_one_meta(store: CastStore, redis: Redis) -> None:
     results = await asyncio.gather(*(store.submit(CAST, TEXT, VOICE, meta()) for _ in range(200)))
     assert results.count("new") == 1 and results.count("existing") == 199
@@ -32,6 +35,7 @@ async def test_200_concurrent_submits_make_one_job_and_one_meta(store: CastStore
     assert await redis.xlen(catalog_key(CAST)) == 1
 
 
+@pytest.mark.rule("repeat-is-cache-hit")
 async def test_resubmit_of_finished_cast_enqueues_nothing(store: CastStore, redis: Redis) -> None:
     await store.submit(CAST, TEXT, VOICE, meta())
     await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Eos(sentences=0, audio_ms=0, attempts=1)])
@@ -39,6 +43,7 @@ async def test_resubmit_of_finished_cast_enqueues_nothing(store: CastStore, redi
     assert await redis.xlen(JOBS) == 1
 
 
+@pytest.mark.rule("error-is-retried")
 async def test_resubmit_of_errored_cast_enqueues_one_job_however_many_race(store: CastStore, redis: Redis) -> None:
     await store.submit(CAST, TEXT, VOICE, meta())
     await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Error(reason="x", attempts=3)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start
@@ -73,6 +74,7 @@ async def test_audio_follows_a_live_cast_until_eos(edge: TestClient[Any, Any], s
     )
 
 
+@pytest.mark.rule("playable-view")
 async def test_a_finished_cast_plays_the_latest_attempt_after_resume_from(edge: TestClient[Any, Any], store: CastStore) -> None:
     cid = cast_id()
     cast = Cast(store, cid)

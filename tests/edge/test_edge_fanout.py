@@ -6,6 +6,7 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
 from aiohttp import ClientSession, TCPConnector
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
@@ -46,6 +47,7 @@ async def wait_for_listeners(edge: TestClient[Any, Any], cid: str, n: int, timeo
     raise AssertionError(f"only {len(tail.watches.get(cid, set()) and tail.watches[cid].listeners)} listeners joined")
 
 
+@pytest.mark.rule("one-upstream-tail")
 async def test_500_listeners_each_get_every_record_in_order_from_one_blocked_xread(
     edge: TestClient[Any, Any], store: CastStore, redis: Redis
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -14,6 +15,7 @@ from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, w
 TEXTS = [f"Sentence number {i}." for i in range(7)]
 
 
+@pytest.mark.rule("read-from-seq")
 async def test_records_from_zero_equal_xrange_of_the_log(edge: TestClient[Any, Any], store: CastStore, redis: Redis) -> None:
     cid = cast_id()
     await write_cast(store, cid, TEXTS)
@@ -64,6 +66,7 @@ async def test_sse_from_zero_equals_xrange_and_ends_after_eos(edge: TestClient[A
     assert [e.event for e in events] == [r["kind"] for r in expected]
 
 
+@pytest.mark.rule("read-from-seq")
 async def test_sse_resumes_after_last_event_id(edge: TestClient[Any, Any], store: CastStore, redis: Redis) -> None:
     cid = cast_id()
     await write_cast(store, cid, TEXTS)
@@ -73,6 +76,7 @@ async def test_sse_resumes_after_last_event_id(edge: TestClient[Any, Any], store
     assert [e.json() for e in events] == (await xrange_public(redis, cid))[5:]
 
 
+@pytest.mark.rule("read-from-seq")
 async def test_sse_seq_num_parameter_starts_there(edge: TestClient[Any, Any], store: CastStore) -> None:
     cid = cast_id()
     await write_cast(store, cid, TEXTS)
@@ -87,6 +91,7 @@ async def test_sse_past_the_end_of_a_finished_cast_is_204(edge: TestClient[Any, 
     assert resp.status == 204  # EventSource stops reconnecting on 204
 
 
+@pytest.mark.rule("read-from-seq")
 async def test_sse_follows_records_appended_while_listening(edge: TestClient[Any, Any], store: CastStore, redis: Redis) -> None:
     cid = cast_id()
     cast = await write_cast(store, cid, TEXTS[:2], finish=False)

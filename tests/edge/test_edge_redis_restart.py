@@ -29,6 +29,7 @@ def routes(cid: str) -> list[str]:
             f"/api/casts/{cid}/audio.mp3", f"/s2/records?stream=pub/casts/{cid}"]
 
 
+@pytest.mark.rule("unavailable-503")
 async def test_every_route_answers_503_while_redis_is_down_and_all_succeed_once_it_is_back(
     own_redis: RedisServer,
 ) -> None:

@@ -57,6 +57,7 @@ REFUSED_PATHS = [
 ]
 
 
+@pytest.mark.rule("only-cast-logs-readable")
 async def test_refused_names_are_404_json_without_any_redis_command(edge: TestClient[Any, Any], redis: Redis) -> None:
     await asyncio.sleep(0.05)  # start-up's own commands are done
     before = await command_calls(redis)
@@ -80,6 +81,7 @@ async def test_a_well_formed_id_without_a_log_is_404(edge: TestClient[Any, Any])
 # seq_num beyond a stream id's 64 bits (MAX_SEQ_NUM + 1 and more) is refused before Redis refuses it
 @pytest.mark.parametrize("query", ["seq_num=-1", "seq_num=x", "seq_num=18446744073709551615", "seq_num=" + "9" * 30,
                                    "limit=0", "limit=1000", "wait=99", "wait=soon"])
+@pytest.mark.rule("refusal-json-no-key")
 async def test_malformed_parameters_are_400_json(edge: TestClient[Any, Any], store: CastStore, query: str) -> None:
     cid = cast_id()
     await write_cast(store, cid, ["One."])
@@ -124,6 +126,7 @@ async def test_an_unexpected_error_is_a_plain_json_500(edge: TestClient[Any, Any
     assert (await resp.json())["error"] == "internal"
 
 
+@pytest.mark.rule("rate-limit-shared")
 async def test_reads_over_the_budget_get_429_with_retry_after(make_edge: Any, store: CastStore) -> None:
     edge = await make_edge(read_rate=0.5, read_burst=3)
     cid = cast_id()

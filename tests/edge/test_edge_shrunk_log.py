@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -37,6 +38,7 @@ async def redo_from(store: CastStore, cid: str, seq: int, texts: list[str], *, s
     return cast
 
 
+@pytest.mark.rule("views-checked-on-use")
 async def test_a_finished_cast_rewritten_after_a_lost_tail_is_served_as_redis_holds_it(
     edge: TestClient[Any, Any], store: CastStore, redis: Redis,
 ) -> None:
@@ -56,6 +58,7 @@ async def test_a_finished_cast_rewritten_after_a_lost_tail_is_served_as_redis_ho
     assert resp.status == 200 and resp.content_length == len(want) and body == want
 
 
+@pytest.mark.rule("views-checked-on-use")
 async def test_a_log_cut_back_to_fewer_records_is_not_served_from_the_cache(
     edge: TestClient[Any, Any], store: CastStore, redis: Redis,
 ) -> None:
@@ -69,6 +72,7 @@ async def test_a_log_cut_back_to_fewer_records_is_not_served_from_the_cache(
     assert [r["seq_num"] for r in (await resp.json())["records"]] == [0, 1, 2, 3]
 
 
+@pytest.mark.rule("follower-moved-back")
 async def test_an_sse_follower_past_the_new_tail_is_moved_back_and_gets_the_new_start(
     edge: TestClient[Any, Any], store: CastStore, redis: Redis,
 ) -> None:
@@ -92,6 +96,7 @@ async def test_an_sse_follower_past_the_new_tail_is_moved_back_and_gets_the_new_
     assert events[rewound_at].event == "start"
 
 
+@pytest.mark.rule("follower-moved-back")
 async def test_a_follower_waiting_past_a_shrunk_tail_is_not_left_waiting(
     make_edge: Any, store: CastStore, redis: Redis,
 ) -> None:

@@ -7,6 +7,7 @@ import socket
 import tracemalloc
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -19,6 +20,7 @@ from tests.support.waiting import wait_until
 QUEUE = 4
 
 
+@pytest.mark.rule("slow-listener-demoted")
 async def test_a_listener_that_stops_taking_is_demoted_and_catches_up_by_offset(
     make_edge: Any, store: CastStore
 ) -> None:
@@ -87,6 +89,7 @@ async def test_records_the_tail_delivered_during_the_join_are_read_by_offset_onc
         tail.unsubscribe(late)
 
 
+@pytest.mark.rule("slow-listener-demoted")
 async def test_a_client_that_never_reads_does_not_grow_edge_memory_and_can_resume(
     make_edge: Any, store: CastStore, redis: Redis
 ) -> None:

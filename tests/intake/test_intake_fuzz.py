@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -73,6 +74,7 @@ def expected_id(body: Any) -> str:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(body=bodies)
+@pytest.mark.rule("refusal-json-no-key")
 async def test_any_json_body_gets_a_json_answer_and_never_a_5xx(client: Client, redis: Redis, body: Any) -> None:
     await redis.flushdb()
     await publish(redis, PUBLISHED_VOICES, "af_heart")  # as the fixture did

@@ -53,6 +53,7 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     assert await redis.xlen(castlog.JOBS) == 0
 
 
+@pytest.mark.rule("fragments-idempotent")
 async def test_fragments_append_in_order_and_a_resend_appends_nothing(client: Client, redis: Redis) -> None:
     cast_id = await open_live(client)
     assert await send(client, cast_id, "Hello th", 0) == (200, {"id": cast_id, "status": "appended", "offset": 8})
@@ -62,6 +63,7 @@ async def test_fragments_append_in_order_and_a_resend_appends_nothing(client: Cl
     assert (await text_of(redis, cast_id)).text == "Hello there. How"
 
 
+@pytest.mark.rule("fragments-idempotent")
 async def test_a_gap_or_an_overlap_is_refused_with_where_to_go_on(client: Client, redis: Redis) -> None:
     cast_id = await open_live(client)
     await send(client, cast_id, "Hello", 0)
@@ -250,6 +252,7 @@ async def test_websocket_bad_messages_get_errors_and_the_session_goes_on(client:
     await ws.close()
 
 
+@pytest.mark.rule("session-end-closes")
 async def test_a_client_that_disconnects_closes_the_text_so_the_cast_finishes(client: Client, redis: Redis) -> None:
     ws, cast_id = await start(client)
     await ws.send_json({"type": "text", "text": "Half a sentence"})

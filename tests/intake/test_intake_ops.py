@@ -70,6 +70,7 @@ async def test_healthz_is_200_while_redis_answers(client: Client) -> None:
     assert resp.status == 200 and await resp.json() == {"status": "ok"}
 
 
+@pytest.mark.rule("unavailable-503")
 async def test_healthz_and_submits_answer_503_json_when_redis_is_gone(
     make_client: MakeClient, tmp_path: Path
 ) -> None:

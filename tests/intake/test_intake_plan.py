@@ -8,6 +8,7 @@ from castlog import content_id, count_chunks
 from intake.plan import OFFLOAD_PLAN_CHARS, Planner
 
 
+@pytest.mark.rule("plan-equals-synthesis")
 async def test_plan_is_the_splitters_chunk_count(texts: dict[str, str]) -> None:
     planner = Planner()
     for text in texts.values():

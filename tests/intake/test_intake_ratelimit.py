@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -38,6 +39,7 @@ async def test_client_over_its_burst_gets_429_with_retry_after(make_client: Make
     assert 'streamtts_intake_requests_total{route="/api/casts",status="429"} 1.0' in metrics
 
 
+@pytest.mark.rule("refusal-json-no-key")
 async def test_an_invalid_request_spends_no_token_and_touches_no_key(make_client: MakeClient, redis: Redis) -> None:
     client = await make_client(max_body_bytes=4000, **TIGHT)
     for _ in range(3):
@@ -86,6 +88,7 @@ async def test_forwarded_for_from_an_untrusted_peer_is_ignored(make_client: Make
     assert {k for k in await key_names(redis) if k.startswith("rl/")} == {"rl/intake/127.0.0.1"}
 
 
+@pytest.mark.rule("rate-limit-shared")
 async def test_replicas_share_one_bucket_per_client(make_client: MakeClient) -> None:
     first, second = await make_client(**TIGHT), await make_client(**TIGHT)
     assert (await submit(first, "One.")).status == 201

@@ -22,6 +22,7 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.mark.rule("unavailable-503")
 async def test_submits_get_503_while_redis_is_down_and_succeed_once_it_is_back(own_redis: RedisServer) -> None:
     writer = client_for(own_redis.url)
     await publish(writer, PUBLISHED_VOICES, "af_heart")  # a worker is up

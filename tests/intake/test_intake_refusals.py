@@ -72,6 +72,7 @@ async def assert_refusal(resp: Any, status: int, code: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("path", "ctype", "body", "status", "code"), BAD_REQUESTS)
+@pytest.mark.rule("refusal-json-no-key")
 async def test_bad_request_is_refused_with_json_and_leaves_no_key(
     strict_client: Client, redis: Redis, path: str, ctype: str | None, body: bytes, status: int, code: str
 ) -> None:

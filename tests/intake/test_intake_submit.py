@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -46,6 +47,7 @@ async def test_new_cast_answers_201_with_its_link(client: Client, redis: Redis, 
     assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), JOBS}
 
 
+@pytest.mark.rule("repeat-is-cache-hit")
 async def test_second_identical_submit_gets_same_link(client: Client, redis: Redis, texts: dict[str, str]) -> None:
     first = await post(client, {"text": texts["short"], "voice": "jf_alpha"})
     second = await post(client, {"text": texts["short"], "voice": "jf_alpha", "title": "other"})
@@ -61,6 +63,7 @@ async def test_same_text_in_another_voice_is_another_cast(client: Client, texts:
     assert a[1]["id"] != b[1]["id"]
 
 
+@pytest.mark.rule("claim-once")
 async def test_200_concurrent_identical_posts_make_exactly_one_cast(
     client: Client, redis: Redis, store: CastStore, texts: dict[str, str]
 ) -> None:
@@ -81,6 +84,7 @@ async def test_200_concurrent_identical_posts_make_exactly_one_cast(
     assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), JOBS}
 
 
+@pytest.mark.rule("content-id")
 async def test_id_is_content_id_of_the_normalised_stored_text(client: Client, store: CastStore) -> None:
     # CRLF, a NUL, a C1 control, a decomposed é (e + U+0301) and surrounding white space.
     raw = "  \r\nCafe\u0301 au\x00 lait.\r\nSecond\x85 line.\t \n"
@@ -158,6 +162,7 @@ async def test_unknown_fields_are_refused_naming_the_field(client: Client, redis
     assert await key_names(redis) == set()  # (the workers' voice list aside)
 
 
+@pytest.mark.rule("speed-in-id")
 async def test_speed_is_part_of_the_cast_and_its_meta(client: Client, store: CastStore) -> None:
     status, body, _ = await post(client, {"text": "Hi.", "voice": "af_heart", "speed": 2})
     assert status == 201 and body["id"] == content_id("Hi.", "af_heart", 2.0) != content_id("Hi.", "af_heart")
@@ -179,6 +184,7 @@ async def test_text_at_the_char_limit_is_accepted(make_client: MakeClient, store
     assert isinstance(meta, Meta) and meta.chars == 50
 
 
+@pytest.mark.rule("plan-equals-synthesis")
 async def test_a_maximal_text_is_planned_like_the_worker_splits_it(client: Client, store: CastStore) -> None:
     text = ("Ein langer Satz ohne Ende, " * 4000)[:100_000].strip()
     status, body, _ = await post(client, {"text": text, "voice": "af_heart"})
@@ -187,6 +193,7 @@ async def test_a_maximal_text_is_planned_like_the_worker_splits_it(client: Clien
     assert isinstance(meta, Meta) and meta.sentences == count_chunks(text) and meta.chars == len(text)
 
 
+@pytest.mark.rule("repeat-is-cache-hit")
 async def test_resubmit_of_a_finished_cast_enqueues_nothing(client: Client, redis: Redis, store: CastStore) -> None:
     _, body, _ = await post(client, {"text": "Done already.", "voice": "af_heart"})
     cast_id = body["id"]
@@ -197,6 +204,7 @@ async def test_resubmit_of_a_finished_cast_enqueues_nothing(client: Client, redi
     assert await LogReader(store.redis).tail(cast_id) == 4
 
 
+@pytest.mark.rule("error-is-retried")
 async def test_resubmit_of_an_errored_cast_enqueues_one_job(client: Client, redis: Redis, store: CastStore) -> None:
     _, body, _ = await post(client, {"text": "Failed once.", "voice": "af_heart"})
     cast_id = body["id"]

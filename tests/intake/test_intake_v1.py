@@ -76,6 +76,7 @@ async def test_a_bad_request_is_an_openai_error_naming_its_field_and_leaves_no_k
     assert await key_names(redis) == set()
 
 
+@pytest.mark.rule("v1-is-a-submit")
 async def test_speech_streams_each_chunk_as_it_is_appended(client: Client, store: CastStore) -> None:
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS, gap_s=0.5))
@@ -91,6 +92,7 @@ async def test_speech_streams_each_chunk_as_it_is_appended(client: Client, store
 
 
 @pytest.mark.parametrize("fmt", ["mp3", "wav", "flac", "opus", "aac"])
+@pytest.mark.rule("formats-exact")
 async def test_every_format_decodes_to_the_mp3s_duration(client: Client, store: CastStore, fmt: str) -> None:
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS))

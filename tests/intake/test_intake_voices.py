@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -16,6 +17,7 @@ from .conftest import PUBLISHED_VOICES, MakeClient, keys_besides_rate_limits, pu
 Client = TestClient[Any, Any]
 
 
+@pytest.mark.rule("voices-published")
 async def test_before_any_worker_published_submits_and_voices_answer_warming_up(
     client: Client, redis: Redis
 ) -> None:
@@ -47,6 +49,7 @@ async def test_the_published_list_is_offered(client: Client) -> None:
     assert ready == {"status": "ok", "voices": len(PUBLISHED_VOICES), "default": "af_heart"}
 
 
+@pytest.mark.rule("voices-published")
 async def test_published_voices_replace_the_older_ones(client: Client, redis: Redis) -> None:
     await publish(redis, ["af_bella", "af_heart"], "af_bella", backend="torch")
     body = await (await client.get("/api/voices")).json()
@@ -78,6 +81,7 @@ async def test_a_voice_published_just_now_is_accepted_at_once(client: Client, re
     assert resp.status == 201
 
 
+@pytest.mark.rule("voices-published")
 async def test_the_last_published_list_stands_while_no_worker_runs(client: Client, redis: Redis) -> None:
     # Workers publish at start-up only: with all of them down the entry is still there.
     await publish(redis, ["jf_alpha"], "jf_alpha")

@@ -168,6 +168,7 @@ async def test_chunk_that_always_fails_with_the_real_model_ends_in_error_and_dea
     assert await pending_count(redis) == 0
 
 
+@pytest.mark.rule("append-fenced")
 async def test_second_worker_takes_over_after_the_lease_and_the_late_append_is_refused(
     redis: Redis, store: CastStore, synthesizer: Synthesizer, caplog: pytest.LogCaptureFixture
 ) -> None:

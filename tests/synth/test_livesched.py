@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from synth.livesched import pick_next
 from synth.scheduler import Pace
 
@@ -24,16 +26,19 @@ def leading(name: str, lead_s: float, now: float = 100.0) -> Cast:
     return Cast(name, pace=Pace(appended_ms=int(1000 * (lead_s + 10)), first_audio_at=now - 10))
 
 
+@pytest.mark.rule("open-sentence-first")
 def test_a_complete_live_sentence_goes_before_batch_lead_work() -> None:
     batch, live = leading("batch", 1.0), Cast("live", live=True)
     assert pick_next([batch, live], 100.0, first_chunk_s=0.5).cast.name == "live"  # type: ignore[union-attr]
 
 
+@pytest.mark.rule("open-sentence-first")
 def test_a_batch_listener_about_to_run_dry_still_comes_first() -> None:
     batch, live = leading("batch", 0.2), Cast("live", live=True)
     assert pick_next([live, batch], 100.0, first_chunk_s=0.5).cast.name == "batch"  # type: ignore[union-attr]
 
 
+@pytest.mark.rule("open-sentence-first")
 def test_one_live_sentence_in_flight_unless_nothing_else_wants_the_model() -> None:
     batch, live = leading("batch", 1.0), Cast("live", live=True, in_flight=1)
     assert pick_next([live, batch], 100.0).cast.name == "batch"  # type: ignore[union-attr]

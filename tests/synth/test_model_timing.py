@@ -21,6 +21,7 @@ TEXT = ("The harbour was quiet before dawn. A fisherman checked his nets, counte
 MAX_MEDIAN_START_MS = 150
 
 
+@pytest.mark.rule("words-from-model")
 def test_words_are_found_in_order_and_punctuation_is_passed_over() -> None:
     phonemes = "həlˈO, wˈɜɹld!"
     words = [("Hello", "həlˈO"), (",", ","), ("world", "wˈɜɹld"), ("!", "!")]
@@ -39,6 +40,7 @@ def test_symbol_times_follow_the_frames_and_pieces_join_end_to_end() -> None:
     assert times == [(2 * f, 3 * f), (3 * f, 6 * f), (10 * f, 10 * f), (11 * f, 16 * f)]
 
 
+@pytest.mark.rule("words-from-model")
 def test_spaced_words_pair_only_when_the_counts_agree() -> None:
     assert spaced_words("one two", "wˈʌn tˈu") == [("one", "wˈʌn"), ("two", "tˈu")]
     assert spaced_words("1999", "nˌIntˈin nˈIndi") == []
@@ -64,6 +66,7 @@ def _plain(word: str) -> str:
 
 
 @pytest.mark.model
+@pytest.mark.rule("words-match-whisper")
 def test_word_starts_agree_with_whisper_within_150_ms(synthesizer: Synthesizer, voice: str) -> None:
     """The times as a record carries them (shifted into the MP3 chunk) against Whisper's
     word timestamps on the decoded chunk: median absolute start difference."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import pytest
+
 from castlog.cuts import FIRST_WORDS_CHARS
 from synth.scheduler import (
     NO_AUDIO_LEAD,
@@ -62,6 +64,7 @@ def test_a_chunk_counts_in_the_lead_from_the_model_on_at_its_exact_length_once_e
     assert made.audio_ms == 3_000 and Pace().audio_ms == 0  # each step gave a new pace
 
 
+@pytest.mark.rule("lowest-lead-first")
 def test_pick_takes_the_lowest_lead() -> None:
     ahead, behind, middle = at(20_000, 0.0), at(5_000, 0.0), at(9_000, 0.0)
     assert pick([ahead, behind, middle], now=3.0).cast is behind
@@ -88,6 +91,7 @@ def test_admission_fills_free_slots_below_the_cap() -> None:
     assert admissible([], 0.0, cap=3, max_active=6, threshold_s=15) == 3
 
 
+@pytest.mark.rule("lowest-lead-first")
 def test_at_the_cap_admits_one_more_only_when_every_cast_leads_by_more_than_the_threshold() -> None:
     far = [at(60_000, 0.0) for _ in range(3)]
     assert admissible(far, now=10.0, cap=3, max_active=6, threshold_s=15) == 1  # leads are 50 s
@@ -132,6 +136,7 @@ def underruns(casts: list[Cast], log: list[tuple[str, float]]) -> int:
     return count
 
 
+@pytest.mark.rule("lowest-lead-first")
 def test_fairness_unit_is_one_chunk_and_equal_casts_alternate() -> None:
     a, b = Cast("a", [2_000] * 6), Cast("b", [2_000] * 6)
     log = simulate([a, b], rtf=0.4)
@@ -202,6 +207,7 @@ def first_and_last(log: list[tuple[str, float]]) -> tuple[dict[str, float], dict
     return first, last
 
 
+@pytest.mark.rule("first-chunks-first")
 def test_casts_that_arrive_together_each_get_their_first_clause_before_any_second_chunk() -> None:
     for rtf in (0.2, 0.5):  # a GPU (three listeners need 0.6 of the model), this CPU (1.5 models)
         casts = bench_casts()
@@ -225,6 +231,7 @@ def test_below_capacity_first_clauses_make_every_listener_wait_less_in_all() -> 
         assert first[new.name] + stall_s(new, log) <= first_before[old.name] + stall_s(old, before), new.name
 
 
+@pytest.mark.rule("first-chunks-first")
 def test_a_listener_about_to_run_dry_goes_before_a_newcomer_that_has_not_waited_long() -> None:
     def scene() -> tuple[Cast, Cast, Cast]:
         """At 10 s: leads of 0.5 s and 20 s, and a cast admitted half a second ago, without audio."""
@@ -269,6 +276,7 @@ def test_over_capacity_every_first_audio_still_comes_before_any_cast_ends() -> N
     assert max(first.values()) < min(last.values())
 
 
+@pytest.mark.rule("first-chunks-first")
 def test_a_cast_heard_only_after_a_newcomer_arrived_does_not_go_before_it() -> None:
     # arrived together: "r" got its first chunk first, and is thin, but "n" gets its first next
     risky, newcomer = Cast("r", [1000] * 3, Pace(1_000, 0.2, admitted_at=0.0)), Cast("n", [1000], Pace(admitted_at=0.0))

@@ -3,6 +3,7 @@ read together each get their first clause before any gets a second chunk."""
 
 from __future__ import annotations
 
+import pytest
 from redis.asyncio import Redis
 
 import castlog
@@ -17,6 +18,7 @@ TEXTS = (
 )
 
 
+@pytest.mark.rule("first-chunks-first")
 async def test_jobs_read_in_one_batch_each_get_their_first_clause_before_any_second_chunk(
     redis: Redis, store: CastStore
 ) -> None:

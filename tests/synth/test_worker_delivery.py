@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
 from redis.asyncio import Redis
 
 import castlog
@@ -28,6 +29,7 @@ from tests.synth.support import (
 TEXT = "Hello there. This is a post deployment check. It has three sentences."
 
 
+@pytest.mark.rule("ack-after-terminal")
 async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
     redis: Redis, store: CastStore
 ) -> None:
@@ -57,6 +59,7 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
     await wait_until(lambda: _no_pending(redis))
 
 
+@pytest.mark.rule("unknown-kind-skipped")
 async def test_a_log_ending_in_a_kind_this_version_skips_still_gets_its_audio(
     redis: Redis, store: CastStore
 ) -> None:
@@ -85,6 +88,7 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
     assert len(await castlog.read_done(redis)) == 1
 
 
+@pytest.mark.rule("attempts-count-failures")
 async def test_chunk_that_always_fails_gets_three_attempts_then_error_dead_letter_and_ack(
     redis: Redis, store: CastStore
 ) -> None:
@@ -116,6 +120,7 @@ async def test_unknown_voice_fails_at_once_without_retries(redis: Redis, store: 
     assert len(await castlog.read_dead(redis)) == 1
 
 
+@pytest.mark.rule("error-is-retried")
 async def test_resubmitted_failed_cast_continues_attempt_numbers(redis: Redis, store: CastStore) -> None:
     failing = threading.Event()
     failing.set()
@@ -132,6 +137,7 @@ async def test_resubmitted_failed_cast_continues_attempt_numbers(redis: Redis, s
     assert [e.record.i for e in castlog.playable(entries)] == [0, 1, 2]
 
 
+@pytest.mark.rule("pending-taken-over")
 async def test_restarted_worker_resumes_its_own_pending_job_with_attempt_two(
     redis: Redis, store: CastStore
 ) -> None:
@@ -152,6 +158,7 @@ async def test_restarted_worker_resumes_its_own_pending_job_with_attempt_two(
     assert [a.o for a in played] == [sum(p.d for p in played[:k]) for k in range(len(played))]
 
 
+@pytest.mark.rule("ack-after-terminal")
 async def test_stop_finishes_the_chunk_in_hand_and_leaves_the_job_pending(
     redis: Redis, store: CastStore
 ) -> None:
@@ -171,6 +178,7 @@ async def test_stop_finishes_the_chunk_in_hand_and_leaves_the_job_pending(
     assert await pending_count(redis) == 1
 
 
+@pytest.mark.rule("append-fenced")
 async def test_second_worker_takes_over_after_the_lease_and_the_old_append_is_refused(
     redis: Redis, store: CastStore
 ) -> None:
@@ -192,6 +200,7 @@ async def test_second_worker_takes_over_after_the_lease_and_the_old_append_is_re
     assert [e.record.i for e in castlog.playable(entries)] == [0, 1, 2]
 
 
+@pytest.mark.rule("pending-taken-over")
 async def test_lease_refresh_keeps_a_slow_job_from_being_taken_over(redis: Redis, store: CastStore) -> None:
     text = " ".join(f"Sentence number {n} is here." for n in range(4))
     cast_id = await submit(store, text)

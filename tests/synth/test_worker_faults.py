@@ -31,6 +31,7 @@ async def no_pending(redis: Redis) -> bool:
     return await pending_count(redis) == 0
 
 
+@pytest.mark.rule("attempts-count-failures")
 async def test_worker_deaths_do_not_use_up_the_attempts(redis: Redis, store: CastStore) -> None:
     cast_id = await submit(store, LONG)
     for n in range(3):  # three deaths, each after some progress: more than SYNTH_MAX_ATTEMPTS
@@ -44,6 +45,7 @@ async def test_worker_deaths_do_not_use_up_the_attempts(redis: Redis, store: Cas
     assert [e.record.i for e in castlog.playable(entries)] == list(range(6))  # type: ignore[union-attr]
 
 
+@pytest.mark.rule("attempts-count-failures")
 async def test_a_chunk_in_hand_at_every_death_is_a_poison_input_after_the_named_number(
     redis: Redis, store: CastStore,
 ) -> None:
@@ -80,6 +82,7 @@ class _Poisoned(StandIn):
         return super().synthesize(text, voice, speed)
 
 
+@pytest.mark.rule("attempts-count-failures")
 async def test_a_redis_error_on_append_is_not_a_failed_attempt(
     redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -102,6 +105,7 @@ async def test_a_redis_error_on_append_is_not_a_failed_attempt(
     assert [e.record.i for e in castlog.playable(entries)] == list(range(6))  # type: ignore[union-attr]
 
 
+@pytest.mark.rule("receipt-at-least-once")
 async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is_acknowledged(
     redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -124,6 +128,7 @@ async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is
     assert (await log_of(store, cast_id))[-1].kind == "eos"  # settled, not turned into an error
 
 
+@pytest.mark.rule("sigterm-hands-back")
 async def test_stop_hands_the_jobs_back_and_another_worker_takes_them_at_once(
     redis: Redis, store: CastStore,
 ) -> None:
@@ -159,6 +164,7 @@ async def _only(redis: Redis, name: str) -> bool:
     return names == {name}
 
 
+@pytest.mark.rule("sigterm-hands-back")
 async def test_a_rolling_restart_of_two_workers_keeps_every_cast_going(redis: Redis, store: CastStore) -> None:
     """Each worker in turn is stopped (SIGTERM) and replaced; the gap between two sentences of
     any cast stays near the chunk time, far below the lease."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from redis.asyncio import Redis
 
 import castlog
@@ -18,6 +19,7 @@ async def _deliver(redis: Redis, consumer: str, count: int) -> list[str]:
     return [entry_id for entry_id, _ in await jobs.read_new(redis, consumer, count, block_ms=1)]
 
 
+@pytest.mark.rule("pending-taken-over")
 async def test_take_over_reaches_a_dead_workers_jobs_behind_many_live_ones(redis: Redis) -> None:
     await jobs.ensure_group(redis)
     for n in range(30):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from redis.asyncio import Redis
 
 import castlog
@@ -84,6 +85,7 @@ async def test_flush_speaks_an_unfinished_sentence_now(redis: Redis, store: Cast
     assert [a.t for a in audio_of(entries)] == ["Let me think", "about it.", "Done."]
 
 
+@pytest.mark.rule("open-sentence-first")
 async def test_a_live_sentence_goes_before_batch_lead_work(redis: Redis, store: CastStore) -> None:
     model = StandIn(rtf=0.02)
     batch_text = " ".join(f"Batch sentence number {k} is here." for k in range(40))
@@ -116,6 +118,7 @@ async def test_idle_open_cast_is_closed_by_the_worker(redis: Redis, store: CastS
     assert text.closed.cid == castlog.content_id("Nobody closes this. Left unfinished", VOICE)
 
 
+@pytest.mark.rule("open-restart-resumes")
 async def test_restart_in_the_middle_resumes_an_open_cast(redis: Redis, store: CastStore) -> None:
     gate = threading.Event()
     live, cast_id = await open_cast(redis)
@@ -134,6 +137,7 @@ async def test_restart_in_the_middle_resumes_an_open_cast(redis: Redis, store: C
     assert played == ["One is here.", "Two is here.", "Three is here."]
 
 
+@pytest.mark.rule("chunker-equals-split")
 def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
     text = (
         "Dr. Smith arrived at 3.30 p.m. sharp. \"Why?\" she asked… and left!  Then, after a very long "

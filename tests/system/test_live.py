@@ -90,6 +90,7 @@ async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_li
     assert abs(len(decode_mp3(mp3)) - got[-1]["audio_ms"] * 24) <= 576
 
 
+@pytest.mark.rule("fragments-idempotent")
 async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: System) -> None:
     text = "Fragments come over HTTP. The last one has no stop"
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
@@ -113,6 +114,7 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Syst
     assert records[-1]["kind"] == "eos" and records[-1]["headers"]["sentences"] == len(castlog.split_text(text))
 
 
+@pytest.mark.rule("chunker-equals-split")
 async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: System) -> None:
     text = "Hi. Yes, go."  # short, so that one cast per cut stays cheap with the real model
     want = castlog.split_text(text)
@@ -135,6 +137,7 @@ async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Syste
     assert [spoken(records) for records in logs] == [want] * len(ids)
 
 
+@pytest.mark.rule("session-end-closes")
 async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: System) -> None:
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
@@ -146,6 +149,7 @@ async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: Syste
     assert spoken(records) == ["Gone before the end"] and records[-1]["kind"] == "eos"
 
 
+@pytest.mark.rule("open-restart-resumes")
 async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
     text1, text2 = "Before the crash. ", "After the crash, it goes on."
     async with ClientSession(timeout=ClientTimeout(total=280)) as http:

@@ -69,6 +69,7 @@ def _samples(data: bytes, fmt: str) -> int:
         return decoded * 24_000 // stream.rate
 
 
+@pytest.mark.rule("formats-exact")
 async def test_every_format_streams_to_a_file_with_the_casts_duration(
     system: System, sdk: openai.AsyncOpenAI, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ async def test_every_format_streams_to_a_file_with_the_casts_duration(
     assert np.abs(pcm).max() > 1000, "speech, not silence"
 
 
+@pytest.mark.rule("repeat-is-cache-hit", "v1-is-a-submit")
 async def test_a_repeat_is_served_from_the_log_with_the_same_bytes(
     system: System, sdk: openai.AsyncOpenAI, tmp_path: Path
 ) -> None:
@@ -102,6 +104,7 @@ async def test_a_repeat_is_served_from_the_log_with_the_same_bytes(
     assert (tmp_path / "a.mp3").read_bytes() == (tmp_path / "b.mp3").read_bytes()
 
 
+@pytest.mark.rule("speed-in-id")
 async def test_speed_makes_its_own_shorter_cast(system: System, sdk: openai.AsyncOpenAI, tmp_path: Path) -> None:
     voice = await _default_voice(system)
     text = "Faster, please."
