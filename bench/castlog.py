@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 # This file shares its name with the library it measures: run as a script, its own folder
-# must not shadow the package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# must not shadow the package; it goes last, for bench/common.py.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results  # noqa: E402
 
 from castlog import Audio, CastStore, cast_key, encode_fields  # noqa: E402
 from servicekit import client_for  # noqa: E402
-from streamtts.redisserver import start_server  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "castlog.json"
-TEXT = (Path(__file__).resolve().parents[1] / "texts" / "paragraph.txt").read_text().split(".")[0]
+TEXT = repo_text("paragraph").split(".")[0]
 BODY = bytes(4_000)  # about one short sentence of 48 kbps MP3
 BATCH = 20
 
@@ -64,8 +63,7 @@ async def timed(fn, store: CastStore, cast: str, n: int) -> float:  # type: igno
 
 
 async def main(rounds: int, per_round: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    with temp_redis() as server:
         redis = client_for(server.url)
         store = CastStore(redis)
         cast = "benchBENCH01"
@@ -82,7 +80,6 @@ async def main(rounds: int, per_round: int) -> dict[str, float]:
             print()
         finally:
             await redis.aclose()
-            server.stop()
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "guarded_vs_plain_xadd": med["guarded"] / med["plain"],
@@ -98,9 +95,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     ratios = asyncio.run(main(args.rounds, args.per_round))
     print(f"{'comparison (per record, median of rounds)':<48} {'ratio':>7}")
-    for name, ratio in ratios.items():
-        print(f"{name:<48} {ratio:>6.2f}x")
-    verdict = "met" if ratios["guarded_vs_plain_xadd"] <= 1.5 else "MISSED"
-    print(f"target: guarded append <= 1.5x plain XADD: {verdict}")
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"ratios": ratios, "rounds": args.rounds, "per_round": args.per_round}, indent=2))
+    print_rows(ratios, 48, "{:>6.2f}x")
+    print_target("guarded append <= 1.5x plain XADD", ratios["guarded_vs_plain_xadd"] <= 1.5)
+    write_results(RESULTS / "castlog.json", {"ratios": ratios, "rounds": args.rounds, "per_round": args.per_round})

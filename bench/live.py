@@ -27,11 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,28 +36,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # bench/ holds scripts named like the packages they measure (castlog.py, synth.py): run as a
-# script, this folder must not shadow them.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# script, this folder must not shadow them; it goes last, for bench/common.py.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import aiohttp  # noqa: E402
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
+from common import RESULTS, repo_text, services, temp_redis, write_results  # noqa: E402
 
 import castlog  # noqa: E402
 import servicekit  # noqa: E402
 from castlog import CastStore, Chunker, LogReader, Meta  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
 from synth import worker as worker_module  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
 from synth.mp3 import EncodedChunk, encode_chunk  # noqa: E402
 from synth.worker import Worker  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "live.json"
-TEXTS = Path(__file__).resolve().parents[1] / "texts"
 # The agents' answers: two chunks each, from our own texts (distinct, so each sentence's model
 # time is its own).
-ARTICLE = castlog.split_text((TEXTS / "article.txt").read_text(encoding="utf-8"))
-PARAGRAPH = castlog.split_text((TEXTS / "paragraph.txt").read_text(encoding="utf-8"))
+ARTICLE = castlog.split_text(repo_text("article"))
+PARAGRAPH = castlog.split_text(repo_text("paragraph"))
 TARGET_RATIO, TARGET_OVERHEAD_S = 1.1, 0.050
 # Speech of a chunk: about 16 characters a second, Kokoro's pace in English.
 MS_PER_CHAR = 60
@@ -227,13 +223,9 @@ def per_sentence_row(what: str, session: Session, model: PacedModel) -> Row:
 
 async def run(args: argparse.Namespace) -> dict[str, Row]:
     model = PacedModel(args.gpu_rtf)
-    with tempfile.TemporaryDirectory() as tmp:
-        redis_server = start_server(Path(tmp), aof=False)
-        port = free_port()
-        env = dict(os.environ, REDIS_URL=redis_server.url, INTAKE_PORT=str(port), INTAKE_RATE="1000", INTAKE_BURST="1000")
-        intake = subprocess.Popen([sys.executable, "-m", "intake"], env=env, stdin=subprocess.DEVNULL)
-        try:
-            await wait_healthy(f"http://127.0.0.1:{port}/healthz", intake)
+    with temp_redis() as redis_server:
+        async with services(redis_server.url, ["intake"], INTAKE_RATE="1000", INTAKE_BURST="1000") as ports:
+            port = ports["intake"]
             redis = servicekit.client_for(redis_server.url)
             # as a worker does at start-up: intake takes only voices a worker has published
             offer = castlog.VoiceList(voices=tuple(model.voices()), default=VOICE)
@@ -247,24 +239,6 @@ async def run(args: argparse.Namespace) -> dict[str, Row]:
                 worker.stop()
                 await asyncio.wait_for(task, 60)
                 await redis.aclose()
-        finally:
-            intake.terminate()
-            intake.wait(20)
-            redis_server.stop()
-
-
-async def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as http:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                async with http.get(url) as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"intake did not come up at {url}")
 
 
 async def measure(args: argparse.Namespace, model: PacedModel, voice: str, store: CastStore, url: str) -> dict[str, Row]:
@@ -319,7 +293,7 @@ def main() -> None:
     args = parser.parse_args()
     results = asyncio.run(run(args))
     report(results)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(RESULTS / "live.json", results)
 
 
 if __name__ == "__main__":

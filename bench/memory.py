@@ -26,9 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run as a script, this folder must not shadow the packages; it goes last, for bench/common.py.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 from aiohttp import ClientSession, web  # noqa: E402
+from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
 from blobstore import StoreConfig, open_store  # noqa: E402
@@ -47,12 +50,11 @@ from castlog import (  # noqa: E402
     split_text,
 )
 from edge import Config, create_app  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
+from streamtts.redisserver import free_port  # noqa: E402
 from synth.archiver import Archiver  # noqa: E402
 from synth.config import ArchiverConfig  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "memory.json"
-PARAGRAPH = (Path(__file__).resolve().parents[1] / "texts" / "paragraph.txt").read_text().strip()
+PARAGRAPH = repo_text("paragraph").strip()
 VOICE = "af_heart"
 BYTES_PER_MS = 6  # 48 kbit/s
 MS_PER_CHAR = 65  # about Kokoro's pace
@@ -148,8 +150,7 @@ async def first_bytes(session: ClientSession, base: str, held: list[str], archiv
 
 
 async def main(n: int, replays: int, rounds: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp) / "redis", aof=False)
+    with tempfile.TemporaryDirectory() as tmp, temp_redis() as server:
         redis = client_for(server.url)
         store = CastStore(redis)
         archive_cfg = StoreConfig((Path(tmp) / "archive").as_uri())
@@ -192,7 +193,6 @@ async def main(n: int, replays: int, rounds: int) -> dict[str, Any]:
                 await runner.cleanup()
             await blobs.close()
             await redis.aclose()
-            server.stop()
     today, archived = (held_mem - base_mem) / n, (archived_mem - base_mem) / n
     return {
         "casts": n,
@@ -217,11 +217,9 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     result = asyncio.run(main(args.casts, args.replays, args.rounds))
-    for name, value in result.items():
-        print(f"{name:<40} {value:.2f}" if isinstance(value, float) else f"{name:<40} {value}")
-    fits = result["redis_bytes_per_cast_archived"] <= TARGET_BYTES
-    print(f"target: <= {TARGET_BYTES} bytes of Redis per finished cast: {'met' if fits else 'MISSED'}")
+    print_rows(result, 40)
+    print_target(f"<= {TARGET_BYTES} bytes of Redis per finished cast",
+                 result["redis_bytes_per_cast_archived"] <= TARGET_BYTES)
     ok = max(result["first_byte_archived_vs_redis_warm"], result["first_byte_archived_vs_redis_cold"]) <= 1.2
-    print(f"target: first byte of an archived cast within 1.2x of a Redis-held one: {'met' if ok else 'MISSED'}")
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({**result, "rounds": args.rounds}, indent=2))
+    print_target("first byte of an archived cast within 1.2x of a Redis-held one", ok)
+    write_results(RESULTS / "memory.json", {**result, "rounds": args.rounds})

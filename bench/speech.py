@@ -18,50 +18,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this folder is sys.path[0]: drop it so no benchmark shadows a package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run as a script, this folder is sys.path[0]: move it to the end so no benchmark shadows a
+# package, and bench/common.py is found.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import aiohttp  # noqa: E402
+from common import RESULTS, machine, repo_text, services, temp_redis, write_results  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
 from castlog import Audio, LogReader, read_done  # noqa: E402
 from intake.formats import FORMATS, converter  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-START_S = 180.0
 CONVERT_ROUNDS = 5
 
 
 def sentences() -> list[str]:
-    words = (REPO / "texts" / "paragraph.txt").read_text(encoding="utf-8").split(". ")
+    words = repo_text("paragraph").split(". ")
     return [w.strip().rstrip(".") + "." for w in words if len(w.split()) > 4]
-
-
-async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{url} exited with {proc.returncode}")
-        try:
-            async with http.get(url) as resp:
-                if resp.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.3)
-    raise SystemExit(f"{url} not healthy within {START_S} s")
 
 
 async def first_byte(http: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> tuple[float, aiohttp.ClientResponse]:
@@ -159,18 +139,11 @@ def conversion_costs(bodies: list[bytes], audio_s: float, model_rtf: float) -> d
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = start_server(Path(tmp) / "redis", aof=False)
-        ports = {"intake": free_port(), "edge": free_port(), "synth": free_port()}
-        env = dict(os.environ, REDIS_URL=redis.url, SYNTH_BACKEND="onnx", INTAKE_PORT=str(ports["intake"]),
-                   EDGE_PORT=str(ports["edge"]), SYNTH_METRICS_PORT=str(ports["synth"]),
-                   INTAKE_RATE="1000", INTAKE_BURST="1000", EDGE_READ_RATE="1000", EDGE_READ_BURST="1000")
-        procs = {n: subprocess.Popen([sys.executable, "-m", n], env=env, stdin=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL) for n in ports}
-        try:
+    with temp_redis() as redis:
+        async with services(redis.url, ("intake", "edge", "synth"), quiet=True, SYNTH_BACKEND="onnx",
+                            INTAKE_RATE="1000", INTAKE_BURST="1000", EDGE_READ_RATE="1000",
+                            EDGE_READ_BURST="1000") as ports:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
-                for name, proc in procs.items():
-                    await wait_healthy(http, f"http://127.0.0.1:{ports[name]}/healthz", proc)
                 async with http.get(f"http://127.0.0.1:{ports['intake']}/api/voices") as r:
                     voice = (await r.json())["default"]
                 reader = Redis.from_url(redis.url)
@@ -178,21 +151,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await reader.aclose()
             bodies, audio_s, model_rtf = await cast_chunks(redis.url)
             costs = conversion_costs(bodies, audio_s, model_rtf)
-        finally:
-            for proc in procs.values():
-                proc.terminate()
-            for proc in procs.values():
-                proc.wait(60)
-            redis.stop()
     return {"first_byte": firsts, "formats": costs, "audio_s": round(audio_s, 2), "model_rtf": round(model_rtf, 3),
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+            "machine": machine()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", type=int, default=5, help="new casts per API")
     parser.add_argument("--repeats", type=int, default=20, help="replays per API")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "speech.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "speech.json")
     args = parser.parse_args()
     result = asyncio.run(run(args))
     print("first byte, v1 / native (median):")
@@ -202,8 +169,7 @@ def main() -> None:
     for fmt, row in result["formats"].items():
         print(f"  {fmt:5} {row['cpu_per_audio_s'] * 1000:7.2f} ms CPU per audio s  "
               f"= {row['of_model'] * 100:6.2f}% of the model's time for it")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out, result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""What the benchmarks share: the repository's texts, a throwaway Redis, the services started as
+processes and waited for, the lines that print a ratio and its target, and the results as JSON.
+
+A benchmark runs as a script (``python bench/NAME.py``); its first lines move this folder to the
+end of ``sys.path`` (bench/castlog.py must not shadow the castlog package) so that it can
+``from common import ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from streamtts.redisserver import RedisServer, free_port, start_server
+
+REPO = Path(__file__).resolve().parent.parent
+TEXTS = REPO / "texts"
+RESULTS = REPO / "bench" / "results"
+# synth loads and warms the real model before it answers /healthz
+READY_S = 180.0
+READY_POLL_S = 0.2
+STOP_S = 60.0
+
+
+def repo_text(name: str) -> str:
+    """One of the repository's texts: short, paragraph, article or tricky."""
+    return (TEXTS / f"{name}.txt").read_text(encoding="utf-8")
+
+
+def repo_texts() -> dict[str, str]:
+    """Every text of the repository by name, in name order."""
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))}
+
+
+@contextmanager
+def temp_redis(*, aof: bool = False, **options: Any) -> Iterator[RedisServer]:
+    """A Redis server with its data in a temporary folder, stopped and removed on exit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp) / "redis", aof=aof, **options)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+async def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout_s: float = READY_S) -> None:
+    """Until ``url`` answers 200; fails at once if ``proc`` (the server) exits first."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise SystemExit(f"{url}: the server exited with {proc.returncode}")
+            try:
+                async with http.get(url) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(READY_POLL_S)
+    raise SystemExit(f"{url} not healthy within {timeout_s} s")
+
+
+@asynccontextmanager
+async def services(redis_url: str, names: Iterable[str], *, quiet: bool = False,
+                   **env: str) -> AsyncIterator[dict[str, int]]:
+    """``python -m NAME`` for each service on a free port, each waited for until /healthz
+    answers; their ports by name. ``env`` adds to their environment; ``quiet`` drops their logs."""
+    ports = {name: free_port() for name in names}
+    port_vars = {"intake": "INTAKE_PORT", "edge": "EDGE_PORT", "synth": "SYNTH_METRICS_PORT"}
+    environ = dict(os.environ, REDIS_URL=redis_url, **{port_vars[n]: str(p) for n, p in ports.items()}, **env)
+    procs = {name: subprocess.Popen([sys.executable, "-m", name], env=environ, stdin=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL if quiet else None) for name in ports}
+    try:
+        for name, proc in procs.items():
+            await wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc)
+        yield ports
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(STOP_S)
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def print_rows(rows: Mapping[str, object], width: int, number: str = "{:.2f}") -> None:
+    """One line per row: its name padded to ``width``, then its value (numbers as ``number``)."""
+    for name, value in rows.items():
+        shown = number.format(value) if isinstance(value, float) else str(value)
+        print(f"{name:<{width}} {shown}")
+
+
+def print_target(what: str, met: bool) -> None:
+    print(f"target: {what}: {'met' if met else 'MISSED'}")
+
+
+def write_results(path: Path, payload: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
