@@ -28,7 +28,7 @@ from streamtts.redisserver import RedisServer, free_port, start_server
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
 RESULTS = REPO / "bench" / "results"
-# synth loads and warms the real model before it answers /healthz
+# synth loads and warms the real model (and publishes its voices) before it answers /readyz
 READY_S = 180.0
 READY_POLL_S = 0.2
 STOP_S = 60.0
@@ -75,7 +75,7 @@ async def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, ti
 @asynccontextmanager
 async def services(redis_url: str, names: Iterable[str], *, quiet: bool = False,
                    **env: str) -> AsyncIterator[dict[str, int]]:
-    """``python -m NAME`` for each service on a free port, each waited for until /healthz
+    """``python -m NAME`` for each service on a free port, each waited for until /readyz
     answers; their ports by name. ``env`` adds to their environment; ``quiet`` drops their logs."""
     ports = {name: free_port() for name in names}
     port_vars = {"intake": "INTAKE_PORT", "edge": "EDGE_PORT", "synth": "SYNTH_METRICS_PORT"}
@@ -84,7 +84,7 @@ async def services(redis_url: str, names: Iterable[str], *, quiet: bool = False,
                                     stderr=subprocess.DEVNULL if quiet else None) for name in ports}
     try:
         for name, proc in procs.items():
-            await wait_healthy(f"http://127.0.0.1:{ports[name]}/healthz", proc)
+            await wait_healthy(f"http://127.0.0.1:{ports[name]}/readyz", proc)
         yield ports
     finally:
         for proc in procs.values():
@@ -110,4 +110,4 @@ def print_target(what: str, met: bool) -> None:
 
 def write_results(path: Path, payload: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n")
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

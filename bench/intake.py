@@ -27,18 +27,20 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 # Run as a script, this file's folder is sys.path[0], where intake.py (this file) and castlog.py
-# (castlog's benchmark) would shadow the very packages benchmarked: drop it before importing them.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# (castlog's benchmark) would shadow the very packages benchmarked: move it to the end, where
+# only bench/common.py is taken from it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
+from common import RESULTS, repo_texts, temp_redis, wait_healthy, write_results  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from redis.exceptions import ResponseError  # noqa: E402
 
@@ -48,10 +50,8 @@ from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
 from castlog.ratelimit import RateLimited  # noqa: E402
 from intake import Config, create_app  # noqa: E402
 from intake.context import REDIS, STORE  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
+from streamtts.redisserver import free_port  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO / "texts"
 VARIANTS = ("floor", "three_trips", "intake")
 MODES = ("fresh", "repeat")
 CONCURRENCY = (1, 16, 64)
@@ -239,24 +239,9 @@ async def run_once(
     return Sample(latencies, errors, seconds, bodies.n, cpu1 - cpu0, rcpu1 - rcpu0)
 
 
-async def wait_ready(port: int) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            try:
-                async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"server on port {port} did not come up")
-
-
 async def bench(seconds: float, rounds: int, out: Path) -> dict[str, Any]:
-    texts = [p.read_text(encoding="utf-8") for p in sorted(TEXTS.glob("*.txt"))]
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    texts = list(repo_texts().values())
+    with temp_redis() as server:
         procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         redis = Redis.from_url(server.url)
         try:
@@ -264,8 +249,8 @@ async def bench(seconds: float, rounds: int, out: Path) -> dict[str, Any]:
                 port = free_port()
                 cmd = [sys.executable, __file__, "--serve", variant, "--port", str(port), "--redis", server.url]
                 procs[variant] = (subprocess.Popen(cmd), port)
-            for _proc, port in procs.values():
-                await wait_ready(port)
+            for proc, port in procs.values():
+                await wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, READY_TIMEOUT_S)
             samples: dict[tuple[str, str, int], list[Sample]] = {}
             for rnd in range(rounds):
                 for mode in MODES:
@@ -285,7 +270,6 @@ async def bench(seconds: float, rounds: int, out: Path) -> dict[str, Any]:
                 proc.send_signal(signal.SIGTERM)
             for proc, _port in procs.values():
                 proc.wait(10)
-            server.stop()
     return report(cells, seconds, rounds, out)
 
 
@@ -320,8 +304,7 @@ def report(cells: list[Cell], seconds: float, rounds: int, out: Path) -> dict[st
         "cells": [asdict(c) for c in cells],
         "ratios": ratios,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_results(out, result)
     print(f"\nwrote {out}")
     return result
 
@@ -330,7 +313,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=1.0, help="timed seconds per run (after warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per cell, interleaved; the median rps counts")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "intake.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "intake.json")
     parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--redis", help=argparse.SUPPRESS)

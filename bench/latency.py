@@ -39,12 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# This folder holds synth.py, which shares its name with the service: it must not shadow it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# This folder holds synth.py, which shares its name with the service: it must not shadow it; it
+# goes last, for bench/common.py.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 from aiohttp import ClientSession, ClientTimeout, web  # noqa: E402
+from common import RESULTS, repo_text, write_results  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
 import castlog  # noqa: E402
@@ -61,11 +64,9 @@ from synth.config import SynthConfig  # noqa: E402
 from synth.model import Synthesizer, load_synthesizer  # noqa: E402
 from synth.worker import Worker  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "latency.json"
-TEXTS = Path(__file__).resolve().parents[1] / "texts"
-SHORT = (TEXTS / "short.txt").read_text(encoding="utf-8").strip()
-PARAGRAPH = (TEXTS / "paragraph.txt").read_text(encoding="utf-8").strip()
-ARTICLE = (TEXTS / "article.txt").read_text(encoding="utf-8").strip()
+SHORT = repo_text("short").strip()
+PARAGRAPH = repo_text("paragraph").strip()
+ARTICLE = repo_text("article").strip()
 # Three paragraphs of different openings (a word cut, a clause, a sentence) for part 3.
 THREE = (PARAGRAPH, ARTICLE.split("\n\n")[0], ARTICLE.split("\n\n")[2])
 # The stall target's slack: start-up costs that no capacity bound counts (seconds).
@@ -400,7 +401,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="parts 1 and 2 only, one round")
     parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 123")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "latency.json")
     args = parser.parse_args()
     # a client that stops following mid-stream is normal here: not an error worth a traceback
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
@@ -428,8 +429,7 @@ async def main() -> None:
     print()
     for r in rows:
         print(f"{'ok ' if r['met'] else 'MISS'} {r['ratio']:>7} (target {r['target']})  {r['what']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"rows": rows, "traces": traces, "threads": args.threads}, indent=2) + "\n")
+    write_results(args.out, {"rows": rows, "traces": traces, "threads": args.threads})
 
 
 if __name__ == "__main__":

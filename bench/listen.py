@@ -21,8 +21,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]  # bench/common.py
 sys.path.insert(0, str(REPO))  # tests.support
+
+from common import RESULTS, repo_texts  # noqa: E402
 
 from synth.model import load_synthesizer  # noqa: E402
 from tests.support import asr  # noqa: E402
@@ -73,11 +76,11 @@ def main() -> int:
     parser.add_argument("--texts", default="", help="comma-separated names from texts/ (default: all)")
     parser.add_argument("--quick", action="store_true", help=f"{','.join(QUICK_VOICES)} on {','.join(QUICK_TEXTS)}")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "listen.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "listen.json")
     args = parser.parse_args()
     voices = list(QUICK_VOICES) if args.quick else [v for v in args.voices.split(",") if v]
     wanted = list(QUICK_TEXTS) if args.quick else [t for t in args.texts.split(",") if t]
-    texts = {p.stem: p.read_text(encoding="utf-8") for p in sorted((REPO / "texts").glob("*.txt"))}
+    texts = repo_texts()
     texts = {name: texts[name] for name in (wanted or texts)}
     model_dir = os.environ.get("KOKORO_MODEL_DIR") or str(english_model_dir())
     synth = load_synthesizer("onnx", model_dir=model_dir, threads=args.threads)

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # bench/ holds scripts named like the packages they measure (castlog.py, synth.py): run as a
 # script, this folder must not shadow them; it goes last, for bench/common.py.
@@ -84,10 +85,11 @@ class PacedModel:
     def voices(self) -> list[str]:
         return [VOICE]
 
-    def timed_encoder(self, encode: Callable[[npt.NDArray[np.float32], int], EncodedChunk]) -> Callable[..., EncodedChunk]:
-        def timed(pcm: npt.NDArray[np.float32], bitrate: int) -> EncodedChunk:
+    def timed_encoder(self, encode: Callable[..., EncodedChunk]) -> Callable[..., EncodedChunk]:
+        # the worker calls the encoder with one argument (its warm-up) or with a bitrate and trim_lead
+        def timed(pcm: npt.NDArray[np.float32], *args: Any, **kwargs: Any) -> EncodedChunk:
             started = time.perf_counter()
-            encoded = encode(pcm, bitrate)
+            encoded = encode(pcm, *args, **kwargs)
             self.encode_s[len(pcm)] = time.perf_counter() - started
             return encoded
 

@@ -45,11 +45,11 @@ from castlog import (  # noqa: E402
     announce_done,
     cast_key,
     catalog_key,
-    client_for,
     content_id,
     split_text,
 )
 from edge import Config, create_app  # noqa: E402
+from servicekit import client_for  # noqa: E402
 from streamtts.redisserver import free_port  # noqa: E402
 from synth.archiver import Archiver  # noqa: E402
 from synth.config import ArchiverConfig  # noqa: E402
