@@ -190,7 +190,9 @@ async def stack(synth: Synthesizer, redis_url: str, voice: str) -> AsyncIterator
     cfg = SynthConfig(consumer="bench", poll_s=0.05, concurrency=3)
     worker = Worker(cfg, redis, TracedSynth(synth, trace, firsts))  # type: ignore[arg-type]
     trace_worker(worker, trace)
-    intake_cfg = IntakeConfig(redis_url=redis_url, rate=1000.0, burst=1000, voices=(voice,), default_voice=voice)
+    # as a worker's service does at start-up: intake takes only voices a worker has published
+    await castlog.publish_voices(redis, castlog.VoiceList(voices=(voice,), default=voice), maxlen=100)
+    intake_cfg = IntakeConfig(redis_url=redis_url, rate=1000.0, burst=1000, default_voice=voice)
     ports = [free_port() for _ in range(3)]
     async with serve(create_intake(intake_cfg), ports[0]) as intake, \
             serve(create_edge(EdgeConfig(redis_url=redis_url)), ports[1]) as edge, \
