@@ -36,6 +36,7 @@ async def speech(client: Any, fmt: str) -> bytes:
     return bytes(await resp.read())
 
 
+@pytest.mark.rule("archive-same-answers")
 @pytest.mark.parametrize("fmt", ["mp3", "pcm"])
 async def test_speech_of_an_archived_cast_is_the_audio_it_had_before(
     make_intake: MakeClient, store: CastStore, redis: Redis, blob_store: BlobStore, fmt: str,

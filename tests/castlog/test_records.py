@@ -74,6 +74,7 @@ def test_record_round_trips_through_its_public_json(record: Record) -> None:
     assert from_public(wire) == entry
 
 
+@pytest.mark.rule("unknown-kind-skipped")
 def test_public_json_leaves_defaults_out_and_skips_unknown_kinds() -> None:
     wire = public_dict(Entry(0, Audio(i=0, t="A.", d=1, o=0, body=b"x")))
     assert wire["headers"] == {"i": 0, "t": "A.", "d": 1, "o": 0}  # n, w at their defaults: absent

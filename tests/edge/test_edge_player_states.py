@@ -110,6 +110,7 @@ async def test_playback_resumes_by_itself_when_the_audio_arrives(
     await page.close()
 
 
+@pytest.mark.rule("follower-moved-back")
 async def test_a_live_player_takes_the_log_redone_after_redis_lost_its_tail(
     site: tuple[TestServer, Any], browser: Any, store: CastStore, redis: Redis
 ) -> None:
