@@ -3,8 +3,8 @@
 The stop is aiohttp's: the site stops accepting, ``on_shutdown`` closes long-lived responses,
 requests in flight get ``shutdown_timeout_s`` to finish, then ``cleanup_ctx`` runs backwards
 (background tasks stop, work is handed back, Redis closes). A service whose real work is a task
-of its own (synth's worker) names it with ``until``: the process also stops when that task ends,
-and exits 1 if it failed.
+of its own (synth's worker) tells where it is with ``until``: the process also stops when that
+task ends, and exits 1 if it failed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -34,8 +35,9 @@ class Serving:
     shutdown_timeout_s: float = 60.0
     # a client that leaves cancels its handler (edge: frees its stream slot and listener at once)
     handler_cancellation: bool = False
-    # stop when this task of the app ends, too (set up by a cleanup_ctx); its failure exits 1
-    until: web.AppKey[asyncio.Task[Any]] | None = None
+    # stop when this task of the app ends, too (set up by a cleanup_ctx, read once it ran); its
+    # failure exits 1
+    until: Callable[[web.Application], asyncio.Task[Any]] | None = None
     # leave with os._exit once every write is awaited: an inference thread still running must
     # not hold the exit (synth)
     hard_exit: bool = False
@@ -57,7 +59,7 @@ async def serve(app: web.Application, serving: Serving) -> int:
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=serving.shutdown_timeout_s,
                            handler_cancellation=serving.handler_cancellation)
     await runner.setup()
-    task = app[serving.until] if serving.until is not None else None
+    task = serving.until(app) if serving.until is not None else None
     try:
         await web.TCPSite(runner, serving.host, serving.port).start()
         log.info("%s ready on http://%s:%d", serving.name, serving.host, serving.port)

@@ -1,15 +1,16 @@
 """The synth process: a small HTTP app (``/metrics``, ``/healthz``, ``/readyz``) around the worker.
 
-``create_app`` wires Redis, the service (model + worker) and the stats poller as ``cleanup_ctx``
-so that leaving the app stops them in order; ``serving(cfg)`` tells servicekit's runner to run
-it until SIGTERM or SIGINT, or until the worker ends (exit 1 if it failed).
+``create_app`` wires Redis with the service (model + worker), the stats poller and the archiver
+as ``cleanup_ctx`` so that leaving the app stops them in order; ``serving(cfg)`` tells
+servicekit's runner to run it until SIGTERM or SIGINT, or until the worker ends (exit 1 if it
+failed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -21,7 +22,7 @@ from servicekit import Serving, connect, json_errors, redact
 from . import jobs, views
 from .archiver import Archiver
 from .config import SynthConfig
-from .context import CONFIG, LOADER, METRICS, REDIS, SERVICE, SERVICE_TASK
+from .context import CONFIG, METRICS, SYNTH, Synth
 from .metrics import SynthMetrics
 from .service import Loader, SynthService, load_model
 
@@ -37,7 +38,7 @@ _HTTP_ERRORS = {
 def serving(cfg: SynthConfig) -> Serving:
     """``/metrics`` and the probes on SYNTH_METRICS_HOST:PORT; the process ends with the worker,
     and leaves at once after it (an inference thread still running must not hold the exit)."""
-    return Serving("synth", cfg.metrics_host, cfg.metrics_port, cfg.grace_s, until=SERVICE_TASK, hard_exit=True)
+    return Serving("synth", cfg.metrics_host, cfg.metrics_port, cfg.grace_s, until=_service_task, hard_exit=True)
 
 
 def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Application:
@@ -46,38 +47,45 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
                          internal="synth failed unexpectedly; see its log")
     app = web.Application(middlewares=[errors])
     app[CONFIG] = cfg
-    app[LOADER] = load
     app[METRICS] = SynthMetrics()
-    app.cleanup_ctx.extend([_redis_ctx, _service_ctx, _stats_ctx, _archiver_ctx])
+    app.cleanup_ctx.extend([_redis_and_service(load), _stats_ctx, _archiver_ctx])
     app.router.add_get("/metrics", app[METRICS].view)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)
     return app
 
 
-async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    cfg = app[CONFIG]
-    app[REDIS] = await connect(cfg.redis_url)
-    log.info("connected to Redis at %s", redact(cfg.redis_url))
-    yield
-    await app[REDIS].aclose()
+def _service_task(app: web.Application) -> asyncio.Task[None]:
+    return app[SYNTH].task
 
 
-async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
-    cfg = app[CONFIG]
-    service = SynthService(cfg, app[REDIS], app[LOADER], app[METRICS])
-    app[SERVICE] = service
-    app[SERVICE_TASK] = asyncio.create_task(service.run(), name="synth-service")
-    yield
-    task = app[SERVICE_TASK]
+def _redis_and_service(load: Loader) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Redis, then the service running on it; at the end the service stops, then Redis closes."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        cfg = app[CONFIG]
+        redis = await connect(cfg.redis_url)
+        log.info("connected to Redis at %s", redact(cfg.redis_url))
+        service = SynthService(cfg, redis, load, app[METRICS])
+        task = asyncio.create_task(service.run(), name="synth-service")
+        app[SYNTH] = Synth(cfg=cfg, metrics=app[METRICS], redis=redis, service=service, task=task)
+        yield
+        await _stop(service, task, cfg.grace_s)
+        await redis.aclose()
+
+    return ctx
+
+
+async def _stop(service: SynthService, task: asyncio.Task[None], grace_s: float) -> None:
+    """The worker finishes the chunk in hand within ``grace_s``, else it is cancelled."""
     if not task.done():
-        log.info("stopping: finishing the chunk in hand (grace %.0fs)", cfg.grace_s)
+        log.info("stopping: finishing the chunk in hand (grace %.0fs)", grace_s)
     service.stop()
     try:
         # shield: a timeout must not cancel the worker before we decide to
-        await asyncio.wait_for(asyncio.shield(task), cfg.grace_s)
+        await asyncio.wait_for(asyncio.shield(task), grace_s)
     except asyncio.TimeoutError:
-        log.error("the worker did not stop within SYNTH_GRACE_S=%.0fs; cancelling it", cfg.grace_s)
+        log.error("the worker did not stop within SYNTH_GRACE_S=%.0fs; cancelling it", grace_s)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     except Exception:  # noqa: BLE001 - already logged by serve(); cleanup must go on
@@ -85,7 +93,8 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(poll_stats(app[REDIS], app[CONFIG].stats_interval_s, app[METRICS]), name="synth-stats")
+    synth = app[SYNTH]
+    task = asyncio.create_task(poll_stats(synth.redis, synth.cfg.stats_interval_s, synth.metrics), name="synth-stats")
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -93,12 +102,12 @@ async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
     """The archiver, when ARCHIVE_URL names a store (docs/design.md, "The archive")."""
-    cfg = app[CONFIG]
+    synth, cfg = app[SYNTH], app[CONFIG]
     if cfg.archive is None:
         yield
         return
     store = await open_store(cfg.archive)
-    archiver = Archiver(app[REDIS], store, cfg.archiver, cfg.consumer, app[METRICS])
+    archiver = Archiver(synth.redis, store, cfg.archiver, cfg.consumer, synth.metrics)
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
     log.info("archiving finished casts to %s", store.url)
     yield

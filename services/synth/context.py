@@ -1,20 +1,27 @@
-"""What a synth app holds, as typed keys (a module of its own so that views and app share them)."""
+"""What every handler needs, in one typed object under one app key (set up in ``app.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from aiohttp import web
 from redis.asyncio import Redis
 
 from .config import SynthConfig
 from .metrics import SynthMetrics
-from .service import Loader, SynthService
+from .service import SynthService
 
-CONFIG = web.AppKey("synth.config", SynthConfig)
-LOADER: web.AppKey[Loader] = web.AppKey("synth.loader")
-METRICS = web.AppKey("synth.metrics", SynthMetrics)
-REDIS = web.AppKey("synth.redis", Redis)
-SERVICE = web.AppKey("synth.service", SynthService)
-# The service's run(): the process stops when it ends (servicekit.run's `until`).
-SERVICE_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("synth.service_task")
+
+@dataclass
+class Synth:
+    cfg: SynthConfig
+    metrics: SynthMetrics
+    redis: Redis
+    service: SynthService  # the model and the worker; its phase answers the probes
+    task: asyncio.Task[None]  # the service's run(): the process stops when it ends (Serving's `until`)
+
+
+SYNTH = web.AppKey("synth", Synth)
+CONFIG = web.AppKey("config", SynthConfig)
+METRICS = web.AppKey("metrics", SynthMetrics)

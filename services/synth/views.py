@@ -8,7 +8,7 @@ from aiohttp import web
 
 from servicekit import Problem, probe, redis_answers
 
-from .context import CONFIG, REDIS, SERVICE
+from .context import SYNTH
 
 _NOT_READY = {
     "loading": "the model is loading; retry in a few seconds",
@@ -19,24 +19,25 @@ _NOT_READY = {
 
 
 async def _alive(app: web.Application) -> Problem | None:
-    phase = app[SERVICE].phase
+    phase = app[SYNTH].service.phase
     return Problem(phase, _NOT_READY[phase]) if phase in ("failed", "stopped") else None
 
 
 async def _running(app: web.Application) -> Problem | None:
-    phase = app[SERVICE].phase
+    phase = app[SYNTH].service.phase
     return Problem(phase, _NOT_READY[phase]) if phase != "running" else None
 
 
 async def _phase(app: web.Application) -> dict[str, Any]:
-    return {"phase": app[SERVICE].phase, "consumer": app[CONFIG].consumer}
+    synth = app[SYNTH]
+    return {"phase": synth.service.phase, "consumer": synth.cfg.consumer}
 
 
 async def _worker(app: web.Application) -> dict[str, Any]:
-    service = app[SERVICE]
-    worker = service.worker
+    synth = app[SYNTH]
+    service, worker = synth.service, synth.service.worker
     return {
-        "consumer": app[CONFIG].consumer,
+        "consumer": synth.cfg.consumer,
         "backend": service.synthesizer.name if service.synthesizer else None,
         "active_casts": len(worker.casts) if worker else 0,
     }
@@ -45,7 +46,7 @@ async def _worker(app: web.Application) -> dict[str, Any]:
 # Liveness: 200 while the process loads, warms or runs its worker; 503 once it failed or stopped
 # (a liveness probe restarts it). Readiness: the model is warm and Redis answers.
 healthz = probe(_alive, info=_phase)
-readyz = probe(
-    _running, redis_answers(lambda app: app[REDIS], Problem("redis_unreachable", "Redis does not answer; check REDIS_URL")),
-    info=_worker,
+_REDIS_ANSWERS = redis_answers(
+    lambda app: app[SYNTH].redis, Problem("redis_unreachable", "Redis does not answer; check REDIS_URL")
 )
+readyz = probe(_running, _REDIS_ANSWERS, info=_worker)

@@ -180,7 +180,8 @@ setup_logging()
 app = web.Application()
 app.cleanup_ctx.append(ctx)
 app.router.add_get("/healthz", lambda request: web.json_response({"status": "ok"}))
-run(app, Serving("demo", "127.0.0.1", port, 5.0, until=None if mode == "plain" else TASK, hard_exit=mode == "fail"))
+until = None if mode == "plain" else lambda app: app[TASK]
+run(app, Serving("demo", "127.0.0.1", port, 5.0, until=until, hard_exit=mode == "fail"))
 """
 
 

@@ -16,7 +16,7 @@ import castlog
 from castlog import CastStore
 from synth.app import create_app
 from synth.config import SynthConfig
-from synth.context import SERVICE, SERVICE_TASK
+from synth.context import SYNTH
 from synth.service import choose_default_voice
 from tests.synth.support import StandIn, config, submit, terminal, wait_until
 
@@ -40,7 +40,7 @@ async def test_worker_publishes_voices_serves_healthz_and_every_documented_metri
     cfg = config(redis_url=redis_url, default_voice="nope")
     app = create_app(cfg, load=lambda _cfg: StandIn())
     async with TestClient(TestServer(app)) as client:
-        await wait_until(lambda: app[SERVICE].phase == "running", 10)
+        await wait_until(lambda: app[SYNTH].service.phase == "running", 10)
         health = await client.get("/readyz")
         assert health.status == 200
         assert (await health.json())["consumer"] == cfg.consumer
@@ -71,8 +71,8 @@ async def test_worker_publishes_voices_serves_healthz_and_every_documented_metri
         assert grew['streamtts_synth_chunk_seconds_count{stage="encode"}'] == 2
         assert grew['streamtts_synth_chunk_seconds_count{stage="synth"}'] == 2
         assert grew["streamtts_synth_dead_letters_total"] == 0
-    task = app[SERVICE_TASK]
-    assert task.done() and task.exception() is None and app[SERVICE].phase == "stopped"
+    task = app[SYNTH].task
+    assert task.done() and task.exception() is None and app[SYNTH].service.phase == "stopped"
 
 
 async def test_healthz_is_503_while_the_model_loads_and_a_failed_load_ends_the_service(
@@ -83,12 +83,12 @@ async def test_healthz_is_503_while_the_model_loads_and_a_failed_load_ends_the_s
 
     app = create_app(config(redis_url=redis_url), load=broken)
     async with TestClient(TestServer(app)) as client:
-        await wait_until(lambda: app[SERVICE_TASK].done(), 10)
+        await wait_until(lambda: app[SYNTH].task.done(), 10)
         for path in ("/healthz", "/readyz"):  # not alive any more, so not ready either
             health = await client.get(path)
             assert health.status == 503
             assert (await health.json()) == {"error": "failed", "message": "the worker failed to start; see its log"}
-        assert isinstance(app[SERVICE_TASK].exception(), RuntimeError)
+        assert isinstance(app[SYNTH].task.exception(), RuntimeError)
 
 
 async def test_while_the_model_loads_it_is_alive_but_not_ready(redis: Redis, redis_url: str) -> None:
@@ -104,7 +104,7 @@ async def test_while_the_model_loads_it_is_alive_but_not_ready(redis: Redis, red
         ready = await client.get("/readyz")
         assert ready.status == 503 and (await ready.json())["error"] == "loading"
         gate.set()
-        await wait_until(lambda: app[SERVICE].phase == "running", 10)
+        await wait_until(lambda: app[SYNTH].service.phase == "running", 10)
         assert (await client.get("/readyz")).status == 200
 
 
