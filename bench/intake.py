@@ -49,7 +49,7 @@ import servicekit  # noqa: E402
 from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
 from castlog.ratelimit import RateLimited  # noqa: E402
 from intake import Config, create_app  # noqa: E402
-from intake.context import REDIS, STORE  # noqa: E402
+from intake.context import INTAKE  # noqa: E402
 from streamtts.redisserver import free_port  # noqa: E402
 
 VARIANTS = ("floor", "three_trips", "intake")
@@ -123,7 +123,7 @@ def intake_app(redis_url: str, variant: str) -> web.Application:
 
     async def swap_write_path(app: web.Application) -> None:
         if variant == "three_trips":
-            app[STORE] = ThreeTripStore(app[REDIS])
+            app[INTAKE].store = ThreeTripStore(app[INTAKE].redis)
 
     app.on_startup.append(swap_write_path)  # runs after the app's cleanup_ctx connected Redis
     return app

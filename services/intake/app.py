@@ -29,24 +29,7 @@ from servicekit import (
 
 from . import live, livews, speech, v1, views
 from .config import Config
-from .context import (
-    CONFIG,
-    COOLDOWNS,
-    FOLLOWER,
-    GATE,
-    LIMITER,
-    LIVE,
-    LOG,
-    METRICS,
-    OPENAPI,
-    PLANNER,
-    REDIS,
-    SPEECH_LOG,
-    SPEECH_SLOTS,
-    SPEECH_STREAMS,
-    STORE,
-    VOICES,
-)
+from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
 from .gate import InflightGate
 from .metrics import Metrics
@@ -80,15 +63,10 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, _auth])
     app[CONFIG] = cfg
     app[METRICS] = metrics
-    app[GATE] = InflightGate(cfg.max_inflight, cfg.max_waiting)
-    app[PLANNER] = Planner()
-    app[COOLDOWNS] = Cooldowns()
-    app[SPEECH_SLOTS] = asyncio.Semaphore(cfg.max_speech_streams)
-    app[SPEECH_STREAMS] = set()
-    app.on_shutdown.append(speech.close_streams)
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
+    app.on_shutdown.append(speech.close_streams)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)
     app.router.add_get("/api/voices", views.get_voices)
@@ -119,21 +97,22 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions
     redis = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=pool)
     log.info("intake using Redis at %s", redact(cfg.redis_url))
-    app[REDIS] = redis
-    app[STORE] = CastStore(redis)
-    app[LIVE] = LiveStore(redis)
-    app[LIMITER] = RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst)
-    app[VOICES] = VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice)
-    app[FOLLOWER] = client_for(
+    follower = client_for(
         cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
     )
     archive = await open_store(cfg.archive) if cfg.archive is not None else None
-    app[LOG] = LogReader(redis, archive)
-    app[SPEECH_LOG] = LogReader(app[FOLLOWER], archive)
+    app[INTAKE] = Intake(
+        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
+        log=LogReader(redis, archive), limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
+        cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
+        gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
+        follower=follower, speech_log=LogReader(follower, archive),
+        speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
+    )
     yield
     if archive is not None:
         await archive.close()
-    await app[FOLLOWER].aclose()
+    await follower.aclose()
     await redis.aclose()
 
 

@@ -1,8 +1,10 @@
-"""What an intake app holds, as typed keys (a module of its own so that views and app share them)."""
+"""What every handler needs, in one typed object under one app key (set up in ``app.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -16,22 +18,34 @@ from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
 
-CONFIG = web.AppKey("intake.config", Config)
-METRICS = web.AppKey("intake.metrics", Metrics)
-REDIS = web.AppKey("intake.redis", Redis)
-STORE = web.AppKey("intake.store", CastStore)
-# The cast logs as readers follow them (live sessions), archived ones read from the archive.
-LOG = web.AppKey("intake.log", LogReader)
-LIVE = web.AppKey("intake.live", LiveStore)
-LIMITER = web.AppKey("intake.limiter", RateLimiter)
-COOLDOWNS = web.AppKey("intake.cooldowns", Cooldowns)
+if TYPE_CHECKING:  # livews's sessions read this module's keys
+    from .livews import Session
+
+
+@dataclass
+class Intake:
+    cfg: Config
+    metrics: Metrics
+    redis: Redis  # the shared pool: submits, live text, voices, probes
+    store: CastStore
+    live: LiveStore  # open casts' text logs
+    log: LogReader  # the cast logs as readers follow them, archived ones read from the archive
+    limiter: RateLimiter
+    cooldowns: Cooldowns  # clients just refused, refused again before their body is read
+    voices: VoiceBook
+    gate: InflightGate
+    planner: Planner
+    # `/v1/audio/speech`: the pool of the streams' blocking reads, the logs over it, the bound on
+    # open streams and the streams open (cancelled at shutdown)
+    follower: Redis
+    speech_log: LogReader
+    speech_slots: asyncio.Semaphore
+    speech_streams: set[asyncio.Task[object]]
+    live_sessions: set[Session]  # the live WebSocket's (ended at shutdown)
+
+
+INTAKE = web.AppKey("intake", Intake)
+CONFIG = web.AppKey("config", Config)
+METRICS = web.AppKey("metrics", Metrics)
 # The public origin's OpenAPI document as served: JSON, built once with this config's limits.
-OPENAPI = web.AppKey("intake.openapi", bytes)
-VOICES = web.AppKey("intake.voices", VoiceBook)
-GATE = web.AppKey("intake.gate", InflightGate)
-PLANNER = web.AppKey("intake.planner", Planner)
-# `/v1/audio/speech`: the pool of the streams' blocking reads, and the bound on open streams.
-FOLLOWER = web.AppKey("intake.follower", Redis)
-SPEECH_LOG = web.AppKey("intake.speech_log", LogReader)  # LOG over FOLLOWER
-SPEECH_SLOTS = web.AppKey("intake.speech_slots", asyncio.Semaphore)
-SPEECH_STREAMS: web.AppKey[set[asyncio.Task[object]]] = web.AppKey("intake.speech_streams")
+OPENAPI = web.AppKey("openapi", bytes)

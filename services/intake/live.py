@@ -19,7 +19,7 @@ from aiohttp import web
 from castlog import Meta, RateLimited, catalog_key, is_cast_id
 from servicekit import client_address
 
-from .context import CONFIG, COOLDOWNS, LIMITER, LIVE, VOICES
+from .context import INTAKE
 from .validate import Refusal, normalise_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
@@ -95,21 +95,22 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     """Check the fields, take the client's token and open the cast in one Redis round trip."""
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise Refusal(422, "invalid_speed", f"speed must be between {MIN_SPEED} and {MAX_SPEED}, not {speed}")
-    voices = await app[VOICES].required(voice)  # 503 warming_up before any worker published
+    intake = app[INTAKE]
+    voices = await intake.voices.required(voice)  # 503 warming_up before any worker published
     voice = voice or voices.default
     if voice not in voices.names:
         raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")
     title = normalise_title(title) if title else LIVE_TITLE
-    limit = app[CONFIG].max_title_chars
+    limit = intake.cfg.max_title_chars
     if len(title) > limit:
         raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
     meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True,
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
-    asked_at = app[COOLDOWNS].clock()
+    asked_at = intake.cooldowns.clock()
     try:
-        cast_id = await app[LIVE].open(voice, meta, speed=speed, limit=(app[LIMITER], client))
+        cast_id = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client))
     except RateLimited as limited:
-        app[COOLDOWNS].refused(client, asked_at, limited.verdict)
+        intake.cooldowns.refused(client, asked_at, limited.verdict)
         wait = limited.verdict.retry_after_s
         raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
     return Opened(cast_id, voice)
@@ -152,8 +153,9 @@ async def add_text(app: web.Application, cast_id: str, offset: int, fragment: st
     """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or Refused."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
-    limit = app[CONFIG].max_chars
-    answer, end = await app[LIVE].append_text(cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush)
+    intake = app[INTAKE]
+    limit = intake.cfg.max_chars
+    answer, end = await intake.live.append_text(cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush)
     if answer == "ok":
         return "appended", end
     if answer == "duplicate":
@@ -163,10 +165,11 @@ async def add_text(app: web.Application, cast_id: str, offset: int, fragment: st
 
 async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
     """Close the text (idempotent); (its length, the final text's content id) or Refused."""
-    answer, end, cid = await app[LIVE].close_text(cast_id, voice)
+    intake = app[INTAKE]
+    answer, end, cid = await intake.live.close_text(cast_id, voice)
     if answer in ("ok", "closed"):
         return end, cid
-    raise refusal_of(answer, end, app[CONFIG].max_chars)
+    raise refusal_of(answer, end, intake.cfg.max_chars)
 
 
 # ---- the HTTP handlers ------------------------------------------------------------------------
@@ -187,7 +190,7 @@ async def open_from_body(request: web.Request, body: bytes) -> web.Response:
     """``POST /api/casts`` with ``{"live": true}``: open a cast; 201 with its id and routes."""
     form: OpenForm = _decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
     app = request.app
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[CONFIG].forwarded_allow_ips)
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[INTAKE].cfg.forwarded_allow_ips)
     opened = await open_cast(app, client, form.voice, form.title, form.speed)
     url = cast_url(opened.cast_id)
     body_out = {
@@ -216,7 +219,7 @@ async def post_close(request: web.Request) -> web.Response:
     cast_id = _cast_id(request)
     _json_body(request)
     form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
-    store = request.app[LIVE]
+    store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
     try:
         if text is None:

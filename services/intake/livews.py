@@ -24,7 +24,7 @@ from castlog import Audio, Eos, Error
 from servicekit import client_address
 
 from . import live, pcm
-from .context import CONFIG, LOG
+from .context import INTAKE
 from .validate import Refusal
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class SlowReader(Exception):
 class Session:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
         self.app, self.ws = request.app, ws
-        cfg = self.app[CONFIG]
+        cfg = self.app[INTAKE].cfg
         self.client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
         self.cast_id = ""
         self.voice = ""
@@ -67,7 +67,7 @@ class Session:
                 encode(message).decode()
             )
             try:
-                await asyncio.wait_for(frame, self.app[CONFIG].live_send_timeout_s)
+                await asyncio.wait_for(frame, self.app[INTAKE].cfg.live_send_timeout_s)
             except asyncio.TimeoutError:
                 raise SlowReader from None
 
@@ -99,7 +99,7 @@ class Session:
 
     async def _start(self) -> bool:
         """The first message must be ``start``; answer with the ``cast`` event."""
-        msg = await self._receive(self.app[CONFIG].live_idle_s)
+        msg = await self._receive(self.app[INTAKE].cfg.live_idle_s)
         if msg is None:
             return False
         if msg.get("type") != "start":
@@ -169,7 +169,7 @@ class Session:
             return body
 
     async def _read(self) -> None:
-        cfg = self.app[CONFIG]
+        cfg = self.app[INTAKE].cfg
         while (msg := await self._receive(cfg.live_idle_s if self.text_open else None)) is not None:
             kind = msg.get("type")
             if kind == "text":
@@ -208,7 +208,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async for entry in self.app[LOG].follow(self.cast_id, self.seq_num):
+        async for entry in self.app[INTAKE].log.follow(self.cast_id, self.seq_num):
             record = entry.record
             if isinstance(record, Audio) and record.i not in sent:
                 await self.send({"type": "sentence", "index": record.i, "text": record.t})
@@ -223,16 +223,13 @@ class Session:
             self.seq_num = entry.seq_num + 1
 
 
-SESSIONS = web.AppKey("intake.live_sessions", set[Session])
-
-
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 async def live_socket(request: web.Request) -> web.StreamResponse:
-    cfg = request.app[CONFIG]
-    sessions = request.app[SESSIONS]
+    intake = request.app[INTAKE]
+    cfg, sessions = intake.cfg, intake.live_sessions
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
     if len(sessions) >= cfg.live_max_sessions:
@@ -250,15 +247,14 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
 
 async def _close_sessions(app: web.Application) -> None:
     """A stop: every session's text ends (its cast finishes) and its socket closes, at once."""
-    live: set[Session] = app[SESSIONS]
-    sessions = list(live)
+    if INTAKE not in app:  # Redis never answered: no session opened
+        return
+    sessions = list(app[INTAKE].live_sessions)
     for session in sessions:
         await session._end_text()
     await asyncio.gather(*(s.close(CLOSE_GOING_AWAY) for s in sessions), return_exceptions=True)
 
 
 def add_routes(app: web.Application) -> None:
-    sessions: set[Session] = set()
-    app[SESSIONS] = sessions
     app.router.add_get(ROUTE, live_socket)
     app.on_shutdown.append(_close_sessions)

@@ -20,7 +20,7 @@ from castlog import Audio, Eos, Error, LogReader
 from castlog import Entry as LogEntry
 
 from . import views
-from .context import CONFIG, SPEECH_LOG, SPEECH_SLOTS, SPEECH_STREAMS, VOICES
+from .context import INTAKE
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .validate import CastForm
@@ -44,19 +44,20 @@ class _Stream:
 
 
 async def post_speech(request: web.Request) -> web.StreamResponse:
-    slots = request.app[SPEECH_SLOTS]
+    intake = request.app[INTAKE]
+    slots = intake.speech_slots
     if slots.locked():
-        limit = request.app[CONFIG].max_speech_streams
+        limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
     async with slots:
         speech, cast_id, result = await _submit(request)
-        reader = request.app[SPEECH_LOG]
+        reader = intake.speech_log
         # A log that ended in `error` before this request was re-enqueued by its submit: that
         # error is history, not this request's answer.
         last = None if result == "new" else await reader.last(cast_id)
         settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
         task = asyncio.current_task()
-        streams = request.app[SPEECH_STREAMS]
+        streams = intake.speech_streams
         if task is not None:
             streams.add(task)
         try:
@@ -68,8 +69,9 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
 async def close_streams(app: web.Application) -> None:
     """On shutdown: end every speech stream now (a stream waits on the cast for as long as it
     takes; the cast goes on, and the same request replays it)."""
-    tasks = app[SPEECH_STREAMS]
-    for task in list(tasks):
+    if INTAKE not in app:  # Redis never answered: no stream opened
+        return
+    for task in list(app[INTAKE].speech_streams):
         task.cancel()
 
 
@@ -81,7 +83,7 @@ async def _submit(request: web.Request) -> tuple[SpeechRequest, str, str]:
         if request.content_type != "application/json":
             raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
         body = await views.read_body(request)
-        installed.append((await request.app[VOICES].required(None)).names)  # 503 warming_up before any list
+        installed.append((await request.app[INTAKE].voices.required(None)).names)  # 503 warming_up before any list
         return body
 
     def parse(body: bytes) -> CastForm:
@@ -160,7 +162,7 @@ def _sse(event: dict[str, object]) -> bytes:
 
 async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
     if data:
-        await asyncio.wait_for(resp.write(data), s.request.app[CONFIG].speech_write_timeout_s)
+        await asyncio.wait_for(resp.write(data), s.request.app[INTAKE].cfg.speech_write_timeout_s)
 
 
 async def _finish(s: _Stream, convert: Converter) -> None:

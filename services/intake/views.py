@@ -15,7 +15,7 @@ from castlog import Meta, RateLimited, SubmitResult, archive, content_id, is_cas
 from servicekit import Problem, client_address, json_response, probe, redis_answers
 
 from . import live, v1
-from .context import CONFIG, COOLDOWNS, GATE, LIMITER, METRICS, OPENAPI, PLANNER, REDIS, STORE, VOICES
+from .context import INTAKE, OPENAPI, Intake
 from .validate import BodyKind, CastForm, Limits, Refusal, body_kind, check, parse_form, parse_json
 from .voices import warming_up
 
@@ -46,7 +46,7 @@ async def post_generate(request: web.Request) -> web.Response:
 
 
 async def get_voices(request: web.Request) -> web.Response:
-    voices = await request.app[VOICES].current()
+    voices = await request.app[INTAKE].voices.current()
     if voices is None:
         raise warming_up()
     return json_response(voices.to_json())
@@ -54,7 +54,7 @@ async def get_voices(request: web.Request) -> web.Response:
 
 async def get_v1_voices(request: web.Request) -> web.Response:
     """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
-    voices = await request.app[VOICES].required(None)  # 503 warming_up before any worker published
+    voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
     return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
 
 
@@ -83,23 +83,23 @@ async def delete_cast(request: web.Request) -> web.Response:
     archived audio after it; an identical submit then synthesizes again. 404 unless the
     request carries ``Authorization: Bearer $STREAMTTS_ADMIN_TOKEN`` (and one is configured),
     so that the route does not even show that it exists."""
-    token = request.app[CONFIG].admin_token
+    token = request.app[INTAKE].cfg.admin_token
     given = request.headers.get("Authorization", "")
     if token is None or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
         raise Refusal(404, "not_found", "no such route")
     cast_id = request.match_info["id"]
-    if not is_cast_id(cast_id) or not await archive.delete(request.app[REDIS], cast_id):
+    if not is_cast_id(cast_id) or not await archive.delete(request.app[INTAKE].redis, cast_id):
         raise Refusal(404, "not_found", "no such cast")
     return json_response({"id": cast_id, "deleted": True})
 
 
 _REDIS_ANSWERS = redis_answers(
-    lambda app: app[REDIS], Problem("unavailable", "Redis does not answer; check REDIS_URL and the Redis server")
+    lambda app: app[INTAKE].redis, Problem("unavailable", "Redis does not answer; check REDIS_URL and the Redis server")
 )
 
 
 async def _published(app: web.Application) -> dict[str, Any]:
-    voices = await app[VOICES].current()
+    voices = await app[INTAKE].voices.current()
     return {"voices": len(voices.names) if voices else None, "default": voices.default if voices else None}
 
 
@@ -144,17 +144,17 @@ async def accept(
 ) -> tuple[str, SubmitResult]:
     """The submit of any route: cooldown, the in-flight gate, ``read`` the body, ``parse`` it into
     a form, then check and submit it (``_submit``)."""
-    app = request.app
+    intake = request.app[INTAKE]
     try:
-        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[CONFIG].forwarded_allow_ips)
-        wait = app[COOLDOWNS].wait_s(client)
+        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+        wait = intake.cooldowns.wait_s(client)
         if wait:
             raise _rate_limited(wait)  # refused a moment ago: not worth reading the body for
-        async with app[GATE].slot():
+        async with intake.gate.slot():
             body = await read()
-            return await _submit(request, client, parse(body))
+            return await _submit(intake, client, parse(body))
     except Refusal as refusal:
-        app[METRICS].refused(refusal.code)
+        intake.metrics.refused(refusal.code)
         raise
 
 
@@ -164,7 +164,7 @@ def _rate_limited(wait_s: int) -> Refusal:
 
 async def read_body(request: web.Request) -> bytes:
     """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
-    limit = request.app[CONFIG].max_body_bytes
+    limit = request.app[INTAKE].cfg.max_body_bytes
     if request.content_length is None or request.content_length <= limit:
         try:
             return await request.read()
@@ -173,27 +173,26 @@ async def read_body(request: web.Request) -> bytes:
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
-async def _submit(request: web.Request, client: str, form: CastForm) -> tuple[str, SubmitResult]:
+async def _submit(intake: Intake, client: str, form: CastForm) -> tuple[str, SubmitResult]:
     """Validate, then take the token and write in one atomic step; the histogram covers this."""
-    app = request.app
-    cfg = app[CONFIG]
+    cfg = intake.cfg
     started = time.perf_counter()
-    voices = await app[VOICES].required(form.voice)
+    voices = await intake.voices.required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
     cast_id = content_id(sub.text, sub.voice, sub.speed)
-    sentences = await app[PLANNER].sentences(cast_id, sub.text)
+    sentences = await intake.planner.sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
     now_ms = time.time_ns() // 1_000_000
     meta = Meta(
         title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms, speed=sub.speed
     )
-    asked_at = app[COOLDOWNS].clock()
+    asked_at = intake.cooldowns.clock()
     try:
-        result = await app[STORE].submit(cast_id, sub.text, sub.voice, meta, limit=(app[LIMITER], client))
+        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client))
     except RateLimited as limited:
-        app[COOLDOWNS].refused(client, asked_at, limited.verdict)
+        intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise _rate_limited(limited.verdict.retry_after_s) from None
-    app[METRICS].submitted(result, time.perf_counter() - started)
+    intake.metrics.submitted(result, time.perf_counter() - started)
     return cast_id, result
 

@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from intake.context import GATE
+from intake.context import INTAKE
 
 from .conftest import MakeClient, key_names, keys_besides_rate_limits
 
@@ -115,7 +115,7 @@ async def test_submits_past_the_inflight_limit_are_shed_with_503(make_client: Ma
 
     slow = asyncio.ensure_future(client.post("/api/casts", data=slow_body(), headers={"Content-Type": JSON}))
     for _ in range(100):  # until the slow request holds the only slot
-        if client.app is not None and client.app[GATE].active == 1:
+        if client.app is not None and client.app[INTAKE].gate.active == 1:
             break
         await asyncio.sleep(0.01)
     shed = await client.post("/api/casts", json={"text": "Hello."})

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
-from intake.context import SPEECH_STREAMS
+from intake.context import INTAKE
 from intake.formats import decode_chunk
 from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
 from synth.mp3 import encode_chunk
@@ -208,4 +208,4 @@ async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastSt
     await client.app.shutdown()
     with pytest.raises(aiohttp.ClientError):  # the connection closes without an answer
         await asyncio.wait_for(resp_task, 30)
-    assert not client.app[SPEECH_STREAMS]
+    assert not client.app[INTAKE].speech_streams

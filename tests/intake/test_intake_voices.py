@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import VOICES, content_id
-from intake.context import VOICES as BOOK
+from intake.context import INTAKE
 
 from .conftest import PUBLISHED_VOICES, MakeClient, keys_besides_rate_limits, publish
 
@@ -67,7 +67,7 @@ async def test_the_configured_default_wins_when_a_worker_has_it(make_client: Mak
     assert (await (await client.get("/api/voices")).json())["default"] == "jf_alpha"
     await redis.delete(VOICES)
     await publish(redis, ["jf_nezumi", "jm_kumo"], "jm_kumo")
-    await client.server.app[BOOK].refresh()
+    await client.server.app[INTAKE].voices.refresh()
     body = await (await client.get("/api/voices")).json()
     assert body["default"] == "jm_kumo"  # no worker has jf_alpha: the workers' default, never a missing one
     ok = await client.post("/api/casts", json={"text": "Hi."})
