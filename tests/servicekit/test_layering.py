@@ -2,7 +2,8 @@
 
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
-Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``.
+Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
+state is the same few keys, all in ``context.py``.
 """
 
 from __future__ import annotations
@@ -56,3 +57,34 @@ def test_each_service_is_the_same_few_files_and_runs_through_servicekit(service:
     main = (folder / "__main__.py").read_text(encoding="utf-8")
     assert "run(create_app(cfg), serving(cfg))" in main and "from servicekit import run" in main
     assert not (folder / "appkeys.py").exists()
+
+
+def app_keys(path: Path) -> dict[str, ast.expr | None]:
+    """Module-level ``NAME = web.AppKey("...", T)`` of a file -> its ``T`` (None when not given)."""
+    keys: dict[str, ast.expr | None] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Call) and ast.unparse(value.func) == "web.AppKey":
+            keys[target.id] = value.args[1] if len(value.args) > 1 else None
+    return keys
+
+
+def dataclasses_of(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)
+            and any(ast.unparse(d).split("(")[0] in ("dataclass", "dataclasses.dataclass") for d in node.decorator_list)]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_service_keeps_config_metrics_and_one_state_dataclass_under_one_key(service: str) -> None:
+    """edge's ``EDGE``, intake's ``INTAKE``, synth's ``SYNTH``: what every handler needs, set up once
+    Redis is connected; ``CONFIG`` and ``METRICS`` beside it (and ``OPENAPI`` where served), nothing more."""
+    folder = REPO / "services" / service
+    state = service.capitalize()
+    assert dataclasses_of(folder / "context.py") == [state]
+    keys = app_keys(folder / "context.py")
+    assert set(keys) - {"OPENAPI"} == {"CONFIG", "METRICS", service.upper()}, sorted(keys)
+    assert ast.unparse(keys[service.upper()]) == state  # type: ignore[arg-type]
+    elsewhere = {p.name: sorted(app_keys(p)) for p in folder.rglob("*.py") if p.name != "context.py" and app_keys(p)}
+    assert elsewhere == {}, "app keys belong in context.py"
