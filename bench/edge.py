@@ -17,7 +17,7 @@ the Redis commands the server issued per appended record (INFO commandstats, the
 script's own commands left out). The servers, the listeners and Redis share this machine's
 cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
 
-    .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40] [--base ../main]
+    .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40] [--base OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def main() -> None:
     parser.add_argument("--body-bytes", type=int, default=2048, help="audio body size of each record")
     parser.add_argument("--per-record", action="store_true",
                         help="also print each record's latency to its first, median and last listener")
-    parser.add_argument("--base", type=Path, help="also run python -m edge from this checkout (say, ../main)")
+    parser.add_argument("--base", type=Path, help="also run python -m edge from another checkout (say, a worktree of main)")
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
