@@ -8,21 +8,27 @@ from .ratelimit import TAKE
 # KEYS[1]: the cast log pub/casts/<id>
 # ARGV[1]: match_seq_num, the tail the caller believes in; then e, h, b for each record
 # Appends the records at seq match, match+1, ... only if the tail is exactly match_seq_num.
+# Each record carries its predecessor's stamp in `p` (none before the first record, or where the
+# predecessor has no ts): a reader that holds that stamp knows the log still continues what it read.
 # Returns {1, new_tail} or {0, actual_tail}. XLEN is the tail: logs are never trimmed.
 APPEND = (
-    """
+    FIELD
+    + """
 local tail = redis.call('XLEN', KEYS[1])
 if tail ~= tonumber(ARGV[1]) then return {0, tail} end
 """
     + NOW_MS
     + """
+local prev = false
+if tail > 0 then prev = field(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1], 'ts') end
 for i = 2, #ARGV, 3 do
   tail = tail + 1
-  if ARGV[i + 2] == '' then
-    redis.call('XADD', KEYS[1], '0-' .. tail, 'e', ARGV[i], 'h', ARGV[i + 1], 'ts', now)
-  else
-    redis.call('XADD', KEYS[1], '0-' .. tail, 'e', ARGV[i], 'h', ARGV[i + 1], 'b', ARGV[i + 2], 'ts', now)
-  end
+  local f = {'e', ARGV[i], 'h', ARGV[i + 1]}
+  if ARGV[i + 2] ~= '' then f[#f + 1] = 'b'; f[#f + 1] = ARGV[i + 2] end
+  f[#f + 1] = 'ts'; f[#f + 1] = now
+  if prev then f[#f + 1] = 'p'; f[#f + 1] = prev end
+  redis.call('XADD', KEYS[1], '0-' .. tail, unpack(f))
+  prev = now
 end
 return {1, tail}
 """
@@ -86,7 +92,7 @@ SUBMIT_LIMITED = rate_limited(SUBMIT)
 # ARGV[1]: the tail n of the packed log, ARGV[2]: the descriptor (zlib-compressed JSON),
 # ARGV[3]: the blob key
 # Only if the log is still the whole finished log of tail n: rewrite it into its eos entry (same
-# id 0-n, same e, h, ts) carrying the descriptor in `a` and the blob key in `k`, and drop the
+# id 0-n, same e, h, ts and p) carrying the descriptor in `a` and the blob key in `k`, and drop the
 # catalog (the recipe is not needed again). DUMP and RESTORE give the one-entry stream an exactly
 # sized node: a new stream's node is preallocated (4 KB), more than the entry it holds.
 # Returns 1 done, 0 already archived, -1 not that log (changed, deleted or not finished).
@@ -100,7 +106,10 @@ for i = 1, #last[2], 2 do f[last[2][i]] = last[2][i + 1] end
 if f['a'] then return 0 end
 if f['e'] ~= 'eos' or redis.call('XLEN', KEYS[1]) ~= n then return -1 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('XADD', KEYS[1], '0-' .. n, 'e', f['e'], 'h', f['h'], 'ts', f['ts'] or '0', 'a', ARGV[2], 'k', ARGV[3])
+local eos = {'e', f['e'], 'h', f['h'], 'ts', f['ts'] or '0'}
+if f['p'] then eos[#eos + 1] = 'p'; eos[#eos + 1] = f['p'] end
+eos[#eos + 1] = 'a'; eos[#eos + 1] = ARGV[2]; eos[#eos + 1] = 'k'; eos[#eos + 1] = ARGV[3]
+redis.call('XADD', KEYS[1], '0-' .. n, unpack(eos))
 local packed = redis.call('DUMP', KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('RESTORE', KEYS[1], 0, packed)

@@ -36,6 +36,12 @@ async def raw_rows(redis: Redis, cid: str) -> list[Any]:
     return list(await redis.xrange(cast_key(cid)))
 
 
+def without_p(rows: list[Any]) -> list[Any]:
+    """``rows`` less their predecessor's stamp ``p``, which the archive leaves out (only the live
+    tail reads it): the rest must come back byte for byte."""
+    return [(i, {k: v for k, v in f.items() if k != b"p"}) for i, f in rows]
+
+
 def archiver(redis: Redis, store: BlobStore, **cfg: Any) -> Archiver:
     settings = {"delay_s": 0.0, "poll_s": 0.2, **cfg}
     return Archiver(redis, store, ArchiverConfig(**settings), consumer="test-archiver")

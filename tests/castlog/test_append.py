@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, SeqMismatch, Start, cast_key
+from castlog import Audio, CastStore, Eos, LogReader, Meta, SeqMismatch, Start, cast_key, encode_fields
 
 CAST = "pHanHO6047OT"
 META = Meta(title="t", voice="v", chars=1, sentences=1, created_at=0)
@@ -82,3 +82,29 @@ async def test_other_records_at_that_position_are_still_a_mismatch(store: CastSt
     await store.append(CAST, 2, [Eos(sentences=0, audio_ms=0, attempts=1)])
     with pytest.raises(SeqMismatch):  # the same records, but the log has moved on past them
         await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=5)])
+
+
+async def test_each_record_carries_its_predecessors_stamp_across_calls_and_within_one(
+    store: CastStore, redis: Redis
+) -> None:
+    await store.append(CAST, 0, [META])
+    await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0)])
+    await store.append(CAST, 2, [Audio(i=i, t=f"s{i}", d=10, o=10 * i, body=b"x") for i in range(3)])
+    rows = await redis.xrange(cast_key(CAST))
+    assert len(rows) == 5
+    assert b"p" not in rows[0][1]  # the first record has no predecessor
+    for (_, before), (_, after) in zip(rows, rows[1:]):
+        assert after[b"p"] == before[b"ts"]
+
+
+async def test_a_predecessor_without_a_stamp_gives_no_p_and_readers_ignore_p(
+    store: CastStore, redis: Redis
+) -> None:
+    kind, headers, _ = encode_fields(META)
+    await redis.xadd(cast_key(CAST), {"e": kind, "h": headers}, id="0-1")  # written before `p` and `ts`
+    await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Eos(sentences=0, audio_ms=0, attempts=1)])
+    rows = await redis.xrange(cast_key(CAST))
+    assert b"p" not in rows[1][1] and rows[2][1][b"p"] == rows[1][1][b"ts"]
+    entries = await LogReader(store.redis).read(CAST, 1)
+    assert [e.record for e in entries] == [Start(attempt=1, resume_from=0, at=0),
+                                          Eos(sentences=0, audio_ms=0, attempts=1)]
