@@ -15,11 +15,13 @@ A join wakes the blocked XREAD with CLIENT UNBLOCK, re-sent until the read retur
 reaches Redis before the XREAD does nothing); the block timeout is only a safety net.
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
-XREAD after it would skip the replacing records or wait forever. So the tail checks the record
-at the cursor before it hands out a cast's rows, and every cursor after a join, an idle read or
-a lost connection: one command besides the XREAD (an XRANGE of that one record, or a small
-script for several). A watch whose record is gone or replaced is dropped; its listeners move
-back to the last record that still stands and read on by offset.
+XREAD after it would skip the replacing records or wait forever. Each record names its
+predecessor's stamp (``p``): rows whose first record is the cursor's next and names the stamp
+the watch delivered at the cursor continue it, and go out unchecked. Otherwise the tail checks
+the record at the cursor before it hands out a cast's rows, and it checks every cursor after a
+join, an idle read or a lost connection: one command besides the XREAD (an XRANGE of that one
+record, or a small script for several). A watch whose record is gone or replaced is dropped;
+its listeners move back to the last record that still stands and read on by offset.
 """
 
 from __future__ import annotations
@@ -56,11 +58,22 @@ NO_DEADLINE = float("inf")
 ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
+PREV_FIELD = b"p"  # a record's predecessor's stamp (castlog's APPEND writes it)
 
 
 def after_id(cursor: int) -> str:
     """The XREAD/XRANGE-exclusive id after seq ``cursor`` (-1: before the first record)."""
     return entry_id(cursor) if cursor >= 0 else "0-0"
+
+
+def continues(watch: Watch | None, rows: list[Any]) -> bool:
+    """Whether ``rows`` (one XREAD's, for ``watch``) continue what the watch delivered: the first
+    is the next seq and names the cursor record's known stamp as its predecessor (``p``). Only
+    an append at the very tail writes that, so the cursor record still stands; no check needed."""
+    if watch is None or watch.stamp is None or not rows:
+        return False
+    raw_id, fields = rows[0]
+    return seq_of(raw_id) == watch.cursor + 1 and fields.get(PREV_FIELD) == str(watch.stamp).encode()
 
 
 class Watch:
@@ -183,7 +196,7 @@ class Tail:
                 got, read_with, idle = await self._read()
                 if idle:
                     self._unchecked.update(self.watches)  # a cursor past a shrunk log reads nothing
-                await self._check({cast_id_of(_str(key)) or "" for key, _ in got} | self._unchecked)
+                await self._check(self._unproven(got, read_with) | self._unchecked)
             except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
                 self._client_id = None  # a new connection has a new id
                 self._unchecked.update(self.watches)  # the server may have restarted with less
@@ -226,6 +239,17 @@ class Tail:
             await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
             if read.done():
                 return
+
+    def _unproven(self, got: list[Any], read_with: dict[str, Watch]) -> set[str]:
+        """The casts read whose rows do not prove by themselves that the log still holds the
+        watch's cursor record: those need the check before their rows are handed out."""
+        out = set()
+        for key, rows in got:
+            cast_id = cast_id_of(_str(key)) or ""
+            watch = read_with.get(cast_id)
+            if self.watches.get(cast_id) is not watch or not continues(watch, rows):
+                out.add(cast_id)
+        return out
 
     async def _check(self, cast_ids: Iterable[str]) -> None:
         """Check each watch's cursor against Redis; rewind those whose record is gone or

@@ -12,9 +12,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, LogReader, Start, cast_key, entry_id, playable, summarize
+from castlog import CastStore, Eos, LogReader, Start, cast_key, encode_fields, entry_id, playable, summarize
+from edge.context import EDGE
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 from tests.edge.test_edge_fanout import wait_for_listeners
+from tests.support.waiting import wait_until
+
+OLD_TS = 1_700_000_000_000  # stamps for records written by hand
 
 
 async def cut_back(redis: Redis, cid: str, keep: int) -> None:
@@ -112,3 +116,45 @@ async def test_a_follower_waiting_past_a_shrunk_tail_is_not_left_waiting(
     events = await reader
     assert [int(e.id or -1) for e in events] == [0, 1, 2, 3, 4, 3]
     assert events[-1].event == "eos"
+
+
+async def test_a_rewrite_whose_first_record_follows_the_cursor_is_still_caught_without_an_idle_read(
+    make_edge: Any, store: CastStore, redis: Redis,
+) -> None:
+    edge = await make_edge(tail_block_ms=60_000)  # no idle read: only the rows' own check can catch it
+    tail = edge.server.app[EDGE].tail
+    cid = cast_id(4)
+    cast = await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
+    resp = await edge.get(f"/api/casts/{cid}/events")
+    reader = asyncio.create_task(read_events(resp, timeout_s=20))
+    await wait_for_listeners(edge, cid, 1)
+    await cast.append(*audio_records(["Four."], start_i=3))  # seq 5, delivered live
+    await wait_until(lambda: tail.watches[cid].cursor == 5)
+    await asyncio.sleep(0.01)  # Redis's clock moves on: the rewrite's stamps differ from seq 5's
+    await cut_back(redis, cid, 5)  # seq 5 lost ...
+    redo = Cast(store, cid, 5)  # ... and rewritten in one append: the XREAD after 0-5 gets seq 6
+    await redo.append(Start(attempt=2, resume_from=3, at=1), *audio_records(["Four!"], start_i=3))
+    await redo.append(Eos(sentences=4, audio_ms=1, attempts=2))
+    events = await reader
+    assert [int(e.id or -1) for e in events] == [0, 1, 2, 3, 4, 5, 5, 6, 7]
+    assert [e.json() for e in events[6:]] == (await xrange_public(redis, cid))[5:]
+    assert events[6].event == "start"
+
+
+async def test_records_written_before_the_predecessor_stamp_are_still_followed(
+    make_edge: Any, store: CastStore, redis: Redis,
+) -> None:
+    edge = await make_edge(tail_block_ms=60_000)
+    cid = cast_id(5)
+    await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
+    resp = await edge.get(f"/api/casts/{cid}/events")
+    reader = asyncio.create_task(read_events(resp, timeout_s=20))
+    await wait_for_listeners(edge, cid, 1)
+    old = [*audio_records(["Four."], start_i=3), Eos(sentences=4, audio_ms=1, attempts=1)]
+    for seq, record in enumerate(old, start=5):  # as an append before `p` wrote them: e, h, b, ts
+        kind, headers, body = encode_fields(record)
+        fields = {b"e": kind, b"h": headers, **({b"b": body} if body else {}), b"ts": str(OLD_TS + seq).encode()}
+        await redis.xadd(cast_key(cid), fields, id=entry_id(seq))  # type: ignore[arg-type]
+    events = await reader
+    assert [int(e.id or -1) for e in events] == [0, 1, 2, 3, 4, 5, 6]
+    assert [e.json() for e in events] == await xrange_public(redis, cid)
