@@ -14,8 +14,8 @@ this process appends records (sentences of the shared article text, with a fille
 ``--body-bytes``) one every ``--interval-ms`` and measures, per record and listener: the latency
 from just before the append to receipt (p50, p99), the server's CPU per delivered record, and
 the Redis commands the server issued per appended record (INFO commandstats, the append
-script's own commands left out). The servers, the listeners and Redis share this machine's
-cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
+script's own commands left out or subtracted). The servers, the listeners and Redis share this
+machine's cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
 
     .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40] [--base OTHER_CHECKOUT]
 """
@@ -59,6 +59,9 @@ DRAIN_TIMEOUT_S = 60.0
 # The append script's own commands, and ours: not the server's reads.
 NOT_SERVER = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xadd", "cmdstat_xlen", "cmdstat_time",
               "cmdstat_info", "cmdstat_ping", "cmdstat_client|setinfo", "cmdstat_hello"}
+# The append script also reads its predecessor's stamp, one XREVRANGE per append to a log that
+# is not empty: a server may issue XREVRANGE too, so these are subtracted, not the name left out.
+APPEND_XREVRANGE = "cmdstat_xrevrange"
 ID_RE = re.compile(rb"(?:^|\n)id: (\d+)\n")
 
 
@@ -227,6 +230,10 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
         raise AssertionError(f"{impl} at {n}: {missing} deliveries missing")
     commands = {k: v - calls0.get(k, 0) for k, v in calls1.items()
                 if k not in NOT_SERVER and v != calls0.get(k, 0)}
+    commands[APPEND_XREVRANGE] = commands.get(APPEND_XREVRANGE, 0) - len(sent)  # our appends'
+    if commands[APPEND_XREVRANGE] < 0:
+        raise AssertionError(f"{impl} at {n}: fewer XREVRANGEs than appends: {commands}")
+    commands = {k: v for k, v in commands.items() if v}
     deliveries = len(latencies)
     return Cell(
         impl=impl, listeners=n, records=len(sent), deliveries=deliveries,
