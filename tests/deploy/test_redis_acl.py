@@ -142,7 +142,7 @@ def test_intake_cannot_do_more(client: Callable[[str], redis.Redis], admin: redi
 def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis],
                                             admin: redis.Redis) -> None:
     admin.xadd(f"catalog/{CAST}", {"text": "Hello.", "voice": "af_heart"})
-    admin.xadd(f"pub/casts/{CAST}", {"e": "meta"}, id="0-1")
+    admin.xadd(f"pub/casts/{CAST}", {"e": "meta", "ts": "1700000000000"}, id="0-1")
     admin.xadd("jobs", {"id": CAST})
     synth = client("synth")
     synth.xgroup_create("jobs", "synth", id="0", mkstream=True)
@@ -152,7 +152,9 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     append = synth.register_script(APPEND)
     assert append(keys=[f"pub/casts/{CAST}"], args=[1, "start", "{}", ""]) == [1, 2]
     assert append(keys=[f"pub/casts/{CAST}"], args=[1, "audio", "{}", "mp3"]) == [0, 2]  # fenced
-    assert synth.xrange(f"pub/casts/{CAST}", min="0-2")[0][1][b"e"] == b"start"
+    # the append read its predecessor's stamp (an XREVRANGE inside the script) into `p`
+    [(_, appended)] = synth.xrange(f"pub/casts/{CAST}", min="0-2")
+    assert appended[b"e"] == b"start" and appended[b"p"] == b"1700000000000"
     assert synth.xpending("jobs", "synth")["pending"] == 1
     assert synth.xpending_range("jobs", "synth", min=job_id, max=job_id, count=1)
     synth.xclaim("jobs", "synth", "worker-1", 0, [job_id], justid=True)  # refresh the lease
