@@ -84,6 +84,7 @@ async def test_other_records_at_that_position_are_still_a_mismatch(store: CastSt
         await store.append(CAST, 0, [META, Start(attempt=1, resume_from=0, at=5)])
 
 
+@pytest.mark.rule("append-names-predecessor")
 async def test_each_record_carries_its_predecessors_stamp_across_calls_and_within_one(
     store: CastStore, redis: Redis
 ) -> None:
@@ -97,6 +98,7 @@ async def test_each_record_carries_its_predecessors_stamp_across_calls_and_withi
         assert after[b"p"] == before[b"ts"]
 
 
+@pytest.mark.rule("append-names-predecessor")
 async def test_a_predecessor_without_a_stamp_gives_no_p_and_readers_ignore_p(
     store: CastStore, redis: Redis
 ) -> None:

@@ -118,6 +118,7 @@ async def test_a_follower_waiting_past_a_shrunk_tail_is_not_left_waiting(
     assert events[-1].event == "eos"
 
 
+@pytest.mark.rule("views-checked-on-use", "follower-moved-back")
 async def test_a_rewrite_whose_first_record_follows_the_cursor_is_still_caught_without_an_idle_read(
     make_edge: Any, store: CastStore, redis: Redis,
 ) -> None:
