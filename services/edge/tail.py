@@ -68,8 +68,9 @@ def after_id(cursor: int) -> str:
 
 def continues(watch: Watch | None, rows: list[Any]) -> bool:
     """Whether ``rows`` (one XREAD's, for ``watch``) continue what the watch delivered: the first
-    is the next seq and names the cursor record's known stamp as its predecessor (``p``). Only
-    an append at the very tail writes that, so the cursor record still stands; no check needed."""
+    is the next seq and names the cursor record's known stamp as its predecessor (``p``): the
+    append that wrote it found the delivered record at the tail, so no check is needed (the check
+    compares that same stamp)."""
     if watch is None or watch.stamp is None or not rows:
         return False
     raw_id, fields = rows[0]
