@@ -144,7 +144,8 @@ class Listeners:
 
     def __init__(self, port: int, cast_id: str, n: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-listeners", str(port), cast_id, str(n)],
+            # one argument: a cast id may begin with "-", which argparse would take for an option
+            [sys.executable, __file__, f"--serve-listeners={port}:{cast_id}:{n}"],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
         )
         assert self.proc.stdout is not None
@@ -391,11 +392,11 @@ def main() -> None:
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-listeners", nargs=3, metavar=("PORT", "CAST", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-listeners", metavar="PORT:CAST:N", help=argparse.SUPPRESS)
     args = parser.parse_args()
     raise_fd_limit()
     if args.serve_listeners:
-        port, cast_id, n = args.serve_listeners
+        port, cast_id, n = args.serve_listeners.split(":")
         serve_listeners(int(port), cast_id, int(n))
         return
     if args.serve_naive:
