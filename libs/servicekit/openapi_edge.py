@@ -1,0 +1,199 @@
+"""Edge's routes in the OpenAPI document: the read path (state, records, events, audio,
+captions) and the pages."""
+
+from __future__ import annotations
+
+from castlog import MAX_SEQ_NUM
+
+from .openapi_parts import CAST_ID_PATTERN, EdgeLimits, Json, error_body, json_body, limit_text, op, ref
+from .schemas import cast_state_properties, header_schemas, record_kinds
+
+_CAST_ID = {
+    "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
+    "schema": {"type": "string", "pattern": CAST_ID_PATTERN},
+}
+_SEQ_NUM = {
+    "name": "seq_num", "in": "query", "required": False,
+    "description": "the first record to return (0: the start of the log)",
+    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ_NUM, "default": 0},
+}
+_STREAM = {
+    "name": "stream", "in": "query", "required": True, "description": "pub/casts/<id>; every other stream is a 404",
+    "schema": {"type": "string", "pattern": "^pub/casts/[A-Za-z0-9_-]{12}$"},
+}
+_LAST_EVENT_ID = {
+    "name": "Last-Event-ID", "in": "header", "required": False,
+    "description": "resume after this seq_num (EventSource sends it on reconnect)",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+_RANGE = {
+    "name": "Range", "in": "header", "required": False,
+    "description": "one bytes=first-last range (closed casts only)", "schema": {"type": "string"},
+}  # fmt: skip
+_RATE_LIMITED = "too many reads, or too many open streams, from this address"
+_NO_CAST = "no such cast (or not a readable stream name)"
+
+# Descriptions of CastState's fields where the name alone does not say it.
+_STATE_NOTES = {
+    "planned": "planned sentences",
+    "tail": "the next seq_num",
+    "resume_from": "the first sentence index the latest attempt writes",
+}
+
+
+def edge_schemas() -> Json:
+    """What edge's JSON routes answer: a record's kinds and headers and a cast's state are
+    generated from castlog's types (schemas.py); the wrapping is written here."""
+    state = cast_state_properties()
+    for name, note in _STATE_NOTES.items():
+        state[name]["description"] = note
+    headers = header_schemas()
+    return {
+        **headers,
+        "Record": {
+            "type": "object",
+            "required": ["seq_num", "kind", "ts", "headers", "body"],
+            "properties": {
+                "seq_num": {"type": "integer", "minimum": 0},
+                "kind": {"type": "string", "enum": record_kinds()},
+                "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
+                "headers": {"anyOf": [ref(name) for name in headers],
+                            "description": "the record's fields without e and body (the schema of its kind)"},
+                "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
+            },
+        },
+        "RecordPage": {
+            "type": "object",
+            "required": ["records", "next_seq_num", "tail", "closed"],
+            "properties": {
+                "records": {"type": "array", "items": ref("Record")},
+                "next_seq_num": {"type": "integer", "description": "where the next page starts"},
+                "tail": {"type": "integer", "description": "records in the log"},
+                "closed": {"type": "boolean", "description": "the log ended (eos or error) and all was read"},
+            },
+        },
+        "CastState": {
+            "type": "object",
+            "required": ["id", *state, "finished", "audio_ms", "links"],
+            "properties": {
+                "id": {"type": "string", "pattern": CAST_ID_PATTERN},
+                **state,
+                "finished": {"type": "integer", "description": "sentences in the playable audio"},
+                "audio_ms": {"type": "integer"},
+                "links": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+    }
+
+
+def _read_parameters(limits: EdgeLimits | None) -> list[Json]:
+    """seq_num, limit and wait: the query of a JSON page of records."""
+    max_records = limit_text(limits.max_records_limit if limits else None, "EDGE_MAX_RECORDS_LIMIT")
+    max_wait = limit_text(limits.max_wait_s if limits else None, "EDGE_MAX_WAIT_S")
+    limit: Json = {"type": "integer", "minimum": 1}
+    wait: Json = {"type": "number", "minimum": 0, "default": 0}
+    if limits is not None:
+        limit.update(maximum=limits.max_records_limit, default=limits.max_records_limit)
+        wait["maximum"] = limits.max_wait_s
+    return [
+        _SEQ_NUM,
+        {"name": "limit", "in": "query", "required": False, "schema": limit,
+         "description": f"records per page, at most {max_records} (also the default)"},
+        {"name": "wait", "in": "query", "required": False, "schema": wait,
+         "description": f"seconds to long-poll when seq_num is at the tail, at most {max_wait}"},
+    ]  # fmt: skip
+
+
+def _html(description: str) -> Json:
+    return {"description": description, "content": {"text/html": {"schema": {"type": "string"}}}}
+
+
+def edge_paths(limits: EdgeLimits | None) -> Json:
+    mp3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
+    page = {
+        "200": json_body(ref("RecordPage"), "records from seq_num"),
+        "400": error_body("a parameter is malformed"),
+        "404": error_body(_NO_CAST),
+        "429": error_body(_RATE_LIMITED, retry_after=True),
+        "503": error_body("a long-poll found this edge at its maximum of live listeners", retry_after=True),
+    }
+    return {
+        "/api/casts/{id}": {"get": op(
+            "castState", "edge", "A cast's state, derived from its log",
+            {"200": json_body(ref("CastState"), "the cast's state"), "404": error_body(_NO_CAST),
+             "429": error_body(_RATE_LIMITED, retry_after=True)},
+            parameters=[_CAST_ID],
+        ), "delete": op(
+            "deleteCast", "intake", "Admin: delete a cast (its audio, log and claim); an identical submit makes it again",
+            {"200": {"description": "deleted"},
+             "404": error_body("no such cast, or no admin token configured or given (Authorization: Bearer <token>)")},
+            parameters=[_CAST_ID],
+        )},
+        "/api/casts/{id}/records": {"get": op(
+            "castRecords", "edge", "Records of a cast from seq_num, as JSON", page,
+            parameters=[_CAST_ID, *_read_parameters(limits)],
+        )},
+        "/s2/records": {"get": op(
+            "s2Records", "edge", "The original design's gateway path: records of pub/casts/<id>", page,
+            parameters=[_STREAM, *_read_parameters(limits)],
+        )},
+        "/api/casts/{id}/events": {"get": op(
+            "castEvents", "edge", "The cast as Server-Sent Events: replay from seq_num (or Last-Event-ID), then live",
+            {
+                "200": {"description": "an event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                "204": {"description": "past the end of a finished log: nothing will come"},
+                "400": error_body("a parameter is malformed"),
+                "404": error_body(_NO_CAST),
+                "429": error_body(_RATE_LIMITED, retry_after=True),
+                "503": error_body("this edge serves its maximum of live listeners", retry_after=True),
+            },
+            description="id: the seq_num; event: the kind; data: a Record as JSON. A heartbeat comment "
+            "every 15 s. The response ends after the log's terminal record (eos or error).",
+            parameters=[_CAST_ID, _SEQ_NUM, _LAST_EVENT_ID],
+        )},
+        "/api/casts/{id}/audio.mp3": {"get": op(
+            "castAudio", "edge", "The playable audio as one MP3",
+            {
+                "200": {"description": "the MP3", "content": mp3},
+                "206": {"description": "a byte range of the MP3", "content": mp3},
+                "404": error_body(_NO_CAST),
+                "416": error_body("the range lies outside the audio"),
+                "429": error_body(_RATE_LIMITED, retry_after=True),
+                "503": error_body("this edge serves its maximum of live listeners", retry_after=True),
+            },
+            description="While the cast is made: chunked, following the live edge until eos. Once it ended: "
+            "a Content-Length and byte ranges.",
+            parameters=[_CAST_ID, _RANGE],
+        )},
+        "/api/casts/{id}/captions": {"get": op(
+            "castCaptions", "edge", "The cast's words and sentences as WebVTT cues (so far, while it is made)",
+            {"200": {"description": "WebVTT", "content": {"text/vtt": {"schema": {"type": "string"}}}},
+             "400": error_body("cues is not all, words or sentences"), "404": error_body(_NO_CAST),
+             "429": error_body(_RATE_LIMITED, retry_after=True)},
+            parameters=[_CAST_ID, {"name": "cues", "in": "query", "required": False,
+                                   "schema": {"type": "string", "enum": ["all", "words", "sentences"]}}],
+        )},
+        "/api/edge/openapi.json": {"get": op(
+            "edgeOpenapi", "edge", "This document, from edge",
+            {"200": json_body({"type": "object"}, "An OpenAPI 3.1 document")},
+        )},
+        "/": {"get": op("pastePage", "edge", "The paste page: a form that POSTs to /generate",
+                         {"200": _html("the page")})},
+        "/docs": {"get": op("apiPage", "edge", "This document as an interactive page (Swagger UI)",
+                             {"200": _html("the page"), "404": error_body("swagger-ui-py is not installed")})},
+        "/docs/assets/{name}": {"get": op(
+            "apiPageAsset", "edge", "Swagger UI's files, from the swagger-ui-py wheel",
+            {"200": {"description": "the file"}, "404": error_body("no such file")},
+            parameters=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        )},
+        "/c/{id}": {"get": op(
+            "playerPage", "edge", "A cast's player page", {"200": _html("the page"), "404": error_body(_NO_CAST)},
+            parameters=[_CAST_ID],
+        )},
+        "/static/{file}": {"get": op(
+            "staticFile", "edge", "The pages' scripts and styles",
+            {"200": {"description": "the file"}, "404": error_body("no such file")},
+            parameters=[{"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}],
+        )},
+    }  # fmt: skip

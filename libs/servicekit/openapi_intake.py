@@ -1,0 +1,109 @@
+"""Intake's routes in the OpenAPI document: submitting a cast, the voices, the document itself."""
+
+from __future__ import annotations
+
+from .openapi_parts import CAST_ID_PATTERN, IntakeLimits, Json, error_body, json_body, limit_text, op, ref
+
+
+def intake_schemas(limits: IntakeLimits | None) -> Json:
+    text: Json = {
+        "type": "string",
+        "description": "The text to read out, at most "
+        f"{limit_text(limits.max_chars if limits else None, 'INTAKE_MAX_CHARS')} characters. Normalised (NFC, control "
+        "characters but newlines and tabs removed, stripped); must not be empty after that.",
+    }
+    title: Json = {"type": ["string", "null"], "description": "Defaults to the first words of the text."}
+    if limits is not None:
+        text["maxLength"], title["maxLength"] = limits.max_chars, limits.max_title_chars
+    else:
+        title["description"] += " At most INTAKE_MAX_TITLE_CHARS characters."
+    return {
+        "CastRequest": {
+            "type": "object",
+            "required": ["text"],
+            "properties": {
+                "text": text,
+                "voice": {"type": ["string", "null"], "description": "One of GET /api/voices; the default when empty."},
+                "title": title,
+                "speed": {"type": ["number", "null"], "minimum": 0.25, "maximum": 4.0,
+                          "description": "1.0 when absent; part of the cast's identity"},
+            },
+            "additionalProperties": False,
+        },
+        "Cast": {
+            "type": "object",
+            "required": ["id", "url", "status"],
+            "properties": {
+                "id": {"type": "string", "pattern": CAST_ID_PATTERN},
+                "url": {"type": "string", "description": "The cast's page, /c/<id>"},
+                "status": {"type": "string", "enum": ["new", "existing", "reenqueued"]},
+            },
+        },
+        "Voices": {
+            "type": "object",
+            "required": ["voices", "default", "source"],
+            "properties": {
+                "voices": {"type": "array", "items": {"type": "string"}},
+                "default": {"type": "string"},
+                "source": {"type": "string", "enum": ["worker", "config"]},
+                "backend": {"type": ["string", "null"]},
+                "details": {"type": "array", "description": "each voice of `voices`, in the same order",
+                            "items": {"type": "object", "required": ["id", "language", "lang", "gender", "name"],
+                                      "properties": {
+                                          "id": {"type": "string"},
+                                          "language": {"type": "string", "description": "American English, …"},
+                                          "lang": {"type": "string", "description": "BCP 47 tag; empty if unknown"},
+                                          "gender": {"type": "string", "enum": ["female", "male", ""]},
+                                          "name": {"type": "string", "description": "display name: Heart"},
+                                      }}},
+            },
+        },
+    }
+
+
+def _submit_responses() -> Json:
+    location = {"Location": {"schema": {"type": "string"}, "description": "/c/<id>"}}
+    return {
+        "201": json_body(ref("Cast"), "A new cast was claimed and queued", location),
+        "200": json_body(ref("Cast"), "The cast exists already (same text and voice)", location),
+        "202": json_body(ref("Cast"), "The cast had failed and was queued again", location),
+        "400": error_body("Malformed body (not JSON, not UTF-8, not a form)"),
+        "413": error_body("Body or text too large"),
+        "415": error_body("Unsupported Content-Type"),
+        "422": error_body("A field is missing, of the wrong type, or not allowed (unknown voice, too long a title)"),
+        "429": error_body("Rate limited: retry after the Retry-After header's seconds", retry_after=True),
+        "503": error_body("Redis is unreachable, intake is overloaded, or no worker has published its voices yet "
+                      "(warming_up): retry after the Retry-After header's seconds", retry_after=True),
+    }
+
+
+def intake_paths(limits: IntakeLimits | None) -> Json:
+    body_note = f"At most {limit_text(limits.max_body_bytes if limits else None, 'INTAKE_MAX_BODY_BYTES')} bytes."
+    request_body = {"schema": ref("CastRequest")}
+    return {
+        "/api/casts": {"post": op(
+            "createCast", "intake", "Submit text and a voice; get the cast's link at once",
+            _submit_responses(),
+            requestBody={"required": True, "description": body_note, "content": {"application/json": request_body}},
+        )},
+        "/generate": {"post": op(
+            "generate", "intake",
+            "The paste form's target: a form answers 303 to /c/<id>; JSON answers as POST /api/casts",
+            {
+                "303": {"description": "Form submitted: see the cast at Location",
+                        "headers": {"Location": {"schema": {"type": "string"}}}},
+                **_submit_responses(),
+            },
+            requestBody={"required": True, "description": body_note,
+                         "content": {"application/x-www-form-urlencoded": request_body, "application/json": request_body}},
+        )},
+        "/api/voices": {"get": op(
+            "listVoices", "intake", "The voices a cast may ask for, with the default",
+            {"200": json_body(ref("Voices"), "The voices the workers published last"),
+             "503": error_body("No worker has published its voices yet (warming_up)", retry_after=True)},
+        )},
+        "/api/openapi.json": {"get": op(
+            "openapi", "intake", "This document",
+            {"200": json_body({"type": "object"}, "An OpenAPI 3.1 document")},
+        )},
+    }  # fmt: skip

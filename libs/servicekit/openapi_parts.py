@@ -1,0 +1,106 @@
+"""The building blocks of the OpenAPI document (``openapi.py``): the error codes, the limits each
+service documents, reference and response helpers, and what every service answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+OPENAPI_VERSION = "3.1.0"
+API_VERSION = "1.0.0"
+ERROR_CODES = (
+    "malformed_json", "malformed_form", "invalid_field", "invalid_text", "empty_text", "text_too_long",
+    "title_too_long", "unknown_voice", "unsupported_media_type", "body_too_large", "too_large", "bad_request",
+    "rate_limited", "too_many_streams", "range_not_satisfiable", "not_found", "method_not_allowed", "busy",
+    "unavailable", "redis_unavailable", "tail_down", "internal", "warming_up",
+)  # fmt: skip
+CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
+
+
+Json = dict[str, Any]
+
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    """Intake's documented limits (INTAKE_MAX_CHARS, INTAKE_MAX_TITLE_CHARS, INTAKE_MAX_BODY_BYTES)."""
+
+    max_chars: int
+    max_title_chars: int
+    max_body_bytes: int
+
+
+@dataclass(frozen=True)
+class EdgeLimits:
+    """Edge's documented limits (EDGE_MAX_RECORDS_LIMIT, EDGE_MAX_WAIT_S)."""
+
+    max_records_limit: int
+    max_wait_s: float
+
+
+def ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_body(schema: Json, description: str, headers: Json | None = None) -> Json:
+    out: Json = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def error_body(description: str, retry_after: bool = False) -> Json:
+    retry = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}
+    return json_body(ref("Error"), description, retry if retry_after else None)
+
+
+def limit_text(value: float | None, setting: str) -> str:
+    """A limit as documented: the number when this process knows it, else its setting's name."""
+    if value is None:
+        return setting
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def op(operation_id: str, tag: str, summary: str, responses: Json, **more: Any) -> Json:
+    return {"operationId": operation_id, "tags": [tag], "summary": summary, **more, "responses": responses}
+
+
+# Answered by both services.
+COMMON_SCHEMAS: Json = {
+    "Error": {
+        "type": "object",
+        "required": ["error", "message"],
+        "properties": {
+            "error": {"type": "string", "description": "A stable code, e.g. " + ", ".join(ERROR_CODES)},
+            "message": {"type": "string", "description": "What to do about it"},
+        },
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"type": "string", "enum": ["ok"]},
+            "listeners": {"type": "integer", "description": "edge: live listeners of this process"},
+            "watched": {"type": "integer", "description": "edge: casts its shared tail follows"},
+            "voices": {"type": ["integer", "null"], "description": "intake /readyz: voices published (null: none yet)"},
+            "default": {"type": ["string", "null"], "description": "intake /readyz: the default voice"},
+        },
+    },
+}
+
+
+# Each service answers these on its own port; on the public origin, edge does.
+OPS_PATHS: Json = {
+    "/healthz": {"get": op(
+        "health", "ops", "200 when the service's Redis answers (and, for edge, its shared tail runs); else 503",
+        {"200": json_body(ref("Health"), "healthy"), "503": error_body("not healthy")},
+    )},
+    "/readyz": {"get": op(
+        "ready", "ops", "200 when the service can do its work now (synth: the model is warm); else 503 with why",
+        {"200": json_body(ref("Health"), "ready"), "503": error_body("not ready yet")},
+    )},
+    "/metrics": {"get": op(
+        "metrics", "ops", "Prometheus metrics",
+        {"200": {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )},
+}  # fmt: skip
