@@ -9,8 +9,9 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import CastStore, Eos, LogReader, Start, cast_key
+from edge.listener import Listener
 from edge.metrics import EdgeMetrics
-from edge.tail import Listener, Tail, after_id
+from edge.tail import Tail, after_id
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, xrange_public
 
 from .archive_helpers import archiver

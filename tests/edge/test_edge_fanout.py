@@ -14,8 +14,9 @@ from redis.asyncio import Redis
 from castlog import CastStore, Eos, Start, cast_key
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
+from edge.listener import Listener
 from edge.metrics import EdgeMetrics
-from edge.tail import Listener, Tail, after_id
+from edge.tail import Tail, after_id
 from tests.edge.edge_helpers import (
     Cast,
     audio_records,

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Start
 from edge.context import EDGE
-from edge.tail import Listener
+from edge.listener import Listener
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, dechunk, parse_sse, read_events
 from tests.support.waiting import wait_until
 

@@ -88,3 +88,65 @@ def test_each_service_keeps_config_metrics_and_one_state_dataclass_under_one_key
     assert ast.unparse(keys[service.upper()]) == state  # type: ignore[arg-type]
     elsewhere = {p.name: sorted(app_keys(p)) for p in folder.rglob("*.py") if p.name != "context.py" and app_keys(p)}
     assert elsewhere == {}, "app keys belong in context.py"
+
+
+def package_imports(folder: Path) -> dict[str, set[str]]:
+    """Module name -> the modules of the same package it imports (relative or by the package's
+    name, under ``TYPE_CHECKING`` too: a cycle kept for the type checker is still a cycle)."""
+    package = folder.name
+    modules = {p.stem for p in folder.glob("*.py")}
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level == 1 or node.module == package):
+                if node.module and node.level == 1:
+                    names.add(node.module.split(".")[0])
+                else:  # from . import x / from edge import x
+                    names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                head, _, rest = node.module.partition(".")
+                if head == package and rest:
+                    names.add(rest.split(".")[0])
+            elif isinstance(node, ast.Import):
+                names.update(a.name.split(".")[1] for a in node.names if a.name.startswith(package + "."))
+        out[path.stem] = (names & modules) - {path.stem}
+    return out
+
+
+def a_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` as the modules along it, or [] when there is none."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return []
+        for name in sorted(graph.get(module, ())):
+            if found := visit(name, path + [module]):
+                return found
+        done.add(module)
+        return []
+
+    for module in sorted(graph):
+        if found := visit(module, []):
+            return found
+    return []
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    assert a_cycle({"tail": {"listener"}, "listener": {"tail"}}) in (["listener", "tail", "listener"],
+                                                                     ["tail", "listener", "tail"])
+    assert a_cycle({"tail": {"listener", "public"}, "listener": {"public"}, "public": set()}) == []
+
+
+def test_edge_modules_import_each_other_one_way() -> None:
+    graph = package_imports(REPO / "services" / "edge")
+    assert {"app", "tail", "listener"} <= set(graph)
+    assert a_cycle(graph) == [], " -> ".join(a_cycle(graph))
+
+
+def test_edge_listener_knows_the_tail_only_through_its_protocol() -> None:
+    graph = package_imports(REPO / "services" / "edge")
+    assert "listener" in graph["tail"] and "tail" not in graph["listener"]
