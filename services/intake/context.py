@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -18,8 +18,14 @@ from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
 
-if TYPE_CHECKING:  # livews's sessions read this module's keys
-    from .livews import Session
+
+class LiveSession(Protocol):
+    """A live WebSocket session as a stop sees it (``livews.Session``, which reads this module:
+    a Protocol here keeps the import one-way)."""
+
+    async def end_text(self) -> None: ...
+
+    async def close(self, code: int) -> None: ...
 
 
 @dataclass
@@ -41,7 +47,7 @@ class Intake:
     speech_log: LogReader
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
-    live_sessions: set[Session]  # the live WebSocket's (ended at shutdown)
+    live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
 
 
 INTAKE = web.AppKey("intake", Intake)

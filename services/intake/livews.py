@@ -88,14 +88,14 @@ class Session:
             if await self._start():
                 await self._tracks()
         except SlowReader:
-            await self._end_text()
+            await self.end_text()
             log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
             await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast_id, "seq_num": self.seq_num})
         except ConnectionError:
-            await self._end_text()
+            await self.end_text()
         finally:
             if self.text_open:  # cancelled (a stop), or failed: the text ends, the cast finishes
-                await asyncio.shield(self._end_text())
+                await asyncio.shield(self.end_text())
 
     async def _start(self) -> bool:
         """The first message must be ``start``; answer with the ``cast`` event."""
@@ -138,7 +138,7 @@ class Session:
                 await self.close(CLOSE_DONE)
                 return
             await reader  # the client went away or idled out: the text ends, the cast goes on
-            await self._end_text()
+            await self.end_text()
         finally:
             for task in (reader, follower):
                 task.cancel()
@@ -153,7 +153,7 @@ class Session:
                 msg = await self.ws.receive(timeout=timeout_s)
             except asyncio.TimeoutError:
                 await self.error("idle", f"no message for {timeout_s:g} s (INTAKE_LIVE_IDLE_S); closing")
-                await self._end_text()  # before the close, so a client told "idle" finds the text closed
+                await self.end_text()  # before the close, so a client told "idle" finds the text closed
                 await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
                 return None
             if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
@@ -177,7 +177,7 @@ class Session:
             elif kind == "flush":
                 await self._text("", flush=True)
             elif kind == "close":
-                await self._end_text()
+                await self.end_text()
             else:
                 await self.error("unknown_type", "type is one of text, flush, close (start comes once)")
 
@@ -195,7 +195,7 @@ class Session:
         except Refusal as refusal:
             await self.error(refusal.code, refusal.message)
 
-    async def _end_text(self) -> None:
+    async def end_text(self) -> None:
         if not self.text_open:
             return
         self.text_open = False
@@ -251,7 +251,7 @@ async def _close_sessions(app: web.Application) -> None:
         return
     sessions = list(app[INTAKE].live_sessions)
     for session in sessions:
-        await session._end_text()
+        await session.end_text()
     await asyncio.gather(*(s.close(CLOSE_GOING_AWAY) for s in sessions), return_exceptions=True)
 
 
