@@ -92,6 +92,7 @@ class Worker:
         self.metrics = metrics or SynthMetrics()
         self.redis = redis
         self.store = CastStore(redis)
+        self.reader = LogReader(redis)  # every read of a cast log, for admission and receipts
         self.synth = synthesizer
         self.voices = frozenset(synthesizer.voices())
         self._clock = clock
@@ -270,7 +271,7 @@ class Worker:
             log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
             await jobs.ack(self.redis, job.entry_id, job.stream)
             return
-        entries, tail = await LogReader(self.redis).read_all(job.cast_id)
+        entries, tail = await self.reader.read_all(job.cast_id)
         last = entries[-1] if entries else None
         if last is None:
             await self._give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
@@ -471,7 +472,7 @@ class Worker:
         """The receipt, then XACK: a crash in between repeats the receipt (receipts may repeat)."""
         first_audio_ms = 0
         if cast.first_audio_seq is not None:
-            first = await LogReader(self.redis).read(cast.cast_id, cast.first_audio_seq, 1)
+            first = await self.reader.read(cast.cast_id, cast.first_audio_seq, 1)
             if first and cast.job.enqueued_at:
                 first_audio_ms = max(0, first[0].ts - cast.job.enqueued_at)
         receipt = castlog.Done(
