@@ -52,7 +52,7 @@ from redis.asyncio import Redis  # noqa: E402
 
 import castlog  # noqa: E402
 import servicekit  # noqa: E402
-import synth.worker as worker_module  # noqa: E402
+import synth.lane as lane_module  # noqa: E402
 from edge.app import create_app as create_edge  # noqa: E402
 from edge.config import Config as EdgeConfig  # noqa: E402
 from intake.app import create_app as create_intake  # noqa: E402
@@ -130,8 +130,8 @@ class TracedSynth:
 
 def trace_worker(worker: Worker, trace: Trace) -> None:
     """Stamp admission, the encoder and the append of each cast's first audio."""
-    admit, append = worker.admit, worker.store.append
-    encode = worker_module.encode_chunk
+    admit, append = worker.admitter.admit, worker.store.append
+    encode = lane_module.encode_chunk
 
     async def traced_admit(job: Any) -> None:
         trace.mark(job.cast_id, "admit")
@@ -153,9 +153,9 @@ def trace_worker(worker: Worker, trace: Trace) -> None:
             trace.mark(cast_id, "appended")
         return new_tail
 
-    worker.admit = traced_admit  # type: ignore[method-assign]
+    worker.admitter.admit = traced_admit  # type: ignore[method-assign]
     worker.store.append = traced_append  # type: ignore[method-assign]
-    worker_module.encode_chunk = traced_encode  # type: ignore[assignment]
+    lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
 
 
 # ---- the stack ---------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from common import RESULTS, repo_text, services, temp_redis, write_results  # no
 import castlog  # noqa: E402
 import servicekit  # noqa: E402
 from castlog import CastStore, Chunker, LogReader, Meta  # noqa: E402
-from synth import worker as worker_module  # noqa: E402
+from synth import lane as lane_module  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
 from synth.mp3 import EncodedChunk, encode_chunk  # noqa: E402
 from synth.worker import Worker  # noqa: E402
@@ -232,7 +232,7 @@ async def run(args: argparse.Namespace) -> dict[str, Row]:
             # as a worker does at start-up: intake takes only voices a worker has published
             offer = castlog.VoiceList(voices=tuple(model.voices()), default=VOICE)
             await castlog.publish_voices(redis, offer, maxlen=100)
-            worker_module.encode_chunk = model.timed_encoder(encode_chunk)  # type: ignore[assignment]
+            lane_module.encode_chunk = model.timed_encoder(encode_chunk)  # type: ignore[assignment]
             worker = Worker(SynthConfig(consumer="bench", poll_s=0.1), redis, model)
             task = asyncio.ensure_future(worker.run())
             try:

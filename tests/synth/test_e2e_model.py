@@ -175,7 +175,7 @@ async def test_second_worker_takes_over_after_the_lease_and_the_late_append_is_r
     cast_id = await submit(store, FOUR, voice_of(synthesizer))
     stalled = Paused(synthesizer)
     old = Worker(config("old", lease_s=600), redis, stalled)  # never refreshes within the test
-    caplog.set_level(logging.WARNING, logger="synth.worker")
+    caplog.set_level(logging.WARNING, logger="synth.outcomes")  # where "append refused" is logged
     async with running(old):
         await wait_until(lambda: stalled.entered.is_set())
         async with running(Worker(config("new", lease_s=2.0), redis, synthesizer)):
