@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,7 +301,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 await wait_listening(port)
             serial = 0
             for n in counts:
-                for impl in impls:  # side by side at each size, so drift hits both alike
+                # side by side at each size, so drift hits both alike; each round reverses the
+                # order, so neither always runs first (--rounds: medians of the rounds)
+                order = [impl for r in range(args.rounds) for impl in (impls if r % 2 == 0 else impls[::-1])]
+                for impl in order:
                     port, proc = running[impl]
                     serial += 1
                     cell = await run_cell(impl, n, port, proc.pid, redis, args, sentences, serial)
@@ -321,8 +324,21 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     return report(cells, args)
 
 
+def medians(cells: list[Cell]) -> dict[tuple[str, int], Cell]:
+    """One cell per implementation and size: the median of its rounds' latencies and costs."""
+    groups: dict[tuple[str, int], list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.impl, c.listeners), []).append(c)
+    return {key: replace(
+        runs[0],
+        p50_ms=statistics.median(c.p50_ms for c in runs), p99_ms=statistics.median(c.p99_ms for c in runs),
+        server_cpu_us_per_delivery=statistics.median(c.server_cpu_us_per_delivery for c in runs),
+        redis_commands_per_record=statistics.median(c.redis_commands_per_record for c in runs),
+    ) for key, runs in groups.items()}
+
+
 def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
-    by = {(c.impl, c.listeners): c for c in cells}
+    by = medians(cells)
     counts = sorted({c.listeners for c in cells})
     ratios: list[dict[str, Any]] = []
     base_ratios = compare_base(by) if ("base", counts[0]) in by else []
@@ -390,6 +406,8 @@ def main() -> None:
                         help="also print each record's latency to its first, median and last listener")
     parser.add_argument("--base", type=Path, help="also run python -m edge from another checkout (say, a worktree of main)")
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run each size this many times, the order reversed each round; ratios of medians")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", metavar="PORT:CAST:N", help=argparse.SUPPRESS)
