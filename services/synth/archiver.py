@@ -59,6 +59,7 @@ class Archiver:
                  metrics: SynthMetrics | None = None) -> None:
         self.metrics = metrics or SynthMetrics()
         self.redis, self.store, self.cfg, self.consumer = redis, store, cfg, consumer
+        self.reader = LogReader(redis)  # the raw rows it packs and the last entries it sweeps
         self._next_scan = 0.0
 
     async def run(self) -> None:
@@ -100,7 +101,7 @@ class Archiver:
 
     async def archive_cast(self, cast_id: str) -> Outcome:
         """Archive one finished cast: pack, put, verify, then rewrite its log (idempotent)."""
-        rows = await LogReader(self.redis).stored(cast_id)
+        rows = await self.reader.stored(cast_id)
         if not rows:
             return "gone"
         last = rows[-1][1]
@@ -139,7 +140,7 @@ class Archiver:
             cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
             if cast_id is None:
                 continue
-            row = await LogReader(self.redis).last_row(cast_id)
+            row = await self.reader.last_row(cast_id)
             if row is None:
                 continue
             fields = row[1]
@@ -150,7 +151,7 @@ class Archiver:
                 self.metrics.swept.inc()
                 continue
             if d is None and fields.get(b"e") == b"eos" and await self.archive_cast(cast_id) == "archived":
-                d = await LogReader(self.redis).descriptor(cast_id)
+                d = await self.reader.descriptor(cast_id)
             if d is None:
                 live += 1
             else:
