@@ -117,13 +117,13 @@ def test_a_stop_waits_for_synth_as_long_as_its_grace_and_a_margin() -> None:
     assert child_grace_s({"SYNTH_GRACE_S": "90"}) == 90 + CHILD_GRACE_MARGIN_S
 
 
-@pytest.mark.timeout(120)
-def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(tmp_path: Path) -> None:
-    """The README's run, with the default `.state` relative to where it is started."""
+def up_until_healthy(*args: str, cwd: Path | None = None) -> tuple[int, bytes]:
+    """``streamtts up --only intake,edge`` with ``args``, stopped by SIGINT once healthy: its
+    exit code and its stderr."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "STREAMTTS_STATE_DIR")}
-    proc = subprocess.Popen([sys.executable, "-m", "streamtts", "up", "--port", str(port), "--only", "intake,edge"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "streamtts", "up", "--port", str(port), "--only", "intake,edge", *args],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
         proc.send_signal(signal.SIGINT)
@@ -131,7 +131,14 @@ def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(
     finally:
         proc.kill()
         proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    return proc.returncode, err
+
+
+@pytest.mark.timeout(120)
+def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(tmp_path: Path) -> None:
+    """The README's run, with the default `.state` relative to where it is started."""
+    returncode, err = up_until_healthy(cwd=tmp_path)
+    assert returncode == 0, err.decode()
     assert (tmp_path / ".state" / "redis" / "redis.log").read_text()  # where the server was told to write it
     assert (tmp_path / ".state" / "redis" / "appendonlydir").is_dir()
     assert f"data in {tmp_path / '.state' / 'redis'}".encode() in err  # said as an absolute path
@@ -140,18 +147,7 @@ def test_the_default_relative_state_dir_works_and_keeps_redis_and_its_log_in_it(
 
 @pytest.mark.timeout(120)
 def test_log_level_debug_adds_one_concise_line_per_request(tmp_path: Path) -> None:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    proc = subprocess.Popen([sys.executable, "-m", "streamtts", "up", "--port", str(port), "--only", "intake,edge",
-                             "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-        proc.communicate()
+    _, err = up_until_healthy("--state-dir", str(tmp_path / "state"), "--log-level", "debug")
     lines = [line for line in err.decode().splitlines() if "streamtts.access" in line]
     assert lines and re.search(r'INFO streamtts\.access: GET /healthz HTTP/1\.1 200 \d+ [\d.]+s$', lines[0]), lines
 
