@@ -61,7 +61,7 @@ from streamtts.proxy import Upstreams  # noqa: E402
 from streamtts.proxy import create_app as create_proxy  # noqa: E402
 from streamtts.redisserver import free_port, start_server  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
-from synth.model import Synthesizer, load_synthesizer  # noqa: E402
+from synth.model import Synthesizer, Wrapped, load_synthesizer  # noqa: E402
 from synth.worker import Worker  # noqa: E402
 
 SHORT = repo_text("short").strip()
@@ -96,21 +96,12 @@ class Trace:
         self.stamps.setdefault(key, {}).setdefault(stage, time.time())
 
 
-class TracedSynth:
+class TracedSynth(Wrapped):
     """The real synthesizer, stamping G2P and inference of each first chunk."""
 
     def __init__(self, real: Synthesizer, trace: Trace, firsts: set[str]) -> None:
-        self.real, self.trace, self.firsts = real, trace, firsts
-        self.name = real.name
-
-    def voices(self) -> list[str]:
-        return self.real.voices()
-
-    def warm_up(self) -> None:
-        self.real.warm_up()
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return self.real.phonemize(text, voice)
+        super().__init__(real)
+        self.trace, self.firsts = trace, firsts
 
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
         traced = text in self.firsts
@@ -123,9 +114,6 @@ class TracedSynth:
         if traced:
             self.trace.mark(text, "model_done")
         return pcm
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
-        return self.real.synthesize_phonemes(phonemes, voice, speed)
 
 
 def trace_worker(worker: Worker, trace: Trace) -> None:

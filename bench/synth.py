@@ -48,7 +48,7 @@ import castlog  # noqa: E402
 from castlog import Audio, CastStore, Entry, LogReader, Meta  # noqa: E402
 from streamtts.redisserver import start_server  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
-from synth.model import Synthesizer, load_synthesizer  # noqa: E402
+from synth.model import Synthesizer, Wrapped, load_synthesizer  # noqa: E402
 from synth.model.base import SAMPLE_RATE  # noqa: E402
 from synth.mp3 import encode_chunk  # noqa: E402
 from synth.worker import Worker  # noqa: E402
@@ -155,13 +155,14 @@ class Bench:
             pool.shutdown()
 
 
-class PacedReplay:
+class PacedReplay(Wrapped):
     """A model as fast as a GPU on this CPU: the real model's audio for each chunk, recorded
     once, handed out after sleeping ``rtf`` times its duration (the sleep, like a GPU's wait,
     leaves the CPU to the rest of the worker)."""
 
     def __init__(self, real: Synthesizer, rtf: float) -> None:
-        self.real, self.rtf = real, rtf
+        super().__init__(real)
+        self.rtf = rtf
         self.name = f"paced replay of {real.name}, rtf {rtf:g}"
         self.recorded: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
 
@@ -173,14 +174,8 @@ class PacedReplay:
             self.recorded[(chunk, voice)] = self.real.synthesize(chunk, voice)
         return time.perf_counter() - started
 
-    def voices(self) -> list[str]:
-        return self.real.voices()
-
     def warm_up(self) -> None:
-        pass
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return self.real.phonemize(text, voice)
+        pass  # the real model was warmed up when it recorded
 
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
         pcm = self.recorded[(text, voice)]  # every chunk was recorded before the run

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 import castlog
 from castlog import Audio, CastStore, Entry, LogReader, Start
 from streamtts.redisserver import free_port
-from synth.model import Synthesizer
+from synth.model import Synthesizer, Wrapped
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
@@ -51,31 +51,19 @@ def voice_of(synth: Synthesizer) -> str:
     return "af_heart" if "af_heart" in voices else voices[0]
 
 
-class Flaky:
+class Flaky(Wrapped):
     """The real model, except that chosen chunks raise (a test-only seam, not a setting)."""
 
     def __init__(self, real: Synthesizer, fails: str) -> None:
-        self.real, self.fails = real, fails
-        self.name = real.name
+        super().__init__(real)
+        self.fails = fails
         self.calls: list[str] = []
-
-    def voices(self) -> list[str]:
-        return self.real.voices()
-
-    def warm_up(self) -> None:
-        self.real.warm_up()
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return self.real.phonemize(text, voice)
 
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> np.ndarray:
         self.calls.append(text)
         if text == self.fails:
             raise RuntimeError("injected failure")
         return self.real.synthesize(text, voice, speed)
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> np.ndarray:
-        return self.real.synthesize_phonemes(phonemes, voice, speed)
 
 
 class Paused(Flaky):

@@ -16,6 +16,7 @@ from .base import (
     BackendUnavailableError,
     Synthesizer,
     UnknownVoiceError,
+    Wrapped,
 )
 from .loader import load_synthesizer
 
@@ -25,5 +26,6 @@ __all__ = [
     "BackendUnavailableError",
     "Synthesizer",
     "UnknownVoiceError",
+    "Wrapped",
     "load_synthesizer",
 ]

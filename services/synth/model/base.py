@@ -61,6 +61,30 @@ class Synthesizer(Protocol):
         ...
 
 
+class Wrapped:
+    """A synthesizer that hands every call to ``real``: the seam of tests and benchmarks, which
+    override only the calls they watch or change."""
+
+    def __init__(self, real: Synthesizer) -> None:
+        self.real = real
+        self.name = real.name
+
+    def voices(self) -> list[str]:
+        return self.real.voices()
+
+    def warm_up(self) -> None:
+        self.real.warm_up()
+
+    def phonemize(self, text: str, voice: str) -> str:
+        return self.real.phonemize(text, voice)
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Audio:
+        return self.real.synthesize(text, voice, speed)
+
+    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
+        return self.real.synthesize_phonemes(phonemes, voice, speed)
+
+
 class Engine(Protocol):
     """A backend's inference: token ids -> audio. It knows nothing of text or voices."""
 
