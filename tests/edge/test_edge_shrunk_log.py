@@ -32,6 +32,14 @@ async def cut_back(redis: Redis, cid: str, keep: int) -> None:
         await pipe.execute()
 
 
+async def following(edge: TestClient[Any, Any], cid: str) -> asyncio.Task[list[Any]]:
+    """An SSE reader of the cast, once the shared tail counts it as a listener: its events, at the end."""
+    resp = await edge.get(f"/api/casts/{cid}/events")
+    reader = asyncio.create_task(read_events(resp, timeout_s=20))
+    await wait_for_listeners(edge, cid, 1)
+    return reader
+
+
 async def redo_from(store: CastStore, cid: str, seq: int, texts: list[str], *, start_i: int, finish: bool) -> Cast:
     """A second attempt at ``seq``: a new start, audio from sentence ``start_i``, maybe eos."""
     cast = Cast(store, cid, seq)
@@ -82,9 +90,7 @@ async def test_an_sse_follower_past_the_new_tail_is_moved_back_and_gets_the_new_
 ) -> None:
     cid = cast_id(2)
     cast = await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
-    resp = await edge.get(f"/api/casts/{cid}/events")
-    reader = asyncio.create_task(read_events(resp, timeout_s=20))
-    await wait_for_listeners(edge, cid, 1)
+    reader = await following(edge, cid)
     await cast.append(*audio_records(["Four."], start_i=3))  # seq 5, delivered live
     await asyncio.sleep(0.2)
     await cut_back(redis, cid, 3)  # seq 3..5 lost; the follower has them
@@ -107,9 +113,7 @@ async def test_a_follower_waiting_past_a_shrunk_tail_is_not_left_waiting(
     edge = await make_edge(tail_block_ms=300)
     cid = cast_id(3)
     await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
-    resp = await edge.get(f"/api/casts/{cid}/events")
-    reader = asyncio.create_task(read_events(resp, timeout_s=20))
-    await wait_for_listeners(edge, cid, 1)
+    reader = await following(edge, cid)
     await cut_back(redis, cid, 3)  # the follower waits after seq 4, which is gone
     await asyncio.sleep(0.5)  # an idle read: the tail checks its cursors
     await Cast(store, cid, 3).append(Eos(sentences=1, audio_ms=1, attempts=1))  # seq 3: the end
@@ -126,9 +130,7 @@ async def test_a_rewrite_whose_first_record_follows_the_cursor_is_still_caught_w
     tail = edge.server.app[EDGE].tail
     cid = cast_id(4)
     cast = await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
-    resp = await edge.get(f"/api/casts/{cid}/events")
-    reader = asyncio.create_task(read_events(resp, timeout_s=20))
-    await wait_for_listeners(edge, cid, 1)
+    reader = await following(edge, cid)
     await cast.append(*audio_records(["Four."], start_i=3))  # seq 5, delivered live
     await wait_until(lambda: tail.watches[cid].cursor == 5)
     await asyncio.sleep(0.01)  # Redis's clock moves on: the rewrite's stamps differ from seq 5's
@@ -148,9 +150,7 @@ async def test_records_written_before_the_predecessor_stamp_are_still_followed(
     edge = await make_edge(tail_block_ms=60_000)
     cid = cast_id(5)
     await write_cast(store, cid, ["One.", "Two.", "Three."], finish=False)  # tail 5
-    resp = await edge.get(f"/api/casts/{cid}/events")
-    reader = asyncio.create_task(read_events(resp, timeout_s=20))
-    await wait_for_listeners(edge, cid, 1)
+    reader = await following(edge, cid)
     old = [*audio_records(["Four."], start_i=3), Eos(sentences=4, audio_ms=1, attempts=1)]
     for seq, record in enumerate(old, start=5):  # as an append before `p` wrote them: e, h, b, ts
         kind, headers, body = encode_fields(record)
