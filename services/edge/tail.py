@@ -296,7 +296,8 @@ class Tail:
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue
             for raw_id, fields in rows:
-                if seq_of(raw_id) > watch.cursor + 1 and ARCHIVE_FIELD in fields:
+                seq = seq_of(raw_id)
+                if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:
                     # archived before this read reached it: the records between are in the
                     # archive now, so every listener goes back to reading by offset (no gap)
                     self.metrics.demoted.inc(len(watch.listeners))
@@ -304,7 +305,7 @@ class Tail:
                         listener.demote()
                     watch.listeners.clear()
                     break
-                watch.delivered(seq_of(raw_id), int(fields.get(b"ts", 0)) or None)
+                watch.delivered(seq, int(fields.get(b"ts", 0)) or None)
                 entry = decode_entry(raw_id, fields)
                 if entry is None:
                     continue
