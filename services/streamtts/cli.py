@@ -18,7 +18,7 @@ from pathlib import Path
 from servicekit import ConfigError, Settings, setup_logging
 
 from . import commands as client_commands
-from . import voicecmd
+from . import statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .launcher import SERVICES, Launcher, Options, port_in_use
 from .proxy import MAX_BODY_BYTES
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_up(commands)
     client_commands.add_all(commands)
+    statecmd.add_state(commands)
     return parser
 
 
@@ -47,6 +48,7 @@ def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     help="port to serve on (default $STREAMTTS_PORT, else 8080)")
     up.add_argument("--state-dir", type=Path, default=Path(os.environ.get("STREAMTTS_STATE_DIR", ".state")),
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
+    statecmd.add_server_option(up)
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
     up.add_argument("--no-voice-install", action="store_true", help="do not fetch voice packs on the first start")
@@ -69,10 +71,17 @@ def run_up(args: argparse.Namespace) -> int:
         max_body = Settings(os.environ).get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
     except ConfigError as exc:
         parser.error(str(exc))
+    redis_url = os.environ.get("REDIS_URL") or None
+    state_dir = args.state_dir.expanduser().resolve()
+    try:  # before anything starts: the state dir's own server, or a refusal that says why
+        server = None if redis_url else statecmd.server_for(state_dir, args.redis_server)
+    except (statecmd.ServerRefused, statecmd.ServerNotFound) as exc:
+        print(f"streamtts: {exc}", file=sys.stderr)
+        return 1
     if "synth" in services and not args.no_voice_install:
-        voicecmd.first_start(args.state_dir.expanduser().resolve())
-    options = Options(host=args.host, port=args.port, state_dir=args.state_dir,
-                      redis_url=os.environ.get("REDIS_URL") or None, services=services, max_body_bytes=max_body,
+        voicecmd.first_start(state_dir)
+    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=redis_url,
+                      redis_server=server, services=services, max_body_bytes=max_body,
                       access_log=args.log_level == "DEBUG")
     try:
         return asyncio.run(Launcher(options).run())

