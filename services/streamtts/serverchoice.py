@@ -204,8 +204,17 @@ def _the_recorded(data_dir: Path, was: Server) -> Server:
         ) from None
     if now.same_as(was):
         return was
-    _check_switch(data_dir, was, now)
-    record(data_dir, now)
+    why = reads(now, data_dir)
+    if why is not None:
+        raise ServerRefused(
+            f"the data in {data_dir} was written by {was.name} {was.version}, and {now.describe()} is "
+            f"{now.name} {now.version} now, which cannot read it (it was replaced by an older server). "
+            f"Your data is untouched and not corrupt (do not run redis-check-aof --fix on it). Reinstall "
+            f"{was.name} {was.version} or newer, or name a server that reads it with --redis-server (e.g. "
+            f"'{EMBEDDED}'); then `streamtts state move --to {now.binary}` moves it to this one if you want. "
+            f"The server said: {why}"
+        )
+    record(data_dir, now)  # upgraded in place: it reads the older files, and writes its own from now on
     return now
 
 

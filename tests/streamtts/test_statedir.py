@@ -16,7 +16,7 @@ from redis import Redis
 from castlog import Audio, CastStore, Eos, Meta, Start, content_id
 from servicekit import client_for
 from streamtts.redisserver import start_server
-from streamtts.serverchoice import RECORD, ServerRefused, choose, recorded
+from streamtts.serverchoice import RECORD, Server, ServerRefused, choose, record, recorded
 from tests.support.pathshadow import path_without
 
 REDIS_ON_PATH = "/usr/bin/redis-server"
@@ -201,3 +201,39 @@ def test_a_second_up_on_the_same_state_dir_is_refused(tmp_path: Path) -> None:
         assert "in use by streamtts (pid" in done.stderr, done.stderr
     finally:
         os.close(fd)
+
+
+def test_a_server_replaced_in_place_by_an_older_one_is_refused_with_what_to_do(
+        tmp_path: Path, no_redis_path: str) -> None:
+    data, _ = embedded_state(tmp_path, no_redis_path)
+    was = recorded(data)
+    assert was is not None
+    # the record names a binary at a path that now holds Redis 7.0 (a distribution's downgrade)
+    fake = tmp_path / "bin" / "redis-server"
+    fake.parent.mkdir()
+    fake.symlink_to(REDIS_ON_PATH)
+    record(data, Server("path", str(fake), was.name, was.version))
+    with pytest.raises(ServerRefused, match="Reinstall Valkey 9") as refused:
+        choose(data, None)
+    assert "--fix <" not in str(refused.value)
+    assert recorded(data) == Server("path", str(fake), was.name, was.version)  # unchanged
+
+
+def test_a_server_upgraded_in_place_reads_the_data_and_is_recorded(tmp_path: Path) -> None:
+    data = tmp_path / "state" / "redis"
+    server = choose(data, "redis-server")
+    running = start_server(data, aof=True, binary=server.binary)
+    try:
+        write_casts(running.url)
+        before = snapshot(running.url)
+    finally:
+        running.stop()
+    from streamtts.redisserver import embedded_binary
+
+    newer = tmp_path / "bin" / "redis-server"  # the same path, a newer server behind it
+    newer.parent.mkdir()
+    newer.symlink_to(str(embedded_binary()))
+    record(data, Server("path", str(newer), server.name, server.version))
+    now = choose(data, None)
+    assert (now.binary, now.name) == (str(newer), "Valkey") and recorded(data) == now
+    assert served_snapshot(data) == before
