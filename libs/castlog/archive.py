@@ -18,10 +18,10 @@ import msgspec
 from redis.asyncio import Redis
 
 from . import keys, scripts
+from .keys import Row
 from .records import decode_entry
 from .state import playable
 
-Row = tuple[bytes, dict[bytes, bytes]]
 # One index row: seq, kind, ts, headers (raw JSON), body offset in the blob (-1: none), body size
 IndexRow = tuple[int, str, int, msgspec.Raw, int, int]
 TRASH = keys.ARCHIVE_TRASH

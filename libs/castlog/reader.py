@@ -19,12 +19,9 @@ from typing import Any, Protocol, cast
 from redis.asyncio import Redis
 
 from . import archive, keys
-from .archive import Row
+from .keys import Row, Rows
 from .records import Audio, Entry, decode_entry, is_terminal
 from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
-
-# What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
-Rows = list[Row]
 
 # One blocking read waits at most this long before the follower re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
