@@ -22,11 +22,11 @@ from .tail import Tail
 class Edge:
     cfg: Config
     metrics: EdgeMetrics
-    reader: Redis  # the shared pool: every non-blocking read
+    redis: Redis  # the shared pool: every non-blocking command
     tail: Tail
     guard: Guard
     layouts: LayoutCache
-    log: LogReader  # every read of a cast log, archived logs included
+    reader: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
 
 

@@ -49,7 +49,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     edge = request.app[EDGE]
     await edge.guard.take(request)
     async with edge.guard.stream_slot(request):
-        last = await edge.log.last(cast_id)
+        last = await edge.reader.last(cast_id)
         if last is None:
             raise not_found("no such cast")
         edge.played.mark(cast_id)  # for retention

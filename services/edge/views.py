@@ -66,7 +66,7 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
     limit = int_param(request, "limit", edge.cfg.max_records_limit, 1, edge.cfg.max_records_limit)
     wait = float_param(request, "wait", 0.0, 0.0, edge.cfg.max_wait_s)
     await edge.guard.take(request)
-    page = await edge.log.page(cast_id, seq, limit)  # one round trip (an archived log: two)
+    page = await edge.reader.page(cast_id, seq, limit)  # one round trip (an archived log: two)
     if page.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
@@ -87,12 +87,12 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
 
 
 async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:
-    """Whether the log ends with a terminal record that the reader has reached."""
+    """Whether the log ends with a terminal record that the client has reached."""
     if next_seq < tail:
         return False
     if items and items[-1].seq == tail - 1:
         return is_terminal(items[-1].entry.record)
-    last = await edge.log.last(cast_id)
+    last = await edge.reader.last(cast_id)
     return last is not None and is_terminal(last.record)
 
 
@@ -122,7 +122,7 @@ async def _listening(app: web.Application) -> dict[str, int]:
 
 
 healthz = probe(
-    _tail_runs, redis_answers(lambda app: app[EDGE].reader, Problem("redis_unavailable", "Redis does not answer")),
+    _tail_runs, redis_answers(lambda app: app[EDGE].redis, Problem("redis_unavailable", "Redis does not answer")),
     info=_listening,
 )
 # Ready to serve reads: the same checks (edge has nothing to load).
