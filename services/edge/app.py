@@ -18,8 +18,8 @@ from . import captions, docs, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import middleware
+from .guards import Guard
 from .layout import LayoutCache
-from .limits import Guard
 from .metrics import EdgeMetrics
 from .played import Played
 from .public import encode_json

@@ -23,6 +23,7 @@ from castlog import Audio, Layout
 
 from .context import Edge, known_cast
 from .errors import refusal
+from .params import cast_id_from
 from .streaming import cut_short, observe, write_within
 
 CONTENT_TYPE = "audio/mpeg"
@@ -52,10 +53,12 @@ def parse_range(header: str, total: int) -> tuple[int, int] | None:
 
 
 async def audio(request: web.Request) -> web.StreamResponse:
-    cast_id, edge, layout = await known_cast(request)
+    cast_id = cast_id_from(request)
+    known = await known_cast(request, cast_id)
+    edge, layout = known.edge, known.layout
     if layout.closed:
         return await _send_closed(request, edge, cast_id, layout)
-    async with edge.guard.stream_slot(request):
+    async with known.admitted.stream_slot():
         return await _send_growing(request, edge, cast_id, layout)
 
 
