@@ -54,9 +54,9 @@ class LogReader:
     """Every read of ``pub/casts/<id>``, over one Redis client (and an archive, where archived
     logs are served). A blocking :meth:`follow` holds its connection: give it its own."""
 
-    def __init__(self, redis: Redis, archive: ArchiveSource | None = None) -> None:
+    def __init__(self, redis: Redis, blobs: ArchiveSource | None = None) -> None:
         self.redis = redis
-        self.archive = archive
+        self.blobs = blobs  # the archive's blob store (None: this reader does not know the archive)
 
     # ---- rows: XRANGE, archived logs rebuilt from their index ------------------------------
 
@@ -101,10 +101,10 @@ class LogReader:
 
     async def stream(self, cast_id: str, key: str, start: int, end: int) -> AsyncIterator[bytes]:
         """Bytes ``start..end`` (exclusive) of an archived blob, piece by piece."""
-        if self.archive is None:
+        if self.blobs is None:
             raise ArchiveUnavailable(f"cast {cast_id} is archived and this reader has no archive (ARCHIVE_URL)")
         try:
-            async for piece in self.archive.read(key, start, end):
+            async for piece in self.blobs.read(key, start, end):
                 yield piece
         except Exception as exc:  # noqa: BLE001 - whatever the store raises, the archive failed
             raise ArchiveUnavailable(f"cast {cast_id}: the archive failed ({exc})") from exc
@@ -129,7 +129,7 @@ class LogReader:
 
     async def _range(self, cast_id: str, low: str, count: int) -> list[Row]:
         """An open range: archive-aware when this reader has an archive, else as Redis holds it."""
-        if self.archive is None:
+        if self.blobs is None:
             return await self._xrange(cast_id, low, "+", count)
         return await self.rows(cast_id, low, "+", count)
 
@@ -222,7 +222,7 @@ class LogReader:
     async def _unarchived(self, cast_id: str, rows: Rows, first: int, batch: int) -> AsyncIterator[Row]:
         """``rows`` as read; an archived log's one entry (with an archive here) replaced by the
         log's rows from seq ``first``, read from the archive batch by batch."""
-        d = archive.descriptor_of(rows[-1][1]) if rows and self.archive is not None else None
+        d = archive.descriptor_of(rows[-1][1]) if rows and self.blobs is not None else None
         if d is None:
             for row in rows:
                 yield row

@@ -88,8 +88,8 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
-    archive = await open_store(cfg.archive) if cfg.archive is not None else None
-    reader = LogReader(redis, archive)
+    blobs = await open_store(cfg.archive) if cfg.archive is not None else None
+    reader = LogReader(redis, blobs)
     tail = Tail(conn, redis, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
                 queue_size=cfg.listener_queue, reader=reader)
     app[EDGE] = Edge(
@@ -111,8 +111,8 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await redis.aclose()  # closes its pool too
-        if archive is not None:
-            await archive.close()
+        if blobs is not None:
+            await blobs.close()
 
 
 async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
