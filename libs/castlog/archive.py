@@ -93,7 +93,7 @@ def descriptor_of(fields: dict[bytes, bytes]) -> Descriptor | None:
 
 def rows(d: Descriptor, first: int, last: int, bodies: dict[int, bytes]) -> list[Row]:
     """The rows of records ``first..last`` (seq, inclusive) as XRANGE gave them before the
-    archive, less ``p`` (the predecessor's stamp: only the live tail reads it, and an archived
+    archive, less ``p`` (the predecessor's stamp: only edge's shared tail reads it, and an archived
     log is never tailed), each audio body taken from ``bodies`` (seq -> bytes; empty when not given)."""
     out: list[Row] = []
     for seq, kind, ts, headers, offset, _size in d.index:

@@ -1,5 +1,5 @@
 """The one reader of cast logs (docs/design.md, "Reading a log"): rows and records by offset,
-a follower of the live tail, the bodies of laid-out chunks, and views (``view.py``): the log
+a follower of a log's tail, the bodies of laid-out chunks, and views (``view.py``): the log
 folded incrementally into the cast's state and the byte layout of its playable audio.
 
 An archived log is one entry (its ``eos``, carrying the descriptor, docs/design.md "The
@@ -184,7 +184,7 @@ class LogReader:
         row = await self.last_row(cast_id)
         return keys.seq_of(row[0]) + 1 if row else 0
 
-    # ---- following the live tail -------------------------------------------------------------
+    # ---- following a log's tail ------------------------------------------------------------
 
     async def follow(
         self,
@@ -195,7 +195,7 @@ class LogReader:
         batch: int = READ_BATCH,
         stop_at_terminal: bool = True,
     ) -> AsyncIterator[Entry]:
-        """Replay from ``seq_num`` then follow the live tail, ending after ``eos`` or ``error``.
+        """Replay from ``seq_num`` then follow the log's tail, ending after ``eos`` or ``error``.
 
         Replay and live use the same read keyed by the last seen entry id, so the hand-over
         has neither a gap nor a duplicate. An archived log met on the way is replayed from its
