@@ -1,4 +1,4 @@
-"""One reader of one cast: a bounded queue fed by the shared tail, offset reads before it joins
+"""One listener: one response following one cast, a bounded queue fed by the shared tail, offset reads before it joins
 and whenever it is demoted or moved back, and one lazily moved alarm for its wait.
 
 A :class:`Listener` reads by offset (:meth:`Hub.rows`, castlog's ``LogReader``) to the end of the
@@ -49,7 +49,7 @@ class Hub(Protocol):
 
 
 class Listener:
-    """One reader of one cast from ``next_seq`` on (use :meth:`next`). A record costs it one
+    """One response's way through one cast from ``next_seq`` on (use :meth:`next`). A record costs it one
     append to a deque bounded by ``queue_size`` and one wake-up of its waiter: no task, no timer
     (its timeout is one alarm moved on lazily: it rings about once per timeout)."""
 

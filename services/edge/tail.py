@@ -5,7 +5,7 @@ The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a sub
 records delivered; the listeners), each record decoded once and put on every listener's bounded
 queue. Redis work per record does not depend on how many listen.
 
-A :class:`~edge.listener.Listener` (``listener.py``: one reader of one cast) reads by offset
+A :class:`~edge.listener.Listener` (``listener.py``: one response following one cast) reads by offset
 (:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
