@@ -1,5 +1,6 @@
-"""One listener: one response following one cast, a bounded queue fed by the shared tail, offset reads before it joins
-and whenever it is demoted or moved back, and one lazily moved alarm for its wait.
+"""One listener: one response following one cast. A bounded queue fed by the shared tail, offset
+reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
+its wait.
 
 A :class:`Listener` reads by offset (:meth:`Hub.rows`, castlog's ``LogReader``) to the end of the
 log, then joins. Joining is synchronous: the tail has delivered exactly up to the cursor and every
