@@ -48,7 +48,7 @@ from common import RESULTS, repo_text, services, temp_redis, write_results  # no
 
 import castlog  # noqa: E402
 import servicekit  # noqa: E402
-from castlog import CastStore, Chunker, LogReader, Meta  # noqa: E402
+from castlog import SAMPLE_RATE, CastStore, Chunker, LogReader, Meta  # noqa: E402
 from synth import lane as lane_module  # noqa: E402
 from synth.config import SynthConfig  # noqa: E402
 from synth.mp3 import EncodedChunk, encode_chunk  # noqa: E402
@@ -63,7 +63,6 @@ TARGET_RATIO, TARGET_OVERHEAD_S = 1.1, 0.050
 MS_PER_CHAR = 60
 # Seconds of model per second of audio for Kokoro-82M on a GPU (tens of times real time).
 GPU_RTF = 0.02
-SAMPLE_RATE = 24_000
 VOICE = "af_heart"
 Row = dict[str, object]
 

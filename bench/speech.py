@@ -73,16 +73,16 @@ async def v1(http: aiohttp.ClientSession, ports: dict[str, int], text: str, voic
     return took, resp.headers["X-Cast-Id"], at
 
 
-async def after_append(log: LogReader, sample: Sample) -> float:
+async def after_append(reader: LogReader, sample: Sample) -> float:
     """ms from the cast's first audio record (Redis's clock, this host) to the client's first byte:
     the read path's share of a new cast's first byte, without the model's."""
-    entries, _ = await log.read_all(sample[1])
+    entries, _ = await reader.read_all(sample[1])
     first = next(e for e in entries if isinstance(e.record, Audio))
     return sample[2] - first.ts
 
 
 async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice: str, fresh: int,
-                      repeats: int, log: LogReader) -> dict[str, Any]:
+                      repeats: int, reader: LogReader) -> dict[str, Any]:
     texts = sentences()
     times: dict[str, dict[str, list[float]]] = {
         mode: {"native": [], "v1": []} for mode in ("fresh", "fresh_after_append", "repeat")
@@ -92,7 +92,7 @@ async def first_bytes(http: aiohttp.ClientSession, ports: dict[str, int], voice:
         for j, (name, call) in enumerate(pair):
             sample = await call(http, ports, f"{texts[(2 * k + j) % len(texts)]} ({k})", voice)
             times["fresh"][name].append(sample[0])
-            times["fresh_after_append"][name].append(await after_append(log, sample))
+            times["fresh_after_append"][name].append(await after_append(reader, sample))
     for k in range(repeats):
         for name, call in [("native", native), ("v1", v1)][:: 1 if k % 2 == 0 else -1]:
             times["repeat"][name].append((await call(http, ports, texts[0], voice))[0])
@@ -146,9 +146,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as http:
                 async with http.get(f"http://127.0.0.1:{ports['intake']}/api/voices") as r:
                     voice = (await r.json())["default"]
-                reader = Redis.from_url(redis.url)
-                firsts = await first_bytes(http, ports, voice, args.fresh, args.repeats, LogReader(reader))
-                await reader.aclose()
+                conn = Redis.from_url(redis.url)
+                firsts = await first_bytes(http, ports, voice, args.fresh, args.repeats, LogReader(conn))
+                await conn.aclose()
             bodies, audio_s, model_rtf = await cast_chunks(redis.url)
             costs = conversion_costs(bodies, audio_s, model_rtf)
     return {"first_byte": firsts, "formats": costs, "audio_s": round(audio_s, 2), "model_rtf": round(model_rtf, 3),

@@ -79,7 +79,7 @@ def voice_of(synth: Synthesizer) -> str:
 
 class Bench:
     def __init__(self, synth: Synthesizer, redis: Redis) -> None:
-        self.synth, self.redis, self.store, self.log = synth, redis, CastStore(redis), LogReader(redis)
+        self.synth, self.redis, self.store, self.reader = synth, redis, CastStore(redis), LogReader(redis)
         self.voice = voice_of(synth)
         self.cfg = SynthConfig(consumer="bench", poll_s=0.05)
 
@@ -114,7 +114,7 @@ class Bench:
         finally:
             worker.stop()
             await task
-        return {cast_id: await self.log.read(cast_id, 0, 10_000) for cast_id in ids}
+        return {cast_id: await self.reader.read(cast_id, 0, 10_000) for cast_id in ids}
 
     async def submit(self, text: str) -> str:
         cast_id = castlog.content_id(text, self.voice)
@@ -123,7 +123,7 @@ class Bench:
         return cast_id
 
     async def wait_for(self, cast_id: str, kind: str) -> None:
-        async for entry in self.log.follow(cast_id, block_ms=1000):
+        async for entry in self.reader.follow(cast_id, block_ms=1000):
             if entry.kind == kind or castlog.is_terminal(entry.record):
                 return
 

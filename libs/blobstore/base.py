@@ -62,10 +62,10 @@ class BlobStore(Protocol):
     async def close(self) -> None: ...
 
 
-async def digest(store: BlobStore, key: str) -> tuple[int, str]:
+async def digest(blobs: BlobStore, key: str) -> tuple[int, str]:
     """Size and SHA-256 (hex) of a stored blob, read back from the store piece by piece."""
     h, n = hashlib.sha256(), 0
-    async for piece in store.read(key):
+    async for piece in blobs.read(key):
         h.update(piece)
         n += len(piece)
     return n, h.hexdigest()

@@ -28,6 +28,7 @@ from .marks import Mark, holds, mark, stamps
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
 from .records import (
+    SAMPLE_RATE,
     TERMINAL,
     Audio,
     Entry,
@@ -75,6 +76,9 @@ from .keys import (  # noqa: E402
     EDGE_SCOPE,
     EDGE_STREAMS_SCOPE,
     INTAKE_SCOPE,
+    Fields,
+    Row,
+    Rows,
     limit_key,
 )
 from .streams import (  # noqa: E402
@@ -91,6 +95,7 @@ from .streams import (  # noqa: E402
     decode_job,
     enqueue,
     ensure_group,
+    now_ms,
     publish_voices,
     read_dead,
     read_done,
@@ -103,7 +108,7 @@ from .streams import (  # noqa: E402
 
 __all__ += [
     "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
-    "limit_key",
+    "limit_key", "Fields", "Row", "Rows", "SAMPLE_RATE", "now_ms",
     "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
     "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
     "read_trash", "read_voices", "take_done",

@@ -18,10 +18,10 @@ import msgspec
 from redis.asyncio import Redis
 
 from . import keys, scripts
+from .keys import Row
 from .records import decode_entry
 from .state import playable
 
-Row = tuple[bytes, dict[bytes, bytes]]
 # One index row: seq, kind, ts, headers (raw JSON), body offset in the blob (-1: none), body size
 IndexRow = tuple[int, str, int, msgspec.Raw, int, int]
 TRASH = keys.ARCHIVE_TRASH
@@ -93,7 +93,7 @@ def descriptor_of(fields: dict[bytes, bytes]) -> Descriptor | None:
 
 def rows(d: Descriptor, first: int, last: int, bodies: dict[int, bytes]) -> list[Row]:
     """The rows of records ``first..last`` (seq, inclusive) as XRANGE gave them before the
-    archive, less ``p`` (the predecessor's stamp: only the live tail reads it, and an archived
+    archive, less ``p`` (the predecessor's stamp: only edge's shared tail reads it, and an archived
     log is never tailed), each audio body taken from ``bodies`` (seq -> bytes; empty when not given)."""
     out: list[Row] = []
     for seq, kind, ts, headers, offset, _size in d.index:

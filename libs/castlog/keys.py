@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import re
 
+# An entry as XRANGE and XREAD give it to a client with decode_responses=False (redis-py types
+# them loosely): its raw id and its fields. Every module that handles raw entries uses these.
+Fields = dict[bytes, bytes]
+Row = tuple[bytes, Fields]
+Rows = list[Row]
+
 JOBS = "jobs"
 JOBS_LIVE = "jobs/live"  # open casts' jobs, same group and delivery as `jobs`
 JOBS_DEAD = "jobs/dead"

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 
 from . import keys
 from .ids import content_id
-from .keys import JOBS_LIVE
+from .keys import JOBS_LIVE, Rows
 from .lua import FIELD
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .records import Meta, encode_headers
@@ -106,7 +106,6 @@ return {'ok', stored_end, ARGV[2]}
 
 FragmentAnswer = Literal["ok", "duplicate", "gap", "overlap", "too_long", "closed", "missing", "not_live"]
 CloseAnswer = Literal["ok", "closed", "moved", "missing", "not_live"]
-Rows = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 def open_cast_id() -> str:

@@ -1,5 +1,5 @@
 """The one reader of cast logs (docs/design.md, "Reading a log"): rows and records by offset,
-a follower of the live tail, the bodies of laid-out chunks, and views (``view.py``): the log
+a follower of a log's tail, the bodies of laid-out chunks, and views (``view.py``): the log
 folded incrementally into the cast's state and the byte layout of its playable audio.
 
 An archived log is one entry (its ``eos``, carrying the descriptor, docs/design.md "The
@@ -19,12 +19,9 @@ from typing import Any, Protocol, cast
 from redis.asyncio import Redis
 
 from . import archive, keys
-from .archive import Row
+from .keys import Row, Rows
 from .records import Audio, Entry, decode_entry, is_terminal
 from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
-
-# What XRANGE and XREAD give a client with decode_responses=False (redis-py types them loosely).
-Rows = list[Row]
 
 # One blocking read waits at most this long before the follower re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
@@ -57,9 +54,9 @@ class LogReader:
     """Every read of ``pub/casts/<id>``, over one Redis client (and an archive, where archived
     logs are served). A blocking :meth:`follow` holds its connection: give it its own."""
 
-    def __init__(self, redis: Redis, archive: ArchiveSource | None = None) -> None:
+    def __init__(self, redis: Redis, blobs: ArchiveSource | None = None) -> None:
         self.redis = redis
-        self.archive = archive
+        self.blobs = blobs  # the archive's blob store (None: this reader does not know the archive)
 
     # ---- rows: XRANGE, archived logs rebuilt from their index ------------------------------
 
@@ -104,10 +101,10 @@ class LogReader:
 
     async def stream(self, cast_id: str, key: str, start: int, end: int) -> AsyncIterator[bytes]:
         """Bytes ``start..end`` (exclusive) of an archived blob, piece by piece."""
-        if self.archive is None:
+        if self.blobs is None:
             raise ArchiveUnavailable(f"cast {cast_id} is archived and this reader has no archive (ARCHIVE_URL)")
         try:
-            async for piece in self.archive.read(key, start, end):
+            async for piece in self.blobs.read(key, start, end):
                 yield piece
         except Exception as exc:  # noqa: BLE001 - whatever the store raises, the archive failed
             raise ArchiveUnavailable(f"cast {cast_id}: the archive failed ({exc})") from exc
@@ -132,7 +129,7 @@ class LogReader:
 
     async def _range(self, cast_id: str, low: str, count: int) -> list[Row]:
         """An open range: archive-aware when this reader has an archive, else as Redis holds it."""
-        if self.archive is None:
+        if self.blobs is None:
             return await self._xrange(cast_id, low, "+", count)
         return await self.rows(cast_id, low, "+", count)
 
@@ -187,7 +184,7 @@ class LogReader:
         row = await self.last_row(cast_id)
         return keys.seq_of(row[0]) + 1 if row else 0
 
-    # ---- following the live tail -------------------------------------------------------------
+    # ---- following a log's tail ------------------------------------------------------------
 
     async def follow(
         self,
@@ -198,7 +195,7 @@ class LogReader:
         batch: int = READ_BATCH,
         stop_at_terminal: bool = True,
     ) -> AsyncIterator[Entry]:
-        """Replay from ``seq_num`` then follow the live tail, ending after ``eos`` or ``error``.
+        """Replay from ``seq_num`` then follow the log's tail, ending after ``eos`` or ``error``.
 
         Replay and live use the same read keyed by the last seen entry id, so the hand-over
         has neither a gap nor a duplicate. An archived log met on the way is replayed from its
@@ -225,7 +222,7 @@ class LogReader:
     async def _unarchived(self, cast_id: str, rows: Rows, first: int, batch: int) -> AsyncIterator[Row]:
         """``rows`` as read; an archived log's one entry (with an archive here) replaced by the
         log's rows from seq ``first``, read from the archive batch by batch."""
-        d = archive.descriptor_of(rows[-1][1]) if rows and self.archive is not None else None
+        d = archive.descriptor_of(rows[-1][1]) if rows and self.blobs is not None else None
         if d is None:
             for row in rows:
                 yield row

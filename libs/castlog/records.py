@@ -19,6 +19,9 @@ from .keys import seq_of
 
 log = logging.getLogger(__name__)
 
+# Every audio record's sample rate (Kokoro's output): mono MP3 bodies, and the PCM they encode.
+SAMPLE_RATE = 24_000
+
 
 class _Record(msgspec.Struct, frozen=True, tag_field="e", omit_defaults=True):
     pass

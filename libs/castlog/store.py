@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 
 from . import keys, scripts
 from .batching import ScriptBatcher
+from .keys import Rows
 from .ratelimit import RateLimited, RateLimiter, Verdict
-from .reader import Rows
 from .records import Meta, Record, encode_fields, encode_headers
 from .streams import Recipe, read_recipe
 

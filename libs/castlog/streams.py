@@ -28,9 +28,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from . import keys
+from .keys import Fields, Rows
 
-Fields = dict[bytes, bytes]
-Rows = list[tuple[bytes, Fields]]
 CastId = Annotated[str, msgspec.Meta(pattern=f"^{keys.CAST_ID_PATTERN}$")]
 _json = msgspec.json.Encoder()
 
@@ -39,16 +38,17 @@ class Malformed(ValueError):
     """An entry that is not its stream's type (a hand-made or foreign entry)."""
 
 
-class StreamEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of the entry types: attributes are the wire's fields."""
+class TypedEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of the entry types: attributes are the wire's fields. (An entry as Redis gives it,
+    id and raw fields, is a ``keys.Row``.)"""
 
     JSON_FIELDS: ClassVar[tuple[str, ...]] = ()
 
 
-E = TypeVar("E", bound=StreamEntry)
+E = TypeVar("E", bound=TypedEntry)
 
 
-def encode(entry: StreamEntry) -> dict[str, str | int | float]:
+def encode(entry: TypedEntry) -> dict[str, str | int | float]:
     """The fields of ``entry`` as XADD takes them; an optional field that is None is left out."""
     out: dict[str, str | int | float] = {}
     for name, value in msgspec.structs.asdict(entry).items():
@@ -77,6 +77,7 @@ def decode(kind: type[E], fields: Fields) -> E:
 
 
 def now_ms() -> int:
+    """This host's clock in ms since the epoch (Redis stamps the cast log's ``ts`` itself)."""
     return int(time.time() * 1000)
 
 
@@ -92,7 +93,7 @@ async def ensure_group(redis: Redis, stream: str, group: str) -> None:
 # ---- jobs, jobs/live ---------------------------------------------------------------------------
 
 
-class Job(StreamEntry, frozen=True, kw_only=True):
+class Job(TypedEntry, frozen=True, kw_only=True):
     """One entry of ``jobs`` (or ``jobs/live``): a cast to synthesize; the text is in its recipe."""
 
     id: CastId
@@ -123,7 +124,7 @@ async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
 # ---- catalog/<id> ----------------------------------------------------------------------------
 
 
-class Recipe(StreamEntry, frozen=True, kw_only=True):
+class Recipe(TypedEntry, frozen=True, kw_only=True):
     """The private first entry of ``catalog/<id>``. An open cast's has ``live`` and its
     ``speed`` and an empty ``text`` (its text follows in later entries: see live.py); a whole
     text's speed is in its ``meta`` record."""
@@ -151,7 +152,7 @@ async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
 # ---- jobs/dead -------------------------------------------------------------------------------
 
 
-class DeadLetter(StreamEntry, frozen=True, kw_only=True):
+class DeadLetter(TypedEntry, frozen=True, kw_only=True):
     """A job given up on."""
 
     id: str  # the job's id as it stood: a malformed job's too
@@ -173,7 +174,7 @@ async def read_dead(redis: Redis) -> list[DeadLetter]:
 # ---- progress/done ---------------------------------------------------------------------------
 
 
-class Done(StreamEntry, frozen=True, kw_only=True):
+class Done(TypedEntry, frozen=True, kw_only=True):
     """A receipt per finished cast: what it cost. Published at least once per cast: readers key
     it by ``id``. A reader needs only the id; the figures default to 0."""
 
@@ -217,7 +218,7 @@ async def claim_done(
 # ---- synth/voices ----------------------------------------------------------------------------
 
 
-class VoiceList(StreamEntry, frozen=True, kw_only=True):
+class VoiceList(TypedEntry, frozen=True, kw_only=True):
     """What a worker offers, published at its start; the newest well-formed entry stands."""
 
     JSON_FIELDS = ("voices",)
@@ -254,7 +255,7 @@ async def read_voices(
 # ---- archive/trash ---------------------------------------------------------------------------
 
 
-class Trash(StreamEntry, frozen=True, kw_only=True):
+class Trash(TypedEntry, frozen=True, kw_only=True):
     """The blob of a deleted archived cast, for the archiver to remove."""
 
     key: str  # the blob's name in the store (the archived log's `k`)

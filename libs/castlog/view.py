@@ -16,7 +16,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from . import keys
-from .archive import Row
+from .keys import Row
 from .marks import mark
 from .records import Audio, Entry, Eos, decode_entry, is_terminal
 from .state import CastState, playable

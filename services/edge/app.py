@@ -18,8 +18,8 @@ from . import captions, docs, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import middleware
+from .guards import Guard
 from .layout import LayoutCache
-from .limits import Guard
 from .metrics import EdgeMetrics
 from .played import Played
 from .public import encode_json
@@ -80,7 +80,7 @@ def add_routes(router: web.UrlDispatcher, metrics: EdgeMetrics | None) -> None:
 
 async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    reader = await connect(  # waits for Redis
+    redis = await connect(  # waits for Redis
         cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.redis_pool,
         pool_timeout_s=POOL_WAIT_S, socket_timeout_s=READ_SOCKET_TIMEOUT_S,
     )
@@ -88,14 +88,14 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
-    store = await open_store(cfg.archive) if cfg.archive is not None else None
-    log_reader = LogReader(reader, store)
-    tail = Tail(conn, reader, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue, log=log_reader)
+    blobs = await open_store(cfg.archive) if cfg.archive is not None else None
+    reader = LogReader(redis, blobs)
+    tail = Tail(conn, redis, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
+                queue_size=cfg.listener_queue, reader=reader)
     app[EDGE] = Edge(
-        cfg=cfg, metrics=app[METRICS], reader=reader, tail=tail,
-        guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, log_reader),
-        log=log_reader, played=Played(reader, cfg.played_flush_s),
+        cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
+        guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),
+        reader=reader, played=Played(redis, cfg.played_flush_s),
     )
     tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
@@ -110,9 +110,9 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         await tail.stop()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
-        await reader.aclose()  # closes its pool too
-        if store is not None:
-            await store.close()
+        await redis.aclose()  # closes its pool too
+        if blobs is not None:
+            await blobs.close()
 
 
 async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
@@ -131,6 +131,6 @@ async def _metrics_site(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _close_streams(app: web.Application) -> None:
-    """Graceful stop: end every live response now, each with an id its client resumes from."""
+    """Graceful stop: end every streaming response now, each with an id its client resumes from."""
     if EDGE in app:
         app[EDGE].tail.close_listeners()

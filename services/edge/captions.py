@@ -14,10 +14,9 @@ from aiohttp import web
 from castlog import Audio
 
 from .context import known_cast
-from .errors import bad_request
+from .params import captions_query
 
 CONTENT_TYPE = "text/vtt"
-CUE_KINDS = ("all", "words", "sentences")
 
 
 def timestamp(ms: int) -> str:
@@ -47,9 +46,7 @@ def webvtt(records: Iterable[Audio], kinds: str = "all") -> str:
 
 
 async def captions(request: web.Request) -> web.Response:
-    kinds = request.query.get("cues", "all")
-    if kinds not in CUE_KINDS:
-        raise bad_request(f"cues must be one of {', '.join(CUE_KINDS)}")
-    _, _, layout = await known_cast(request)
+    q = captions_query(request)
+    layout = (await known_cast(request, q.cast_id)).layout
     headers = {"Cache-Control": "public, max-age=86400, immutable" if layout.finished else "no-cache"}
-    return web.Response(text=webvtt(layout.audio, kinds), content_type=CONTENT_TYPE, charset="utf-8", headers=headers)
+    return web.Response(text=webvtt(layout.audio, q.cues), content_type=CONTENT_TYPE, charset="utf-8", headers=headers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -11,8 +12,8 @@ from castlog import Layout, LogReader
 
 from .config import Config
 from .errors import not_found
+from .guards import Guard, Pass
 from .layout import LayoutCache
-from .limits import Guard, cast_id_from
 from .metrics import EdgeMetrics
 from .played import Played
 from .tail import Tail
@@ -22,11 +23,11 @@ from .tail import Tail
 class Edge:
     cfg: Config
     metrics: EdgeMetrics
-    reader: Redis  # the shared pool: every non-blocking read
+    redis: Redis  # the shared pool: every non-blocking command
     tail: Tail
     guard: Guard
     layouts: LayoutCache
-    log: LogReader  # every read of a cast log, archived logs included
+    reader: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
 
 
@@ -37,13 +38,20 @@ METRICS = web.AppKey("metrics", EdgeMetrics)
 OPENAPI = web.AppKey("openapi", bytes)
 
 
-async def known_cast(request: web.Request) -> tuple[str, Edge, Layout]:
-    """The cast a request names, after its rate-limit token: 404 unless its log has records."""
-    cast_id = cast_id_from(request)
+class Known(NamedTuple):
+    """A cast that a request names and may read: its layout, and the request's guard pass."""
+
+    edge: Edge
+    admitted: Pass
+    layout: Layout
+
+
+async def known_cast(request: web.Request, cast_id: str) -> Known:
+    """The cast a request names (parsed), after its rate-limit token: 404 unless its log has records."""
     edge = request.app[EDGE]
-    await edge.guard.take(request)
+    admitted = await edge.guard.admit(request)
     layout = await edge.layouts.get(cast_id)
     if layout.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
-    return cast_id, edge, layout
+    return Known(edge, admitted, layout)

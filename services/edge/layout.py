@@ -13,16 +13,16 @@ from castlog import Layout, LogReader, LogView
 
 
 class LayoutCache:
-    """The views of the casts read lately, live or finished, least recently used dropped first.
+    """The views of the casts read lately, growing or finished, least recently used dropped first.
 
     A cast whose log is empty (no such cast) is not kept. A first read in progress is kept
     aside until it ends, so simultaneous first requests share it; those are as many as the
     requests in flight, which the rate limits bound.
     """
 
-    def __init__(self, size: int, log: LogReader) -> None:
+    def __init__(self, size: int, reader: LogReader) -> None:
         self.size = size
-        self.log = log
+        self.reader = reader
         self._items: OrderedDict[str, LogView] = OrderedDict()
         self._loading: dict[str, LogView] = {}
 
@@ -39,7 +39,7 @@ class LayoutCache:
             return await view.refresh()
         view = self._loading.get(cast_id)
         if view is None:
-            view = self._loading[cast_id] = self.log.view(cast_id)
+            view = self._loading[cast_id] = self.reader.view(cast_id)
         try:
             return await view.refresh()
         finally:

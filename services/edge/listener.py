@@ -1,5 +1,6 @@
-"""One reader of one cast: a bounded queue fed by the shared tail, offset reads before it joins
-and whenever it is demoted or moved back, and one lazily moved alarm for its wait.
+"""One listener: one response following one cast. A bounded queue fed by the shared tail, offset
+reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
+its wait.
 
 A :class:`Listener` reads by offset (:meth:`Hub.rows`, castlog's ``LogReader``) to the end of the
 log, then joins. Joining is synchronous: the tail has delivered exactly up to the cursor and every
@@ -18,8 +19,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
-from castlog import decode_entry, entry_id, is_terminal, seq_of
-from castlog.archive import Row
+from castlog import Row, decode_entry, entry_id, is_terminal, seq_of
 
 from .public import Item
 
@@ -35,11 +35,11 @@ Stamp = tuple[int, int | None]
 class Hub(Protocol):
     """What a listener uses of the shared tail: its limits, the watched set and the offset read."""
 
-    queue_size: int  # live records a listener may hold in its queue
+    queue_size: int  # records from the tail a listener may hold in its queue
     offset_batch: int  # records per offset read (what the offset backlog holds at most)
 
     def subscribe(self, listener: Listener) -> int:
-        """Join the live feed; the seq the tail delivered up to (synchronous: no gap)."""
+        """Join the tail's feed; the seq the tail delivered up to (synchronous: no gap)."""
         ...
 
     def unsubscribe(self, listener: Listener) -> None: ...
@@ -50,13 +50,13 @@ class Hub(Protocol):
 
 
 class Listener:
-    """One reader of one cast from ``next_seq`` on (use :meth:`next`). A record costs it one
+    """One response's way through one cast from ``next_seq`` on (use :meth:`next`). A record costs it one
     append to a deque bounded by ``queue_size`` and one wake-up of its waiter: no task, no timer
     (its timeout is one alarm moved on lazily: it rings about once per timeout)."""
 
     def __init__(self, tail: Hub, cast_id: str, seq_num: int) -> None:
         self.tail, self.cast_id, self.next_seq = tail, cast_id, seq_num
-        self.queue: deque[Item] = deque()  # live records from the tail, at most tail.queue_size
+        self.queue: deque[Item] = deque()  # records from the tail, at most tail.queue_size
         self.backlog: deque[Item] = deque()  # records read by offset, in order from next_seq
         self.subscribed = False
         self.demotions = 0
@@ -193,8 +193,8 @@ class Listener:
         self.stamps.append((item.seq, item.entry.ts or None))
         terminal = is_terminal(item.entry.record)
         self._last_terminal = terminal
-        # live: the tail saw nothing after it; offset: the read that returned it ended there
-        if terminal and (item.live or item.seq == self._end_after):
+        # from the tail: it saw nothing after it; offset: the read that returned it ended there
+        if terminal and (item.from_tail or item.seq == self._end_after):
             self.finished = True
         return item
 

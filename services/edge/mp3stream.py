@@ -6,7 +6,7 @@ concatenate into one valid stream.
 - A closed cast (last record ``eos`` or ``error``): exactly ``castlog.playable``, with a
   Content-Length and byte ranges (206), so seeking in an ``<audio>`` tag works.
 - A cast still being made: chunked, no length. First the playable audio of the log as it is,
-  then the live edge until the terminal record. The rule while following: each sentence index
+  then what the tail brings until the terminal record. The rule while following: each sentence index
   is sent at most once and in increasing order; a later attempt whose ``resume_from`` is at or
   below what was already sent continues the stream at the first index not yet sent (bytes on
   the wire cannot be taken back, and the rewritten sentences say the same text).
@@ -23,6 +23,7 @@ from castlog import Audio, Layout
 
 from .context import Edge, known_cast
 from .errors import refusal
+from .params import cast_id_from
 from .streaming import cut_short, observe, write_within
 
 CONTENT_TYPE = "audio/mpeg"
@@ -52,11 +53,13 @@ def parse_range(header: str, total: int) -> tuple[int, int] | None:
 
 
 async def audio(request: web.Request) -> web.StreamResponse:
-    cast_id, edge, layout = await known_cast(request)
+    cast_id = cast_id_from(request)
+    known = await known_cast(request, cast_id)
+    edge, layout = known.edge, known.layout
     if layout.closed:
         return await _send_closed(request, edge, cast_id, layout)
-    async with edge.guard.stream_slot(request):
-        return await _send_live(request, edge, cast_id, layout)
+    async with known.admitted.stream_slot():
+        return await _send_growing(request, edge, cast_id, layout)
 
 
 async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
@@ -85,17 +88,17 @@ async def _closed_bytes(edge: Edge, cast_id: str, layout: Layout, first: int, la
     """Bytes ``first..last`` of a closed cast's audio: straight from the archived blob (its
     playable prefix is the whole MP3), else body by body from the log."""
     if layout.blob is not None:
-        async for piece in edge.log.stream(cast_id, layout.blob, first, last + 1):
+        async for piece in edge.reader.stream(cast_id, layout.blob, first, last + 1):
             yield piece
         return
     wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
-    async for chunk, body in edge.log.bodies(cast_id, wanted):
+    async for chunk, body in edge.reader.bodies(cast_id, wanted):
         lo = max(first - chunk.start, 0)
         hi = min(last - chunk.start + 1, chunk.size)
         yield body[lo:hi]
 
 
-async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
+async def _send_growing(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     resp.content_type = CONTENT_TYPE
     resp.headers["Accept-Ranges"] = "none"
@@ -106,7 +109,7 @@ async def _send_live(request: web.Request, edge: Edge, cast_id: str, layout: Lay
     timeout = edge.cfg.write_timeout_s
     sent = -1  # the highest sentence index on the wire
     with cut_short("live audio", cast_id):
-        async for chunk, body in edge.log.bodies(cast_id, layout.chunks):
+        async for chunk, body in edge.reader.bodies(cast_id, layout.chunks):
             await write_within(request, resp, body, timeout)
             edge.metrics.delivered.inc()
             sent = chunk.i

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from castlog import now_ms
 from castlog.archive import PLAYED
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Played:
         self._full.clear()
         if not marks:
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         try:
             await self.redis.zadd(PLAYED, dict.fromkeys(marks, now))
         except RedisError as exc:  # keep them for the next flush

@@ -20,11 +20,11 @@ class Item:
     """One record on its way to listeners; the tail hands the same Item to every listener, so
     its JSON and its SSE frame are built once, by whichever listener writes it first."""
 
-    __slots__ = ("entry", "live", "_json", "_sse")
+    __slots__ = ("entry", "from_tail", "_json", "_sse")
 
-    def __init__(self, entry: Entry, *, live: bool = False) -> None:
+    def __init__(self, entry: Entry, *, from_tail: bool = False) -> None:
         self.entry = entry
-        self.live = live  # came from the shared tail (not an offset read): counts for latency
+        self.from_tail = from_tail  # came from the shared tail (not an offset read): counts for latency
         self._json: bytes | None = None
         self._sse: bytes | None = None
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from castlog import MAX_SEQ_NUM, is_terminal
+from castlog import is_terminal
 
 from .context import EDGE, Edge
-from .errors import bad_request, not_found
-from .limits import cast_id_from, int_param
+from .errors import not_found
+from .params import events_query
 from .streaming import cut_short, observe, write_within
 
 # EventSource's reconnect delay after a dropped stream (the edge restarting, a proxy timeout).
@@ -28,28 +28,15 @@ SSE_HEADERS = {
 }
 # Records joined into one write when a listener finds several waiting.
 WRITE_BATCH = 16
-# The longest Last-Event-ID taken: any such number + 1 is a valid seq_num (below MAX_SEQ_NUM).
-LAST_EVENT_ID_DIGITS = 18
-
-
-def start_seq(request: web.Request) -> int:
-    """Where to start: after ``Last-Event-ID`` if the client sent one, else ``seq_num`` (0)."""
-    last_id = request.headers.get("Last-Event-ID", "").strip()
-    if last_id:
-        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
-        if not (last_id.isascii() and last_id.isdigit()) or len(last_id) > LAST_EVENT_ID_DIGITS:
-            raise bad_request("Last-Event-ID must be the seq_num of the last event received")
-        return int(last_id) + 1
-    return int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM)
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    cast_id = cast_id_from(request)
-    start = start_seq(request)
+    q = events_query(request)
+    cast_id, start = q.cast_id, q.start
     edge = request.app[EDGE]
-    await edge.guard.take(request)
-    async with edge.guard.stream_slot(request):
-        last = await edge.log.last(cast_id)
+    admitted = await edge.guard.admit(request)
+    async with admitted.stream_slot():
+        last = await edge.reader.last(cast_id)
         if last is None:
             raise not_found("no such cast")
         edge.played.mark(cast_id)  # for retention

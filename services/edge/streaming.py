@@ -41,11 +41,11 @@ async def write_within(request: web.Request, resp: web.StreamResponse, data: byt
 
 
 def observe(metrics: EdgeMetrics, items: list[Item]) -> None:
-    """Count written records; latency only for live ones (a replay of old records is not late)."""
+    """Count written records; latency only for those from the tail (a replay of old records is not late)."""
     metrics.delivered.inc(len(items))
     now = time.time()
     for item in items:
-        if item.live:
+        if item.from_tail:
             metrics.observe_delivery(item.entry.ts, now)
 
 

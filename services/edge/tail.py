@@ -1,11 +1,11 @@
-"""One upstream tail per process, fanned out to every live listener through bounded queues.
+"""One upstream tail per process, fanned out to every listener through bounded queues.
 
-The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a live listener, a
+The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a subscribed listener, a
 :class:`Watch` per cast (the last seq delivered, its ``cursor``; the stamps ``ts`` of the last
 records delivered; the listeners), each record decoded once and put on every listener's bounded
 queue. Redis work per record does not depend on how many listen.
 
-A :class:`~edge.listener.Listener` (``listener.py``: one reader of one cast) reads by offset
+A :class:`~edge.listener.Listener` (``listener.py``: one response following one cast) reads by offset
 (:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
@@ -35,8 +35,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import LogReader, cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
-from castlog.archive import ARCHIVE_FIELD, Row
+from castlog import LogReader, Row, cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
+from castlog.archive import ARCHIVE_FIELD
 
 from .listener import STAMP_HISTORY, Listener, Stamp
 from .metrics import EdgeMetrics
@@ -94,12 +94,12 @@ class Watch:
 
 class Tail:
     def __init__(
-        self, conn: Redis, reader: Redis, metrics: EdgeMetrics, *,
-        block_ms: int, batch: int, queue_size: int, log: LogReader | None = None,
+        self, conn: Redis, redis: Redis, metrics: EdgeMetrics, *,
+        block_ms: int, batch: int, queue_size: int, reader: LogReader,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
-        self.reader = reader  # the shared pool: CLIENT UNBLOCK (and the offset reads by default)
-        self.log = log or LogReader(reader)  # offset reads, archived logs included
+        self.redis = redis  # the shared pool: CLIENT UNBLOCK
+        self.reader = reader  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
         # A listener holds at most queue_size records, in its queue or in its offset backlog.
@@ -124,7 +124,7 @@ class Tail:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def close_listeners(self) -> None:
-        """Shutdown: every live response ends now; its client resumes from its last id."""
+        """Shutdown: every streaming response ends now; its client resumes from its last id."""
         self.closing = True
         for listener in list(self.listeners):
             listener.close()
@@ -154,7 +154,7 @@ class Tail:
     # -- the watched set (synchronous: no await between a join and its cursor) ---------------
 
     def subscribe(self, listener: Listener) -> int:
-        """Join ``listener`` to the live feed; return the seq the tail delivered up to."""
+        """Join ``listener`` to the tail's feed; return the seq the tail delivered up to."""
         watch = self.watches.get(listener.cast_id)
         if watch is None:
             cursor = listener.next_seq - 1
@@ -175,7 +175,7 @@ class Tail:
     async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
         """The one read by offset (listeners catching up, demoted or moved back), archived
         logs included."""
-        return await self.log.rows(cast_id, low, high, count)
+        return await self.reader.rows(cast_id, low, high, count)
 
     # -- the tail -----------------------------------------------------------------------------
 
@@ -225,7 +225,7 @@ class Tail:
         """End the blocked XREAD so that the next one includes the cast that joined."""
         for _ in range(WAKE_TRIES):
             try:
-                if await self.reader.client_unblock(client_id):
+                if await self.redis.client_unblock(client_id):
                     return
             except (RedisError, OSError) as exc:
                 log.warning("shared tail: CLIENT UNBLOCK failed (%s); the block timeout wakes it", exc)
@@ -309,7 +309,7 @@ class Tail:
                 entry = decode_entry(raw_id, fields)
                 if entry is None:
                     continue
-                item = Item(entry, live=True)
+                item = Item(entry, from_tail=True)
                 for listener in tuple(watch.listeners):
                     if not listener.offer(item):
                         watch.listeners.discard(listener)

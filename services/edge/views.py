@@ -9,12 +9,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import MAX_SEQ_NUM, cast_id_of, is_terminal
+from castlog import is_terminal
 from servicekit import Problem, probe, redis_answers
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
-from .limits import cast_id_from, float_param, int_param
+from .guards import Pass
+from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
 from .public import Item
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -22,8 +23,8 @@ PAGE_HEADERS = {"Cache-Control": "no-cache"}
 
 
 async def cast_state(request: web.Request) -> web.Response:
-    cast_id, _, layout = await known_cast(request)
-    s = layout.state
+    cast_id = cast_id_from(request)
+    s = (await known_cast(request, cast_id)).layout.state
     return web.json_response({
         "id": cast_id,
         "title": s.title,
@@ -49,24 +50,19 @@ async def cast_state(request: web.Request) -> web.Response:
 
 
 async def records(request: web.Request) -> web.Response:
-    return await _records(request, cast_id_from(request))
+    return await _records(request, records_query(request, request.app[EDGE].cfg))
 
 
 async def s2_records(request: web.Request) -> web.Response:
-    """The original design's gateway path; only ``pub/casts/<id>`` is a readable stream."""
-    cast_id = cast_id_of(request.query.get("stream", ""))
-    if cast_id is None:
-        raise not_found("no such stream: only pub/casts/<id> is readable")
-    return await _records(request, cast_id)
+    """The original design's gateway path (``?stream=pub/casts/<id>``)."""
+    return await _records(request, s2_records_query(request, request.app[EDGE].cfg))
 
 
-async def _records(request: web.Request, cast_id: str) -> web.Response:
+async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
     edge = request.app[EDGE]
-    seq = int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM)
-    limit = int_param(request, "limit", edge.cfg.max_records_limit, 1, edge.cfg.max_records_limit)
-    wait = float_param(request, "wait", 0.0, 0.0, edge.cfg.max_wait_s)
-    await edge.guard.take(request)
-    page = await edge.log.page(cast_id, seq, limit)  # one round trip (an archived log: two)
+    cast_id, seq, limit, wait = q.cast_id, q.seq, q.limit, q.wait
+    admitted = await edge.guard.admit(request)
+    page = await edge.reader.page(cast_id, seq, limit)  # one round trip (an archived log: two)
     if page.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
@@ -74,7 +70,7 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
     next_seq, tail = page.next_seq, page.tail
     closed = await _closed(edge, cast_id, items, next_seq, tail)
     if next_seq == seq and wait > 0 and seq >= tail and not closed:  # nothing there yet
-        items = await _long_poll(request, edge, cast_id, seq, limit, wait)
+        items = await _long_poll(admitted, edge, cast_id, seq, limit, wait)
         if items:
             next_seq = items[-1].seq + 1
             tail = max(tail, next_seq)
@@ -87,18 +83,18 @@ async def _records(request: web.Request, cast_id: str) -> web.Response:
 
 
 async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:
-    """Whether the log ends with a terminal record that the reader has reached."""
+    """Whether the log ends with a terminal record that the client has reached."""
     if next_seq < tail:
         return False
     if items and items[-1].seq == tail - 1:
         return is_terminal(items[-1].entry.record)
-    last = await edge.log.last(cast_id)
+    last = await edge.reader.last(cast_id)
     return last is not None and is_terminal(last.record)
 
 
-async def _long_poll(request: web.Request, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
+async def _long_poll(admitted: Pass, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
     """At the tail: wait up to ``wait`` seconds for the next record, then take what is ready."""
-    async with edge.guard.stream_slot(request):
+    async with admitted.stream_slot():
         async with edge.tail.listen(cast_id, seq, "poll") as listener:
             first = await listener.next(wait)
             if first is None:
@@ -122,7 +118,7 @@ async def _listening(app: web.Application) -> dict[str, int]:
 
 
 healthz = probe(
-    _tail_runs, redis_answers(lambda app: app[EDGE].reader, Problem("redis_unavailable", "Redis does not answer")),
+    _tail_runs, redis_answers(lambda app: app[EDGE].redis, Problem("redis_unavailable", "Redis does not answer")),
     info=_listening,
 )
 # Ready to serve reads: the same checks (edge has nothing to load).

@@ -20,7 +20,8 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-SAMPLE_RATE = 24_000
+from castlog import SAMPLE_RATE
+
 # MIME types as OpenAI answers them.
 CONTENT_TYPES = {
     "mp3": "audio/mpeg",

@@ -11,8 +11,7 @@ import asyncio
 import importlib.util
 import io
 
-# Kokoro's rate; the MP3 chunks are 24 kHz mono.
-SAMPLE_RATE = 24_000
+from castlog import SAMPLE_RATE  # the MP3 chunks' rate
 
 
 def available() -> bool:

@@ -101,19 +101,19 @@ async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The archiver, when ARCHIVE_URL names a store (docs/design.md, "The archive")."""
+    """The archiver, when ARCHIVE_URL names a blob store (docs/design.md, "The archive")."""
     synth, cfg = app[SYNTH], app[CONFIG]
     if cfg.archive is None:
         yield
         return
-    store = await open_store(cfg.archive)
-    archiver = Archiver(synth.redis, store, cfg.archiver, cfg.consumer, synth.metrics)
+    blobs = await open_store(cfg.archive)
+    archiver = Archiver(synth.redis, blobs, cfg.archiver, cfg.consumer, synth.metrics)
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
-    log.info("archiving finished casts to %s", store.url)
+    log.info("archiving finished casts to %s", blobs.url)
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    await store.close()
+    await blobs.close()
 
 
 async def poll_stats(redis: Redis, interval_s: float, metrics: SynthMetrics) -> None:

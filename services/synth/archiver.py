@@ -40,7 +40,7 @@ READ_COUNT = 16
 SCAN_COUNT = 500
 # Trashed blobs deleted per round.
 TRASH_COUNT = 100
-# After a failure (the store or Redis down): wait this long before the next round.
+# After a failure (the blob store or Redis down): wait this long before the next round.
 ERROR_BACKOFF_S = 5.0
 DAY_MS = 86_400_000
 # A receipt pending this long with another archiver (one that died: a restarted synth has a new
@@ -51,14 +51,14 @@ Outcome = Literal["archived", "already", "later", "unfinished", "gone"]
 
 
 class ArchiveError(Exception):
-    """The blob read back from the store is not what was written: Redis is left as it was."""
+    """The blob read back from the blob store is not what was written: Redis is left as it was."""
 
 
 class Archiver:
-    def __init__(self, redis: Redis, store: BlobStore, cfg: ArchiverConfig, consumer: str,
+    def __init__(self, redis: Redis, blobs: BlobStore, cfg: ArchiverConfig, consumer: str,
                  metrics: SynthMetrics | None = None) -> None:
         self.metrics = metrics or SynthMetrics()
-        self.redis, self.store, self.cfg, self.consumer = redis, store, cfg, consumer
+        self.redis, self.blobs, self.cfg, self.consumer = redis, blobs, cfg, consumer
         self.reader = LogReader(redis)  # the raw rows it packs and the last entries it sweeps
         self._next_scan = 0.0
 
@@ -113,8 +113,8 @@ class Archiver:
             return "later"
         packed = archive.pack(cast_id, rows)
         d = packed.descriptor
-        await self.store.put(d.key, packed.blob)
-        size, sha = await digest(self.store, d.key)
+        await self.blobs.put(d.key, packed.blob)
+        size, sha = await digest(self.blobs, d.key)
         if (size, sha) != (d.size, d.sha256):
             raise ArchiveError(f"cast {cast_id}: {d.key} reads back {size} bytes {sha[:12]}, wrote {d.size} {d.sha256[:12]}")
         done = await archive.commit(self.redis, cast_id, packed)
@@ -129,7 +129,7 @@ class Archiver:
         """Delete the blobs of deleted casts, then their trash entries."""
         for entry_id, trash in await read_trash(self.redis, TRASH_COUNT):
             if trash is not None:
-                await self.store.delete(trash.key)
+                await self.blobs.delete(trash.key)
             await self.redis.xdel(archive.TRASH, entry_id)
 
     async def scan(self) -> None:

@@ -23,7 +23,7 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from .model.base import SAMPLE_RATE
+from castlog import SAMPLE_RATE
 
 DEFAULT_BITRATE = 48_000
 # MPEG-2 Layer III: 576 samples per frame, exactly 24 ms at 24 kHz.

@@ -17,7 +17,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import castlog
 
-from . import jobs
 from .config import SynthConfig
 from .metrics import SynthMetrics
 from .model import Synthesizer, load_synthesizer
@@ -109,7 +108,7 @@ class SynthService:
         while True:
             try:
                 offer = castlog.VoiceList(
-                    voices=tuple(voices), default=default, backend=backend, worker=self.cfg.consumer, at=jobs.now_ms()
+                    voices=tuple(voices), default=default, backend=backend, worker=self.cfg.consumer, at=castlog.now_ms()
                 )
                 await castlog.publish_voices(self.redis, offer, self.cfg.voices_maxlen)
                 return

@@ -49,9 +49,9 @@ async def write_slowly(store: CastStore, recs: list, pause_s: float = 0.002) -> 
 async def test_follower_started_before_first_record_gets_every_record_once_in_order(
     redis_server, store: CastStore
 ) -> None:
-    reader = Redis.from_url(redis_server.url)  # a blocking read holds its own connection
+    conn = Redis.from_url(redis_server.url)  # a blocking read holds its own connection
     try:
-        follower = LogReader(reader)
+        follower = LogReader(conn)
         got: list[Entry] = []
 
         async def follow() -> None:
@@ -63,7 +63,7 @@ async def test_follower_started_before_first_record_gets_every_record_once_in_or
         await write_slowly(store, records())
         await asyncio.wait_for(task, 10)
     finally:
-        await reader.aclose()
+        await conn.aclose()
     assert [e.seq_num for e in got] == list(range(len(records())))
     assert [e.record for e in got] == records()
 
@@ -72,19 +72,19 @@ async def test_follower_joining_mid_log_hands_over_from_replay_to_live_without_g
     recs = records()
     for n, record in enumerate(recs[:30]):
         await store.append(CAST, n, [record])
-    reader = Redis.from_url(redis_server.url)
+    conn = Redis.from_url(redis_server.url)
     try:
         got: list[int] = []
 
         async def follow() -> None:
-            async for entry in LogReader(reader).follow(CAST, 5, block_ms=100, batch=4):
+            async for entry in LogReader(conn).follow(CAST, 5, block_ms=100, batch=4):
                 got.append(entry.seq_num)
 
         task = asyncio.create_task(follow())
         writer = asyncio.create_task(_append_from(store, recs, 30))
         await asyncio.wait_for(asyncio.gather(task, writer), 10)
     finally:
-        await reader.aclose()
+        await conn.aclose()
     assert got == list(range(5, len(recs)))
 
 

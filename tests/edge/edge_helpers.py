@@ -14,9 +14,8 @@ import numpy as np
 from aiohttp import ClientResponse
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Meta, Record, Start, cast_key, content_id, decode_entry
+from castlog import SAMPLE_RATE, Audio, CastStore, Eos, Meta, Record, Start, cast_key, content_id, decode_entry
 
-SAMPLE_RATE = 24_000
 VOICE = "af_heart"
 
 

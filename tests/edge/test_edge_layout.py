@@ -21,7 +21,7 @@ BODY_BYTES = 30_000  # about a real sentence's MP3
 
 @dataclass
 class Reads:
-    """What the XRANGEs of a reader brought back from Redis."""
+    """What the XRANGEs of a Redis client brought back."""
 
     calls: int = 0
     rows: int = 0
@@ -47,8 +47,8 @@ def counting(redis: Redis, reads: Reads) -> Any:
     return xrange
 
 
-class CountingReader:
-    """A reader that only does XRANGE, counted (enough for the layout scans)."""
+class CountingRedis:
+    """A Redis client that only does XRANGE, counted (enough for the layout scans)."""
 
     def __init__(self, redis: Redis) -> None:
         self.reads = Reads()
@@ -80,9 +80,9 @@ async def test_a_second_state_request_on_a_live_cast_reads_only_the_new_records(
 ) -> None:
     cid = cast_id()
     live = await write_cast(store, cid, [f"S{i}." for i in range(40)], finish=False, body_bytes=BODY_BYTES)
-    reader = edge.server.app[EDGE].reader
+    pool = edge.server.app[EDGE].redis
     reads = Reads()
-    monkeypatch.setattr(reader, "xrange", counting(reader, reads))
+    monkeypatch.setattr(pool, "xrange", counting(pool, reads))
     first = await (await edge.get(f"/api/casts/{cid}")).json()
     assert first["tail"] == live.tail and first["finished"] == 40
     assert reads.seqs == list(range(live.tail))  # the first request reads the whole log once
@@ -105,9 +105,9 @@ async def test_a_finished_cast_is_served_from_memory(
 ) -> None:
     cid = cast_id()
     await write_cast(store, cid, ["One.", "Two."])
-    reader = edge.server.app[EDGE].reader
+    pool = edge.server.app[EDGE].redis
     reads = Reads()
-    monkeypatch.setattr(reader, "xrange", counting(reader, reads))
+    monkeypatch.setattr(pool, "xrange", counting(pool, reads))
     assert (await edge.get(f"/api/casts/{cid}")).status == 200
     calls = reads.calls
     assert (await edge.get(f"/api/casts/{cid}")).status == 200
@@ -119,28 +119,28 @@ async def test_a_finished_cast_is_served_from_memory(
 async def test_simultaneous_first_requests_share_one_scan(store: CastStore, redis: Redis) -> None:
     cid = cast_id()
     live = await write_cast(store, cid, [f"S{i}." for i in range(40)], finish=False, body_bytes=BODY_BYTES)
-    reader = CountingReader(redis)
-    cache = LayoutCache(8, LogReader(reader.as_redis()))
+    counted = CountingRedis(redis)
+    cache = LayoutCache(8, LogReader(counted.as_redis()))
     layouts = await asyncio.gather(*(cache.get(cid) for _ in range(20)))
     assert all(layout is layouts[0] for layout in layouts)
     assert layouts[0].tail == live.tail
-    assert reader.reads.rows == live.tail
-    assert reader.reads.body_bytes == 40 * BODY_BYTES
-    assert reader.reads.calls == live.tail // SCAN_BATCH + 1  # one pass, in batches
+    assert counted.reads.rows == live.tail
+    assert counted.reads.body_bytes == 40 * BODY_BYTES
+    assert counted.reads.calls == live.tail // SCAN_BATCH + 1  # one pass, in batches
 
 
 async def test_simultaneous_requests_on_a_cached_live_cast_share_one_read(store: CastStore, redis: Redis) -> None:
     cid = cast_id()
     live = await write_cast(store, cid, ["S0."], finish=False, body_bytes=BODY_BYTES)
-    reader = CountingReader(redis)
-    cache = LayoutCache(8, LogReader(reader.as_redis()))
+    counted = CountingRedis(redis)
+    cache = LayoutCache(8, LogReader(counted.as_redis()))
     await cache.get(cid)
     await live.append(*audio_records(["S1.", "S2."], body_bytes=BODY_BYTES, start_i=1))
-    reader.reads = Reads()
-    reader.xrange = counting(redis, reader.reads)
+    counted.reads = Reads()
+    counted.xrange = counting(redis, counted.reads)
     layouts = await asyncio.gather(*(cache.get(cid) for _ in range(10)))
     assert {layout.tail for layout in layouts} == {live.tail}
-    assert reader.reads.rows == 2 and reader.reads.body_bytes == 2 * BODY_BYTES
+    assert counted.reads.rows == 2 and counted.reads.body_bytes == 2 * BODY_BYTES
 
 
 ATTEMPTS: list[Record] = [

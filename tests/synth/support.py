@@ -15,12 +15,11 @@ import numpy as np
 from redis.asyncio import Redis
 
 import castlog
-from castlog import CastStore, Entry, LogReader, Meta
+from castlog import SAMPLE_RATE, CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.worker import Worker
 from tests.support.waiting import wait_until  # the worker tests import it from here with the rest
 
-SAMPLE_RATE = 24_000
 STANDIN_VOICES = ["af_heart", "jf_alpha"]
 # The stand-in speaks 50 ms of tone per character, like a brisk reader.
 MS_PER_CHAR = 50

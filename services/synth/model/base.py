@@ -11,8 +11,6 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-SAMPLE_RATE = 24_000
-
 Audio = npt.NDArray[np.float32]
 # Per token (pads included), the frames of 600 samples the model gave it: where words fall.
 Durations = npt.NDArray[np.int64]

@@ -13,9 +13,9 @@ from typing import cast
 
 import numpy as np
 
-from castlog import MAX_PHONEMES
+from castlog import MAX_PHONEMES, SAMPLE_RATE
 
-from .base import SAMPLE_RATE, Audio, Durations, Engine, UnknownVoiceError
+from .base import Audio, Durations, Engine, UnknownVoiceError
 from .g2p import G2P
 from .timing import Word, spaced_words, word_times
 from .voices import VoiceBank

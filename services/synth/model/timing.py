@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .base import SAMPLE_RATE, Durations
+from castlog import SAMPLE_RATE
+
+from .base import Durations
 
 FRAME_SAMPLES = 600
 FRAME_MS = FRAME_SAMPLES * 1000 / SAMPLE_RATE

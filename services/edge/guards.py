@@ -1,7 +1,8 @@
 """Who may read how much: a per-address token bucket and a cap on open streams, both in Redis.
 
-Validation of the cast id comes first in every handler, so that refused names cost no Redis
-command; the bucket comes second.
+A request's parameters are parsed first (``params.py``), so that refused names cost no Redis
+command; then it passes the guard once (:meth:`Guard.admit`: its read token), and the
+:class:`Pass` it gets holds an open-stream slot if the response turns out to be a stream.
 """
 
 from __future__ import annotations
@@ -9,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter, is_cast_id
+from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter
 from castlog.slots import Slot, SlotLimiter
 from servicekit import client_address
 
 from .config import Config
-from .errors import bad_request, not_found, refusal
+from .errors import refusal
 from .metrics import EdgeMetrics
 
 RATE_SCOPE = EDGE_SCOPE  # rl/edge/<client>: the client's read bucket
@@ -32,44 +33,9 @@ BUSY_RETRY_AFTER_S = 5
 log = logging.getLogger(__name__)
 
 
-def cast_id_from(request: web.Request, raw: str | None = None) -> str:
-    """The cast id of the route (or ``raw``), or a 404 before anything touches Redis."""
-    value = request.match_info.get("id", "") if raw is None else raw
-    if not is_cast_id(value):
-        raise not_found("no such cast: a cast id is 12 URL-safe base64 characters")
-    return value
-
-
-def int_param(request: web.Request, name: str, default: int, low: int, high: int | None = None) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise bad_request(f"{name} must be an integer, not {raw[:32]!r}") from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise bad_request(f"{name} must be {bound}, not {value}")
-    return value
-
-
-def float_param(request: web.Request, name: str, default: float, low: float, high: float) -> float:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise bad_request(f"{name} must be a number of seconds, not {raw[:32]!r}") from None
-    if not low <= value <= high:
-        raise bad_request(f"{name} must be between {low:g} and {high:g} seconds, not {value:g}")
-    return value
-
-
 class Guard:
     """One per app: the read bucket and the open-stream slots (both in Redis, shared by every
-    replica), and this process's own cap on live listeners."""
+    replica), and this process's own cap on listeners."""
 
     def __init__(self, redis: Redis, cfg: Config, metrics: EdgeMetrics) -> None:
         self.limiter = RateLimiter(redis, RATE_SCOPE, cfg.read_rate, cfg.read_burst)
@@ -85,28 +51,27 @@ class Guard:
     def total(self) -> int:
         return len(self.held)
 
-    def client(self, request: web.Request) -> str:
-        return client_address(request.remote, request.headers.get("X-Forwarded-For"), self.trusted)
-
-    async def take(self, request: web.Request, cost: int = 1) -> None:
-        """Spend ``cost`` read tokens of this client, or answer 429 with Retry-After."""
-        verdict = await self.limiter.take(self.client(request), cost)
+    async def admit(self, request: web.Request) -> Pass:
+        """Spend one read token of the request's client, or answer 429 with Retry-After."""
+        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), self.trusted)
+        verdict = await self.limiter.take(client, 1)
         if not verdict.allowed:
             self.metrics.rate_limited.inc()
             raise refusal(
                 429, "rate_limited", f"too many reads from your address; retry in {verdict.retry_after_s}s",
                 headers={"Retry-After": str(verdict.retry_after_s)},
             )
+        return Pass(self, client)
 
     @asynccontextmanager
-    async def stream_slot(self, request: web.Request) -> AsyncIterator[None]:
-        """Hold one of this client's open-stream slots while a live response runs."""
+    async def hold_slot(self, client: str) -> AsyncIterator[None]:
+        """Hold one of ``client``'s open-stream slots for the block's length (see :class:`Pass`)."""
         if self.total >= self.max_listeners:  # this process is full: no Redis command spent
             raise refusal(
                 503, "busy", "this edge serves its maximum of live listeners; retry in a moment",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
             )
-        slot, held = await self.slots.acquire(self.client(request))
+        slot, held = await self.slots.acquire(client)
         if slot is None:
             self.metrics.rate_limited.inc()
             raise refusal(
@@ -161,3 +126,18 @@ class Guard:
         """Wait for the releases in flight (shutdown)."""
         if self._releaser is not None:
             await self._releaser
+
+
+class Pass:
+    """An admitted request: its client, and the way to hold one of the client's open-stream
+    slots while its response streams (SSE, a growing MP3, a long poll)."""
+
+    __slots__ = ("guard", "client")
+
+    def __init__(self, guard: Guard, client: str) -> None:
+        self.guard, self.client = guard, client
+
+    def stream_slot(self) -> AbstractAsyncContextManager[None]:
+        """Hold a slot for the block's length: 503 when this process is full, 429 when the
+        client has its maximum of streams open."""
+        return self.guard.hold_slot(self.client)
