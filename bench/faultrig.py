@@ -1,4 +1,4 @@
-"""The rig of the fault campaign (``bench/faults.py``): real processes and the means to hurt them.
+"""The rig of the fault campaign (``bench/bench_faults.py``): real processes and the means to hurt them.
 
 - :class:`Service`: one ``python -m intake|edge|synth`` process with its own log file, started,
   signalled (SIGKILL, SIGTERM, SIGSTOP/SIGCONT) and started again;

@@ -23,7 +23,7 @@ SSE follower holding exactly the log's records, none received twice. A cast acce
 second before a power loss may be lost with the AOF (``appendfsync everysec``): counted, not a
 violation. Prints the seed and a table; exits 1 on any violation.
 
-    .venv/bin/python bench/faults.py [--seed N] [--quick] [--casts N] [--faults N]
+    .venv/bin/python bench/bench_faults.py [--seed N] [--quick] [--casts N] [--faults N]
 """
 
 from __future__ import annotations
@@ -42,17 +42,12 @@ from pathlib import Path
 
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
-# Run as a script, this folder is sys.path[0], where bench/castlog.py would shadow the real
-# castlog: move it to the end, so that only the siblings below come from here.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import castlog
+from servicekit import client_for
+from streamtts.redisserver import free_port
 
-from faultcheck import Follower, Verdict, check_audio, check_cast, check_follower, check_queue  # noqa: E402
-from faultrig import Proxy, RedisCtl, Service  # noqa: E402
-
-import castlog  # noqa: E402
-from servicekit import client_for  # noqa: E402
-from streamtts.redisserver import free_port  # noqa: E402
+from faultcheck import Follower, Verdict, check_audio, check_cast, check_follower, check_queue
+from faultrig import Proxy, RedisCtl, Service
 
 KINDS = ("kill9-worker", "sigterm-worker", "sigstop-worker", "partition-worker",
          "kill9-edge", "kill9-intake", "kill9-redis", "power-loss")
