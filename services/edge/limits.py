@@ -32,9 +32,9 @@ BUSY_RETRY_AFTER_S = 5
 log = logging.getLogger(__name__)
 
 
-def cast_id_from(request: web.Request, raw: str | None = None) -> str:
-    """The cast id of the route (or ``raw``), or a 404 before anything touches Redis."""
-    value = request.match_info.get("id", "") if raw is None else raw
+def cast_id_from(request: web.Request) -> str:
+    """The cast id of the route, or a 404 before anything touches Redis."""
+    value = request.match_info.get("id", "")
     if not is_cast_id(value):
         raise not_found("no such cast: a cast id is 12 URL-safe base64 characters")
     return value

@@ -95,11 +95,11 @@ class Watch:
 class Tail:
     def __init__(
         self, conn: Redis, reader: Redis, metrics: EdgeMetrics, *,
-        block_ms: int, batch: int, queue_size: int, log: LogReader | None = None,
+        block_ms: int, batch: int, queue_size: int, log: LogReader,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
-        self.reader = reader  # the shared pool: CLIENT UNBLOCK (and the offset reads by default)
-        self.log = log or LogReader(reader)  # offset reads, archived logs included
+        self.reader = reader  # the shared pool: CLIENT UNBLOCK
+        self.log = log  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
         # A listener holds at most queue_size records, in its queue or in its offset backlog.

@@ -11,7 +11,7 @@ from aiohttp import ClientSession, TCPConnector
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, Start, cast_key
+from castlog import CastStore, Eos, LogReader, Start, cast_key
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
 from edge.listener import Listener
@@ -176,7 +176,8 @@ async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
 ) -> None:
     """Its last listener leaves during the tail's read and a listener whose offset read ended
     earlier joins: the read's rows start after the old watch's cursor, not the new one's."""
-    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16)  # driven by hand
+    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16,
+                log=LogReader(redis))  # driven by hand
     cast = Cast(store, cast_id())
     await cast.submit(3)
     await cast.append(Start(attempt=1, resume_from=0, at=0))  # seqs 0, 1
