@@ -72,7 +72,6 @@ class Campaign:
     followers: dict[str, Follower] = field(default_factory=dict)
     injected: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
     power_losses: list[float] = field(default_factory=list)  # loop time of each cut, and its window
-    cut_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -168,7 +167,6 @@ async def inject(kind: str, stack: Stack, c: Campaign, loop_time: Callable[[], f
     cut_back = rng.uniform(0.0, 1.0)
     c.power_losses.append(loop_time() - cut_back - 0.2)
     cut = stack.redis.power_loss(cut_back)
-    c.cut_bytes += cut
     await asyncio.sleep(rng.uniform(0.3, 1.0))
     stack.redis.restart()
     return f"power loss: Redis killed with -9, the AOF cut back {cut_back:.2f}s ({cut} bytes)"
