@@ -1,9 +1,10 @@
 """What the benchmarks share: the repository's texts, a throwaway Redis, the services started as
 processes and waited for, the lines that print a ratio and its target, and the results as JSON.
 
-A benchmark runs as a script (``python bench/NAME.py``); its first lines move this folder to the
-end of ``sys.path`` (bench/castlog.py must not shadow the castlog package) so that it can
-``from common import ...``.
+A benchmark is a script, ``python bench/bench_WHAT.py``, that imports the project like any
+client. Run as a script, its folder is ``sys.path[0]``: that is how it finds ``common`` (and the
+fault campaign its ``faultrig`` and ``faultcheck``), and why no file here is named like one of the
+project's packages (tests/test_bench_clients.py checks both).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The checks of the fault campaign (``bench/faults.py``), made by reading Redis directly and
+"""The checks of the fault campaign (``bench/bench_faults.py``), made by reading Redis directly and
 re-deriving each cast's playable view from the contract (docs/design.md), and the SSE followers.
 
 A follower keeps its own copy of the log from the events it received: an event whose seq it

@@ -1,4 +1,4 @@
-"""The rig of the fault campaign (``bench/faults.py``): real processes and the means to hurt them.
+"""The rig of the fault campaign (``bench/bench_faults.py``): real processes and the means to hurt them.
 
 - :class:`Service`: one ``python -m intake|edge|synth`` process with its own log file, started,
   signalled (SIGKILL, SIGTERM, SIGSTOP/SIGCONT) and started again;
@@ -40,7 +40,6 @@ class Service:
         self.name, self.module, self.env, self.port = name, module, env, port
         self.log_path = logs / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.stopped = False  # SIGSTOP'd
 
     @property
     def health(self) -> str:
@@ -57,7 +56,6 @@ class Service:
     def send(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
-            self.stopped = sig == signal.SIGSTOP
 
     async def exit(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
         """Wait for the process to end (killing it after ``timeout_s``); its exit code."""

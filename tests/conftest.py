@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 
 from castlog import CastStore
 from servicekit import client_for
+from streamtts.listening import english_model_dir
 from streamtts.redisserver import RedisServer, start_server
 from tests.support import outside
-from tests.support.voicepacks import english_model_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"

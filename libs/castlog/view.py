@@ -69,10 +69,6 @@ class Layout:
     def total_bytes(self) -> int:
         return self.chunks[-1].start + self.chunks[-1].size if self.chunks else 0
 
-    def last_index(self) -> int:
-        """The highest sentence index in the playable audio (-1: none yet)."""
-        return self.chunks[-1].i if self.chunks else -1
-
 
 class LogView:
     """One cast's log as read so far, extended by the records appended since the last read.

@@ -24,7 +24,6 @@ from pathlib import Path
 
 NPM_PACKAGE = "kokoro-js@1.2.1"
 HUB_REPO = "hexgrad/Kokoro-82M"
-SOURCES = ("npm", "hub")  # or a folder
 NPM_TIMEOUT_S = 300.0  # `npm pack` downloads ~27 MB
 _NPM_MEMBER = re.compile(r"package/voices/([a-z]{2}_[a-z]+)\.bin")
 _SUFFIXES = (".bin", ".pt", ".npy")

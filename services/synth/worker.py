@@ -38,7 +38,7 @@ from castlog import CastStore, LogReader
 
 from . import jobs, scheduler
 from .admission import Admitter
-from .cast import ActiveCast, Assignment, job_key
+from .cast import ActiveCast, job_key
 from .config import SynthConfig
 from .dispatcher import Dispatcher
 from .holdings import Holdings
@@ -150,10 +150,6 @@ class Worker:
         return self.held.stopping
 
     # ---- admission ---------------------------------------------------------------------------
-
-    async def admit(self, job: Assignment) -> None:
-        """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
-        await self.admitter.admit(job)
 
     async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
         """The live feed read more of an open cast's text: wake the synth loop for new chunks;

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from streamtts.proxy import INTAKE_ROUTES, Upstreams
 from streamtts.redisserver import free_port
 
 from .tools import (
@@ -155,11 +156,10 @@ def test_services_learn_the_client_address(proxy_port: int) -> None:
 
 def test_caddy_routes_like_the_local_launcher(proxy_port: int) -> None:
     """`streamtts up` has its own small proxy; both must send the same requests to intake."""
-    launcher = pytest.importorskip("streamtts.proxy")
-    assert launcher.INTAKE_ROUTES
-    for method, path in sorted(launcher.INTAKE_ROUTES):
+    assert INTAKE_ROUTES
+    for method, path in sorted(INTAKE_ROUTES):
         body = b"x" if method == "POST" else b""
         assert request(proxy_port, method, path, body)[1].startswith("intake "), (method, path)
         other = "POST" if method == "GET" else "GET"
-        owner = launcher.Upstreams("intake", "edge").pick(other, path)  # /v1/* is intake's for any method
+        owner = Upstreams("intake", "edge").pick(other, path)  # /v1/* is intake's for any method
         assert request(proxy_port, other, path)[1].startswith(owner + " "), (other, path)

@@ -83,7 +83,7 @@ def denied(call: Callable[[], Any]) -> None:
 def test_aof_is_on_with_always_and_noeviction(admin: redis.Redis, redis_port: int) -> None:
     config = admin.config_get("*")
     assert config["appendonly"] == "yes"
-    assert config["appendfsync"] == "always"  # chosen from bench/persistence.py (docs/deploy.md)
+    assert config["appendfsync"] == "always"  # chosen from bench/bench_persistence.py (docs/deploy.md)
     assert config["maxmemory-policy"] == "noeviction"
     assert config["save"] == ""
 

@@ -211,10 +211,15 @@ async def test_a_page_opened_mid_generation_plays_from_the_start_and_catches_up(
 
 
 async def test_an_unknown_cast_says_so(site: tuple[TestServer, Worker], browser: Any) -> None:
+    """No controls for a cast that is not there: only the title, the status and what to do."""
     server, _ = site
     page = await browser.new_page()
     await page.goto(str(server.make_url("/c/AAAAAAAAAAAA")))
     await page.wait_for_function("document.getElementById('cast-title').textContent === 'No such cast'")
+    assert await page.text_content("#status") == "not found"
+    assert "Check the link" in (await page.text_content("#notice") or "")
+    hidden = "['play', 'bar', 'captions'].map((name) => document.getElementById(name).hidden)"
+    assert await page.evaluate(hidden) == [True, True, True]
     await page.close()
 
 

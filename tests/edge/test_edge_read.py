@@ -130,14 +130,18 @@ async def test_sse_of_a_log_ending_in_error_ends_after_it(edge: TestClient[Any, 
 
 
 async def test_sse_sends_heartbeat_comments_while_idle(make_edge: Any, store: CastStore) -> None:
+    """Idle, the stream carries only comments (no event a client would act on), and it stays
+    live: the record appended after them still comes, and ends the stream."""
     edge = await make_edge(sse_heartbeat_s=0.1)
     cid = cast_id()
-    await write_cast(store, cid, TEXTS[:1], finish=False)
+    cast = await write_cast(store, cid, TEXTS[:1], finish=False)  # seqs 0-2: meta, start, audio
     resp = await edge.get(f"/api/casts/{cid}/events?seq_num=3")
-    raw = b""
-    while raw.count(b": heartbeat") < 2:
-        raw += await asyncio.wait_for(resp.content.readany(), 5)
-    resp.close()
+    assert resp.status == 200 and resp.content_type == "text/event-stream"
+    blocks = [await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 5) for _ in range(3)]
+    assert blocks[0].startswith(b"retry: ") and blocks[1:] == [b": heartbeat\n\n"] * 2
+    await cast.append(Eos(sentences=1, audio_ms=300, attempts=1))
+    events = await read_events(resp)
+    assert [(e.id, e.event) for e in events] == [("3", "eos")]
 
 
 async def test_long_poll_waits_for_the_next_record(edge: TestClient[Any, Any], store: CastStore) -> None:

@@ -3,7 +3,8 @@
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
-state is the same few keys, all in ``context.py``.
+state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
+inside any package under libs/ and services/ (subpackages included), nor across them.
 """
 
 from __future__ import annotations
@@ -90,28 +91,57 @@ def test_each_service_keeps_config_metrics_and_one_state_dataclass_under_one_key
     assert elsewhere == {}, "app keys belong in context.py"
 
 
-def package_imports(folder: Path) -> dict[str, set[str]]:
-    """Module name -> the modules of the same package it imports (relative or by the package's
-    name, under ``TYPE_CHECKING`` too: a cycle kept for the type checker is still a cycle)."""
-    package = folder.name
-    modules = {p.stem for p in folder.glob("*.py")}
-    out: dict[str, set[str]] = {}
-    for path in sorted(folder.glob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.level == 1 or node.module == package):
-                if node.module and node.level == 1:
-                    names.add(node.module.split(".")[0])
-                else:  # from . import x / from edge import x
-                    names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                head, _, rest = node.module.partition(".")
-                if head == package and rest:
-                    names.add(rest.split(".")[0])
-            elif isinstance(node, ast.Import):
-                names.update(a.name.split(".")[1] for a in node.names if a.name.startswith(package + "."))
-        out[path.stem] = (names & modules) - {path.stem}
+def modules_of(roots: tuple[Path, ...] = (REPO / "libs", REPO / "services")) -> dict[str, Path]:
+    """Dotted name -> file of every module in every package under ``roots`` (a package's
+    ``__init__.py`` under the package's own name)."""
+    out: dict[str, Path] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if all((root / Path(*parts[:k]) / "__init__.py").is_file() for k in range(1, len(parts))):
+                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                if name:
+                    out[name] = path
     return out
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports: relative or absolute, inside functions and
+    under ``TYPE_CHECKING`` too (a cycle kept for the type checker is still a cycle).
+    ``from p import x`` counts as importing ``p.x`` when that is a module, else ``p`` itself."""
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(known(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for alias in node.names:
+                    found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base))
+        out[name] = {m for m in found if m is not None} - {name}
+    return out
+
+
+def within(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The part of ``graph`` inside ``package`` (its subpackages included)."""
+    inside = {m for m in graph if m == package or m.startswith(package + ".")}
+    return {m: graph[m] & inside for m in inside}
+
+
+MODULES = modules_of()
+GRAPH = import_graph(MODULES)
+PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
 
 
 def a_cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -141,14 +171,27 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
     assert a_cycle({"tail": {"listener", "public"}, "listener": {"public"}, "public": set()}) == []
 
 
-@pytest.mark.parametrize("service", SERVICES)
-def test_a_services_modules_import_each_other_one_way(service: str) -> None:
-    """Type-checking imports count too: intake's live sessions are a Protocol in context.py."""
-    graph = package_imports(REPO / "services" / service)
-    assert {"app", "context", "config"} <= set(graph)
-    assert a_cycle(graph) == [], " -> ".join(a_cycle(graph))
+def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
+    assert {"castlog", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
+    assert {"castlog.scripts", "synth.model.loader", "edge.tail", "intake.app"} <= set(MODULES)
+    assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
+    assert "synth.mp3" in GRAPH["streamtts.listening"]  # inside a function
+    assert "intake.context" in GRAPH["intake.app"]
+    assert any("castlog" in GRAPH[m] for m in within(GRAPH, "servicekit"))  # a package by its name
+    assert any("synth.model" in GRAPH[m] for m in set(within(GRAPH, "synth")) - set(within(GRAPH, "synth.model")))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_packages_modules_import_each_other_one_way(package: str) -> None:
+    """Every package under libs/ and services/, subpackages too (synth/model/). Type-checking
+    imports count: intake's live sessions are a Protocol in context.py."""
+    assert a_cycle(within(GRAPH, package)) == [], " -> ".join(a_cycle(within(GRAPH, package)))
+
+
+def test_the_packages_import_each_other_one_way() -> None:
+    """Across packages too: castlog below servicekit below the services, never back."""
+    assert a_cycle(GRAPH) == [], " -> ".join(a_cycle(GRAPH))
 
 
 def test_edge_listener_knows_the_tail_only_through_its_protocol() -> None:
-    graph = package_imports(REPO / "services" / "edge")
-    assert "listener" in graph["tail"] and "tail" not in graph["listener"]
+    assert "edge.listener" in GRAPH["edge.tail"] and "edge.tail" not in GRAPH["edge.listener"]

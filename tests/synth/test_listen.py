@@ -1,16 +1,16 @@
-"""Listening checks: the real model's English read back by Whisper tiny.en (tests/support/asr.py)."""
+"""Listening checks: the real model's English read back by Whisper tiny.en (streamtts/listening.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from streamtts import listening
 from synth.model import Synthesizer
-from tests.support import asr
 
 
 def test_words_are_normalised_on_both_sides() -> None:
-    assert asr.words("It's 42 U.S. dollars—in the harbour, at 10:45 p.m.!") == asr.words(
+    assert listening.words("It's 42 U.S. dollars—in the harbour, at 10:45 p.m.!") == listening.words(
         "it's forty two U.S. dollars in the harbor at ten forty-five PM"
     )
 
@@ -22,22 +22,22 @@ def test_words_are_normalised_on_both_sides() -> None:
     ("a b", "a x b y", 2 / 2),  # two insertions
 ])
 def test_word_error_rate_counts_edits_per_reference_word(reference: str, heard: str, rate: float) -> None:
-    assert asr.wer(reference, heard) == pytest.approx(rate)
+    assert listening.wer(reference, heard) == pytest.approx(rate)
 
 
 def test_silences_inside_chunks_and_at_seams_are_measured() -> None:
-    rate = asr.MODEL_RATE
+    rate = listening.MODEL_RATE
     tone = (0.3 * np.sin(np.arange(rate // 5) * 0.1)).astype(np.float32)  # 200 ms
     gap = np.zeros(rate * 3 // 10, np.float32)  # 300 ms
     chunk = np.concatenate([gap[: rate // 10], tone, gap, tone, gap[: rate // 20]])
-    assert abs(asr.longest_inner_silence_ms(chunk) - 300) <= 20
-    assert [abs(p - 150) <= 20 for p in asr.seam_pauses_ms([chunk, chunk])] == [True]  # 50 ms tail + 100 ms head
+    assert abs(listening.longest_inner_silence_ms(chunk) - 300) <= 20
+    assert [abs(p - 150) <= 20 for p in listening.seam_pauses_ms([chunk, chunk])] == [True]  # 50 ms tail + 100 ms head
 
 
 def test_resampling_keeps_a_tone_and_the_duration() -> None:
-    t = np.arange(asr.MODEL_RATE) / asr.MODEL_RATE
-    out = asr.resample(np.sin(2 * np.pi * 440 * t).astype(np.float32), asr.MODEL_RATE, asr.WHISPER_RATE)
-    assert len(out) == asr.WHISPER_RATE
+    t = np.arange(listening.MODEL_RATE) / listening.MODEL_RATE
+    out = listening.resample(np.sin(2 * np.pi * 440 * t).astype(np.float32), listening.MODEL_RATE, listening.WHISPER_RATE)
+    assert len(out) == listening.WHISPER_RATE
     assert np.argmax(np.abs(np.fft.rfft(out))) == 440  # 1 Hz bins over one second
 
 
@@ -45,6 +45,6 @@ def test_resampling_keeps_a_tone_and_the_duration() -> None:
 @pytest.mark.timeout(900)  # the paragraph is ~35 s of audio: minutes of model time on a loaded CPU
 def test_af_heart_reads_the_paragraph_at_most_3_percent_wer(synthesizer: Synthesizer, texts: dict[str, str]) -> None:
     text = texts["paragraph"]
-    cast = asr.read_as_cast(synthesizer, text, "af_heart")
-    heard = asr.transcribe(cast.pcm)
-    assert asr.wer(text, heard) <= 0.03, heard
+    cast = listening.read_as_cast(synthesizer, text, "af_heart")
+    heard = listening.transcribe(cast.pcm)
+    assert listening.wer(text, heard) <= 0.03, heard

@@ -104,8 +104,7 @@ def test_japanese_voice_reads_english_text_in_english(g2p: G2P) -> None:
 
 
 def test_japanese_voice_reads_japanese_text_with_the_japanese_g2p(g2p: G2P, vocab: dict[str, int]) -> None:
-    if not g2p.japanese_available():
-        pytest.skip("pyopenjtalk-plus, sudachipy and sudachidict-core are not all installed")
+    assert g2p.japanese_available()  # the synth extra installs pyopenjtalk-plus, sudachipy, sudachidict-core
     assert g2p.language("こんにちは。", "jf_alpha") == "ja"
     raw = g2p.raw("東京は晴れです。彁。", "jf_alpha")  # 彁: a kanji only Sudachi knows
     assert raw.startswith("toːkʲoː") and all(c in vocab or c == " " for c in raw)

@@ -1,4 +1,4 @@
-"""The fault campaign's quick mode (``bench/faults.py --quick``): every fault kind once against
+"""The fault campaign's quick mode (``bench/bench_faults.py --quick``): every fault kind once against
 real processes and the real model; it exits non-zero on any violation of the contract."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.model, pytest.mark.timeout(420)]
 
 def test_the_quick_fault_campaign_finds_no_violation() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "libs"), str(REPO / "services")]))
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "faults.py"), "--quick", "--seed", "15"],
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_faults.py"), "--quick", "--seed", "15"],
                          env=env, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert "| violations | 0 |" in run.stdout

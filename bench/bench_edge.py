@@ -17,7 +17,7 @@ the Redis commands the server issued per appended record (INFO commandstats, the
 script's own commands left out or subtracted). The servers, the listeners and Redis share this
 machine's cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
 
-    .venv/bin/python bench/edge.py [--listeners 100,1000,2000] [--records 40] [--base OTHER_CHECKOUT]
+    .venv/bin/python bench/bench_edge.py [--listeners 100,1000,2000] [--records 40] [--base OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -40,16 +40,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder is sys.path[0], where edge.py (this file) would shadow the
-# very package benchmarked: drop it before importing.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from aiohttp import web
+from redis.asyncio import Redis
 
-from aiohttp import web  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
-
-from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text  # noqa: E402
-from edge.public import Item  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
+from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text
+from edge.public import Item
+from streamtts.redisserver import free_port, start_server
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"

@@ -7,7 +7,7 @@ sentence of MP3) from ``--casts`` casts at once. Prints, per policy, submits and
 second and the ratio always / everysec, next to what the system needs (a CPU worker appends about
 one chunk a second per cast; a GPU worker a few dozen); writes bench/results/persistence.json.
 
-    .venv/bin/python bench/persistence.py [--submits 2000] [--appends 600]
+    .venv/bin/python bench/bench_persistence.py [--submits 2000] [--appends 600]
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this folder is sys.path[0], where bench/castlog.py would shadow castlog.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from castlog import Audio, CastStore, Meta, Start, content_id  # noqa: E402
-from servicekit import client_for  # noqa: E402
-from streamtts.redisserver import start_server  # noqa: E402
+from castlog import Audio, CastStore, Meta, Start, content_id
+from servicekit import client_for
+from streamtts.redisserver import start_server
 
 RESULTS = Path(__file__).resolve().parent / "results" / "persistence.json"
 POLICIES = ("everysec", "always")

@@ -20,7 +20,7 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
    its duration. Demand is then below capacity: lowest-lead scheduling (the worker) against
    first come, first served (one cast at a time), for underruns and the longest first-audio wait.
 
-    python bench/synth.py [--threads 2] [--rounds 3] [--gpu-rtf 0.2]     (a few minutes on 2 cores)
+    python bench/bench_synth.py [--threads 2] [--rounds 3] [--gpu-rtf 0.2]     (a few minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -29,29 +29,24 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-# This file shares its name with the service it measures: run as a script, its own folder
-# must not shadow the package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
+import numpy.typing as npt
+from redis.asyncio import Redis
 
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
-
-import castlog  # noqa: E402
-from castlog import Audio, CastStore, Entry, LogReader, Meta  # noqa: E402
-from streamtts.redisserver import start_server  # noqa: E402
-from synth.config import SynthConfig  # noqa: E402
-from synth.model import Synthesizer, Wrapped, load_synthesizer  # noqa: E402
-from synth.model.base import SAMPLE_RATE  # noqa: E402
-from synth.mp3 import encode_chunk  # noqa: E402
-from synth.worker import Worker  # noqa: E402
+import castlog
+from castlog import Audio, CastStore, Entry, LogReader, Meta
+from streamtts.redisserver import start_server
+from synth.config import SynthConfig
+from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model.base import SAMPLE_RATE
+from synth.mp3 import encode_chunk
+from synth.worker import Worker
 
 RESULTS = Path(__file__).parent / "results" / "synth.json"
 TEXTS = Path(__file__).resolve().parents[1] / "texts"

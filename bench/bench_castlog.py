@@ -3,7 +3,7 @@
 Prints ratios measured side by side in one run, rounds interleaved so that noise hits both
 sides alike. Target: one guarded append costs at most 1.5x a plain XADD.
 
-    python bench/castlog.py [--rounds 20] [--per-round 200]     (or python -m bench.castlog)
+    python bench/bench_castlog.py [--rounds 20] [--per-round 200]
 """
 
 from __future__ import annotations
@@ -11,19 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 
-# This file shares its name with the library it measures: run as a script, its own folder
-# must not shadow the package; it goes last, for bench/common.py.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+from castlog import Audio, CastStore, cast_key, encode_fields
+from servicekit import client_for
 
-from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results  # noqa: E402
-
-from castlog import Audio, CastStore, cast_key, encode_fields  # noqa: E402
-from servicekit import client_for  # noqa: E402
+from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results
 
 TEXT = repo_text("paragraph").split(".")[0]
 BODY = bytes(4_000)  # about one short sentence of 48 kbps MP3

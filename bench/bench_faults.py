@@ -23,7 +23,7 @@ SSE follower holding exactly the log's records, none received twice. A cast acce
 second before a power loss may be lost with the AOF (``appendfsync everysec``): counted, not a
 violation. Prints the seed and a table; exits 1 on any violation.
 
-    .venv/bin/python bench/faults.py [--seed N] [--quick] [--casts N] [--faults N]
+    .venv/bin/python bench/bench_faults.py [--seed N] [--quick] [--casts N] [--faults N]
 """
 
 from __future__ import annotations
@@ -42,17 +42,12 @@ from pathlib import Path
 
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
-# Run as a script, this folder is sys.path[0], where bench/castlog.py would shadow the real
-# castlog: move it to the end, so that only the siblings below come from here.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import castlog
+from servicekit import client_for
+from streamtts.redisserver import free_port
 
-from faultcheck import Follower, Verdict, check_audio, check_cast, check_follower, check_queue  # noqa: E402
-from faultrig import Proxy, RedisCtl, Service  # noqa: E402
-
-import castlog  # noqa: E402
-from servicekit import client_for  # noqa: E402
-from streamtts.redisserver import free_port  # noqa: E402
+from faultcheck import Follower, Verdict, check_audio, check_cast, check_follower, check_queue
+from faultrig import Proxy, RedisCtl, Service
 
 KINDS = ("kill9-worker", "sigterm-worker", "sigstop-worker", "partition-worker",
          "kill9-edge", "kill9-intake", "kill9-redis", "power-loss")
@@ -77,7 +72,6 @@ class Campaign:
     followers: dict[str, Follower] = field(default_factory=dict)
     injected: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
     power_losses: list[float] = field(default_factory=list)  # loop time of each cut, and its window
-    cut_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -173,7 +167,6 @@ async def inject(kind: str, stack: Stack, c: Campaign, loop_time: Callable[[], f
     cut_back = rng.uniform(0.0, 1.0)
     c.power_losses.append(loop_time() - cut_back - 0.2)
     cut = stack.redis.power_loss(cut_back)
-    c.cut_bytes += cut
     await asyncio.sleep(rng.uniform(0.3, 1.0))
     stack.redis.restart()
     return f"power loss: Redis killed with -9, the AOF cut back {cut_back:.2f}s ({cut} bytes)"

@@ -11,7 +11,7 @@
 Redis, intake, edge and synth (the real model on onnx) run as separate processes, as compose
 runs them. Prints the ratios; writes bench/results/speech.json.
 
-    .venv/bin/python bench/speech.py [--fresh 3] [--repeats 20] [--out bench/results/speech.json]
+    .venv/bin/python bench/bench_speech.py [--fresh 3] [--repeats 20] [--out bench/results/speech.json]
 """
 
 from __future__ import annotations
@@ -19,22 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this folder is sys.path[0]: move it to the end so no benchmark shadows a
-# package, and bench/common.py is found.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import aiohttp
+from redis.asyncio import Redis
 
-import aiohttp  # noqa: E402
-from common import RESULTS, machine, repo_text, services, temp_redis, write_results  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
+from castlog import Audio, LogReader, read_done
+from intake.formats import FORMATS, converter
 
-from castlog import Audio, LogReader, read_done  # noqa: E402
-from intake.formats import FORMATS, converter  # noqa: E402
+from common import RESULTS, machine, repo_text, services, temp_redis, write_results
 
 CONVERT_ROUNDS = 5
 

@@ -8,7 +8,7 @@ per cast, archives every cast into a file archive and measures again. Then: 50 r
 byte-identical, and the first byte of an archived cast's ``/audio.mp3`` is timed against a
 Redis-held one's, requests interleaved (warm: layouts cached; cold: a layout cache of one).
 
-    python bench/memory.py [--casts 2000] [--replays 50] [--rounds 30]
+    python bench/bench_memory.py [--casts 2000] [--replays 50] [--rounds 30]
 """
 
 from __future__ import annotations
@@ -20,22 +20,16 @@ import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this folder must not shadow the packages; it goes last, for bench/common.py.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+from aiohttp import ClientSession, web
+from redis.asyncio import Redis
 
-from aiohttp import ClientSession, web  # noqa: E402
-from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
-
-from blobstore import StoreConfig, open_store  # noqa: E402
-from castlog import (  # noqa: E402
+from blobstore import StoreConfig, open_store
+from castlog import (
     Audio,
     CastStore,
     Done,
@@ -48,11 +42,13 @@ from castlog import (  # noqa: E402
     content_id,
     split_text,
 )
-from edge import Config, create_app  # noqa: E402
-from servicekit import client_for  # noqa: E402
-from streamtts.redisserver import free_port  # noqa: E402
-from synth.archiver import Archiver  # noqa: E402
-from synth.config import ArchiverConfig  # noqa: E402
+from edge import Config, create_app
+from servicekit import client_for
+from streamtts.redisserver import free_port
+from synth.archiver import Archiver
+from synth.config import ArchiverConfig
+
+from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results
 
 PARAGRAPH = repo_text("paragraph").strip()
 VOICE = "af_heart"

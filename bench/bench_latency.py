@@ -20,7 +20,7 @@ chunk, right before, because other load on the machine moves both by tens of per
 4. throughput: the model alone on a paragraph's chunks / the worker on that cast, job to `eos`
    (target >= 0.95).
 
-    python bench/latency.py [--threads 2] [--rounds 3] [--quick]
+    python bench/bench_latency.py [--threads 2] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import asyncio
 import json
 import logging
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -39,30 +38,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# This folder holds synth.py, which shares its name with the service: it must not shadow it; it
-# goes last, for bench/common.py.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import numpy as np
+import numpy.typing as npt
+from aiohttp import ClientSession, ClientTimeout, web
+from redis.asyncio import Redis
 
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-from aiohttp import ClientSession, ClientTimeout, web  # noqa: E402
-from common import RESULTS, repo_text, write_results  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
+import castlog
+import servicekit
+import synth.lane as lane_module
+from edge.app import create_app as create_edge
+from edge.config import Config as EdgeConfig
+from intake.app import create_app as create_intake
+from intake.config import Config as IntakeConfig
+from streamtts.proxy import Upstreams
+from streamtts.proxy import create_app as create_proxy
+from streamtts.redisserver import free_port, start_server
+from synth.config import SynthConfig
+from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.worker import Worker
 
-import castlog  # noqa: E402
-import servicekit  # noqa: E402
-import synth.lane as lane_module  # noqa: E402
-from edge.app import create_app as create_edge  # noqa: E402
-from edge.config import Config as EdgeConfig  # noqa: E402
-from intake.app import create_app as create_intake  # noqa: E402
-from intake.config import Config as IntakeConfig  # noqa: E402
-from streamtts.proxy import Upstreams  # noqa: E402
-from streamtts.proxy import create_app as create_proxy  # noqa: E402
-from streamtts.redisserver import free_port, start_server  # noqa: E402
-from synth.config import SynthConfig  # noqa: E402
-from synth.model import Synthesizer, Wrapped, load_synthesizer  # noqa: E402
-from synth.worker import Worker  # noqa: E402
+from common import RESULTS, repo_text, write_results
 
 SHORT = repo_text("short").strip()
 PARAGRAPH = repo_text("paragraph").strip()
