@@ -40,11 +40,10 @@ import numpy.typing as npt
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Entry, LogReader, Meta
+from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
 from streamtts.redisserver import start_server
 from synth.config import SynthConfig
 from synth.model import Synthesizer, Wrapped, load_synthesizer
-from synth.model.base import SAMPLE_RATE
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
 
