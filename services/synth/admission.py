@@ -5,10 +5,12 @@ its own pending entries (a restart), then retries whose backoff ran out, then en
 workers (XAUTOCLAIM after the lease), then new ones; jobs begun elsewhere go on at once, up to
 ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
 
-Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`): a
-finished cast is acknowledged (its receipt published again when the job may have died before
-it), an answered error acknowledged, a cast whose chunk in hand killed too many workers given
-up; any other is planned from the log's true tail and begins its next attempt with `start`.
+Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`) and
+decides; what it writes for a job that begins no attempt is :class:`~synth.outcomes.Outcomes`'
+(a :data:`~synth.outcomes.Settlement`): a finished cast is acknowledged (its receipt published
+again when the job may have died before it), an answered error acknowledged, a cast whose chunk
+in hand killed too many workers given up, a malformed entry dead-lettered. Any other is planned
+from the log's true tail and begins its next attempt with `start`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .crew import Crew
 from .holdings import REDIS_RETRY_S, quietly, wait
 from .inbox import Delivery, Inbox
 from .livefeed import read_open_text
-from .outcomes import Outcomes
+from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
 from .scheduler import Admitted
 
 log = logging.getLogger(__name__)
@@ -118,36 +120,25 @@ class Admitter:
 
     async def admit(self, job: Assignment) -> None:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
-        casts = self.crew.held.casts
-        if job.key in casts:
+        if job.key in self.crew.held.casts:
             return  # already ours and running
-        if any(c.cast_id == job.cast_id for c in casts.values()):
+        planned = await self._plan(job)
+        if isinstance(planned, ActiveCast):
+            await self._begin(planned)
+        else:
+            await self.outcomes.settle(job, planned)
+
+    async def _plan(self, job: Assignment) -> ActiveCast | Settlement:
+        """The job's next attempt, planned from its cast's log, or how to settle it at once."""
+        if any(c.cast_id == job.cast_id for c in self.crew.held.casts.values()):
             # A second job for a cast we are making: its first job stays pending until `eos`,
             # so this one adds nothing (and a second `start` would restart our own attempt).
-            await self.outcomes.answered(job, "it duplicates an active cast")
-            return
+            return Answered("it duplicates an active cast")
         entries, tail = await self.crew.reader.read_all(job.cast_id)
-        if await self._settled(job, entries):
-            return
-        cast = await self._recover(job, entries, tail)
-        if cast is not None:
-            await self._begin(cast)
+        return _settled(job, entries) or await self._recover(job, entries, tail)
 
-    async def _settled(self, job: Assignment, entries: list[castlog.Entry]) -> bool:
-        """Settle the job at once when its cast's log already answers it (or there is no log)."""
-        last = entries[-1] if entries else None
-        if last is None:
-            await self.outcomes.give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
-        elif last.kind == "eos":
-            await self.outcomes.finished_earlier(job, entries)
-        elif last.kind == "error" and last.ts > job.enqueued_at:
-            await self.outcomes.answered(job, "the error its cast ends in answered it (we died before the XACK)")
-        else:
-            return False
-        return True
-
-    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> ActiveCast | None:
-        """Plan the next attempt from the log, or give the job up (None)."""
+    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> ActiveCast | GiveUp:
+        """Plan the next attempt from the log, or give the job up."""
         crew, cfg = self.crew, self.crew.cfg
         state = castlog.summarize(entries)
         tally = await jobs.tally(crew.redis, job.entry_id)
@@ -157,22 +148,17 @@ class Admitter:
             crashes = await jobs.count_death(crew.redis, job.entry_id, tally)
             if crashes >= cfg.max_crashes_per_chunk:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
-                await self.outcomes.give_up(job, tail, reason, state.attempts)
-                return None
+                return GiveUp(reason, state.attempts, tail)
         recipe = await crew.store.recipe(job.cast_id)
         if recipe is None:
-            await self.outcomes.give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
-            return None
+            return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
         cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
-            reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
-            await self.outcomes.give_up(job, tail, reason, cast.attempt)
-            return None
+            return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
         if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
-            await self.outcomes.give_up(job, tail, f"gave up after {tally.failures} failed attempts", cast.attempt - 1)
-            return None
+            return GiveUp(f"gave up after {tally.failures} failed attempts", cast.attempt - 1, tail)
         return cast
 
     async def _begin(self, cast: ActiveCast) -> None:
@@ -194,3 +180,15 @@ class Admitter:
             return
         cast.note(Admitted(), self.crew.clock())
         self.crew.held.add(cast)  # an open cast wakes the live feed too (Holdings.opened)
+
+
+def _settled(job: Assignment, entries: list[castlog.Entry]) -> Settlement | None:
+    """How to settle the job at once when its cast's log already answers it (or there is none)."""
+    last = entries[-1] if entries else None
+    if last is None:
+        return GiveUp("the cast has no log (was it deleted?)", job.deliveries, None)
+    if last.kind == "eos":
+        return FinishedEarlier(entries)
+    if last.kind == "error" and last.ts > job.enqueued_at:
+        return Answered("the error its cast ends in answered it (we died before the XACK)")
+    return None

@@ -17,6 +17,7 @@ of the worker is written here, and each job leaves through exactly one of these.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
@@ -33,6 +34,35 @@ log = logging.getLogger(__name__)
 
 # Longest error text kept in `error` records and `jobs/dead` entries.
 MAX_REASON_CHARS = 500
+
+
+# ---- how admission settles a job without an attempt (its cast's log, or its absence, says) ----
+
+
+@dataclass(frozen=True)
+class FinishedEarlier:
+    """The cast's log ends in `eos`."""
+
+    entries: list[castlog.Entry]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The job adds nothing: the error its cast ends in answered it, or a job in hand will."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """The job fails for good: `error` at ``tail`` (None: the cast has no log), `jobs/dead`, XACK."""
+
+    reason: str
+    attempts: int
+    tail: int | None
+
+
+Settlement = FinishedEarlier | Answered | GiveUp
 
 
 class Outcomes:
@@ -71,28 +101,31 @@ class Outcomes:
             return
         log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
 
-    async def finished_earlier(self, job: Assignment, entries: list[castlog.Entry]) -> None:
-        """The cast's log ends in `eos`: acknowledge the job, after republishing the receipt from
-        the log when this job may have written that eos and died before its receipt (receipts may
-        repeat: their consumers take them as idempotent, keyed by cast id)."""
-        log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
-        if job.deliveries > 1:
-            eos = entries[-1].record
-            assert isinstance(eos, Eos)
-            await castlog.announce_done(self.crew.redis, castlog.Done(
-                id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
-                synth_ms=0, first_audio_ms=first_audio_ms(first_audio_ts(entries), job.enqueued_at),
-                finished_at=entries[-1].ts or jobs.now_ms(),
-            ))
-        await jobs.ack(self.crew.redis, job.entry_id, job.stream)
-
     # ---- settled at admission ---------------------------------------------------------------
 
-    async def answered(self, job: Assignment, why: str) -> None:
-        """The job adds nothing (its answer is in the log already, or a job in hand will give it):
-        acknowledge it."""
-        log.info("job %s (cast %s): %s; acknowledging it", job.entry_id, job.cast_id, why)
+    async def settle(self, job: Assignment, settlement: Settlement) -> None:
+        """Answer a job at admission, without an attempt."""
+        if isinstance(settlement, GiveUp):
+            await self._give_up(job, settlement.tail, settlement.reason, settlement.attempts)
+            return
+        if isinstance(settlement, FinishedEarlier):
+            log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
+            if job.deliveries > 1:  # this job may have written that eos and died before its receipt
+                await self._announce_again(job, settlement.entries)
+        else:
+            log.info("job %s (cast %s): %s; acknowledging it", job.entry_id, job.cast_id, settlement.why)
         await jobs.ack(self.crew.redis, job.entry_id, job.stream)
+
+    async def _announce_again(self, job: Assignment, entries: list[castlog.Entry]) -> None:
+        """The receipt of a cast finished earlier, from its log (receipts may repeat: their
+        consumers take them as idempotent, keyed by cast id)."""
+        eos = entries[-1].record
+        assert isinstance(eos, Eos)
+        await castlog.announce_done(self.crew.redis, castlog.Done(
+            id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
+            synth_ms=0, first_audio_ms=first_audio_ms(first_audio_ts(entries), job.enqueued_at),
+            finished_at=entries[-1].ts or jobs.now_ms(),
+        ))
 
     async def malformed(self, entry_id: str, fields: jobs.Fields, deliveries: int, stream: str) -> None:
         """An entry that is no job: to ``jobs/dead`` (under the id it names, if any), then XACK."""
@@ -125,11 +158,11 @@ class Outcomes:
             crew.held.inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
             return
         try:
-            await self.give_up(cast.job, cast.tail, reason, cast.attempt)
+            await self._give_up(cast.job, cast.tail, reason, cast.attempt)
         except RedisError as exc:  # the job stays pending; its lease brings it back
             log.error("cast %s: could not record the failure (%r); leaving the job pending", cast.cast_id, exc)
 
-    async def give_up(self, job: Assignment, tail: int | None, reason: str, attempts: int) -> None:
+    async def _give_up(self, job: Assignment, tail: int | None, reason: str, attempts: int) -> None:
         """The terminal answer: `error` (when the cast has a log), `jobs/dead`, XACK."""
         crew = self.crew
         reason = reason[:MAX_REASON_CHARS]

@@ -67,6 +67,7 @@ async def test_entries_carry_the_redis_clock(store: CastStore, redis: Redis) -> 
     assert abs(entry.ts - (seconds * 1000 + micros // 1000)) < 5_000
 
 
+@pytest.mark.rule("append-answers-stamp")
 async def test_a_stamped_append_answers_the_stamp_its_records_got(store: CastStore) -> None:
     await store.append(CAST, 0, [META])
     stamped = await store.append_stamped(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Audio(i=0, t="a", d=10, o=0)])

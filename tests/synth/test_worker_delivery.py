@@ -158,6 +158,27 @@ async def test_restarted_worker_resumes_its_own_pending_job_with_attempt_two(
     assert [a.o for a in played] == [sum(p.d for p in played[:k]) for k in range(len(played))]
 
 
+@pytest.mark.rule("receipt-at-least-once")
+async def test_a_resumed_casts_receipt_times_its_first_audio_from_the_first_attempt(
+    redis: Redis, store: CastStore
+) -> None:
+    """The receipt's stamps come from the appends (the finishing attempt's own) and, for audio
+    of an earlier attempt, from the log read at admission: nothing is read back for them."""
+    text = " ".join(f"Sentence number {n} is here." for n in range(4))
+    cast_id = await submit(store, text)
+    async with running(Worker(config(), redis, StandIn(rtf=0.3))):
+        await wait_until(lambda: has_audio(store, cast_id, 1))
+    async with running(Worker(config(), redis, StandIn())):  # a restart: attempt 2 finishes it
+        entries = await terminal(store, cast_id)
+        await wait_until(lambda: _no_pending(redis))
+    (receipt,) = await castlog.read_done(redis)
+    enqueued_at = (await castlog.read_jobs(redis))[0].enqueued_at
+    first_audio = next(e for e in entries if e.kind == "audio")
+    assert [e.kind for e in entries].index("audio") < [e.kind for e in entries].index("start", 2)  # attempt 1's
+    assert receipt.attempts == 2 and receipt.first_audio_ms == first_audio.ts - enqueued_at
+    assert receipt.finished_at == entries[-1].ts  # the eos's stamp
+
+
 @pytest.mark.rule("ack-after-terminal")
 async def test_stop_finishes_the_chunk_in_hand_and_leaves_the_job_pending(
     redis: Redis, store: CastStore
