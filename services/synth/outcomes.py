@@ -6,8 +6,10 @@ of the worker is written here, and each job leaves through exactly one of these.
 - *failed* in the model or encoder: counted in the job's tally, then retried after a backoff
   (the job stays pending) or given up for good: `error` (when the cast has a log), an entry in
   ``jobs/dead``, XACK;
-- *settled at admission*: a malformed entry goes to ``jobs/dead``; a job answered already (its
-  cast's log ends in the error it got, or a second job for a cast in hand) is acknowledged;
+- *settled at admission*, without an attempt (a :data:`Settlement` that admission decided): its
+  cast finished earlier (the receipt again when the job may have died before it, then XACK),
+  answered already (by the error its cast ends in, or by the job in hand for the same cast: XACK)
+  or given up as above; a malformed entry goes to ``jobs/dead`` and is acknowledged;
 - *requeued* after a Redis error, which is not the cast's fault: dropped and admitted again
   soon, nothing counted;
 - *lost* to another worker (a conditional append found another tail): dropped, its job left
