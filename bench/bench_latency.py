@@ -113,7 +113,7 @@ class TracedSynth(Wrapped):
 
 def trace_worker(worker: Worker, trace: Trace) -> None:
     """Stamp admission, the encoder and the append of each cast's first audio."""
-    admit, append = worker.admitter.admit, worker.store.append
+    admit, append = worker.admitter.admit, worker.store.append_stamped  # the audio's appends
     encode = lane_module.encode_chunk
 
     async def traced_admit(job: Any) -> None:
@@ -127,17 +127,17 @@ def trace_worker(worker: Worker, trace: Trace) -> None:
         trace.stamps.setdefault(f"encode-{len(pcm)}", {"encode": stamp, "encoded": time.time()})
         return out
 
-    async def traced_append(cast_id: str, tail: int, records: list[Any]) -> int:
+    async def traced_append(cast_id: str, tail: int, records: list[Any]) -> castlog.Stamped:
         first = any(isinstance(r, castlog.Audio) and r.i == 0 for r in records)
         if first:
             trace.mark(cast_id, "append")
-        new_tail = await append(cast_id, tail, records)
+        stamped = await append(cast_id, tail, records)
         if first:
             trace.mark(cast_id, "appended")
-        return new_tail
+        return stamped
 
     worker.admitter.admit = traced_admit  # type: ignore[method-assign]
-    worker.store.append = traced_append  # type: ignore[method-assign]
+    worker.store.append_stamped = traced_append  # type: ignore[method-assign]
     lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
 
 

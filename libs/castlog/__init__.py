@@ -47,7 +47,7 @@ from .records import (
 )
 from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
-from .store import CastStore, SeqMismatch, SubmitResult
+from .store import CastStore, SeqMismatch, Stamped, SubmitResult
 from .view import Chunk, Layout, LogView, StaleLayout
 from .voicemeta import VoiceInfo, describe_voice, voice_order
 
@@ -57,7 +57,7 @@ __all__ = [
     "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
     "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Record",
-    "RateLimited", "RateLimiter", "SeqMismatch", "Start", "SubmitResult", "Verdict",
+    "RateLimited", "RateLimiter", "SeqMismatch", "Stamped", "Start", "SubmitResult", "Verdict",
     "cast_id_of", "cast_key", "catalog_key", "content_id", "count_chunks", "decode_entry", "encode_fields",
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
     "seq_of", "split_text", "summarize",

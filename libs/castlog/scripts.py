@@ -10,7 +10,8 @@ from .ratelimit import TAKE
 # Appends the records at seq match, match+1, ... only if the tail is exactly match_seq_num.
 # Each record carries its predecessor's stamp in `p` (none before the first record, or where the
 # predecessor has no ts): a reader that holds that stamp knows the log still continues what it read.
-# Returns {1, new_tail} or {0, actual_tail}. XLEN is the tail: logs are never trimmed.
+# Returns {1, new_tail, the records' ts} or {0, actual_tail}: the writer learns the stamp without
+# reading its records back. XLEN is the tail: logs are never trimmed.
 APPEND = (
     FIELD
     + """
@@ -30,7 +31,7 @@ for i = 2, #ARGV, 3 do
   redis.call('XADD', KEYS[1], '0-' .. tail, unpack(f))
   prev = now
 end
-return {1, tail}
+return {1, tail, now}
 """
 )
 

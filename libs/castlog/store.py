@@ -6,7 +6,7 @@ Every read of a cast log is :class:`castlog.reader.LogReader`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, cast
+from typing import Literal, NamedTuple, cast
 
 from redis.asyncio import Redis
 
@@ -30,6 +30,14 @@ class SeqMismatch(Exception):
         self.tail = tail
 
 
+class Stamped(NamedTuple):
+    """What a conditional append answers: the log's new tail, and the stamp (``ts``, Redis's
+    clock in ms) that every record of that append carries."""
+
+    tail: int
+    ts: int
+
+
 class CastStore:
     """One per process. Scripts are registered once; every method is one or few round trips.
     The reads are :class:`~castlog.reader.LogReader`'s."""
@@ -48,22 +56,30 @@ class CastStore:
         the client resends an append whose reply was lost, the records already standing at
         ``match_seq_num`` are this very append's, and it answers as the first call would have.
         """
+        return (await self.append_stamped(cast_id, match_seq_num, records)).tail
+
+    async def append_stamped(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> Stamped:
+        """:meth:`append`, answering the stamp its records got too (a writer that needs it, the
+        worker's receipt, never reads its records back for it)."""
         if not records:
             raise ValueError("append needs at least one record")
         fields = [encode_fields(record) for record in records]
         args: list[bytes | int] = [match_seq_num]
         for triple in fields:
             args.extend(triple)
-        ok, tail = await self._append(keys=[keys.cast_key(cast_id)], args=args)
+        ok, tail, *stamp = await self._append(keys=[keys.cast_key(cast_id)], args=args)
         tail = int(tail)
-        if not ok:
-            if tail == match_seq_num + len(records) and await self._holds(cast_id, match_seq_num, fields):
-                return tail
-            raise SeqMismatch(cast_id, match_seq_num, tail)
-        return tail
+        if ok:
+            return Stamped(tail, int(stamp[0]))
+        if tail == match_seq_num + len(records):
+            ts = await self._holds(cast_id, match_seq_num, fields)
+            if ts is not None:
+                return Stamped(tail, ts)
+        raise SeqMismatch(cast_id, match_seq_num, tail)
 
-    async def _holds(self, cast_id: str, seq_num: int, fields: list[list[bytes]]) -> bool:
-        """Whether the log holds exactly these encoded records from ``seq_num`` on.
+    async def _holds(self, cast_id: str, seq_num: int, fields: list[list[bytes]]) -> int | None:
+        """The stamp of these encoded records when the log holds exactly them from ``seq_num`` on;
+        None when it does not.
 
         Every attempt opens with its own ``start`` (attempt number, time), so two writers never
         hold identical records at one position: a match can only be our own earlier write.
@@ -72,7 +88,7 @@ class CastStore:
             keys.cast_key(cast_id), min=keys.entry_id(seq_num), max=keys.entry_id(seq_num + len(fields) - 1)
         ))
         stored = [[f.get(b"e", b""), f.get(b"h", b""), f.get(b"b", b"")] for _, f in rows]
-        return stored == fields
+        return int(rows[0][1].get(b"ts", b"0")) if stored == fields else None
 
     async def submit(
         self,

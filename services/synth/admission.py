@@ -5,77 +5,61 @@ its own pending entries (a restart), then retries whose backoff ran out, then en
 workers (XAUTOCLAIM after the lease), then new ones; jobs begun elsewhere go on at once, up to
 ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
 
-Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`): a
-finished cast is acknowledged (its receipt published again when the job may have died before
-it), an answered error acknowledged, a cast whose chunk in hand killed too many workers given
-up; any other is planned from the log's true tail and begins its next attempt with `start`.
+Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`) and
+decides; what it writes for a job that begins no attempt is :class:`~synth.outcomes.Outcomes`'
+(a :data:`~synth.outcomes.Settlement`): a finished cast is acknowledged (its receipt published
+again when the job may have died before it), an answered error acknowledged, a cast whose chunk
+in hand killed too many workers given up, a malformed entry dead-lettered. Any other is planned
+from the log's true tail and begins its next attempt with `start`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, LogReader, SeqMismatch, Start
+from castlog import SeqMismatch, Start
 
 from . import jobs, scheduler
 from .cast import ActiveCast, Assignment, plan
-from .config import SynthConfig
-from .holdings import REDIS_RETRY_S, Holdings, quietly, wait
+from .crew import Crew
+from .holdings import REDIS_RETRY_S, quietly, wait
 from .inbox import Delivery, Inbox
-from .livefeed import LiveFeed, read_open_text
-from .metrics import SynthMetrics
-from .outcomes import Outcomes
+from .livefeed import read_open_text
+from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
 from .scheduler import Admitted
 
 log = logging.getLogger(__name__)
 
 
 class Admitter:
-    """Two loops (whole-text jobs, open casts) that fill :class:`Holdings` with casts."""
+    """Two loops (whole-text jobs, open casts) that fill :class:`Holdings` with casts; a job they
+    cannot begin leaves through :class:`Outcomes`."""
 
-    def __init__(
-        self,
-        cfg: SynthConfig,
-        redis: Redis,
-        store: CastStore,
-        reader: LogReader,
-        held: Holdings,
-        outcomes: Outcomes,
-        feed: LiveFeed,
-        voices: frozenset[str],
-        metrics: SynthMetrics,
-        clock: Callable[[], float],
-    ) -> None:
-        self.cfg, self.redis, self.store, self.reader = cfg, redis, store, reader
-        self.held, self.outcomes, self.feed = held, outcomes, feed
-        self.voices = voices
-        self.metrics = metrics
-        self._clock = clock
+    def __init__(self, crew: Crew, outcomes: Outcomes, voices: frozenset[str]) -> None:
+        self.crew, self.outcomes, self.voices = crew, outcomes, voices
 
     # ---- the loops --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        held, inbox = self.held, self.held.inbox
+        cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.inbox
         while not held.stopping:
             try:
                 room = scheduler.admissible(
                     [c.view() for c in held.casts.values() if not c.live],
-                    self._clock(),
-                    cap=self.cfg.concurrency,
-                    max_active=self.cfg.max_active,
-                    threshold_s=self.cfg.lead_threshold_s,
+                    self.crew.clock(),
+                    cap=cfg.concurrency,
+                    max_active=cfg.max_active,
+                    threshold_s=cfg.lead_threshold_s,
                 )
                 if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
-                    begun = await inbox.take_begun(self.cfg.max_active - len(held.casts), held.active(inbox))
+                    begun = await inbox.take_begun(cfg.max_active - len(held.casts), held.active(inbox))
                     await self._admit_all(begun, inbox)
                     if not begun:
-                        await wait(held.room, self.cfg.poll_s)
+                        await wait(held.room, cfg.poll_s)
                     continue
                 batch = await inbox.take(room, held.active(inbox))
                 held.admitting = len(batch)
@@ -90,27 +74,27 @@ class Admitter:
                 log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
-                    await quietly(jobs.ensure_group(self.redis))
+                    await quietly(jobs.ensure_group(self.crew.redis))
 
     async def run_live(self) -> None:
         """Open casts: admitted while fewer than SYNTH_MAX_LIVE are held, whatever the others do."""
-        held, inbox = self.held, self.held.live_inbox
+        cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.live_inbox
         while not held.stopping:
             try:
-                room = self.cfg.max_live - sum(1 for c in held.casts.values() if c.live)
+                room = cfg.max_live - sum(1 for c in held.casts.values() if c.live)
                 if room <= 0:
-                    await wait(held.room, self.cfg.poll_s)
+                    await wait(held.room, cfg.poll_s)
                     continue
                 await self._admit_all(await inbox.take(room, held.active(inbox)), inbox)
             except RedisError as exc:
                 log.warning("live admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):
-                    await quietly(jobs.ensure_group(self.redis, castlog.JOBS_LIVE))
+                    await quietly(jobs.ensure_group(self.crew.redis, castlog.JOBS_LIVE))
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:
-            if self.held.stopping:  # taken but not begun: back to the group with the rest
+            if self.crew.held.stopping:  # taken but not begun: back to the group with the rest
                 inbox.retry_later(delivery.entry_id, 0)
                 continue
             try:
@@ -122,17 +106,13 @@ class Admitter:
     async def _admit_delivery(self, delivery: Delivery, inbox: Inbox) -> None:
         entry_id, fields, deliveries = delivery.entry_id, delivery.fields, delivery.deliveries
         if deliveries is None:
-            info = (await jobs.pending(self.redis, [entry_id], inbox.stream)).get(entry_id)
-            if info is None or info.consumer != self.cfg.consumer:
+            info = (await jobs.pending(self.crew.redis, [entry_id], inbox.stream)).get(entry_id)
+            if info is None or info.consumer != self.crew.cfg.consumer:
                 return  # acknowledged or taken over meanwhile: not ours to run
             deliveries = info.deliveries
         job = jobs.parse_job(entry_id, fields, deliveries, inbox.stream)
         if job is None:
-            log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
-            cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
-            await castlog.dead_letter(self.redis, cast_id, deliveries, "malformed job entry", self.cfg.consumer)
-            self.metrics.dead_letters.inc()
-            await jobs.ack(self.redis, entry_id, inbox.stream)
+            await self.outcomes.malformed(entry_id, fields, deliveries, inbox.stream)
             return
         await self.admit(job)
 
@@ -140,65 +120,45 @@ class Admitter:
 
     async def admit(self, job: Assignment) -> None:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
-        if job.key in self.held.casts:
+        if job.key in self.crew.held.casts:
             return  # already ours and running
-        if any(c.cast_id == job.cast_id for c in self.held.casts.values()):
+        planned = await self._plan(job)
+        if isinstance(planned, ActiveCast):
+            await self._begin(planned)
+        else:
+            await self.outcomes.settle(job, planned)
+
+    async def _plan(self, job: Assignment) -> ActiveCast | Settlement:
+        """The job's next attempt, planned from its cast's log, or how to settle it at once."""
+        if any(c.cast_id == job.cast_id for c in self.crew.held.casts.values()):
             # A second job for a cast we are making: its first job stays pending until `eos`,
             # so this one adds nothing (and a second `start` would restart our own attempt).
-            log.info("job %s duplicates active cast %s; acknowledging it", job.entry_id, job.cast_id)
-            await jobs.ack(self.redis, job.entry_id, job.stream)
-            return
-        entries, tail = await self.reader.read_all(job.cast_id)
-        if await self._settled(job, entries):
-            return
-        cast = await self._recover(job, entries, tail)
-        if cast is not None:
-            await self._begin(cast)
+            return Answered("it duplicates an active cast")
+        entries, tail = await self.crew.reader.read_all(job.cast_id)
+        return _settled(job, entries) or await self._recover(job, entries, tail)
 
-    async def _settled(self, job: Assignment, entries: list[castlog.Entry]) -> bool:
-        """Settle the job at once when its cast's log already answers it (or there is no log)."""
-        last = entries[-1] if entries else None
-        if last is None:
-            await self.outcomes.give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
-            return True
-        if last.kind == "eos":
-            log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
-            if job.deliveries > 1:  # this job may have written that eos and died before its receipt
-                await self.outcomes.publish_receipt(job, entries)
-            await jobs.ack(self.redis, job.entry_id, job.stream)
-            return True
-        if last.kind == "error" and last.ts > job.enqueued_at:
-            # This job was already answered with that error (we died before the XACK).
-            await jobs.ack(self.redis, job.entry_id, job.stream)
-            return True
-        return False
-
-    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> ActiveCast | None:
-        """Plan the next attempt from the log, or give the job up (None)."""
+    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> ActiveCast | GiveUp:
+        """Plan the next attempt from the log, or give the job up."""
+        crew, cfg = self.crew, self.crew.cfg
         state = castlog.summarize(entries)
-        tally = await jobs.tally(self.redis, job.entry_id)
-        own_retry = job.entry_id in self.held.requeued
-        self.held.requeued.discard(job.entry_id)
+        tally = await jobs.tally(crew.redis, job.entry_id)
+        own_retry = job.entry_id in crew.held.requeued
+        crew.held.requeued.discard(job.entry_id)
         if tally.hand >= state.next_sentence() and not own_retry:  # a worker died with that chunk in hand
-            crashes = await jobs.count_death(self.redis, job.entry_id, tally)
-            if crashes >= self.cfg.max_crashes_per_chunk:
+            crashes = await jobs.count_death(crew.redis, job.entry_id, tally)
+            if crashes >= cfg.max_crashes_per_chunk:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
-                await self.outcomes.give_up(job, tail, reason, state.attempts)
-                return None
-        recipe = await self.store.recipe(job.cast_id)
+                return GiveUp(reason, state.attempts, tail)
+        recipe = await crew.store.recipe(job.cast_id)
         if recipe is None:
-            await self.outcomes.give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
-            return None
-        open_text = await read_open_text(self.feed.store, job.cast_id, self._clock()) if job.live else None
+            return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
+        open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
         cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
-            reason = f"unknown voice {recipe.voice!r}: this worker has {known}"
-            await self.outcomes.give_up(job, tail, reason, cast.attempt)
-            return None
-        if cast.job_attempt > self.cfg.max_attempts:  # failed for good; the answer was lost
-            await self.outcomes.give_up(job, tail, f"gave up after {tally.failures} failed attempts", cast.attempt - 1)
-            return None
+            return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
+        if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
+            return GiveUp(f"gave up after {tally.failures} failed attempts", cast.attempt - 1, tail)
         return cast
 
     async def _begin(self, cast: ActiveCast) -> None:
@@ -206,11 +166,11 @@ class Admitter:
         job = cast.job
         start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
         try:
-            cast.tail = await self.store.append(job.cast_id, cast.tail, [start])
+            cast.tail = await self.crew.store.append(job.cast_id, cast.tail, [start])
         except SeqMismatch as exc:
             log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
             return
-        self.metrics.attempts.inc()
+        self.crew.metrics.attempts.inc()
         log.info(
             "cast %s: attempt %d from sentence %d of %d (job %s)",
             job.cast_id, cast.attempt, cast.resume_from, len(cast.chunks), job.entry_id,
@@ -218,7 +178,17 @@ class Admitter:
         if cast.complete:  # every sentence was already in the log: only `eos` is missing
             await self.outcomes.finish(cast)
             return
-        cast.note(Admitted(), self._clock())
-        self.held.add(cast)
-        if cast.live:
-            self.feed.changed()
+        cast.note(Admitted(), self.crew.clock())
+        self.crew.held.add(cast)  # an open cast wakes the live feed too (Holdings.opened)
+
+
+def _settled(job: Assignment, entries: list[castlog.Entry]) -> Settlement | None:
+    """How to settle the job at once when its cast's log already answers it (or there is none)."""
+    last = entries[-1] if entries else None
+    if last is None:
+        return GiveUp("the cast has no log (was it deleted?)", job.deliveries, None)
+    if last.kind == "eos":
+        return FinishedEarlier(entries)
+    if last.kind == "error" and last.ts > job.enqueued_at:
+        return Answered("the error its cast ends in answered it (we died before the XACK)")
+    return None

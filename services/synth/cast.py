@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import castlog
-from castlog import Audio, CastState, Entry, Start
+from castlog import Audio, CastState, Entry, Stamped, Start
 
 from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
@@ -71,7 +71,7 @@ class ActiveCast:
     resume_from: int
     tail: int
     offset_ms: int  # sum of the playable durations before sentence `next_append`
-    first_audio_seq: int | None  # seq_num of the cast's first audio record in any attempt
+    first_audio_ts: int | None  # the stamp (ts) of the cast's first audio record in any attempt
     continued: list[bool] = field(default_factory=list)  # per chunk: it goes on with a sentence
     pace: Pace = field(default_factory=Pace)
     speed: float = 1.0  # the model's speed, from the cast's `meta`
@@ -144,10 +144,10 @@ class ActiveCast:
             live=self.live, in_flight=self.in_flight, typing=self.typing,
         )
 
-    def appended(self, audio: Audio, new_tail: int, now: float) -> None:
-        if self.first_audio_seq is None:
-            self.first_audio_seq = new_tail - 1
-        self.tail = new_tail
+    def appended(self, audio: Audio, stamped: Stamped, now: float) -> None:
+        if self.first_audio_ts is None:
+            self.first_audio_ts = stamped.ts
+        self.tail = stamped.tail
         self.offset_ms += audio.d
         self.next_append += 1
         self.note(Appended(audio.d), now)
@@ -184,8 +184,15 @@ def attempt_numbers(entries: Sequence[Entry], failures: int) -> tuple[int, int]:
     return starts + 1, failures + 1
 
 
-def first_audio_seq(entries: Sequence[Entry]) -> int | None:
-    return next((e.seq_num for e in entries if isinstance(e.record, Audio)), None)
+def first_audio_ts(entries: Sequence[Entry]) -> int | None:
+    return next((e.ts for e in entries if isinstance(e.record, Audio)), None)
+
+
+def first_audio_ms(first_audio_ts: int | None, enqueued_at: int) -> int:
+    """The receipt's time from the job's enqueueing to the cast's first audio (0: not known)."""
+    if first_audio_ts is None or not enqueued_at:
+        return 0
+    return max(0, first_audio_ts - enqueued_at)
 
 
 def plan(
@@ -221,7 +228,7 @@ def plan(
         resume_from=resume_from,
         tail=tail,
         offset_ms=offset,
-        first_audio_seq=first_audio_seq(entries),
+        first_audio_ts=first_audio_ts(entries),
         open_text=open_text,
         speed=state.speed,
     )

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from redis.asyncio import Redis
 
 from . import jobs, scheduler
 from .cast import ActiveCast
-from .config import SynthConfig
-from .holdings import Holdings, quietly, wait
+from .crew import Crew
+from .holdings import quietly, wait
 from .lane import NO_PCM, PCM, Lane, Synthesized, made_ms
 from .livesched import pick_next
-from .metrics import SynthMetrics
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .scheduler import Made, Yielded
@@ -51,22 +48,10 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
 class Dispatcher:
     """Picks and synthesizes chunks, one at a time, until the worker stops."""
 
-    def __init__(
-        self,
-        cfg: SynthConfig,
-        redis: Redis,
-        synth: Synthesizer,
-        held: Holdings,
-        lanes: tuple[Lane, Lane],  # whole-text casts, open casts
-        speed: scheduler.ModelSpeed,
-        metrics: SynthMetrics,
-        clock: Callable[[], float],
-    ) -> None:
-        self.cfg, self.redis, self.synth, self.held = cfg, redis, synth, held
-        self.lanes = lanes
-        self.speed = speed  # for the schedule: how long a first chunk takes now
-        self.metrics = metrics
-        self._clock = clock
+    def __init__(self, crew: Crew, synth: Synthesizer, lanes: tuple[Lane, Lane]) -> None:
+        self.crew, self.synth = crew, synth
+        self.lanes = lanes  # whole-text casts, open casts
+        self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
 
     def shutdown(self) -> None:
@@ -74,19 +59,19 @@ class Dispatcher:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        held = self.held
+        crew, held = self.crew, self.crew.held
         while not held.stopping:
             cast = self.next_cast()
             if cast is None or (held.admitting and cast.pace.first_audio_at is not None):
                 # nothing to do, or jobs read together are still being admitted: their first
                 # chunks go before anyone's next one
-                await wait(held.work, self.cfg.poll_s)
+                await wait(held.work, crew.cfg.poll_s)
                 continue
             if cast.pace.first_audio_at is not None:
-                self.metrics.lead_seconds.observe(cast.pace.lead(self._clock()))
+                crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             index, text = cast.take_chunk()
-            await quietly(jobs.hold(self.redis, cast.job.entry_id, index))  # a death now counts against it
-            started = self._clock()
+            await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
+            started = crew.clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
                 pcm, words = await loop.run_in_executor(self.pool, infer, self.synth, text, cast.voice, speed)
@@ -95,11 +80,11 @@ class Dispatcher:
                 cast.failing = True
                 await self.lane(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
-            took = self._clock() - started
+            took = crew.clock() - started
             if cast.closed:
                 continue
             self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE)
-            cast.note(Made(made_ms(pcm)), self._clock())  # in the lead at once: see scheduler.Pace
+            cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words)
             await self.lane(cast).put(item)
             if index == cast.resume_from:
@@ -111,11 +96,11 @@ class Dispatcher:
 
     def next_cast(self) -> ActiveCast | None:
         """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
-        casts = self.held.casts
+        casts = self.crew.held.casts
         views = [c.view() for c in casts.values()]
         first_chunk_s = self.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
-        now = self._clock()
-        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.cfg.live_hold_lead_s)
+        now = self.crew.clock()
+        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s)
         for newcomer in decision.yielded:
             casts[newcomer.key].note(Yielded(), now)
         return None if decision.cast is None else casts[decision.cast.key]
@@ -127,8 +112,9 @@ class Dispatcher:
     def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float) -> None:
         """The model's speed on this chunk: for the schedule, the metrics and the receipt."""
         self.speed.observe(took, chars, audio_s)
-        self.metrics.chunk_seconds.labels(stage="synth").observe(took)
+        metrics = self.crew.metrics
+        metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:
-            self.metrics.rtf.observe(took / audio_s)
-            self.metrics.observe_synthesis(took, audio_s)
+            metrics.rtf.observe(took / audio_s)
+            metrics.observe_synthesis(took, audio_s)
         cast.synth_s += took

@@ -1,8 +1,9 @@
 """What a worker holds: its active casts, its two inboxes, and the events its tasks wake each
 other with.
 
-Every task of the worker reads and changes this one object: the admitter adds casts, the synth
-loop picks from them, the append loops and the lease loop drop them (:meth:`Holdings.close`).
+Every task of the worker reads and changes this one object (through the worker's
+:class:`~synth.crew.Crew`): the admitter adds casts, the synth loop picks from them, the
+outcomes drop them (:meth:`Holdings.close`).
 Beside it, the two small helpers those tasks share: wait on an event for a while, and shrug off
 a Redis error in a step that may fail.
 """
@@ -38,6 +39,7 @@ class Holdings:
         self.admitting = 0  # jobs taken from the inbox together and not yet admitted
         self.work = asyncio.Event()  # a cast was admitted, or stop() was called
         self.room = asyncio.Event()  # a cast left, or stop() was called
+        self.opened = asyncio.Event()  # an open cast was admitted: the live feed reads its text too
         self._stopping = asyncio.Event()
 
     @property
@@ -64,6 +66,8 @@ class Holdings:
         self.casts[cast.job.key] = cast
         self.metrics.active_casts.set(len(self.casts))
         self.work.set()
+        if cast.live:
+            self.opened.set()
 
     def close(self, cast: ActiveCast) -> None:
         """The cast's attempt is over (whatever its outcome): drop it, and make room."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,11 +21,10 @@ import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from castlog import CastStore, SeqMismatch
+from castlog import SeqMismatch
 
 from .cast import ActiveCast
-from .config import SynthConfig
-from .metrics import SynthMetrics
+from .crew import Crew
 from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
@@ -62,17 +60,8 @@ def made_ms(pcm: PCM) -> int:
 class Lane:
     """One queue of synthesized chunks, drained by :meth:`run` through one encoder thread."""
 
-    def __init__(
-        self,
-        name: str,
-        cfg: SynthConfig,
-        store: CastStore,
-        outcomes: Outcomes,
-        metrics: SynthMetrics,
-        clock: Callable[[], float],
-    ) -> None:
-        self.cfg, self.store, self.outcomes, self.metrics = cfg, store, outcomes, metrics
-        self._clock = clock
+    def __init__(self, crew: Crew, outcomes: Outcomes, name: str) -> None:
+        self.crew, self.outcomes = crew, outcomes
         self.queue: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=name)
 
@@ -89,6 +78,7 @@ class Lane:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        crew = self.crew
         while (item := await self.queue.get()) is not None:
             cast = item.cast
             if cast.closed:
@@ -97,19 +87,19 @@ class Lane:
             if item.failure is not None:
                 await self.outcomes.fail(cast, item.failure)
                 continue
-            started = self._clock()
+            started = crew.clock()
             try:
-                encode = partial(encode_chunk, item.pcm, self.cfg.bitrate, trim_lead=cast.trims_lead(item.index))
+                encode = partial(encode_chunk, item.pcm, crew.cfg.bitrate, trim_lead=cast.trims_lead(item.index))
                 encoded = await loop.run_in_executor(self.pool, encode)
             except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
                 item.encoded.set()
                 await self.outcomes.fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
                 continue
             item.encoded.set()
-            self.metrics.chunk_seconds.labels(stage="encode").observe(self._clock() - started)
+            crew.metrics.chunk_seconds.labels(stage="encode").observe(crew.clock() - started)
             if cast.closed:  # lost while encoding
                 continue
-            cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), self._clock())
+            cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), crew.clock())
             try:
                 await self._append(cast, item, encoded)
             except SeqMismatch as exc:
@@ -118,13 +108,14 @@ class Lane:
                 self.outcomes.requeue(cast, f"sentence {item.index}: Redis error ({exc!r})")
 
     async def _append(self, cast: ActiveCast, item: Synthesized, encoded: EncodedChunk) -> None:
+        crew = self.crew
         audio = cast.audio_record(item.index, encoded.duration_ms, encoded.data, item.words)
-        if cast.pace.dry(self._clock()):
-            self.metrics.underruns.inc()
-        first_ever = cast.first_audio_seq is None
-        new_tail = await self.store.append(cast.cast_id, cast.tail, [audio])
-        cast.appended(audio, new_tail, self._clock())
+        if cast.pace.dry(crew.clock()):
+            crew.metrics.underruns.inc()
+        first_ever = cast.first_audio_ts is None
+        stamped = await crew.store.append_stamped(cast.cast_id, cast.tail, [audio])  # its ts: the receipt's
+        cast.appended(audio, stamped, crew.clock())
         if first_ever and cast.job.enqueued_at and not cast.live:  # an open cast waits for its text first
-            self.metrics.time_to_first_audio.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
+            crew.metrics.time_to_first_audio.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))
         if cast.complete:
             await self.outcomes.finish(cast)

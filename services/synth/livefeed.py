@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, cast
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from castlog import LiveStore, TextEvent, catalog_key, content_id
 from castlog.live import text_events
 
 from .cast import ActiveCast, OpenText
+from .crew import Crew
 from .livechunks import LiveChunks
+from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
 
@@ -59,33 +60,15 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
 
 
 class LiveFeed:
-    """Follows the catalogs of the open casts in ``casts`` (the worker's dict, shared)."""
+    """Follows the catalogs of the open casts in hand; a close that completes a cast (everything
+    already appended) finishes it through ``outcomes``."""
 
-    def __init__(
-        self,
-        redis: Redis,
-        casts: dict[str, ActiveCast],
-        *,
-        idle_s: float,
-        poll_s: float,
-        clock: Callable[[], float],
-        on_text: Callable[[ActiveCast, int], Awaitable[None]],
-    ) -> None:
-        self.redis = redis
-        self.store = LiveStore(redis)
-        self.casts = casts
-        self.idle_s, self.poll_s = idle_s, poll_s
-        self._clock = clock
-        self._on_text = on_text
-        self._changed = asyncio.Event()
-
-    def changed(self) -> None:
-        """An open cast was admitted: re-issue the read with its catalog in it."""
-        self._changed.set()
+    def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
+        self.crew, self.outcomes = crew, outcomes
 
     def _open(self) -> dict[str, ActiveCast]:
         return {
-            catalog_key(c.cast_id): c for c in self.casts.values()
+            catalog_key(c.cast_id): c for c in self.crew.held.casts.values()
             if c.open_text is not None and not c.open_text.closed and not c.closed
         }
 
@@ -95,19 +78,20 @@ class LiveFeed:
                 await self._step()
             except RedisError as exc:
                 log.warning("live feed: Redis error (%s); retrying", exc)
-                await asyncio.sleep(self.poll_s)
+                await asyncio.sleep(self.crew.cfg.poll_s)
 
     async def _step(self) -> None:
+        crew, opened = self.crew, self.crew.held.opened  # set when an open cast is admitted
         following = self._open()
-        self._changed.clear()
+        opened.clear()
         if not following:
-            await _wait(self._changed, self.poll_s)
+            await _wait(opened, crew.cfg.poll_s)
             return
         streams = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
         read = asyncio.ensure_future(
-            self.redis.xread(streams, count=FEED_BATCH, block=max(1, int(self.poll_s * 1000)))  # type: ignore[arg-type]
+            crew.redis.xread(streams, count=FEED_BATCH, block=max(1, int(crew.cfg.poll_s * 1000)))  # type: ignore[arg-type]
         )
-        changed = asyncio.ensure_future(self._changed.wait())
+        changed = asyncio.ensure_future(opened.wait())  # re-issue the read with its catalog in it
         try:
             await asyncio.wait({read, changed}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -116,22 +100,29 @@ class LiveFeed:
             read.cancel()  # the client drops the connection of a cancelled blocking read
             await asyncio.gather(read, return_exceptions=True)
             return
-        now = self._clock()
+        now = crew.clock()
         for stream, rows in cast(Any, read.result()) or ():
             key = stream.decode() if isinstance(stream, bytes) else stream
             target = following.get(key)
             if target is not None and target.open_text is not None and not target.closed:
                 new = apply(target.open_text, text_events(rows), now)
-                await self._on_text(target, new)
+                await self._text_came(target, new)
         await self._close_idle(following.values(), now)
+
+    async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
+        """Wake the synth loop for new chunks; a close that completes the cast finishes it here."""
+        if new_chunks:
+            self.crew.held.work.set()
+        if cast.complete and not cast.closed:
+            await self.outcomes.finish(cast)
 
     async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
         for c in casts:
             state = c.open_text
-            if state is None or state.closed or now - state.heard_at < self.idle_s:
+            if state is None or state.closed or now - state.heard_at < self.crew.cfg.live_idle_s:
                 continue
             log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
-            await self.store.close(c.cast_id, state.end, content_id(state.text, c.voice))
+            await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice))
             state.heard_at = now  # 'moved': text came meanwhile, and the next read brings it
 
 

@@ -1,6 +1,9 @@
 """The worker: jobs in through the consumer group, one chunk at a time out to the cast logs.
 
-Its tasks share one event loop and one :class:`~synth.holdings.Holdings` (the casts in hand):
+Its tasks share one event loop and one :class:`~synth.crew.Crew`, built here: the settings,
+Redis and the stores, the casts in hand (:class:`~synth.holdings.Holdings`), the metrics and the
+clock. Every job leaves through :class:`~synth.outcomes.Outcomes`, the only writer of acks, dead
+letters and receipts:
 
 - the *admitters* turn jobs into active casts, recovering each from its log
   (:mod:`synth.admission`): whole-text jobs only while the schedule has room
@@ -14,8 +17,7 @@ Its tasks share one event loop and one :class:`~synth.holdings.Holdings` (the ca
 - the *lease loop* (here) refreshes the leases of the jobs this worker holds.
 
 A conditional append that finds another tail means another worker owns the cast now: the cast
-is dropped without acknowledging its job. Jobs are acknowledged only after `eos` or `error`
-(:mod:`synth.outcomes`).
+is dropped without acknowledging its job. Jobs are acknowledged only after `eos` or `error`.
 
 Only a chunk that raises in the model or encoder is a failed attempt (counted in the job's
 tally); a Redis error puts the job back to be tried again soon, uncounted, and a worker's death
@@ -34,12 +36,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, LogReader
+from castlog import CastStore, LiveStore, LogReader
 
-from . import jobs, scheduler
+from . import jobs
 from .admission import Admitter
-from .cast import ActiveCast, job_key
+from .cast import job_key
 from .config import SynthConfig
+from .crew import Crew
 from .dispatcher import Dispatcher
 from .holdings import Holdings
 from .inbox import Inbox
@@ -62,46 +65,34 @@ class Worker:
         clock: Callable[[], float] = time.monotonic,
         metrics: SynthMetrics | None = None,
     ) -> None:
-        self.cfg = cfg
-        self.metrics = metrics or SynthMetrics()
-        self.redis = redis
-        self.store = CastStore(redis)
-        self.reader = LogReader(redis)  # every read of a cast log, for admission and receipts
-        self.synth = synthesizer
-        self.voices = frozenset(synthesizer.voices())
-        self.inbox = Inbox(
-            redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock
-        )
+        metrics = metrics or SynthMetrics()
+        def inbox(stream: str) -> Inbox:
+            return Inbox(redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s,
+                         clock=clock, stream=stream)
+
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
-        self.live_inbox = Inbox(
-            redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s, clock=clock,
-            stream=castlog.JOBS_LIVE,
+        held = Holdings(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
+        self.crew = crew = Crew(
+            cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis),
+            held=held, metrics=metrics, clock=clock,
         )
-        self.held = Holdings(self.inbox, self.live_inbox, self.metrics)
-        self.casts = self.held.casts  # job entry id -> cast, in admission order
-        self.outcomes = Outcomes(cfg, redis, self.store, self.reader, self.held, self.metrics)
-        self.feed = LiveFeed(
-            redis, self.casts, idle_s=cfg.live_idle_s, poll_s=cfg.poll_s, clock=clock, on_text=self._text_came
-        )
-        self.admitter = Admitter(
-            cfg, redis, self.store, self.reader, self.held, self.outcomes, self.feed, self.voices, self.metrics, clock
-        )
+        self.store = crew.store  # (tests and benchmarks reach the writes through it)
+        self.casts = crew.held.casts  # job entry id -> cast, in admission order
+        self.outcomes = Outcomes(crew)  # every ack, dead letter and receipt
+        self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
+        self.feed = LiveFeed(crew, self.outcomes)
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
-        self.lanes = (
-            Lane("synth-encode", cfg, self.store, self.outcomes, self.metrics, clock),
-            Lane("synth-encode-live", cfg, self.store, self.outcomes, self.metrics, clock),
-        )
-        self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
-        self.dispatcher = Dispatcher(cfg, redis, synthesizer, self.held, self.lanes, self.speed, self.metrics, clock)
+        self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
+        self.dispatcher = Dispatcher(crew, synthesizer, self.lanes)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish the chunk in hand, hand the unfinished jobs back
         to the group (another worker claims them at once) and return."""
-        await self.inbox.open()
-        await self.live_inbox.open()
+        for inbox in self.crew.held.inboxes:
+            await inbox.open()
         await self.lanes[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
@@ -122,18 +113,18 @@ class Worker:
             self.dispatcher.shutdown()
             for lane in self.lanes:
                 lane.shutdown()
-            self.metrics.active_casts.set(0)
-            log.info("worker %s stopped; %d cast(s) left pending", self.cfg.consumer, len(self.casts))
+            self.crew.metrics.active_casts.set(0)
+            log.info("worker %s stopped; %d cast(s) left pending", self.crew.cfg.consumer, len(self.casts))
 
     async def _hand_back(self) -> None:
         """Give every job we hold back to the group at once, and leave the group if we hold nothing."""
-        handed = 0
-        for inbox in self.held.inboxes:
-            held = list(self.held.active(inbox)) + inbox.held()
+        redis, consumer, handed = self.crew.redis, self.crew.cfg.consumer, 0
+        for inbox in self.crew.held.inboxes:
+            held = list(self.crew.held.active(inbox)) + inbox.held()
             try:
-                await jobs.release(self.redis, held)  # no chunk in hand: the next owner counts no death
-                handed += await jobs.hand_back(self.redis, self.cfg.consumer, held, inbox.stream)
-                await jobs.delete_consumer_if_empty(self.redis, self.cfg.consumer, inbox.stream)
+                await jobs.release(redis, held)  # no chunk in hand: the next owner counts no death
+                handed += await jobs.hand_back(redis, consumer, held, inbox.stream)
+                await jobs.delete_consumer_if_empty(redis, consumer, inbox.stream)
             except RedisError as exc:  # they stay ours: our restart or a take-over after the lease resumes them
                 log.warning("could not hand back %d job(s) (%s); they resume after the lease", len(held), exc)
                 return
@@ -143,27 +134,17 @@ class Worker:
 
     def stop(self) -> None:
         """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
-        self.held.stop()
+        self.crew.held.stop()
 
     @property
     def stopping(self) -> bool:
-        return self.held.stopping
-
-    # ---- admission ---------------------------------------------------------------------------
-
-    async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
-        """The live feed read more of an open cast's text: wake the synth loop for new chunks;
-        a close that completes the cast (everything already appended) finishes it here."""
-        if new_chunks:
-            self.held.work.set()
-        if cast.complete and not cast.closed:
-            await self.outcomes.finish(cast)
+        return self.crew.held.stopping
 
     # ---- leases -----------------------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.cfg.refresh_s)
+            await asyncio.sleep(self.crew.cfg.refresh_s)
             try:
                 await self.refresh_leases()
             except RedisError as exc:
@@ -171,14 +152,15 @@ class Worker:
 
     async def refresh_leases(self) -> None:
         """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""
-        for inbox in self.held.inboxes:
+        for inbox in self.crew.held.inboxes:
             await self._refresh(inbox)
 
     async def _refresh(self, inbox: Inbox) -> None:
-        held = list(self.held.active(inbox)) + inbox.held()
-        owners = await jobs.pending(self.redis, held, inbox.stream)
-        mine = [i for i in held if i in owners and owners[i].consumer == self.cfg.consumer]
-        await jobs.refresh(self.redis, self.cfg.consumer, mine, inbox.stream)
+        redis, consumer = self.crew.redis, self.crew.cfg.consumer
+        held = list(self.crew.held.active(inbox)) + inbox.held()
+        owners = await jobs.pending(redis, held, inbox.stream)
+        mine = [i for i in held if i in owners and owners[i].consumer == consumer]
+        await jobs.refresh(redis, consumer, mine, inbox.stream)
         for entry_id in set(held) - set(mine):
             inbox.forget(entry_id)
             cast = self.casts.get(job_key(inbox.stream, entry_id))

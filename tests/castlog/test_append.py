@@ -67,10 +67,22 @@ async def test_entries_carry_the_redis_clock(store: CastStore, redis: Redis) -> 
     assert abs(entry.ts - (seconds * 1000 + micros // 1000)) < 5_000
 
 
+@pytest.mark.rule("append-answers-stamp")
+async def test_a_stamped_append_answers_the_stamp_its_records_got(store: CastStore) -> None:
+    await store.append(CAST, 0, [META])
+    stamped = await store.append_stamped(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Audio(i=0, t="a", d=10, o=0)])
+    entries = await LogReader(store.redis).read(CAST, 1)
+    assert stamped.tail == 3 and stamped.ts > 0
+    assert [e.ts for e in entries] == [stamped.ts, stamped.ts]  # one append, one stamp
+
+
 async def test_a_resent_append_whose_reply_was_lost_answers_as_the_first_did(store: CastStore, redis: Redis) -> None:
     batch = [META, Start(attempt=1, resume_from=0, at=5), Audio(i=0, t="a", d=10, o=0, body=b"mp3")]
+    first = await store.append_stamped(CAST, 0, batch)
+    assert first.tail == 3
+    await asyncio.sleep(0.01)  # a later clock: the answer is the stamp the records stand with
+    assert await store.append_stamped(CAST, 0, batch) == first  # the client's retry of the same call
     assert await store.append(CAST, 0, batch) == 3
-    assert await store.append(CAST, 0, batch) == 3  # the client's retry of the same call
     assert await redis.xlen(cast_key(CAST)) == 3
 
 

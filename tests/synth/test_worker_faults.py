@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import castlog
-from castlog import CastStore, Start
+from castlog import CastStore, Stamped, Start
 from synth import jobs
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, pending_count, running, submit, terminal, wait_until
@@ -55,7 +55,7 @@ async def test_a_chunk_in_hand_at_every_death_is_a_poison_input_after_the_named_
         for _ in range(2):
             worker = Worker(config(max_attempts=10, max_crashes_per_chunk=2), redis, _Poisoned(gate))
             task = asyncio.create_task(worker.run())
-            await wait_until(lambda w=worker: w.synth.in_poison.is_set())  # type: ignore[attr-defined]
+            await wait_until(lambda w=worker: w.dispatcher.synth.in_poison.is_set())  # type: ignore[attr-defined]
             await kill(worker, task)
         async with running(Worker(config(max_attempts=10, max_crashes_per_chunk=2), redis, _Poisoned(gate))):
             entries = await terminal(store, cast_id)
@@ -89,15 +89,15 @@ async def test_a_redis_error_on_append_is_not_a_failed_attempt(
     cast_id = await submit(store, LONG)
     # neither a failed attempt nor a death with the chunk in hand, however often it happens
     worker = Worker(config(max_attempts=1, max_crashes_per_chunk=1), redis, StandIn())
-    real, drops = worker.store.append, []
+    real, drops = worker.store.append_stamped, []  # the audio's appends
 
-    async def flaky(cast: str, tail: int, records: list[Any]) -> int:
+    async def flaky(cast: str, tail: int, records: list[Any]) -> Stamped:
         if getattr(records[0], "i", None) == 1 and len(drops) < 2:  # the second sentence, twice
             drops.append(tail)
             raise RedisConnectionError("Connection lost")
         return await real(cast, tail, records)
 
-    monkeypatch.setattr(worker.store, "append", flaky)
+    monkeypatch.setattr(worker.store, "append_stamped", flaky)
     async with running(worker):
         entries = await terminal(store, cast_id)
         await wait_until(lambda: no_pending(redis))
