@@ -43,5 +43,5 @@ def without_p(rows: list[Any]) -> list[Any]:
 
 
 def archiver(redis: Redis, store: BlobStore, **cfg: Any) -> Archiver:
-    settings = {"delay_s": 0.0, "poll_s": 0.2, **cfg}
-    return Archiver(redis, store, ArchiverConfig(**settings), consumer="test-archiver")
+    settings = {"delay_s": 0.0, **cfg}
+    return Archiver(redis, store, ArchiverConfig(**settings), consumer="test-archiver", poll_s=0.2)
