@@ -37,7 +37,7 @@ class ArchiverConfig(Settings):
 class SynthConfig(Settings):
     redis_url: str = REDIS_URL.field()
     # A pod's stable name makes a restarted worker re-read its own pending jobs.
-    consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="hostname-pid",
+    consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="`hostname-pid`",
                             doc="the consumer name in group `synth` (a stable name re-reads its own pending jobs "
                                 "after a restart)")
     metrics_host: str = setting("SYNTH_METRICS_HOST", "127.0.0.1", doc="where `/metrics` and `/healthz` are served")
@@ -63,8 +63,9 @@ class SynthConfig(Settings):
     concurrency: int = setting("SYNTH_CONCURRENCY", 3, gt=0,
                                doc="casts admitted while any of them is close to its listeners")
     # 0: twice the cap, room for new casts while the admitted ones are well ahead.
-    max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`", doc="hard bound on "
-                              "casts held at once, reached only while every cast leads (0: the default)")
+    max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
+                              doc="hard bound on casts held at once, reached only while every cast leads "
+                                  "(`0`: twice `SYNTH_CONCURRENCY`)")
     lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0,
                                       doc="a cast this far ahead of its listeners leaves room to admit more")
     poll_s: float = setting("SYNTH_POLL_S", 1.0, gt=0, doc="longest blocking read of `jobs` (and of the "
