@@ -43,7 +43,8 @@ def declarations(trees: dict[str, ast.Module]) -> Counter[str]:
     for tree in trees.values():
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id in ("setting", "Setting") and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                    and node.func.id in ("setting", "Setting") and node.args and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)):
                 found[node.args[0].value] += 1
     return found
 
