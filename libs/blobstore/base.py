@@ -24,7 +24,8 @@ class StoreConfig(Settings):
 
     url: str = setting("ARCHIVE_URL", shown="unset (`streamtts up`: `file://<state dir>/archive`)",
                        doc="where finished casts' audio goes once it leaves Redis: `file:///dir` or "
-                           "`s3://bucket/prefix`; unset keeps everything in Redis (synth archives, edge and intake read)")
+                           "`s3://bucket/prefix`; unset keeps everything in Redis "
+                           "(synth archives, edge and intake read)")
     s3_endpoint: str | None = setting("ARCHIVE_S3_ENDPOINT", None, shown="AWS",
                                       doc="an S3-compatible store's URL (MinIO, Ceph RGW, Garage, SeaweedFS)")
     s3_region: str = setting("ARCHIVE_S3_REGION", "us-east-1", doc="the S3 region")
