@@ -22,7 +22,7 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -91,13 +91,23 @@ class Setting(Generic[T]):
             return dataclasses.field(repr=shown, metadata=meta)  # type: ignore[no-any-return]
         return dataclasses.field(default=self.default, repr=shown, metadata=meta)  # type: ignore[no-any-return]
 
-    def refusal(self, value: object) -> str | None:
-        """What is wrong with ``value`` (None: nothing); written so that NaN is refused too."""
+    def parsed(self, raw: str, hint: Any) -> Any:
+        """The variable's text read as the field's type (``hint``), or the declared ``parse``."""
+        try:
+            return parser_of(self, hint)(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{self.env}={raw!r} is not valid: {exc}") from exc
+
+    def check(self, value: object, hint: Any) -> None:
+        """Refuse a value out of bounds, or not among a ``Literal``'s choices (NaN is refused too)."""
+        inner, _ = optional_of(hint)
+        choices = typing.get_args(inner) if typing.get_origin(inner) is typing.Literal else ()
+        if choices and value not in choices:
+            raise ConfigError(f"{self.env}={value!r} is not valid: it must be one of {', '.join(map(str, choices))}")
         if self.gt is not None and isinstance(value, (int, float)) and not value > self.gt:
-            return f"{self.env}={value!r} is out of range: it must be greater than {self.gt:g}"
+            raise ConfigError(f"{self.env}={value!r} is out of range: it must be greater than {self.gt:g}")
         if self.ge is not None and isinstance(value, (int, float)) and not value >= self.ge:
-            return f"{self.env}={value!r} is out of range: it must be {self.ge:g} or more"
-        return None
+            raise ConfigError(f"{self.env}={value!r} is out of range: it must be {self.ge:g} or more")
 
 
 @overload
@@ -122,11 +132,16 @@ FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
         "for per-client rate limits")
 
 
-def declared(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting[Any] | None, Any]]:
+Declared = tuple[tuple[dataclasses.Field[Any], "Setting[Any] | None", Any], ...]
+_DECLARED: dict[type, Declared] = {}  # read once per class: every construction checks the fields
+
+
+def declared(cls: type) -> Declared:
     """Each field of a settings class: the field, its Setting (None: a group or not read) and its type."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        yield f, f.metadata.get(_KEY), hints[f.name]
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple((f, f.metadata.get(_KEY), hints[f.name]) for f in dataclasses.fields(cls))
+    return _DECLARED[cls]
 
 
 def optional_of(hint: Any) -> tuple[Any, bool]:
@@ -172,10 +187,7 @@ def read(cls: type[S], environ: Mapping[str, str]) -> S:
         if group is not None:
             values[f.name] = None if optional and not any_required_set(group, environ) else read(group, environ)
         elif s is not None and (raw := raw_of(s, environ)) is not None:
-            try:
-                values[f.name] = parser_of(s, hint)(raw)
-            except ValueError as exc:
-                raise ConfigError(f"{s.env}={raw!r} is not valid: {exc}") from exc
+            values[f.name] = s.parsed(raw, hint)
         elif s is not None and s.default is MISSING and s.factory is None:
             raise ConfigError(f"{s.env} is required")
     return cls(**values)
@@ -192,15 +204,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         for f, s, hint in declared(type(self)):
-            value = getattr(self, f.name)
-            if s is None or value is None:
-                continue
-            inner, _ = optional_of(hint)
-            choices = typing.get_args(inner) if typing.get_origin(inner) is typing.Literal else ()
-            if choices and value not in choices:
-                raise ConfigError(f"{s.env}={value!r} is not valid: it must be one of {', '.join(map(str, choices))}")
-            if (wrong := s.refusal(value)) is not None:
-                raise ConfigError(wrong)
+            if s is not None and (value := getattr(self, f.name)) is not None:
+                s.check(value, hint)
 
     @classmethod
     def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
@@ -213,6 +218,10 @@ def declaration(cls: type[Settings], name: str) -> Setting[Any]:
     return next(s for f, s, _ in declared(cls) if f.name == name and s is not None)
 
 
+def hint_of(cls: type[Settings], name: str) -> Any:
+    return next(hint for f, _, hint in declared(cls) if f.name == name)
+
+
 def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` sets ``s`` (a blank value is unset)."""
     return raw_of(s, environ) is not None
@@ -220,14 +229,10 @@ def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
 
 def value_of(cls: type[Settings], name: str, environ: Mapping[str, str]) -> Any:
     """Field ``name`` of ``cls`` as ``environ`` sets it, checked, without reading the others."""
-    s = declaration(cls, name)
+    s, hint = declaration(cls, name), hint_of(cls, name)
     raw = raw_of(s, environ)
     if raw is None:
         return s.factory() if s.factory is not None else s.default
-    try:
-        value = parser_of(s, typing.get_type_hints(cls)[name])(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{s.env}={raw!r} is not valid: {exc}") from exc
-    if (wrong := s.refusal(value)) is not None:
-        raise ConfigError(wrong)
+    value = s.parsed(raw, hint)
+    s.check(value, hint)
     return value
