@@ -167,7 +167,7 @@ async def main(n: int, replays: int, rounds: int) -> dict[str, Any]:
             per_log = statistics.mean([await redis.memory_usage(cast_key(c)) or 0 for c in sample])
             per_catalog = statistics.mean([await redis.memory_usage(catalog_key(c)) or 0 for c in sample])
             print(f"archiving {n} casts")
-            worker = Archiver(redis, blobs, ArchiverConfig(delay_s=0), consumer="bench")
+            worker = Archiver(redis, blobs, ArchiverConfig(delay_s=0), consumer="bench", poll_s=1.0)
             outcomes = await in_groups([worker.archive_cast(c) for c in ids], size=8)
             archived_mem = await used_memory(redis)
             after = [await replay(session, base, cid) for cid in sample]

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
-SETTING = re.compile(r"\b(?:REDIS_URL|FORWARDED_ALLOW_IPS|KOKORO_MODEL_DIR|STREAMTTS_STATE_DIR|(?:INTAKE|EDGE|SYNTH)_[A-Z0-9_]+)\b")
+SETTINGS_DOC = REPO / "scripts" / "settings_doc.py"
 
 
-def settings_in_code() -> set[str]:
-    found: set[str] = set()
-    for path in [*REPO.glob("services/*/config.py"), REPO / "services/streamtts/cli.py"]:
-        found |= set(SETTING.findall(path.read_text()))
-    return found
+def settings_doc() -> ModuleType:
+    """scripts/settings_doc.py, which writes the README's settings tables from the declarations."""
+    spec = importlib.util.spec_from_file_location("settings_doc", SETTINGS_DOC)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_readme_opens_with_the_run_and_test_commands() -> None:
@@ -23,7 +27,24 @@ def test_readme_opens_with_the_run_and_test_commands() -> None:
     assert commands[1] == "scripts/test"
 
 
-def test_every_setting_the_services_read_is_in_the_readme_table() -> None:
-    table = set(SETTING.findall(README.split("## Settings", 1)[1]))
-    assert settings_in_code() - table == set()
-    assert table - settings_in_code() == set(), "the README documents settings no service reads"
+def test_the_settings_tables_are_what_the_declarations_generate() -> None:
+    doc = settings_doc()
+    assert doc.rewritten(README) == README, "the README's settings tables are stale: run scripts/settings_doc.py"
+
+
+def test_the_check_fails_on_a_table_edited_by_hand() -> None:
+    doc = settings_doc()
+    edited = README.replace("| `EDGE_LISTENER_QUEUE` | `64` |", "| `EDGE_LISTENER_QUEUE` | `65` |")
+    assert edited != README and doc.rewritten(edited) != edited
+
+
+def test_every_setting_the_services_read_is_in_the_readme_table_with_its_default() -> None:
+    doc = settings_doc()
+    declared = [s.env for _, settings in doc.sections() for s in settings]
+    assert {"REDIS_URL", "EDGE_LISTENER_QUEUE", "INTAKE_MAX_CHARS", "SYNTH_POLL_S", "ARCHIVE_URL",
+            "RETENTION_DAYS", "STREAMTTS_URL", "KOKORO_MODEL_DIR"} <= set(declared)
+    assert len(declared) == len(set(declared)), "a setting in two tables"
+    region = README.split(doc.BEGIN, 1)[1].split(doc.END, 1)[0]
+    rows = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]+)`[^|]* \| ([^|]+) \|", region, re.M))
+    assert sorted(rows) == sorted(declared)
+    assert all(default.strip() for default in rows.values())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from servicekit.settings import Settings, setting
 
 # Bytes per piece when a blob is streamed (read back, served).
 PIECE_BYTES = 64 * 1024
@@ -16,28 +18,21 @@ class BlobStoreError(Exception):
 
 
 @dataclass(frozen=True)
-class StoreConfig:
-    """Where the archive is: ``file:///dir`` or ``s3://bucket/prefix``, and S3's settings."""
+class StoreConfig(Settings):
+    """Where the archive is: ``file:///dir`` or ``s3://bucket/prefix``, and S3's settings. A
+    service's config holds it as ``StoreConfig | None``: None while ARCHIVE_URL is unset."""
 
-    url: str
-    s3_endpoint: str | None = None  # e.g. http://minio:9000; None: AWS
-    s3_region: str = "us-east-1"
-    s3_access_key: str | None = None  # None: botocore's usual chain (env, profile, role)
-    s3_secret_key: str | None = None
-
-    @classmethod
-    def from_settings(cls, get: Callable[[str, Callable[[str], str], str | None], str | None]) -> StoreConfig | None:
-        """From a service's settings getter (``servicekit.Settings.get``): None when ARCHIVE_URL is unset."""
-        url = get("ARCHIVE_URL", str, None)
-        if not url:
-            return None
-        return cls(
-            url=url,
-            s3_endpoint=get("ARCHIVE_S3_ENDPOINT", str, None) or None,
-            s3_region=get("ARCHIVE_S3_REGION", str, None) or "us-east-1",
-            s3_access_key=get("ARCHIVE_S3_ACCESS_KEY", str, None) or None,
-            s3_secret_key=get("ARCHIVE_S3_SECRET_KEY", str, None) or None,
-        )
+    url: str = setting("ARCHIVE_URL", shown="unset (`streamtts up`: `file://<state dir>/archive`)",
+                       doc="where finished casts' audio goes once it leaves Redis: `file:///dir` or "
+                           "`s3://bucket/prefix`; unset keeps everything in Redis "
+                           "(synth archives, edge and intake read)")
+    s3_endpoint: str | None = setting("ARCHIVE_S3_ENDPOINT", None, shown="AWS",
+                                      doc="an S3-compatible store's URL (MinIO, Ceph RGW, Garage, SeaweedFS)")
+    s3_region: str = setting("ARCHIVE_S3_REGION", "us-east-1", doc="the S3 region")
+    s3_access_key: str | None = setting("ARCHIVE_S3_ACCESS_KEY", None, shown="botocore's chain",
+                                        doc="the S3 credentials (unset: `AWS_*` variables, profile or instance role)")
+    s3_secret_key: str | None = setting("ARCHIVE_S3_SECRET_KEY", None, shown="botocore's chain", secret=True,
+                                        doc="its secret")
 
 
 class BlobStore(Protocol):

@@ -15,12 +15,12 @@ from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .runner import Serving, run
-from .settings import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
+from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
 
 __all__ = [
     "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
-    "Settings",
+    "Setting", "Settings",
     "client_address", "client_for", "comma_list", "comma_set", "connect", "error_response", "flag", "healthy",
-    "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "require_non_negative",
-    "require_positive", "run", "setup_logging",
+    "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "run", "setting",
+    "setup_logging",
 ]

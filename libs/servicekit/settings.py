@@ -1,46 +1,44 @@
-"""Settings from the environment: the one typed reader behind every service's ``config.py``.
+"""Settings from the environment, declared once: a field names its variable, default and bounds.
 
-In the spirit of starlette's ``Config``: the caller hands in the mapping (``os.environ`` from
-``config.py``, the only module that touches it; a plain dict in tests), every value is read by
-name with a parser and a default, and a value that cannot be used raises ``ConfigError`` naming
-the variable and what is wrong with it. Parsers are plain ``str -> value`` callables: ``int``,
-``float``, ``str.upper``, or the helpers here for flags and comma-separated names.
+In the spirit of starlette's ``config("KEY", cast=int, default=...)``, one line per setting::
+
+    @dataclass(frozen=True)
+    class Config(Settings):
+        port: int = setting("EDGE_PORT", 8082, gt=0, doc="where it listens")
+
+The field's type says how the text is read (``int``, ``float``, ``str``, ``bool`` as a flag,
+``frozenset[str]`` as a comma-separated set, ``X | None`` for an optional one); ``parse=`` says
+otherwise where it must (``str.upper``). ``Config.from_env()`` reads every declared field, and a
+field whose type is itself a ``Settings`` is read as a group (``X | None``: None while its
+required settings are unset). Constructing one checks every bound, so a test's
+``Config(port=0)`` is refused as ``EDGE_PORT=0`` would be. A refusal is a ``ConfigError`` naming
+the variable, its value and what is allowed. ``scripts/settings_doc.py`` writes the README's
+settings tables from the same declarations.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import types
+import typing
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import MISSING, dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from .connect import DEFAULT_URL
 
 T = TypeVar("T")
-D = TypeVar("D")
+S = TypeVar("S", bound="Settings")
 
 # Spellings of a flag, compared case-insensitively; anything else is refused, not guessed.
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+_KEY = "servicekit.setting"  # where a field's metadata holds its Setting
 
 
 class ConfigError(ValueError):
     """A setting that a service cannot use; the message names the variable and what is wrong."""
-
-
-class Settings:
-    """Typed reads of one environment mapping. An unset or blank variable means the default."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-
-    def get(self, name: str, parse: Callable[[str], T], default: D) -> T | D:
-        """``parse`` of the value with surrounding blanks stripped, or ``default`` when it is
-        unset or blank (``default=None`` makes an optional setting). A ``ValueError`` from
-        ``parse`` becomes a ``ConfigError`` naming the variable."""
-        raw = self._environ.get(name)
-        if raw is None or not raw.strip():
-            return default
-        try:
-            return parse(raw.strip())
-        except ValueError as exc:
-            raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from exc
 
 
 def comma_list(raw: str) -> tuple[str, ...]:
@@ -54,8 +52,7 @@ def comma_set(raw: str) -> frozenset[str]:
 
 
 def flag(raw: str) -> bool:
-    """``1/true/yes/on`` or ``0/false/no/off`` in any case (``bool(raw)`` would take "false" as
-    true)."""
+    """``1/true/yes/on`` or ``0/false/no/off`` in any case (``bool(raw)`` would take "false" as true)."""
     word = raw.strip().lower()
     if word in TRUE_WORDS:
         return True
@@ -64,15 +61,178 @@ def flag(raw: str) -> bool:
     raise ValueError(f"expected one of {', '.join(sorted(TRUE_WORDS | FALSE_WORDS))}")
 
 
-def require_positive(values: Mapping[str, float]) -> None:
-    """Refuse the first setting (variable name -> value) that is not greater than 0."""
-    for name, value in values.items():
-        if not value > 0:  # written so that NaN is refused too
-            raise ConfigError(f"{name} must be greater than 0, not {value}")
+# How a field's type reads its text when the declaration names no parser.
+PARSERS: dict[object, Callable[[str], Any]] = {
+    str: str, int: int, float: float, bool: flag, frozenset[str]: comma_set, tuple[str, ...]: comma_list,
+}
 
 
-def require_non_negative(values: Mapping[str, float]) -> None:
-    """Refuse the first setting (variable name -> value) that is below 0."""
-    for name, value in values.items():
-        if not value >= 0:
-            raise ConfigError(f"{name} must be 0 or more, not {value}")
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One environment variable: its name, default, bounds and the line the docs give it."""
+
+    env: str
+    default: T | Any = MISSING  # MISSING: required (a group with one is None while it is unset)
+    doc: str = ""
+    gt: float | None = None  # the value must be greater than this
+    ge: float | None = None  # ... or at least this
+    parse: Callable[[str], Any] | None = None  # None: by the field's type (PARSERS)
+    factory: Callable[[], T] | None = None  # a default made per instance (a process's name)
+    fallback: str | None = None  # a second variable read when ``env`` is unset
+    shown: str | None = None  # the default as the docs write it, where the value would mislead
+    secret: bool = False  # kept out of the repr (and so out of logs)
+
+    def field(self) -> T:
+        """This setting as a dataclass field (``name: int = Setting(...).field()``)."""
+        meta, shown = {_KEY: self}, not self.secret
+        if self.factory is not None:
+            return dataclasses.field(default_factory=self.factory, repr=shown, metadata=meta)
+        if self.default is MISSING:
+            return dataclasses.field(repr=shown, metadata=meta)  # type: ignore[no-any-return]
+        return dataclasses.field(default=self.default, repr=shown, metadata=meta)  # type: ignore[no-any-return]
+
+    def parsed(self, raw: str, hint: Any) -> Any:
+        """The variable's text read as the field's type (``hint``), or the declared ``parse``."""
+        try:
+            return parser_of(self, hint)(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{self.env}={raw!r} is not valid: {exc}") from exc
+
+    def check(self, value: object, hint: Any) -> None:
+        """Refuse a value out of bounds, or not among a ``Literal``'s choices (NaN is refused too)."""
+        inner, _ = optional_of(hint)
+        choices = typing.get_args(inner) if typing.get_origin(inner) is typing.Literal else ()
+        if choices and value not in choices:
+            raise ConfigError(f"{self.env}={value!r} is not valid: it must be one of {', '.join(map(str, choices))}")
+        if self.gt is not None and isinstance(value, (int, float)) and not value > self.gt:
+            raise ConfigError(f"{self.env}={value!r} is out of range: it must be greater than {self.gt:g}")
+        if self.ge is not None and isinstance(value, (int, float)) and not value >= self.ge:
+            raise ConfigError(f"{self.env}={value!r} is out of range: it must be {self.ge:g} or more")
+
+
+@overload
+def setting(env: str, default: T, *, doc: str, gt: float | None = None, ge: float | None = None,
+            parse: Callable[[str], Any] | None = None, fallback: str | None = None, shown: str | None = None,
+            secret: bool = False) -> T: ...
+@overload
+def setting(env: str, *, doc: str, factory: Callable[[], T], shown: str | None = None) -> T: ...
+@overload
+def setting(env: str, *, doc: str, shown: str | None = None) -> Any: ...
+def setting(env: str, default: Any = MISSING, **declared: Any) -> Any:
+    """A field read from ``env``: the one line that declares it (see the module's docstring)."""
+    return Setting(env, default, **declared).field()
+
+
+# Settings more than one service reads, declared here once.
+REDIS_URL: Setting[str] = Setting(
+    "REDIS_URL", DEFAULT_URL, doc="the Redis every service talks through (`redis://user:password@host:port/db`)")
+FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
+    "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}),
+    doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "
+        "for per-client rate limits")
+
+
+Declared = tuple[tuple[dataclasses.Field[Any], "Setting[Any] | None", Any], ...]
+_DECLARED: dict[type, Declared] = {}  # read once per class: every construction checks the fields
+
+
+def declared(cls: type) -> Declared:
+    """Each field of a settings class: the field, its Setting (None: a group or not read) and its type."""
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple((f, f.metadata.get(_KEY), hints[f.name]) for f in dataclasses.fields(cls))
+    return _DECLARED[cls]
+
+
+def optional_of(hint: Any) -> tuple[Any, bool]:
+    """``X | None`` -> (X, True); anything else -> (it, False)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return args[0], True
+    return hint, False
+
+
+def group_of(hint: Any) -> tuple[type[Settings] | None, bool]:
+    """The Settings class a field holds (None: it is no group) and whether it may be None."""
+    inner, optional = optional_of(hint)
+    return (inner, optional) if isinstance(inner, type) and issubclass(inner, Settings) else (None, optional)
+
+
+def parser_of(s: Setting[Any], hint: Any) -> Callable[[str], Any]:
+    if s.parse is not None:
+        return s.parse
+    inner, _ = optional_of(hint)
+    if typing.get_origin(inner) is typing.Literal:
+        return str
+    if inner not in PARSERS:
+        raise TypeError(f"{s.env}: no parser for {inner!r}; declare one with parse=")
+    return PARSERS[inner]
+
+
+def raw_of(s: Setting[Any], environ: Mapping[str, str]) -> str | None:
+    """The variable's text, blanks stripped; None when it is unset or blank (then: the default)."""
+    for name in (s.env, s.fallback):
+        raw = environ.get(name) if name else None
+        if raw is not None and raw.strip():
+            return raw.strip()
+    return None
+
+
+def read(cls: type[S], environ: Mapping[str, str]) -> S:
+    """An instance of ``cls`` from ``environ``: declared fields set there, the rest their defaults."""
+    values: dict[str, Any] = {}
+    for f, s, hint in declared(cls):
+        group, optional = group_of(hint)
+        if group is not None:
+            values[f.name] = None if optional and not any_required_set(group, environ) else read(group, environ)
+        elif s is not None and (raw := raw_of(s, environ)) is not None:
+            values[f.name] = s.parsed(raw, hint)
+        elif s is not None and s.default is MISSING and s.factory is None:
+            raise ConfigError(f"{s.env} is required")
+    return cls(**values)
+
+
+def any_required_set(cls: type[Settings], environ: Mapping[str, str]) -> bool:
+    """Whether a group's required settings are set (an optional group is None until they are)."""
+    return any(raw_of(s, environ) is not None for _, s, _ in declared(cls)
+               if s is not None and s.default is MISSING and s.factory is None)
+
+
+class Settings:
+    """The base of a frozen dataclass of settings: ``from_env`` and the checks come from its fields."""
+
+    def __post_init__(self) -> None:
+        for f, s, hint in declared(type(self)):
+            if s is not None and (value := getattr(self, f.name)) is not None:
+                s.check(value, hint)
+
+    @classmethod
+    def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
+        """Every declared setting from ``environ`` (default: the process's environment)."""
+        return read(cls, os.environ if environ is None else environ)
+
+
+def declaration(cls: type[Settings], name: str) -> Setting[Any]:
+    """The Setting behind field ``name`` of ``cls``: its variable's name for whoever sets it for a child."""
+    return next(s for f, s, _ in declared(cls) if f.name == name and s is not None)
+
+
+def hint_of(cls: type[Settings], name: str) -> Any:
+    return next(hint for f, _, hint in declared(cls) if f.name == name)
+
+
+def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` sets ``s`` (a blank value is unset)."""
+    return raw_of(s, environ) is not None
+
+
+def value_of(cls: type[Settings], name: str, environ: Mapping[str, str]) -> Any:
+    """Field ``name`` of ``cls`` as ``environ`` sets it, checked, without reading the others."""
+    s, hint = declaration(cls, name), hint_of(cls, name)
+    raw = raw_of(s, environ)
+    if raw is None:
+        return s.factory() if s.factory is not None else s.default
+    value = s.parsed(raw, hint)
+    s.check(value, hint)
+    return value

@@ -1,122 +1,62 @@
-"""Edge's settings: a frozen struct read once from the environment (the only reader of it)."""
+"""Edge's settings: a frozen struct read once from the environment (the only reader of it).
+
+Each field declares its variable, default and bounds on one line (``servicekit.settings``); the
+README's settings table is generated from these lines (``scripts/settings_doc.py``).
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
 from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
-from servicekit import Settings, comma_set, require_non_negative, require_positive
-from servicekit.connect import CONNECT_ATTEMPTS, DEFAULT_URL
-
-# A listener's queue holds at most this many records; a listener that lets it fill is demoted
-# to reading by offset, so a slow client costs this much memory and no more.
-LISTENER_QUEUE = 64
-# SSE comment sent on an idle stream so that proxies and browsers keep it open.
-SSE_HEARTBEAT_S = 15.0
-# The shared tail's blocking XREAD: a safety net only, joins wake it with CLIENT UNBLOCK.
-TAIL_BLOCK_MS = 5_000
-# Records per cast per XREAD of the shared tail, and per XRANGE of an offset reader.
-READ_BATCH = 100
-# Per-address token bucket for reads (shared by replicas through Redis).
-READ_RATE_PER_S = 20.0
-READ_BURST = 100
-# Open SSE / MP3 / long-poll connections per address, counted across every edge replica.
-MAX_STREAMS_PER_CLIENT = 8
-# An open stream's slot lapses this long after its edge stops renewing it (an edge that died).
-STREAM_LEASE_S = 30.0
-# Open live listeners per edge process; beyond it new streams are shed with 503.
-MAX_LISTENERS = 20_000
-# Records per JSON page, and the longest long-poll.
-MAX_RECORDS_LIMIT = 100
-MAX_WAIT_S = 30.0
-# A write to a client that does not drain for this long closes the stream (it can resume).
-WRITE_TIMEOUT_S = 30.0
-# Casts (live or finished) whose scanned layout (state + playable chunks) is kept in memory.
-LAYOUT_CACHE = 256
-# Connections of the shared pool (offset reads, state, rate limits); a request waits for one.
-REDIS_POOL = 64
-FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
-SHUTDOWN_TIMEOUT_S = 5.0
-# Reads of casts are recorded for retention in memory and written to Redis this often.
-PLAYED_FLUSH_S = 60.0
+from servicekit.connect import CONNECT_ATTEMPTS
+from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 
 
 @dataclass(frozen=True)
-class Config:
-    host: str = "127.0.0.1"
-    port: int = 8082
-    redis_url: str = DEFAULT_URL
-    redis_connect_attempts: int = CONNECT_ATTEMPTS
-    listener_queue: int = LISTENER_QUEUE
-    sse_heartbeat_s: float = SSE_HEARTBEAT_S
-    tail_block_ms: int = TAIL_BLOCK_MS
-    read_batch: int = READ_BATCH
-    read_rate: float = READ_RATE_PER_S
-    read_burst: int = READ_BURST
-    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT
-    stream_lease_s: float = STREAM_LEASE_S
-    max_listeners: int = MAX_LISTENERS
-    max_records_limit: int = MAX_RECORDS_LIMIT
-    max_wait_s: float = MAX_WAIT_S
-    write_timeout_s: float = WRITE_TIMEOUT_S
-    layout_cache: int = LAYOUT_CACHE
-    redis_pool: int = REDIS_POOL
-    forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
-    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
-    log_level: str = "INFO"
+class Config(Settings):
+    host: str = setting("EDGE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
+    port: int = setting("EDGE_PORT", 8082, doc="its port")
+    redis_url: str = REDIS_URL.field()
+    redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS,
+                                          doc="connection attempts at start-up, with backoff")
+    # A listener that lets its queue fill is demoted to reading by offset: a slow client costs this much memory.
+    listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per live listener; "
+                                  "a listener that fills it goes back to reading by offset")
+    sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
+                                     doc="a comment line this often keeps idle streams open through proxies")
+    # A safety net only: joins wake the shared tail's XREAD with CLIENT UNBLOCK.
+    tail_block_ms: int = setting("EDGE_TAIL_BLOCK_MS", 5_000, gt=0,
+                                 doc="the shared tail's longest blocking XREAD (new casts wake it at once)")
+    read_batch: int = setting("EDGE_READ_BATCH", 100, gt=0, doc="records per cast per XREAD of the shared tail, "
+                              "and per XRANGE when a listener reads by offset")
+    # The per-address token bucket for reads is shared by replicas through Redis.
+    read_rate: float = setting("EDGE_READ_RATE", 20.0, gt=0,
+                               doc="read requests per second sustained, per client (429 beyond)")
+    read_burst: int = setting("EDGE_READ_BURST", 100, gt=0, doc="read requests at once, per client (429 beyond)")
+    max_streams_per_client: int = setting("EDGE_MAX_STREAMS_PER_CLIENT", 8, gt=0, doc="open SSE, MP3 and "
+                                          "long-poll streams per client address, across all edge replicas (429 beyond)")
+    stream_lease_s: float = setting("EDGE_STREAM_LEASE_S", 30.0, gt=0, doc="how long an open stream's slot "
+                                    "stands without renewal: the slots of an edge that died free up within it")
+    max_listeners: int = setting("EDGE_MAX_LISTENERS", 20_000, gt=0, doc="live listeners per process (503 beyond)")
+    max_records_limit: int = setting("EDGE_MAX_RECORDS_LIMIT", 100, gt=0,
+                                     doc="largest `limit` of `GET /api/casts/{id}/records`")
+    max_wait_s: float = setting("EDGE_MAX_WAIT_S", 30.0, ge=0,
+                                doc="longest `wait` (long poll) of `GET /api/casts/{id}/records`")
+    write_timeout_s: float = setting("EDGE_WRITE_TIMEOUT_S", 30.0, gt=0,
+                                     doc="a client that takes no bytes this long is closed (it can resume by id)")
+    layout_cache: int = setting("EDGE_LAYOUT_CACHE", 256, gt=0, doc="casts (live or finished) whose state and "
+                                "MP3 layout are kept in memory; later reads fetch only new records")
+    redis_pool: int = setting("EDGE_REDIS_POOL", 64, gt=0, doc="Redis connections per process "
+                              "(offset reads, state, rate limits); a request waits for one")
+    forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
+    shutdown_timeout_s: float = setting("EDGE_SHUTDOWN_TIMEOUT_S", 5.0, doc="how long a stop waits; "
+                                        "live streams are closed at once with a resumable id")
+    log_level: str = setting("EDGE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
     archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
-    played_flush_s: float = PLAYED_FLUSH_S
-    metrics_port: int = 0  # EDGE_METRICS_PORT: /metrics on its own port (off the public one); 0: on port
-
-    def __post_init__(self) -> None:
-        require_positive({
-            "EDGE_LISTENER_QUEUE": self.listener_queue,
-            "EDGE_SSE_HEARTBEAT_S": self.sse_heartbeat_s,
-            "EDGE_TAIL_BLOCK_MS": self.tail_block_ms,
-            "EDGE_READ_BATCH": self.read_batch,
-            "EDGE_READ_RATE": self.read_rate,
-            "EDGE_READ_BURST": self.read_burst,
-            "EDGE_MAX_STREAMS_PER_CLIENT": self.max_streams_per_client,
-            "EDGE_STREAM_LEASE_S": self.stream_lease_s,
-            "EDGE_MAX_LISTENERS": self.max_listeners,
-            "EDGE_MAX_RECORDS_LIMIT": self.max_records_limit,
-            "EDGE_WRITE_TIMEOUT_S": self.write_timeout_s,
-            "EDGE_LAYOUT_CACHE": self.layout_cache,
-            "EDGE_REDIS_POOL": self.redis_pool,
-            "EDGE_PLAYED_FLUSH_S": self.played_flush_s,
-        })
-        require_non_negative({"EDGE_MAX_WAIT_S": self.max_wait_s})
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
-        get = Settings(os.environ if environ is None else environ).get
-        d = cls()
-        return cls(
-            host=get("EDGE_HOST", str, d.host),
-            port=get("EDGE_PORT", int, d.port),
-            redis_url=get("REDIS_URL", str, d.redis_url),
-            redis_connect_attempts=get("EDGE_REDIS_CONNECT_ATTEMPTS", int, d.redis_connect_attempts),
-            listener_queue=get("EDGE_LISTENER_QUEUE", int, d.listener_queue),
-            sse_heartbeat_s=get("EDGE_SSE_HEARTBEAT_S", float, d.sse_heartbeat_s),
-            tail_block_ms=get("EDGE_TAIL_BLOCK_MS", int, d.tail_block_ms),
-            read_batch=get("EDGE_READ_BATCH", int, d.read_batch),
-            read_rate=get("EDGE_READ_RATE", float, d.read_rate),
-            read_burst=get("EDGE_READ_BURST", int, d.read_burst),
-            max_streams_per_client=get("EDGE_MAX_STREAMS_PER_CLIENT", int, d.max_streams_per_client),
-            stream_lease_s=get("EDGE_STREAM_LEASE_S", float, d.stream_lease_s),
-            max_listeners=get("EDGE_MAX_LISTENERS", int, d.max_listeners),
-            max_records_limit=get("EDGE_MAX_RECORDS_LIMIT", int, d.max_records_limit),
-            max_wait_s=get("EDGE_MAX_WAIT_S", float, d.max_wait_s),
-            write_timeout_s=get("EDGE_WRITE_TIMEOUT_S", float, d.write_timeout_s),
-            layout_cache=get("EDGE_LAYOUT_CACHE", int, d.layout_cache),
-            redis_pool=get("EDGE_REDIS_POOL", int, d.redis_pool),
-            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
-            shutdown_timeout_s=get("EDGE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
-            log_level=get("EDGE_LOG_LEVEL", str.upper, d.log_level),
-            archive=StoreConfig.from_settings(get),
-            played_flush_s=get("EDGE_PLAYED_FLUSH_S", float, d.played_flush_s),
-            metrics_port=get("EDGE_METRICS_PORT", int, d.metrics_port),
-        )
+    # Reads are recorded for retention in memory and written to Redis this often.
+    played_flush_s: float = setting("EDGE_PLAYED_FLUSH_S", 60.0, gt=0, doc="reads of casts are noted in memory "
+                                    "and written to Redis (`archive/played`, for retention) this often")
+    metrics_port: int = setting("EDGE_METRICS_PORT", 0, doc="serve `/metrics` on this port instead of the "
+                                "public one (k3s: 9102, which the Ingress does not route)")

@@ -1,126 +1,71 @@
-"""Intake's settings: a frozen struct read once from the environment (the only reader of it)."""
+"""Intake's settings: a frozen struct read once from the environment (the only reader of it).
+
+Each field declares its variable, default and bounds on one line (``servicekit.settings``); the
+README's settings table is generated from these lines (``scripts/settings_doc.py``).
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from blobstore import StoreConfig
-from servicekit import Settings, comma_set, require_non_negative, require_positive
-from servicekit.connect import CONNECT_ATTEMPTS, DEFAULT_URL
-
-# The default voice when a worker has it; unset (or one no worker has): the workers' own default.
-DEFAULT_VOICE = ""
-# The longest text one cast may hold (characters, after normalisation).
-MAX_CHARS = 100_000
-# A maximal text, pasted as CJK into a form, is 3 UTF-8 bytes x 3 for percent-encoding = 9 bytes
-# per character: 1 MiB leaves room for that and still stops a runaway upload early.
-MAX_BODY_BYTES = 1024 * 1024
-MAX_TITLE_CHARS = 200
-# A cast costs GPU minutes: one per second sustained per client, 30 at once.
-RATE_PER_S = 1.0
-BURST = 30
-FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
-# How long the voice list read from `synth/voices` is trusted before it is read again.
-VOICES_REFRESH_S = 5.0
-# Submits using Redis at once (each holds one pooled connection), and submits that may wait for
-# a turn; past both intake sheds load with 503 instead of queueing without bound.
-MAX_INFLIGHT = 64
-MAX_WAITING = 1024
-SHUTDOWN_TIMEOUT_S = 10.0
-# Live sessions (the WebSocket): at most this many at once, each holding one Redis connection
-# for its audio; one closes after this long without a message from its client while its text is
-# open; pings keep it alive through proxies; a client that has not taken a frame for this long is
-# cut off (it resumes listening by link from the position it is told).
-LIVE_MAX_SESSIONS = 256
-LIVE_IDLE_S = 60.0
-LIVE_PING_S = 20.0
-LIVE_SEND_TIMEOUT_S = 10.0
-LIVE_MAX_MESSAGE_BYTES = 64 * 1024
-# `/v1/audio/speech` streams open at once (each holds a connection for its blocking reads), and
-# how long one waits for a client that takes no bytes before closing it.
-MAX_SPEECH_STREAMS = 64
-SPEECH_WRITE_TIMEOUT_S = 30.0
+from servicekit.connect import CONNECT_ATTEMPTS
+from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 
 
 @dataclass(frozen=True)
-class Config:
-    host: str = "127.0.0.1"
-    port: int = 8081
-    redis_url: str = DEFAULT_URL
-    redis_connect_attempts: int = CONNECT_ATTEMPTS
-    max_chars: int = MAX_CHARS
-    max_body_bytes: int = MAX_BODY_BYTES
-    max_title_chars: int = MAX_TITLE_CHARS
-    rate: float = RATE_PER_S
-    burst: int = BURST
-    forwarded_allow_ips: frozenset[str] = comma_set(FORWARDED_ALLOW_IPS)
-    default_voice: str = DEFAULT_VOICE
-    voices_refresh_s: float = VOICES_REFRESH_S
-    max_inflight: int = MAX_INFLIGHT
-    max_waiting: int = MAX_WAITING
-    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
-    live_max_sessions: int = LIVE_MAX_SESSIONS
-    live_idle_s: float = LIVE_IDLE_S
-    live_ping_s: float = LIVE_PING_S
-    live_send_timeout_s: float = LIVE_SEND_TIMEOUT_S
-    live_max_message_bytes: int = LIVE_MAX_MESSAGE_BYTES
-    log_level: str = "INFO"
-    admin_token: str | None = field(default=None, repr=False)  # STREAMTTS_ADMIN_TOKEN: DELETE /api/casts/{id}
-    max_speech_streams: int = MAX_SPEECH_STREAMS
-    speech_write_timeout_s: float = SPEECH_WRITE_TIMEOUT_S
-    api_keys: frozenset[str] = frozenset()  # empty: no auth
+class Config(Settings):
+    host: str = setting("INTAKE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
+    port: int = setting("INTAKE_PORT", 8081, doc="its port")
+    redis_url: str = REDIS_URL.field()
+    redis_connect_attempts: int = setting("INTAKE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS,
+                                          doc="connection attempts at start-up, with backoff")
+    max_chars: int = setting("INTAKE_MAX_CHARS", 100_000, gt=0,
+                             doc="longest text, in characters after normalisation (413 beyond)")
+    # A maximal text pasted as CJK into a form is 3 UTF-8 bytes x 3 for percent-encoding = 9 bytes per
+    # character: 1 MiB leaves room for that and still stops a runaway upload early.
+    max_body_bytes: int = setting("INTAKE_MAX_BODY_BYTES", 1024 * 1024, gt=0, doc="largest request body (413 "
+                                  "beyond); `streamtts up`'s front proxy takes as much")
+    max_title_chars: int = setting("INTAKE_MAX_TITLE_CHARS", 200, gt=0, doc="longest title (422 beyond)")
+    # A cast costs GPU minutes: one per second sustained per client, 30 at once.
+    rate: float = setting("INTAKE_RATE", 1.0, gt=0, doc="submissions per second sustained, per client (429 beyond)")
+    burst: int = setting("INTAKE_BURST", 30, gt=0, doc="submissions at once, per client (429 beyond)")
+    forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
+    default_voice: str = setting("INTAKE_DEFAULT_VOICE", "", doc="the default voice when a worker has published "
+                                 "it; else the workers' published default. Intake accepts only voices a worker has "
+                                 "published to `synth/voices`: before any list, a submit is answered 503 "
+                                 "`warming_up` with `Retry-After`; after one, the last list stands even while every "
+                                 "worker is down")
+    voices_refresh_s: float = setting("INTAKE_VOICES_REFRESH_S", 5.0, doc="how long the published voice list "
+                                      "is trusted before it is read again")
+    # Each submit in flight holds one pooled connection; past both bounds intake sheds load instead of queueing.
+    max_inflight: int = setting("INTAKE_MAX_INFLIGHT", 64, gt=0, doc="submits using Redis at once")
+    max_waiting: int = setting("INTAKE_MAX_WAITING", 1024, ge=0,
+                               doc="submits that may wait for a turn; beyond both, 503")
+    shutdown_timeout_s: float = setting("INTAKE_SHUTDOWN_TIMEOUT_S", 10.0,
+                                        doc="how long a stop waits for requests in flight")
+    # The live WebSocket: each session holds one Redis connection for its audio.
+    live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live WebSocket sessions at "
+                                     "once (each holds one Redis connection)")
+    live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
+                                 "closes after this long without a client message (code 4408)")
+    live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "
+                                 "session; no pong in time closes it")
+    live_send_timeout_s: float = setting("INTAKE_LIVE_SEND_TIMEOUT_S", 10.0, gt=0, doc="a live client that "
+                                         "takes no frame for this long is cut off (code 4429, with the `seq_num` "
+                                         "to resume listening from)")
+    live_max_message_bytes: int = setting("INTAKE_LIVE_MAX_MESSAGE_BYTES", 64 * 1024, gt=0,
+                                          doc="the largest message a live client may send")
+    log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
+    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, doc="enables "
+                                      "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")
+    # Each `/v1/audio/speech` stream holds a connection for its blocking reads.
+    max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
+                                      "responses streaming at once, each holding a Redis connection (429 beyond)")
+    speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
+                                            "that takes no bytes this long is closed (the cast goes on)")
+    api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
+                                       secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
+                                       "want `Authorization: Bearer <key>` (401 otherwise)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None
-
-    def __post_init__(self) -> None:
-        require_positive({
-            "INTAKE_MAX_CHARS": self.max_chars,
-            "INTAKE_MAX_BODY_BYTES": self.max_body_bytes,
-            "INTAKE_MAX_TITLE_CHARS": self.max_title_chars,
-            "INTAKE_RATE": self.rate,
-            "INTAKE_BURST": self.burst,
-            "INTAKE_MAX_INFLIGHT": self.max_inflight,
-            "INTAKE_LIVE_MAX_SESSIONS": self.live_max_sessions,
-            "INTAKE_LIVE_IDLE_S": self.live_idle_s,
-            "INTAKE_LIVE_PING_S": self.live_ping_s,
-            "INTAKE_LIVE_SEND_TIMEOUT_S": self.live_send_timeout_s,
-            "INTAKE_LIVE_MAX_MESSAGE_BYTES": self.live_max_message_bytes,
-            "INTAKE_MAX_SPEECH_STREAMS": self.max_speech_streams,
-            "INTAKE_SPEECH_WRITE_TIMEOUT_S": self.speech_write_timeout_s,
-        })
-        require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
-        get = Settings(os.environ if environ is None else environ).get
-        d = cls()
-        return cls(
-            host=get("INTAKE_HOST", str, d.host),
-            port=get("INTAKE_PORT", int, d.port),
-            redis_url=get("REDIS_URL", str, d.redis_url),
-            redis_connect_attempts=get("INTAKE_REDIS_CONNECT_ATTEMPTS", int, d.redis_connect_attempts),
-            max_chars=get("INTAKE_MAX_CHARS", int, d.max_chars),
-            max_body_bytes=get("INTAKE_MAX_BODY_BYTES", int, d.max_body_bytes),
-            max_title_chars=get("INTAKE_MAX_TITLE_CHARS", int, d.max_title_chars),
-            rate=get("INTAKE_RATE", float, d.rate),
-            burst=get("INTAKE_BURST", int, d.burst),
-            forwarded_allow_ips=get("FORWARDED_ALLOW_IPS", comma_set, d.forwarded_allow_ips),
-            default_voice=get("INTAKE_DEFAULT_VOICE", str, d.default_voice),
-            voices_refresh_s=get("INTAKE_VOICES_REFRESH_S", float, d.voices_refresh_s),
-            max_inflight=get("INTAKE_MAX_INFLIGHT", int, d.max_inflight),
-            max_waiting=get("INTAKE_MAX_WAITING", int, d.max_waiting),
-            shutdown_timeout_s=get("INTAKE_SHUTDOWN_TIMEOUT_S", float, d.shutdown_timeout_s),
-            live_max_sessions=get("INTAKE_LIVE_MAX_SESSIONS", int, d.live_max_sessions),
-            live_idle_s=get("INTAKE_LIVE_IDLE_S", float, d.live_idle_s),
-            live_ping_s=get("INTAKE_LIVE_PING_S", float, d.live_ping_s),
-            live_send_timeout_s=get("INTAKE_LIVE_SEND_TIMEOUT_S", float, d.live_send_timeout_s),
-            live_max_message_bytes=get("INTAKE_LIVE_MAX_MESSAGE_BYTES", int, d.live_max_message_bytes),
-            log_level=get("INTAKE_LOG_LEVEL", str.upper, d.log_level),
-            admin_token=get("STREAMTTS_ADMIN_TOKEN", str, None) or None,
-            max_speech_streams=get("INTAKE_MAX_SPEECH_STREAMS", int, d.max_speech_streams),
-            speech_write_timeout_s=get("INTAKE_SPEECH_WRITE_TIMEOUT_S", float, d.speech_write_timeout_s),
-            api_keys=get("STREAMTTS_API_KEYS", comma_set, d.api_keys),
-            archive=StoreConfig.from_settings(get),
-        )

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from importlib import metadata
 from pathlib import Path
 
-from servicekit import ConfigError, Settings, setup_logging
+from servicekit import ConfigError, setup_logging
+from servicekit.settings import value_of
 
 from . import commands as client_commands
 from . import statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
-from .launcher import SERVICES, Launcher, Options, port_in_use
-from .proxy import MAX_BODY_BYTES
+from .config import Config, environment
+from .launcher import SERVICES, Launcher, Options, port_in_use, redis_url
 
 
 def version() -> str:
@@ -44,9 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser("up", help="run the whole system locally on one origin")
     up.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    up.add_argument("--port", type=int, default=int(os.environ.get("STREAMTTS_PORT") or 8080),
+    command = Config.from_env()
+    up.add_argument("--port", type=int, default=command.port,
                     help="port to serve on (default $STREAMTTS_PORT, else 8080)")
-    up.add_argument("--state-dir", type=Path, default=Path(os.environ.get("STREAMTTS_STATE_DIR", ".state")),
+    up.add_argument("--state-dir", type=Path, default=Path(command.state_dir),
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
     statecmd.add_server_option(up)
     up.add_argument("--only", default=",".join(SERVICES),
@@ -68,19 +69,21 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"streamtts: port {args.port} is in use; pass --port", file=sys.stderr)
         return EXIT_USAGE
     try:
-        max_body = Settings(os.environ).get("INTAKE_MAX_BODY_BYTES", int, MAX_BODY_BYTES)
+        from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
+
+        max_body = int(value_of(IntakeConfig, "max_body_bytes", environment()))  # the proxy takes what intake takes
     except ConfigError as exc:
         parser.error(str(exc))
-    redis_url = os.environ.get("REDIS_URL") or None
+    url = redis_url(environment())
     state_dir = args.state_dir.expanduser().resolve()
     try:  # before anything starts: the state dir's own server, or a refusal that says why
-        server = None if redis_url else statecmd.server_for(state_dir, args.redis_server)
+        server = None if url else statecmd.server_for(state_dir, args.redis_server)
     except (statecmd.ServerRefused, statecmd.ServerNotFound) as exc:
         print(f"streamtts: {exc}", file=sys.stderr)
         return 1
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
-    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=redis_url,
+    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
                       redis_server=server, services=services, max_body_bytes=max_body,
                       access_log=args.log_level == "DEBUG")
     try:

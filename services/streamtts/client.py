@@ -7,7 +7,6 @@ failure is one of three errors, each with the exit code the CLI returns and what
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,9 +15,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from castlog import Entry, describe_voice, from_public, is_terminal
+from servicekit.settings import declaration
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-URL_ENV = "STREAMTTS_URL"
+from .config import Config
+
+URL_SETTING = declaration(Config, "url")
+
 # Connecting fails fast (nothing listening is the common mistake); reads of a live stream wait.
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
@@ -47,12 +49,13 @@ class Unreachable(ClientError):
     def __init__(self, url: str, why: str) -> None:
         super().__init__(
             f"cannot reach StreamTTS at {url} ({why}). Start it with `streamtts up`, or pass --url "
-            f"(or set {URL_ENV}) to where it runs"
+            f"(or set {URL_SETTING.env}) to where it runs"
         )
 
 
 def default_url() -> str:
-    return os.environ.get(URL_ENV) or DEFAULT_URL
+    """STREAMTTS_URL, else the local origin."""
+    return Config.from_env().url
 
 
 def split_link(id_or_link: str) -> tuple[str, str | None]:

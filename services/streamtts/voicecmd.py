@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from . import voicepacks
+from .config import Config
 from .voicepacks import VoicePackError
 
 
@@ -18,7 +18,7 @@ def add_install_command(voice_commands: argparse._SubParsersAction) -> None:  # 
                          help=f"where from: npm ({voicepacks.NPM_PACKAGE}, default), the model hub "
                               f"({voicepacks.HUB_REPO}), or a folder of <id>.bin/.pt files")
     install.add_argument("--only", default=None, metavar="ID,…", help="these voices only (default: all 54)")
-    install.add_argument("--state-dir", type=Path, default=Path(os.environ.get("STREAMTTS_STATE_DIR", ".state")),
+    install.add_argument("--state-dir", type=Path, default=Path(Config.from_env().state_dir),
                          help="install into <state dir>/kokoro/voices, or KOKORO_MODEL_DIR/voices when set")
 
 

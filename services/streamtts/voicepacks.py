@@ -22,6 +22,11 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from servicekit.settings import value_of
+from synth.config import SynthConfig
+
+from .config import environment
+
 NPM_PACKAGE = "kokoro-js@1.2.1"
 HUB_REPO = "hexgrad/Kokoro-82M"
 NPM_TIMEOUT_S = 300.0  # `npm pack` downloads ~27 MB
@@ -49,8 +54,8 @@ def known_packs() -> dict[str, str]:
 
 def model_dir(state_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
     """Where synth looks for ``voices/``: ``KOKORO_MODEL_DIR``, else ``<state dir>/kokoro``."""
-    env = os.environ if environ is None else environ
-    return Path(env["KOKORO_MODEL_DIR"]) if env.get("KOKORO_MODEL_DIR") else state_dir / "kokoro"
+    folder = value_of(SynthConfig, "model_dir", environment() if environ is None else environ)
+    return Path(folder) if folder else state_dir / "kokoro"
 
 
 def installed(folder: Path) -> list[str]:

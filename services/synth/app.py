@@ -107,7 +107,7 @@ async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     blobs = await open_store(cfg.archive)
-    archiver = Archiver(synth.redis, blobs, cfg.archiver, cfg.consumer, synth.metrics)
+    archiver = Archiver(synth.redis, blobs, cfg.archiver, cfg.consumer, synth.metrics, poll_s=cfg.poll_s)
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
     log.info("archiving finished casts to %s", blobs.url)
     yield

@@ -56,9 +56,10 @@ class ArchiveError(Exception):
 
 class Archiver:
     def __init__(self, redis: Redis, blobs: BlobStore, cfg: ArchiverConfig, consumer: str,
-                 metrics: SynthMetrics | None = None) -> None:
+                 metrics: SynthMetrics | None = None, *, poll_s: float) -> None:
         self.metrics = metrics or SynthMetrics()
         self.redis, self.blobs, self.cfg, self.consumer = redis, blobs, cfg, consumer
+        self.poll_s = poll_s  # SYNTH_POLL_S: the longest blocking read of receipts
         self.reader = LogReader(redis)  # the raw rows it packs and the last entries it sweeps
         self._next_scan = 0.0
 
@@ -93,7 +94,7 @@ class Archiver:
         claimed = await claim_done(self.redis, GROUP, self.consumer, CLAIM_IDLE_MS, READ_COUNT)
         if claimed:
             return _cast_ids(claimed)
-        for start, block in (("0", None), (">", int(self.cfg.poll_s * 1000))):
+        for start, block in (("0", None), (">", int(self.poll_s * 1000))):
             found = await take_done(self.redis, GROUP, self.consumer, start=start, count=READ_COUNT, block_ms=block)
             if found:
                 return _cast_ids(found)

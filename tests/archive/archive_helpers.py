@@ -43,5 +43,5 @@ def without_p(rows: list[Any]) -> list[Any]:
 
 
 def archiver(redis: Redis, blobs: BlobStore, **cfg: Any) -> Archiver:
-    settings = {"delay_s": 0.0, "poll_s": 0.2, **cfg}
-    return Archiver(redis, blobs, ArchiverConfig(**settings), consumer="test-archiver")
+    settings = {"delay_s": 0.0, **cfg}
+    return Archiver(redis, blobs, ArchiverConfig(**settings), consumer="test-archiver", poll_s=0.2)

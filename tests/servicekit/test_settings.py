@@ -1,77 +1,127 @@
-"""The settings reader behind every service's config: typed reads, defaults for unset and blank
-variables, and refusals that name the variable."""
+"""The declared settings behind every service's config: one line per setting gives ``from_env``,
+the bounds and the docs; a refusal names the variable, its value and what is allowed."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 
-from servicekit import ConfigError, Settings, comma_list, comma_set, flag, require_non_negative, require_positive
+from servicekit import ConfigError, Settings, comma_list, comma_set, flag, setting
+from servicekit.settings import Setting, declaration, is_set, value_of
+
+ANSWER = Setting("ANSWER", 42, doc="shared by two groups")
 
 
-def test_unset_and_blank_variables_give_the_default() -> None:
-    env = Settings({"BLANK": "   ", "EMPTY": ""})
-    assert env.get("UNSET", int, 7) == 7
-    assert env.get("BLANK", int, 7) == 7
-    assert env.get("EMPTY", str, "x") == "x"
+@dataclass(frozen=True)
+class Store(Settings):
+    url: str = setting("STORE_URL", doc="required: the group is None while it is unset")
+    region: str = setting("STORE_REGION", "here", doc="a default")
 
 
-def test_values_are_parsed_after_stripping_blanks() -> None:
-    env = Settings({"PORT": " 8081 ", "RATE": "2.5", "LEVEL": " debug", "HOST": "0.0.0.0\n"})
-    assert env.get("PORT", int, 0) == 8081
-    assert env.get("RATE", float, 1.0) == 2.5
-    assert env.get("LEVEL", str.upper, "INFO") == "DEBUG"
-    assert env.get("HOST", str, "127.0.0.1") == "0.0.0.0"
+@dataclass(frozen=True)
+class Inner(Settings):
+    delay_s: float = setting("INNER_DELAY_S", 1.5, ge=0, doc="at least 0")
 
 
-def test_a_default_of_none_makes_an_optional_setting() -> None:
-    env = Settings({"THREADS": "4"})
-    assert env.get("THREADS", int, None) == 4
-    assert env.get("MODEL_DIR", str, None) is None
+@dataclass(frozen=True)
+class Example(Settings):
+    port: int = setting("EX_PORT", 8080, gt=0, doc="a positive int")
+    rate: float = setting("EX_RATE", 2.5, gt=0, doc="a positive float")
+    waiting: int = setting("EX_WAITING", 10, ge=0, doc="0 or more")
+    level: str = setting("EX_LEVEL", "INFO", parse=str.upper, fallback="LEVEL", doc="with a fallback")
+    debug: bool = setting("EX_DEBUG", False, doc="a flag")
+    ips: frozenset[str] = setting("EX_IPS", frozenset({"::1"}), doc="a set")
+    voices: tuple[str, ...] = setting("EX_VOICES", (), doc="a list")
+    threads: int | None = setting("EX_THREADS", None, gt=0, doc="optional")
+    mode: Literal["a", "b"] = setting("EX_MODE", "a", parse=str.lower, doc="a choice")
+    name: str = setting("EX_NAME", factory=lambda: "made", doc="a default made per instance")
+    token: str | None = setting("EX_TOKEN", None, secret=True, doc="kept out of the repr")
+    answer: int = ANSWER.field()
+    store: Store | None = None
+    inner: Inner = field(default_factory=Inner)
+    not_read: int = 7  # no declaration: not a setting
 
 
-def test_a_value_the_parser_refuses_is_a_config_error_naming_the_variable_and_value() -> None:
-    env = Settings({"INTAKE_PORT": " eighty "})
+def test_unset_and_blank_variables_give_the_defaults() -> None:
+    cfg = Example.from_env({"EX_PORT": "   ", "EX_RATE": ""})
+    assert cfg == Example()
+    assert (cfg.port, cfg.rate, cfg.level, cfg.threads, cfg.name, cfg.store, cfg.inner) == (
+        8080, 2.5, "INFO", None, "made", None, Inner())
+
+
+def test_values_are_parsed_by_the_fields_type_after_stripping_blanks() -> None:
+    cfg = Example.from_env({"EX_PORT": " 8081 ", "EX_RATE": "0.5", "EX_LEVEL": " debug", "EX_DEBUG": "yes",
+                            "EX_IPS": "10.0.0.1, ::1,10.0.0.1", "EX_VOICES": " b, a ,,b", "EX_THREADS": "4",
+                            "EX_MODE": "B", "EX_NAME": "box-1", "ANSWER": "7", "INNER_DELAY_S": "0"})
+    assert (cfg.port, cfg.rate, cfg.level, cfg.debug, cfg.threads, cfg.mode, cfg.name) == (
+        8081, 0.5, "DEBUG", True, 4, "b", "box-1")
+    assert cfg.ips == frozenset({"10.0.0.1", "::1"}) and cfg.voices == ("b", "a", "b")
+    assert cfg.answer == 7 and cfg.inner.delay_s == 0.0
+
+
+def test_a_fallback_variable_is_read_when_the_first_is_unset() -> None:
+    assert Example.from_env({"LEVEL": "warning"}).level == "WARNING"
+    assert Example.from_env({"LEVEL": "warning", "EX_LEVEL": "error"}).level == "ERROR"
+
+
+def test_an_optional_group_is_none_until_its_required_settings_are_set() -> None:
+    assert Example.from_env({"STORE_REGION": "there"}).store is None
+    assert Example.from_env({"STORE_URL": "s3://b/p"}).store == Store("s3://b/p", "here")
+    with pytest.raises(ConfigError, match="^STORE_URL is required$"):
+        Store.from_env({})
+
+
+def test_a_value_the_parser_refuses_names_the_variable_and_value() -> None:
     with pytest.raises(ConfigError) as caught:
-        env.get("INTAKE_PORT", int, 8081)
-    message = str(caught.value)
-    assert message.startswith("INTAKE_PORT=' eighty ' is not valid: ")
-    assert "invalid literal for int()" in message
+        Example.from_env({"EX_PORT": " eighty "})
+    assert str(caught.value).startswith("EX_PORT='eighty' is not valid: invalid literal for int()")
     assert isinstance(caught.value, ValueError)  # callers that catch ValueError still do
+    with pytest.raises(ConfigError, match=r"^EX_DEBUG='maybe' is not valid: expected one of .*true"):
+        Example.from_env({"EX_DEBUG": "maybe"})
+    with pytest.raises(ConfigError, match=r"^EX_MODE='c' is not valid: it must be one of a, b$"):
+        Example.from_env({"EX_MODE": "C"})
 
 
-def test_comma_lists_drop_blanks_and_keep_order() -> None:
+@pytest.mark.parametrize(("env", "message"), [
+    ({"EX_PORT": "0"}, "EX_PORT=0 is out of range: it must be greater than 0"),
+    ({"EX_RATE": "-2.5"}, "EX_RATE=-2.5 is out of range: it must be greater than 0"),
+    ({"EX_RATE": "nan"}, "EX_RATE=nan is out of range: it must be greater than 0"),
+    ({"EX_WAITING": "-1"}, "EX_WAITING=-1 is out of range: it must be 0 or more"),
+    ({"EX_THREADS": "0"}, "EX_THREADS=0 is out of range: it must be greater than 0"),
+    ({"INNER_DELAY_S": "-0.5"}, "INNER_DELAY_S=-0.5 is out of range: it must be 0 or more"),
+])
+def test_a_value_out_of_bounds_names_the_variable_its_value_and_the_range(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Example.from_env(env)
+    assert str(caught.value) == message
+
+
+def test_constructing_checks_the_bounds_as_the_environment_would() -> None:
+    Example(waiting=0)
+    with pytest.raises(ConfigError, match="^EX_WAITING=-1 is out of range"):
+        Example(waiting=-1)
+    with pytest.raises(ConfigError, match="^EX_RATE=nan "):
+        Example(rate=math.nan)
+
+
+def test_secrets_stay_out_of_the_repr() -> None:
+    assert "hunter2" not in repr(Example(token="hunter2")) and "port=8080" in repr(Example())
+
+
+def test_one_setting_is_read_through_its_declaration() -> None:
+    assert declaration(Example, "port").env == "EX_PORT"
+    assert value_of(Example, "port", {}) == 8080 and value_of(Example, "port", {"EX_PORT": "9"}) == 9
+    assert value_of(Example, "name", {}) == "made"
+    with pytest.raises(ConfigError, match="^EX_PORT=0 is out of range"):
+        value_of(Example, "port", {"EX_PORT": "0"})
+    assert is_set(ANSWER, {"ANSWER": "1"}) and not is_set(ANSWER, {"ANSWER": " "})
+
+
+def test_comma_lists_and_flags() -> None:
     assert comma_list(" af_bella, am_adam ,,af_bella ") == ("af_bella", "am_adam", "af_bella")
     assert comma_list(" , ") == ()
     assert comma_set("10.0.0.1, 10.0.0.2,10.0.0.1") == frozenset({"10.0.0.1", "10.0.0.2"})
-    env = Settings({"VOICES": "a,b", "IPS": "::1, 127.0.0.1"})
-    assert env.get("VOICES", comma_list, ("x",)) == ("a", "b")
-    assert env.get("IPS", comma_set, frozenset()) == frozenset({"::1", "127.0.0.1"})
-
-
-@pytest.mark.parametrize(("raw", "value"), [("1", True), ("TRUE", True), ("yes", True), ("On", True),
-                                            ("0", False), ("false", False), ("NO", False), ("off", False)])
-def test_flags_read_the_usual_spellings(raw: str, value: bool) -> None:
-    assert Settings({"DEBUG": raw}).get("DEBUG", flag, not value) is value
-
-
-def test_a_flag_that_is_neither_true_nor_false_is_refused() -> None:
-    with pytest.raises(ConfigError, match=r"DEBUG='maybe' is not valid: expected one of .*true"):
-        Settings({"DEBUG": "maybe"}).get("DEBUG", flag, False)
-
-
-def test_require_positive_names_the_first_setting_at_or_below_zero() -> None:
-    require_positive({"A": 1, "B": 0.5})
-    with pytest.raises(ConfigError, match=r"^B must be greater than 0, not 0$"):
-        require_positive({"A": 1, "B": 0, "C": -1})
-    with pytest.raises(ConfigError, match=r"^RATE must be greater than 0, not -2.5$"):
-        require_positive({"RATE": -2.5})
-    with pytest.raises(ConfigError, match="^RATE "):
-        require_positive({"RATE": math.nan})
-
-
-def test_require_non_negative_allows_zero_and_names_a_negative_setting() -> None:
-    require_non_negative({"WAIT": 0, "MORE": 3})
-    with pytest.raises(ConfigError, match=r"^MAX_WAITING must be 0 or more, not -1$"):
-        require_non_negative({"WAIT": 0, "MAX_WAITING": -1})
+    assert [flag(w) for w in ("1", "TRUE", "yes", "On", "0", "false", "NO", "off")] == [True] * 4 + [False] * 4

@@ -1,0 +1,28 @@
+"""The ``streamtts`` command's settings, and the environment ``up`` hands the services it starts:
+the only module of this package that reads ``os.environ``. The services' own settings are
+declared in their ``config.py``; the command reads the few it needs through those declarations.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from servicekit.settings import Settings, setting
+
+
+@dataclass(frozen=True)
+class Config(Settings):
+    port: int = setting("STREAMTTS_PORT", 8080, gt=0,
+                        doc="`streamtts up` only: the origin's port when `--port` is not given")
+    state_dir: str = setting("STREAMTTS_STATE_DIR", ".state", doc="`streamtts up` only: the embedded Redis's "
+                             "AOF, synth's model cache and the archive (`archive/`)")
+    redis_server: str = setting("STREAMTTS_REDIS_SERVER", "", doc="`streamtts up` only: the state dir's Redis "
+                                "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
+    url: str = setting("STREAMTTS_URL", "http://127.0.0.1:8080", doc="`streamtts say/follow/voices`: the "
+                       "origin they talk to when `--url` is not given")
+
+
+def environment() -> dict[str, str]:
+    """A copy of this process's environment: what ``up`` reads its settings from and hands its children."""
+    return dict(os.environ)
