@@ -19,6 +19,8 @@ class Config(Settings):
                              "AOF, synth's model cache and the archive (`archive/`)")
     redis_server: str = setting("STREAMTTS_REDIS_SERVER", "", doc="`streamtts up` only: the state dir's Redis "
                                 "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
+    test_model_dir: str = setting("STREAMTTS_TEST_MODEL_DIR", "", shown="~/.cache/streamtts/test-model",
+                                  doc="the listening checks' model folder (tests, `bench/bench_listen.py`)")
     url: str = setting("STREAMTTS_URL", "http://127.0.0.1:8080", doc="`streamtts say/follow/voices`: the "
                        "origin they talk to when `--url` is not given")
 

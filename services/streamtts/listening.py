@@ -12,7 +12,6 @@ the checks read the voices from (``english_model_dir``).
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy.typing as npt
 from castlog import split_text
 
 from . import voicepacks
+from .config import Config
 
 WHISPER_RATE = 16_000
 MODEL_RATE = 24_000
@@ -150,7 +150,7 @@ def seam_pauses_ms(chunks: Sequence[Pcm]) -> list[int]:
 def cache_dir() -> Path:
     """The checks' model folder: ``STREAMTTS_TEST_MODEL_DIR``, else ``~/.cache/streamtts/test-model``
     (``scripts/test`` fills it before pytest runs)."""
-    configured = os.environ.get("STREAMTTS_TEST_MODEL_DIR")
+    configured = Config.from_env().test_model_dir
     return Path(configured) if configured else Path.home() / ".cache" / "streamtts" / "test-model"
 
 
