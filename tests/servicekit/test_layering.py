@@ -3,7 +3,8 @@
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
-state is the same few keys, all in ``context.py``.
+state is the same few keys, all in ``context.py``. intake is two rooms: the claim path, and
+``speech/``, which may import the claim side's public pieces and is imported by ``app.py`` alone.
 """
 
 from __future__ import annotations
@@ -92,9 +93,10 @@ def test_each_service_keeps_config_metrics_and_one_state_dataclass_under_one_key
 
 def package_imports(folder: Path) -> dict[str, set[str]]:
     """Module name -> the modules of the same package it imports (relative or by the package's
-    name, under ``TYPE_CHECKING`` too: a cycle kept for the type checker is still a cycle)."""
+    name, under ``TYPE_CHECKING`` too: a cycle kept for the type checker is still a cycle). A
+    subpackage counts as one module."""
     package = folder.name
-    modules = {p.stem for p in folder.glob("*.py")}
+    modules = {p.stem for p in folder.glob("*.py")} | {p.parent.name for p in folder.glob("*/__init__.py")}
     out: dict[str, set[str]] = {}
     for path in sorted(folder.glob("*.py")):
         names: set[str] = set()
@@ -152,3 +154,34 @@ def test_a_services_modules_import_each_other_one_way(service: str) -> None:
 def test_edge_listener_knows_the_tail_only_through_its_protocol() -> None:
     graph = package_imports(REPO / "services" / "edge")
     assert "listener" in graph["tail"] and "tail" not in graph["listener"]
+
+
+def imports_from_parent(folder: Path) -> dict[str, set[str]]:
+    """Module of a subpackage -> the names it imports from its parent package (``from ..m import x``
+    gives ``m.x``; ``from .. import m`` gives ``m``)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 2:
+                names.update(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)
+        out[path.stem] = names
+    return out
+
+
+def test_intakes_claim_side_never_imports_its_speech_room() -> None:
+    """The claim path (submit, live text, validation) knows nothing of streaming audio: only
+    ``app.py`` imports ``speech/``, to wire its routes; ``speech/`` imports the claim side's public
+    pieces (no ``_private`` name, never the app) and its own modules one way."""
+    intake = REPO / "services" / "intake"
+    claim_side = package_imports(intake)
+    assert "speech" in claim_side["app"] and {"claim", "live", "validate"} <= set(claim_side)
+    assert {module for module, names in claim_side.items() if "speech" in names} == {"app"}
+    speech = package_imports(intake / "speech")
+    assert {"livews", "stream", "formats", "pcm", "v1", "views"} <= set(speech)
+    assert a_cycle(speech) == [], " -> ".join(a_cycle(speech))
+    taken = set().union(*imports_from_parent(intake / "speech").values())
+    assert {"claim.Admission", "context.INTAKE", "live"} <= taken  # the reading sees them
+    modules = {name.split(".")[0] for name in taken}
+    assert modules <= set(claim_side) - {"app", "__main__", "__init__", "speech"}, sorted(modules)
+    assert not [name for name in taken if name.rpartition(".")[2].startswith("_")]
