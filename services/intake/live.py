@@ -32,6 +32,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # fragments must not count as two line breaks).
 _DROPPED = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
+
 class OpenForm(msgspec.Struct, frozen=True):
     live: bool
     voice: str | None = None
