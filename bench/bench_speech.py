@@ -5,7 +5,7 @@
               v1      POST /v1/audio/speech (intake: the same submit, then the log followed)
               for new casts (the real model makes each; order alternates), for new casts counted
               from the first audio record's append (the read path alone), and for repeats (replays)
-  formats     each converter of intake/formats.py over the MP3 chunks those casts hold: CPU time
+  formats     each converter of intake/speech/formats.py over the MP3 chunks those casts hold: CPU time
               per second of audio, and as a share of what the model spent making that audio
 
 Redis, intake, edge and synth (the real model on onnx) run as separate processes, as compose
@@ -27,7 +27,7 @@ import aiohttp
 from redis.asyncio import Redis
 
 from castlog import Audio, LogReader, read_done
-from intake.formats import FORMATS, converter
+from intake.speech.formats import FORMATS, converter
 
 from common import RESULTS, machine, repo_text, services, temp_redis, write_results
 

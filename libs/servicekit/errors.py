@@ -1,10 +1,12 @@
 """One way to refuse a request: raise ``Refusal``; one middleware answers it as JSON.
 
 Every refusal is ``{"error": <code>, "message": <what to do>}`` with its status (docs/design.md,
-"HTTP errors"). The middleware also turns aiohttp's own errors (no such route, wrong method),
-an unreachable Redis or archive (503 with Retry-After) and a bug (a logged 500) into that shape, and counts
-every request by route template and status. A service may shape the body its own way for some
-routes (intake answers OpenAI's shape on ``/v1/*``) by passing ``shape``.
+"HTTP errors"); a subclass carries its own extra fields and adds them to that body (intake's
+live text refusals say the ``offset`` to go on from). The middleware also turns aiohttp's own
+errors (no such route, wrong method), an unreachable Redis or archive (503 with Retry-After) and a
+bug (a logged 500) into that shape, and counts every request by route template and status. A
+service may shape the body its own way for some routes (intake answers OpenAI's shape on
+``/v1/*``) by passing ``shape``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Refusal(Exception):
         self.message = message
         self.headers = dict(headers or {})
 
+    def body(self) -> dict[str, Any]:
+        """The JSON answer's fields; a subclass adds its own after these two."""
+        return {"error": self.code, "message": self.message}
+
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     """``body`` as JSON (msgspec: structs and plain data alike)."""
@@ -55,8 +61,7 @@ def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | Non
 
 def error_response(refusal: Refusal) -> web.Response:
     """The answer to ``refusal``: ``{"error", "message"}`` with its status and headers."""
-    body = {"error": refusal.code, "message": refusal.message}
-    return json_response(body, status=refusal.status, headers=refusal.headers or None)
+    return json_response(refusal.body(), status=refusal.status, headers=refusal.headers or None)
 
 
 def route_name(request: web.Request) -> str:

@@ -1,4 +1,5 @@
-"""The intake app: routes, the Redis lifetime, servicekit's error middleware (with OpenAI's error
+"""The intake app: the claim side's routes and the speech room's (``speech.add_routes``: the one
+import of that room here), the Redis lifetime, servicekit's error middleware (with OpenAI's error
 shape on ``/v1/*``) and the API keys' check; ``serving(cfg)``: how ``python -m intake`` serves it."""
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from servicekit import (
     connect,
     error_response,
     json_errors,
-    json_response,
     openapi_document,
     redact,
 )
 
-from . import live, livews, speech, v1, views
+from . import live, speech, views
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -49,7 +49,6 @@ POOL_HEADROOM = 16
 FOLLOW_SOCKET_MARGIN_S = 10.0
 # Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
 SUBMIT_PATHS = ("/api/casts", "/generate")
-V1_PREFIX = "/v1/"
 
 
 def create_app(cfg: Config) -> web.Application:
@@ -66,7 +65,6 @@ def create_app(cfg: Config) -> web.Application:
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
-    app.on_shutdown.append(speech.close_streams)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)
     app.router.add_get("/api/voices", views.get_voices)
@@ -76,13 +74,8 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/metrics", metrics.view)
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
-    livews.add_routes(app)
     app.router.add_delete("/api/casts/{id}", views.delete_cast)
-    app.router.add_post("/v1/audio/speech", speech.post_speech)
-    app.router.add_get("/v1/audio/voices", views.get_v1_voices)
-    app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
-    app.router.add_get("/v1/models", views.get_v1_models)
-    app.router.add_get("/v1/models/{model}", views.get_v1_model)
+    speech.add_routes(app)
     return app
 
 
@@ -117,18 +110,13 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def _shape(request: web.Request, refusal: Refusal) -> web.Response:
-    """``{"error", "message"}``, or OpenAI's shape on ``/v1/*`` (but the live WebSocket's refusals
-    keep intake's own)."""
-    if not request.path.startswith(V1_PREFIX) or request.path == livews.ROUTE:
-        return error_response(refusal)
-    param = getattr(refusal, "param", None) or v1.param_of(refusal.code, refusal.message)
-    body = v1.error_body(refusal.status, refusal.code, refusal.message, param)
-    return json_response(body, status=refusal.status, headers=refusal.headers or None)
+    """``{"error", "message"}`` (and a refusal's own fields), or OpenAI's shape on ``/v1/*``."""
+    return speech.error_response(refusal) if speech.speaks_openai(request.path) else error_response(refusal)
 
 
 def _authorized(request: web.Request) -> bool:
     keys = request.app[CONFIG].api_keys
-    if not keys or not (request.path.startswith(V1_PREFIX) or request.path in SUBMIT_PATHS):
+    if not keys or not (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS):
         return True
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     given = token.strip().encode()
@@ -140,5 +128,5 @@ def _authorized(request: web.Request) -> bool:
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not _authorized(request):
-        raise v1.V1Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
+        raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
     return await handler(request)

@@ -1,4 +1,7 @@
-"""What every handler needs, in one typed object under one app key (set up in ``app.py``)."""
+"""What every handler needs, in one typed object under one app key (set up in ``app.py``).
+
+The claim side's pieces come first; the speech room's (``speech/``) are typed here with castlog's
+and asyncio's types only, so that this module never imports that room."""
 
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from .voices import VoiceBook
 
 
 class LiveSession(Protocol):
-    """A live WebSocket session as a stop sees it (``livews.Session``, which reads this module:
-    a Protocol here keeps the import one-way)."""
+    """A live WebSocket session as a stop sees it (``speech.livews.Session``, which reads this
+    module: a Protocol here keeps the import one-way)."""
 
     async def end_text(self) -> None: ...
 
@@ -35,14 +38,15 @@ class Intake:
     redis: Redis  # the shared pool: submits, live text, voices, probes
     store: CastStore
     live: LiveStore  # open casts' text logs
-    log: LogReader  # the cast logs as readers follow them, archived ones read from the archive
     limiter: RateLimiter
     cooldowns: Cooldowns  # clients just refused, refused again before their body is read
     voices: VoiceBook
     gate: InflightGate
     planner: Planner
-    # `/v1/audio/speech`: the pool of the streams' blocking reads, the logs over it, the bound on
-    # open streams and the streams open (cancelled at shutdown)
+    # The speech room's: the cast logs as live sessions follow them (archived ones read from the
+    # archive); `/v1/audio/speech`'s pool of blocking reads, the logs over it, the bound on open
+    # streams and the streams open (cancelled at shutdown)
+    log: LogReader
     follower: Redis
     speech_log: LogReader
     speech_slots: asyncio.Semaphore

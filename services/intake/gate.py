@@ -24,12 +24,8 @@ class InflightGate:
         self.waiting = 0
         self._slots = asyncio.Semaphore(limit)
 
-    def slot(self) -> InflightGate:
-        """``async with gate.slot():`` holds one slot (a plain async context manager, not a
-        generator-based one: it is on every submit's path)."""
-        return self
-
-    async def __aenter__(self) -> None:
+    async def acquire(self) -> None:
+        """Take a slot, waiting for one while fewer than ``max_waiting`` wait; else 503 busy."""
         if self._slots.locked() and self.waiting >= self.max_waiting:
             raise Refusal(503, "busy", "intake is overloaded; retry in a second", {"Retry-After": str(BUSY_RETRY_S)})
         self.waiting += 1
@@ -39,6 +35,6 @@ class InflightGate:
             self.waiting -= 1
         self.active += 1
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def release(self) -> None:
         self.active -= 1
         self._slots.release()

@@ -3,8 +3,9 @@
 ``POST /api/casts`` with ``{"live": true, ...}`` opens a cast (201 with its id); fragments go to
 ``POST /api/casts/{id}/text`` with the offset where they start, so that a resend after a lost
 reply appends nothing and a gap is refused; ``POST /api/casts/{id}/close`` ends the text.
-Listeners use the usual routes (SSE, records, audio.mp3). The WebSocket session
-(:mod:`intake.livews`) calls the same functions.
+Listeners use the usual routes (SSE, records, audio.mp3). The speech room's WebSocket session
+(:mod:`intake.speech.livews`) calls the same functions. Every refusal is a ``Refusal``; those of
+the text log are ``TextRefusal``, which tells the client the ``offset`` to go on from.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import msgspec
 from aiohttp import web
 
 from castlog import Meta, RateLimited, catalog_key, is_cast_id
-from servicekit import client_address
+from servicekit import json_response
 
+from .claim import cast_url
 from .context import INTAKE
 from .validate import Refusal, normalise_title
 
@@ -29,8 +31,6 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
 # fragments must not count as two line breaks).
 _DROPPED = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
-
-encode = msgspec.json.Encoder().encode
 
 
 class OpenForm(msgspec.Struct, frozen=True):
@@ -50,26 +50,23 @@ class CloseForm(msgspec.Struct, frozen=True):
     offset: int | None = None
 
 
-class OpenedInstead(Exception):
-    """A ``POST /api/casts`` that asked for an open cast, answered: carries the response."""
-
-    def __init__(self, response: web.Response) -> None:
-        super().__init__("opened a live cast")
-        self.response = response
-
-
 @dataclass(frozen=True)
 class Opened:
+    """An open cast: its id and the voice it reads in."""
+
     cast_id: str
     voice: str
 
 
-def reply(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=encode(body), status=status, headers=headers, content_type="application/json")
+class TextRefusal(Refusal):
+    """A fragment or close the text log refused; ``offset`` is the text's end, where to go on."""
 
+    def __init__(self, status: int, code: str, message: str, offset: int) -> None:
+        super().__init__(status, code, message)
+        self.offset = offset
 
-def cast_url(cast_id: str) -> str:
-    return f"/c/{cast_id}"
+    def body(self) -> dict[str, Any]:
+        return {**super().body(), "offset": self.offset}
 
 
 def asks_live(body: bytes) -> bool:
@@ -123,17 +120,6 @@ def clean(fragment: str) -> str:
     return fragment.translate(_DROPPED)
 
 
-class Refused(Exception):
-    """A fragment or close the text log refused: status, code, message and the text's end."""
-
-    def __init__(self, status: int, code: str, message: str, end: int) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.end = status, code, message, end
-
-    def response(self) -> web.Response:
-        return reply({"error": self.code, "message": self.message, "offset": self.end}, self.status)
-
-
 _ANSWERS = {
     "gap": (409, "offset_gap", "text is missing before this offset; send the text from offset {end} first"),
     "overlap": (409, "offset_overlap", "this fragment overlaps text already sent; send the part from offset {end}"),
@@ -144,13 +130,13 @@ _ANSWERS = {
 }
 
 
-def refusal_of(answer: str, end: int, limit: int) -> Refused:
+def refusal_of(answer: str, end: int, limit: int) -> TextRefusal:
     status, code, message = _ANSWERS[answer]
-    return Refused(status, code, message.format(end=end, limit=limit), end)
+    return TextRefusal(status, code, message.format(end=end, limit=limit), end)
 
 
 async def add_text(app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool) -> tuple[str, int]:
-    """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or Refused."""
+    """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or TextRefusal."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
     intake = app[INTAKE]
@@ -164,7 +150,7 @@ async def add_text(app: web.Application, cast_id: str, offset: int, fragment: st
 
 
 async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
-    """Close the text (idempotent); (its length, the final text's content id) or Refused."""
+    """Close the text (idempotent); (its length, the final text's content id) or TextRefusal."""
     intake = app[INTAKE]
     answer, end, cid = await intake.live.close_text(cast_id, voice)
     if answer in ("ok", "closed"):
@@ -186,18 +172,20 @@ def _json_body(request: web.Request) -> None:
         raise Refusal(415, "unsupported_media_type", "send the body with Content-Type: application/json")
 
 
-async def open_from_body(request: web.Request, body: bytes) -> web.Response:
-    """``POST /api/casts`` with ``{"live": true}``: open a cast; 201 with its id and routes."""
+async def open_from_body(app: web.Application, client: str, body: bytes) -> Opened:
+    """``POST /api/casts`` with ``{"live": true}`` (its body read): open a cast."""
     form: OpenForm = _decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
-    app = request.app
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), app[INTAKE].cfg.forwarded_allow_ips)
-    opened = await open_cast(app, client, form.voice, form.title, form.speed)
+    return await open_cast(app, client, form.voice, form.title, form.speed)
+
+
+def opened_reply(opened: Opened) -> web.Response:
+    """201 with the open cast's id and routes."""
     url = cast_url(opened.cast_id)
-    body_out = {
+    body = {
         "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
         "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
     }
-    return reply(body_out, 201, {"Location": url})
+    return json_response(body, 201, {"Location": url})
 
 
 async def post_text(request: web.Request) -> web.Response:
@@ -207,11 +195,8 @@ async def post_text(request: web.Request) -> web.Response:
     form: TextForm = _decode(
         await request.read(), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
-    try:
-        status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush)
-    except Refused as refused:
-        return refused.response()
-    return reply({"id": cast_id, "status": status, "offset": end})
+    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush)
+    return json_response({"id": cast_id, "status": status, "offset": end})
 
 
 async def post_close(request: web.Request) -> web.Response:
@@ -221,13 +206,10 @@ async def post_close(request: web.Request) -> web.Response:
     form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
-    try:
-        if text is None:
-            answer = "not_live" if await store.redis.exists(catalog_key(cast_id)) else "missing"
-            raise refusal_of(answer, 0, 0)
-        if form.offset is not None and text.closed is None and form.offset != text.end:
-            raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
-        end, cid = await close_text(request.app, cast_id, text.voice)
-    except Refused as refused:
-        return refused.response()
-    return reply({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})
+    if text is None:
+        answer = "not_live" if await store.redis.exists(catalog_key(cast_id)) else "missing"
+        raise refusal_of(answer, 0, 0)
+    if form.offset is not None and text.closed is None and form.offset != text.end:
+        raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
+    end, cid = await close_text(request.app, cast_id, text.voice)
+    return json_response({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})

@@ -1,22 +1,22 @@
-"""HTTP handlers: parse, call, respond. Refusals are raised as `Refusal`; the app's middleware
-turns them into JSON answers (4xx, or 503 when intake sheds load)."""
+"""HTTP handlers of the claim path: parse, call, respond. Refusals are raised as `Refusal`; the
+app's middleware turns them into JSON answers (4xx, or 503 when intake sheds load). The speech
+room's handlers (``/v1/*``) are in ``speech/``."""
 
 from __future__ import annotations
 
 import hmac
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, SubmitResult, archive, content_id, is_cast_id
-from servicekit import Problem, client_address, json_response, probe, redis_answers
+from castlog import archive, is_cast_id
+from servicekit import Problem, json_response, probe, redis_answers
 
-from . import live, v1
-from .context import INTAKE, OPENAPI, Intake
-from .validate import BodyKind, CastForm, Limits, Refusal, body_kind, check, parse_form, parse_json
+from . import live
+from .claim import Admission, Claimed, cast_url, read_body, submit
+from .context import INTAKE, OPENAPI
+from .validate import BodyKind, Refusal, body_kind, parse_form, parse_json
 from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
@@ -24,25 +24,20 @@ STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 encode = msgspec.json.Encoder().encode
 
 
-def cast_url(cast_id: str) -> str:
-    return f"/c/{cast_id}"
-
-
 async def post_cast(request: web.Request) -> web.Response:
     """POST /api/casts: JSON in, the cast's link out (or, with "live": true, an open cast)."""
-    try:
-        cast_id, result, _ = await _accept(request, allow_form=False)
-    except live.OpenedInstead as opened:
-        return opened.response
-    return _cast_reply(cast_id, result)
+    taken, _ = await _take(request, allow_form=False)
+    return live.opened_reply(taken) if isinstance(taken, live.Opened) else _cast_reply(taken)
 
 
 async def post_generate(request: web.Request) -> web.Response:
     """POST /generate: the paste form (303 to the cast) or JSON (as POST /api/casts)."""
-    cast_id, result, kind = await _accept(request, allow_form=True)
+    taken, kind = await _take(request, allow_form=True)
+    if isinstance(taken, live.Opened):
+        return live.opened_reply(taken)
     if kind is BodyKind.FORM:
-        return web.Response(status=303, headers={"Location": cast_url(cast_id)})
-    return _cast_reply(cast_id, result)
+        return web.Response(status=303, headers={"Location": cast_url(taken.cast_id)})
+    return _cast_reply(taken)
 
 
 async def get_voices(request: web.Request) -> web.Response:
@@ -50,27 +45,6 @@ async def get_voices(request: web.Request) -> web.Response:
     if voices is None:
         raise warming_up()
     return json_response(voices.to_json())
-
-
-async def get_v1_voices(request: web.Request) -> web.Response:
-    """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
-    voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
-    return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
-
-
-async def get_v1_audio_models(request: web.Request) -> web.Response:
-    return json_response({"models": [{"id": m} for m in v1.MODELS]})
-
-
-async def get_v1_models(request: web.Request) -> web.Response:
-    return json_response(v1.model_list())
-
-
-async def get_v1_model(request: web.Request) -> web.Response:
-    model = request.match_info["model"]
-    if model not in v1.MODELS:
-        raise v1.V1Refusal(404, "model_not_found", f"no such model; use one of {', '.join(v1.MODELS)}", "model")
-    return json_response(v1.model_card(model))
 
 
 async def get_openapi(request: web.Request) -> web.Response:
@@ -109,90 +83,25 @@ get_healthz = probe(_REDIS_ANSWERS)
 get_readyz = probe(_REDIS_ANSWERS, info=_published)
 
 
-def _cast_reply(cast_id: str, result: SubmitResult) -> web.Response:
-    url = cast_url(cast_id)
+def _cast_reply(claimed: Claimed) -> web.Response:
+    url = cast_url(claimed.cast_id)
     return json_response(
-        {"id": cast_id, "url": url, "status": result}, status=STATUS_OF[result], headers={"Location": url}
+        {"id": claimed.cast_id, "url": url, "status": claimed.result}, status=STATUS_OF[claimed.result],
+        headers={"Location": url},
     )
 
 
-async def _accept(request: web.Request, *, allow_form: bool) -> tuple[str, SubmitResult, BodyKind]:
-    """Read, check and submit one cast, its client's token taken in the same Redis round trip.
+async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | live.Opened, BodyKind]:
+    """Admit, read, check and submit one cast (or open one, for ``{"live": true}``), its client's
+    token taken in the same Redis round trip.
 
     A request refused before that round trip touches no key and spends no token; every refusal
     is counted by its code.
     """
-    kind = BodyKind.JSON
-
-    def parse(body: bytes) -> CastForm:
-        return parse_json(body) if kind is BodyKind.JSON else parse_form(body)
-
-    async def read() -> bytes:
-        nonlocal kind
+    async with Admission(request) as client:
         kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
         body = await read_body(request)
         if kind is BodyKind.JSON and live.asks_live(body):
-            raise live.OpenedInstead(await live.open_from_body(request, body))
-        return body
-
-    cast_id, result = await accept(request, read, parse)
-    return cast_id, result, kind
-
-
-async def accept(
-    request: web.Request, read: Callable[[], Awaitable[bytes]], parse: Callable[[bytes], CastForm]
-) -> tuple[str, SubmitResult]:
-    """The submit of any route: cooldown, the in-flight gate, ``read`` the body, ``parse`` it into
-    a form, then check and submit it (``_submit``)."""
-    intake = request.app[INTAKE]
-    try:
-        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
-        wait = intake.cooldowns.wait_s(client)
-        if wait:
-            raise _rate_limited(wait)  # refused a moment ago: not worth reading the body for
-        async with intake.gate.slot():
-            body = await read()
-            return await _submit(intake, client, parse(body))
-    except Refusal as refusal:
-        intake.metrics.refused(refusal.code)
-        raise
-
-
-def _rate_limited(wait_s: int) -> Refusal:
-    return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
-    limit = request.app[INTAKE].cfg.max_body_bytes
-    if request.content_length is None or request.content_length <= limit:
-        try:
-            return await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            pass  # a chunked body ran past client_max_size
-    raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
-
-
-async def _submit(intake: Intake, client: str, form: CastForm) -> tuple[str, SubmitResult]:
-    """Validate, then take the token and write in one atomic step; the histogram covers this."""
-    cfg = intake.cfg
-    started = time.perf_counter()
-    voices = await intake.voices.required(form.voice)
-    sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice, sub.speed)
-    sentences = await intake.planner.sentences(cast_id, sub.text)
-    if sentences == 0:
-        raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
-    now_ms = time.time_ns() // 1_000_000
-    meta = Meta(
-        title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms, speed=sub.speed
-    )
-    asked_at = intake.cooldowns.clock()
-    try:
-        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client))
-    except RateLimited as limited:
-        intake.cooldowns.refused(client, asked_at, limited.verdict)
-        raise _rate_limited(limited.verdict.retry_after_s) from None
-    intake.metrics.submitted(result, time.perf_counter() - started)
-    return cast_id, result
-
+            return await live.open_from_body(request.app, client, body), kind
+        form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
+        return await submit(request.app[INTAKE], client, form), kind

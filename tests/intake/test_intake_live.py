@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Eos, LiveStore, LogReader, Start
-from intake import pcm
+from intake.speech import pcm
 
 from .conftest import MakeClient, keys_besides_rate_limits
 
@@ -51,6 +51,15 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
     assert [j.id for j in jobs] == [first, second]
     assert await redis.xlen(castlog.JOBS) == 0
+
+
+async def test_generate_with_json_opens_a_live_cast_as_post_api_casts_does(client: Client, redis: Redis) -> None:
+    """/generate answers JSON as /api/casts: {"live": true} opens a cast (it once opened one and answered 500)."""
+    resp = await client.post("/generate", json={"live": True, "voice": "af_heart"})
+    assert resp.status == 201, await resp.text()
+    body = await resp.json()
+    assert body["status"] == "open" and body["offset"] == 0 and resp.headers["Location"] == f"/c/{body['id']}"
+    assert (await text_of(redis, body["id"])).voice == "af_heart"
 
 
 @pytest.mark.rule("fragments-idempotent")

@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
 from intake.context import INTAKE
-from intake.formats import decode_chunk
-from intake.v1 import OPENAI_VOICES, resolve_voice, voice_list
+from intake.speech.formats import decode_chunk
+from intake.speech.v1 import OPENAI_VOICES, resolve_voice, voice_list
 from synth.mp3 import encode_chunk
 
 from .conftest import MakeClient, key_names

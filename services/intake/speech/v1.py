@@ -1,6 +1,7 @@
 """OpenAI's speech API as StreamTTS reads it (`/v1/*`): the request, model aliases, voice names, errors.
 
-Pure functions, no I/O (like ``validate.py``): a refused request leaves no key behind.
+Pure functions, no I/O (like ``validate.py``): a refused request leaves no key behind. Its
+refusals are ``V1Refusal``, a ``Refusal`` that names the field at fault (OpenAI's ``param``).
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from aiohttp import web
 
 from castlog import MAX_SPEED, MIN_SPEED
+from servicekit import json_response
 
+from ..validate import Refusal
 from .formats import FORMATS
-from .validate import Refusal
 
 # Every name a client may send for the one model (OpenAI's names, and Kokoro-FastAPI's).
 MODELS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -147,3 +150,11 @@ _PARAMS = {"empty_text": "input", "text_too_long": "input", "invalid_text": "inp
 
 def param_of(code: str, message: str) -> str | None:
     return _PARAMS.get(code) or (_field_of(message) if code == "invalid_field" else None)
+
+
+def error_response(refusal: Refusal) -> web.Response:
+    """Any refusal on ``/v1/*`` in OpenAI's shape: a ``V1Refusal``'s own param, else the field
+    that intake's refusal code points at."""
+    named = refusal.param if isinstance(refusal, V1Refusal) else None
+    body = error_body(refusal.status, refusal.code, refusal.message, named or param_of(refusal.code, refusal.message))
+    return json_response(body, status=refusal.status, headers=refusal.headers or None)

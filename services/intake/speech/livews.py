@@ -23,9 +23,11 @@ from aiohttp import WSMsgType, web
 from castlog import Audio, Eos, Error
 from servicekit import client_address
 
-from . import live, pcm
-from .context import INTAKE
-from .validate import Refusal
+from .. import live
+from ..claim import cast_url
+from ..context import INTAKE
+from ..validate import Refusal
+from . import pcm
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +73,13 @@ class Session:
             except asyncio.TimeoutError:
                 raise SlowReader from None
 
-    async def error(self, code: str, message: str, **extra: Any) -> None:
-        await self.send({"type": "error", "error": code, "message": message, **extra})
+    async def error(self, code: str, message: str) -> None:
+        await self.send({"type": "error", "error": code, "message": message})
+
+    async def refuse(self, refusal: Refusal) -> None:
+        """A refusal as an ``error`` event: its code, message and the fields of its kind (a text
+        refusal's ``offset``)."""
+        await self.send({"type": "error", **refusal.body()})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
         message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
@@ -117,12 +124,12 @@ class Session:
                 raise Refusal(422, "invalid_field", "voice and title are strings, speed a number")
             opened = await live.open_cast(self.app, self.client, voice, title, float(speed))
         except Refusal as refusal:
-            await self.error(refusal.code, refusal.message)
+            await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
         self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
         await self.send({
-            "type": "cast", "id": self.cast_id, "url": live.cast_url(self.cast_id), "voice": self.voice,
+            "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
             "format": self.format, "sample_rate": pcm.SAMPLE_RATE,
         })
         return True
@@ -190,10 +197,8 @@ class Session:
             return
         try:
             _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush)
-        except live.Refused as refused:
-            await self.error(refused.code, refused.message, offset=refused.end)
         except Refusal as refusal:
-            await self.error(refusal.code, refusal.message)
+            await self.refuse(refusal)
 
     async def end_text(self) -> None:
         if not self.text_open:
@@ -201,8 +206,8 @@ class Session:
         self.text_open = False
         try:
             await live.close_text(self.app, self.cast_id, self.voice)
-        except live.Refused as refused:
-            log.warning("live cast %s: close refused (%s)", self.cast_id, refused.message)
+        except live.TextRefusal as refusal:
+            log.warning("live cast %s: close refused (%s)", self.cast_id, refusal.message)
 
     # ---- the follower: audio out ---------------------------------------------------------------
 
@@ -245,7 +250,7 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-async def _close_sessions(app: web.Application) -> None:
+async def close_sessions(app: web.Application) -> None:
     """A stop: every session's text ends (its cast finishes) and its socket closes, at once."""
     if INTAKE not in app:  # Redis never answered: no session opened
         return
@@ -254,7 +259,3 @@ async def _close_sessions(app: web.Application) -> None:
         await session.end_text()
     await asyncio.gather(*(s.close(CLOSE_GOING_AWAY) for s in sessions), return_exceptions=True)
 
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get(ROUTE, live_socket)
-    app.on_shutdown.append(_close_sessions)

@@ -1,10 +1,8 @@
-"""``POST /v1/audio/speech``: a submit like ``POST /api/casts``, then the cast's audio as it is made.
+"""One ``/v1/audio/speech`` response on its way: the cast's log followed, each audio record
+converted (``formats.py``) and written at once, in the format and stream format asked for.
 
-The cast is claimed by the same one script as every submit (an identical request is the same
-cast: it joins the live one or replays the finished one), then its log is followed with
-castlog's reader and each audio record is converted (``formats.py``) and written at once. A
-client that leaves never stops the cast. The response names the cast (``X-Cast-Id``) and its
-player (``Location``).
+The cast was claimed first (``views.post_speech``); a client that leaves never stops the cast.
+The response names the cast (``X-Cast-Id``) and its player (``Location``).
 """
 
 from __future__ import annotations
@@ -14,21 +12,23 @@ import base64
 import logging
 from dataclasses import dataclass
 
+import msgspec
 from aiohttp import web
 
 from castlog import Audio, Eos, Error, LogReader
 from castlog import Entry as LogEntry
 
-from . import views
-from .context import INTAKE
+from ..claim import cast_url
+from ..context import INTAKE
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
-from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
-from .validate import CastForm
+from .v1 import SpeechRequest, V1Refusal
 
 log = logging.getLogger(__name__)
 
 SSE_TYPE = "text/event-stream; charset=utf-8"
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+encode = msgspec.json.Encoder().encode
 
 
 @dataclass
@@ -43,57 +43,12 @@ class _Stream:
     audio_bytes: int = 0
 
 
-async def post_speech(request: web.Request) -> web.StreamResponse:
-    intake = request.app[INTAKE]
-    slots = intake.speech_slots
-    if slots.locked():
-        limit = intake.cfg.max_speech_streams
-        raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    async with slots:
-        speech, cast_id, result = await _submit(request)
-        reader = intake.speech_log
-        # A log that ended in `error` before this request was re-enqueued by its submit: that
-        # error is history, not this request's answer.
-        last = None if result == "new" else await reader.last(cast_id)
-        settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
-        task = asyncio.current_task()
-        streams = intake.speech_streams
-        if task is not None:
-            streams.add(task)
-        try:
-            return await _stream(_Stream(request, speech, cast_id), reader, settled)
-        finally:
-            streams.discard(task)  # type: ignore[arg-type]
-
-
-async def close_streams(app: web.Application) -> None:
-    """On shutdown: end every speech stream now (a stream waits on the cast for as long as it
-    takes; the cast goes on, and the same request replays it)."""
-    if INTAKE not in app:  # Redis never answered: no stream opened
-        return
-    for task in list(app[INTAKE].speech_streams):
-        task.cancel()
-
-
-async def _submit(request: web.Request) -> tuple[SpeechRequest, str, str]:
-    parsed: list[SpeechRequest] = []
-    installed: list[tuple[str, ...]] = []
-
-    async def read() -> bytes:
-        if request.content_type != "application/json":
-            raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
-        body = await views.read_body(request)
-        installed.append((await request.app[INTAKE].voices.required(None)).names)  # 503 warming_up before any list
-        return body
-
-    def parse(body: bytes) -> CastForm:
-        speech = parse_speech(body)
-        parsed.append(speech)
-        voice = resolve_voice(speech.voice, installed[0])
-        return CastForm(text=speech.input, voice=voice, speed=speech.speed)
-
-    cast_id, result = await views.accept(request, read, parse)
-    return parsed[0], cast_id, result
+async def stream_cast(
+    request: web.Request, speech: SpeechRequest, cast_id: str, reader: LogReader, settled: int
+) -> web.StreamResponse:
+    """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
+    before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
+    return await _stream(_Stream(request, speech, cast_id), reader, settled)
 
 
 async def _stream(s: _Stream, reader: LogReader, settled: int) -> web.StreamResponse:
@@ -119,7 +74,7 @@ async def _open(s: _Stream) -> web.StreamResponse:
         **STREAM_HEADERS,
         "Content-Type": SSE_TYPE if sse else CONTENT_TYPES[s.speech.response_format],
         "X-Cast-Id": s.cast_id,
-        "Location": views.cast_url(s.cast_id),
+        "Location": cast_url(s.cast_id),
     })
     resp.enable_chunked_encoding()
     await resp.prepare(s.request)
@@ -157,7 +112,7 @@ def _delta(s: _Stream, data: bytes, record: Audio) -> bytes:
 
 
 def _sse(event: dict[str, object]) -> bytes:
-    return b"data: " + views.encode(event) + b"\n\n"
+    return b"data: " + encode(event) + b"\n\n"
 
 
 async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:

@@ -1,0 +1,102 @@
+"""The claim path every submit takes, whatever its route: admission, the body, one atomic submit.
+
+``async with Admission(request) as client:`` turns away a client still cooling down, holds a slot
+of the in-flight gate and counts every refusal raised inside by its code; in it a route reads
+the body (``read_body``), parses it its own way and hands the form to ``submit``, which checks
+it and claims the cast in one Redis round trip: a ``Claimed``, or a ``Refusal``. The speech
+room's ``/v1/audio/speech`` walks the same path with OpenAI's body.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from castlog import Meta, RateLimited, SubmitResult, content_id
+from servicekit import client_address
+
+from .context import INTAKE, Intake
+from .validate import CastForm, Limits, Refusal, check
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A submit that went through: the cast and what the claim found (new, existing, reenqueued)."""
+
+    cast_id: str
+    result: SubmitResult
+
+
+def cast_url(cast_id: str) -> str:
+    """The cast's player: every answer that names a cast links it."""
+    return f"/c/{cast_id}"
+
+
+def rate_limited(wait_s: int) -> Refusal:
+    return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
+
+
+class Admission:
+    """The cooldown, then a slot of the in-flight gate while the body is read and submitted; a
+    ``Refusal`` at the door or inside is counted by its code (a plain class, not a generator-based
+    context manager: it is on every submit's path)."""
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        self._intake = request.app[INTAKE]
+
+    async def __aenter__(self) -> str:
+        """The client's address, once it may go on."""
+        intake, request = self._intake, self._request
+        try:
+            client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+            wait = intake.cooldowns.wait_s(client)
+            if wait:
+                raise rate_limited(wait)  # refused a moment ago: not worth reading the body for
+            await intake.gate.acquire()
+        except Refusal as refusal:
+            intake.metrics.refused(refusal.code)
+            raise
+        return client
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        self._intake.gate.release()
+        if isinstance(exc, Refusal):
+            self._intake.metrics.refused(exc.code)
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
+    limit = request.app[INTAKE].cfg.max_body_bytes
+    if request.content_length is None or request.content_length <= limit:
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            pass  # a chunked body ran past client_max_size
+    raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
+
+
+async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
+    """Validate, then take the token and write in one atomic step; the histogram covers this."""
+    cfg = intake.cfg
+    started = time.perf_counter()
+    voices = await intake.voices.required(form.voice)
+    sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
+    cast_id = content_id(sub.text, sub.voice, sub.speed)
+    sentences = await intake.planner.sentences(cast_id, sub.text)
+    if sentences == 0:
+        raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
+    now_ms = time.time_ns() // 1_000_000
+    meta = Meta(
+        title=sub.title, voice=sub.voice, chars=len(sub.text), sentences=sentences, created_at=now_ms, speed=sub.speed
+    )
+    asked_at = intake.cooldowns.clock()
+    try:
+        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client))
+    except RateLimited as limited:
+        intake.cooldowns.refused(client, asked_at, limited.verdict)
+        raise rate_limited(limited.verdict.retry_after_s) from None
+    intake.metrics.submitted(result, time.perf_counter() - started)
+    return Claimed(cast_id, result)

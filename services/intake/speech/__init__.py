@@ -1,0 +1,37 @@
+"""intake's speech room: everything that streams and converts audio.
+
+``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
+a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
+WebSocket (``livews.py``, with ``pcm.py``). Its requests claim casts through the claim side's
+public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
+room, and only ``app.py`` wires it in, with ``add_routes``.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from . import livews, views
+from .v1 import error_response
+
+V1_PREFIX = "/v1/"
+
+__all__ = ["V1_PREFIX", "add_routes", "error_response", "speaks_openai"]
+
+
+def add_routes(app: web.Application) -> None:
+    """The room's routes, and its shutdown: speech streams end, live sessions close their text."""
+    app.on_shutdown.append(views.close_streams)
+    app.on_shutdown.append(livews.close_sessions)
+    app.router.add_get(livews.ROUTE, livews.live_socket)
+    app.router.add_post("/v1/audio/speech", views.post_speech)
+    app.router.add_get("/v1/audio/voices", views.get_v1_voices)
+    app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
+    app.router.add_get("/v1/models", views.get_v1_models)
+    app.router.add_get("/v1/models/{model}", views.get_v1_model)
+
+
+def speaks_openai(path: str) -> bool:
+    """Whether a refusal on ``path`` takes OpenAI's shape: ``/v1/*``, but the live WebSocket's
+    refusals keep intake's own."""
+    return path.startswith(V1_PREFIX) and path != livews.ROUTE

@@ -1,0 +1,88 @@
+"""The speech room's HTTP handlers: ``POST /v1/audio/speech`` and OpenAI's model and voice lists.
+
+A speech request is a submit like ``POST /api/casts``: it walks the claim path (``claim.py``)
+with OpenAI's body, so an identical request is the same cast (it joins the live one or replays
+the finished one); then ``stream.py`` answers with the cast's audio as it is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from castlog import Error
+from servicekit import json_response
+
+from ..claim import Admission, Claimed, read_body, submit
+from ..context import INTAKE
+from ..validate import CastForm
+from . import v1
+from .stream import stream_cast
+from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
+
+
+async def post_speech(request: web.Request) -> web.StreamResponse:
+    intake = request.app[INTAKE]
+    slots = intake.speech_slots
+    if slots.locked():
+        limit = intake.cfg.max_speech_streams
+        raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
+    async with slots:
+        speech, claimed = await _claim(request)
+        reader = intake.speech_log
+        # A log that ended in `error` before this request was re-enqueued by its submit: that
+        # error is history, not this request's answer.
+        last = None if claimed.result == "new" else await reader.last(claimed.cast_id)
+        settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
+        task = asyncio.current_task()
+        streams = intake.speech_streams
+        if task is not None:
+            streams.add(task)
+        try:
+            return await stream_cast(request, speech, claimed.cast_id, reader, settled)
+        finally:
+            streams.discard(task)  # type: ignore[arg-type]
+
+
+async def close_streams(app: web.Application) -> None:
+    """On shutdown: end every speech stream now (a stream waits on the cast for as long as it
+    takes; the cast goes on, and the same request replays it)."""
+    if INTAKE not in app:  # Redis never answered: no stream opened
+        return
+    for task in list(app[INTAKE].speech_streams):
+        task.cancel()
+
+
+async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed]:
+    """The claim path with OpenAI's body: admission, the body, the voice list, parse, submit."""
+    intake = request.app[INTAKE]
+    async with Admission(request) as client:
+        if request.content_type != "application/json":
+            raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
+        body = await read_body(request)
+        installed = (await intake.voices.required(None)).names  # 503 warming_up before any list
+        speech = parse_speech(body)
+        form = CastForm(text=speech.input, voice=resolve_voice(speech.voice, installed), speed=speech.speed)
+        return speech, await submit(intake, client, form)
+
+
+async def get_v1_voices(request: web.Request) -> web.Response:
+    """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
+    voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
+    return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
+
+
+async def get_v1_audio_models(request: web.Request) -> web.Response:
+    return json_response({"models": [{"id": m} for m in v1.MODELS]})
+
+
+async def get_v1_models(request: web.Request) -> web.Response:
+    return json_response(v1.model_list())
+
+
+async def get_v1_model(request: web.Request) -> web.Response:
+    model = request.match_info["model"]
+    if model not in v1.MODELS:
+        raise V1Refusal(404, "model_not_found", f"no such model; use one of {', '.join(v1.MODELS)}", "model")
+    return json_response(v1.model_card(model))
