@@ -13,9 +13,10 @@ WORKDIR /src
 COPY pyproject.toml README.md* ./
 COPY libs/ libs/
 COPY services/ services/
-# The project itself (with PyAV for /v1/audio/speech's formats): versions are pyproject.toml's business.
+# The project itself, with PyAV for /v1/audio/speech's formats and the S3 archive backend
+# (ARCHIVE_URL=s3://...: /v1/audio/speech replays archived casts, as edge does).
 # hadolint ignore=DL3013
-RUN pip install ".[intake]" && python3 -c "import castlog, intake, intake.formats"
+RUN pip install ".[intake,s3]" && python3 -c "import castlog, intake, intake.formats, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \

@@ -34,9 +34,10 @@ WORKLOADS = {"Deployment", "StatefulSet"}
 def k3s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of k3s/ with the secrets.env an operator would create from the example."""
     tree = tmp_path_factory.mktemp("k3s") / "k3s"
-    shutil.copytree(K3S, tree, ignore=shutil.ignore_patterns("secrets.env"))
+    shutil.copytree(K3S, tree, ignore=shutil.ignore_patterns("secrets.env", "streamtts.env"))
     example = (tree / "base" / "secrets.env.example").read_text()
     (tree / "base" / "secrets.env").write_text(example.replace("replace-me", "test-value"))
+    shutil.copy(tree / "base" / "streamtts.env.example", tree / "base" / "streamtts.env")
     return tree
 
 
@@ -103,6 +104,7 @@ def test_secret_values_in_the_repo_are_placeholders() -> None:
             assert line.split("=", 1)[1].startswith("replace-me"), line
     tracked = run(["git", "-C", str(REPO), "ls-files", "k3s"]).stdout.split()
     assert "k3s/base/secrets.env" not in tracked
+    assert "k3s/base/streamtts.env" not in tracked
 
 
 def test_renderer_agrees_with_kustomize(k3s_tree: Path, overlay: str) -> None:
