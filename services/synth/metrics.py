@@ -17,7 +17,21 @@ _LEADS = (-30.0, -10.0, -5.0, -2.0, -1.0, 0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 
 STAGES = ("synth", "encode")
 
 
+class RatioHistogram:
+    """One histogram observed under its name and under a deprecated one (same buckets)."""
+
+    def __init__(self, current: Histogram, deprecated: Histogram) -> None:
+        self.current = current
+        self.deprecated = deprecated
+
+    def observe(self, value: float) -> None:
+        self.current.observe(value)
+        self.deprecated.observe(value)
+
+
 class SynthMetrics(ServiceMetrics):
+    service = "synth"
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         r = self.registry
@@ -31,9 +45,12 @@ class SynthMetrics(ServiceMetrics):
         )
         for stage in STAGES:
             self.chunk_seconds.labels(stage=stage)  # both series exist from the start, at zero
-        self.rtf = Histogram(
-            "streamtts_synth_rtf", "Real-time factor per chunk: synthesis seconds / audio seconds",
-            buckets=_RATIOS, registry=r,
+        self.rtf = RatioHistogram(
+            Histogram("streamtts_synth_rtf_ratio", "Real-time factor per chunk: synthesis seconds / audio seconds",
+                      buckets=_RATIOS, registry=r),
+            # the name before the unit suffix, kept for one release (docs/metrics.md: deprecated)
+            Histogram("streamtts_synth_rtf", "Deprecated: streamtts_synth_rtf_ratio; removed in the next release",
+                      buckets=_RATIOS, registry=r),
         )
         self.synth_seconds = Counter(
             "streamtts_synth_inference_seconds", "Inference time, summed over chunks (RTF = this / audio seconds)",
