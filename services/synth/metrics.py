@@ -77,8 +77,16 @@ class SynthMetrics(ServiceMetrics):
         self.dead_letters = Counter("streamtts_synth_dead_letters", "Jobs moved to jobs/dead", registry=r)
         self.model_load_seconds = Gauge("streamtts_synth_model_load_seconds", "Model load time", registry=r)
         self.warmup_seconds = Gauge("streamtts_synth_warmup_seconds", "Warm-up time", registry=r)
+        # 0 until this worker has published its voice list: intake accepts nothing before one has.
+        self.voices_published = Gauge(
+            "streamtts_synth_voices_published", "Voices this worker has published to synth/voices (0: not yet)",
+            registry=r,
+        )
         self.redis_used_memory = Gauge(
             "streamtts_redis_used_memory_bytes", "Redis used_memory, polled by synth", registry=r,
+        )
+        self.redis_maxmemory = Gauge(
+            "streamtts_redis_maxmemory_bytes", "Redis maxmemory (0: no cap), polled by synth", registry=r,
         )
         # The archive (synth's archiver; see docs/design.md, "The archive")
         self.archived = Counter(
@@ -99,6 +107,9 @@ class SynthMetrics(ServiceMetrics):
         )
         self.sweeps = Counter(
             "streamtts_archive_sweeps", "Scans of every cast (backstop archiving and retention)", registry=r,
+        )
+        self.archive_errors = Counter(
+            "streamtts_archive_errors", "Archiver rounds that failed (Redis, the store) and are retried", registry=r,
         )
         self.swept = Counter("streamtts_archive_swept_casts", "Casts deleted by retention (RETENTION_DAYS)", registry=r)
 
