@@ -7,7 +7,7 @@ those samples (no gap, delay or padding at a seam); ``opus`` and ``aac`` run one
 whole response, so their only delay is their codec's priming at the very start.
 
 A converter is fed one chunk at a time and returns the bytes ready to send; ``close`` returns
-the rest. Converters are synchronous and take milliseconds per chunk (``bench/formats.py``).
+the rest. Converters are synchronous and take milliseconds per chunk (``bench/speech.py``).
 """
 
 from __future__ import annotations
