@@ -4,7 +4,7 @@ to stdout, `--json` prints one JSON object per event, `--speed` reaches the cast
 
 Real HTTP: intake, edge and synth (a stand-in synthesizer, so no model load) from their app
 factories on loopback ports behind the launcher's front proxy, on the session's Redis; the CLI
-runs as a user runs it, a subprocess."""
+runs as a user runs it, a subprocess (tests/support/origin.py)."""
 
 from __future__ import annotations
 
@@ -18,49 +18,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-import edge
-import intake
-from streamtts import proxy
-from synth.app import create_app as create_synth
-from synth.context import SYNTH
-from tests.synth.support import StandIn, config, wait_until
+from tests.support.origin import Origin, running_origin
 
 KEY = "cli-test-key-0123456789"
 TEXT = "Hello there. This is the second sentence. And a third one."
 
 
-@dataclass
-class Origin:
-    url: str
-    key: str
-
-
-async def serve(app: web.Application) -> TestServer:
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    return server
-
-
 @pytest.fixture
 async def origin(redis: Redis, redis_url: str) -> AsyncIterator[Origin]:
     """The whole system on one origin, intake wanting an API key."""
-    synth_app = create_synth(config(redis_url=redis_url), load=lambda _cfg: StandIn())
-    servers = [await serve(synth_app)]
-    await wait_until(lambda: synth_app[SYNTH].service.phase == "running", 10)
-    servers.append(await serve(intake.create_app(intake.Config(
-        redis_url=redis_url, redis_connect_attempts=3, api_keys=frozenset({KEY})))))
-    servers.append(await serve(edge.create_app(edge.Config(redis_url=redis_url, redis_connect_attempts=3))))
-    upstreams = proxy.Upstreams(*(f"http://127.0.0.1:{s.port}" for s in servers[1:]))
-    servers.append(await serve(proxy.create_app(redis, upstreams)))
-    try:
-        yield Origin(f"http://127.0.0.1:{servers[-1].port}", KEY)
-    finally:
-        for server in reversed(servers):
-            await server.close()
+    async with running_origin(redis, redis_url, frozenset({KEY})) as running:
+        yield running
 
 
 async def get(url: str) -> httpx.Response:
@@ -87,7 +57,7 @@ async def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Done:
 
 
 async def test_say_prints_the_link_alone_on_stdout_and_writes_the_file(origin: Origin, tmp_path: Path) -> None:
-    done = await cli("say", TEXT, "-o", "hello.mp3", "--url", origin.url, "--api-key", origin.key, cwd=tmp_path)
+    done = await cli("say", TEXT, "-o", "hello.mp3", "--url", origin.url, "--api-key", KEY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     [link] = done.stdout.decode().splitlines()
     assert link.startswith(f"{origin.url}/c/") and "done: 3 sentences" in done.stderr
@@ -98,7 +68,7 @@ async def test_say_prints_the_link_alone_on_stdout_and_writes_the_file(origin: O
 
 async def test_o_dash_streams_the_mp3_to_stdout(origin: Origin, tmp_path: Path) -> None:
     done = await cli("say", TEXT, "-o", "-", "--url", origin.url, cwd=tmp_path,
-                     env={"STREAMTTS_API_KEY": origin.key})
+                     env={"STREAMTTS_API_KEY": KEY})
     assert done.returncode == 0, done.stderr
     link = next(word for word in done.stderr.split() if "/c/" in word)  # the link goes to stderr
     played = (await get(f"{link.replace('/c/', '/api/casts/')}/audio.mp3")).content
@@ -108,7 +78,7 @@ async def test_o_dash_streams_the_mp3_to_stdout(origin: Origin, tmp_path: Path) 
 
 async def test_json_prints_one_object_per_event_and_speed_reaches_the_cast(origin: Origin, tmp_path: Path) -> None:
     done = await cli("say", TEXT, "--json", "--speed", "1.5", "-o", "fast.mp3", "--url", origin.url,
-                     "--api-key", origin.key, cwd=tmp_path)
+                     "--api-key", KEY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert events[0]["event"] == "cast" and events[0]["url"].endswith(events[0]["id"])
