@@ -10,12 +10,12 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md* ./
+COPY pyproject.toml README.md* constraints.txt ./
 COPY libs/ libs/
 COPY services/ services/
-# s3: the archive's S3 backend (ARCHIVE_URL=s3://...); versions are pyproject.toml's business.
-# hadolint ignore=DL3013
-RUN pip install ".[s3]" && python3 -c "import castlog, edge, blobstore.s3"
+# s3: the archive's S3 backend (ARCHIVE_URL=s3://...). Versions: constraints.txt, the ones the
+# tests ran (scripts/refresh-constraints).
+RUN pip install -c constraints.txt ".[s3]" && python3 -c "import castlog, edge, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \

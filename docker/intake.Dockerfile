@@ -10,12 +10,13 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md* ./
+COPY pyproject.toml README.md* constraints.txt ./
 COPY libs/ libs/
 COPY services/ services/
-# The project itself (with PyAV for /v1/audio/speech's formats): versions are pyproject.toml's business.
-# hadolint ignore=DL3013
-RUN pip install ".[intake]" && python3 -c "import castlog, intake, intake.formats"
+# The project itself, with PyAV for /v1/audio/speech's formats and the S3 archive backend
+# (ARCHIVE_URL=s3://...: /v1/audio/speech replays archived casts, as edge does).
+# Versions: constraints.txt, the ones the tests ran (scripts/refresh-constraints).
+RUN pip install -c constraints.txt ".[intake,s3]" && python3 -c "import castlog, intake, intake.formats, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \

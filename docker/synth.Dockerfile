@@ -28,13 +28,13 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONUSERBASE=/opt/streamtts
 WORKDIR /src
 COPY docker/pin-base-packages.py /tmp/
-COPY pyproject.toml README.md* ./
+COPY pyproject.toml README.md* constraints.txt ./
 COPY libs/ libs/
 COPY services/ services/
-# The project itself: its dependencies' versions are pyproject.toml's business.
-# hadolint ignore=DL3013
-RUN python3 /tmp/pin-base-packages.py > /tmp/base-constraints.txt \
-    && PIP_CONSTRAINT=/tmp/base-constraints.txt python3 -m pip install ".[${EXTRAS},s3]" \
+# The project itself, at the versions the tests ran (constraints.txt; the base image's own torch
+# and numpy win over it).
+RUN python3 /tmp/pin-base-packages.py constraints.txt > /tmp/base-constraints.txt \
+    && python3 -m pip install -c /tmp/base-constraints.txt ".[${EXTRAS},s3]" \
     && python3 -c "import castlog, synth"
 # kokoro's own dependencies pull spaCy and phonemizer for a pipeline synth does not use: install
 # it without them, plus what its KModel imports (services/synth/model/kmodel.py says the same).

@@ -48,3 +48,22 @@ def test_every_setting_the_services_read_is_in_the_readme_table_with_its_default
     rows = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]+)`[^|]* \| ([^|]+) \|", region, re.M))
     assert sorted(rows) == sorted(declared)
     assert all(default.strip() for default in rows.values())
+
+
+def test_home_assistant_url_is_the_one_its_integration_needs() -> None:
+    """Home Assistant's OpenAI TTS integration posts to the URL it is given, so it needs the
+    endpoint itself (docs/openai.md), not the /v1 base URL the SDK takes."""
+    guide = (REPO / "docs" / "openai.md").read_text().split("## Home Assistant", 1)[1]
+    [url] = set(re.findall(r"`(http://<streamtts-host>:8080[^`]*)`", guide))
+    path = url.split(":8080", 1)[1]
+    assert path == "/v1/audio/speech"
+    sentence = next(s for s in re.split(r"(?<=[.:])\s", README) if "Home Assistant" in s)
+    assert f":8080{path}`" in sentence
+
+
+def test_every_benchmark_the_code_cites_exists() -> None:
+    cited = set()
+    for path in [*REPO.glob("services/**/*.py"), *REPO.glob("libs/**/*.py")]:
+        cited |= set(re.findall(r"\bbench/\w+\.py\b", path.read_text()))
+    assert cited
+    assert {c for c in cited if not (REPO / c).is_file()} == set()

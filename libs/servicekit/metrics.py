@@ -4,11 +4,15 @@ it for ``/metrics``, and counts requests by route template and status."""
 
 from __future__ import annotations
 
+from importlib import metadata
+from typing import ClassVar
+
 from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     PlatformCollector,
     ProcessCollector,
@@ -16,6 +20,16 @@ from prometheus_client import (
 )
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# A source checkout that was never installed has no distribution metadata.
+UNKNOWN_VERSION = "unknown"
+
+
+def project_version() -> str:
+    """The installed streamtts distribution's version, for ``streamtts_build_info``."""
+    try:
+        return metadata.version("streamtts")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION
 
 
 def new_registry() -> CollectorRegistry:
@@ -29,10 +43,17 @@ def new_registry() -> CollectorRegistry:
 
 
 class ServiceMetrics:
-    """The base of ``<Service>Metrics``: subclasses define their metrics on ``self.registry``."""
+    """The base of ``<Service>Metrics``: subclasses name their ``service`` and define their
+    metrics on ``self.registry``. Every registry carries ``streamtts_build_info{version, service}``
+    = 1, so that a dashboard or an alert can tell which release each target runs."""
+
+    service: ClassVar[str] = ""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = new_registry() if registry is None else registry
+        build = Gauge("streamtts_build_info", "Always 1: the release and service of this process",
+                      ["version", "service"], registry=self.registry)
+        build.labels(version=project_version(), service=self.service).set(1)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,6 +18,8 @@ LISTENER_KINDS = ("sse", "mp3", "poll")
 
 
 class EdgeMetrics(ServiceMetrics):
+    service = "edge"
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         r = self.registry

@@ -14,6 +14,8 @@ RESULTS = ("new", "existing", "reenqueued")
 class Metrics(ServiceMetrics):
     """One per app, on its own registry, so two apps in one process (tests, a launcher) never clash."""
 
+    service = "intake"
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         registry = self.registry

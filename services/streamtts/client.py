@@ -58,6 +58,11 @@ def default_url() -> str:
     return Config.from_env().url
 
 
+def default_api_key() -> str | None:
+    """STREAMTTS_API_KEY (a key of the server's STREAMTTS_API_KEYS), sent as ``Authorization: Bearer``."""
+    return Config.from_env().api_key or None
+
+
 def split_link(id_or_link: str) -> tuple[str, str | None]:
     """``(cast id, the link's origin or None)`` from an id, ``/c/<id>`` or a full player link."""
     parts = urlsplit(id_or_link)
@@ -72,10 +77,11 @@ def split_link(id_or_link: str) -> tuple[str, str | None]:
 class Api:
     """The public origin at ``url``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, api_key: str | None = None) -> None:
         self.url = url.rstrip("/")
         timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-        self.http = httpx.Client(base_url=self.url, timeout=timeout, follow_redirects=False)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, follow_redirects=False, headers=headers)
 
     def close(self) -> None:
         self.http.close()
@@ -96,8 +102,10 @@ class Api:
         response = self._warm(lambda: self._request("GET", "/api/voices"))
         return _json_or_raise(response)
 
-    def submit(self, text: str, voice: str | None, title: str | None) -> dict[str, Any]:
-        body = {"text": text, **({"voice": voice} if voice else {}), **({"title": title} if title else {})}
+    def submit(self, text: str, voice: str | None, title: str | None, speed: float | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"text": text, **({"voice": voice} if voice else {}), **({"title": title} if title else {})}
+        if speed is not None:
+            body["speed"] = speed
         response = self._warm(lambda: self._request("POST", "/api/casts", json=body))
         return _json_or_raise(response)
 
@@ -118,6 +126,11 @@ class Api:
     def events(self, cast_id: str, seq_num: int) -> Iterator[Entry]:
         """The cast's records from ``seq_num`` until its terminal record, reopening a dropped
         stream where it broke off (records of kinds this version does not know are skipped)."""
+        for entry, _public in self.records(cast_id, seq_num):
+            yield entry
+
+    def records(self, cast_id: str, seq_num: int) -> Iterator[tuple[Entry, dict[str, Any]]]:
+        """As ``events``, each record with its public JSON form (what edge sent)."""
         failures = 0
         while True:
             try:
@@ -127,12 +140,12 @@ class Api:
                     if response.status_code != 200:
                         response.read()
                         _json_or_raise(response)
-                    for seen, entry in _parse_sse(response.iter_lines()):
+                    for seen, entry, public in _parse_sse(response.iter_lines()):
                         failures = 0
                         seq_num = seen + 1
                         if entry is None:
                             continue
-                        yield entry
+                        yield entry, public
                         if is_terminal(entry.record):
                             return
             except (httpx.TransportError, httpx.StreamError) as exc:
@@ -142,8 +155,8 @@ class Api:
                 time.sleep(min(2.0 * failures, 10.0))
 
 
-def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[int, Entry | None]]:
-    """Each event's seq_num and its record (castlog's public JSON form; None: an unknown kind)."""
+def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[int, Entry | None, dict[str, Any]]]:
+    """Each event's seq_num, its record (None: an unknown kind) and castlog's public JSON form."""
     data: list[str] = []
     for line in lines:
         if line.startswith("data:"):
@@ -151,7 +164,7 @@ def _parse_sse(lines: Iterator[str]) -> Iterator[tuple[int, Entry | None]]:
         elif line == "" and data:
             record = json.loads("".join(data))
             data = []
-            yield int(record["seq_num"]), from_public(record)
+            yield int(record["seq_num"]), from_public(record), record
 
 
 def _error_of(response: httpx.Response) -> tuple[str, str]:
@@ -166,6 +179,9 @@ def _json_or_raise(response: httpx.Response) -> dict[str, Any]:
     if response.status_code < 400:
         return response.json()  # type: ignore[no-any-return]
     code, message = _error_of(response)
+    if response.status_code == 401:
+        # intake's 401 is OpenAI's error shape; the one thing to say is what to send
+        raise UsageError("the server wants one of its API keys (401): pass --api-key KEY, or set $STREAMTTS_API_KEY")
     if response.status_code == 503 and code in ("warming_up", "starting"):
         raise ClientError(f"the server is still warming up: {message}")
     if code == "unknown_voice":

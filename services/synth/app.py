@@ -125,6 +125,7 @@ async def poll_stats(redis: Redis, interval_s: float, metrics: SynthMetrics) -> 
             metrics.consumer_lag.set(lag)
             info = await redis.info("memory")
             metrics.redis_used_memory.set(int(info["used_memory"]))
+            metrics.redis_maxmemory.set(int(info.get("maxmemory", 0)))
         except RedisError as exc:
             log.warning("stats poll failed: %s", exc)
         await asyncio.sleep(interval_s)

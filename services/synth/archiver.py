@@ -69,6 +69,7 @@ class Archiver:
             try:
                 await self.round()
             except (RedisError, OSError, BlobStoreError, ArchiveError) as exc:
+                self.metrics.archive_errors.inc()
                 log.warning("archiver: %s; retrying in %.0fs", exc, ERROR_BACKOFF_S)
                 await asyncio.sleep(ERROR_BACKOFF_S)
 

@@ -17,7 +17,21 @@ _LEADS = (-30.0, -10.0, -5.0, -2.0, -1.0, 0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 
 STAGES = ("synth", "encode")
 
 
+class RatioHistogram:
+    """One histogram observed under its name and under a deprecated one (same buckets)."""
+
+    def __init__(self, current: Histogram, deprecated: Histogram) -> None:
+        self.current = current
+        self.deprecated = deprecated
+
+    def observe(self, value: float) -> None:
+        self.current.observe(value)
+        self.deprecated.observe(value)
+
+
 class SynthMetrics(ServiceMetrics):
+    service = "synth"
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         r = self.registry
@@ -31,9 +45,12 @@ class SynthMetrics(ServiceMetrics):
         )
         for stage in STAGES:
             self.chunk_seconds.labels(stage=stage)  # both series exist from the start, at zero
-        self.rtf = Histogram(
-            "streamtts_synth_rtf", "Real-time factor per chunk: synthesis seconds / audio seconds",
-            buckets=_RATIOS, registry=r,
+        self.rtf = RatioHistogram(
+            Histogram("streamtts_synth_rtf_ratio", "Real-time factor per chunk: synthesis seconds / audio seconds",
+                      buckets=_RATIOS, registry=r),
+            # the name before the unit suffix, kept for one release (docs/metrics.md: deprecated)
+            Histogram("streamtts_synth_rtf", "Deprecated: streamtts_synth_rtf_ratio; removed in the next release",
+                      buckets=_RATIOS, registry=r),
         )
         self.synth_seconds = Counter(
             "streamtts_synth_inference_seconds", "Inference time, summed over chunks (RTF = this / audio seconds)",
@@ -60,8 +77,16 @@ class SynthMetrics(ServiceMetrics):
         self.dead_letters = Counter("streamtts_synth_dead_letters", "Jobs moved to jobs/dead", registry=r)
         self.model_load_seconds = Gauge("streamtts_synth_model_load_seconds", "Model load time", registry=r)
         self.warmup_seconds = Gauge("streamtts_synth_warmup_seconds", "Warm-up time", registry=r)
+        # 0 until this worker has published its voice list: intake accepts nothing before one has.
+        self.voices_published = Gauge(
+            "streamtts_synth_voices_published", "Voices this worker has published to synth/voices (0: not yet)",
+            registry=r,
+        )
         self.redis_used_memory = Gauge(
             "streamtts_redis_used_memory_bytes", "Redis used_memory, polled by synth", registry=r,
+        )
+        self.redis_maxmemory = Gauge(
+            "streamtts_redis_maxmemory_bytes", "Redis maxmemory (0: no cap), polled by synth", registry=r,
         )
         # The archive (synth's archiver; see docs/design.md, "The archive")
         self.archived = Counter(
@@ -82,6 +107,9 @@ class SynthMetrics(ServiceMetrics):
         )
         self.sweeps = Counter(
             "streamtts_archive_sweeps", "Scans of every cast (backstop archiving and retention)", registry=r,
+        )
+        self.archive_errors = Counter(
+            "streamtts_archive_errors", "Archiver rounds that failed (Redis, the store) and are retried", registry=r,
         )
         self.swept = Counter("streamtts_archive_swept_casts", "Casts deleted by retention (RETENTION_DAYS)", registry=r)
 

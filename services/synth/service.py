@@ -96,6 +96,7 @@ class SynthService:
         voices = sorted(synth.voices())
         default = choose_default_voice(self.cfg.default_voice, voices)
         await self._publish(voices, default, synth.name)
+        self.metrics.voices_published.set(len(voices))
         self.synthesizer = synth
         self.worker = Worker(self.cfg, self.redis, synth, metrics=self.metrics)
         self.phase = "running"

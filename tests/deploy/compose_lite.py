@@ -166,3 +166,44 @@ def config(paths: list[Path], env: Mapping[str, str]) -> dict[str, Any]:
     for path in paths:
         model = merge(model, interpolate(load(path), env))
     return _strip(model)
+
+
+ENV_FILE_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """An `env_file:`: KEY=VALUE lines, # comments and blank lines skipped, one pair of quotes
+    around a value removed (what Compose does for the plain files compose/ documents)."""
+    values = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = ENV_FILE_LINE.match(stripped)
+        if not match:
+            raise ValueError(f"{path}:{number}: not KEY=VALUE")
+        value = match.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[match.group(1)] = value
+    return values
+
+
+def service_environment(model: dict[str, Any], service: str, directory: Path) -> dict[str, str]:
+    """What the service's container sees: its `env_file:`s in order (paths relative to
+    `directory`, the compose file's folder), then `environment:`, which wins."""
+    spec = model["services"][service]
+    files = spec.get("env_file", [])
+    values: dict[str, str] = {}
+    for entry in [files] if isinstance(files, (str, dict)) else files:
+        path, required = (entry["path"], entry.get("required", True)) if isinstance(entry, dict) else (entry, True)
+        full = directory / path
+        if not full.exists():
+            if required:
+                raise FileNotFoundError(f"env file {full} not found")
+            continue
+        values.update(read_env_file(full))
+    for name, value in _env_mapping(spec.get("environment", {})).items():
+        if value is not None:
+            values[name] = str(value)
+    return values

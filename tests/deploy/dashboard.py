@@ -25,6 +25,8 @@ GRAFANA_VARIABLES = {
     "$__interval": "15s",
     "$__range": "1h",
 }
+# The dashboard's own variables (namespace, job, instance): label regexes, "All" is `.*`.
+LABEL_VARIABLES = {"$namespace": ".*", "$job": ".*", "$instance": ".*"}
 # Metric families every prometheus_client process exports; the dashboard may use them too.
 STANDARD_PREFIXES = ("process_", "python_")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -51,7 +53,7 @@ class Query:
     def promql(self) -> str:
         """The expression with Grafana's variables substituted."""
         expr = self.expr
-        for variable, value in GRAFANA_VARIABLES.items():
+        for variable, value in {**GRAFANA_VARIABLES, **LABEL_VARIABLES}.items():
             expr = expr.replace(variable, value)
         return expr
 
@@ -108,6 +110,7 @@ class DocumentedMetric:
     type: str  # counter, gauge or histogram
     labels: dict[str, list[str]]  # label name -> example values from the doc ([] if none given)
     service: str
+    deprecated: bool = False  # kept for one release under an old name; not on the dashboard
 
 
 @cache
@@ -123,7 +126,8 @@ def documented_metrics(path: Path = METRICS_DOC) -> dict[str, DocumentedMetric]:
         if len(cells) < 4 or not cells[0].startswith("`"):
             continue
         name = cells[0].strip("`")
-        metrics[name] = DocumentedMetric(name, cells[1], _labels(cells[2]), service)
+        metrics[name] = DocumentedMetric(name, cells[1], _labels(cells[2]), service,
+                                         "**deprecated**" in cells[3])
     return metrics
 
 

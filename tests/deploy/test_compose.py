@@ -282,10 +282,11 @@ def test_prometheus_config_is_valid_and_scrapes_every_service() -> None:
 
 
 def test_secrets_are_git_ignored() -> None:
-    for path in ("compose/.env", "k3s/base/secrets.env"):
+    for path in ("compose/.env", "compose/streamtts.env", "k3s/base/secrets.env", "k3s/base/streamtts.env"):
         result = run(["git", "-C", str(REPO), "check-ignore", "-q", path])
         assert result.returncode == 0, f"{path} is not git-ignored"
-    for path in ("compose/.env.example", "k3s/base/secrets.env.example"):
+    for path in ("compose/.env.example", "compose/streamtts.env.example", "k3s/base/secrets.env.example",
+                 "k3s/base/streamtts.env.example"):
         result = run(["git", "-C", str(REPO), "check-ignore", "-q", path])
         assert result.returncode == 1, f"{path} should be committed"
 
@@ -311,5 +312,5 @@ def test_synth_edge_and_intake_share_the_archive(variant: str) -> None:
     for name in ("synth", "edge", "intake"):
         mounts = {v["target"]: v["source"] for v in services[name]["volumes"] if v["type"] == "volume"}
         assert mounts.get("/var/lib/streamtts/archive") == "archive"
-        assert services[name]["environment"]["ARCHIVE_URL"] == "file:///var/lib/streamtts/archive"
+    # ARCHIVE_URL comes from compose/streamtts.env (test_settings_reach.py)
     assert services["redis"]["environment"]["REDIS_MAXMEMORY"] == "auto"

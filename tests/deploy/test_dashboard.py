@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ GRID_COLUMNS = 24
 REQUIRED = {
     "time to first audio": "streamtts_synth_time_to_first_audio_seconds_bucket",
     "per-chunk synthesis latency": "streamtts_synth_chunk_seconds_bucket",
-    "real-time factor": "streamtts_synth_rtf_bucket",
+    "real-time factor": "streamtts_synth_rtf_ratio_bucket",
     "queue depth": "streamtts_synth_queue_depth",
     "consumer lag": "streamtts_synth_consumer_lag",
     "active casts": "streamtts_synth_active_casts",
@@ -39,7 +40,9 @@ REQUIRED = {
     "retries": "streamtts_synth_retries_total",
     "dead letters": "streamtts_synth_dead_letters_total",
     "redis memory": "streamtts_redis_used_memory_bytes",
+    "releases running": "streamtts_build_info",
 }
+SCOPE = ('job=~"$job"', 'instance=~"$instance"', 'namespace=~"$namespace"')
 
 
 def test_dashboard_is_well_formed() -> None:
@@ -64,7 +67,7 @@ def test_dashboard_is_well_formed() -> None:
 
 def test_queries_use_the_datasource_variable() -> None:
     dashboard = load_dashboard()
-    [variable] = dashboard["templating"]["list"]
+    variable = dashboard["templating"]["list"][0]
     assert (variable["name"], variable["type"], variable["query"]) == ("datasource", "datasource",
                                                                        "prometheus")
     for panel in panels(dashboard):
@@ -73,6 +76,40 @@ def test_queries_use_the_datasource_variable() -> None:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         for target in panel["targets"]:
             assert target["datasource"] == panel["datasource"]
+
+
+def test_namespace_job_and_instance_variables_scope_every_query() -> None:
+    """One dashboard for compose (jobs intake, edge, synth) and for k3s (a namespace per install):
+    every selector of every query is narrowed by the three variables, which list the values of
+    streamtts_build_info (every service exports it)."""
+    dashboard = load_dashboard()
+    variables = {v["name"]: v for v in dashboard["templating"]["list"][1:]}
+    assert set(variables) == {"namespace", "job", "instance"}
+    for variable in variables.values():
+        assert variable["type"] == "query" and variable["datasource"]["uid"] == "${datasource}"
+        assert variable["query"]["query"].startswith("label_values(streamtts_build_info")
+        assert variable["includeAll"] and variable["allValue"] == ".*"
+    for query in dashboard_queries():
+        for name in promql_metric_names(query.promql):
+            for selector in re.findall(rf"(?<![\w:]){name}(\{{[^}}]*\}})?", query.expr):
+                assert all(part in selector for part in SCOPE), f"{query.panel}: {name} is not scoped"
+
+
+def test_panels_mixing_units_put_each_on_its_own_axis() -> None:
+    """casts/s and bytes/s on one axis hid the casts: a panel whose queries differ in unit
+    gives the other unit its own axis (a per-query override with a unit and a placement)."""
+    units = {"bytes": "Bps", "casts": "ops"}
+    for panel in panels(load_dashboard()):
+        legends = {t["refId"]: t.get("legendFormat", "") for t in panel.get("targets", [])}
+        if not any("bytes/s" in legend for legend in legends.values()) or len(legends) < 2:
+            continue
+        overrides = panel["fieldConfig"]["overrides"]
+        for ref, legend in legends.items():
+            if "bytes/s" in legend:
+                [override] = [o for o in overrides if o["matcher"]["options"] == ref]
+                props = {p["id"]: p["value"] for p in override["properties"]}
+                assert props["unit"] == units["bytes"] and props["custom.axisPlacement"] == "right"
+        assert panel["fieldConfig"]["defaults"]["unit"] == units["casts"], panel["title"]
 
 
 def test_queries_use_only_known_grafana_variables() -> None:
@@ -113,7 +150,9 @@ def test_every_metric_is_documented() -> None:
 
 def test_every_documented_metric_is_on_the_dashboard() -> None:
     shown = {documented_name(name) for name in dashboard_metric_names()}
-    assert not set(documented_metrics()) - shown
+    current = {name for name, metric in documented_metrics().items() if not metric.deprecated}
+    assert not current - shown
+    assert "streamtts_synth_rtf" not in current  # renamed to streamtts_synth_rtf_ratio
 
 
 @pytest.mark.parametrize("view", sorted(REQUIRED))

@@ -131,3 +131,22 @@ def test_build_context_holds_what_copy_needs(service: str) -> None:
                 assert sent(source), source
                 if source.startswith("docker/"):
                     assert (REPO / source).is_file(), source
+
+
+def installed_extras(service: str) -> set[str]:
+    """The extras of every `pip install ".[a,b]"` of the project (build args expanded)."""
+    steps = instructions(dockerfile(service))
+    args = dict(a.split("=", 1) for w, a in steps if w == "ARG" and "=" in a)
+    extras: set[str] = set()
+    for word, arguments in steps:
+        if word == "RUN":
+            for group in re.findall(r'"\.\[([^\]]*)\]"', arguments):
+                group = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], group)
+                extras |= set(group.split(","))
+    return extras
+
+
+def test_every_image_can_read_an_s3_archive(service: str) -> None:
+    """All three services take ARCHIVE_URL=s3://... (edge and intake read, synth writes):
+    each image needs the `s3` extra, or the service dies importing aiobotocore."""
+    assert "s3" in installed_extras(service)

@@ -8,7 +8,8 @@ from .tools import COMPOSE, K3S, REPO
 
 DEPLOY_MD = REPO / "docs" / "deploy.md"
 # Files the operator creates; they are git-ignored on purpose.
-OPERATOR_FILES = {"compose/.env", "k3s/base/secrets.env"}
+OPERATOR_FILES = {"compose/.env", "compose/streamtts.env", "k3s/base/secrets.env",
+                  "k3s/base/streamtts.env"}
 PATH = re.compile(r"(?<![\w/.-])((?:compose|k3s|docker|tests/deploy|docs)/[\w./-]*[\w/])")
 
 
@@ -22,7 +23,8 @@ def test_every_path_in_the_guide_exists() -> None:
 def test_guide_names_every_setting_an_operator_sets() -> None:
     guide = DEPLOY_MD.read_text()
     settings = set()
-    for path in (COMPOSE / ".env.example", K3S / "base" / "config.env"):
+    for path in (COMPOSE / ".env.example", COMPOSE / "streamtts.env.example", K3S / "base" / "config.env",
+                 K3S / "base" / "streamtts.env.example"):
         settings |= set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", path.read_text(), re.M))
     missing = sorted(s for s in settings if f"`{s}`" not in guide)
     assert not missing

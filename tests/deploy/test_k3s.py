@@ -17,7 +17,8 @@ OVERLAYS = ["jetson", "cpu"]
 # The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
 KUBERNETES_VERSIONS = ["1.31.0", "1.34.0"]
 # Where the Ingress differs from Caddy: it cannot match the method, so these GETs reach intake
-# (which has only POST there), and it cannot refuse a path, so edge's /metrics stays reachable.
+# (which has only POST there), and it cannot refuse a path, so /metrics reaches edge's public port
+# (which answers 404: its metrics are on EDGE_METRICS_PORT; test_edge_metrics_stay_private).
 INGRESS_DIFFERENCES = {
     ("GET", "/generate"): "intake",
     ("GET", "/api/casts"): "intake",
@@ -34,9 +35,10 @@ WORKLOADS = {"Deployment", "StatefulSet"}
 def k3s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of k3s/ with the secrets.env an operator would create from the example."""
     tree = tmp_path_factory.mktemp("k3s") / "k3s"
-    shutil.copytree(K3S, tree, ignore=shutil.ignore_patterns("secrets.env"))
+    shutil.copytree(K3S, tree, ignore=shutil.ignore_patterns("secrets.env", "streamtts.env"))
     example = (tree / "base" / "secrets.env.example").read_text()
     (tree / "base" / "secrets.env").write_text(example.replace("replace-me", "test-value"))
+    shutil.copy(tree / "base" / "streamtts.env.example", tree / "base" / "streamtts.env")
     return tree
 
 
@@ -103,6 +105,7 @@ def test_secret_values_in_the_repo_are_placeholders() -> None:
             assert line.split("=", 1)[1].startswith("replace-me"), line
     tracked = run(["git", "-C", str(REPO), "ls-files", "k3s"]).stdout.split()
     assert "k3s/base/secrets.env" not in tracked
+    assert "k3s/base/streamtts.env" not in tracked
 
 
 def test_renderer_agrees_with_kustomize(k3s_tree: Path, overlay: str) -> None:
@@ -320,3 +323,21 @@ def test_podmonitor_option_scrapes_each_service_on_a_port_it_has(rendered: list[
         scraped = [e for e in endpoints if e["port"] in ports
                    and all(r.get("regex") == name for r in e.get("relabelings", []))]
         assert len(scraped) == 1, name  # once, and never edge's public port
+
+
+def test_edge_metrics_stay_private(rendered: list[dict[str, Any]]) -> None:
+    """The Ingress sends /metrics to edge's public port; config.env moves edge's metrics to a
+    port of their own (edge answers 404 for /metrics elsewhere: tests/edge/test_edge_metrics_port.py),
+    which the Service does not expose, so nothing outside the cluster reads them."""
+    public = int(config_value(rendered, "EDGE_PORT"))
+    metrics = int(config_value(rendered, "EDGE_METRICS_PORT"))
+    assert metrics not in (0, public)
+    ingress = find(rendered, "Ingress", "streamtts")
+    name, port_name = ingress_backend(ingress, "/metrics")
+    [port] = [p for p in find(rendered, "Service", name)["spec"]["ports"] if p["name"] == port_name]
+    ports = {p["name"]: p["containerPort"] for p in container(find(rendered, "Deployment", "edge"))["ports"]}
+    assert ports[port["targetPort"]] == public
+    exposed = {p["targetPort"] for p in find(rendered, "Service", "edge")["spec"]["ports"]}
+    assert all(ports.get(p, p) != metrics for p in exposed)
+    guide = (REPO / "docs" / "deploy.md").read_text() + (K3S / "base" / "ingress.yaml").read_text()
+    assert "is reachable" not in guide.replace("\n", " ")

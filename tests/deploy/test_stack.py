@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -66,7 +67,9 @@ def compose_environment(service: str, tmp: Path, redis_port: int,
         "GRAFANA_ADMIN_PASSWORD": "unused-here-000000",
     }
     model = compose_lite.config([COMPOSE / "compose.yaml", COMPOSE / "compose.cpu.yaml"], env)
-    settings = {k: str(v) for k, v in model["services"][service]["environment"].items()}
+    # the operator's compose/streamtts.env, as the example has it
+    shutil.copy(COMPOSE / "streamtts.env.example", tmp / "streamtts.env")
+    settings = compose_lite.service_environment(model, service, tmp)
     settings["REDIS_URL"] = settings["REDIS_URL"].replace("@redis:6379", f"@127.0.0.1:{redis_port}")
     for key in list(settings):
         if key.endswith("_HOST"):

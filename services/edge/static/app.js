@@ -181,7 +181,19 @@ class VoicePicker {
   }
 }
 
-async function submit(form, button, errorBox) {
+// A server with STREAMTTS_API_KEYS wants `Authorization: Bearer <key>` on submits; the key the
+// user typed is kept in this browser (localStorage), never in the page or the URL.
+const KEY_STORE = "streamtts.apiKey";
+
+function storedKey() {
+  try { return localStorage.getItem(KEY_STORE) || ""; } catch (err) { return ""; }
+}
+
+function storeKey(key) {
+  try { key ? localStorage.setItem(KEY_STORE, key) : localStorage.removeItem(KEY_STORE); } catch (err) { /* private mode */ }
+}
+
+async function submit(form, button, errorBox, keyInput) {
   errorBox.textContent = "";
   button.disabled = true;
   button.textContent = "Submitting…";
@@ -189,13 +201,18 @@ async function submit(form, button, errorBox) {
   const payload = { text: data.get("text") || "" };
   if (data.get("voice")) payload.voice = data.get("voice");
   if ((data.get("title") || "").trim()) payload.title = data.get("title");
+  const key = keyInput.value.trim();
+  storeKey(key);
+  const headers = { "Content-Type": "application/json", Accept: "application/json" };
+  if (key) headers.Authorization = `Bearer ${key}`;
   try {
-    const response = await fetch("/generate", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify(payload),
-    });
+    const response = await fetch("/generate", { method: "POST", headers, body: JSON.stringify(payload) });
     const body = await response.json().catch(() => ({}));
+    if (response.status === 401) {
+      keyInput.closest("details").open = true;
+      errorBox.textContent = key ? "The server refused this API key." : "This server wants an API key: enter it under API key.";
+      return;
+    }
     if (!response.ok) {
       const wait = response.headers.get("Retry-After");
       errorBox.textContent = (body.message || `The server answered ${response.status}.`) +
@@ -217,6 +234,9 @@ document.addEventListener("DOMContentLoaded", () => {
   const estimate = document.getElementById("estimate");
   const button = document.getElementById("submit");
   const errorBox = document.getElementById("error");
+  const keyInput = document.getElementById("api-key");
+  keyInput.value = storedKey();
+  if (keyInput.value) keyInput.closest("details").open = true;
   const picker = new VoicePicker(document.getElementById("voice"));
   picker.load().then(() => picker.fit(text.value));
   let pending = 0;
@@ -233,6 +253,6 @@ document.addEventListener("DOMContentLoaded", () => {
       errorBox.textContent = "Paste some text first.";
       return;
     }
-    submit(form, button, errorBox);
+    submit(form, button, errorBox, keyInput);
   });
 });
