@@ -93,18 +93,18 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     follower = client_for(
         cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
     )
-    archive = await open_store(cfg.archive) if cfg.archive is not None else None
+    blobs = await open_store(cfg.archive) if cfg.archive is not None else None
     app[INTAKE] = Intake(
         cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
-        log=LogReader(redis, archive), limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
+        reader=LogReader(redis, blobs), limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
-        follower=follower, speech_log=LogReader(follower, archive),
+        follower=follower, speech_reader=LogReader(follower, blobs),
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
     )
     yield
-    if archive is not None:
-        await archive.close()
+    if blobs is not None:
+        await blobs.close()
     await follower.aclose()
     await redis.aclose()
 

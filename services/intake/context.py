@@ -46,9 +46,9 @@ class Intake:
     # The speech room's: the cast logs as live sessions follow them (archived ones read from the
     # archive); `/v1/audio/speech`'s pool of blocking reads, the logs over it, the bound on open
     # streams and the streams open (cancelled at shutdown)
-    log: LogReader
+    reader: LogReader
     follower: Redis
-    speech_log: LogReader
+    speech_reader: LogReader
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)

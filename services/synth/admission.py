@@ -164,7 +164,7 @@ class Admitter:
     async def _begin(self, cast: ActiveCast) -> None:
         """`start` the attempt in the log, then hold the cast (or finish it: only `eos` was missing)."""
         job = cast.job
-        start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=jobs.now_ms())
+        start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=castlog.now_ms())
         try:
             cast.tail = await self.crew.store.append(job.cast_id, cast.tail, [start])
         except SeqMismatch as exc:

@@ -19,7 +19,6 @@ while one chunk was in hand (a poison input that kills every worker that tries i
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +43,6 @@ LAG_SCAN_LIMIT = 10_000
 TALLY_TTL_S = 7 * 24 * 3600
 # A job handed back is left this idle, so that a take-over's XAUTOCLAIM takes it at once too.
 HANDED_BACK_IDLE_MS = 10 * 24 * 3600 * 1000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 async def ensure_group(redis: Redis, stream: str = castlog.JOBS) -> None:

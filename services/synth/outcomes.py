@@ -126,7 +126,7 @@ class Outcomes:
         await castlog.announce_done(self.crew.redis, castlog.Done(
             id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
             synth_ms=0, first_audio_ms=first_audio_ms(first_audio_ts(entries), job.enqueued_at),
-            finished_at=entries[-1].ts or jobs.now_ms(),
+            finished_at=entries[-1].ts or castlog.now_ms(),
         ))
 
     async def malformed(self, entry_id: str, fields: jobs.Fields, deliveries: int, stream: str) -> None:

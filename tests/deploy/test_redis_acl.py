@@ -150,7 +150,8 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     job_id = entries[0][0]
     assert synth.xrange(f"catalog/{CAST}")[0][1][b"text"] == b"Hello."
     append = synth.register_script(APPEND)
-    assert append(keys=[f"pub/casts/{CAST}"], args=[1, "start", "{}", ""]) == [1, 2]
+    ok, tail, stamp = append(keys=[f"pub/casts/{CAST}"], args=[1, "start", "{}", ""])  # [R:append-answers-stamp]
+    assert (ok, tail) == (1, 2) and stamp > 0
     assert append(keys=[f"pub/casts/{CAST}"], args=[1, "audio", "{}", "mp3"]) == [0, 2]  # fenced
     # the append read its predecessor's stamp (an XREVRANGE inside the script) into `p`
     [(_, appended)] = synth.xrange(f"pub/casts/{CAST}", min="0-2")

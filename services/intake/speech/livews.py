@@ -213,7 +213,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async for entry in self.app[INTAKE].log.follow(self.cast_id, self.seq_num):
+        async for entry in self.app[INTAKE].reader.follow(self.cast_id, self.seq_num):
             record = entry.record
             if isinstance(record, Audio) and record.i not in sent:
                 await self.send({"type": "sentence", "index": record.i, "text": record.t})
