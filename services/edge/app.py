@@ -14,7 +14,7 @@ from blobstore import open_store
 from castlog import LogReader
 from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 
-from . import captions, docs, mp3stream, sse, views
+from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import middleware
@@ -53,6 +53,7 @@ def create_app(cfg: Config) -> web.Application:
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
+    durable.setup(app)  # /v1/stream: Durable Streams reads
     if cfg.metrics_port:
         app.cleanup_ctx.append(_metrics_site)
     return app

@@ -42,6 +42,12 @@ FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 SHUTDOWN_TIMEOUT_S = 5.0
 # Reads of casts are recorded for retention in memory and written to Redis this often.
 PLAYED_FLUSH_S = 60.0
+# Durable streams (/v1/stream): the longest long-poll, the bytes of one read (at least one
+# append), readers blocked at once per edge (each holds a connection), an SSE stream's lifetime.
+DS_LONG_POLL_S = 15.0
+DS_READ_MAX_BYTES = 1024 * 1024
+DS_MAX_WAITERS = 1024
+DS_SSE_MAX_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ class Config:
     archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
     played_flush_s: float = PLAYED_FLUSH_S
     metrics_port: int = 0  # EDGE_METRICS_PORT: /metrics on its own port (off the public one); 0: on port
+    ds_long_poll_s: float = DS_LONG_POLL_S
+    ds_read_max_bytes: int = DS_READ_MAX_BYTES
+    ds_max_waiters: int = DS_MAX_WAITERS
+    ds_sse_max_s: float = DS_SSE_MAX_S
 
     def __post_init__(self) -> None:
         require_positive({
@@ -87,6 +97,10 @@ class Config:
             "EDGE_LAYOUT_CACHE": self.layout_cache,
             "EDGE_REDIS_POOL": self.redis_pool,
             "EDGE_PLAYED_FLUSH_S": self.played_flush_s,
+            "EDGE_DS_LONG_POLL_S": self.ds_long_poll_s,
+            "EDGE_DS_READ_MAX_BYTES": self.ds_read_max_bytes,
+            "EDGE_DS_MAX_WAITERS": self.ds_max_waiters,
+            "EDGE_DS_SSE_MAX_S": self.ds_sse_max_s,
         })
         require_non_negative({"EDGE_MAX_WAIT_S": self.max_wait_s})
 
@@ -119,4 +133,8 @@ class Config:
             archive=StoreConfig.from_settings(get),
             played_flush_s=get("EDGE_PLAYED_FLUSH_S", float, d.played_flush_s),
             metrics_port=get("EDGE_METRICS_PORT", int, d.metrics_port),
+            ds_long_poll_s=get("EDGE_DS_LONG_POLL_S", float, d.ds_long_poll_s),
+            ds_read_max_bytes=get("EDGE_DS_READ_MAX_BYTES", int, d.ds_read_max_bytes),
+            ds_max_waiters=get("EDGE_DS_MAX_WAITERS", int, d.ds_max_waiters),
+            ds_sse_max_s=get("EDGE_DS_SSE_MAX_S", float, d.ds_sse_max_s),
         )

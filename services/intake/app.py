@@ -27,7 +27,7 @@ from servicekit import (
     redact,
 )
 
-from . import live, livews, speech, v1, views
+from . import durable, live, livews, speech, v1, views
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -83,6 +83,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
     app.router.add_get("/v1/models", views.get_v1_models)
     app.router.add_get("/v1/models/{model}", views.get_v1_model)
+    durable.setup(app)  # /v1/stream: Durable Streams writes
     return app
 
 

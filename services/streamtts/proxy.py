@@ -34,6 +34,8 @@ INTAKE_ROUTES = {
 INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
 # Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
 INTAKE_PREFIX = "/v1/"
+# Durable Streams (/v1/stream/<path>): reads are edge's, writes intake's.
+DURABLE_PREFIX = "/v1/stream/"
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1). A request's
 # Content-Length is the client's (its body is sent again, in pieces); a response's is kept, with
 # the range headers, so that a finished MP3 keeps its length and seeking through the proxy.
@@ -70,6 +72,8 @@ class Upstreams:
     def pick(self, method: str, path: str) -> str:
         if method == "DELETE" and path.startswith("/api/casts/"):
             return self.intake  # the admin's delete (intake owns the claim)
+        if path.startswith(DURABLE_PREFIX):
+            return self.edge if method in ("GET", "HEAD") else self.intake  # durable streams' reads and writes
         if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
             return self.intake
         if path.startswith(INTAKE_PREFIX):

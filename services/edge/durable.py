@@ -1,0 +1,259 @@
+"""The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
+reads, long-poll and SSE. Parse, call ``castlog.durable``, answer; writes are intake's.
+
+Each waiting reader (a long-poll at the tail, an SSE stream between events) blocks on its own
+XREAD of the stream's log, on a pool of ``EDGE_DS_MAX_WAITERS`` connections: past it, 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from castlog.durable import ZERO_ID, DurableStreams, Meta, Slice, entry_of, id_key, offset_of
+from servicekit import Refusal, client_for
+from servicekit import dshttp as ds
+
+from .context import CONFIG, EDGE
+
+# A waiter's blocking read answers within its block time; its socket waits this much longer.
+WAIT_SOCKET_MARGIN_S = 10.0
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+@dataclass
+class Reads:
+    streams: DurableStreams
+    blocking: Redis  # EDGE_DS_MAX_WAITERS connections, each one waiter's XREAD
+    waiters: asyncio.Semaphore
+    stopping: asyncio.Event
+
+
+READS = web.AppKey("durable_reads", Reads)
+
+
+def setup(app: web.Application) -> None:
+    """Routes, the waiters' pool and the graceful stop, after edge's own Redis context."""
+    app.cleanup_ctx.append(_reads_ctx)
+    app.on_shutdown.append(_stop_waiters)
+    app.on_response_prepare.append(ds.secure)
+    app.router.add_get(ds.ROUTE, read, allow_head=False)
+    app.router.add_head(ds.ROUTE, head)
+
+
+async def _reads_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    blocking = client_for(cfg.redis_url, cfg.ds_max_waiters,
+                          socket_timeout_s=max(cfg.ds_long_poll_s, cfg.sse_heartbeat_s) + WAIT_SOCKET_MARGIN_S)
+    app[READS] = Reads(DurableStreams(app[EDGE].reader), blocking, asyncio.Semaphore(cfg.ds_max_waiters),
+                       asyncio.Event())
+    try:
+        yield
+    finally:
+        await blocking.aclose()
+
+
+async def _stop_waiters(app: web.Application) -> None:
+    if READS in app:
+        app[READS].stopping.set()
+
+
+async def _open(request: web.Request, path: str, touch: bool) -> Meta:
+    found = await request.app[READS].streams.open(path, touch=touch)
+    if found.meta is None:
+        raise ds.gone() if found.status == "gone" else ds.missing()
+    return found.meta
+
+
+def _meta_headers(meta: Meta) -> dict[str, str]:
+    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: meta.tail_offset}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    return headers
+
+
+async def head(request: web.Request) -> web.Response:
+    """Metadata only; a HEAD does not slide the TTL [R:ds-head]."""
+    meta = await _open(request, ds.stream_path(request), touch=False)
+    headers = _meta_headers(meta)
+    headers["Cache-Control"] = "no-store"
+    if meta.ttl is not None:
+        headers[ds.TTL] = str(meta.ttl)
+    if meta.expires_at is not None:
+        headers[ds.EXPIRES_AT] = meta.expires_at
+    headers["ETag"] = ds.etag(meta.path, "-1", meta.tail_offset, meta.closed)
+    return web.Response(status=200, headers=headers)
+
+
+def _offset(request: web.Request) -> str | None:
+    offsets = request.query.getall("offset", [])
+    if len(offsets) > 1:
+        raise ds.bad("send one offset")
+    if not offsets:
+        return None
+    offset = offsets[0]
+    if offset not in ("-1", "now") and entry_of(offset) is None:
+        raise ds.bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
+    return offset
+
+
+async def read(request: web.Request) -> web.StreamResponse:
+    """GET: catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    path = ds.stream_path(request)
+    offset = _offset(request)
+    live = request.query.get("live")
+    if live in ("long-poll", "sse") and offset is None:
+        raise ds.bad(f"live={live} needs an offset")
+    meta = await _open(request, path, touch=True)
+    after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
+    assert after is not None
+    if live == "sse":
+        return await _sse(request, meta, after)
+    if offset == "now" and live != "long-poll":
+        headers = _meta_headers(meta)
+        headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
+        return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
+    reads = request.app[READS]
+    got = await reads.streams.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
+    if live == "long-poll" and not got.entries:
+        meta, got = await _long_poll(request, meta, after)
+        if not got.entries:
+            return _timed_out(request, meta)
+    return _catch_up(request, meta, got, offset or "-1", live == "long-poll")
+
+
+async def _long_poll(request: web.Request, meta: Meta, after: str) -> tuple[Meta, Slice]:
+    """Wait for the stream's own next entry; none until the deadline (or a close): empty slice."""
+    cfg = request.app[CONFIG]
+    deadline = time.monotonic() + cfg.ds_long_poll_s
+    empty = Slice([], complete=True)
+    async with _slot(request):
+        while not meta.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await _wait(request, meta, after, remaining)
+            meta = await _open(request, meta.path, touch=True)
+            got = await request.app[READS].streams.read(meta, after, cfg.ds_read_max_bytes)
+            if got.entries:
+                return meta, got
+    return meta, empty
+
+
+def _slot(request: web.Request) -> asyncio.Semaphore:
+    """The waiters' semaphore, once it is sure to have room (a waiter never queues)."""
+    waiters = request.app[READS].waiters
+    if waiters.locked():
+        raise Refusal(503, "busy", "too many readers wait on this edge; retry shortly", {"Retry-After": "1"})
+    return waiters
+
+
+async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
+    """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
+    reads = request.app[READS]
+    since = max(after, meta.tail, key=id_key)
+    return await reads.streams.wait(reads.blocking, meta.path, since, int(seconds * 1000))
+
+
+def _timed_out(request: web.Request, meta: Meta) -> web.Response:
+    headers = {ds.NEXT_OFFSET: meta.tail_offset, ds.UP_TO_DATE: "true"}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    else:
+        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
+    return web.Response(status=204, headers=headers)
+
+
+def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, live: bool) -> web.Response:
+    end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
+    closed = meta.closed and got.complete and end == meta.tail_offset
+    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: end}
+    if got.complete:
+        headers[ds.UP_TO_DATE] = "true"
+    if closed:
+        headers[ds.CLOSED] = "true"
+    if live or not closed:
+        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
+    tag = ds.etag(meta.path, start, end, closed)
+    headers["ETag"] = tag
+    if request.headers.get("If-None-Match") == tag:
+        return web.Response(status=304, headers={"ETag": tag})
+    return web.Response(status=200, headers=headers, body=_body(meta, got))
+
+
+def _body(meta: Meta, got: Slice) -> bytes:
+    if meta.json:
+        return b"[" + b",".join(data for _, data in got.entries) + b"]"
+    return b"".join(data for _, data in got.entries)
+
+
+def _event(kind: str, payload: str) -> bytes:
+    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return (f"event: {kind}\n" + "".join(f"data:{line}\n" for line in lines) + "\n").encode()
+
+
+def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
+    if binary:
+        return _event("data", base64.b64encode(data).decode())
+    if meta.json:
+        return _event("data", "[" + data.decode() + "]")
+    return _event("data", data.decode("utf-8", errors="replace"))
+
+
+async def _sse(request: web.Request, meta: Meta, after: str) -> web.StreamResponse:
+    """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
+    when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
+    kind = meta.content_type.split(";", 1)[0].strip().lower()
+    binary = not (kind.startswith("text/") or kind == "application/json")
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    if binary:
+        response.headers[ds.SSE_ENCODING] = "base64"
+    async with _slot(request):
+        await response.prepare(request)
+        await _events(request, response, meta, after, binary)
+    await response.write_eof()
+    return response
+
+
+async def _events(
+    request: web.Request, response: web.StreamResponse, meta: Meta, after: str, binary: bool
+) -> None:
+    cfg = request.app[CONFIG]
+    reads = request.app[READS]
+    ends = time.monotonic() + cfg.ds_sse_max_s
+    cursor = request.query.get("cursor")
+    while not reads.stopping.is_set():
+        got = await reads.streams.read(meta, after, cfg.ds_read_max_bytes)
+        out = [_data_event(meta, data, binary) for _, data in got.entries]
+        if got.entries:
+            after = got.entries[-1][0]
+        at_tail = got.complete
+        position = offset_of(after) if got.entries else meta.tail_offset
+        control: dict[str, object] = {"streamNextOffset": position}
+        if meta.closed and at_tail:
+            control["streamClosed"] = True
+        else:
+            control["streamCursor"] = ds.cursor_after(cursor)
+            if at_tail:
+                control["upToDate"] = True
+        out.append(_event("control", json.dumps(control)))
+        await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
+        if "streamClosed" in control:
+            break
+        remaining = ends - time.monotonic()
+        if remaining <= 0:
+            break
+        if at_tail:
+            after = max(after, meta.tail, key=id_key)
+            await _wait(request, meta, after, min(remaining, cfg.sse_heartbeat_s))
+        found = await reads.streams.open(meta.path, touch=True)
+        if found.meta is None:
+            break
+        meta = found.meta
