@@ -42,6 +42,10 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-
 EXPOSED = ", ".join((NEXT_OFFSET, CURSOR, UP_TO_DATE, CLOSED, PRODUCER_EPOCH, PRODUCER_SEQ, PRODUCER_EXPECTED_SEQ,
                      PRODUCER_RECEIVED_SEQ, SSE_ENCODING, "ETag", "Content-Type", "Location"))
 
+ALLOW_METHODS = "GET, HEAD, POST, PUT, DELETE, OPTIONS"
+ALLOW_HEADERS = ", ".join(("Content-Type", "Authorization", "If-None-Match", SEQ, TTL, EXPIRES_AT, CLOSED, PRODUCER_ID,
+                           PRODUCER_EPOCH, PRODUCER_SEQ, FORKED_FROM, FORK_OFFSET, FORK_SUB_OFFSET))
+
 # Cursors count 20-second intervals from the protocol's epoch (2024-10-09T00:00:00Z); a client
 # that echoes a cursor not behind the clock gets one strictly ahead, by up to an hour's jitter.
 CURSOR_INTERVAL_S = 20
@@ -88,6 +92,21 @@ def gone() -> Refusal:
 
 def bad(message: str) -> Refusal:
     return Refusal(400, "bad_request", message)
+
+
+async def preflight(request: web.Request) -> web.Response:
+    """OPTIONS: CORS preflight for any stream (no key needed: it reads and writes nothing)."""
+    return web.Response(status=204, headers={
+        "Access-Control-Allow-Methods": ALLOW_METHODS, "Access-Control-Allow-Headers": ALLOW_HEADERS,
+        "Access-Control-Max-Age": "600",
+    })
+
+
+def public_url(request: web.Request) -> str:
+    """The stream's URL as its client sees it, through a proxy that says where it was asked."""
+    proto = request.headers.get("X-Forwarded-Proto", request.scheme).split(",")[0].strip()
+    host = request.headers.get("X-Forwarded-Host", request.host).split(",")[0].strip()
+    return f"{proto}://{host}{request.path}"
 
 
 async def secure(request: web.Request, response: web.StreamResponse) -> None:

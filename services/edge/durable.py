@@ -46,6 +46,7 @@ def setup(app: web.Application) -> None:
     app.on_response_prepare.append(ds.secure)
     app.router.add_get(ds.ROUTE, read, allow_head=False)
     app.router.add_head(ds.ROUTE, head)
+    app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
 
 
 async def _reads_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -207,6 +208,17 @@ def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
     return _event("data", data.decode("utf-8", errors="replace"))
 
 
+def _control(meta: Meta, position: str, cursor: str | None, at_tail: bool) -> bytes:
+    control: dict[str, object] = {"streamNextOffset": position}
+    if meta.closed and at_tail:
+        control["streamClosed"] = True
+    else:
+        control["streamCursor"] = ds.cursor_after(cursor)
+        if at_tail:
+            control["upToDate"] = True
+    return _event("control", json.dumps(control))
+
+
 async def _sse(request: web.Request, meta: Meta, after: str) -> web.StreamResponse:
     """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
@@ -231,21 +243,18 @@ async def _events(
     cursor = request.query.get("cursor")
     while not reads.stopping.is_set():
         got = await reads.streams.read(meta, after, cfg.ds_read_max_bytes)
-        out = [_data_event(meta, data, binary) for _, data in got.entries]
-        if got.entries:
-            after = got.entries[-1][0]
+        out: list[bytes] = []
         at_tail = got.complete
-        position = offset_of(after) if got.entries else meta.tail_offset
-        control: dict[str, object] = {"streamNextOffset": position}
-        if meta.closed and at_tail:
-            control["streamClosed"] = True
-        else:
-            control["streamCursor"] = ds.cursor_after(cursor)
-            if at_tail:
-                control["upToDate"] = True
-        out.append(_event("control", json.dumps(control)))
+        for n, (entry, data) in enumerate(got.entries):  # a control event after every data event
+            last = n == len(got.entries) - 1
+            after = entry
+            out.append(_data_event(meta, data, binary))
+            out.append(_control(meta, offset_of(entry), cursor, at_tail and last))
+        if not got.entries:
+            out.append(_control(meta, meta.tail_offset, cursor, at_tail))
+        closed = meta.closed and at_tail
         await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
-        if "streamClosed" in control:
+        if closed:
             break
         remaining = ends - time.monotonic()
         if remaining <= 0:

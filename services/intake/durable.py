@@ -115,7 +115,7 @@ async def create(request: web.Request) -> web.Response:
     if outcome.status == "created":
         assert outcome.meta is not None
         headers = _created_headers(outcome.meta)
-        headers["Location"] = request.path
+        headers["Location"] = ds.public_url(request)
         return web.Response(status=201, headers=headers)
     if outcome.status == "exists":
         assert outcome.meta is not None

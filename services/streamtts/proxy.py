@@ -73,7 +73,7 @@ class Upstreams:
         if method == "DELETE" and path.startswith("/api/casts/"):
             return self.intake  # the admin's delete (intake owns the claim)
         if path.startswith(DURABLE_PREFIX):
-            return self.edge if method in ("GET", "HEAD") else self.intake  # durable streams' reads and writes
+            return self.edge if method in ("GET", "HEAD", "OPTIONS") else self.intake  # durable streams' reads and writes
         if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
             return self.intake
         if path.startswith(INTAKE_PREFIX):
@@ -144,6 +144,8 @@ async def forward(request: web.Request) -> web.StreamResponse:
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
+    headers.setdefault("X-Forwarded-Host", request.host)
+    headers.setdefault("X-Forwarded-Proto", request.scheme)
     if wsrelay.is_upgrade(request):
         return await wsrelay.relay(request, base, request.app[SESSION], headers)
     try:
@@ -161,6 +163,8 @@ async def forward(request: web.Request) -> web.StreamResponse:
             headers=headers,
             data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write
             allow_redirects=False,  # a 303 to /c/<id> is the client's to follow
+            # no Content-Type of aiohttp's own where the client sent none (a missing one is meaningful)
+            skip_auto_headers=() if "Content-Type" in request.headers else ("Content-Type",),
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
         return _unreachable(request.app, base, exc)
