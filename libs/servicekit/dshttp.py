@@ -6,12 +6,13 @@ that carry protocol headers. The storage side is ``castlog.durable``.
 from __future__ import annotations
 
 import base64
+import json
 import random
 import time
 
 from aiohttp import web
 
-from castlog.durable import valid_path
+from castlog.durable import entry_of, valid_path
 
 from .errors import Refusal
 
@@ -42,6 +43,7 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-
 EXPOSED = ", ".join((NEXT_OFFSET, CURSOR, UP_TO_DATE, CLOSED, PRODUCER_EPOCH, PRODUCER_SEQ, PRODUCER_EXPECTED_SEQ,
                      PRODUCER_RECEIVED_SEQ, SSE_ENCODING, "ETag", "Content-Type", "Location"))
 
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 ALLOW_METHODS = "GET, HEAD, POST, PUT, DELETE, OPTIONS"
 ALLOW_HEADERS = ", ".join(("Content-Type", "Authorization", "If-None-Match", SEQ, TTL, EXPIRES_AT, CLOSED, PRODUCER_ID,
                            PRODUCER_EPOCH, PRODUCER_SEQ, FORKED_FROM, FORK_OFFSET, FORK_SUB_OFFSET))
@@ -92,6 +94,35 @@ def gone() -> Refusal:
 
 def bad(message: str) -> Refusal:
     return Refusal(400, "bad_request", message)
+
+
+def read_offset(request: web.Request) -> str | None:
+    offsets = request.query.getall("offset", [])
+    if len(offsets) > 1:
+        raise bad("send one offset")
+    if not offsets:
+        return None
+    offset = offsets[0]
+    if offset not in ("-1", "now") and entry_of(offset) is None:
+        raise bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
+    return offset
+
+
+def sse_event(kind: str, payload: str) -> bytes:
+    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return (f"event: {kind}\n" + "".join(f"data:{line}\n" for line in lines) + "\n").encode()
+
+
+def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: bool) -> bytes:
+    """The control event after each data event (and alone at the tail) [R:ds-sse]."""
+    control: dict[str, object] = {"streamNextOffset": position}
+    if closed and at_tail:
+        control["streamClosed"] = True
+    else:
+        control["streamCursor"] = cursor_after(cursor)
+        if at_tail:
+            control["upToDate"] = True
+    return sse_event("control", json.dumps(control))
 
 
 async def preflight(request: web.Request) -> web.Response:

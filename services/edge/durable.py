@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,11 +20,11 @@ from castlog.durable import ZERO_ID, DurableStreams, Meta, Slice, entry_of, id_k
 from servicekit import Refusal, client_for
 from servicekit import dshttp as ds
 
+from . import durable_casts
 from .context import CONFIG, EDGE
 
 # A waiter's blocking read answers within its block time; its socket waits this much longer.
 WAIT_SOCKET_MARGIN_S = 10.0
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 @dataclass
@@ -40,10 +39,12 @@ READS = web.AppKey("durable_reads", Reads)
 
 
 def setup(app: web.Application) -> None:
-    """Routes, the waiters' pool and the graceful stop, after edge's own Redis context."""
+    """Routes (casts' first), the waiters' pool and the graceful stop, after edge's own Redis
+    context."""
     app.cleanup_ctx.append(_reads_ctx)
     app.on_shutdown.append(_stop_waiters)
     app.on_response_prepare.append(ds.secure)
+    durable_casts.add_routes(app.router)
     app.router.add_get(ds.ROUTE, read, allow_head=False)
     app.router.add_head(ds.ROUTE, head)
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
@@ -93,22 +94,10 @@ async def head(request: web.Request) -> web.Response:
     return web.Response(status=200, headers=headers)
 
 
-def _offset(request: web.Request) -> str | None:
-    offsets = request.query.getall("offset", [])
-    if len(offsets) > 1:
-        raise ds.bad("send one offset")
-    if not offsets:
-        return None
-    offset = offsets[0]
-    if offset not in ("-1", "now") and entry_of(offset) is None:
-        raise ds.bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
-    return offset
-
-
 async def read(request: web.Request) -> web.StreamResponse:
     """GET: catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
     path = ds.stream_path(request)
-    offset = _offset(request)
+    offset = ds.read_offset(request)
     live = request.query.get("live")
     if live in ("long-poll", "sse") and offset is None:
         raise ds.bad(f"live={live} needs an offset")
@@ -195,28 +184,12 @@ def _body(meta: Meta, got: Slice) -> bytes:
     return b"".join(data for _, data in got.entries)
 
 
-def _event(kind: str, payload: str) -> bytes:
-    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return (f"event: {kind}\n" + "".join(f"data:{line}\n" for line in lines) + "\n").encode()
-
-
 def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
     if binary:
-        return _event("data", base64.b64encode(data).decode())
+        return ds.sse_event("data", base64.b64encode(data).decode())
     if meta.json:
-        return _event("data", "[" + data.decode() + "]")
-    return _event("data", data.decode("utf-8", errors="replace"))
-
-
-def _control(meta: Meta, position: str, cursor: str | None, at_tail: bool) -> bytes:
-    control: dict[str, object] = {"streamNextOffset": position}
-    if meta.closed and at_tail:
-        control["streamClosed"] = True
-    else:
-        control["streamCursor"] = ds.cursor_after(cursor)
-        if at_tail:
-            control["upToDate"] = True
-    return _event("control", json.dumps(control))
+        return ds.sse_event("data", "[" + data.decode() + "]")
+    return ds.sse_event("data", data.decode("utf-8", errors="replace"))
 
 
 async def _sse(request: web.Request, meta: Meta, after: str) -> web.StreamResponse:
@@ -224,7 +197,7 @@ async def _sse(request: web.Request, meta: Meta, after: str) -> web.StreamRespon
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
     kind = meta.content_type.split(";", 1)[0].strip().lower()
     binary = not (kind.startswith("text/") or kind == "application/json")
-    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
     async with _slot(request):
@@ -249,9 +222,9 @@ async def _events(
             last = n == len(got.entries) - 1
             after = entry
             out.append(_data_event(meta, data, binary))
-            out.append(_control(meta, offset_of(entry), cursor, at_tail and last))
+            out.append(ds.control_event(offset_of(entry), cursor, at_tail=at_tail and last, closed=meta.closed))
         if not got.entries:
-            out.append(_control(meta, meta.tail_offset, cursor, at_tail))
+            out.append(ds.control_event(meta.tail_offset, cursor, at_tail=at_tail, closed=meta.closed))
         closed = meta.closed and at_tail
         await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
         if closed:
