@@ -163,9 +163,10 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
         async with edge.guard.stream_slot(request):
             return await _sse(request, source, position)
     got = await source.read(position)
-    if live == "long-poll" and not got.items and not got.closed:
-        async with edge.guard.stream_slot(request):
-            got = await _long_poll(request, source, position)
+    if live == "long-poll" and not got.items:
+        if not got.closed:
+            async with edge.guard.stream_slot(request):
+                got = await _long_poll(request, source, position)
         if not got.items:
             headers = _state_headers(source, got.end, closed=got.closed)
             headers[ds.UP_TO_DATE] = "true"
