@@ -20,7 +20,6 @@ from tests.edge.edge_helpers import audio_records, cast_id, write_cast
 
 pytestmark = pytest.mark.rule("ds-casts")
 
-
 @pytest.fixture
 async def origin(redis: Redis, redis_url: str) -> AsyncIterator[str]:
     # one chunk per read, so that every chunk boundary is an offset a client is given
@@ -152,6 +151,7 @@ async def test_a_rewritten_tail_resumes_with_the_new_bytes(store: CastStore, ori
         assert rest == mp3[int(after_first.split("_")[1]):]
 
 
+@pytest.mark.rule("ds-casts-read-only")
 async def test_writes_to_casts_are_refused(store: CastStore, origin: str, redis: Redis) -> None:
     cid = cast_id("ds refused")
     await write_cast(store, cid, ["One."])

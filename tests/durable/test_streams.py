@@ -1,0 +1,97 @@
+"""The general /v1/stream namespace beyond the conformance suite: keys for writes, refusals that
+leave nothing in Redis, lapsed streams whose keys go, forks that keep a deleted source alive
+until the last one goes, offsets that sort like the entry ids they encode."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from aiohttp import ClientSession
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+from yarl import URL
+
+from castlog.durable import entry_of, id_key, offset_of
+from tests.durable.conftest import serving_origin
+
+
+@pytest.mark.rule("ds-write-keys")
+async def test_writes_need_a_key_when_keys_are_set_and_reads_do_not(redis: Redis, redis_url: str) -> None:
+    async with serving_origin(redis, redis_url, intake_changes={"api_keys": frozenset({"k1"})}) as base, \
+            ClientSession() as http:
+        url = f"{base}/v1/stream/keyed"
+        async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 401
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain", "Authorization": "Bearer k1"},
+                            data=b"hello") as response:
+            assert response.status == 201
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"more") as response:
+            assert response.status == 401
+        async with http.get(url) as response:
+            assert response.status == 200
+            assert await response.read() == b"hello"
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        # (dot segments never reach a handler: HTTP resolves a/../b to b first)
+        for name in ("a//b", "x" * 257, "sp%20ace", "%00", "a/"):
+            url = URL(f"{origin}/v1/stream/{name}", encoded=True)
+            async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+                assert response.status in (400, 404), name
+        async with http.put(f"{origin}/v1/stream/j", headers={"Content-Type": "application/json"},
+                            data=b"{nope") as response:
+            assert response.status == 400
+        async with http.put(f"{origin}/v1/stream/big", headers={"Content-Type": "text/plain"},
+                            data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
+            assert response.status == 413
+        async with http.put(f"{origin}/v1/stream/t", headers={"Stream-TTL": "+5"}) as response:
+            assert response.status == 400
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-expiry")
+async def test_a_stream_past_its_expiry_is_gone_with_its_keys(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/expired"
+        async with http.put(url, headers={"Stream-Expires-At": "2001-01-01T00:00:00Z"}, data=b"old") as response:
+            assert response.status == 201
+        async with http.get(url) as response:
+            assert response.status == 404
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-fork", "ds-delete")
+async def test_a_deleted_source_lives_on_for_its_fork_and_goes_with_it(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        src, fork = f"{origin}/v1/stream/src", f"{origin}/v1/stream/fork"
+        async with http.put(src, headers={"Content-Type": "text/plain"}, data=b"abc") as response:
+            assert response.status == 201
+        async with http.put(fork, headers={"Stream-Forked-From": "/v1/stream/src"},
+                            skip_auto_headers=["Content-Type"]) as response:  # the fork takes the source's
+            assert response.status == 201
+        async with http.post(fork, headers={"Content-Type": "text/plain"}, data=b"def") as response:
+            assert response.status == 204
+        async with http.delete(src) as response:
+            assert response.status == 204
+        async with http.get(src) as response:
+            assert response.status == 410
+        async with http.get(fork) as response:
+            assert await response.read() == b"abcdef"
+        async with http.delete(fork) as response:
+            assert response.status == 204
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-offsets")
+@given(a=st.tuples(st.integers(0, 2**48), st.integers(0, 2**40)), b=st.tuples(st.integers(0, 2**48),
+                                                                             st.integers(0, 2**40)))
+def test_offsets_sort_as_strings_the_way_entry_ids_sort(a: tuple[int, int], b: tuple[int, int]) -> None:
+    ida, idb = f"{a[0]}-{a[1]}", f"{b[0]}-{b[1]}"
+    assert (offset_of(ida) < offset_of(idb)) == (id_key(ida) < id_key(idb))
+    assert entry_of(offset_of(ida)) == ida
+    assert entry_of("-1") is None and entry_of("now") is None and entry_of("1-2") is None
