@@ -29,6 +29,8 @@ ZERO_ID = "0-0"
 # Offsets: `<ms>_<seq>` of the entry id, 16 digits each: long enough for any id Redis makes.
 OFFSET_DIGITS = 16
 _OFFSET = re.compile(r"(\d{%d})_(\d{%d})" % (OFFSET_DIGITS, OFFSET_DIGITS))
+# The most bytes one stream holds (its own appends; a fork's inherited bytes are its source's).
+MAX_STREAM_BYTES = 64 * 1024 * 1024
 # Entries per XRANGE while a read gathers its bytes.
 RANGE_BATCH = 100
 JSON_TYPE = "application/json"
@@ -186,8 +188,9 @@ def _words(reply: Sequence[object]) -> tuple[str, ...]:
 class DurableStreams:
     """Every operation on the durable streams; one per process, on a pooled client."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, max_stream_bytes: int = MAX_STREAM_BYTES) -> None:
         self.redis = redis
+        self.max_stream_bytes = max_stream_bytes
         self._create = redis.register_script(durable_lua.CREATE)
         self._append = redis.register_script(durable_lua.APPEND)
         self._open = redis.register_script(durable_lua.OPEN)
@@ -195,11 +198,12 @@ class DurableStreams:
         self._release = redis.register_script(durable_lua.RELEASE)
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
-        """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``."""
+        """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``,
+        ``too_big``."""
         args = [
             spec.content_type, normal_type(spec.content_type), _opt(spec.ttl), spec.expires_at or "",
             _opt(spec.deadline_ms), "1" if spec.closed else "", spec.source or "", spec.fork_at or "",
-            str(spec.fork_sub) if spec.fork_sub else "", *entries,
+            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), *entries,
         ]
         source_key = meta_key(spec.source) if spec.source else meta_key(path)
         reply = await self._create(keys=[*keys_of(path), source_key], args=args)
@@ -216,10 +220,10 @@ class DurableStreams:
     ) -> Outcome:
         """``ok``, ``duplicate`` (detail: the producer's last seq), ``closed``, ``ct_mismatch``,
         ``stale_epoch`` (detail: the current epoch), ``gap`` (detail: expected, received),
-        ``epoch_seq``, ``seq_conflict``, ``missing``, ``gone``."""
+        ``epoch_seq``, ``seq_conflict``, ``too_big``, ``missing``, ``gone``."""
         pid, epoch, seq = producer if producer else ("", "", "")
         args = [normal_type(content_type) if entries else "", stream_seq or "", pid, str(epoch), str(seq),
-                "1" if close else "", *entries]
+                "1" if close else "", str(self.max_stream_bytes), *entries]
         return await self._outcome(path, await self._append(keys=keys_of(path), args=args))
 
     async def open(self, path: str, *, touch: bool) -> Outcome:

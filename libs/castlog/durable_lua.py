@@ -80,7 +80,7 @@ end
 # KEYS[4]: the source's meta hash for a fork (else any key, unused)
 # ARGV[1..9]: ct (as given), ctn (normalised), ttl, exp (as given), dl (ms), closed, src (fork
 # source path), fofs (fork offset, an entry id), fsub, in that order ('' for absent);
-# ARGV[10..]: the initial entries' bytes.
+# ARGV[10]: the most bytes the stream may hold; ARGV[11..]: the initial entries' bytes.
 # A new stream: {'created', flat meta}. An existing live one: {'exists', flat meta} (the caller
 # compares configurations); soft-deleted: {'gone'}. A fork whose source is missing: {'nosrc'},
 # soft-deleted: {'srcgone'}. A lapsed stream at the path is removed first: {..., src} tells the
@@ -99,6 +99,9 @@ end
 local names = {'ct', 'ctn', 'ttl', 'exp', 'dl', 'closed', 'src', 'fofs', 'fsub'}
 m = {top = '0-0', refs = '0'}
 for i = 1, #names do if ARGV[i] ~= '' then m[names[i]] = ARGV[i] end end
+local size = 0
+for i = 11, #ARGV do size = size + #ARGV[i] end
+if size > tonumber(ARGV[10]) then return {'too_big', released} end
 if m.src then
   local src = load(KEYS[4])
   if not src then return {'nosrc', released} end
@@ -108,8 +111,9 @@ if m.src then
   m.top = m.fofs
 end
 m.tail = m.top
+m.size = tostring(size)
 redis.call('DEL', KEYS[2], KEYS[3])
-for i = 10, #ARGV do m.tail = add(m, ARGV[i], 'd') end
+for i = 11, #ARGV do m.tail = add(m, ARGV[i], 'd') end
 m.created = string.format('%d', now)
 redis.call('HSET', KEYS[1], unpack(flat(m)))
 touch(m)
@@ -119,7 +123,8 @@ return {'created', flat(m), released}
 
 # ARGV[1]: the request's content type, normalised ('' when the body is empty)
 # ARGV[2]: Stream-Seq ('' none); ARGV[3..5]: producer id, epoch, seq ('' none); ARGV[6]: '1' to
-# close; ARGV[7..]: the entries' bytes (none: close only).
+# close; ARGV[7]: the most bytes the stream may hold; ARGV[8..]: the entries' bytes (none: close
+# only).
 # Checks in the protocol's order (closed, content type, producer, Stream-Seq), then appends,
 # records the producer's and the writer's sequence, and closes, all at once [R:ds-append]
 # [R:ds-producer] [R:ds-close]. Replies {status, flat meta, detail...}.
@@ -131,7 +136,7 @@ local s = settle(m)
 if s then return s end
 local pid, epoch, pseq = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local closing = ARGV[6] == '1'
-local has_body = #ARGV >= 7
+local has_body = #ARGV >= 8
 if m.closed then
   if pid ~= '' and m.cby == ARGV[4] .. ':' .. ARGV[5] .. ':' .. pid then
     return {'duplicate', flat(m), ARGV[5]}
@@ -158,9 +163,13 @@ if pid ~= '' then
 end
 if ARGV[2] ~= '' then
   if m.sseq and ARGV[2] <= m.sseq then return {'seq_conflict', flat(m)} end
-  m.sseq = ARGV[2]
 end
-for i = 7, #ARGV do m.tail = add(m, ARGV[i], 'd') end
+local size = tonumber(m.size or '0')
+for i = 8, #ARGV do size = size + #ARGV[i] end
+if size > tonumber(ARGV[7]) then return {'too_big', flat(m)} end
+if ARGV[2] ~= '' then m.sseq = ARGV[2] end
+m.size = tostring(size)
+for i = 8, #ARGV do m.tail = add(m, ARGV[i], 'd') end
 if pid ~= '' then redis.call('HSET', KEYS[3], pid, ARGV[4] .. ':' .. ARGV[5]) end
 if closing then
   m.closed = '1'

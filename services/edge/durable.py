@@ -68,6 +68,8 @@ async def _stop_waiters(app: web.Application) -> None:
 
 
 async def _open(request: web.Request, path: str, touch: bool) -> Meta:
+    """The stream's meta, after the client's read token (the same buckets as casts' reads)."""
+    await request.app[EDGE].guard.take(request)
     found = await request.app[READS].streams.open(path, touch=touch)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
@@ -124,13 +126,16 @@ async def _long_poll(request: web.Request, meta: Meta, after: str) -> tuple[Meta
     cfg = request.app[CONFIG]
     deadline = time.monotonic() + cfg.ds_long_poll_s
     empty = Slice([], complete=True)
-    async with _slot(request):
+    async with _slot(request), request.app[EDGE].guard.stream_slot(request):
         while not meta.closed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             await _wait(request, meta, after, remaining)
-            meta = await _open(request, meta.path, touch=True)
+            found = await request.app[READS].streams.open(meta.path, touch=True)
+            if found.meta is None:
+                raise ds.gone() if found.status == "gone" else ds.missing()
+            meta = found.meta
             got = await request.app[READS].streams.read(meta, after, cfg.ds_read_max_bytes)
             if got.entries:
                 return meta, got
@@ -200,7 +205,7 @@ async def _sse(request: web.Request, meta: Meta, after: str) -> web.StreamRespon
     response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
-    async with _slot(request):
+    async with _slot(request), request.app[EDGE].guard.stream_slot(request):
         await response.prepare(request)
         await _events(request, response, meta, after, binary)
     await response.write_eof()

@@ -42,6 +42,8 @@ LIVE_MAX_MESSAGE_BYTES = 64 * 1024
 # how long one waits for a client that takes no bytes before closing it.
 MAX_SPEECH_STREAMS = 64
 SPEECH_WRITE_TIMEOUT_S = 30.0
+# The most bytes one durable stream (/v1/stream/*) holds: an append past it is refused (413).
+DS_MAX_STREAM_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Config:
     admin_token: str | None = field(default=None, repr=False)  # STREAMTTS_ADMIN_TOKEN: DELETE /api/casts/{id}
     max_speech_streams: int = MAX_SPEECH_STREAMS
     speech_write_timeout_s: float = SPEECH_WRITE_TIMEOUT_S
+    ds_max_stream_bytes: int = DS_MAX_STREAM_BYTES
     api_keys: frozenset[str] = frozenset()  # empty: no auth
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None
@@ -89,6 +92,7 @@ class Config:
             "INTAKE_LIVE_MAX_MESSAGE_BYTES": self.live_max_message_bytes,
             "INTAKE_MAX_SPEECH_STREAMS": self.max_speech_streams,
             "INTAKE_SPEECH_WRITE_TIMEOUT_S": self.speech_write_timeout_s,
+            "INTAKE_DS_MAX_STREAM_BYTES": self.ds_max_stream_bytes,
         })
         require_non_negative({"INTAKE_MAX_WAITING": self.max_waiting})
 
@@ -121,6 +125,7 @@ class Config:
             admin_token=get("STREAMTTS_ADMIN_TOKEN", str, None) or None,
             max_speech_streams=get("INTAKE_MAX_SPEECH_STREAMS", int, d.max_speech_streams),
             speech_write_timeout_s=get("INTAKE_SPEECH_WRITE_TIMEOUT_S", float, d.speech_write_timeout_s),
+            ds_max_stream_bytes=get("INTAKE_DS_MAX_STREAM_BYTES", int, d.ds_max_stream_bytes),
             api_keys=get("STREAMTTS_API_KEYS", comma_set, d.api_keys),
             archive=StoreConfig.from_settings(get),
         )

@@ -28,7 +28,7 @@ from castlog.durable import (
 from servicekit import Refusal
 from servicekit import dshttp as ds
 
-from .context import INTAKE
+from .context import CONFIG, INTAKE
 
 STREAMS = web.AppKey("durable_streams", DurableStreams)
 OCTET_STREAM = "application/octet-stream"
@@ -50,7 +50,7 @@ def setup(app: web.Application) -> None:
 
 
 async def _streams_ctx(app: web.Application) -> AsyncIterator[None]:
-    app[STREAMS] = DurableStreams(app[INTAKE].redis)
+    app[STREAMS] = DurableStreams(app[INTAKE].redis, app[CONFIG].ds_max_stream_bytes)
     yield
 
 
@@ -124,6 +124,8 @@ async def create(request: web.Request) -> web.Response:
         return web.Response(status=200, headers=_created_headers(outcome.meta))
     if outcome.status == "nosrc":
         raise Refusal(404, "not_found", "no such source stream")
+    if outcome.status == "too_big":
+        raise _too_big(request)
     raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")
 
 
@@ -238,7 +240,14 @@ async def append(request: web.Request) -> web.Response:
             raise ds.bad(str(exc)) from None
     outcome = await streams.append(path, content_type, entries, stream_seq=request.headers.get(ds.SEQ),
                                    producer=producer, close=closing)
+    if outcome.status == "too_big":
+        raise _too_big(request)
     return _answer(outcome, producer, bool(entries))
+
+
+def _too_big(request: web.Request) -> Refusal:
+    limit = request.app[CONFIG].ds_max_stream_bytes
+    return Refusal(413, "stream_full", f"a stream holds at most {limit} bytes (INTAKE_DS_MAX_STREAM_BYTES)")
 
 
 def _json_or_raw(content_type: str, body: bytes) -> bytes:

@@ -18,6 +18,8 @@ from streamtts.proxy import Upstreams, create_app
 
 # The suite waits out some long-polls: a short one keeps it quick (the default is 15 s).
 LONG_POLL_S = 3.0
+# One client (the suite) making hundreds of requests a second: no read limits in its way.
+UNLIMITED = {"read_rate": 100_000.0, "read_burst": 1_000_000, "max_streams_per_client": 100_000}
 
 Origin = Callable[..., Any]
 
@@ -27,7 +29,7 @@ async def serving_origin(redis: Redis, redis_url: str, *, edge_changes: dict[str
                          intake_changes: dict[str, Any] | None = None) -> AsyncIterator[str]:
     """The base URL of intake + edge behind the proxy."""
     edge_cfg = edge.Config(redis_url=redis_url, redis_connect_attempts=3, ds_long_poll_s=LONG_POLL_S,
-                           **(edge_changes or {}))
+                           **{**UNLIMITED, **(edge_changes or {})})
     intake_cfg = intake.Config(redis_url=redis_url, redis_connect_attempts=3, **(intake_changes or {}))
     servers = [TestServer(intake.create_app(intake_cfg), host="127.0.0.1"),
                TestServer(edge.create_app(edge_cfg), host="127.0.0.1")]

@@ -15,7 +15,6 @@ from redis.asyncio import Redis
 from castlog import CastStore, Eos, Start
 from castlog.durable import offset_of
 from tests.durable.conftest import serving_origin
-from tests.edge.conftest import UNLIMITED
 from tests.edge.edge_helpers import audio_records, cast_id, write_cast
 
 pytestmark = pytest.mark.rule("ds-casts")
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.rule("ds-casts")
 @pytest.fixture
 async def origin(redis: Redis, redis_url: str) -> AsyncIterator[str]:
     # one chunk per read, so that every chunk boundary is an offset a client is given
-    async with serving_origin(redis, redis_url, edge_changes={**UNLIMITED, "ds_read_max_bytes": 1}) as base:
+    async with serving_origin(redis, redis_url, edge_changes={"ds_read_max_bytes": 1}) as base:
         yield base
 
 

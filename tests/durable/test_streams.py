@@ -95,3 +95,35 @@ def test_offsets_sort_as_strings_the_way_entry_ids_sort(a: tuple[int, int], b: t
     assert (offset_of(ida) < offset_of(idb)) == (id_key(ida) < id_key(idb))
     assert entry_of(offset_of(ida)) == ida
     assert entry_of("-1") is None and entry_of("now") is None and entry_of("1-2") is None
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_a_stream_holds_a_bounded_number_of_bytes(redis: Redis, redis_url: str) -> None:
+    async with serving_origin(redis, redis_url, intake_changes={"ds_max_stream_bytes": 10}) as base, \
+            ClientSession() as http:
+        url = f"{base}/v1/stream/small"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x" * 11) as response:
+            assert response.status == 413
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x" * 6) as response:
+            assert response.status == 201
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"y" * 5) as response:
+            assert response.status == 413
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"y" * 4) as response:
+            assert response.status == 204
+        async with http.get(url) as response:
+            assert await response.read() == b"xxxxxxyyyy"
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_reads_spend_the_clients_read_tokens(redis: Redis, redis_url: str) -> None:
+    limited = {"read_rate": 0.001, "read_burst": 2}
+    async with serving_origin(redis, redis_url, edge_changes=limited) as base, ClientSession() as http:
+        url = f"{base}/v1/stream/limited"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
+            assert response.status == 201
+        statuses = []
+        for _ in range(3):
+            async with http.get(url) as response:
+                statuses.append(response.status)
+        assert statuses == [200, 200, 429]
