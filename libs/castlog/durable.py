@@ -309,13 +309,6 @@ class DurableStreams:
         found = await self.read(meta, after, 1)
         return found.entries[0][1] if found.entries else None
 
-    @staticmethod
-    async def wait(blocking: Redis, path: str, after: str, timeout_ms: int) -> bool:
-        """Block until the stream's own log has an entry after ``after`` (an append or a close),
-        at most ``timeout_ms``: True when one came."""
-        reply = await blocking.xread({log_key(path): after}, count=1, block=max(1, timeout_ms))
-        return bool(reply)
-
 
 def _opt(value: int | None) -> str:
     return "" if value is None else str(value)

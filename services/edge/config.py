@@ -43,7 +43,7 @@ SHUTDOWN_TIMEOUT_S = 5.0
 # Reads of casts are recorded for retention in memory and written to Redis this often.
 PLAYED_FLUSH_S = 60.0
 # Durable streams (/v1/stream): the longest long-poll, the bytes of one read (at least one
-# append), readers blocked at once per edge (each holds a connection), an SSE stream's lifetime.
+# append), readers waiting at once per edge (on one shared read), an SSE stream's lifetime.
 DS_LONG_POLL_S = 15.0
 DS_READ_MAX_BYTES = 1024 * 1024
 DS_MAX_WAITERS = 1024

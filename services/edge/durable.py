@@ -1,8 +1,8 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
 reads, long-poll and SSE. Parse, call ``castlog.durable``, answer; writes are intake's.
 
-Each waiting reader (a long-poll at the tail, an SSE stream between events) blocks on its own
-XREAD of the stream's log, on a pool of ``EDGE_DS_MAX_WAITERS`` connections: past it, 503.
+Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on the one
+upstream read of ``durable_tail.py``; at most ``EDGE_DS_MAX_WAITERS`` at once (503 beyond).
 """
 
 from __future__ import annotations
@@ -17,20 +17,22 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog.durable import ZERO_ID, DurableStreams, Meta, Slice, entry_of, id_key, offset_of
-from servicekit import Refusal, client_for
+from servicekit import Refusal
 from servicekit import dshttp as ds
 
 from . import durable_casts
 from .context import CONFIG, EDGE
+from .durable_tail import DurableTail
 
-# A waiter's blocking read answers within its block time; its socket waits this much longer.
-WAIT_SOCKET_MARGIN_S = 10.0
+# The shared read's connection name (CLIENT LIST), and how much longer than its block its socket waits.
+TAIL_CLIENT_NAME = "edge-durable-tail"
+TAIL_SOCKET_MARGIN_S = 10.0
 
 
 @dataclass
 class Reads:
     streams: DurableStreams
-    blocking: Redis  # EDGE_DS_MAX_WAITERS connections, each one waiter's XREAD
+    tail: DurableTail  # the one upstream read every waiter shares
     waiters: asyncio.Semaphore
     stopping: asyncio.Event
 
@@ -52,19 +54,23 @@ def setup(app: web.Application) -> None:
 
 async def _reads_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    blocking = client_for(cfg.redis_url, cfg.ds_max_waiters,
-                          socket_timeout_s=max(cfg.ds_long_poll_s, cfg.sse_heartbeat_s) + WAIT_SOCKET_MARGIN_S)
-    app[READS] = Reads(DurableStreams(app[EDGE].reader), blocking, asyncio.Semaphore(cfg.ds_max_waiters),
+    conn = Redis.from_url(cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
+                          socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
+    tail = DurableTail(conn, app[EDGE].reader, block_ms=cfg.tail_block_ms)
+    app[READS] = Reads(DurableStreams(app[EDGE].reader), tail, asyncio.Semaphore(cfg.ds_max_waiters),
                        asyncio.Event())
+    tail.start()
     try:
         yield
     finally:
-        await blocking.aclose()
+        await tail.stop()
+        await conn.aclose()
 
 
 async def _stop_waiters(app: web.Application) -> None:
     if READS in app:
         app[READS].stopping.set()
+        await app[READS].tail.stop()  # waiters wake, answer what there is, and end
 
 
 async def _open(request: web.Request, path: str, touch: bool) -> Meta:
@@ -152,9 +158,8 @@ def _slot(request: web.Request) -> asyncio.Semaphore:
 
 async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
     """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
-    reads = request.app[READS]
     since = max(after, meta.tail, key=id_key)
-    return await reads.streams.wait(reads.blocking, meta.path, since, int(seconds * 1000))
+    return await request.app[READS].tail.wait(meta.path, since, seconds)
 
 
 def _timed_out(request: web.Request, meta: Meta) -> web.Response:

@@ -4,6 +4,7 @@ until the last one goes, offsets that sort like the entry ids they encode."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 
 import pytest
@@ -15,6 +16,8 @@ from yarl import URL
 
 from castlog.durable import entry_of, id_key, offset_of
 from tests.durable.conftest import serving_origin
+from tests.edge.edge_helpers import calls_between, command_calls
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.rule("ds-write-keys")
@@ -127,3 +130,33 @@ async def test_reads_spend_the_clients_read_tokens(redis: Redis, redis_url: str)
             async with http.get(url) as response:
                 statuses.append(response.status)
         assert statuses == [200, 200, 429]
+
+
+@pytest.mark.rule("ds-one-upstream-read", "ds-long-poll")
+async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis) -> None:
+    waiters, streams = 40, 4
+    async with ClientSession() as http:
+        urls = [f"{origin}/v1/stream/shared-{n % streams}" for n in range(waiters)]
+        tails = {}
+        for url in set(urls):
+            async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+                tails[url] = response.headers["Stream-Next-Offset"]
+        before = await command_calls(redis)
+        polls = [asyncio.create_task(http.get(url, params={"offset": tails[url], "live": "long-poll"}))
+                 for url in urls]
+        await wait_until(lambda: _blocked_on_durable_tail(redis), timeout_s=10)
+        for url in set(urls):
+            async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"news") as response:
+                assert response.status == 204
+        for poll in polls:
+            async with await poll as response:
+                assert response.status == 200
+                assert await response.read() == b"news"
+        reads = calls_between(before, await command_calls(redis)).get("cmdstat_xread", 0)
+    # one read for all of them, read again as each stream joined and after each append: not one each
+    assert reads <= 3 * streams, reads
+
+
+async def _blocked_on_durable_tail(redis: Redis) -> bool:
+    clients = await redis.client_list()
+    return any(c.get("name") == "edge-durable-tail" and c.get("cmd") == "xread" for c in clients)
