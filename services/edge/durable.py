@@ -41,8 +41,8 @@ READS = web.AppKey("durable_reads", Reads)
 
 
 def setup(app: web.Application) -> None:
-    """Routes (casts' first), the waiters' pool and the graceful stop, after edge's own Redis
-    context."""
+    """Routes (casts' first), the shared read of the waiters and the graceful stop, after edge's
+    own Redis context."""
     app.cleanup_ctx.append(_reads_ctx)
     app.on_shutdown.append(_stop_waiters)
     app.on_response_prepare.append(ds.secure)
