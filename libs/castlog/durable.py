@@ -106,7 +106,10 @@ def json_entry(body: bytes, creating: bool) -> bytes | None:
         if creating:
             return None
         raise BadJson("an empty JSON array appends nothing")
-    return ",".join(json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages).encode()
+    try:
+        return ",".join(json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages).encode()
+    except UnicodeEncodeError:  # a lone surrogate (\ud800): JSON may say it, UTF-8 may not
+        raise BadJson("the body holds a string that is not Unicode text (a lone surrogate)") from None
 
 
 def json_messages(entry: bytes) -> list[bytes]:

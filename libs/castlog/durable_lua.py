@@ -69,6 +69,14 @@ local function add(m, payload, field)
   m.top = id
   return id
 end
+-- a <= b as bytes (Lua's own < compares by the locale's collation)
+local function bytes_le(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a <= #b
+end
 local function flat(m)
   local out = {}
   for k, v in pairs(m) do out[#out + 1] = k; out[#out + 1] = v end
@@ -162,7 +170,7 @@ if pid ~= '' then
   end
 end
 if ARGV[2] ~= '' then
-  if m.sseq and ARGV[2] <= m.sseq then return {'seq_conflict', flat(m)} end
+  if m.sseq and bytes_le(ARGV[2], m.sseq) then return {'seq_conflict', flat(m)} end
 end
 local size = tonumber(m.size or '0')
 for i = 8, #ARGV do size = size + #ARGV[i] end

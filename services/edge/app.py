@@ -17,6 +17,7 @@ from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
+from .durable_tail import DurableReads
 from .errors import middleware
 from .layout import LayoutCache
 from .limits import Guard
@@ -97,8 +98,10 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg=cfg, metrics=app[METRICS], reader=reader, tail=tail,
         guard=Guard(reader, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, log_reader),
         log=log_reader, played=Played(reader, cfg.played_flush_s),
+        durable=DurableReads(cfg.redis_url, reader, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters),
     )
     tail.start()
+    app[EDGE].durable.tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
     played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
@@ -109,6 +112,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         played.cancel()
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
+        await app[EDGE].durable.aclose()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await reader.aclose()  # closes its pool too

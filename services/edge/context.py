@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from castlog import Layout, LogReader
 
 from .config import Config
+from .durable_tail import DurableReads
 from .errors import not_found
 from .layout import LayoutCache
 from .limits import Guard, cast_id_from
@@ -28,6 +29,7 @@ class Edge:
     layouts: LayoutCache
     log: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
+    durable: DurableReads  # /v1/stream's reads: the store and the waiters' one shared read
 
 
 EDGE = web.AppKey("edge", Edge)

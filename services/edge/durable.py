@@ -10,40 +10,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from aiohttp import web
-from redis.asyncio import Redis
 
-from castlog.durable import ZERO_ID, DurableStreams, Meta, Slice, entry_of, id_key, offset_of
+from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of
 from servicekit import Refusal
 from servicekit import dshttp as ds
 
 from . import durable_casts
 from .context import CONFIG, EDGE
-from .durable_tail import DurableTail
-
-# The shared read's connection name (CLIENT LIST), and how much longer than its block its socket waits.
-TAIL_CLIENT_NAME = "edge-durable-tail"
-TAIL_SOCKET_MARGIN_S = 10.0
-
-
-@dataclass
-class Reads:
-    streams: DurableStreams
-    tail: DurableTail  # the one upstream read every waiter shares
-    waiters: asyncio.Semaphore
-    stopping: asyncio.Event
-
-
-READS = web.AppKey("durable_reads", Reads)
 
 
 def setup(app: web.Application) -> None:
-    """Routes (casts' first), the shared read of the waiters and the graceful stop, after edge's
-    own Redis context."""
-    app.cleanup_ctx.append(_reads_ctx)
+    """Routes (casts' first) and the graceful stop of the waiters (``Edge.durable``)."""
     app.on_shutdown.append(_stop_waiters)
     app.on_response_prepare.append(ds.secure)
     durable_casts.add_routes(app.router)
@@ -52,31 +31,15 @@ def setup(app: web.Application) -> None:
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
 
 
-async def _reads_ctx(app: web.Application) -> AsyncIterator[None]:
-    cfg = app[CONFIG]
-    conn = Redis.from_url(cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
-                          socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
-    tail = DurableTail(conn, app[EDGE].reader, block_ms=cfg.tail_block_ms)
-    app[READS] = Reads(DurableStreams(app[EDGE].reader), tail, asyncio.Semaphore(cfg.ds_max_waiters),
-                       asyncio.Event())
-    tail.start()
-    try:
-        yield
-    finally:
-        await tail.stop()
-        await conn.aclose()
-
-
 async def _stop_waiters(app: web.Application) -> None:
-    if READS in app:
-        app[READS].stopping.set()
-        await app[READS].tail.stop()  # waiters wake, answer what there is, and end
+    if EDGE in app:
+        await app[EDGE].durable.tail.stop()  # waiters wake, answer what there is, and end
 
 
 async def _open(request: web.Request, path: str, touch: bool) -> Meta:
     """The stream's meta, after the client's read token (the same buckets as casts' reads)."""
     await request.app[EDGE].guard.take(request)
-    found = await request.app[READS].streams.open(path, touch=touch)
+    found = await request.app[EDGE].durable.streams.open(path, touch=touch)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
     return found.meta
@@ -118,7 +81,7 @@ async def read(request: web.Request) -> web.StreamResponse:
         headers = _meta_headers(meta)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
         return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
-    reads = request.app[READS]
+    reads = request.app[EDGE].durable
     got = await reads.streams.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
     if live == "long-poll" and not got.entries:
         meta, got = await _long_poll(request, meta, after)
@@ -138,11 +101,11 @@ async def _long_poll(request: web.Request, meta: Meta, after: str) -> tuple[Meta
             if remaining <= 0:
                 break
             await _wait(request, meta, after, remaining)
-            found = await request.app[READS].streams.open(meta.path, touch=True)
+            found = await request.app[EDGE].durable.streams.open(meta.path, touch=True)
             if found.meta is None:
                 raise ds.gone() if found.status == "gone" else ds.missing()
             meta = found.meta
-            got = await request.app[READS].streams.read(meta, after, cfg.ds_read_max_bytes)
+            got = await request.app[EDGE].durable.streams.read(meta, after, cfg.ds_read_max_bytes)
             if got.entries:
                 return meta, got
     return meta, empty
@@ -150,7 +113,7 @@ async def _long_poll(request: web.Request, meta: Meta, after: str) -> tuple[Meta
 
 def _slot(request: web.Request) -> asyncio.Semaphore:
     """The waiters' semaphore, once it is sure to have room (a waiter never queues)."""
-    waiters = request.app[READS].waiters
+    waiters = request.app[EDGE].durable.waiters
     if waiters.locked():
         raise Refusal(503, "busy", "too many readers wait on this edge; retry shortly", {"Retry-After": "1"})
     return waiters
@@ -159,7 +122,7 @@ def _slot(request: web.Request) -> asyncio.Semaphore:
 async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
     """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
     since = max(after, meta.tail, key=id_key)
-    return await request.app[READS].tail.wait(meta.path, since, seconds)
+    return await request.app[EDGE].durable.tail.wait(meta.path, since, seconds)
 
 
 def _timed_out(request: web.Request, meta: Meta) -> web.Response:
@@ -221,10 +184,10 @@ async def _events(
     request: web.Request, response: web.StreamResponse, meta: Meta, after: str, binary: bool
 ) -> None:
     cfg = request.app[CONFIG]
-    reads = request.app[READS]
+    reads = request.app[EDGE].durable
     ends = time.monotonic() + cfg.ds_sse_max_s
     cursor = request.query.get("cursor")
-    while not reads.stopping.is_set():
+    while not reads.stopping:
         got = await reads.streams.read(meta, after, cfg.ds_read_max_bytes)
         out: list[bytes] = []
         at_tail = got.complete

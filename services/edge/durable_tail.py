@@ -18,10 +18,13 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog.durable import id_key, log_key
+from castlog.durable import DurableStreams, id_key, log_key
 
 log = logging.getLogger(__name__)
 
+# The shared read's connection name (CLIENT LIST), and how much longer than its block its socket waits.
+TAIL_CLIENT_NAME = "edge-durable-tail"
+TAIL_SOCKET_MARGIN_S = 10.0
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 WAKE_RETRY_S = 0.002
@@ -153,3 +156,23 @@ class DurableTail:
                 waiter.woken.set_result(None)
         if not waiters:
             self.waiters.pop(key, None)
+
+
+class DurableReads:
+    """What edge's /v1/stream handlers need: the store on the shared pool, the waiters' shared
+    read on its own connection, and the bound on waiters (``EDGE_DS_MAX_WAITERS``)."""
+
+    def __init__(self, redis_url: str, pool: Redis, *, block_ms: int, max_waiters: int) -> None:
+        self.streams = DurableStreams(pool)
+        self.conn = Redis.from_url(redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
+                                   socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
+        self.tail = DurableTail(self.conn, pool, block_ms=block_ms)
+        self.waiters = asyncio.Semaphore(max_waiters)
+
+    @property
+    def stopping(self) -> bool:
+        return self.tail.closing
+
+    async def aclose(self) -> None:
+        await self.tail.stop()
+        await self.conn.aclose()

@@ -13,6 +13,7 @@ from aiohttp.typedefs import Handler
 
 from blobstore import open_store
 from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
+from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -109,6 +110,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
         follower=follower, speech_log=LogReader(follower, archive),
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
+        durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
     )
     yield
     if archive is not None:

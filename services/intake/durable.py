@@ -6,7 +6,6 @@ edge's (``edge/durable.py``). The API keys' check covers these routes like every
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
 from aiohttp import web
@@ -30,7 +29,6 @@ from servicekit import dshttp as ds
 
 from .context import CONFIG, INTAKE
 
-STREAMS = web.AppKey("durable_streams", DurableStreams)
 OCTET_STREAM = "application/octet-stream"
 _MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
@@ -41,17 +39,11 @@ READ_ONLY = {"Allow": "GET, HEAD"}
 
 
 def setup(app: web.Application) -> None:
-    """Routes and the store, after intake's own Redis context."""
-    app.cleanup_ctx.append(_streams_ctx)
+    """Routes and the security headers (the store is ``Intake.durable``)."""
     app.on_response_prepare.append(ds.secure)
     app.router.add_put(ds.ROUTE, create)
     app.router.add_post(ds.ROUTE, append)
     app.router.add_delete(ds.ROUTE, delete)
-
-
-async def _streams_ctx(app: web.Application) -> AsyncIterator[None]:
-    app[STREAMS] = DurableStreams(app[INTAKE].redis, app[CONFIG].ds_max_stream_bytes)
-    yield
 
 
 def _writable(request: web.Request) -> str:
@@ -88,7 +80,7 @@ def _deadline_ms(expires_at: str) -> int:
 async def create(request: web.Request) -> web.Response:
     """PUT: create, or confirm an identical stream (200); a different one is a conflict [R:ds-create]."""
     path = _writable(request)
-    streams = request.app[STREAMS]
+    streams = request.app[INTAKE].durable
     source = request.headers.get(ds.FORKED_FROM)
     given = request.headers.get("Content-Type", "").strip()
     content_type: str | None = given if _MEDIA_TYPE.match(given) else None
@@ -222,7 +214,7 @@ async def append(request: web.Request) -> web.Response:
     """POST: append (and close with ``Stream-Closed: true``), idempotent per producer
     [R:ds-append] [R:ds-producer] [R:ds-close]."""
     path = _writable(request)
-    streams = request.app[STREAMS]
+    streams = request.app[INTAKE].durable
     closing = ds.flag(request, ds.CLOSED)
     producer = _producer(request)
     body = await request.read()
@@ -305,7 +297,7 @@ def _answer(outcome: Outcome, producer: tuple[str, int, int] | None, appended: b
 
 async def delete(request: web.Request) -> web.Response:
     """DELETE: gone now, or soft-deleted while forks read it [R:ds-delete]."""
-    status = await request.app[STREAMS].delete(_writable(request))
+    status = await request.app[INTAKE].durable.delete(_writable(request))
     if status == "missing":
         raise ds.missing()
     if status == "gone":

@@ -160,3 +160,20 @@ async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis
 async def _blocked_on_durable_tail(redis: Redis) -> bool:
     clients = await redis.client_list()
     return any(c.get("name") == "edge-durable-tail" and c.get("cmd") == "xread" for c in clients)
+
+
+@pytest.mark.rule("ds-append", "ds-json")
+async def test_stream_seq_compares_bytes_and_json_refuses_lone_surrogates(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/seq"
+        async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        # byte order, not a locale's: "B" (0x42) sorts before "a" (0x61)
+        for seq, status in (("B", 204), ("a", 204), ("Z", 409), ("a", 409), ("ab", 204)):
+            async with http.post(url, headers={"Content-Type": "text/plain", "Stream-Seq": seq},
+                                 data=b"x") as response:
+                assert response.status == status, seq
+        async with http.put(f"{origin}/v1/stream/surrogate", headers={"Content-Type": "application/json"},
+                            data=b'["\\ud800"]') as response:
+            assert response.status == 400
+    assert not await redis.exists("ds/meta/surrogate")
