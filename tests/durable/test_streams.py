@@ -9,12 +9,14 @@ import io
 
 import pytest
 from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 from yarl import URL
 
-from castlog.durable import entry_of, id_key, offset_of
+import edge
+from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
 from tests.support.waiting import wait_until
@@ -177,3 +179,19 @@ async def test_stream_seq_compares_bytes_and_json_refuses_lone_surrogates(origin
                             data=b'["\\ud800"]') as response:
             assert response.status == 400
     assert not await redis.exists("ds/meta/surrogate")
+
+
+@pytest.mark.rule("ds-sse")
+async def test_a_stopping_edge_ends_its_sse_streams_at_once(redis: Redis, redis_url: str) -> None:
+    edge_cfg = edge.Config(redis_url=redis_url, redis_connect_attempts=3, shutdown_timeout_s=60.0)
+    server = TestServer(edge.create_app(edge_cfg), host="127.0.0.1")
+    await server.start_server()
+    await DurableStreams(redis).create("quiet", Spec("text/plain"), [b"hi"])
+    async with ClientSession() as http:
+        response = await http.get(server.make_url("/v1/stream/quiet"), params={"offset": "-1", "live": "sse"})
+        first = await response.content.readuntil(b"\n\n")
+        assert first.startswith(b"event: data")
+        closing = asyncio.create_task(server.close())
+        rest = await asyncio.wait_for(response.read(), 30)  # the stream ends; not after shutdown_timeout
+        assert b"event: control" in rest
+        await asyncio.wait_for(closing, 30)
