@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .openapi_durable import TAG as DURABLE_TAG
+from .openapi_durable import durable_paths
 from .openapi_edge import edge_paths, edge_schemas
 from .openapi_intake import intake_paths, intake_schemas
 from .openapi_live import LIVE_SCHEMAS, live_paths
@@ -34,8 +36,9 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
             {"name": "edge", "description": "The read path and the pages: answered by edge"},
             {"name": "ops", "description": "Each service answers these on its port; the public origin's are edge's"},
             {"name": "openai", "description": "OpenAI-compatible speech API: answered by intake"},
+            {"name": DURABLE_TAG, "description": "Durable Streams (/v1/stream/*): reads by edge, writes by intake"},
         ],
-        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS},
+        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS, **durable_paths()},
         "components": {"schemas": {
             **COMMON_SCHEMAS, **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,
         }},

@@ -14,9 +14,10 @@ from blobstore import open_store
 from castlog import LogReader
 from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 
-from . import captions, docs, mp3stream, sse, views
+from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
+from .durable_tail import DurableReads
 from .errors import middleware
 from .guards import Guard
 from .layout import LayoutCache
@@ -53,6 +54,7 @@ def create_app(cfg: Config) -> web.Application:
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
+    durable.setup(app)  # /v1/stream: Durable Streams reads
     if cfg.metrics_port:
         app.cleanup_ctx.append(_metrics_site)
     return app
@@ -96,8 +98,10 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
         guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),
         reader=reader, played=Played(redis, cfg.played_flush_s),
+        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters),
     )
     tail.start()
+    app[EDGE].durable.tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
     played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
@@ -108,6 +112,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         played.cancel()
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
+        await app[EDGE].durable.aclose()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await redis.aclose()  # closes its pool too

@@ -60,3 +60,12 @@ class Config(Settings):
                                     "and written to Redis (`archive/played`, for retention) this often")
     metrics_port: int = setting("EDGE_METRICS_PORT", 0, doc="serve `/metrics` on this port instead of the "
                                 "public one (k3s: 9102, which the Ingress does not route)")
+    # Durable Streams (/v1/stream): waiters share one upstream read per edge.
+    ds_long_poll_s: float = setting("EDGE_DS_LONG_POLL_S", 15.0, gt=0,
+                                    doc="the longest `live=long-poll` read of `/v1/stream/*` (204 after it)")
+    ds_read_max_bytes: int = setting("EDGE_DS_READ_MAX_BYTES", 1024 * 1024, gt=0, doc="bytes of one "
+                                     "`/v1/stream/*` catch-up read (at least one append)")
+    ds_max_waiters: int = setting("EDGE_DS_MAX_WAITERS", 1024, gt=0, doc="`/v1/stream/*` long-poll and SSE "
+                                  "readers waiting at once per edge, on one shared read (503 beyond)")
+    ds_sse_max_s: float = setting("EDGE_DS_SSE_MAX_S", 60.0, gt=0, doc="an `/v1/stream/*` SSE response's "
+                                  "lifetime; the client reconnects from its offset")

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from castlog import Layout, LogReader
 
 from .config import Config
+from .durable_tail import DurableReads
 from .errors import not_found
 from .guards import Guard, Pass
 from .layout import LayoutCache
@@ -29,6 +30,7 @@ class Edge:
     layouts: LayoutCache
     reader: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
+    durable: DurableReads  # /v1/stream's reads: the store and the waiters' one shared read
 
 
 EDGE = web.AppKey("edge", Edge)

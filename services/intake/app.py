@@ -14,6 +14,7 @@ from aiohttp.typedefs import Handler
 
 from blobstore import open_store
 from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
+from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -27,7 +28,7 @@ from servicekit import (
     redact,
 )
 
-from . import live, speech, views
+from . import durable, live, speech, views
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -76,6 +77,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     app.router.add_delete("/api/casts/{id}", views.delete_cast)
     speech.add_routes(app)
+    durable.setup(app)  # /v1/stream: Durable Streams writes
     return app
 
 
@@ -101,6 +103,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
         follower=follower, speech_reader=LogReader(follower, blobs),
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
+        durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
     )
     yield
     if blobs is not None:

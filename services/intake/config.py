@@ -67,5 +67,7 @@ class Config(Settings):
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
                                        secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
+    ds_max_stream_bytes: int = setting("INTAKE_DS_MAX_STREAM_BYTES", 64 * 1024 * 1024, gt=0, doc="bytes one "
+                                       "durable stream (`/v1/stream/*`) may hold; an append past it is refused (413)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

@@ -13,6 +13,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LogReader, RateLimiter
+from castlog.durable import DurableStreams
 
 from .config import Config
 from .cooldown import Cooldowns
@@ -52,6 +53,7 @@ class Intake:
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
+    durable: DurableStreams  # /v1/stream's writes
 
 
 INTAKE = web.AppKey("intake", Intake)

@@ -34,6 +34,8 @@ INTAKE_ROUTES = {
 INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
 # Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
 INTAKE_PREFIX = "/v1/"
+# Durable Streams (/v1/stream/<path>): reads are edge's, writes intake's.
+DURABLE_PREFIX = "/v1/stream/"
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1). A request's
 # Content-Length is the client's (its body is sent again, in pieces); a response's is kept, with
 # the range headers, so that a finished MP3 keeps its length and seeking through the proxy.
@@ -70,6 +72,8 @@ class Upstreams:
     def pick(self, method: str, path: str) -> str:
         if method == "DELETE" and path.startswith("/api/casts/"):
             return self.intake  # the admin's delete (intake owns the claim)
+        if path.startswith(DURABLE_PREFIX):
+            return self.edge if method in ("GET", "HEAD", "OPTIONS") else self.intake  # durable streams' reads and writes
         if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
             return self.intake
         if path.startswith(INTAKE_PREFIX):
@@ -140,6 +144,8 @@ async def forward(request: web.Request) -> web.StreamResponse:
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
+    headers.setdefault("X-Forwarded-Host", request.host)
+    headers.setdefault("X-Forwarded-Proto", request.scheme)
     if wsrelay.is_upgrade(request):
         return await wsrelay.relay(request, base, request.app[SESSION], headers)
     try:
@@ -157,6 +163,8 @@ async def forward(request: web.Request) -> web.StreamResponse:
             headers=headers,
             data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write
             allow_redirects=False,  # a 303 to /c/<id> is the client's to follow
+            # no Content-Type of aiohttp's own where the client sent none (a missing one is meaningful)
+            skip_auto_headers=() if "Content-Type" in request.headers else ("Content-Type",),
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
         return _unreachable(request.app, base, exc)

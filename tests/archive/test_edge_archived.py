@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import CastStore, LogReader, cast_key
+from castlog.durable import offset_of
 from edge import Config, create_app
 from tests.edge.conftest import UNLIMITED
 from tests.edge.edge_helpers import read_events, write_cast
@@ -23,6 +24,7 @@ from .archive_helpers import TEXTS, archiver, retried
 RANGES = ["bytes=0-0", "bytes=10-2000", "bytes=-700", "bytes=3000-", "bytes=0-"]
 # Headers that must match (Date and the like differ by nature).
 SAME_HEADERS = ("Content-Type", "Content-Length", "Content-Range", "Accept-Ranges", "ETag", "Cache-Control")
+DS_HEADERS = ("Content-Type", "Stream-Next-Offset", "Stream-Closed", "Stream-Up-To-Date", "ETag")
 
 
 @pytest.fixture
@@ -56,11 +58,15 @@ async def answers(edge: TestClient[Any, Any], cid: str, tail: int) -> dict[str, 
     for rng in [None, *RANGES]:
         resp = await edge.get(f"/api/casts/{cid}/audio.mp3", headers={"Range": rng} if rng else {})
         out[f"mp3 {rng}"] = (resp.status, {h: resp.headers.get(h) for h in SAME_HEADERS}, await resp.read())
+    for suffix in ("", "/records"):  # the cast as a durable stream, from the start, the middle, the tail
+        for offset in ("-1", offset_of("0-3"), offset_of("0-1001"), "now"):
+            resp = await edge.get(f"/v1/stream/casts/{cid}{suffix}", params={"offset": offset})
+            out[f"ds{suffix} {offset}"] = (resp.status, {h: resp.headers.get(h) for h in DS_HEADERS}, await resp.read())
     return out
 
 
 @pytest.mark.parametrize("kind", ["simple", "retried"])
-@pytest.mark.rule("archive-same-answers")
+@pytest.mark.rule("archive-same-answers", "ds-casts")
 async def test_archived_cast_answers_byte_for_byte_as_before(
     redis: Redis, store: CastStore, blob_store: BlobStore, make_edge: MakeClient, kind: str
 ) -> None:

@@ -154,6 +154,15 @@ def test_services_learn_the_client_address(proxy_port: int) -> None:
     assert forwarded.split(",")[-1].strip() == "127.0.0.1"
 
 
+@pytest.mark.parametrize(("method", "service"), [("GET", "edge"), ("HEAD", "edge"), ("PUT", "intake"),
+                                                ("POST", "intake"), ("DELETE", "intake")])
+def test_durable_streams_reads_reach_edge_and_writes_intake(proxy_port: int, method: str, service: str) -> None:
+    status, text = request(proxy_port, method, "/v1/stream/a/b", b"x" if method in ("PUT", "POST") else b"")
+    assert status == 200
+    if method != "HEAD":
+        assert text.startswith(f"{service} {method} /v1/stream/a/b")
+
+
 def test_caddy_routes_like_the_local_launcher(proxy_port: int) -> None:
     """`streamtts up` has its own small proxy; both must send the same requests to intake."""
     assert INTAKE_ROUTES

@@ -57,7 +57,7 @@ async def test_openapi_document_is_the_public_origins_and_lists_every_route(
         for r in edge.server.app.router.routes()
         if r.resource is not None and r.method != "HEAD"
     }
-    assert len(routes) == 15  # /readyz too
+    assert len(routes) == 19  # /readyz too, and /v1/stream's reads
     assert routes <= documented_operations(doc)  # the pages too
     # The same document as intake's GET /api/openapi.json: intake's routes are in it.
     assert {("/api/casts", "post"), ("/generate", "post"), ("/api/voices", "get"), ("/api/openapi.json", "get")} \

@@ -65,6 +65,13 @@ async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str,
         ("GET", "/v1/audio/speech/live", "intake"),
         ("POST", "/v1/audio/speech", "intake"),
         ("GET", "/v1/audio/voices", "intake"),
+        # Durable Streams: reads are edge's, writes intake's
+        ("GET", "/v1/stream/a/b", "edge"),
+        ("OPTIONS", "/v1/stream/a/b", "edge"),
+        ("GET", "/v1/stream/casts/pHanHO6047OT", "edge"),
+        ("PUT", "/v1/stream/a/b", "intake"),
+        ("POST", "/v1/stream/a/b", "intake"),
+        ("DELETE", "/v1/stream/a/b", "intake"),
     ],
 )
 async def test_writes_go_to_intake_and_reads_to_edge(proxied, method: str, path: str, owner: str) -> None:

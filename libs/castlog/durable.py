@@ -1,0 +1,317 @@
+"""Durable streams on Redis Streams: the storage side of the Durable Streams protocol.
+
+One stream per path: its meta hash, its log (one entry per append) and its producers' hash
+(keys in ``durable_lua.py``). An offset is the entry id of the last entry read, written as two
+fixed-width decimal numbers so that offsets sort as strings the way the ids sort [R:ds-offsets].
+A fork keeps no copy of its source: its log starts above the fork point and reads stitch the
+source's entries up to that point to its own [R:ds-fork]. Nothing here knows HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from . import durable_lua
+
+META_PREFIX = "ds/meta/"
+LOG_PREFIX = "ds/log/"
+PRODUCERS_PREFIX = "ds/prod/"
+# A path is this long at most, in characters; its segments are URL-safe and never . or ..
+MAX_PATH_CHARS = 256
+_PATH = re.compile(r"[A-Za-z0-9._~!$'()*+,;=:@-]+(?:/[A-Za-z0-9._~!$'()*+,;=:@-]+)*")
+ZERO_ID = "0-0"
+# Offsets: `<ms>_<seq>` of the entry id, 16 digits each: long enough for any id Redis makes.
+OFFSET_DIGITS = 16
+_OFFSET = re.compile(r"(\d{%d})_(\d{%d})" % (OFFSET_DIGITS, OFFSET_DIGITS))
+# The most bytes one stream holds (its own appends; a fork's inherited bytes are its source's).
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Entries per XRANGE while a read gathers its bytes.
+RANGE_BATCH = 100
+JSON_TYPE = "application/json"
+
+
+def valid_path(path: str) -> bool:
+    """A stream name: bounded, URL-safe segments, none of them ``.`` or ``..``."""
+    if len(path) > MAX_PATH_CHARS or _PATH.fullmatch(path) is None:
+        return False
+    return all(part not in (".", "..") for part in path.split("/"))
+
+
+def meta_key(path: str) -> str:
+    return META_PREFIX + path
+
+
+def log_key(path: str) -> str:
+    return LOG_PREFIX + path
+
+
+def producers_key(path: str) -> str:
+    return PRODUCERS_PREFIX + path
+
+
+def keys_of(path: str) -> list[str]:
+    return [meta_key(path), log_key(path), producers_key(path)]
+
+
+def offset_of(entry: str | bytes) -> str:
+    """The opaque, sortable offset of a Redis entry id."""
+    text = entry.decode() if isinstance(entry, bytes) else entry
+    ms, _, seq = text.partition("-")
+    return f"{int(ms):0{OFFSET_DIGITS}d}_{int(seq):0{OFFSET_DIGITS}d}"
+
+
+def entry_of(offset: str) -> str | None:
+    """The entry id an offset names, or None for anything that is not an offset we made."""
+    match = _OFFSET.fullmatch(offset)
+    return f"{int(match[1])}-{int(match[2])}" if match else None
+
+
+def id_key(entry: str) -> tuple[int, int]:
+    ms, _, seq = entry.partition("-")
+    return int(ms), int(seq)
+
+
+def normal_type(content_type: str) -> str:
+    """``text/Plain; charset=utf-8`` -> ``text/plain``: what matching compares."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def is_json(content_type: str) -> bool:
+    return normal_type(content_type) == JSON_TYPE
+
+
+class BadJson(ValueError):
+    """An append to a JSON stream that is not JSON, or an empty array where messages are due."""
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_entry(body: bytes, creating: bool) -> bytes | None:
+    """A JSON append as one stored entry: its messages, comma-separated. An array is flattened
+    one level [R:ds-json]; ``[]`` is no message (allowed only when creating: None)."""
+    try:
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise BadJson(f"the body is not valid JSON: {exc}") from None
+    messages = value if isinstance(value, list) else [value]
+    if not messages:
+        if creating:
+            return None
+        raise BadJson("an empty JSON array appends nothing")
+    try:
+        return ",".join(json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages).encode()
+    except UnicodeEncodeError:  # a lone surrogate (\ud800): JSON may say it, UTF-8 may not
+        raise BadJson("the body holds a string that is not Unicode text (a lone surrogate)") from None
+
+
+def json_messages(entry: bytes) -> list[bytes]:
+    """The messages of one stored JSON entry, each as JSON text."""
+    return [json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode() for m in json.loads(b"[" + entry + b"]")]
+
+
+@dataclass(frozen=True)
+class Meta:
+    """A stream's configuration and state as one script saw it."""
+
+    path: str
+    content_type: str
+    ttl: int | None
+    expires_at: str | None
+    closed: bool
+    closed_by: str | None  # `epoch:seq:producer` of the append that closed it
+    tail: str  # entry id of the last byte (the fork point, or 0-0, while it has none of its own)
+    source: str | None
+    fork_at: str | None  # entry id: the source's entries up to here are this stream's
+    fork_sub: int
+    refs: int
+
+    @property
+    def tail_offset(self) -> str:
+        return offset_of(self.tail)
+
+    @property
+    def json(self) -> bool:
+        return is_json(self.content_type)
+
+    @staticmethod
+    def of(path: str, flat: Sequence[bytes]) -> Meta:
+        m = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        return Meta(
+            path=path, content_type=m.get("ct", "application/octet-stream"),
+            ttl=int(m["ttl"]) if "ttl" in m else None, expires_at=m.get("exp"), closed="closed" in m,
+            closed_by=m.get("cby"), tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
+            fork_sub=int(m.get("fsub", "0")), refs=int(m.get("refs", "0")),
+        )
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a create asks for."""
+
+    content_type: str
+    ttl: int | None = None
+    expires_at: str | None = None
+    deadline_ms: int | None = None  # of expires_at
+    closed: bool = False
+    source: str | None = None
+    fork_at: str | None = None  # entry id
+    fork_sub: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A script's answer: ``status`` (a word the script chose), the stream's meta where it is
+    live, and the words that go with the status (a producer's epoch or sequence numbers)."""
+
+    status: str
+    meta: Meta | None = None
+    detail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Entries of a read, oldest first: (entry id, bytes); ``complete`` when they reach the tail."""
+
+    entries: list[tuple[str, bytes]]
+    complete: bool
+
+
+def _words(reply: Sequence[object]) -> tuple[str, ...]:
+    return tuple(w.decode() if isinstance(w, bytes) else str(w) for w in reply)
+
+
+class DurableStreams:
+    """Every operation on the durable streams; one per process, on a pooled client."""
+
+    def __init__(self, redis: Redis, max_stream_bytes: int = MAX_STREAM_BYTES) -> None:
+        self.redis = redis
+        self.max_stream_bytes = max_stream_bytes
+        self._create = redis.register_script(durable_lua.CREATE)
+        self._append = redis.register_script(durable_lua.APPEND)
+        self._open = redis.register_script(durable_lua.OPEN)
+        self._delete = redis.register_script(durable_lua.DELETE)
+        self._release = redis.register_script(durable_lua.RELEASE)
+
+    async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
+        """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``,
+        ``too_big``."""
+        args = [
+            spec.content_type, normal_type(spec.content_type), _opt(spec.ttl), spec.expires_at or "",
+            _opt(spec.deadline_ms), "1" if spec.closed else "", spec.source or "", spec.fork_at or "",
+            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), *entries,
+        ]
+        source_key = meta_key(spec.source) if spec.source else meta_key(path)
+        reply = await self._create(keys=[*keys_of(path), source_key], args=args)
+        status = _words(reply[:1])[0]
+        if status in ("created", "exists"):
+            await self._release_chain(_words(reply[2:3])[0] if len(reply) > 2 else "")
+            return Outcome(status, Meta.of(path, reply[1]))
+        await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "")
+        return Outcome(status)
+
+    async def append(
+        self, path: str, content_type: str, entries: Sequence[bytes], *, stream_seq: str | None = None,
+        producer: tuple[str, int, int] | None = None, close: bool = False,
+    ) -> Outcome:
+        """``ok``, ``duplicate`` (detail: the producer's last seq), ``closed``, ``ct_mismatch``,
+        ``stale_epoch`` (detail: the current epoch), ``gap`` (detail: expected, received),
+        ``epoch_seq``, ``seq_conflict``, ``too_big``, ``missing``, ``gone``."""
+        pid, epoch, seq = producer if producer else ("", "", "")
+        args = [normal_type(content_type) if entries else "", stream_seq or "", pid, str(epoch), str(seq),
+                "1" if close else "", str(self.max_stream_bytes), *entries]
+        return await self._outcome(path, await self._append(keys=keys_of(path), args=args))
+
+    async def open(self, path: str, *, touch: bool) -> Outcome:
+        """``ok`` with the meta (a read slides the TTL; a HEAD does not), ``missing`` or ``gone``."""
+        return await self._outcome(path, await self._open(keys=keys_of(path), args=["1" if touch else "0"]))
+
+    async def delete(self, path: str) -> str:
+        """``deleted``, ``soft`` (forks still read it), ``missing`` or ``gone``."""
+        reply = await self._delete(keys=keys_of(path))
+        status = _words(reply[:1])[0]
+        if status in ("deleted", "missing") and len(reply) > 1:
+            await self._release_chain(_words(reply[1:2])[0])
+        return status
+
+    async def _outcome(self, path: str, reply: Sequence[object]) -> Outcome:
+        status = _words(reply[:1])[0]
+        if status == "missing":  # lapsed just now, or never there
+            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "")
+            return Outcome(status)
+        if status == "gone":
+            return Outcome(status)
+        flat = reply[1]
+        assert isinstance(flat, list)
+        return Outcome(status, Meta.of(path, flat), _words(reply[2:]))
+
+    async def _release_chain(self, source: str) -> None:
+        """A fork went: its source loses a reference, and a soft-deleted source nobody reads goes
+        too, up the chain."""
+        while source:
+            reply = await self._release(keys=keys_of(source))
+            words = _words(reply)
+            source = words[1] if words[0] == "deleted" and len(words) > 1 else ""
+
+    async def peek(self, path: str) -> Meta | None:
+        """A stream's meta without touching it (a fork's source, soft-deleted or not)."""
+        found = cast("dict[bytes, bytes]", await self.redis.hgetall(meta_key(path)))
+        if not found:
+            return None
+        return Meta.of(path, [x for kv in found.items() for x in kv])
+
+    async def read(self, meta: Meta, after: str, max_bytes: int) -> Slice:
+        """Entries after ``after`` up to the tail ``meta`` saw, through the fork chain, about
+        ``max_bytes`` at most (always at least one entry when there is one)."""
+        segments = await self._segments(meta, after)
+        entries: list[tuple[str, bytes]] = []
+        size = 0
+        for key, low, high in segments:
+            start = "(" + low
+            while True:
+                batch = cast("list[tuple[bytes, dict[bytes, bytes]]]",
+                             await self.redis.xrange(key, start, high, count=RANGE_BATCH))
+                for raw_id, fields in batch:
+                    data = fields.get(b"d")
+                    if data is None:
+                        continue  # a close marker
+                    entry = raw_id.decode()
+                    entries.append((entry, data))
+                    size += len(data)
+                    if size >= max_bytes:
+                        return Slice(entries, complete=id_key(entry) >= id_key(meta.tail))
+                if len(batch) < RANGE_BATCH:
+                    break
+                start = "(" + batch[-1][0].decode()
+        return Slice(entries, complete=True)
+
+    async def _segments(self, meta: Meta, after: str) -> list[tuple[str, str, str]]:
+        """(log key, after this id, up to this id) per stream of the chain, source first."""
+        segments: list[tuple[str, str, str]] = []
+        current: Meta | None = meta
+        high = meta.tail
+        while current is not None:
+            low = max(after, current.fork_at or ZERO_ID, key=id_key)
+            if id_key(low) < id_key(high):
+                segments.insert(0, (log_key(current.path), low, high))
+            if current.source is None or current.fork_at is None or id_key(after) >= id_key(current.fork_at):
+                break
+            high = min(high, current.fork_at, key=id_key)
+            current = await self.peek(current.source)
+        return segments
+
+    async def first_after(self, meta: Meta, after: str) -> bytes | None:
+        """The first entry past ``after`` (a sub-offset fork cuts into it), or None."""
+        found = await self.read(meta, after, 1)
+        return found.entries[0][1] if found.entries else None
+
+
+def _opt(value: int | None) -> str:
+    return "" if value is None else str(value)

@@ -1,0 +1,148 @@
+"""The Durable Streams protocol's HTTP vocabulary, shared by edge (reads) and intake (writes):
+header names, the route prefix, the security headers every answer carries, and the refusals
+that carry protocol headers. The storage side is ``castlog.durable``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+
+from aiohttp import web
+
+from castlog.durable import entry_of, valid_path
+
+from .errors import Refusal
+
+PREFIX = "/v1/stream/"
+ROUTE = PREFIX + "{path:.+}"
+# Casts are served read-only under this sub-path; nobody may create a stream there.
+CASTS = "casts"
+
+NEXT_OFFSET = "Stream-Next-Offset"
+CURSOR = "Stream-Cursor"
+UP_TO_DATE = "Stream-Up-To-Date"
+CLOSED = "Stream-Closed"
+SEQ = "Stream-Seq"
+TTL = "Stream-TTL"
+EXPIRES_AT = "Stream-Expires-At"
+FORKED_FROM = "Stream-Forked-From"
+FORK_OFFSET = "Stream-Fork-Offset"
+FORK_SUB_OFFSET = "Stream-Fork-Sub-Offset"
+SSE_ENCODING = "Stream-SSE-Data-Encoding"
+PRODUCER_ID = "Producer-Id"
+PRODUCER_EPOCH = "Producer-Epoch"
+PRODUCER_SEQ = "Producer-Seq"
+PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
+PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
+
+# Every answer under the prefix, errors included [R:ds-security-headers].
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin"}
+EXPOSED = ", ".join((NEXT_OFFSET, CURSOR, UP_TO_DATE, CLOSED, PRODUCER_EPOCH, PRODUCER_SEQ, PRODUCER_EXPECTED_SEQ,
+                     PRODUCER_RECEIVED_SEQ, SSE_ENCODING, "ETag", "Content-Type", "Location"))
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+ALLOW_METHODS = "GET, HEAD, POST, PUT, DELETE, OPTIONS"
+ALLOW_HEADERS = ", ".join(("Content-Type", "Authorization", "If-None-Match", SEQ, TTL, EXPIRES_AT, CLOSED, PRODUCER_ID,
+                           PRODUCER_EPOCH, PRODUCER_SEQ, FORKED_FROM, FORK_OFFSET, FORK_SUB_OFFSET))
+
+# Cursors count 20-second intervals from the protocol's epoch (2024-10-09T00:00:00Z); a client
+# that echoes a cursor not behind the clock gets one strictly ahead, by up to an hour's jitter.
+CURSOR_INTERVAL_S = 20
+CURSOR_EPOCH_S = 1_728_432_000
+MAX_JITTER_S = 3600
+
+
+def cursor_after(client: str | None, now_s: float | None = None) -> str:
+    """The cursor for a live answer: never behind the client's, so CDN cache keys move on
+    [R:ds-cursor]."""
+    current = int(((time.time() if now_s is None else now_s) - CURSOR_EPOCH_S) // CURSOR_INTERVAL_S)
+    if client is None or not client.isdigit() or int(client) < current:
+        return str(current)
+    jitter = max(1, -(-random.randint(1, MAX_JITTER_S) // CURSOR_INTERVAL_S))  # noqa: S311 (not a secret)
+    return str(int(client) + jitter)
+
+
+def etag(path: str, start: str, end: str, closed: bool) -> str:
+    """Varies with the range and with the closure, so a 304 never hides an EOF [R:ds-etag]."""
+    return f'"{base64.b64encode(path.encode()).decode()}:{start}:{end}{":c" if closed else ""}"'
+
+
+def stream_path(request: web.Request) -> str:
+    """The stream a request names; 400 for a name out of bounds."""
+    path = request.match_info["path"]
+    if not valid_path(path):
+        raise Refusal(400, "bad_stream_name", "a stream name is at most 256 URL-safe characters in /-separated "
+                                              "segments, none of them . or ..")
+    return path
+
+
+def flag(request: web.Request, name: str) -> bool:
+    """A presence header: set only when its value is exactly ``true`` (any case)."""
+    return request.headers.get(name, "").strip().lower() == "true"
+
+
+def missing() -> Refusal:
+    return Refusal(404, "not_found", "no such stream")
+
+
+def gone() -> Refusal:
+    return Refusal(410, "gone", "the stream was deleted; its forks still read it")
+
+
+def bad(message: str) -> Refusal:
+    return Refusal(400, "bad_request", message)
+
+
+def read_offset(request: web.Request) -> str | None:
+    offsets = request.query.getall("offset", [])
+    if len(offsets) > 1:
+        raise bad("send one offset")
+    if not offsets:
+        return None
+    offset = offsets[0]
+    if offset not in ("-1", "now") and entry_of(offset) is None:
+        raise bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
+    return offset
+
+
+def sse_event(kind: str, payload: str) -> bytes:
+    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return (f"event: {kind}\n" + "".join(f"data:{line}\n" for line in lines) + "\n").encode()
+
+
+def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: bool) -> bytes:
+    """The control event after each data event (and alone at the tail) [R:ds-sse]."""
+    control: dict[str, object] = {"streamNextOffset": position}
+    if closed and at_tail:
+        control["streamClosed"] = True
+    else:
+        control["streamCursor"] = cursor_after(cursor)
+        if at_tail:
+            control["upToDate"] = True
+    return sse_event("control", json.dumps(control))
+
+
+async def preflight(request: web.Request) -> web.Response:
+    """OPTIONS: CORS preflight for any stream (no key needed: it reads and writes nothing)."""
+    return web.Response(status=204, headers={
+        "Access-Control-Allow-Methods": ALLOW_METHODS, "Access-Control-Allow-Headers": ALLOW_HEADERS,
+        "Access-Control-Max-Age": "600",
+    })
+
+
+def public_url(request: web.Request) -> str:
+    """The stream's URL as its client sees it, through a proxy that says where it was asked."""
+    proto = request.headers.get("X-Forwarded-Proto", request.scheme).split(",")[0].strip()
+    host = request.headers.get("X-Forwarded-Host", request.host).split(",")[0].strip()
+    return f"{proto}://{host}{request.path}"
+
+
+async def secure(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: the protocol's browser security headers and CORS exposure."""
+    if request.path.startswith(PREFIX):
+        response.headers.update(SECURITY_HEADERS)
+        response.headers.setdefault("Access-Control-Allow-Origin", "*")
+        response.headers.setdefault("Access-Control-Expose-Headers", EXPOSED)

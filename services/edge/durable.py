@@ -1,0 +1,215 @@
+"""The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
+reads, long-poll and SSE. Parse, call ``castlog.durable``, answer; writes are intake's.
+
+Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on the one
+upstream read of ``durable_tail.py``; at most ``EDGE_DS_MAX_WAITERS`` at once (503 beyond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+
+from aiohttp import web
+
+from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of
+from servicekit import Refusal
+from servicekit import dshttp as ds
+
+from . import durable_casts
+from .context import CONFIG, EDGE
+from .guards import Pass
+
+
+def setup(app: web.Application) -> None:
+    """Routes (casts' first) and the graceful stop of the waiters (``Edge.durable``)."""
+    app.on_shutdown.append(_stop_waiters)
+    app.on_response_prepare.append(ds.secure)
+    durable_casts.add_routes(app.router)
+    app.router.add_get(ds.ROUTE, read, allow_head=False)
+    app.router.add_head(ds.ROUTE, head)
+    app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
+
+
+async def _stop_waiters(app: web.Application) -> None:
+    if EDGE in app:
+        await app[EDGE].durable.tail.stop()  # waiters wake, answer what there is, and end
+
+
+async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pass]:
+    """The stream's meta, after the client's read token (the same buckets as casts' reads)."""
+    admitted = await request.app[EDGE].guard.admit(request)
+    found = await request.app[EDGE].durable.streams.open(path, touch=touch)
+    if found.meta is None:
+        raise ds.gone() if found.status == "gone" else ds.missing()
+    return found.meta, admitted
+
+
+def _meta_headers(meta: Meta) -> dict[str, str]:
+    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: meta.tail_offset}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    return headers
+
+
+async def head(request: web.Request) -> web.Response:
+    """Metadata only; a HEAD does not slide the TTL [R:ds-head]."""
+    meta, _ = await _open(request, ds.stream_path(request), touch=False)
+    headers = _meta_headers(meta)
+    headers["Cache-Control"] = "no-store"
+    if meta.ttl is not None:
+        headers[ds.TTL] = str(meta.ttl)
+    if meta.expires_at is not None:
+        headers[ds.EXPIRES_AT] = meta.expires_at
+    headers["ETag"] = ds.etag(meta.path, "-1", meta.tail_offset, meta.closed)
+    return web.Response(status=200, headers=headers)
+
+
+async def read(request: web.Request) -> web.StreamResponse:
+    """GET: catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    path = ds.stream_path(request)
+    offset = ds.read_offset(request)
+    live = request.query.get("live")
+    if live in ("long-poll", "sse") and offset is None:
+        raise ds.bad(f"live={live} needs an offset")
+    meta, admitted = await _open(request, path, touch=True)
+    after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
+    assert after is not None
+    if live == "sse":
+        return await _sse(request, admitted, meta, after)
+    if offset == "now" and live != "long-poll":
+        headers = _meta_headers(meta)
+        headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
+        return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
+    reads = request.app[EDGE].durable
+    got = await reads.streams.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
+    if live == "long-poll" and not got.entries:
+        meta, got = await _long_poll(request, admitted, meta, after)
+        if not got.entries:
+            return _timed_out(request, meta)
+    return _catch_up(request, meta, got, offset or "-1", live == "long-poll")
+
+
+async def _long_poll(request: web.Request, admitted: Pass, meta: Meta, after: str) -> tuple[Meta, Slice]:
+    """Wait for the stream's own next entry; none until the deadline (or a close): empty slice."""
+    cfg = request.app[CONFIG]
+    deadline = time.monotonic() + cfg.ds_long_poll_s
+    empty = Slice([], complete=True)
+    async with _slot(request), admitted.stream_slot():
+        while not meta.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await _wait(request, meta, after, remaining)
+            found = await request.app[EDGE].durable.streams.open(meta.path, touch=True)
+            if found.meta is None:
+                raise ds.gone() if found.status == "gone" else ds.missing()
+            meta = found.meta
+            got = await request.app[EDGE].durable.streams.read(meta, after, cfg.ds_read_max_bytes)
+            if got.entries:
+                return meta, got
+    return meta, empty
+
+
+def _slot(request: web.Request) -> asyncio.Semaphore:
+    """The waiters' semaphore, once it is sure to have room (a waiter never queues)."""
+    waiters = request.app[EDGE].durable.waiters
+    if waiters.locked():
+        raise Refusal(503, "busy", "too many readers wait on this edge; retry shortly", {"Retry-After": "1"})
+    return waiters
+
+
+async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
+    """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
+    since = max(after, meta.tail, key=id_key)
+    return await request.app[EDGE].durable.tail.wait(meta.path, since, seconds)
+
+
+def _timed_out(request: web.Request, meta: Meta) -> web.Response:
+    headers = {ds.NEXT_OFFSET: meta.tail_offset, ds.UP_TO_DATE: "true"}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    else:
+        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
+    return web.Response(status=204, headers=headers)
+
+
+def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, live: bool) -> web.Response:
+    end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
+    closed = meta.closed and got.complete and end == meta.tail_offset
+    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: end}
+    if got.complete:
+        headers[ds.UP_TO_DATE] = "true"
+    if closed:
+        headers[ds.CLOSED] = "true"
+    if live or not closed:
+        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
+    tag = ds.etag(meta.path, start, end, closed)
+    headers["ETag"] = tag
+    if request.headers.get("If-None-Match") == tag:
+        return web.Response(status=304, headers={"ETag": tag})
+    return web.Response(status=200, headers=headers, body=_body(meta, got))
+
+
+def _body(meta: Meta, got: Slice) -> bytes:
+    if meta.json:
+        return b"[" + b",".join(data for _, data in got.entries) + b"]"
+    return b"".join(data for _, data in got.entries)
+
+
+def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
+    if binary:
+        return ds.sse_event("data", base64.b64encode(data).decode())
+    if meta.json:
+        return ds.sse_event("data", "[" + data.decode() + "]")
+    return ds.sse_event("data", data.decode("utf-8", errors="replace"))
+
+
+async def _sse(request: web.Request, admitted: Pass, meta: Meta, after: str) -> web.StreamResponse:
+    """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
+    when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
+    kind = meta.content_type.split(";", 1)[0].strip().lower()
+    binary = not (kind.startswith("text/") or kind == "application/json")
+    response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
+    if binary:
+        response.headers[ds.SSE_ENCODING] = "base64"
+    async with _slot(request), admitted.stream_slot():
+        await response.prepare(request)
+        await _events(request, response, meta, after, binary)
+    await response.write_eof()
+    return response
+
+
+async def _events(
+    request: web.Request, response: web.StreamResponse, meta: Meta, after: str, binary: bool
+) -> None:
+    cfg = request.app[CONFIG]
+    reads = request.app[EDGE].durable
+    ends = time.monotonic() + cfg.ds_sse_max_s
+    cursor = request.query.get("cursor")
+    while not reads.stopping:
+        got = await reads.streams.read(meta, after, cfg.ds_read_max_bytes)
+        out: list[bytes] = []
+        at_tail = got.complete
+        for n, (entry, data) in enumerate(got.entries):  # a control event after every data event
+            last = n == len(got.entries) - 1
+            after = entry
+            out.append(_data_event(meta, data, binary))
+            out.append(ds.control_event(offset_of(entry), cursor, at_tail=at_tail and last, closed=meta.closed))
+        if not got.entries:
+            out.append(ds.control_event(meta.tail_offset, cursor, at_tail=at_tail, closed=meta.closed))
+        closed = meta.closed and at_tail
+        await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
+        if closed:
+            break
+        remaining = ends - time.monotonic()
+        if remaining <= 0:
+            break
+        if at_tail:
+            after = max(after, meta.tail, key=id_key)
+            await _wait(request, meta, after, min(remaining, cfg.sse_heartbeat_s))
+        found = await reads.streams.open(meta.path, touch=True)
+        if found.meta is None:
+            break
+        meta = found.meta

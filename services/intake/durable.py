@@ -1,0 +1,306 @@
+"""The write side of the Durable Streams protocol under ``/v1/stream/<path>``: create (PUT, forks
+included), append and close (POST), delete. Parse, call ``castlog.durable``, answer; reads are
+edge's (``edge/durable.py``). The API keys' check covers these routes like every ``/v1/*`` one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from aiohttp import web
+
+from castlog.durable import (
+    BadJson,
+    DurableStreams,
+    Meta,
+    Outcome,
+    Spec,
+    entry_of,
+    id_key,
+    is_json,
+    json_entry,
+    json_messages,
+    normal_type,
+    valid_path,
+)
+from servicekit import Refusal
+from servicekit import dshttp as ds
+
+from .context import CONFIG, INTAKE
+
+OCTET_STREAM = "application/octet-stream"
+_MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+# Producer epochs and sequence numbers stay exact in JavaScript's numbers.
+MAX_SAFE_INTEGER = 2**53 - 1
+READ_ONLY = {"Allow": "GET, HEAD"}
+
+
+def setup(app: web.Application) -> None:
+    """Routes and the security headers (the store is ``Intake.durable``)."""
+    app.on_response_prepare.append(ds.secure)
+    app.router.add_put(ds.ROUTE, create)
+    app.router.add_post(ds.ROUTE, append)
+    app.router.add_delete(ds.ROUTE, delete)
+
+
+def _writable(request: web.Request) -> str:
+    path = ds.stream_path(request)
+    if path == ds.CASTS or path.startswith(ds.CASTS + "/"):
+        raise Refusal(405, "read_only", "casts are read-only durable streams", READ_ONLY)  # [R:ds-casts-read-only]
+    return path
+
+
+def _decimal(request: web.Request, name: str) -> int | None:
+    value = request.headers.get(name)
+    if value is None:
+        return None
+    if not _DECIMAL.fullmatch(value):
+        raise ds.bad(f"{name} must be a non-negative decimal integer without sign or leading zeros")
+    return int(value)
+
+
+def _deadline_ms(expires_at: str) -> int:
+    if not _RFC3339.fullmatch(expires_at):
+        raise ds.bad(f"{ds.EXPIRES_AT} must be an RFC 3339 timestamp")
+    text = expires_at.replace("z", "Z").replace("Z", "+00:00").replace("t", "T").replace(" ", "T")
+    if "." in text:  # Python 3.10 takes 3 or 6 fraction digits only
+        head, _, rest = text.partition(".")
+        digits = re.match(r"\d+", rest)
+        assert digits is not None
+        text = head + "." + (digits[0] + "000000")[:6] + rest[len(digits[0]):]
+    try:
+        return int(datetime.fromisoformat(text).astimezone(timezone.utc).timestamp() * 1000)
+    except ValueError:
+        raise ds.bad(f"{ds.EXPIRES_AT} is not a real time") from None
+
+
+async def create(request: web.Request) -> web.Response:
+    """PUT: create, or confirm an identical stream (200); a different one is a conflict [R:ds-create]."""
+    path = _writable(request)
+    streams = request.app[INTAKE].durable
+    source = request.headers.get(ds.FORKED_FROM)
+    given = request.headers.get("Content-Type", "").strip()
+    content_type: str | None = given if _MEDIA_TYPE.match(given) else None
+    ttl = _decimal(request, ds.TTL)
+    expires_at = request.headers.get(ds.EXPIRES_AT)
+    if ttl is not None and expires_at is not None:
+        raise ds.bad(f"send {ds.TTL} or {ds.EXPIRES_AT}, not both")
+    deadline = _deadline_ms(expires_at) if expires_at is not None else None
+    fork_offset = request.headers.get(ds.FORK_OFFSET)
+    fork_at = entry_of(fork_offset) if fork_offset else None
+    if fork_offset and fork_at is None:
+        raise ds.bad(f"{ds.FORK_OFFSET} is not an offset of this server")
+    sub = _decimal(request, ds.FORK_SUB_OFFSET)
+    if ds.FORK_SUB_OFFSET in request.headers and source is None:
+        raise ds.bad(f"{ds.FORK_SUB_OFFSET} needs {ds.FORKED_FROM}")
+    body = await request.read()
+    closed = ds.flag(request, ds.CLOSED)
+    prefix: list[bytes] = []
+    spec = Spec(content_type or OCTET_STREAM, ttl, expires_at, deadline, closed)
+    if source is not None:
+        spec, prefix = await _fork_spec(streams, spec, content_type, source, fork_at, sub or 0)
+    entries = prefix + _initial(spec.content_type, body)
+    outcome = await streams.create(path, spec, entries)
+    if outcome.status == "created":
+        assert outcome.meta is not None
+        headers = _created_headers(outcome.meta)
+        headers["Location"] = ds.public_url(request)
+        return web.Response(status=201, headers=headers)
+    if outcome.status == "exists":
+        assert outcome.meta is not None
+        if not _same(outcome.meta, spec, fork_at):
+            raise Refusal(409, "conflict", "a stream with another configuration is at this path")
+        return web.Response(status=200, headers=_created_headers(outcome.meta))
+    if outcome.status == "nosrc":
+        raise Refusal(404, "not_found", "no such source stream")
+    if outcome.status == "too_big":
+        raise _too_big(request)
+    raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")
+
+
+def _initial(content_type: str, body: bytes) -> list[bytes]:
+    if not body:
+        return []
+    if not is_json(content_type):
+        return [body]
+    try:
+        entry = json_entry(body, creating=True)
+    except BadJson as exc:
+        raise ds.bad(str(exc)) from None
+    return [entry] if entry is not None else []
+
+
+async def _fork_spec(
+    streams: DurableStreams, spec: Spec, content_type: str | None, source: str, fork_at: str | None, sub: int
+) -> tuple[Spec, list[bytes]]:
+    """A fork's spec from its source's meta, and its own first entry when a sub-offset cuts into
+    the source's next entry [R:ds-fork]."""
+    name = source[len(ds.PREFIX):] if source.startswith(ds.PREFIX) else source.lstrip("/")
+    if not valid_path(name):
+        raise Refusal(404, "not_found", "no such source stream")
+    found = await streams.open(name, touch=False)
+    if found.status == "gone":
+        raise Refusal(409, "conflict", "the source stream was deleted")
+    if found.meta is None:
+        raise Refusal(404, "not_found", "no such source stream")
+    src = found.meta
+    if content_type is not None and normal_type(content_type) != normal_type(src.content_type):
+        raise Refusal(409, "conflict", "a fork has its source's content type")
+    at = fork_at or src.tail
+    if id_key(at) > id_key(src.tail):
+        raise ds.bad(f"{ds.FORK_OFFSET} is beyond the source's tail")
+    prefix: list[bytes] = []
+    if sub:
+        prefix = [await _cut(streams, src, at, sub)]
+    ttl, expires_at, deadline = spec.ttl, spec.expires_at, spec.deadline_ms
+    if ttl is None and expires_at is None:  # the protocol's table: inherit the source's expiry
+        ttl = src.ttl
+        if src.expires_at is not None:
+            expires_at, deadline = src.expires_at, _deadline_ms(src.expires_at)
+    return Spec(src.content_type, ttl, expires_at, deadline, spec.closed, name, at, sub), prefix
+
+
+async def _cut(streams: DurableStreams, src: Meta, at: str, sub: int) -> bytes:
+    first = await streams.first_after(src, at)
+    if first is None:
+        raise ds.bad(f"{ds.FORK_SUB_OFFSET} points past the source's data")
+    if src.json:
+        messages = json_messages(first)
+        if sub > len(messages):
+            raise ds.bad(f"{ds.FORK_SUB_OFFSET} is past the next append's messages")
+        return b",".join(messages[:sub])
+    if sub > len(first):
+        raise ds.bad(f"{ds.FORK_SUB_OFFSET} is past the next append's bytes")
+    return first[:sub]
+
+
+def _same(meta: Meta, spec: Spec, fork_at: str | None) -> bool:
+    return (
+        normal_type(meta.content_type) == normal_type(spec.content_type) and meta.ttl == spec.ttl
+        and meta.expires_at == spec.expires_at and meta.closed == spec.closed and meta.source == spec.source
+        and (fork_at is None or meta.fork_at == fork_at) and meta.fork_sub == spec.fork_sub
+    )
+
+
+def _created_headers(meta: Meta) -> dict[str, str]:
+    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: meta.tail_offset}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    return headers
+
+
+def _producer(request: web.Request) -> tuple[str, int, int] | None:
+    names = (ds.PRODUCER_ID, ds.PRODUCER_EPOCH, ds.PRODUCER_SEQ)
+    values = [request.headers.get(n) for n in names]
+    if all(v is None for v in values):
+        return None
+    pid, epoch, seq = values
+    if pid is None or epoch is None or seq is None:
+        raise ds.bad("send Producer-Id, Producer-Epoch and Producer-Seq together")
+    if not pid:
+        raise ds.bad("Producer-Id must not be empty")
+    numbers = []
+    for name, value in ((ds.PRODUCER_EPOCH, epoch), (ds.PRODUCER_SEQ, seq)):
+        if not value.isascii() or not value.isdigit() or int(value) > MAX_SAFE_INTEGER:
+            raise ds.bad(f"{name} must be an integer from 0 to 2^53-1")
+        numbers.append(int(value))
+    return pid, numbers[0], numbers[1]
+
+
+async def append(request: web.Request) -> web.Response:
+    """POST: append (and close with ``Stream-Closed: true``), idempotent per producer
+    [R:ds-append] [R:ds-producer] [R:ds-close]."""
+    path = _writable(request)
+    streams = request.app[INTAKE].durable
+    closing = ds.flag(request, ds.CLOSED)
+    producer = _producer(request)
+    body = await request.read()
+    if not body and not closing:
+        raise ds.bad("an append needs a body (or Stream-Closed: true to close)")
+    content_type = request.headers.get("Content-Type", "")
+    if body and not content_type:
+        raise ds.bad("an append needs a Content-Type")
+    entries: list[bytes] = []
+    if body:
+        try:
+            entries = [_json_or_raw(content_type, body)]
+        except BadJson as exc:
+            await _refuse_state_first(streams, path, content_type)
+            raise ds.bad(str(exc)) from None
+    outcome = await streams.append(path, content_type, entries, stream_seq=request.headers.get(ds.SEQ),
+                                   producer=producer, close=closing)
+    if outcome.status == "too_big":
+        raise _too_big(request)
+    return _answer(outcome, producer, bool(entries))
+
+
+def _too_big(request: web.Request) -> Refusal:
+    limit = request.app[CONFIG].ds_max_stream_bytes
+    return Refusal(413, "stream_full", f"a stream holds at most {limit} bytes (INTAKE_DS_MAX_STREAM_BYTES)")
+
+
+def _json_or_raw(content_type: str, body: bytes) -> bytes:
+    if not is_json(content_type):
+        return body
+    entry = json_entry(body, creating=False)
+    assert entry is not None
+    return entry
+
+
+async def _refuse_state_first(streams: DurableStreams, path: str, content_type: str) -> None:
+    """A bad JSON body on a stream that is closed or of another type: those answers come first."""
+    found = await streams.open(path, touch=False)
+    if found.meta is None:
+        raise ds.gone() if found.status == "gone" else ds.missing()
+    if found.meta.closed:
+        raise _closed(found.meta)
+    if normal_type(content_type) != normal_type(found.meta.content_type):
+        raise Refusal(409, "conflict", "the stream has another content type")
+
+
+def _closed(meta: Meta) -> Refusal:
+    return Refusal(409, "closed", "the stream is closed", {ds.CLOSED: "true", ds.NEXT_OFFSET: meta.tail_offset})
+
+
+def _answer(outcome: Outcome, producer: tuple[str, int, int] | None, appended: bool) -> web.Response:
+    status, meta = outcome.status, outcome.meta
+    if meta is None:
+        raise ds.gone() if status == "gone" else ds.missing()
+    headers = {ds.NEXT_OFFSET: meta.tail_offset}
+    if meta.closed:
+        headers[ds.CLOSED] = "true"
+    if status == "ok":
+        if producer is not None:
+            headers[ds.PRODUCER_EPOCH], headers[ds.PRODUCER_SEQ] = str(producer[1]), str(producer[2])
+        return web.Response(status=200 if producer is not None and appended else 204, headers=headers)
+    if status == "duplicate":
+        assert producer is not None
+        headers[ds.PRODUCER_EPOCH], headers[ds.PRODUCER_SEQ] = str(producer[1]), outcome.detail[0]
+        return web.Response(status=204, headers=headers)
+    if status == "closed":
+        raise _closed(meta)
+    if status == "stale_epoch":
+        raise Refusal(403, "stale_epoch", "a newer epoch of this producer writes now",
+                      {ds.PRODUCER_EPOCH: outcome.detail[0]})
+    if status == "gap":
+        raise Refusal(409, "sequence_gap", "a producer sequence number is missing",
+                      {ds.PRODUCER_EXPECTED_SEQ: outcome.detail[0], ds.PRODUCER_RECEIVED_SEQ: outcome.detail[1]})
+    if status == "epoch_seq":
+        raise ds.bad("a new producer epoch starts at Producer-Seq 0")
+    if status == "seq_conflict":
+        raise Refusal(409, "sequence_conflict", "Stream-Seq must grow with every append")
+    raise Refusal(409, "conflict", "the stream has another content type")
+
+
+async def delete(request: web.Request) -> web.Response:
+    """DELETE: gone now, or soft-deleted while forks read it [R:ds-delete]."""
+    status = await request.app[INTAKE].durable.delete(_writable(request))
+    if status == "missing":
+        raise ds.missing()
+    if status == "gone":
+        raise ds.gone()
+    return web.Response(status=204)
+

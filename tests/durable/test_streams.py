@@ -1,0 +1,197 @@
+"""The general /v1/stream namespace beyond the conformance suite: keys for writes, refusals that
+leave nothing in Redis, lapsed streams whose keys go, forks that keep a deleted source alive
+until the last one goes, offsets that sort like the entry ids they encode."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+from yarl import URL
+
+import edge
+from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
+from tests.durable.conftest import serving_origin
+from tests.edge.edge_helpers import calls_between, command_calls
+from tests.support.waiting import wait_until
+
+
+@pytest.mark.rule("ds-write-keys")
+async def test_writes_need_a_key_when_keys_are_set_and_reads_do_not(redis: Redis, redis_url: str) -> None:
+    async with serving_origin(redis, redis_url, intake_changes={"api_keys": frozenset({"k1"})}) as base, \
+            ClientSession() as http:
+        url = f"{base}/v1/stream/keyed"
+        async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 401
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain", "Authorization": "Bearer k1"},
+                            data=b"hello") as response:
+            assert response.status == 201
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"more") as response:
+            assert response.status == 401
+        async with http.get(url) as response:
+            assert response.status == 200
+            assert await response.read() == b"hello"
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        # (dot segments never reach a handler: HTTP resolves a/../b to b first)
+        for name in ("a//b", "x" * 257, "sp%20ace", "%00", "a/"):
+            url = URL(f"{origin}/v1/stream/{name}", encoded=True)
+            async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+                assert response.status in (400, 404), name
+        async with http.put(f"{origin}/v1/stream/j", headers={"Content-Type": "application/json"},
+                            data=b"{nope") as response:
+            assert response.status == 400
+        async with http.put(f"{origin}/v1/stream/big", headers={"Content-Type": "text/plain"},
+                            data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
+            assert response.status == 413
+        async with http.put(f"{origin}/v1/stream/t", headers={"Stream-TTL": "+5"}) as response:
+            assert response.status == 400
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-expiry")
+async def test_a_stream_past_its_expiry_is_gone_with_its_keys(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/expired"
+        async with http.put(url, headers={"Stream-Expires-At": "2001-01-01T00:00:00Z"}, data=b"old") as response:
+            assert response.status == 201
+        async with http.get(url) as response:
+            assert response.status == 404
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-fork", "ds-delete")
+async def test_a_deleted_source_lives_on_for_its_fork_and_goes_with_it(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        src, fork = f"{origin}/v1/stream/src", f"{origin}/v1/stream/fork"
+        async with http.put(src, headers={"Content-Type": "text/plain"}, data=b"abc") as response:
+            assert response.status == 201
+        async with http.put(fork, headers={"Stream-Forked-From": "/v1/stream/src"},
+                            skip_auto_headers=["Content-Type"]) as response:  # the fork takes the source's
+            assert response.status == 201
+        async with http.post(fork, headers={"Content-Type": "text/plain"}, data=b"def") as response:
+            assert response.status == 204
+        async with http.delete(src) as response:
+            assert response.status == 204
+        async with http.get(src) as response:
+            assert response.status == 410
+        async with http.get(fork) as response:
+            assert await response.read() == b"abcdef"
+        async with http.delete(fork) as response:
+            assert response.status == 204
+    assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-offsets")
+@given(a=st.tuples(st.integers(0, 2**48), st.integers(0, 2**40)), b=st.tuples(st.integers(0, 2**48),
+                                                                             st.integers(0, 2**40)))
+def test_offsets_sort_as_strings_the_way_entry_ids_sort(a: tuple[int, int], b: tuple[int, int]) -> None:
+    ida, idb = f"{a[0]}-{a[1]}", f"{b[0]}-{b[1]}"
+    assert (offset_of(ida) < offset_of(idb)) == (id_key(ida) < id_key(idb))
+    assert entry_of(offset_of(ida)) == ida
+    assert entry_of("-1") is None and entry_of("now") is None and entry_of("1-2") is None
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_a_stream_holds_a_bounded_number_of_bytes(redis: Redis, redis_url: str) -> None:
+    async with serving_origin(redis, redis_url, intake_changes={"ds_max_stream_bytes": 10}) as base, \
+            ClientSession() as http:
+        url = f"{base}/v1/stream/small"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x" * 11) as response:
+            assert response.status == 413
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x" * 6) as response:
+            assert response.status == 201
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"y" * 5) as response:
+            assert response.status == 413
+        async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"y" * 4) as response:
+            assert response.status == 204
+        async with http.get(url) as response:
+            assert await response.read() == b"xxxxxxyyyy"
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_reads_spend_the_clients_read_tokens(redis: Redis, redis_url: str) -> None:
+    limited = {"read_rate": 0.001, "read_burst": 2}
+    async with serving_origin(redis, redis_url, edge_changes=limited) as base, ClientSession() as http:
+        url = f"{base}/v1/stream/limited"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
+            assert response.status == 201
+        statuses = []
+        for _ in range(3):
+            async with http.get(url) as response:
+                statuses.append(response.status)
+        assert statuses == [200, 200, 429]
+
+
+@pytest.mark.rule("ds-one-upstream-read", "ds-long-poll")
+async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis) -> None:
+    waiters, streams = 40, 4
+    async with ClientSession() as http:
+        urls = [f"{origin}/v1/stream/shared-{n % streams}" for n in range(waiters)]
+        tails = {}
+        for url in set(urls):
+            async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+                tails[url] = response.headers["Stream-Next-Offset"]
+        before = await command_calls(redis)
+        polls = [asyncio.create_task(http.get(url, params={"offset": tails[url], "live": "long-poll"}))
+                 for url in urls]
+        await wait_until(lambda: _blocked_on_durable_tail(redis), timeout_s=10)
+        for url in set(urls):
+            async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"news") as response:
+                assert response.status == 204
+        for poll in polls:
+            async with await poll as response:
+                assert response.status == 200
+                assert await response.read() == b"news"
+        reads = calls_between(before, await command_calls(redis)).get("cmdstat_xread", 0)
+    # one read for all of them, read again as each stream joined and after each append: not one each
+    assert reads <= 3 * streams, reads
+
+
+async def _blocked_on_durable_tail(redis: Redis) -> bool:
+    clients = await redis.client_list()
+    return any(c.get("name") == "edge-durable-tail" and c.get("cmd") == "xread" for c in clients)
+
+
+@pytest.mark.rule("ds-append", "ds-json")
+async def test_stream_seq_compares_bytes_and_json_refuses_lone_surrogates(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/seq"
+        async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        # byte order, not a locale's: "B" (0x42) sorts before "a" (0x61)
+        for seq, status in (("B", 204), ("a", 204), ("Z", 409), ("a", 409), ("ab", 204)):
+            async with http.post(url, headers={"Content-Type": "text/plain", "Stream-Seq": seq},
+                                 data=b"x") as response:
+                assert response.status == status, seq
+        async with http.put(f"{origin}/v1/stream/surrogate", headers={"Content-Type": "application/json"},
+                            data=b'["\\ud800"]') as response:
+            assert response.status == 400
+    assert not await redis.exists("ds/meta/surrogate")
+
+
+@pytest.mark.rule("ds-sse")
+async def test_a_stopping_edge_ends_its_sse_streams_at_once(redis: Redis, redis_url: str) -> None:
+    edge_cfg = edge.Config(redis_url=redis_url, redis_connect_attempts=3, shutdown_timeout_s=60.0)
+    server = TestServer(edge.create_app(edge_cfg), host="127.0.0.1")
+    await server.start_server()
+    await DurableStreams(redis).create("quiet", Spec("text/plain"), [b"hi"])
+    async with ClientSession() as http:
+        response = await http.get(server.make_url("/v1/stream/quiet"), params={"offset": "-1", "live": "sse"})
+        first = await response.content.readuntil(b"\n\n")
+        assert first.startswith(b"event: data")
+        closing = asyncio.create_task(server.close())
+        rest = await asyncio.wait_for(response.read(), 30)  # the stream ends; not after shutdown_timeout
+        assert b"event: control" in rest
+        await asyncio.wait_for(closing, 30)
