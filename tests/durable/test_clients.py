@@ -71,7 +71,9 @@ async def test_python_and_typescript_clients_follow_a_live_cast_to_its_end(syste
                 break
             await asyncio.sleep(0.1)
         python.cancel()
-        await asyncio.gather(python, return_exceptions=True)
+        [ended] = await asyncio.gather(python, return_exceptions=True)
+        if isinstance(ended, Exception):  # a client that failed (or is not installed) says so
+            raise ended
         assert bytes(python_bytes) == mp3
         async with http.head(url) as response:
             assert response.headers["Stream-Closed"] == "true"
