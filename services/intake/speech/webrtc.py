@@ -176,9 +176,10 @@ async def post_webrtc(request: web.Request) -> web.Response:
     pc.on("datachannel", session.attach)
     try:
         try:
+            # aiortc's parser asserts on what it cannot read: any failure here is the offer's
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
-        except ValueError as exc:
-            raise Refusal(400, "invalid_offer", f"the offer is not one this server can answer: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise Refusal(400, "invalid_offer", f"the offer is not one this server can answer ({exc!r})") from None
         pc.addTrack(track)
         confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip)
         try:
