@@ -109,7 +109,7 @@ async def test_three_sessions_at_once_each_hear_their_own_cast(client: Client, r
     try:
         casts = {cast_id for _, cast_id in sessions}
         assert len(casts) == 3
-        for peer, cast_id in sessions:
+        for peer, _ in sessions:
             peer.send({"type": "text", "text": "Tone."})
             peer.send({"type": "close"})
         await asyncio.gather(*(worker_writes(CastStore(redis), cast_id, [("Tone.", tone_mp3(0.5))], end=True)
