@@ -70,9 +70,9 @@ class Config(Settings):
                                                 shown="40000-40100", doc="the UDP ports (`first-last`) media "
                                                 "may use, one per session and host address: open and publish "
                                                 "these (503 `busy` when none is free)")
-    webrtc_public_ip: str = setting("WEBRTC_PUBLIC_IP", "", doc="the address clients reach the UDP ports at "
+    webrtc_public_ip: str = setting("WEBRTC_PUBLIC_IP", "", fallback="WEBRTC_NODE_IP", doc="the address clients reach the UDP ports at "
                                     "when intake is behind NAT (a container, a cloud host): offered as a "
-                                    "candidate beside the host's own")
+                                    "candidate beside the host's own (k3s sets the fallback to the node's)")
     webrtc_ice_servers: tuple[str, ...] = setting("WEBRTC_ICE_SERVERS", (), shown="none (a LAN needs none)",
                                                   doc="comma-separated `stun:` / `turn:` URLs intake gathers "
                                                   "candidates with (one of each kind is used)")
