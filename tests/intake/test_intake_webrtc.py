@@ -45,6 +45,7 @@ async def started(client: Client, **fields: Any) -> tuple[Peer, str]:
     return peer, str(event["id"])
 
 
+@pytest.mark.rule("webrtc-same-session")
 async def test_a_session_writes_text_and_plays_each_sentence_then_done(client: Client, redis: Redis) -> None:
     peer, cast_id = await started(client, voice="af_heart")
     try:
@@ -80,6 +81,7 @@ async def test_a_session_writes_text_and_plays_each_sentence_then_done(client: C
         await peer.close()
 
 
+@pytest.mark.rule("webrtc-cancel-stops")
 async def test_cancel_stops_the_audio_and_closes_the_text(client: Client, redis: Redis) -> None:
     peer, cast_id = await started(client)
     try:
@@ -123,6 +125,7 @@ async def test_three_sessions_at_once_each_hear_their_own_cast(client: Client, r
             await peer.close()
 
 
+@pytest.mark.rule("webrtc-ports")
 async def test_media_stays_inside_the_configured_ports(make_client: MakeClient) -> None:
     client = await make_client(webrtc_udp_ports=(41200, 41203), webrtc_public_ip="203.0.113.7")
     peers = [await connect(client.post, ROUTE) for _ in range(2)]
@@ -142,6 +145,7 @@ async def test_media_stays_inside_the_configured_ports(make_client: MakeClient) 
             await peer.close()
 
 
+@pytest.mark.rule("webrtc-ports")
 async def test_no_free_port_is_busy_and_the_session_cap_holds(make_client: MakeClient, redis: Redis) -> None:
     client = await make_client(webrtc_udp_ports=(41210, 41210), live_max_sessions=5)
     first = await connect(client.post, ROUTE)
@@ -184,6 +188,7 @@ async def test_bad_offers_are_refused_and_leave_no_trace(make_client: MakeClient
     assert await keys_besides_rate_limits(redis) == set()
 
 
+@pytest.mark.rule("webrtc-same-session")
 async def test_a_bad_start_gets_the_websockets_error_and_leaves_no_trace(client: Client, redis: Redis) -> None:
     peer = await connect(client.post, ROUTE)
     try:

@@ -25,6 +25,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
         yield system
 
 
+@pytest.mark.rule("webrtc-same-session")
 async def test_an_aiortc_peer_hears_speech_for_text_sent_on_the_data_channel(system: System) -> None:
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         peer = await connect(http.post, system.url("intake", "/v1/audio/speech/webrtc"))
