@@ -64,6 +64,12 @@ async def _listen(track: MediaStreamTrack, frames: list[Frame]) -> None:
         pass
 
 
+def _take(peer: Peer, message: dict[str, Any]) -> None:
+    peer.messages.put_nowait(message)
+    if message["type"] == "closed":  # the closing handshake, as a client does
+        peer.channel.close()
+
+
 async def offer(pc: RTCPeerConnection, *, channel: bool = True) -> tuple[str, Any]:
     """The offer a client sends: the control channel (unless not) and an audio track to receive."""
     made = pc.createDataChannel("control") if channel else None
@@ -84,7 +90,7 @@ async def connect(post: Any, url: str, headers: dict[str, str] | None = None) ->
     peer = Peer(pc, answer, channel=channel)
     opened = asyncio.Event()
     channel.on("open", opened.set)
-    channel.on("message", lambda m: peer.messages.put_nowait(json.loads(m)))
+    channel.on("message", lambda m: _take(peer, json.loads(m)))
     tracks: asyncio.Queue[MediaStreamTrack] = asyncio.Queue()
     pc.on("track", tracks.put_nowait)
     await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))

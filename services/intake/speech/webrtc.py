@@ -8,8 +8,9 @@ the cast's PCM as Opus, sentence after sentence, silence while waiting for text.
 a live cast with a link, as on the WebSocket.
 
 Where the WebSocket closes with a code, the data channel's last message is ``{"type": "closed",
-"code", ...}`` with the same code and reason fields, then the peer connection closes (after the
-queued audio played, on ``done``). ``{"type": "cancel"}`` stops the audio at once and ends the
+"code", ...}`` with the same code and reason fields (after the queued audio played, on ``done``);
+the client closes on it, and the server closes the peer connection then, or after
+CLOSE_TIMEOUT_S, as a WebSocket's closing handshake does. ``{"type": "cancel"}`` stops the audio at once and ends the
 session; the cast's text closes, so the cast still finishes for its link.
 """
 
@@ -49,7 +50,9 @@ class RtcSession(livews.Session):
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
         self.opened = asyncio.Event()
+        self.gone = asyncio.Event()  # the control channel closed
         self.cancelled = False
+        self.closing = False
         self.task: asyncio.Future[None] | None = None  # hold(), referenced while the session lives
 
     # ---- the transport -------------------------------------------------------------------------
@@ -74,6 +77,7 @@ class RtcSession(livews.Session):
 
     def _gone(self) -> None:
         self.opened.set()  # a waiter for the channel learns it is gone
+        self.gone.set()
         if not self.inbox.full():
             self.inbox.put_nowait(None)
 
@@ -88,21 +92,32 @@ class RtcSession(livews.Session):
         return await asyncio.wait_for(self.inbox.get(), timeout_s)
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
-        if isinstance(message, bytes):
-            if not self.cancelled:  # PCM (the session asks the follower for it): onto the track
-                await self.track.push(message)
+        if self.cancelled:  # nothing more for a cancelled session but its "closed"
+            return
+        if isinstance(message, bytes):  # PCM (the session asks the follower for it): onto the track
+            await self.track.push(message)
             return
         if message.get("type") == "cast":  # the audio is the track's, whatever format was asked
             message = {**message, "format": "opus", "sample_rate": OPUS_RATE}
         self._send_now(message)
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
+        if self.closing:  # the follower's end and a cancel may both close: the first one says why
+            return
+        self.closing = True
+        if self.cancelled:
+            code, reason = livews.CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num}
         if code == livews.CLOSE_DONE:  # the last sentences still play out first
             await self.track.played(self.track.queued_ms() / 1000 + PLAYOUT_MARGIN_S)
         try:
             self._send_now({"type": "closed", "code": code, **(reason or {})})
         except ConnectionError:
             pass
+        else:  # the closing handshake: the client closes on "closed", so that message is not cut off
+            try:
+                await asyncio.wait_for(self.gone.wait(), livews.CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                pass
         await self.pc.close()
 
     # ---- the session's steps that differ -------------------------------------------------------
@@ -113,18 +128,14 @@ class RtcSession(livews.Session):
         return started
 
     async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
+        """A cancel stops the audio now and reads as the client's leaving: the session ends its
+        text (the cast finishes for its link) and closes with ``"cancelled": true`` (``close``)."""
         msg = await super()._receive(timeout_s)
         if msg is not None and msg.get("type") == "cancel":
-            await self._cancel()
+            self.cancelled = True
+            self.track.clear()
             return None
         return msg
-
-    async def _cancel(self) -> None:
-        """The audio stops now, the text ends (the cast finishes for its link), the session closes."""
-        self.cancelled = True
-        self.track.clear()
-        await self.end_text()
-        await self.close(livews.CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num})
 
     async def hold(self) -> None:
         """The whole session: wait for the control channel, run it, close the connection."""
@@ -136,6 +147,8 @@ class RtcSession(livews.Session):
         try:
             if self.channel is not None and self.channel.readyState == "open":
                 await self.run()
+                if self.cancelled:
+                    await self.close(livews.CLOSE_DONE)
         finally:
             self.track.stop()
             await asyncio.shield(self.pc.close())
