@@ -45,6 +45,13 @@ class Peer:
             got.append(await self.next(timeout_s))
         return got
 
+    async def heard(self, count: int, *, loud: bool = False, timeout_s: float = 20) -> None:
+        """Until ``count`` frames (loud ones, with ``loud``) have arrived."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.loud() if loud else self.frames) < count:
+            assert time.monotonic() < deadline, f"fewer than {count} frames in {timeout_s} s"
+            await asyncio.sleep(0.02)
+
     def loud(self, since: float = 0.0) -> list[Frame]:
         return [f for f in self.frames if f.rms > LOUD and f.at >= since]
 
