@@ -17,6 +17,7 @@ from aiortc import RTCPeerConnection
 from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LiveText
+from intake.context import INTAKE
 from synth.mp3 import encode_chunk
 from tests.support.rtcpeer import LOUD, SDP, Peer, connect, offer
 
@@ -213,3 +214,24 @@ def test_the_port_range_setting_reads_first_last(raw: str) -> None:
     for bad in ("0-10", "10-5", "a-b", "70000"):
         with pytest.raises(ValueError):
             port_range(bad)
+
+
+async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, redis: Redis) -> None:
+    """An offer whose peer never takes the answer holds its session and port only until
+    WEBRTC_CONNECT_TIMEOUT_S; no cast was opened."""
+    client = await make_client(webrtc_connect_timeout_s=0.3)
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+        resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert resp.status == 201
+        sessions = client.app[INTAKE].live_sessions
+        assert len(sessions) == 1
+        for _ in range(250):
+            if not sessions:
+                break
+            await asyncio.sleep(0.02)
+        assert not sessions
+    finally:
+        await pc.close()
+    assert await keys_besides_rate_limits(redis) == set()
