@@ -35,6 +35,7 @@ class SpeechTrack(MediaStreamTrack):
         self._room = asyncio.Event()  # set when a frame was taken (or the track ended)
         self._empty = asyncio.Event()  # set while nothing is queued
         self._empty.set()
+        self.cleared = False  # cancelled: silence from now on
         self._started: float | None = None  # the clock when the first frame went
         self._pts = 0  # samples sent
         self.frames_sent = 0
@@ -46,17 +47,21 @@ class SpeechTrack(MediaStreamTrack):
     async def push(self, pcm: bytes) -> None:
         """Queue ``pcm`` after what is queued; wait while more than the buffer is queued.
         ConnectionError once the track has ended (the peer is gone)."""
-        while len(self._pcm) > self._buffer_bytes and self.readyState == "live":
+        while len(self._pcm) > self._buffer_bytes and self.readyState == "live" and not self.cleared:
             self._room.clear()
             await self._room.wait()
         if self.readyState != "live":
             raise ConnectionError("the peer connection is closed")
+        if self.cleared:  # a cancel came while this waited: it stays silent
+            return
         self._pcm += pcm
         if self._pcm:
             self._empty.clear()
 
     def clear(self) -> None:
-        """Drop what is queued: the audio stops at the next frame (a cancel)."""
+        """Drop what is queued and whatever is pushed from now on: the audio stops at the next
+        frame, for good (a cancel)."""
+        self.cleared = True
         self._pcm.clear()
         self._empty.set()
         self._room.set()

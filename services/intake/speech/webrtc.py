@@ -17,12 +17,14 @@ session; the cast's text closes, so the cast still finishes for its link.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any, cast
 
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
+from ..config import Config
 from ..context import INTAKE
 from ..validate import Refusal
 from . import livews
@@ -70,8 +72,9 @@ class RtcSession(livews.Session):
     def _take(self, message: str | bytes) -> None:
         cfg = self.app[INTAKE].cfg
         if self.inbox.qsize() >= INBOX or len(message) > cfg.live_max_message_bytes:
-            self._send_now({"type": "error", "error": "message_dropped",
-                            "message": "too many messages at once, or one too large"})
+            with contextlib.suppress(ConnectionError):
+                self._send_now({"type": "error", "error": "message_dropped",
+                                "message": "too many messages at once, or one too large"})
             return
         self.inbox.put_nowait(message)
 
@@ -154,7 +157,7 @@ class RtcSession(livews.Session):
             await asyncio.shield(self.pc.close())
 
 
-def ice_servers(cfg: Any) -> list[RTCIceServer]:
+def ice_servers(cfg: Config) -> list[RTCIceServer]:
     """WEBRTC_ICE_SERVERS as aiortc takes them (none: host candidates only, what a LAN needs)."""
     return [RTCIceServer(urls=url, username=cfg.webrtc_turn_username or None,
                          credential=cfg.webrtc_turn_password) if url.startswith("turn")
