@@ -3,9 +3,14 @@ control channel and hears speech on the track, in the order the cast's link repl
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import wave
 from collections.abc import Iterator
+from pathlib import Path
 
+import numpy as np
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
@@ -50,3 +55,19 @@ async def test_an_aiortc_peer_hears_speech_for_text_sent_on_the_data_channel(sys
     assert done["sentences"] == len(chunks) and got[-1]["code"] == 1000
     # speech, not silence: most of the cast's 20 ms frames carry sound (pauses between words are quiet)
     assert len(loud) * 20 >= done["audio_ms"] * 0.5
+
+
+def test_the_example_agent_talks_over_webrtc_and_records_the_track(system: System, tmp_path: Path) -> None:
+    out = tmp_path / "answer.wav"
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "webrtc_agent.py"),
+         "--url", system.url("intake", ""), "--text", "Hi there. Bye now.", "--tokens-per-s", "50",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=200,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sentence 1: Bye now." in result.stderr and '"type": "closed", "code": 1000' in result.stderr
+    with wave.open(str(out)) as played:
+        samples = np.frombuffer(played.readframes(played.getnframes()), dtype="<i2").reshape(-1, 2)
+    loud = np.sqrt(np.mean(samples.reshape(-1, 960 * 2).astype(np.float64) ** 2, axis=1)) > 300  # per 20 ms
+    assert loud.sum() * 20 >= 500  # more than half a second of speech in what played
