@@ -239,3 +239,21 @@ async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, re
     finally:
         await pc.close()
     assert await keys_besides_rate_limits(redis) == set()
+
+
+@pytest.mark.rule("webrtc-same-session")
+async def test_a_stop_closes_the_text_and_says_going_away(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client()
+    peer, cast_id = await started(client)
+    try:
+        peer.send({"type": "text", "text": "Half a sent"})
+        for _ in range(500):  # the fragment in the text log before the stop
+            text = await LiveStore(redis).read_text(cast_id)
+            if text is not None and text.text:
+                break
+            await asyncio.sleep(0.02)
+        await client.close()  # intake stops: every live session ends its text and closes
+        assert (await peer.until("closed"))[-1] == {"type": "closed", "code": 1001}
+        assert (await closed_text(redis, cast_id)).text == "Half a sent"
+    finally:
+        await peer.close()
