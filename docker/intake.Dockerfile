@@ -14,9 +14,10 @@ COPY pyproject.toml README.md* constraints.txt ./
 COPY libs/ libs/
 COPY services/ services/
 # The project itself, with PyAV for /v1/audio/speech's formats and the S3 archive backend
-# (ARCHIVE_URL=s3://...: /v1/audio/speech replays archived casts, as edge does).
+# (ARCHIVE_URL=s3://...: /v1/audio/speech replays archived casts, as edge does), and aiortc for
+# the live session over WebRTC (/v1/audio/speech/webrtc; media on WEBRTC_UDP_PORTS).
 # Versions: constraints.txt, the ones the tests ran (scripts/refresh-constraints).
-RUN pip install -c constraints.txt ".[intake,s3]" && python3 -c "import castlog, intake, intake.formats, blobstore.s3"
+RUN pip install -c constraints.txt ".[intake,s3,webrtc]" && python3 -c "import castlog, intake, intake.speech.formats, intake.speech.webrtc, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
@@ -28,7 +29,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     INTAKE_HOST=0.0.0.0 \
     INTAKE_PORT=8081
 USER 10001:10001
-EXPOSE 8081
+# HTTP, and the media ports of WebRTC sessions (WEBRTC_UDP_PORTS' default)
+EXPOSE 8081 40000-40100/udp
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('INTAKE_PORT', '8081'), timeout=2)"]
 CMD ["python3", "-m", "intake"]

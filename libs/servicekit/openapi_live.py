@@ -14,6 +14,15 @@ def _json(schema: Json, description: str) -> Json:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+WEBRTC_DESCRIPTION = (
+    "The live session of `/v1/audio/speech/live` over a peer connection. The offer has a data channel "
+    "labelled `control` and an audio transceiver to receive on (`recvonly`); the channel carries the "
+    "WebSocket's JSON messages both ways (plus `{\"type\": \"cancel\"}`: the audio stops and the session "
+    "ends), a close is a last `{\"type\": \"closed\", \"code\"}` message, and the track carries the "
+    "cast's audio as Opus at 48 kHz, silence while waiting for text. Media uses WEBRTC_UDP_PORTS."
+)
+
+
 LIVE_SCHEMAS: Json = {
     "LiveOpenRequest": {
         "type": "object",
@@ -104,5 +113,20 @@ def live_paths() -> Json:
             "description": WS_DESCRIPTION,
             "responses": {"101": {"description": "Switching to the WebSocket protocol"},
                           "400": {"description": "Not a WebSocket upgrade"}},
+        }},
+        "/v1/audio/speech/webrtc": {"post": {
+            "operationId": "liveSpeechWebrtc", "tags": ["intake"],
+            "summary": "Live speech over WebRTC: an SDP offer in, the answer out",
+            "description": WEBRTC_DESCRIPTION,
+            "requestBody": {"required": True, "content": {"application/sdp": {"schema": {"type": "string"}}}},
+            "responses": {
+                "201": {"description": "The SDP answer", "content": {"application/sdp": {"schema": {"type": "string"}}}},
+                "400": {"description": "Not an offer with an audio transceiver and a data channel"},
+                "401": {"description": "Missing or unknown API key (when STREAMTTS_API_KEYS is set)"},
+                "413": {"description": "The offer is larger than WEBRTC_MAX_OFFER_BYTES"},
+                "415": {"description": "Not application/sdp"},
+                "501": {"description": "intake was installed without aiortc (`streamtts[webrtc]`)"},
+                "503": {"description": "Too many live sessions, or no free media port; Retry-After"},
+            },
         }},
     }  # fmt: skip

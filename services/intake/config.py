@@ -13,6 +13,15 @@ from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 
 
+def port_range(raw: str) -> tuple[int, int]:
+    """``first-last`` (or one port) -> (first, last), within 1..65535."""
+    first, _, last = raw.partition("-")
+    ports = (int(first), int(last or first))
+    if not 0 < ports[0] <= ports[1] < 65536:
+        raise ValueError("want first-last, 1 <= first <= last <= 65535")
+    return ports
+
+
 @dataclass(frozen=True)
 class Config(Settings):
     host: str = setting("INTAKE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
@@ -45,8 +54,8 @@ class Config(Settings):
     shutdown_timeout_s: float = setting("INTAKE_SHUTDOWN_TIMEOUT_S", 10.0,
                                         doc="how long a stop waits for requests in flight")
     # The live WebSocket: each session holds one Redis connection for its audio.
-    live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live WebSocket sessions at "
-                                     "once (each holds one Redis connection)")
+    live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live sessions at once, "
+                                     "WebSocket and WebRTC together (each holds one Redis connection)")
     live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
                                  "closes after this long without a client message (code 4408)")
     live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "
@@ -56,6 +65,26 @@ class Config(Settings):
                                          "to resume listening from)")
     live_max_message_bytes: int = setting("INTAKE_LIVE_MAX_MESSAGE_BYTES", 64 * 1024, gt=0,
                                           doc="the largest message a live client may send")
+    # WebRTC (`POST /v1/audio/speech/webrtc`): live sessions whose audio is Opus on a peer connection.
+    webrtc_udp_ports: tuple[int, int] = setting("WEBRTC_UDP_PORTS", (40000, 40100), parse=port_range,
+                                                shown="40000-40100", doc="the UDP ports (`first-last`) media "
+                                                "may use, one per session and host address: open and publish "
+                                                "these (503 `busy` when none is free)")
+    webrtc_public_ip: str = setting("WEBRTC_PUBLIC_IP", "", fallback="WEBRTC_NODE_IP", doc="the address clients reach the UDP ports at "
+                                    "when intake is behind NAT (a container, a cloud host): offered as a "
+                                    "candidate beside the host's own (k3s sets the fallback to the node's)")
+    webrtc_ice_servers: tuple[str, ...] = setting("WEBRTC_ICE_SERVERS", (), shown="none (a LAN needs none)",
+                                                  doc="comma-separated `stun:` / `turn:` URLs intake gathers "
+                                                  "candidates with (one of each kind is used)")
+    webrtc_turn_username: str = setting("WEBRTC_TURN_USERNAME", "", doc="the TURN server's username")
+    webrtc_turn_password: str | None = setting("WEBRTC_TURN_PASSWORD", None, secret=True,
+                                               doc="the TURN server's password")
+    webrtc_max_offer_bytes: int = setting("WEBRTC_MAX_OFFER_BYTES", 32 * 1024, gt=0,
+                                          doc="the largest SDP offer (413 beyond)")
+    webrtc_connect_timeout_s: float = setting("WEBRTC_CONNECT_TIMEOUT_S", 15.0, gt=0, doc="a peer whose "
+                                              "`control` data channel has not opened by then is dropped")
+    webrtc_buffer_ms: int = setting("WEBRTC_BUFFER_MS", 1000, gt=0, doc="audio queued on a session's track "
+                                    "before the next sentence waits for it to play")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
     admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, doc="enables "
                                       "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")

@@ -119,7 +119,8 @@ def test_appendfsync_is_configurable() -> None:
 def test_only_the_proxy_is_public(variant: str) -> None:
     services = model(variant)["services"]
     published = {name for name, s in services.items() if s.get("ports")}
-    assert published == {"proxy", "prometheus", "grafana"}
+    assert published == {"proxy", "prometheus", "grafana", "intake"}
+    assert services["intake"]["ports"] == ["40000-40100:40000-40100/udp"]  # WebRTC's media only
     assert services["proxy"]["ports"] == ["8080:8080"]
     for name in ("prometheus", "grafana"):
         assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"])
@@ -314,3 +315,14 @@ def test_synth_edge_and_intake_share_the_archive(variant: str) -> None:
         assert mounts.get("/var/lib/streamtts/archive") == "archive"
     # ARCHIVE_URL comes from compose/streamtts.env (test_settings_reach.py)
     assert services["redis"]["environment"]["REDIS_MAXMEMORY"] == "auto"
+
+
+@pytest.mark.rule("webrtc-ports")
+def test_intake_publishes_its_webrtc_ports_as_the_same_numbers(variant: str) -> None:
+    """The candidates name the container's ports: the host must publish those numbers, all of
+    WEBRTC_UDP_PORTS' default (intake's Config), over UDP."""
+    from intake.config import Config
+
+    first, last = Config().webrtc_udp_ports
+    [published] = model(variant)["services"]["intake"]["ports"]
+    assert published == f"{first}-{last}:{first}-{last}/udp"

@@ -341,3 +341,17 @@ def test_edge_metrics_stay_private(rendered: list[dict[str, Any]]) -> None:
     assert all(ports.get(p, p) != metrics for p in exposed)
     guide = (REPO / "docs" / "deploy.md").read_text() + (K3S / "base" / "ingress.yaml").read_text()
     assert "is reachable" not in guide.replace("\n", " ")
+
+
+@pytest.mark.rule("webrtc-ports")
+def test_intake_holds_its_webrtc_ports_on_the_node(rendered: list[dict[str, Any]]) -> None:
+    """Every port of WEBRTC_UDP_PORTS is a UDP hostPort of the same number, and the candidates
+    name the node's address (WEBRTC_PUBLIC_IP's fallback, so that streamtts.env may still set it)."""
+    from intake.config import port_range
+
+    first, last = port_range(config_value(rendered, "WEBRTC_UDP_PORTS"))
+    intake = container(find(rendered, "Deployment", "intake"))
+    udp = [p for p in intake["ports"] if p.get("protocol") == "UDP"]
+    assert [(p["containerPort"], p["hostPort"]) for p in udp] == [(n, n) for n in range(first, last + 1)]
+    env = {e["name"]: e for e in intake["env"]}
+    assert env["WEBRTC_NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"

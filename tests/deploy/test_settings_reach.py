@@ -36,7 +36,8 @@ COMPOSE_FIXED = {
     "SYNTH_GRACE_S": "below the stop grace period",
 }
 # k3s: only the Redis URL is a pod's own `env:` (it wins over envFrom).
-K3S_FIXED = {"REDIS_URL": "each service's own Redis user, from the passwords Secret"}
+K3S_FIXED = {"REDIS_URL": "each service's own Redis user, from the passwords Secret",
+             "WEBRTC_NODE_IP": "the node's address (downward API); WEBRTC_PUBLIC_IP, which wins, stays free"}
 
 
 def documented_settings() -> dict[str, set[str]]:

@@ -48,6 +48,7 @@ ROUTES = [
     ("POST", "/api/casts/AbCdEfGhIjKl/close", "intake"),
     ("GET", "/api/casts/AbCdEfGhIjKl/text", "edge"),
     ("POST", "/v1/audio/speech", "intake"),
+    ("POST", "/v1/audio/speech/webrtc", "intake"),  # the SDP offer; the media never pass a proxy
     ("GET", "/v1/models", "intake"),
 ]
 

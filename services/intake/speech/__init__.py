@@ -2,19 +2,24 @@
 
 ``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
-WebSocket (``livews.py``, with ``pcm.py``). Its requests claim casts through the claim side's
+WebSocket (``livews.py``, with ``pcm.py``) and the same session over WebRTC (``webrtc.py``, with
+``rtctrack.py`` and ``rtcports.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+
 from aiohttp import web
 
+from ..validate import Refusal
 from . import livews, views
 from .v1 import error_response
 
 V1_PREFIX = "/v1/"
+WEBRTC_ROUTE = "/v1/audio/speech/webrtc"
 
 __all__ = ["V1_PREFIX", "add_routes", "error_response", "speaks_openai"]
 
@@ -24,6 +29,7 @@ def add_routes(app: web.Application) -> None:
     app.on_shutdown.append(views.close_streams)
     app.on_shutdown.append(livews.close_sessions)
     app.router.add_get(livews.ROUTE, livews.live_socket)
+    app.router.add_post(WEBRTC_ROUTE, post_webrtc)
     app.router.add_post("/v1/audio/speech", views.post_speech)
     app.router.add_get("/v1/audio/voices", views.get_v1_voices)
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
@@ -35,3 +41,13 @@ def speaks_openai(path: str) -> bool:
     """Whether a refusal on ``path`` takes OpenAI's shape: ``/v1/*``, but the live WebSocket's
     refusals keep intake's own."""
     return path.startswith(V1_PREFIX) and path != livews.ROUTE
+
+
+async def post_webrtc(request: web.Request) -> web.StreamResponse:
+    """``webrtc.py`` needs aiortc, an extra (``streamtts[webrtc]``, in intake's image): imported on
+    first use, so that intake without it serves everything else."""
+    if importlib.util.find_spec("aiortc") is None:
+        raise Refusal(501, "webrtc_unavailable", "WebRTC needs aiortc in intake: pip install 'streamtts[webrtc]'")
+    from . import webrtc
+
+    return await webrtc.post_webrtc(request)

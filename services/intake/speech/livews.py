@@ -153,23 +153,31 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
+    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
+        """The transport's next message: text, anything else (bytes), None once the client is gone;
+        asyncio.TimeoutError past ``timeout_s``. (WebRTC's session, ``webrtc.py``, reads a data channel.)"""
+        msg = await self.ws.receive(timeout=timeout_s)
+        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            return None
+        return msg.data if msg.type == WSMsgType.TEXT else b""
+
     async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
         """The next JSON message; None once the client is gone (or idle past ``timeout_s``)."""
         while True:
             try:
-                msg = await self.ws.receive(timeout=timeout_s)
+                data = await self.receive_frame(timeout_s)
             except asyncio.TimeoutError:
                 await self.error("idle", f"no message for {timeout_s:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()  # before the close, so a client told "idle" finds the text closed
                 await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
                 return None
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            if data is None:
                 return None
-            if msg.type != WSMsgType.TEXT:
+            if not isinstance(data, str):
                 await self.error("expected_json", "send JSON text messages")
                 continue
             try:
-                body = _decode(msg.data)
+                body = _decode(data)
             except (msgspec.DecodeError, RecursionError):
                 await self.error("malformed_json", 'each message is one JSON object with a "type"')
                 continue

@@ -1,0 +1,212 @@
+"""The live session over WebRTC: ``POST /v1/audio/speech/webrtc`` (an SDP offer) -> 201, the answer.
+
+The offer carries a data channel labelled ``control`` and an audio transceiver the client receives
+on. The data channel carries exactly the live WebSocket's JSON messages both ways (``livews.py``'s
+session, whose transport steps this one replaces: a message in is a data channel message, a JSON
+event out is one, a sentence's audio goes to the track); the audio track (``rtctrack.py``) plays
+the cast's PCM as Opus, sentence after sentence, silence while waiting for text. Every session is
+a live cast with a link, as on the WebSocket.
+
+Where the WebSocket closes with a code, the data channel's last message is ``{"type": "closed",
+"code", ...}`` with the same code and reason fields (after the queued audio played, on ``done``);
+the client closes on it, and the server closes the peer connection then, or after
+CLOSE_TIMEOUT_S, as a WebSocket's closing handshake does. ``{"type": "cancel"}`` stops the audio at once and ends the
+session; the cast's text closes, so the cast still finishes for its link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, cast
+
+from aiohttp import web
+from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+
+from ..config import Config
+from ..context import INTAKE
+from ..validate import Refusal
+from . import livews
+from .rtcports import NoFreePort, confine
+from .rtctrack import SpeechTrack
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "control"
+SDP = "application/sdp"
+OPUS_RATE = 48_000
+# Client messages not yet taken: a client that floods the channel past this gets errors, not memory.
+INBOX = 256
+# How long the last queued audio may take to play out after ``done`` before the connection closes.
+PLAYOUT_MARGIN_S = 2.0
+
+
+class RtcSession(livews.Session):
+    """A live session whose transport is a peer connection (the WebSocket's methods that touch
+    ``ws`` are all replaced here)."""
+
+    def __init__(self, request: web.Request, pc: RTCPeerConnection, track: SpeechTrack) -> None:
+        super().__init__(request, cast(web.WebSocketResponse, None))
+        self.pc, self.track = pc, track
+        self.channel: RTCDataChannel | None = None
+        self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
+        self.opened = asyncio.Event()
+        self.gone = asyncio.Event()  # the control channel closed
+        self.cancelled = False
+        self.closing = False
+        self.task: asyncio.Future[None] | None = None  # hold(), referenced while the session lives
+
+    # ---- the transport -------------------------------------------------------------------------
+
+    def attach(self, channel: RTCDataChannel) -> None:
+        if channel.label != CHANNEL or self.channel is not None:
+            return
+        self.channel = channel
+        channel.on("message", self._take)
+        channel.on("close", lambda: self._gone())
+        if channel.readyState == "open":
+            self.opened.set()
+        channel.on("open", self.opened.set)
+
+    def _take(self, message: str | bytes) -> None:
+        cfg = self.app[INTAKE].cfg
+        if self.inbox.qsize() >= INBOX or len(message) > cfg.live_max_message_bytes:
+            with contextlib.suppress(ConnectionError):
+                self._send_now({"type": "error", "error": "message_dropped",
+                                "message": "too many messages at once, or one too large"})
+            return
+        self.inbox.put_nowait(message)
+
+    def _gone(self) -> None:
+        self.opened.set()  # a waiter for the channel learns it is gone
+        self.gone.set()
+        if not self.inbox.full():
+            self.inbox.put_nowait(None)
+
+    def _send_now(self, message: dict[str, Any]) -> None:
+        if self.channel is None or self.channel.readyState != "open":
+            raise ConnectionError("the control channel is closed")
+        self.channel.send(livews.encode(message).decode())
+
+    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
+        if self.channel is None or self.channel.readyState != "open":
+            return None
+        return await asyncio.wait_for(self.inbox.get(), timeout_s)
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        if self.cancelled:  # nothing more for a cancelled session but its "closed"
+            return
+        if isinstance(message, bytes):  # PCM (the session asks the follower for it): onto the track
+            await self.track.push(message)
+            return
+        if message.get("type") == "cast":  # the audio is the track's, whatever format was asked
+            message = {**message, "format": "opus", "sample_rate": OPUS_RATE}
+        self._send_now(message)
+
+    async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
+        if self.closing:  # the follower's end and a cancel may both close: the first one says why
+            return
+        self.closing = True
+        if self.cancelled:
+            code, reason = livews.CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num}
+        if code == livews.CLOSE_DONE:  # the last sentences still play out first
+            await self.track.played(self.track.queued_ms() / 1000 + PLAYOUT_MARGIN_S)
+        try:
+            self._send_now({"type": "closed", "code": code, **(reason or {})})
+        except ConnectionError:
+            pass
+        else:  # the closing handshake: the client closes on "closed", so that message is not cut off
+            try:
+                await asyncio.wait_for(self.gone.wait(), livews.CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                pass
+        await self.pc.close()
+
+    # ---- the session's steps that differ -------------------------------------------------------
+
+    async def _start(self) -> bool:
+        started = await super()._start()
+        self.format = "pcm"  # the follower decodes each sentence's MP3 for the track
+        return started
+
+    async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
+        """A cancel stops the audio now and reads as the client's leaving: the session ends its
+        text (the cast finishes for its link) and closes with ``"cancelled": true`` (``close``)."""
+        msg = await super()._receive(timeout_s)
+        if msg is not None and msg.get("type") == "cancel":
+            self.cancelled = True
+            self.track.clear()
+            return None
+        return msg
+
+    async def hold(self) -> None:
+        """The whole session: wait for the control channel, run it, close the connection."""
+        timeout_s = self.app[INTAKE].cfg.webrtc_connect_timeout_s
+        try:
+            await asyncio.wait_for(self.opened.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            log.info("webrtc peer %s: no control channel within %g s", self.client, timeout_s)
+        try:
+            if self.channel is not None and self.channel.readyState == "open":
+                await self.run()
+                if self.cancelled:
+                    await self.close(livews.CLOSE_DONE)
+        finally:
+            self.track.stop()
+            await asyncio.shield(self.pc.close())
+
+
+def ice_servers(cfg: Config) -> list[RTCIceServer]:
+    """WEBRTC_ICE_SERVERS as aiortc takes them (none: host candidates only, what a LAN needs)."""
+    return [RTCIceServer(urls=url, username=cfg.webrtc_turn_username or None,
+                         credential=cfg.webrtc_turn_password) if url.startswith("turn")
+            else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
+
+
+async def _offer(request: web.Request) -> str:
+    cfg = request.app[INTAKE].cfg
+    if request.content_type != SDP:
+        raise Refusal(415, "unsupported_media_type", f"send the SDP offer as {SDP}")
+    if (request.content_length or 0) > cfg.webrtc_max_offer_bytes:
+        raise Refusal(413, "offer_too_large", f"an offer is at most {cfg.webrtc_max_offer_bytes} bytes")
+    body = await request.content.read(cfg.webrtc_max_offer_bytes + 1)
+    if len(body) > cfg.webrtc_max_offer_bytes:
+        raise Refusal(413, "offer_too_large", f"an offer is at most {cfg.webrtc_max_offer_bytes} bytes")
+    sdp = body.decode("utf-8", "replace")
+    if not sdp.startswith("v=0") or "m=audio" not in sdp or "m=application" not in sdp:
+        raise Refusal(400, "invalid_offer", "send an SDP offer with an audio transceiver (recvonly) and a "
+                      f"data channel labelled {CHANNEL!r}")
+    return sdp
+
+
+async def post_webrtc(request: web.Request) -> web.Response:
+    intake = request.app[INTAKE]
+    cfg, sessions = intake.cfg, intake.live_sessions
+    sdp = await _offer(request)
+    if len(sessions) >= cfg.live_max_sessions:
+        raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
+    track = SpeechTrack(cfg.webrtc_buffer_ms)
+    session = RtcSession(request, pc, track)
+    pc.on("datachannel", session.attach)
+    try:
+        try:
+            # aiortc's parser asserts on what it cannot read: any failure here is the offer's
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+        except Exception as exc:  # noqa: BLE001
+            raise Refusal(400, "invalid_offer", f"the offer is not one this server can answer ({exc!r})") from None
+        pc.addTrack(track)
+        confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip)
+        try:
+            await pc.setLocalDescription(await pc.createAnswer())
+        except NoFreePort:
+            raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
+    except BaseException:
+        track.stop()
+        await pc.close()
+        raise
+    sessions.add(session)
+    session.task = asyncio.ensure_future(session.hold())
+    session.task.add_done_callback(lambda _: sessions.discard(session))
+    return web.Response(status=201, text=pc.localDescription.sdp, content_type=SDP)
