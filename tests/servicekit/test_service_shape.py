@@ -195,7 +195,7 @@ def _start(mode: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 async def _wait_ready(proc: subprocess.Popen[bytes], port: int) -> None:
-    for _ in range(400):
+    for _ in range(1200):  # a minute: importing aiohttp on a loaded 2-core machine took over 20 s once
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
