@@ -51,8 +51,10 @@ class Admitter:
         voices: frozenset[str],
         metrics: SynthMetrics,
         clock: Callable[[], float],
+        speed: scheduler.ModelSpeed | None = None,
     ) -> None:
         self.cfg, self.redis, self.store, self.reader = cfg, redis, store, reader
+        self.speed = speed or scheduler.ModelSpeed()  # the dispatcher's: whether a first sentence goes whole
         self.held, self.outcomes, self.feed = held, outcomes, feed
         self.voices = voices
         self.metrics = metrics
@@ -190,7 +192,8 @@ class Admitter:
             await self.outcomes.give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return None
         open_text = await read_open_text(self.feed.store, job.cast_id, self._clock()) if job.live else None
-        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
+        whole = self.speed.whole_first_chars(self.cfg.first_audio_target_s)
+        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures, whole)
         if recipe.voice not in self.voices:
             known = ", ".join(sorted(self.voices))
             reason = f"unknown voice {recipe.voice!r}: this worker has {known}"

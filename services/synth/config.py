@@ -55,6 +55,9 @@ class SynthConfig:
     max_active: int = 6  # hard bound on casts held at once, reached only while all lead
     lead_threshold_s: float = 15.0  # every cast this far ahead: spare capacity, admit more
     poll_s: float = 1.0  # longest blocking read of `jobs`; how often the admitter re-checks
+    # a first sentence the model reads within this (its measured RTF) goes whole; a longer one is
+    # cut at its first clause or phrase, for first audio sooner; 0: always cut
+    first_audio_target_s: float = 0.5
     # Delivery
     lease_s: float = 60.0  # a pending job idle this long is taken over by another worker
     max_attempts: int = 3  # attempts of one job before `error` and `jobs/dead`
@@ -90,6 +93,7 @@ class SynthConfig:
         })
         if self.threads is not None:
             require_positive({"SYNTH_THREADS": self.threads})
+        require_non_negative({"SYNTH_FIRST_AUDIO_TARGET_S": self.first_audio_target_s})
 
     @property
     def lease_ms(self) -> int:
@@ -127,6 +131,7 @@ class SynthConfig:
             max_active=get("SYNTH_MAX_ACTIVE", int, 2 * concurrency),
             lead_threshold_s=get("SYNTH_LEAD_THRESHOLD_S", float, d.lead_threshold_s),
             poll_s=get("SYNTH_POLL_S", float, d.poll_s),
+            first_audio_target_s=get("SYNTH_FIRST_AUDIO_TARGET_S", float, d.first_audio_target_s),
             lease_s=get("SYNTH_LEASE_S", float, d.lease_s),
             max_attempts=get("SYNTH_MAX_ATTEMPTS", int, d.max_attempts),
             max_crashes_per_chunk=get("SYNTH_MAX_CRASHES_PER_CHUNK", int, d.max_crashes_per_chunk),

@@ -13,11 +13,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 from redis.asyncio import Redis
 
-from . import jobs, scheduler
+from . import jobs, scheduler, seams
 from .cast import ActiveCast
 from .config import SynthConfig
 from .holdings import Holdings, quietly, wait
@@ -89,7 +90,9 @@ class Dispatcher:
             started = self._clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
-                pcm, words = await loop.run_in_executor(self.pool, infer, self.synth, text, cast.voice, speed)
+                behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
+                read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
+                pcm, words = await loop.run_in_executor(self.pool, read)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True

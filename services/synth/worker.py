@@ -83,8 +83,10 @@ class Worker:
         self.feed = LiveFeed(
             redis, self.casts, idle_s=cfg.live_idle_s, poll_s=cfg.poll_s, clock=clock, on_text=self._text_came
         )
+        self.speed = scheduler.ModelSpeed()  # for the schedule and the first cut: how fast the model is now
         self.admitter = Admitter(
-            cfg, redis, self.store, self.reader, self.held, self.outcomes, self.feed, self.voices, self.metrics, clock
+            cfg, redis, self.store, self.reader, self.held, self.outcomes, self.feed, self.voices, self.metrics, clock,
+            self.speed,
         )
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
@@ -92,7 +94,6 @@ class Worker:
             Lane("synth-encode", cfg, self.store, self.outcomes, self.metrics, clock),
             Lane("synth-encode-live", cfg, self.store, self.outcomes, self.metrics, clock),
         )
-        self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
         self.dispatcher = Dispatcher(cfg, redis, synthesizer, self.held, self.lanes, self.speed, self.metrics, clock)
 
     # ---- lifecycle -------------------------------------------------------------------------
