@@ -75,6 +75,7 @@ class Seam:
     head: str
     pause_ms: int  # silence a listener hears between the first chunk and the rest
     pitch_st: float  # the end of the first chunk's last words: cut against whole, semitones
+    stretch: float  # the first chunk's last word: its length cut against whole (a sentence end lengthens it)
     heard_whole: str
     heard_cut: str
     wer_whole: float
@@ -123,6 +124,7 @@ def measure(
     return Seam(
         sentence=sentence, head=chunks[0], pause_ms=asr.seam_pauses_ms(cut)[0],
         pitch_st=float(12 * np.log2(in_head / in_whole)),
+        stretch=(head_words[last][2] - head_words[last][1]) / max(1, whole_words[last][2] - whole_words[last][1]),
         heard_whole=heard_whole, heard_cut=heard_cut,
         wer_whole=asr.wer(sentence, heard_whole), wer_cut=asr.wer(sentence, heard_cut),
     )
@@ -132,3 +134,11 @@ def seam_marks(seam: Seam) -> int:
     """Punctuation marks the cut's transcript has that the whole one lacks (a comma heard at the seam)."""
     marks = ",.;:!?"
     return max(0, sum(seam.heard_cut.count(m) for m in marks) - sum(seam.heard_whole.count(m) for m in marks))
+
+
+def pooled_errors(seams: list[Seam]) -> tuple[int, int, int]:
+    """(words misheard whole, words misheard cut, reference words) over a set."""
+    n = [len(asr.words(s.sentence)) for s in seams]
+    whole = sum(round(s.wer_whole * k) for s, k in zip(seams, n))
+    cut = sum(round(s.wer_cut * k) for s, k in zip(seams, n))
+    return whole, cut, sum(n)

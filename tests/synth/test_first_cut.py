@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from redis.asyncio import Redis
 
-from castlog import Audio, CastState, Entry, Meta, Start, split_text
+from castlog import Audio, CastState, CastStore, Entry, Eos, Meta, Start, split_text
 from synth import seams
 from synth.cast import Assignment, plan
 from synth.config import SynthConfig
 from synth.dispatcher import infer
 from synth.model.timing import Word
 from synth.scheduler import ModelSpeed
+from synth.worker import Worker
+from tests.synth.support import StandIn, config, running, submit, terminal
 
 TEXT = "The children built a castle of sand on the beach before lunch. Then they swam. It was warm."
 
@@ -50,6 +53,21 @@ def test_a_resumed_cast_keeps_the_first_cut_its_log_has_whatever_the_speed_now()
     resumed = plan_for(TEXT, whole_first, whole_first_chars=0)  # a CPU took over from a GPU
     assert resumed.chunks[:2] == ["The children built a castle of sand on the beach before lunch.", "Then they swam."]
     assert resumed.resume_from == 1
+
+
+@pytest.mark.rule("first-cut-phrase")
+async def test_a_worker_whose_model_is_fast_reads_the_next_casts_first_sentence_whole(
+    redis: Redis, store: CastStore
+) -> None:
+    first, second = "Hi there. A first cast.", TEXT
+    async with running(Worker(config(first_audio_target_s=0.5), redis, StandIn(rtf=0.001))):
+        await terminal(store, await submit(store, first))  # its speed is unknown yet: cut as planned
+        entries = await terminal(store, await submit(store, second))
+    made = [e.record.t for e in entries if isinstance(e.record, Audio)]
+    assert made == ["The children built a castle of sand on the beach before lunch.", "Then they swam.", "It was warm."]
+    eos = entries[-1].record
+    assert isinstance(eos, Eos) and eos.sentences == 3  # meta.sentences planned 4, with the cut
+    assert isinstance(entries[0].record, Meta) and entries[0].record.sentences == 4
 
 
 def plan_for(text: str, made: list[Audio], whole_first_chars: int):  # type: ignore[no-untyped-def]
