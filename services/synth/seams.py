@@ -4,10 +4,10 @@ there, not like a sentence's end and a new sentence's start [R:seam-continues].
 
 Read alone, "The children built a castle" ends as a statement: the model lengthens the last word
 several-fold and lets the pitch fall, and Whisper hears a comma or a full stop at the seam. Read
-as "The children built a castle of sand on", the same words keep the prosody they have inside
-the whole sentence; the audio is cut where "of" begins (the model's word timings). The next
-chunk is read as "built a castle of sand on the beach before lunch." and its audio starts where
-"of" begins. The cost is the model's time for a few more words. Without word timings (a
+as "The children built a castle of", the same words keep the prosody they have inside
+the whole sentence (one word ahead is enough, and it is on the first audio's path); the audio
+is cut where "of" begins (the model's word timings). The next chunk is read as "built a castle
+of sand on the beach before lunch." and its audio starts where "castle" ends. The cost is the model's time for a few more words. Without word timings (a
 stand-in model), or when the timings do not line up with the text (a number read out), the
 chunk is read alone, as before.
 """
@@ -26,7 +26,7 @@ from .model.timing import Word
 
 # Words of the next chunk read with a chunk that the sentence goes on after (on the first
 # audio's path: kept short), and of the chunk before read with one that goes on with it.
-LOOKAHEAD_WORDS = 3
+LOOKAHEAD_WORDS = 1
 LOOKBEHIND_WORDS = 3
 
 PCM = npt.NDArray[np.float32]
@@ -58,7 +58,7 @@ def read(
         first = words_of(words, behind) if behind else 0
         n = None if first is None else words_of(words[first:], text)
         if first is not None and n is not None and first < len(words) and (not ahead or first + n < len(words)):
-            start_ms = words[first][1] if behind else 0
+            start_ms = words[first - 1][2] if behind else 0  # from the end of the word before: its onset whole
             end = round(words[first + n][1] * SAMPLE_RATE / 1000) if ahead else len(pcm)
             own = [(w, a - start_ms, b - start_ms) for w, a, b in words[first : first + n]]
             return pcm[round(start_ms * SAMPLE_RATE / 1000) : end], own
