@@ -4,12 +4,12 @@ there, not like a sentence's end and a new sentence's start [R:seam-continues].
 
 Read alone, "The children built a castle" ends as a statement: the model lengthens the last word
 several-fold and lets the pitch fall, and Whisper hears a comma or a full stop at the seam. Read
-as "The children built a castle of", the same words keep the prosody they have inside
-the whole sentence (one word ahead is enough, and it is on the first audio's path); the audio
-is cut where "of" begins (the model's word timings). The next chunk is read as "built a castle
-of sand on the beach before lunch." and its audio starts where "castle" ends. The cost is the model's time for a few more words. Without word timings (a
-stand-in model), or when the timings do not line up with the text (a number read out), the
-chunk is read alone, as before.
+as "The children built a castle of sand", the same words keep the prosody they have inside the
+whole sentence, and the audio is cut where "of" begins (the model's word timings). Two words
+ahead, because one misled Whisper on some voices and more cost first audio: this is on its
+path. The next chunk is read as "built a castle of sand on the beach before lunch." and its audio
+starts where "castle" ends. Without word timings (a stand-in model), or when the timings do not
+line up with the text, the chunk is read alone, as before.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .model.timing import Word
 
 # Words of the next chunk read with a chunk that the sentence goes on after (on the first
 # audio's path: kept short), and of the chunk before read with one that goes on with it.
-LOOKAHEAD_WORDS = 1
+LOOKAHEAD_WORDS = 2
 LOOKBEHIND_WORDS = 3
 
 PCM = npt.NDArray[np.float32]
