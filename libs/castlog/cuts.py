@@ -1,10 +1,13 @@
-"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause, later
-chunks ramp up to the model's window. Cuts fall at clause punctuation before anywhere inside a
-clause. Pure and deterministic, like the splitter that uses it."""
+"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause or phrase
+when the model is too slow to read the whole first sentence soon, later chunks ramp up to the
+model's window. Cuts fall at clause punctuation before anywhere inside a clause. Pure and
+deterministic, like the splitter that uses it."""
 
 from __future__ import annotations
 
 import re
+
+from .phrases import phrase_ends
 
 MAX_CHUNK_CHARS = 300
 # After the first clause, chunk k (k >= 1) may be FIRST_CHUNK_CHARS * 2**(k-1) long (up to
@@ -17,9 +20,11 @@ MIN_CUT_CHARS = 12
 # about 16 characters per second, so a clause of 0.6 to 1.5 s has these many characters.
 FIRST_CLAUSE_MIN_CHARS = 10
 FIRST_CLAUSE_MAX_CHARS = 24
-# No clause end in that range: the first chunk ends at the last word boundary within this many
-# characters (about 1.9 s of speech).
+# No clause end in that range: the first chunk ends at the last phrase end within this many
+# characters (about 1.9 s of speech), never after a function word; with none, no cut.
 FIRST_WORDS_CHARS = 30
+# Kokoro reads English prose at about this many characters per second of speech.
+SPOKEN_CHARS_PER_S = 16
 
 _SPACE = re.compile(r"\s")
 # Clause ends (kept with the head, so the model reads them with a continuing intonation), best
@@ -27,29 +32,35 @@ _SPACE = re.compile(r"\s")
 _CLAUSES = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"))
 
 
-def cut_sentence(sentence: str, index: int, *, first_chars: int, max_chars: int) -> tuple[str, str]:
+def cut_sentence(
+    sentence: str, index: int, *, first_chars: int, max_chars: int, whole_first_chars: int = 0
+) -> tuple[str, str]:
     """The next chunk of ``sentence`` (white space collapsed), which becomes the cast's chunk
-    ``index``, and the rest of the sentence."""
-    if index == 0:
-        return _first_clause(sentence, min(first_chars, max_chars))
-    return _cut(sentence, min(max_chars, first_chars << min(index - 1, 16)))
+    ``index``, and the rest of the sentence. A first sentence of at most ``whole_first_chars``
+    characters (as much as the model reads within the first-audio target) is not cut for speed:
+    only, like any chunk, to fit ``first_chars``."""
+    cap = min(first_chars, max_chars)
+    if index == 0 and len(sentence) > whole_first_chars:
+        return _first_clause(sentence, cap)
+    return _cut(sentence, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
 
 
 def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
     """The cast's first chunk: the whole sentence when it is short, else its first clause of
-    about a second, else its first words up to a word boundary near FIRST_WORDS_CHARS."""
+    about a second, else its first phrase up to a phrase end near FIRST_WORDS_CHARS (before a
+    preposition or conjunction rather than before an article or pronoun), else no cut."""
     words = min(cap, FIRST_WORDS_CHARS)
     if len(sentence) <= words:
         return sentence, ""
     clause = _earliest(sentence, _CLAUSES, FIRST_CLAUSE_MIN_CHARS, min(cap, FIRST_CLAUSE_MAX_CHARS))
     if clause:
         return sentence[:clause].strip(), sentence[clause:].strip()
-    space = _latest(sentence, _SPACE, MIN_CUT_CHARS, words)
-    if space:
-        return sentence[:space].strip(), sentence[space:].strip()
-    if len(sentence) <= cap:  # a short sentence without a fair cut: keep it whole
-        return sentence, ""
-    return _cut(sentence, words)
+    ends = [(strong, end) for end, strong in phrase_ends(sentence, FIRST_CLAUSE_MIN_CHARS, words)
+            if len(sentence) - end >= MIN_CUT_CHARS]
+    if ends:
+        end = max(ends)[1]
+        return sentence[:end].strip(), sentence[end:].strip()
+    return _cut(sentence, cap)  # no phrase end: whole when it fits the first chunk
 
 
 def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:
@@ -61,27 +72,24 @@ def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, hi
     return min(ends, default=0)
 
 
-def _latest(sentence: str, pattern: re.Pattern[str], low: int, high: int) -> int:
-    """Like :func:`_earliest`, the latest such cut point."""
-    window = sentence[: high + 1]
-    ends = [m.end() for m in pattern.finditer(window) if low <= len(window[: m.end()].rstrip()) <= high]
-    return max((e for e in ends if len(sentence) - e >= MIN_CUT_CHARS), default=0)
-
-
 def _cut(sentence: str, limit: int) -> tuple[str, str]:
     """A good head of at most ``limit`` characters, and the rest.
 
     A long run is cut into pieces of about equal length (not one full piece and a stub): at
     clause punctuation between half that length and the limit if there is any, else at the last
-    word boundary near that length.
+    phrase end (see :mod:`phrases`) near that length, else at the last word boundary.
     """
     if len(sentence) <= limit:
         return sentence, ""
     pieces = -(-len(sentence) // limit)
     target = min(limit, -(-len(sentence) // pieces) + MIN_CUT_CHARS)
-    for pattern, low in ((_CLAUSES[0], target // 2), (_CLAUSES[1], target // 2), (_SPACE, MIN_CUT_CHARS)):
+    for pattern, low in ((_CLAUSES[0], target // 2), (_CLAUSES[1], target // 2), (None, target // 2),
+                         (_SPACE, MIN_CUT_CHARS)):
         for bound in (target, limit):
-            at = _last_fit(sentence, pattern, max(low, MIN_CUT_CHARS), bound)
+            if pattern is None:
+                at = max((e for e, _ in phrase_ends(sentence, max(low, MIN_CUT_CHARS), bound)), default=0)
+            else:
+                at = _last_fit(sentence, pattern, max(low, MIN_CUT_CHARS), bound)
             if at:
                 return sentence[:at].strip(), sentence[at:].strip()
     return sentence[:limit].strip(), sentence[limit:].strip()

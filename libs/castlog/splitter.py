@@ -73,16 +73,20 @@ class Chunker:
 
         c = Chunker(); c.feed(a) + c.feed(b) + c.flush() == split_text(a + b)
 
-    for any cut of the text into pieces. ``flush()`` ends the pending sentence as a line break
+    for any cut of the text into pieces. ``whole_first_chars``: a first sentence this short goes
+    whole (the model reads it within the first-audio target), not cut at its first clause or phrase. ``flush()`` ends the pending sentence as a line break
     would; feeding may go on after it (the chunk numbering, and so the ramp, continues), so
     ``feed(a) + flush() + feed(b) + flush() == split_text(a + "\n" + b)``. ``continued`` says,
     for each chunk returned, whether it goes on with the sentence of the chunk before it.
     """
 
-    def __init__(self, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS) -> None:
+    def __init__(
+        self, *, max_chars: int = MAX_CHUNK_CHARS, first_chars: int = FIRST_CHUNK_CHARS, whole_first_chars: int = 0
+    ) -> None:
         if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
             raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
         self._max_chars, self._first_chars = max_chars, first_chars
+        self._whole_first_chars = whole_first_chars  # see cuts.cut_sentence
         self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
         self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
         self._count = 0
@@ -166,7 +170,8 @@ class Chunker:
         continues = False
         while sentence:
             head, sentence = cut_sentence(
-                sentence, self._count, first_chars=self._first_chars, max_chars=self._max_chars
+                sentence, self._count, first_chars=self._first_chars, max_chars=self._max_chars,
+                whole_first_chars=self._whole_first_chars,
             )
             self._out.append(head)
             self._continued.append(continues)

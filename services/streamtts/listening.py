@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from castlog import split_text
+from castlog import Chunker
 
 from . import voicepacks
 from .config import Config
@@ -106,9 +106,20 @@ class Cast:
 
 
 def read_as_cast(synthesizer: Any, text: str, voice: str) -> Cast:
+    """The text's chunks (the first sentence cut, as a slow model's worker cuts it), each read
+    as the worker reads it: at a seam inside a sentence, with the neighbours' words (synth.seams)."""
+    from synth.dispatcher import infer
     from synth.mp3 import decode_mp3, encode_chunk
+    from synth.seams import lookahead, lookbehind, read
 
-    chunks = [decode_mp3(encode_chunk(synthesizer.synthesize(chunk, voice)).data) for chunk in split_text(text)]
+    chunker = Chunker()
+    texts, goes_on = chunker.feed(text, final=True), chunker.continued + [False]
+    chunks = []
+    for k, chunk in enumerate(texts):
+        ahead = lookahead(texts[k + 1]) if goes_on[k + 1] else ""
+        behind = lookbehind(texts[k - 1]) if goes_on[k] else ""
+        pcm, _ = read(infer, synthesizer, chunk, voice, 1.0, ahead, behind)
+        chunks.append(decode_mp3(encode_chunk(pcm).data))
     return Cast(tuple(np.asarray(c, dtype=np.float32) for c in chunks))
 
 

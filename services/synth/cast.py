@@ -13,6 +13,7 @@ from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
 from .scheduler import Appended, Pace, PaceEvent
+from .seams import lookahead, lookbehind
 
 
 @dataclass
@@ -120,6 +121,13 @@ class ActiveCast:
         chunk that continues a sentence follows the one before without a sentence's pause."""
         return i == 0 or (i < len(self.continued) and self.continued[i])
 
+    def context(self, i: int) -> tuple[str, str]:
+        """The words the model reads before and after chunk ``i``, where the sentence goes on
+        across a seam (see seams): the chunk's audio is cut to its own words."""
+        goes_on = i + 1 < len(self.chunks) and i + 1 < len(self.continued) and self.continued[i + 1]
+        went_on = 0 < i < len(self.continued) and self.continued[i]
+        return (lookbehind(self.chunks[i - 1]) if went_on else "", lookahead(self.chunks[i + 1]) if goes_on else "")
+
     def take_chunk(self) -> tuple[int, str]:
         """The next chunk to synthesize, with its sentence index."""
         i = self.next_synth
@@ -204,10 +212,13 @@ def plan(
     tail: int,
     open_text: OpenText | None = None,
     failures: int = 0,
+    whole_first_chars: int = 0,
 ) -> ActiveCast:
     """The cast's next attempt, to be opened by a `start` at ``tail`` (the log's true tail, which
     counts records of kinds this version skips): resume at the first sentence not in the log.
-    An open cast's chunks so far come from ``open_text``."""
+    An open cast's chunks so far come from ``open_text``. ``whole_first_chars``: the longest
+    first sentence read whole (the model's speed now, see first_cut); once the log has the first
+    chunk, an earlier attempt's choice stands."""
     attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
     offset = sum(
@@ -216,8 +227,7 @@ def plan(
     if open_text is not None:  # the lists grow with the open cast's text
         chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
     else:
-        chunker = castlog.Chunker()
-        chunks, continued = chunker.feed(text, final=True), chunker.continued
+        chunks, continued = _chunks(text, entries, whole_first_chars)
     return ActiveCast(
         job=job,
         voice=voice,
@@ -232,3 +242,17 @@ def plan(
         open_text=open_text,
         speed=state.speed,
     )
+
+
+def _chunks(text: str, entries: Sequence[Entry], whole_first_chars: int) -> tuple[list[str], list[bool]]:
+    """The text's chunks, the first sentence whole or cut as an earlier attempt's first chunk
+    in the log says (a resume must not repeat or skip the rest of that sentence), else as
+    ``whole_first_chars`` says."""
+    made = next((e.record.t for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i == 0), None)
+    chunker = castlog.Chunker(whole_first_chars=whole_first_chars)
+    chunks = chunker.feed(text, final=True)
+    if made is not None and chunks and made != chunks[0]:
+        other = castlog.Chunker(whole_first_chars=0 if whole_first_chars else len(text))
+        if (others := other.feed(text, final=True)) and others[0] == made:
+            return others, other.continued
+    return chunks, chunker.continued

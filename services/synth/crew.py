@@ -2,7 +2,7 @@
 
 Admission, the synth loop, the lanes, the live feed and the outcomes each take the crew plus at
 most two things of their own, so a newcomer reads one list of what a part can reach: the settings,
-Redis and the stores over it, the casts in hand, the metrics and the clock.
+Redis and the stores over it, the casts in hand, the metrics, the clock and the model's measured speed.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from castlog import CastStore, LiveStore, LogReader
 from .config import SynthConfig
 from .holdings import Holdings
 from .metrics import SynthMetrics
+from .scheduler import ModelSpeed
 
 
 @dataclass(frozen=True)
@@ -29,3 +30,4 @@ class Crew:
     held: Holdings  # the casts in hand, the two inboxes, the events the tasks wake each other with
     metrics: SynthMetrics
     clock: Callable[[], float]  # monotonic seconds: the schedule's, the leases', the feed's
+    speed: ModelSpeed  # how fast the model is now: the schedule's first chunk, and whether a first sentence goes whole

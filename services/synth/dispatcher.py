@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
-from . import jobs, scheduler
+from . import jobs, scheduler, seams
 from .cast import ActiveCast
 from .crew import Crew
 from .holdings import quietly, wait
@@ -51,7 +52,7 @@ class Dispatcher:
     def __init__(self, crew: Crew, synth: Synthesizer, lanes: tuple[Lane, Lane]) -> None:
         self.crew, self.synth = crew, synth
         self.lanes = lanes  # whole-text casts, open casts
-        self.speed = scheduler.ModelSpeed()  # for the schedule: how long a first chunk takes now
+        self.speed = crew.speed  # for the schedule: how long a first chunk takes now
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
 
     def shutdown(self) -> None:
@@ -74,7 +75,9 @@ class Dispatcher:
             started = crew.clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
-                pcm, words = await loop.run_in_executor(self.pool, infer, self.synth, text, cast.voice, speed)
+                behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
+                read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
+                pcm, words = await loop.run_in_executor(self.pool, read)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True

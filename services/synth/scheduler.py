@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from castlog.cuts import FIRST_WORDS_CHARS
+from castlog.cuts import FIRST_WORDS_CHARS, SPOKEN_CHARS_PER_S
 
 # A cast that has not produced audio is behind every cast that has.
 NO_AUDIO_LEAD = -math.inf
@@ -208,6 +208,15 @@ class ModelSpeed:
         if self.rtf == 0 or listeners * self.rtf >= 1:
             return 0.0
         return self.s_per_char * FIRST_WORDS_CHARS
+
+    def whole_first_chars(self, target_s: float) -> int:
+        """The longest first sentence the model reads within ``target_s`` (its expected time:
+        the real-time factor times the sentence's speech, at SPOKEN_CHARS_PER_S): such a sentence
+        goes whole, a longer one is cut at its first clause or phrase [R:first-cut-phrase].
+        0 (always cut) until the speed is known."""
+        if self.rtf <= 0:
+            return 0
+        return min(1 << 30, int(target_s * SPOKEN_CHARS_PER_S / self.rtf))
 
 
 def _smooth(old: float, new: float) -> float:

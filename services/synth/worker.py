@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 import castlog
 from castlog import CastStore, LiveStore, LogReader
 
-from . import jobs
+from . import jobs, scheduler
 from .admission import Admitter
 from .cast import job_key
 from .config import SynthConfig
@@ -74,7 +74,7 @@ class Worker:
         held = Holdings(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
         self.crew = crew = Crew(
             cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis),
-            held=held, metrics=metrics, clock=clock,
+            held=held, metrics=metrics, clock=clock, speed=scheduler.ModelSpeed(),
         )
         self.store = crew.store  # (tests and benchmarks reach the writes through it)
         self.casts = crew.held.casts  # job entry id -> cast, in admission order

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 
 from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, Chunker, split_text
 from castlog.cuts import FIRST_WORDS_CHARS
+from castlog.phrases import FUNCTION_WORDS, bare
 
 WS = re.compile(r"\s+")
 
@@ -179,17 +181,25 @@ def test_the_word_before_a_stop_starts_at_the_sentence_start() -> None:
         ("Annual review: a year of steady work on the city's water network.", "Annual review:"),
         ("Well - that was quick, said the engineer at the end of the day.", "Well - that was quick,"),
         ("Good evening. This is a quick sound check.", "Good evening."),
-        ("It is late and the city is quiet tonight.", "It is late and the city is"),
-        # no clause end of about a second: the last word boundary within FIRST_WORDS_CHARS
+        # no clause end of about a second: the last phrase end within FIRST_WORDS_CHARS, before a
+        # preposition or conjunction rather than before an article, never after a function word
+        ("It is late and the city is quiet tonight.", "It is late"),
         ("The lighthouse keeper climbed the spiral stairs just before sunset.", "The lighthouse keeper climbed"),
-        ("Yes, we finally shipped the new release to every customer.", "Yes, we finally shipped the"),
+        ("Yes, we finally shipped the new release to every customer.", "Yes, we finally shipped"),
+        ("The children built a castle of sand on the beach before lunch.", "The children built a castle"),
+        ("The meeting starts at 5 p.m. in the main hall downstairs.", "The meeting starts at 5 p.m."),
+        ("We flew to New York for a long weekend in the autumn.", "We flew to New York"),
+        # no phrase end: the first sentence goes whole
+        ("Sure, here is the short version of what happened at the meeting.",
+         "Sure, here is the short version of what happened at the meeting."),
     ],
 )
 @pytest.mark.rule("first-chunk-clause")
-def test_the_first_chunk_is_the_first_clause(text: str, first: str) -> None:
+@pytest.mark.rule("first-cut-phrase")
+def test_the_first_chunk_is_the_first_clause_or_phrase(text: str, first: str) -> None:
     chunks = split_text(text)
     assert chunks[0] == first
-    assert len(first) <= FIRST_WORDS_CHARS
+    assert len(first) <= FIRST_WORDS_CHARS or chunks == [text]
     assert " ".join(chunks) == " ".join(text.split())
 
 
@@ -203,7 +213,8 @@ def test_every_first_chunk_of_the_texts_is_about_a_second_of_speech(texts: dict[
 def test_after_the_first_clause_the_ramp_is_as_before() -> None:
     words = " ".join(f"word{i}" for i in range(300)) + "."
     lengths = [len(c) for c in split_text(words)]
-    assert lengths[0] <= FIRST_WORDS_CHARS
+    assert lengths[0] <= FIRST_CHUNK_CHARS  # no phrase end in "word0 word1 …": cut only for the ramp
+    assert split_text("We went out. Then " + words)[0] == "We went out."
     assert [n <= FIRST_CHUNK_CHARS * 2 ** (k - 1) for k, n in enumerate(lengths[1:4], 1)] == [True] * 3
     assert max(lengths) <= MAX_CHUNK_CHARS and max(lengths) > 2 * FIRST_CHUNK_CHARS
 
@@ -222,3 +233,62 @@ def test_the_chunker_says_which_chunks_continue_a_sentence() -> None:
     chunks = chunker.feed("Good morning Clara, and welcome to the weekly operations summary. Bye now.", final=True)
     assert chunks == ["Good morning Clara,", "and welcome to the weekly operations summary.", "Bye now."]
     assert chunker.continued == [False, True, False]
+
+
+from streamtts.seamcheck import OUTSIDE_SENTENCES  # noqa: E402
+
+
+def ends_on_a_function_word(chunk: str) -> bool:
+    return bool(chunk) and chunk[-1] not in ".!?…,;:" and bare(chunk.split()[-1]) in FUNCTION_WORDS
+
+
+@pytest.mark.rule("first-cut-phrase")
+def test_no_first_chunk_ends_on_a_function_word(texts: dict[str, str]) -> None:
+    outside = list(OUTSIDE_SENTENCES)
+    firsts = {name: split_text(text)[0] for name, text in texts.items()}
+    firsts |= {line: split_text(line)[0] for line in outside}
+    for paragraph in (p for text in texts.values() for p in text.split("\n\n")):
+        firsts[paragraph[:40]] = split_text(paragraph)[0]  # every paragraph as a cast's first
+    bad = {name: first for name, first in firsts.items() if ends_on_a_function_word(first)}
+    assert not bad
+    assert len({f for f in firsts.values() if f in outside}) < len(outside) // 2  # most outside ones are cut
+
+
+@pytest.mark.rule("first-cut-phrase")
+def test_a_first_sentence_the_model_reads_in_time_goes_whole_and_the_ramp_goes_on() -> None:
+    text = "The children built a castle of sand on the beach before lunch. " + " ".join(
+        f"Then word{i} came." for i in range(40))
+    cut, whole = Chunker(), Chunker(whole_first_chars=len(text.split(". ")[0]) + 1)
+    assert cut.feed(text, final=True)[:2] == ["The children built a castle", "of sand on the beach before lunch."]
+    assert cut.continued[:3] == [False, True, False]
+    chunks = whole.feed(text, final=True)
+    assert chunks[0] == "The children built a castle of sand on the beach before lunch."
+    assert whole.continued[:2] == [False, False]
+    check(text, chunks)  # chunk k within FIRST_CHUNK_CHARS * 2**k: the ramp as before
+    # a longer first sentence than that is cut as before
+    short = Chunker(whole_first_chars=20).feed(text, final=True)
+    assert short[0] == "The children built a castle"
+
+
+@settings(max_examples=100, deadline=None)
+@given(prose, st.lists(st.integers(0, 10_000), max_size=20), st.integers(0, 400))
+@pytest.mark.rule("chunker-equals-split")
+def test_chunker_fed_in_pieces_agrees_whatever_the_first_sentence_allowance(
+    text: str, cuts: list[int], whole: int
+) -> None:
+    chunker = Chunker(whole_first_chars=whole)
+    bounds = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    chunks = [c for a, b in zip(bounds, bounds[1:]) for c in chunker.feed(text[a:b])] + chunker.flush()
+    assert chunks == Chunker(whole_first_chars=whole).feed(text, final=True)
+    check(text, chunks)
+
+
+@pytest.mark.parametrize(("sentence", "never"), [
+    ("At the end of the day we met at 5 p.m. in the hall by the door.", "5"),
+    ("In the summer of that year we went to New York for a week away.", "New"),
+    ("They said that the very best of them could not have done it sooner.", "very"),
+])
+@pytest.mark.rule("first-cut-phrase")
+def test_a_phrase_never_ends_inside_a_number_with_its_unit_or_a_name(sentence: str, never: str) -> None:
+    first = split_text(sentence)[0]
+    assert first.split()[-1] != never and not ends_on_a_function_word(first), first

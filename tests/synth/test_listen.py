@@ -7,6 +7,7 @@ import pytest
 
 from streamtts import listening
 from synth.model import Synthesizer
+from streamtts import seamcheck as seams
 
 
 def test_words_are_normalised_on_both_sides() -> None:
@@ -48,3 +49,20 @@ def test_af_heart_reads_the_paragraph_at_most_3_percent_wer(synthesizer: Synthes
     cast = listening.read_as_cast(synthesizer, text, "af_heart")
     heard = listening.transcribe(cast.pcm)
     assert listening.wer(text, heard) <= 0.03, heard
+@pytest.mark.model
+@pytest.mark.timeout(1200)  # a dozen sentences, each read whole and cut: minutes on a loaded CPU
+@pytest.mark.rule("first-cut-phrase")
+@pytest.mark.rule("seam-continues")
+def test_a_first_chunk_cut_sounds_like_the_sentence_read_whole(synthesizer: Synthesizer) -> None:
+    """The outside set (sentences texts/ never had), each read whole and with its first chunk cut
+    as a slow model's worker cuts it: Whisper hears no more errors with the cut (one word over
+    the set at most) and no punctuation at the seam; the seam pauses like a breath."""
+    measured = [seams.measure(synthesizer, s) for s in seams.outside_sentences()]
+    cut = [m for m in measured if m is not None]
+    assert len(cut) >= len(measured) // 2  # most of the set is cut: the check checks something
+    whole_errors, cut_errors, _ = seams.pooled_errors(cut)
+    heard = [(m.head, m.heard_whole, m.heard_cut) for m in cut]
+    assert cut_errors <= whole_errors + 1, heard
+    assert [m.head for m in cut if seams.seam_marks(m)] == [], heard
+    assert max(m.pause_ms for m in cut) <= 100, [(m.head, m.pause_ms) for m in cut]  # was 120-150 ms
+    assert float(np.median([m.stretch for m in cut])) < 1.5  # read alone, the last word lasted 2-5x as long
