@@ -11,7 +11,6 @@ autocorrelation F0 estimate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -16,7 +16,7 @@ from functools import partial
 
 import numpy as np
 
-from . import jobs, scheduler, seams
+from . import jobs, seams
 from .cast import ActiveCast
 from .crew import Crew
 from .holdings import quietly, wait

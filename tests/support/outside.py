@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 READS: list[str] = []  # every refused path, for the session's verdict
+ROOTS: list[str] = []  # the refused roots, as the hook saw them when it was installed
 _installed: list[Path] = []
 
 
@@ -47,6 +48,7 @@ def install(repo: Path) -> None:
         return
     _installed.append(repo)
     roots = tuple(refused_roots(repo))
+    ROOTS[:] = roots
 
     def audit(event: str, args: tuple[object, ...]) -> None:
         if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from streamtts import listening
-from synth.model import Synthesizer
 from streamtts import seamcheck as seams
+from synth.model import Synthesizer
 
 
 def test_words_are_normalised_on_both_sides() -> None:
