@@ -8,7 +8,7 @@ from typing import NamedTuple
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import Layout, LogReader
+from castlog import Layout, LogReader, Tail
 
 from .config import Config
 from .errors import not_found
@@ -16,7 +16,6 @@ from .guards import Guard, Pass
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
 from .played import Played
-from .tail import Tail
 
 
 @dataclass

@@ -12,10 +12,9 @@ from contextlib import contextmanager
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from castlog import ArchiveUnavailable, StaleLayout
+from castlog import ArchiveUnavailable, Item, StaleLayout
 
 from .metrics import EdgeMetrics
-from .public import Item
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import is_terminal
+from castlog import Item, is_terminal
 from servicekit import Problem, probe, redis_answers
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
 from .guards import Pass
 from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
-from .public import Item
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}

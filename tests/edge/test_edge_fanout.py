@@ -12,11 +12,11 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, LogReader, Start, cast_key
+from castlog.listener import Listener
+from castlog.tail import Tail, after_id
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
-from edge.listener import Listener
 from edge.metrics import EdgeMetrics
-from edge.tail import Tail, after_id
 from tests.edge.edge_helpers import (
     Cast,
     audio_records,
@@ -176,7 +176,7 @@ async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
 ) -> None:
     """Its last listener leaves during the tail's read and a listener whose offset read ended
     earlier joins: the read's rows start after the old watch's cursor, not the new one's."""
-    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16,
+    tail = Tail(redis, redis, EdgeMetrics().tail, block_ms=100, batch=100, queue_size=16,
                 reader=LogReader(redis))  # driven by hand
     cast = Cast(store, cast_id())
     await cast.submit(3)

@@ -1,4 +1,5 @@
-"""One listener: one response following one cast. A bounded queue fed by the shared tail, offset
+"""One listener: one follower of one cast (an SSE or MP3 response of edge, a ``/v1`` stream or a
+live WebSocket of intake). A bounded queue fed by the shared tail, offset
 reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
 its wait.
 
@@ -8,8 +9,9 @@ later record reaches the queue, so the listener reads by offset up to the cursor
 queue, dropping what lies below its position: no gap, no duplicate. A full queue demotes it to
 offset reads until it catches up: a slow client holds at most one queue.
 
-It knows the tail only as a :class:`Hub` (``edge.tail.Tail`` is the one): this module imports
-nothing from ``tail.py``, which imports it.
+It knows the tail only as a :class:`Hub` (``castlog.tail.Tail`` is the one): this module imports
+nothing from ``tail.py``, which imports it. An :class:`Item` is one record on its way to every
+listener of it, its public JSON and SSE frame built once.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
-from castlog import Row, decode_entry, entry_id, is_terminal, seq_of
+import msgspec
 
-from .public import Item
+from .keys import Row, entry_id, seq_of
+from .records import Entry, decode_entry, is_terminal, public_dict
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -30,6 +33,42 @@ NO_DEADLINE = float("inf")
 ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_json(value: Any) -> bytes:
+    return _encoder.encode(value)
+
+
+class Item:
+    """One record on its way to listeners; the tail hands the same Item to every listener, so
+    its JSON and its SSE frame are built once, by whichever listener writes it first."""
+
+    __slots__ = ("entry", "from_tail", "_json", "_sse")
+
+    def __init__(self, entry: Entry, *, from_tail: bool = False) -> None:
+        self.entry = entry
+        self.from_tail = from_tail  # came from the shared tail (not an offset read): counts for latency
+        self._json: bytes | None = None
+        self._sse: bytes | None = None
+
+    @property
+    def seq(self) -> int:
+        return self.entry.seq_num
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = encode_json(public_dict(self.entry))
+        return self._json
+
+    def sse(self) -> bytes:
+        """``id:`` the seq_num, ``event:`` the kind, ``data:`` the public JSON (one line)."""
+        if self._sse is None:
+            head = b"id: %d\nevent: %s\ndata: " % (self.seq, self.entry.kind.encode())
+            self._sse = head + self.json() + b"\n\n"
+        return self._sse
 
 
 class Hub(Protocol):
