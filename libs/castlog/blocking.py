@@ -47,7 +47,9 @@ class BlockingRead:
                     await self._wake(read, client_id)
                 return await read
             finally:
-                read.cancel()  # only when the caller itself is cancelled: the read is done otherwise
+                if not read.done():  # the caller itself was cancelled: let the read unwind first
+                    read.cancel()
+                    await asyncio.gather(read, return_exceptions=True)
         except (RedisError, OSError):
             self._client_id = None
             raise
