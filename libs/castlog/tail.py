@@ -21,8 +21,7 @@ XREAD after it would skip the replacing records or wait forever. Each record nam
 predecessor's stamp (``p``): rows whose first record is the cursor's next and names the stamp
 the watch delivered at the cursor continue it, and go out unchecked. Otherwise the tail checks
 the record at the cursor before it hands out a cast's rows, and it checks every cursor after a
-join, an idle read or a lost connection: one command besides the XREAD (an XRANGE of that one
-record, or a small script for several). A watch whose record is gone or replaced is dropped;
+join, an idle read or a lost connection: one command besides the XREAD (a small script, no bodies). A watch whose record is gone or replaced is dropped;
 its listeners move back to the last record that still stands and read on by offset.
 """
 
@@ -250,20 +249,10 @@ class Tail:
         self._unchecked.clear()
         if not watches:
             return
-        found = await self._stamps([(c, w.cursor) for c, w in watches.items()])
+        found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])  # no bodies
         for (cast_id, watch), stamp in zip(watches.items(), found):
             if not holds(stamp, watch.cursor, watch.stamp):
                 await self._rewind(cast_id, watch)
-
-    async def _stamps(self, asked: list[tuple[str, int]]) -> list[int | None]:
-        """The stamps at ``(cast, seq)``: one record's by an XRANGE of it (one command; its body
-        travels), several (or one gone or archived) by the script (no bodies)."""
-        if len(asked) == 1:
-            cast_id, seq = asked[0]
-            rows: Any = await self.conn.xrange(cast_key(cast_id), entry_id(seq), entry_id(seq))
-            if rows:
-                return [int(rows[0][1].get(b"ts", 0)) or None]
-        return await stamps(self.conn, asked)
 
     async def _rewind(self, cast_id: str, watch: Watch) -> None:
         """Move the watch's listeners back to the last delivered record that Redis still holds."""
@@ -292,6 +281,8 @@ class Tail:
             watch = read_with.get(cast_id)
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue
+            if self.reader.cache is not None and not any(ARCHIVE_FIELD in f for _, f in rows):
+                self.reader.cache.keep(cast_id, rows)  # listeners catching up read them from here
             for raw_id, fields in rows:
                 seq = seq_of(raw_id)
                 if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:

@@ -11,7 +11,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import LogReader, Tail
+from castlog import LogReader, RowCache, Tail
 from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 
 from . import captions, docs, mp3stream, sse, views
@@ -88,7 +88,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
-    reader = LogReader(redis, blobs)
+    reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
                 queue_size=cfg.listener_queue, reader=reader)
     app[EDGE] = Edge(

@@ -36,7 +36,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     edge = request.app[EDGE]
     admitted = await edge.guard.admit(request)
     async with admitted.stream_slot():
-        last = await edge.reader.last(cast_id)
+        last = await edge.reader.last(cast_id, bodies=False)
         if last is None:
             raise not_found("no such cast")
         edge.played.mark(cast_id)  # for retention

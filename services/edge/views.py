@@ -87,7 +87,7 @@ async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, ta
         return False
     if items and items[-1].seq == tail - 1:
         return is_terminal(items[-1].entry.record)
-    last = await edge.reader.last(cast_id)
+    last = await edge.reader.last(cast_id, bodies=False)
     return last is not None and is_terminal(last.record)
 
 

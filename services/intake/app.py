@@ -14,7 +14,7 @@ from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter, Tail
+from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter, RowCache, Tail
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -97,7 +97,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         socket_timeout=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S,
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
-    reader = LogReader(redis, blobs)
+    reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, reader=reader)
     app[INTAKE] = Intake(
         cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
