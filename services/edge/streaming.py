@@ -39,6 +39,32 @@ async def write_within(request: web.Request, resp: web.StreamResponse, data: byt
         raise
 
 
+class DirectSse:
+    """A chunked SSE response as a listener's sink (``castlog.listener.Sink``): the tail's
+    hand-offs of one read are written straight to the transport in one write, each frame and its
+    chunk framing built once per record for every listener. Not ready while the client has not
+    taken what it was sent: then records go the handler's way, with its write timeout."""
+
+    def __init__(self, transport: asyncio.Transport, metrics: EdgeMetrics) -> None:
+        self.transport, self.metrics = transport, metrics
+
+    @classmethod
+    def of(cls, request: web.Request, resp: web.StreamResponse, metrics: EdgeMetrics) -> DirectSse | None:
+        transport = request.transport
+        if not isinstance(transport, asyncio.Transport) or resp.headers.get("Transfer-Encoding") != "chunked":
+            return None
+        return cls(transport, metrics)
+
+    def ready(self) -> bool:
+        return not self.transport.is_closing() and not self.transport.get_write_buffer_size()
+
+    def write(self, items: list[Item]) -> None:
+        if self.transport.is_closing():
+            return  # the client left: its handler ends
+        self.transport.write(items[0].sse_chunk() if len(items) == 1 else b"".join(i.sse_chunk() for i in items))
+        observe(self.metrics, items)
+
+
 def observe(metrics: EdgeMetrics, items: list[Item]) -> None:
     """Count written records; latency only for those from the tail (a replay of old records is not late)."""
     metrics.delivered.inc(len(items))
