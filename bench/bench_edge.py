@@ -43,8 +43,7 @@ from typing import Any
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text
-from edge.public import Item
+from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
 from streamtts.redisserver import free_port, start_server
 
 REPO = Path(__file__).resolve().parent.parent

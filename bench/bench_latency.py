@@ -54,7 +54,9 @@ from streamtts.proxy import Upstreams
 from streamtts.proxy import create_app as create_proxy
 from streamtts.redisserver import free_port, start_server
 from synth.config import SynthConfig
+from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model.base import Word
 from synth.worker import Worker
 
 from common import RESULTS, repo_text, write_results
@@ -92,23 +94,21 @@ class Trace:
 
 
 class TracedSynth(Wrapped):
-    """The real synthesizer, stamping G2P and inference of each first chunk."""
+    """The real synthesizer, stamping each first chunk's way through the model on the path the
+    worker takes (``synthesize_timed``: G2P and inference in one call, as in production)."""
 
     def __init__(self, real: Synthesizer, trace: Trace, firsts: set[str]) -> None:
         super().__init__(real)
         self.trace, self.firsts = trace, firsts
 
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[npt.NDArray[np.float32], list[Word]]:
         traced = text in self.firsts
         if traced:
-            self.trace.mark(text, "g2p")
-        phonemes = self.real.phonemize(text, voice)
-        if traced:
             self.trace.mark(text, "model")
-        pcm = self.real.synthesize_phonemes(phonemes, voice, speed)
+        out = super().synthesize_timed(text, voice, speed)
         if traced:
             self.trace.mark(text, "model_done")
-        return pcm
+        return out
 
 
 def trace_worker(worker: Worker, trace: Trace) -> None:
@@ -285,9 +285,8 @@ def stages(st: Stack, heard: Heard, text: str, queued: float) -> dict[str, float
         ("intake (POST to job)", heard.sent, queued),
         ("queue read", queued, cast["admit"]),
         ("admission", cast["admit"], cast["admitted"]),
-        ("pick", cast["admitted"], model["g2p"]),
-        ("G2P", model["g2p"], model["model"]),
-        ("model", model["model"], model["model_done"]),
+        ("pick", cast["admitted"], model["model"]),
+        ("model (G2P included)", model["model"], model["model_done"]),
         ("hand-off", model["model_done"], encoded["encode"]),
         ("encoder", encoded["encode"], encoded["encoded"]),
         ("append", encoded["encoded"], cast["appended"]),
@@ -314,7 +313,7 @@ class Bench:
 
     def model_s(self, chunk: str) -> float:
         started = time.perf_counter()
-        self.synth.synthesize(chunk, self.voice)
+        infer(self.synth, chunk, self.voice)  # the worker's call
         return time.perf_counter() - started
 
     async def one(self, text: str, until_eos: bool = False) -> tuple[float, float, dict[str, float]]:
@@ -365,7 +364,7 @@ class Bench:
             body = self.unique(text)
             started = time.perf_counter()
             for chunk in castlog.split_text(body):
-                self.synth.synthesize(chunk, self.voice)
+                infer(self.synth, chunk, self.voice)  # the worker's call
             model = time.perf_counter() - started
             async with stack(self.synth, self.redis_url, self.voice) as st, ClientSession(timeout=ClientTimeout(600)) as http:
                 heard = await listen(st, http, body, self.voice)

@@ -43,7 +43,9 @@ import castlog
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
 from streamtts.redisserver import start_server
 from synth.config import SynthConfig
+from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
 
@@ -84,7 +86,7 @@ class Bench:
         started = time.perf_counter()
         first = 0.0
         for k, chunk in enumerate(castlog.split_text(text)):
-            self.synth.synthesize(chunk, self.voice)
+            infer(self.synth, chunk, self.voice)  # the worker's call
             if k == 0:
                 first = time.perf_counter() - started
         return time.perf_counter() - started, first
@@ -139,7 +141,7 @@ class Bench:
 
         async def request(text: str) -> float:
             started = time.perf_counter()
-            pcm = [await loop.run_in_executor(pool, self.synth.synthesize, c, self.voice) for c in castlog.split_text(text)]
+            pcm = [(await loop.run_in_executor(pool, infer, self.synth, c, self.voice))[0] for c in castlog.split_text(text)]
             await loop.run_in_executor(pool, encode_chunk, np.concatenate(pcm), BITRATE)
             return time.perf_counter() - started
 
@@ -158,23 +160,26 @@ class PacedReplay(Wrapped):
         super().__init__(real)
         self.rtf = rtf
         self.name = f"paced replay of {real.name}, rtf {rtf:g}"
-        self.recorded: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
+        self.recorded: dict[tuple[str, str], tuple[npt.NDArray[np.float32], list[Word]]] = {}
 
     def record(self, text: str, voice: str) -> float:
-        """Synthesize every chunk of ``text`` with the real model and keep its audio; the seconds
-        that took (the model alone on this text)."""
+        """Synthesize every chunk of ``text`` with the real model, as the worker does (timed),
+        and keep its audio and words; the seconds that took (the model alone on this text)."""
         started = time.perf_counter()
         for chunk in castlog.split_text(text):
-            self.recorded[(chunk, voice)] = self.real.synthesize(chunk, voice)
+            self.recorded[(chunk, voice)] = self.real.synthesize_timed(chunk, voice)
         return time.perf_counter() - started
 
     def warm_up(self) -> None:
         pass  # the real model was warmed up when it recorded
 
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
-        pcm = self.recorded[(text, voice)]  # every chunk was recorded before the run
+    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[npt.NDArray[np.float32], list[Word]]:
+        pcm, words = self.recorded[(text, voice)]  # every chunk was recorded before the run
         time.sleep(self.rtf * len(pcm) / SAMPLE_RATE)
-        return pcm
+        return pcm, words
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+        return self.synthesize_timed(text, voice, speed)[0]
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
         raise NotImplementedError("the worker synthesizes text; a replay has no phoneme path")

@@ -47,18 +47,18 @@ async def stamps(redis: Redis, asked: Sequence[tuple[str, int]]) -> list[int | N
     """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip."""
     if not asked:
         return []
-    reply = await _read_only(redis, scripts.STAMPS, [keys.cast_key(c) for c, _ in asked], [s for _, s in asked])
+    reply = await read_only(redis, scripts.STAMPS, [keys.cast_key(c) for c, _ in asked], [s for _, s in asked])
     return [_int(v) for v in reply]
 
 
 async def mark(redis: Redis, cast_id: str, seq: int = -1) -> Mark:
     """The log's :class:`Mark`, with the stamp of the record at ``seq`` (-1: none asked)."""
-    reply = await _read_only(redis, scripts.MARK, [keys.cast_key(cast_id)], [seq])
+    reply = await read_only(redis, scripts.MARK, [keys.cast_key(cast_id)], [seq])
     length, last_id, last_ts, ts_at = (list(reply) + [None] * 4)[:4]
     return Mark(int(length), keys.seq_of(last_id) if last_id else -1, _int(last_ts), _int(ts_at))
 
 
-async def _read_only(redis: Redis, script: str, names: list[str], args: list[int]) -> Any:
+async def read_only(redis: Redis, script: str, names: list[str], args: Sequence[Any]) -> Any:
     """Run a script that only reads, as such (EVALSHA_RO): a reader whose ACL lets it only read
     the cast logs (edge) may run it; the first call on a server loads it (EVAL_RO)."""
     sha = hashlib.sha1(script.encode()).hexdigest()

@@ -18,9 +18,11 @@ from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 
-from . import archive, keys
+from . import archive, keys, scripts
 from .keys import Row, Rows
+from .marks import read_only
 from .records import Audio, Entry, decode_entry, is_terminal
+from .rowcache import RowCache
 from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
 
 # One blocking read waits at most this long before the follower re-checks its state.
@@ -29,6 +31,8 @@ FOLLOW_BLOCK_MS = 5_000
 READ_BATCH = 100
 # Consecutive chunks fetched per XRANGE when sending bodies.
 BODY_BATCH = 8
+# XRANGE's COUNT when a read of headers names none (a log holds far fewer records).
+ALL_ROWS = 1 << 40
 
 
 class ArchiveSource(Protocol):
@@ -54,29 +58,46 @@ class LogReader:
     """Every read of ``pub/casts/<id>``, over one Redis client (and an archive, where archived
     logs are served). A blocking :meth:`follow` holds its connection: give it its own."""
 
-    def __init__(self, redis: Redis, blobs: ArchiveSource | None = None) -> None:
+    def __init__(self, redis: Redis, blobs: ArchiveSource | None = None, cache: RowCache | None = None) -> None:
         self.redis = redis
         self.blobs = blobs  # the archive's blob store (None: this reader does not know the archive)
+        self.cache = cache  # rows with bodies, shared by the process's readers (None: every read goes to Redis)
 
     # ---- rows: XRANGE, archived logs rebuilt from their index ------------------------------
 
     async def rows(self, cast_id: str, low: str, high: str = "+", count: int | None = None,
                    *, bodies: bool = True) -> list[Row]:
         """Rows of the log from ``low`` to ``high`` (ids, ``(`` for exclusive) as XRANGE gives
-        them, archived logs included. With ``bodies=False`` rows rebuilt from an archive carry
-        their body's size in field ``n`` instead of the body (what a layout needs)."""
-        rows = await self._xrange(cast_id, low, high, count)
+        them, archived logs included. With ``bodies=False`` each audio row carries its body's size
+        in field ``n`` instead of the body (what a layout needs: the bodies stay in Redis). With a
+        cache, rows with bodies come through it (counted reads only)."""
+        if bodies and self.cache is not None and count is not None:
+            return await self.cache.rows(cast_id, _seq_bounds(low, high)[0], high, count, self._fetch)
+        return (await self._rows(cast_id, low, high, count, bodies))[0]
+
+    async def _fetch(self, cast_id: str, first: int, high: str, count: int) -> tuple[list[Row], bool]:
+        return await self._rows(cast_id, keys.entry_id(first), high, count, True)
+
+    async def _rows(self, cast_id: str, low: str, high: str, count: int | None, bodies: bool) -> tuple[list[Row], bool]:
+        """The rows, and whether Redis holds them as they are (False: rebuilt from the archive)."""
+        rows = await (self._xrange(cast_id, low, high, count) if bodies else self._headers(cast_id, low, high, count))
         first, last = _seq_bounds(low, high)
         d = archive.descriptor_of(rows[-1][1]) if rows else None
         if d is None and high != "+" and len(rows) < min(last - first + 1, count or last - first + 1):
             d = await self.descriptor(cast_id)  # a bounded range came back short
         if d is None:
-            return rows
-        return await self.rebuild(cast_id, d, first, last, count, bodies)
+            return rows, True
+        return await self.rebuild(cast_id, d, first, last, count, bodies), False
+
+    async def _headers(self, cast_id: str, low: str, high: str, count: int | None, command: str = "XRANGE") -> list[Row]:
+        """Like an XRANGE (or XREVRANGE), each body replaced by its size ``n`` in Redis (one small script)."""
+        args = [command, low, high, count or ALL_ROWS]
+        reply = await read_only(self.redis, scripts.HEADERS, [keys.cast_key(cast_id)], args)
+        return [(raw_id, dict(zip(flat[::2], flat[1::2]))) for raw_id, flat in reply or ()]
 
     async def descriptor(self, cast_id: str) -> archive.Descriptor | None:
         """The archive descriptor of the log's last entry (None: not archived, or no log)."""
-        row = await self.last_row(cast_id)
+        row = await self.last_row(cast_id, bodies=False)
         return archive.descriptor_of(row[1]) if row else None
 
     async def rebuild(self, cast_id: str, d: archive.Descriptor, first: int, last: int, count: int | None,
@@ -168,20 +189,24 @@ class LogReader:
         next_seq = keys.seq_of(rows[-1][0]) + 1 if rows else seq_num
         return Page(_decode_rows(rows), next_seq, tail)
 
-    async def last_row(self, cast_id: str) -> Row | None:
-        """The log's last entry as Redis holds it (an archived log's: its ``eos`` and index)."""
-        rows: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
+    async def last_row(self, cast_id: str, *, bodies: bool = True) -> Row | None:
+        """The log's last entry as Redis holds it (an archived log's: its ``eos`` and index);
+        with ``bodies=False`` an audio row carries its body's size ``n`` instead."""
+        if bodies:
+            rows: Any = await self.redis.xrevrange(keys.cast_key(cast_id), count=1)
+        else:
+            rows = await self._headers(cast_id, "+", "-", 1, "XREVRANGE")
         return cast(Row, rows[0]) if rows else None
 
-    async def last(self, cast_id: str) -> Entry | None:
+    async def last(self, cast_id: str, *, bodies: bool = True) -> Entry | None:
         """The log's last record as Redis holds it (an archived log's: its ``eos``)."""
-        row = await self.last_row(cast_id)
+        row = await self.last_row(cast_id, bodies=bodies)
         return decode_entry(*row) if row else None
 
     async def tail(self, cast_id: str) -> int:
         """The next seq_num to be written: one past the last entry's id (an archived log keeps
         only its last entry, so XLEN is not the tail there)."""
-        row = await self.last_row(cast_id)
+        row = await self.last_row(cast_id, bodies=False)
         return keys.seq_of(row[0]) + 1 if row else 0
 
     # ---- following a log's tail ------------------------------------------------------------

@@ -176,3 +176,17 @@ if field(last, 'a') then n = tonumber(string.sub(last[1], 3)) end
 return {n, last and last[1] or false, ts(last), stamp(KEYS[1], tonumber(ARGV[1]))}
 """
 )
+
+# KEYS[1]: a cast log; ARGV[1]: XRANGE or XREVRANGE; ARGV[2], ARGV[3]: its two ids; ARGV[4]: COUNT
+# The rows as the range gives them, each body `b` replaced by its size `n`: a layout, a state or
+# captions need the headers alone, and the bodies (about 30 KB each) stay in Redis.
+HEADERS = """
+local rows = redis.call(ARGV[1], KEYS[1], ARGV[2], ARGV[3], 'COUNT', ARGV[4])
+for _, row in ipairs(rows) do
+  local f = row[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'b' then f[i] = 'n'; f[i + 1] = tostring(#f[i + 1]) end
+  end
+end
+return rows
+"""

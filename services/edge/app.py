@@ -11,7 +11,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import LogReader
+from castlog import LogReader, RowCache, Tail
 from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views
@@ -24,7 +24,6 @@ from .layout import LayoutCache
 from .metrics import EdgeMetrics
 from .played import Played
 from .public import encode_json
-from .tail import Tail
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +90,8 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
-    reader = LogReader(redis, blobs)
-    tail = Tail(conn, redis, app[METRICS], block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
+    reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
+    tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
                 queue_size=cfg.listener_queue, reader=reader)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,

@@ -31,6 +31,9 @@ class Config(Settings):
                                  doc="the shared tail's longest blocking XREAD (new casts wake it at once)")
     read_batch: int = setting("EDGE_READ_BATCH", 100, gt=0, doc="records per cast per XREAD of the shared tail, "
                               "and per XRANGE when a listener reads by offset")
+    # N listeners catching up on one log read it from Redis about once (castlog.RowCache).
+    row_cache_bytes: int = setting("EDGE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows (bodies "
+                                   "included) kept for listeners catching up, shared by every stream of the process")
     # The per-address token bucket for reads is shared by replicas through Redis.
     read_rate: float = setting("EDGE_READ_RATE", 20.0, gt=0,
                                doc="read requests per second sustained, per client (429 beyond)")

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import Layout, LogReader
+from castlog import Layout, LogReader, Tail
 
 from .config import Config
 from .durable_tail import DurableReads
@@ -17,7 +17,6 @@ from .guards import Guard, Pass
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
 from .played import Played
-from .tail import Tail
 
 
 @dataclass

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from servicekit import RequestCounter, ServiceMetrics
+from servicekit.tailmetrics import TailCounters
 
 # Append -> written: from a few ms on the live edge to seconds for a slow proxy.
 DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -24,28 +25,13 @@ class EdgeMetrics(ServiceMetrics):
         super().__init__(registry)
         r = self.registry
         self.requests = RequestCounter("streamtts_edge_requests_total", r)
-        self.listeners = Gauge(
-            "streamtts_edge_listeners", "open live listeners", ["kind"], registry=r,
-        )
-        for kind in LISTENER_KINDS:
-            self.listeners.labels(kind=kind)  # present at 0 from the start, for dashboards
+        self.tail = TailCounters(r, "edge", LISTENER_KINDS)  # the shared tail's (castlog.TailMetrics)
         self.delivery = Histogram(
             "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",
             buckets=DELIVERY_BUCKETS, registry=r,
         )
         self.delivered = Counter(
             "streamtts_edge_records_delivered_total", "records written to listeners", registry=r,
-        )
-        self.upstream_reads = Counter(
-            "streamtts_edge_upstream_reads_total", "blocking XREADs issued by the shared tail", registry=r,
-        )
-        self.demoted = Counter(
-            "streamtts_edge_listeners_demoted_total",
-            "listeners moved back to offset reads (queue full)", registry=r,
-        )
-        self.rewound = Counter(
-            "streamtts_edge_tail_rewinds_total",
-            "watched casts whose log shrank or was rewritten under the tail's cursor", registry=r,
         )
         self.rate_limited = Counter(
             "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,

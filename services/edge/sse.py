@@ -15,7 +15,7 @@ from castlog import is_terminal
 from .context import EDGE, Edge
 from .errors import not_found
 from .params import events_query
-from .streaming import cut_short, observe, write_within
+from .streaming import DirectSse, cut_short, observe, write_within
 
 # EventSource's reconnect delay after a dropped stream (the edge restarting, a proxy timeout).
 RETRY_MS = 2_000
@@ -36,7 +36,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     edge = request.app[EDGE]
     admitted = await edge.guard.admit(request)
     async with admitted.stream_slot():
-        last = await edge.reader.last(cast_id)
+        last = await edge.reader.last(cast_id, bodies=False)
         if last is None:
             raise not_found("no such cast")
         edge.played.mark(cast_id)  # for retention
@@ -56,6 +56,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 async def _stream(request: web.Request, resp: web.StreamResponse, edge: Edge, cast_id: str, start: int) -> None:
     timeout = edge.cfg.write_timeout_s
     async with edge.tail.listen(cast_id, start, "sse") as listener:
+        listener.direct = DirectSse.of(request, resp, edge.metrics)
         while not listener.done:
             item = await listener.next(edge.cfg.sse_heartbeat_s)
             if item is None:

@@ -12,10 +12,9 @@ from contextlib import contextmanager
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from castlog import ArchiveUnavailable, StaleLayout
+from castlog import ArchiveUnavailable, Item, StaleLayout
 
 from .metrics import EdgeMetrics
-from .public import Item
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +37,32 @@ async def write_within(request: web.Request, resp: web.StreamResponse, data: byt
     except asyncio.TimeoutError:
         transport.abort()  # drop what it did not take: waiting for it to drain could take forever
         raise
+
+
+class DirectSse:
+    """A chunked SSE response as a listener's sink (``castlog.listener.Sink``): the tail's
+    hand-offs of one read are written straight to the transport in one write, each frame and its
+    chunk framing built once per record for every listener. Not ready while the client has not
+    taken what it was sent: then records go the handler's way, with its write timeout."""
+
+    def __init__(self, transport: asyncio.Transport, metrics: EdgeMetrics) -> None:
+        self.transport, self.metrics = transport, metrics
+
+    @classmethod
+    def of(cls, request: web.Request, resp: web.StreamResponse, metrics: EdgeMetrics) -> DirectSse | None:
+        transport = request.transport
+        if not isinstance(transport, asyncio.Transport) or resp.headers.get("Transfer-Encoding") != "chunked":
+            return None
+        return cls(transport, metrics)
+
+    def ready(self) -> bool:
+        return not self.transport.is_closing() and not self.transport.get_write_buffer_size()
+
+    def write(self, items: list[Item]) -> None:
+        if self.transport.is_closing():
+            return  # the client left: its handler ends
+        self.transport.write(items[0].sse_chunk() if len(items) == 1 else b"".join(i.sse_chunk() for i in items))
+        observe(self.metrics, items)
 
 
 def observe(metrics: EdgeMetrics, items: list[Item]) -> None:

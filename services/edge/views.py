@@ -9,14 +9,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import is_terminal
+from castlog import Item, is_terminal
 from servicekit import Problem, probe, redis_answers
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
 from .guards import Pass
 from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
-from .public import Item
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
@@ -88,7 +87,7 @@ async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, ta
         return False
     if items and items[-1].seq == tail - 1:
         return is_terminal(items[-1].entry.record)
-    last = await edge.reader.last(cast_id)
+    last = await edge.reader.last(cast_id, bodies=False)
     return last is not None and is_terminal(last.record)
 
 

@@ -11,16 +11,16 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
+from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter, RowCache, Tail
 from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
     Refusal,
     Serving,
-    client_for,
     connect,
     error_response,
     json_errors,
@@ -46,8 +46,10 @@ _HTTP_ERRORS = {
 }
 # Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
 POOL_HEADROOM = 16
-# A speech stream's blocking read answers within its block time; the socket waits this much longer.
+# The shared tail's blocking read answers within its block time; the socket waits this much longer.
 FOLLOW_SOCKET_MARGIN_S = 10.0
+# The shared tail's connection name, so that CLIENT LIST shows which connection is intake's XREAD.
+TAIL_CLIENT_NAME = "intake-tail"
 # Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
 SUBMIT_PATHS = ("/api/casts", "/generate")
 
@@ -88,27 +90,34 @@ def serving(cfg: Config) -> Serving:
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    # each live session's follower holds one connection in a blocking read
-    pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions
+    # each speech stream and live session may hold one connection for a moment (an offset read)
+    pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions + cfg.max_speech_streams
     redis = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=pool)
     log.info("intake using Redis at %s", redact(cfg.redis_url))
-    follower = client_for(
-        cfg.redis_url, cfg.max_speech_streams, socket_timeout_s=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S
+    conn = Redis.from_url(  # the shared tail's one blocking read
+        cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
+        socket_timeout=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S,
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
+    reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
+    tail = Tail(conn, redis, app[METRICS].tail, reader=reader)
     app[INTAKE] = Intake(
         cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
-        reader=LogReader(redis, blobs), limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
+        reader=reader, limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
-        follower=follower, speech_reader=LogReader(follower, blobs),
+        tail=tail,
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
     )
-    yield
+    tail.start()
+    try:
+        yield
+    finally:
+        await tail.stop()
+        await conn.aclose()
     if blobs is not None:
         await blobs.close()
-    await follower.aclose()
     await redis.aclose()
 
 

@@ -88,9 +88,11 @@ class Config(Settings):
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
     admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, doc="enables "
                                       "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")
-    # Each `/v1/audio/speech` stream holds a connection for its blocking reads.
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
-                                      "responses streaming at once, each holding a Redis connection (429 beyond)")
+                                      "responses streaming at once (429 beyond)")
+    # N streams replaying one log read it from Redis about once (castlog.RowCache).
+    row_cache_bytes: int = setting("INTAKE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows "
+                                   "(bodies included) kept for speech streams and live sessions catching up")
     speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
                                             "that takes no bytes this long is closed (the cast goes on)")
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",

@@ -12,7 +12,7 @@ from typing import Protocol
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import CastStore, LiveStore, LogReader, RateLimiter
+from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
 from castlog.durable import DurableStreams
 
 from .config import Config
@@ -44,12 +44,11 @@ class Intake:
     voices: VoiceBook
     gate: InflightGate
     planner: Planner
-    # The speech room's: the cast logs as live sessions follow them (archived ones read from the
-    # archive); `/v1/audio/speech`'s pool of blocking reads, the logs over it, the bound on open
-    # streams and the streams open (cancelled at shutdown)
+    # The speech room's: the cast logs by offset (archived ones read from the archive), the shared
+    # tail every `/v1/audio/speech` stream and live session follows them through (one blocked
+    # read per process), the bound on open streams and the streams open (cancelled at shutdown)
     reader: LogReader
-    follower: Redis
-    speech_reader: LogReader
+    tail: Tail
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)

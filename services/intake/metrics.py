@@ -5,10 +5,13 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from servicekit import RequestCounter, ServiceMetrics
+from servicekit.tailmetrics import TailCounters
 
 # A submit is validation plus one script call: sub-millisecond to a few ms; past 1 s is trouble.
 SUBMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 RESULTS = ("new", "existing", "reenqueued")
+# Who follows casts through the shared tail: /v1/audio/speech streams, live WebSockets.
+LISTENER_KINDS = ("speech", "live")
 
 
 class Metrics(ServiceMetrics):
@@ -35,6 +38,8 @@ class Metrics(ServiceMetrics):
         self.rate_limited = Counter(
             "streamtts_intake_rate_limited_total", "Requests answered 429", registry=registry
         )
+        # the shared tail's (castlog.TailMetrics): /v1/audio/speech streams and live sessions
+        self.tail = TailCounters(registry, "intake", LISTENER_KINDS)
         # Zero-valued series from the start, so that rate() over them works before the first hit.
         self._results = {result: self.submits.labels(result, "") for result in RESULTS}
 

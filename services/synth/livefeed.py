@@ -1,7 +1,8 @@
 """The worker's open casts: their text read from the catalog as it grows, cut into chunks.
 
-One task follows the catalogs of every open cast this worker holds with one blocking XREAD
-(re-issued when the set of casts changes), feeds each new fragment to the cast's chunker and
+One task follows the catalogs of every open cast this worker holds with one blocking XREAD on a
+connection of its own (re-issued when the set of casts changes: a newly admitted cast ends the
+read with CLIENT UNBLOCK, ``castlog.BlockingRead``, so the connection stays), feeds each new fragment to the cast's chunker and
 wakes the synth loop when a sentence is complete. An open cast waiting for text wants no chunk,
 so it holds up nobody and spends no attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is
 closed here (its rest is spoken, then `eos`), so an abandoned cast still ends.
@@ -16,7 +17,7 @@ from typing import Any, cast
 
 from redis.exceptions import RedisError
 
-from castlog import LiveStore, TextEvent, catalog_key, content_id
+from castlog import BlockingRead, LiveStore, TextEvent, catalog_key, content_id
 from castlog.live import text_events
 
 from .cast import ActiveCast, OpenText
@@ -73,35 +74,35 @@ class LiveFeed:
         }
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self._step()
-            except RedisError as exc:
-                log.warning("live feed: Redis error (%s); retrying", exc)
-                await asyncio.sleep(self.crew.cfg.poll_s)
+        conn = self.crew.redis.client()  # one pooled connection held for the blocking read
+        blocking = BlockingRead(conn, self.crew.redis)
+        try:
+            while True:
+                try:
+                    await self._step(blocking)
+                except RedisError as exc:
+                    log.warning("live feed: Redis error (%s); retrying", exc)
+                    await asyncio.sleep(self.crew.cfg.poll_s)
+        finally:
+            await conn.aclose()  # back to the pool
 
-    async def _step(self) -> None:
+    async def _step(self, blocking: BlockingRead) -> None:
         crew, opened = self.crew, self.crew.held.opened  # set when an open cast is admitted
         following = self._open()
         opened.clear()
         if not following:
             await _wait(opened, crew.cfg.poll_s)
             return
-        streams = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
-        read = asyncio.ensure_future(
-            crew.redis.xread(streams, count=FEED_BATCH, block=max(1, int(crew.cfg.poll_s * 1000)))  # type: ignore[arg-type]
-        )
+        streams: dict[Any, Any] = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
         changed = asyncio.ensure_future(opened.wait())  # re-issue the read with its catalog in it
         try:
-            await asyncio.wait({read, changed}, return_when=asyncio.FIRST_COMPLETED)
+            reply = await blocking.xread(
+                streams, count=FEED_BATCH, block_ms=max(1, int(crew.cfg.poll_s * 1000)), wake=changed,
+            )
         finally:
             changed.cancel()
-        if not read.done():
-            read.cancel()  # the client drops the connection of a cancelled blocking read
-            await asyncio.gather(read, return_exceptions=True)
-            return
         now = crew.clock()
-        for stream, rows in cast(Any, read.result()) or ():
+        for stream, rows in cast(Any, reply) or ():
             key = stream.decode() if isinstance(stream, bytes) else stream
             target = following.get(key)
             if target is not None and target.open_text is not None and not target.closed:

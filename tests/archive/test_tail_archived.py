@@ -9,9 +9,9 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import CastStore, Eos, LogReader, Start, cast_key
-from edge.listener import Listener
+from castlog.listener import Listener
+from castlog.tail import Tail, after_id
 from edge.metrics import EdgeMetrics
-from edge.tail import Tail, after_id
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, xrange_public
 
 from .archive_helpers import archiver
@@ -20,7 +20,7 @@ from .archive_helpers import archiver
 async def test_listener_behind_an_archived_log_reads_the_rest_from_the_archive(
     store: CastStore, redis: Redis, blob_store: BlobStore
 ) -> None:
-    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16,
+    tail = Tail(redis, redis, EdgeMetrics().tail, block_ms=100, batch=100, queue_size=16,
                 reader=LogReader(redis, blob_store))
     cast = Cast(store, cast_id("behind"))
     await cast.submit(3)

@@ -120,6 +120,8 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     take = intake.register_script(TAKE)
     assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
     assert admin.xlen("jobs") == 2
+    # intake's shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a stream joins
+    assert not intake.client_unblock(intake.client_id())
 
 
 def test_intake_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
@@ -147,6 +149,8 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     synth = client("synth")
     synth.xgroup_create("jobs", "synth", id="0", mkstream=True)
     [[_, entries]] = synth.xreadgroup("synth", "worker-1", {"jobs": ">"}, count=1)
+    # the live feed wakes its own blocking XREAD with CLIENT UNBLOCK when an open cast is admitted
+    assert not synth.client_unblock(synth.client_id())
     job_id = entries[0][0]
     assert synth.xrange(f"catalog/{CAST}")[0][1][b"text"] == b"Hello."
     append = synth.register_script(APPEND)
@@ -226,6 +230,7 @@ async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, ad
     admin.xadd("archive/trash", {"key": "casts/x.bin"})
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
+    edge = AsyncRedis(port=redis_port, username="edge", password=PASSWORDS["EDGE"])
     try:
         await castlog.publish_voices(synth, castlog.VoiceList(voices=("af_heart",), backend="onnx"), maxlen=100)
         await castlog.dead_letter(synth, CAST, 3, "model crashed", "worker-1")
@@ -237,9 +242,15 @@ async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, ad
         assert [trash for _, trash in await castlog.read_trash(synth, 10)] == [castlog.Trash(key="casts/x.bin")]
         offer = await castlog.read_voices(intake, 10)
         assert offer is not None and offer.voices == ("af_heart",)
+        # layouts and a stream's last record come from headers alone (the HEADERS script), as edge
+        admin.xadd(f"pub/casts/{CAST}", {"e": "audio", "h": "{}", "b": b"x" * 10}, id="0-1")
+        reader = castlog.LogReader(edge)
+        assert (await reader.rows(CAST, "-", count=5, bodies=False))[0][1][b"n"] == b"10"
+        assert await reader.tail(CAST) == 1
     finally:
         await synth.aclose()
         await intake.aclose()
+        await edge.aclose()
     assert admin.xlen("jobs/dead") == 1
 
 

@@ -12,11 +12,12 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, LogReader, Start, cast_key
+from castlog.listener import Listener
+from castlog.tail import Tail, after_id
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
-from edge.listener import Listener
 from edge.metrics import EdgeMetrics
-from edge.tail import Tail, after_id
+from edge.streaming import DirectSse
 from tests.edge.edge_helpers import (
     Cast,
     audio_records,
@@ -176,7 +177,7 @@ async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
 ) -> None:
     """Its last listener leaves during the tail's read and a listener whose offset read ended
     earlier joins: the read's rows start after the old watch's cursor, not the new one's."""
-    tail = Tail(redis, redis, EdgeMetrics(), block_ms=100, batch=100, queue_size=16,
+    tail = Tail(redis, redis, EdgeMetrics().tail, block_ms=100, batch=100, queue_size=16,
                 reader=LogReader(redis))  # driven by hand
     cast = Cast(store, cast_id())
     await cast.submit(3)
@@ -230,3 +231,31 @@ async def test_each_wait_ends_at_its_own_timeout_whatever_the_waits_before_it(
         await cast.append(*audio_records(["a"], body_bytes=5))
         assert (await second) is not None
         assert await asyncio.wait_for(listener.next(0.1), 10) is None  # not the 30 s alarm
+
+
+async def test_records_of_one_read_go_to_an_idle_sse_client_in_one_write(
+    edge: TestClient[Any, Any], store: CastStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tail writes straight to an idle SSE client's transport: no queue, no wake-up of the
+    handler, the records of one XREAD joined into one write."""
+    writes: list[list[int]] = []
+    real = DirectSse.write
+
+    def counted(self: DirectSse, items: list[Any]) -> None:
+        writes.append([i.seq for i in items])
+        real(self, items)
+
+    monkeypatch.setattr(DirectSse, "write", counted)
+    cast = Cast(store, cast_id())
+    await cast.submit(5)
+    resp = await edge.get(f"/api/casts/{cast.id}/events")
+    await wait_for_listeners(edge, cast.id, 1)
+    await asyncio.sleep(0.1)  # caught up and waiting
+    reader = asyncio.create_task(read_events(resp, timeout_s=10))
+    records = audio_records([f"s{i}" for i in range(5)], body_bytes=20)
+    await cast.append(Start(attempt=1, resume_from=0, at=0), *records)
+    await cast.append(Eos(sentences=5, audio_ms=1500, attempts=1))
+    events = await reader
+    assert [e.event for e in events] == ["meta", "start"] + ["audio"] * 5 + ["eos"]
+    assert [int(e.id or -1) for e in events] == list(range(8))
+    assert writes[0] == [1, 2, 3, 4, 5, 6] and writes[-1] == [7]  # one write per XREAD

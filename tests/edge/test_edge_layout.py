@@ -1,8 +1,10 @@
-"""The layout cache: each record is read from Redis once, live casts included; snapshots never move."""
+"""The layout cache: each record's headers are read from Redis once, live casts included, and no
+body travels for a layout (the HEADERS script sends sizes); snapshots never move."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -10,7 +12,21 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Chunk, Eos, Error, Layout, LogReader, Record, Start, cast_key, playable, summarize
+from castlog import (
+    Audio,
+    CastStore,
+    Chunk,
+    Eos,
+    Error,
+    Layout,
+    LogReader,
+    Record,
+    Start,
+    cast_key,
+    playable,
+    scripts,
+    summarize,
+)
 from castlog.view import SCAN_BATCH
 from edge.context import EDGE
 from edge.layout import LayoutCache
@@ -47,13 +63,44 @@ def counting(redis: Redis, reads: Reads) -> Any:
     return xrange
 
 
+HEADERS_SHA = hashlib.sha1(scripts.HEADERS.encode()).hexdigest()
+
+
+def counting_headers(redis: Redis, reads: Reads) -> tuple[Any, Any]:
+    """Replacements for ``redis.evalsha_ro`` and ``eval_ro`` that count the rows the HEADERS
+    script returns (the other scripts, the marks, pass uncounted)."""
+    real_sha, real_eval = redis.evalsha_ro, redis.eval_ro
+
+    def count(reply: Any) -> Any:
+        reads.count([(raw_id, dict(zip(flat[::2], flat[1::2]))) for raw_id, flat in reply])
+        return reply
+
+    async def evalsha_ro(sha: str, *args: Any) -> Any:
+        reply = await real_sha(sha, *args)
+        return count(reply) if sha == HEADERS_SHA else reply
+
+    async def eval_ro(script: str, *args: Any) -> Any:
+        reply = await real_eval(script, *args)
+        return count(reply) if script == scripts.HEADERS else reply
+
+    return evalsha_ro, eval_ro
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch, redis: Redis, reads: Reads) -> None:
+    """Count every row ``redis`` reads from a log: by XRANGE (bodies) or by HEADERS (sizes)."""
+    monkeypatch.setattr(redis, "xrange", counting(redis, reads))
+    evalsha_ro, eval_ro = counting_headers(redis, reads)
+    monkeypatch.setattr(redis, "evalsha_ro", evalsha_ro)
+    monkeypatch.setattr(redis, "eval_ro", eval_ro)
+
+
 class CountingRedis:
-    """A Redis client that only does XRANGE, counted (enough for the layout scans)."""
+    """A Redis client that only reads logs (XRANGE, HEADERS) and marks, its rows counted."""
 
     def __init__(self, redis: Redis) -> None:
         self.reads = Reads()
         self.xrange = counting(redis, self.reads)
-        self.evalsha_ro, self.eval_ro = redis.evalsha_ro, redis.eval_ro  # the cache's check of the log's mark
+        self.evalsha_ro, self.eval_ro = counting_headers(redis, self.reads)
 
     def as_redis(self) -> Redis:
         return cast(Redis, self)
@@ -82,10 +129,11 @@ async def test_a_second_state_request_on_a_live_cast_reads_only_the_new_records(
     live = await write_cast(store, cid, [f"S{i}." for i in range(40)], finish=False, body_bytes=BODY_BYTES)
     pool = edge.server.app[EDGE].redis
     reads = Reads()
-    monkeypatch.setattr(pool, "xrange", counting(pool, reads))
+    count_reads(monkeypatch, pool, reads)
     first = await (await edge.get(f"/api/casts/{cid}")).json()
     assert first["tail"] == live.tail and first["finished"] == 40
     assert reads.seqs == list(range(live.tail))  # the first request reads the whole log once
+    assert reads.body_bytes == 0  # headers only: the bodies stay in Redis
     old_tail = live.tail
     more = audio_records(["S40.", "S41."], body_bytes=BODY_BYTES, start_i=40)
     await live.append(*more)
@@ -93,8 +141,8 @@ async def test_a_second_state_request_on_a_live_cast_reads_only_the_new_records(
     reads.body_bytes = 0
     second = await (await edge.get(f"/api/casts/{cid}")).json()
     assert second["tail"] == live.tail and second["finished"] == 42 and second["status"] == "generating"
-    assert reads.seqs == [old_tail, old_tail + 1]  # the new records only, none of the old bodies
-    assert reads.body_bytes == 2 * BODY_BYTES
+    assert reads.seqs == [old_tail, old_tail + 1]  # the new records only
+    assert reads.body_bytes == 0
     reads.seqs.clear()
     third = await (await edge.get(f"/api/casts/{cid}")).json()
     assert third == second and reads.seqs == []  # nothing new: one empty XRANGE
@@ -125,7 +173,7 @@ async def test_simultaneous_first_requests_share_one_scan(store: CastStore, redi
     assert all(layout is layouts[0] for layout in layouts)
     assert layouts[0].tail == live.tail
     assert counted.reads.rows == live.tail
-    assert counted.reads.body_bytes == 40 * BODY_BYTES
+    assert counted.reads.body_bytes == 0
     assert counted.reads.calls == live.tail // SCAN_BATCH + 1  # one pass, in batches
 
 
@@ -138,9 +186,10 @@ async def test_simultaneous_requests_on_a_cached_live_cast_share_one_read(store:
     await live.append(*audio_records(["S1.", "S2."], body_bytes=BODY_BYTES, start_i=1))
     counted.reads = Reads()
     counted.xrange = counting(redis, counted.reads)
+    counted.evalsha_ro, counted.eval_ro = counting_headers(redis, counted.reads)
     layouts = await asyncio.gather(*(cache.get(cid) for _ in range(10)))
     assert {layout.tail for layout in layouts} == {live.tail}
-    assert counted.reads.rows == 2 and counted.reads.body_bytes == 2 * BODY_BYTES
+    assert counted.reads.rows == 2 and counted.reads.body_bytes == 0
 
 
 ATTEMPTS: list[Record] = [

@@ -209,3 +209,25 @@ async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastSt
     with pytest.raises(aiohttp.ClientError):  # the connection closes without an answer
         await asyncio.wait_for(resp_task, 30)
     assert not client.app[INTAKE].speech_streams
+
+
+async def blocked_clients(redis: Redis) -> list[dict[str, Any]]:
+    """The connections Redis holds in a blocking command (CLIENT LIST flag ``b``)."""
+    return [c for c in await redis.client_list() if "b" in c["flags"]]
+
+
+@pytest.mark.rule("one-upstream-tail")
+async def test_forty_speech_streams_of_one_cast_hold_one_blocked_read(client: Client, store: CastStore, redis: Redis) -> None:
+    """Before the shared tail each stream held its own blocking XREAD (41 for 40 streams)."""
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    posts = [asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH)) for _ in range(40)]
+    tail = client.server.app[INTAKE].tail
+    while len(tail.listeners) < 40 or not all(lsn.subscribed for lsn in tail.listeners):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # the tail's read, re-issued after the last join, is blocked again
+    blocked = await blocked_clients(redis)
+    assert len(blocked) <= 3, blocked
+    assert [c["name"] for c in blocked] == ["intake-tail"]
+    await play_worker(store, cast_id, CHUNKS)
+    bodies = [await (await p).read() for p in posts]
+    assert len(set(bodies)) == 1 and bodies[0], "every stream got the whole cast"

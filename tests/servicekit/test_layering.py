@@ -200,7 +200,7 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
 
 def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
     assert {"castlog", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
-    assert {"castlog.scripts", "synth.model.loader", "edge.tail", "intake.app"} <= set(MODULES)
+    assert {"castlog.scripts", "synth.model.loader", "castlog.tail", "intake.app"} <= set(MODULES)
     assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
     assert "synth.mp3" in GRAPH["streamtts.listening"]  # inside a function
     assert "intake.context" in GRAPH["intake.app"]
@@ -220,8 +220,8 @@ def test_the_packages_import_each_other_one_way() -> None:
     assert a_cycle(GRAPH) == [], " -> ".join(a_cycle(GRAPH))
 
 
-def test_edge_listener_knows_the_tail_only_through_its_protocol() -> None:
-    assert "edge.listener" in GRAPH["edge.tail"] and "edge.tail" not in GRAPH["edge.listener"]
+def test_the_listener_knows_the_tail_only_through_its_protocol() -> None:
+    assert "castlog.listener" in GRAPH["castlog.tail"] and "castlog.tail" not in GRAPH["castlog.listener"]
 
 
 def imports_from_parent(folder: Path) -> dict[str, set[str]]:

@@ -22,6 +22,7 @@ import castlog
 from castlog import Audio, CastStore, Entry, LogReader, Start
 from streamtts.redisserver import free_port
 from synth.model import Synthesizer, Wrapped
+from synth.model.base import Word
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
@@ -59,11 +60,18 @@ class Flaky(Wrapped):
         self.fails = fails
         self.calls: list[str] = []
 
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> np.ndarray:
+    def watch(self, text: str) -> None:
         self.calls.append(text)
         if text == self.fails:
             raise RuntimeError("injected failure")
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> np.ndarray:
+        self.watch(text)
         return self.real.synthesize(text, voice, speed)
+
+    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[np.ndarray, list[Word]]:
+        self.watch(text)  # the worker's path, as in production
+        return super().synthesize_timed(text, voice, speed)
 
 
 class Paused(Flaky):
@@ -73,10 +81,9 @@ class Paused(Flaky):
         super().__init__(real, fails="")
         self.gate, self.entered = threading.Event(), threading.Event()
 
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> np.ndarray:
+    def watch(self, text: str) -> None:
         self.entered.set()
         self.gate.wait()
-        return self.real.synthesize(text, voice, speed)
 
 
 def audio_of(entries: list[Entry]) -> list[Audio]:

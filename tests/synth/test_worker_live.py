@@ -4,6 +4,7 @@ and a restart in the middle."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -156,3 +157,33 @@ def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
         chunker.feed(ch)
     chunker.flush()
     assert chunker.chunks == want
+
+
+async def feed_read_ids(redis: Redis) -> set[int]:
+    """The ids of the connections blocked in an XREAD: the live feed's (the inbox blocks in XREADGROUP)."""
+    while True:
+        ids = {int(c["id"]) for c in await redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"]}
+        if ids:
+            return ids
+        await asyncio.sleep(0.01)
+
+
+async def test_a_newly_admitted_open_cast_wakes_the_feed_without_dropping_its_connection(
+    redis: Redis, store: CastStore
+) -> None:
+    """Before, the feed cancelled its blocked XREAD to add a catalog, and the client dropped the
+    connection with it: a new connection per admitted open cast."""
+    live, first = await open_cast(redis)
+    async with running(Worker(config(), redis, StandIn())):
+        await feed(live, first, 0, "Hello there.", flush=True)
+        await wait_until(lambda: has_audio(store, first, 1))
+        before = await feed_read_ids(redis)
+        others = [(await open_cast(redis))[1] for _ in range(3)]
+        for cast_id in others:
+            await feed(live, cast_id, 0, "Hello there.", flush=True)
+        for cast_id in others:
+            await wait_until(lambda c=cast_id: has_audio(store, c, 1))  # type: ignore[misc]
+        assert await feed_read_ids(redis) == before
+        for cast_id in [first, *others]:
+            assert (await live.close_text(cast_id, VOICE))[0] == "ok"
+            await terminal(store, cast_id)

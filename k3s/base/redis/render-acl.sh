@@ -51,10 +51,11 @@ echo "user default on nopass resetkeys resetchannels -@all +ping"
 echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # intake: one script takes the client's token (a hash under rl/intake/*) and writes catalog/*,
 # pub/casts/* and jobs, so one selector must cover all of those keys; it reads synth/voices.
-# Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: /v1/audio/speech
-# and the live WebSocket follow a cast's log. The admin's delete: one script drops the log, the
+# Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: the shared tail
+# that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it when
+# a cast joins. The admin's delete: one script drops the log, the
 # recipe and the claim, and hands an archived blob to archive/trash.
-echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +time" \
+echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time" \
     "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* %R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)"
@@ -63,8 +64,9 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +time" \
 # TIME: the scripts stamp records with Redis's clock. MULTI: an XACK drops its job's tally.
 # The archiver: a group on progress/done; SCAN finds finished logs; one script rewrites a log as
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
-# Open casts: one blocking XREAD follows their text in catalog/*; an abandoned one is closed there.
-echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +info +time +multi +exec +discard +scan" \
+# Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
+# a cast is admitted; an abandoned one is closed there.
+echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
     "(~synth/tally/* +hset +hgetall +hincrby +expire +del)" \

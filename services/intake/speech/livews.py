@@ -2,10 +2,11 @@
 
 Two tracks that never wait for each other: the *reader* takes the client's JSON messages
 (``start``, then ``text`` fragments, ``flush``, ``close``) and writes them to the text log; the
-*follower* reads the cast log by offset and sends each sentence's audio as a binary frame,
-between JSON events (``cast``, ``sentence``, ``sentence_done``, ``done``, ``error``). The
-follower pulls the next record only after the client took the last one, so a client that does
-not read costs one blocking read, not a buffer; one that takes no frame for
+*follower* follows the cast log through intake's shared tail (``castlog.Tail``) and sends each
+sentence's audio as a binary frame, between JSON events (``cast``, ``sentence``,
+``sentence_done``, ``done``, ``error``). The follower takes the next record only after the
+client took the last one, so a client that does not read costs one bounded listener queue (a
+full one goes back to reading by offset), not a buffer; one that takes no frame for
 INTAKE_LIVE_SEND_TIMEOUT_S is cut off with the ``seq_num`` to resume listening from (by link).
 The session stays open across sentences; a session that ends without ``close`` (a disconnect,
 the idle limit, a slow reader, a stop) closes the cast's text, so the cast still finishes.
@@ -36,6 +37,7 @@ FORMATS = ("mp3", "pcm")
 # Close codes: done, a stop, the client's mistake, the idle limit, a slow reader, the session cap.
 CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
+LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 # How long the closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
 
@@ -221,19 +223,23 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async for entry in self.app[INTAKE].reader.follow(self.cast_id, self.seq_num):
-            record = entry.record
-            if isinstance(record, Audio) and record.i not in sent:
-                await self.send({"type": "sentence", "index": record.i, "text": record.t})
-                body = record.body if self.format == "mp3" else await pcm.decode(record.body)
-                await self.send(body)
-                await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
-                sent.add(record.i)
-            elif isinstance(record, Eos):
-                await self.send({"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms})
-            elif isinstance(record, Error):
-                await self.error("synthesis_failed", record.reason)
-            self.seq_num = entry.seq_num + 1
+        async with self.app[INTAKE].tail.listen(self.cast_id, self.seq_num, LISTENER_KIND) as listener:
+            while not listener.done:
+                item = await listener.next(None)
+                if item is None:
+                    return  # intake is stopping: the session closes
+                entry, record = item.entry, item.entry.record
+                if isinstance(record, Audio) and record.i not in sent:
+                    await self.send({"type": "sentence", "index": record.i, "text": record.t})
+                    body = record.body if self.format == "mp3" else await pcm.decode(record.body)
+                    await self.send(body)
+                    await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
+                    sent.add(record.i)
+                elif isinstance(record, Eos):
+                    await self.send({"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms})
+                elif isinstance(record, Error):
+                    await self.error("synthesis_failed", record.reason)
+                self.seq_num = entry.seq_num + 1
 
 
 def _is_number(value: object) -> bool:

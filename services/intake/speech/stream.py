@@ -1,4 +1,5 @@
-"""One ``/v1/audio/speech`` response on its way: the cast's log followed, each audio record
+"""One ``/v1/audio/speech`` response on its way: the cast's log followed through intake's shared
+tail (``castlog.Tail``: one blocked read per process, however many streams), each audio record
 converted (``formats.py``) and written at once, in the format and stream format asked for.
 
 The cast was claimed first (``views.post_speech``); a client that leaves never stops the cast.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import msgspec
 from aiohttp import web
 
-from castlog import Audio, Eos, Error, LogReader
+from castlog import Audio, Eos, Error, LogReader, Tail
 from castlog import Entry as LogEntry
 
 from ..claim import cast_url
@@ -26,6 +27,7 @@ from .v1 import SpeechRequest, V1Refusal
 log = logging.getLogger(__name__)
 
 SSE_TYPE = "text/event-stream; charset=utf-8"
+LISTENER_KIND = "speech"  # streamtts_intake_listeners{kind}
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 encode = msgspec.json.Encoder().encode
@@ -44,27 +46,41 @@ class _Stream:
 
 
 async def stream_cast(
-    request: web.Request, speech: SpeechRequest, cast_id: str, reader: LogReader, settled: int
+    request: web.Request, speech: SpeechRequest, cast_id: str, tail: Tail, reader: LogReader, settled: int
 ) -> web.StreamResponse:
     """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
     before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
-    return await _stream(_Stream(request, speech, cast_id), reader, settled)
+    return await _stream(_Stream(request, speech, cast_id), tail, reader, settled)
 
 
-async def _stream(s: _Stream, reader: LogReader, settled: int) -> web.StreamResponse:
+async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> web.StreamResponse:
     convert = converter(s.speech.response_format)
-    async for entry in reader.follow(s.cast_id, 0, stop_at_terminal=False):
-        record = entry.record
-        if isinstance(record, Audio) and record.i > s.sent:
-            await _send_audio(s, convert, entry)
-        elif isinstance(record, Eos):
-            await _finish(s, convert)
-            break
-        elif isinstance(record, Error) and entry.seq_num > settled:
-            if await reader.tail(s.cast_id) > entry.seq_num + 1:
-                continue  # a later attempt follows it: history too
-            return await _failed(s, record.reason)
-    assert s.resp is not None
+    seq = 0
+    while True:  # a listener ends at an `error`; one that is history is followed past
+        async with tail.listen(s.cast_id, seq, LISTENER_KIND) as listener:
+            while not listener.done:
+                item = await listener.next(None)
+                if item is None:
+                    break
+                entry, record = item.entry, item.entry.record
+                seq = entry.seq_num + 1
+                if isinstance(record, Audio) and record.i > s.sent:
+                    await _send_audio(s, convert, entry)
+                elif isinstance(record, Eos):
+                    return await _finish(s, convert)
+                elif isinstance(record, Error) and entry.seq_num > settled:
+                    if await reader.tail(s.cast_id) > seq:
+                        continue  # a later attempt follows it: history too
+                    return await _failed(s, record.reason)
+            if listener.closed:  # intake is stopping: the same request replays the cast
+                return _stopped(s)
+
+
+def _stopped(s: _Stream) -> web.StreamResponse:
+    if s.resp is None:
+        raise V1Refusal(503, "shutting_down", "intake is stopping; send the same request again")
+    if s.request.transport is not None:
+        s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
     return s.resp
 
 
@@ -120,7 +136,7 @@ async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
         await asyncio.wait_for(resp.write(data), s.request.app[INTAKE].cfg.speech_write_timeout_s)
 
 
-async def _finish(s: _Stream, convert: Converter) -> None:
+async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     rest = convert.close()
     resp = s.resp or await _open(s)
     if s.speech.stream_format == "sse":
@@ -132,6 +148,7 @@ async def _finish(s: _Stream, convert: Converter) -> None:
     else:
         await _write(s, resp, rest)
     await resp.write_eof()
+    return resp
 
 
 async def _failed(s: _Stream, reason: str) -> web.StreamResponse:

@@ -30,7 +30,7 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
     async with slots:
         speech, claimed = await _claim(request)
-        reader = intake.speech_reader
+        reader = intake.reader
         # A log that ended in `error` before this request was re-enqueued by its submit: that
         # error is history, not this request's answer.
         last = None if claimed.result == "new" else await reader.last(claimed.cast_id)
@@ -40,7 +40,7 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         if task is not None:
             streams.add(task)
         try:
-            return await stream_cast(request, speech, claimed.cast_id, reader, settled)
+            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled)
         finally:
             streams.discard(task)  # type: ignore[arg-type]
 

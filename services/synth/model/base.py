@@ -14,6 +14,8 @@ import numpy.typing as npt
 Audio = npt.NDArray[np.float32]
 # Per token (pads included), the frames of 600 samples the model gave it: where words fall.
 Durations = npt.NDArray[np.int64]
+# One word of a chunk and where it falls in the chunk's audio: (text, start ms, end ms).
+Word = tuple[str, int, int]
 
 
 class BackendUnavailableError(RuntimeError):
@@ -61,7 +63,13 @@ class Synthesizer(Protocol):
 
 class Wrapped:
     """A synthesizer that hands every call to ``real``: the seam of tests and benchmarks, which
-    override only the calls they watch or change."""
+    override only the calls they watch or change.
+
+    It forwards every public method of the real synthesizer (``synthesize_timed`` included: the
+    worker's path), so a wrapped model runs the path production runs; a test fails when the real
+    class gains a method this one does not forward. A wrapper that changes what a chunk gives
+    overrides both ``synthesize`` and ``synthesize_timed``.
+    """
 
     def __init__(self, real: Synthesizer) -> None:
         self.real = real
@@ -81,6 +89,13 @@ class Wrapped:
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
         return self.real.synthesize_phonemes(phonemes, voice, speed)
+
+    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
+        timed = getattr(self.real, "synthesize_timed", None)  # a stand-in may not time words
+        if timed is None:
+            return self.real.synthesize(text, voice, speed), []
+        audio, words = timed(text, voice, speed)
+        return audio, words
 
 
 class Engine(Protocol):

@@ -14,12 +14,10 @@ import numpy as np
 
 from castlog import SAMPLE_RATE
 
-from .base import Durations
+from .base import Durations, Word
 
 FRAME_SAMPLES = 600
 FRAME_MS = FRAME_SAMPLES * 1000 / SAMPLE_RATE
-# (text, start ms, end ms) on the timeline of the audio the synthesizer returned
-Word = tuple[str, int, int]
 Span = tuple[float, float]
 
 

@@ -1,4 +1,5 @@
-"""One listener: one response following one cast. A bounded queue fed by the shared tail, offset
+"""One listener: one follower of one cast (an SSE or MP3 response of edge, a ``/v1`` stream or a
+live WebSocket of intake). A bounded queue fed by the shared tail, offset
 reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
 its wait.
 
@@ -8,8 +9,9 @@ later record reaches the queue, so the listener reads by offset up to the cursor
 queue, dropping what lies below its position: no gap, no duplicate. A full queue demotes it to
 offset reads until it catches up: a slow client holds at most one queue.
 
-It knows the tail only as a :class:`Hub` (``edge.tail.Tail`` is the one): this module imports
-nothing from ``tail.py``, which imports it.
+It knows the tail only as a :class:`Hub` (``castlog.tail.Tail`` is the one): this module imports
+nothing from ``tail.py``, which imports it. An :class:`Item` is one record on its way to every
+listener of it, its public JSON and SSE frame built once.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
-from castlog import Row, decode_entry, entry_id, is_terminal, seq_of
+import msgspec
 
-from .public import Item
+from .keys import Row, entry_id, seq_of
+from .records import Entry, decode_entry, is_terminal, public_dict
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -30,6 +33,62 @@ NO_DEADLINE = float("inf")
 ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_json(value: Any) -> bytes:
+    return _encoder.encode(value)
+
+
+class Item:
+    """One record on its way to listeners; the tail hands the same Item to every listener, so
+    its JSON and its SSE frame are built once, by whichever listener writes it first."""
+
+    __slots__ = ("entry", "from_tail", "_json", "_sse", "_chunk")
+
+    def __init__(self, entry: Entry, *, from_tail: bool = False) -> None:
+        self.entry = entry
+        self.from_tail = from_tail  # came from the shared tail (not an offset read): counts for latency
+        self._json: bytes | None = None
+        self._sse: bytes | None = None
+        self._chunk: bytes | None = None
+
+    @property
+    def seq(self) -> int:
+        return self.entry.seq_num
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = encode_json(public_dict(self.entry))
+        return self._json
+
+    def sse(self) -> bytes:
+        """``id:`` the seq_num, ``event:`` the kind, ``data:`` the public JSON (one line)."""
+        if self._sse is None:
+            head = b"id: %d\nevent: %s\ndata: " % (self.seq, self.entry.kind.encode())
+            self._sse = head + self.json() + b"\n\n"
+        return self._sse
+
+    def sse_chunk(self) -> bytes:
+        """The SSE frame as one HTTP/1.1 chunk (size line, frame, CRLF): written as it is."""
+        if self._chunk is None:
+            frame = self.sse()
+            self._chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
+        return self._chunk
+
+
+class Sink(Protocol):
+    """A response that writes records itself (edge's SSE: straight to its transport)."""
+
+    def ready(self) -> bool:
+        """Whether a write now goes out at once (the client took what it was sent)."""
+        ...
+
+    def write(self, items: list[Item]) -> None:
+        """Write ``items`` (in order, one write)."""
+        ...
 
 
 class Hub(Protocol):
@@ -69,6 +128,11 @@ class Listener:
         self._waiter: asyncio.Future[bool] | None = None
         self._deadline = NO_DEADLINE  # loop time when the wait in progress times out
         self._alarm: asyncio.TimerHandle | None = None
+        # Set by a response that can write records itself: while its handler waits with nothing
+        # pending, the tail's hand-offs are written for it (no queue, no wake-up of its task),
+        # those of one read together, right after the tail's pass (one write).
+        self.direct: Sink | None = None
+        self._direct_pending: list[Item] = []
 
     @property
     def done(self) -> bool:
@@ -78,12 +142,35 @@ class Listener:
 
     def offer(self, item: Item) -> bool:
         """The tail's hand-off; False when the queue is full (the listener is demoted)."""
+        if self.direct is not None and self._idle(item):
+            if item.seq < self.next_seq:
+                return True  # seen at the hand-over
+            if self._direct_pending or self.direct.ready():
+                if not self._direct_pending:
+                    asyncio.get_running_loop().call_soon(self._flush)
+                self._direct_pending.append(item)
+                self._deliver(item)
+                if self.finished:
+                    self._flush()  # before the handler ends the response
+                    self._wake(True)
+                return True
         if len(self.queue) >= self.tail.queue_size:
             self.demote()
             return False
         self.queue.append(item)
         self._wake(True)
         return True
+
+    def _flush(self) -> None:
+        items, self._direct_pending = self._direct_pending, []
+        if items and self.direct is not None:
+            self.direct.write(items)
+
+    def _idle(self, item: Item) -> bool:
+        """The handler waits with nothing pending, and ``item`` is next (or below it)."""
+        waiter = self._waiter
+        return (waiter is not None and not waiter.done() and self.subscribed and not self.queue and not self.backlog
+                and item.seq <= self.next_seq and self.next_seq > self._catch_up_to)
 
     def stamps_upto(self, seq: int) -> Iterable[Stamp]:
         """The stamps of the records delivered last, if the last one is ``seq`` (else none)."""

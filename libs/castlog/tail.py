@@ -1,25 +1,27 @@
-"""One upstream tail per process, fanned out to every listener through bounded queues.
+"""One upstream tail per process, fanned out to every listener through bounded queues: edge's SSE,
+MP3 and long polls, intake's ``/v1/audio/speech`` streams and live WebSockets all follow casts
+through the one :class:`Tail` of their process (docs/design.md, "The shared tail").
 
 The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a subscribed listener, a
 :class:`Watch` per cast (the last seq delivered, its ``cursor``; the stamps ``ts`` of the last
 records delivered; the listeners), each record decoded once and put on every listener's bounded
 queue. Redis work per record does not depend on how many listen.
 
-A :class:`~edge.listener.Listener` (``listener.py``: one response following one cast) reads by offset
+A :class:`~castlog.listener.Listener` (``listener.py``: one response following one cast) reads by offset
 (:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
-A join wakes the blocked XREAD with CLIENT UNBLOCK, re-sent until the read returns (one that
-reaches Redis before the XREAD does nothing); the block timeout is only a safety net.
+A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), so the connection stays;
+the block timeout is only a safety net. Its counts go to a :class:`TailMetrics` (each service
+names its own metrics).
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
 XREAD after it would skip the replacing records or wait forever. Each record names its
 predecessor's stamp (``p``): rows whose first record is the cursor's next and names the stamp
 the watch delivered at the cursor continue it, and go out unchecked. Otherwise the tail checks
 the record at the cursor before it hands out a cast's rows, and it checks every cursor after a
-join, an idle read or a lost connection: one command besides the XREAD (an XRANGE of that one
-record, or a small script for several). A watch whose record is gone or replaced is dropped;
+join, an idle read or a lost connection: one command besides the XREAD (a small script, no bodies). A watch whose record is gone or replaced is dropped;
 its listeners move back to the last record that still stands and read on by offset.
 """
 
@@ -30,27 +32,26 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import LogReader, Row, cast_id_of, cast_key, decode_entry, entry_id, holds, is_terminal, seq_of, stamps
-from castlog.archive import ARCHIVE_FIELD
-
-from .listener import STAMP_HISTORY, Listener, Stamp
-from .metrics import EdgeMetrics
-from .public import Item
+from .archive import ARCHIVE_FIELD
+from .blocking import BlockingRead
+from .keys import Row, cast_id_of, cast_key, entry_id, seq_of
+from .listener import STAMP_HISTORY, Item, Listener, Stamp
+from .marks import holds, stamps
+from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
+from .records import decode_entry, is_terminal
 
 log = logging.getLogger(__name__)
 
 # After a failed XREAD (Redis restarting, connection lost): back off, doubling up to the max.
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
-# A join re-sends CLIENT UNBLOCK this often while the XREAD has not returned (it may not have
-# reached Redis yet), at most this many times; then the block timeout ends it.
-WAKE_RETRY_S = 0.002
-WAKE_TRIES = 50
+# Records from the tail a listener may hold in its queue before it is demoted to offset reads.
+LISTENER_QUEUE = 64
 PREV_FIELD = b"p"  # a record's predecessor's stamp (castlog's APPEND writes it)
 
 
@@ -92,13 +93,33 @@ class Watch:
         return self.stamps[-1][1] if self.stamps and self.stamps[-1][0] == self.cursor else None
 
 
+class TailMetrics(Protocol):
+    """What the tail counts; each service implements it with its own metric names."""
+
+    def count_read(self) -> None:
+        """One blocking XREAD issued."""
+
+    def count_demoted(self, listeners: int) -> None:
+        """Listeners moved back to offset reads (a full queue, or archived under the read)."""
+
+    def count_rewind(self) -> None:
+        """A watched log shrank or was rewritten under the cursor."""
+
+    def count_listeners(self, kind: str, delta: int) -> None:
+        """A listener of ``kind`` opened (+1) or closed (-1)."""
+
+
 class Tail:
+    """The one follower of cast logs in a process (its connection ``conn`` sits in the one
+    blocking XREAD; ``redis`` is the shared pool)."""
+
     def __init__(
-        self, conn: Redis, redis: Redis, metrics: EdgeMetrics, *,
-        block_ms: int, batch: int, queue_size: int, reader: LogReader,
+        self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
+        block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD
-        self.redis = redis  # the shared pool: CLIENT UNBLOCK
+        self.redis = redis  # the shared pool
+        self.blocking = BlockingRead(conn, redis)
         self.reader = reader  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
@@ -109,13 +130,12 @@ class Tail:
         self.closing = False
         self._unchecked: set[str] = set()  # casts whose cursor Redis has not confirmed yet
         self._joined: asyncio.Future[None] | None = None  # resolved when a cast joins
-        self._client_id: int | None = None
         self._task: asyncio.Task[None] | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="edge-tail")
+        self._task = asyncio.create_task(self._run(), name="shared-tail")
 
     async def stop(self) -> None:
         self.close_listeners()
@@ -139,14 +159,13 @@ class Tail:
         """A listener on ``cast_id`` from ``seq_num``; it leaves the tail when the block ends."""
         listener = Listener(self, cast_id, seq_num)
         self.listeners.add(listener)
-        gauge = self.metrics.listeners.labels(kind=kind)
-        gauge.inc()
+        self.metrics.count_listeners(kind, 1)
         try:
             if self.closing:
                 listener.close()
             yield listener
         finally:
-            gauge.dec()
+            self.metrics.count_listeners(kind, -1)
             self.listeners.discard(listener)
             self.unsubscribe(listener)
             listener.disarm()
@@ -192,7 +211,6 @@ class Tail:
                     self._unchecked.update(self.watches)  # a cursor past a shrunk log reads nothing
                 await self._check(self._unproven(got, read_with) | self._unchecked)
             except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
-                self._client_id = None  # a new connection has a new id
                 self._unchecked.update(self.watches)  # the server may have restarted with less
                 log.warning("shared tail: reading failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
@@ -204,35 +222,13 @@ class Tail:
     async def _read(self) -> tuple[list[Any], dict[str, Watch], bool]:
         """One XREAD after every watch's cursor: its rows per stream, the watches it was issued
         for, and whether it ended idle (the block timeout, not a join and not a record)."""
-        if self._client_id is None:
-            self._client_id = int(await self.conn.client_id())
         read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
         streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
         joined = self._joined = asyncio.get_running_loop().create_future()
-        read = asyncio.ensure_future(self.conn.xread(streams, count=self.batch, block=self.block_ms))
-        try:
-            await asyncio.wait((read, joined), return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                await self._wake(read, self._client_id)
-            reply = await read
-        finally:
-            read.cancel()  # only when the tail itself is cancelled: the read is done otherwise
-        self.metrics.upstream_reads.inc()
+        reply = await self.blocking.xread(streams, count=self.batch, block_ms=self.block_ms, wake=joined)
+        self.metrics.count_read()
         got = list(reply.items() if isinstance(reply, dict) else reply or ())
         return got, read_with, not got and not joined.done()
-
-    async def _wake(self, read: asyncio.Future[Any], client_id: int) -> None:
-        """End the blocked XREAD so that the next one includes the cast that joined."""
-        for _ in range(WAKE_TRIES):
-            try:
-                if await self.redis.client_unblock(client_id):
-                    return
-            except (RedisError, OSError) as exc:
-                log.warning("shared tail: CLIENT UNBLOCK failed (%s); the block timeout wakes it", exc)
-                return
-            await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
-            if read.done():
-                return
 
     def _unproven(self, got: list[Any], read_with: dict[str, Watch]) -> set[str]:
         """The casts read whose rows do not prove by themselves that the log still holds the
@@ -253,20 +249,10 @@ class Tail:
         self._unchecked.clear()
         if not watches:
             return
-        found = await self._stamps([(c, w.cursor) for c, w in watches.items()])
+        found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])  # no bodies
         for (cast_id, watch), stamp in zip(watches.items(), found):
             if not holds(stamp, watch.cursor, watch.stamp):
                 await self._rewind(cast_id, watch)
-
-    async def _stamps(self, asked: list[tuple[str, int]]) -> list[int | None]:
-        """The stamps at ``(cast, seq)``: one record's by an XRANGE of it (one command; its body
-        travels), several (or one gone or archived) by the script (no bodies)."""
-        if len(asked) == 1:
-            cast_id, seq = asked[0]
-            rows: Any = await self.conn.xrange(cast_key(cast_id), entry_id(seq), entry_id(seq))
-            if rows:
-                return [int(rows[0][1].get(b"ts", 0)) or None]
-        return await stamps(self.conn, asked)
 
     async def _rewind(self, cast_id: str, watch: Watch) -> None:
         """Move the watch's listeners back to the last delivered record that Redis still holds."""
@@ -275,7 +261,7 @@ class Tail:
         keep = max((seq for (seq, ts), now in zip(had, found) if holds(now, seq, ts)), default=-1)
         log.warning("cast %s: the log no longer holds what the tail delivered after seq %d; "
                     "moving %d listener(s) back", cast_id, keep, len(watch.listeners))
-        self.metrics.rewound.inc()
+        self.metrics.count_rewind()
         if self.watches.get(cast_id) is watch:
             del self.watches[cast_id]
         for listener in tuple(watch.listeners):
@@ -295,12 +281,14 @@ class Tail:
             watch = read_with.get(cast_id)
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue
+            if self.reader.cache is not None and not any(ARCHIVE_FIELD in f for _, f in rows):
+                self.reader.cache.keep(cast_id, rows)  # listeners catching up read them from here
             for raw_id, fields in rows:
                 seq = seq_of(raw_id)
                 if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:
                     # archived before this read reached it: the records between are in the
                     # archive now, so every listener goes back to reading by offset (no gap)
-                    self.metrics.demoted.inc(len(watch.listeners))
+                    self.metrics.count_demoted(len(watch.listeners))
                     for listener in watch.listeners:
                         listener.demote()
                     watch.listeners.clear()
@@ -313,7 +301,7 @@ class Tail:
                 for listener in tuple(watch.listeners):
                     if not listener.offer(item):
                         watch.listeners.discard(listener)
-                        self.metrics.demoted.inc()
+                        self.metrics.count_demoted(1)
                 if is_terminal(entry.record):
                     watch.listeners.clear()  # each got the terminal record: their streams end
                     break
