@@ -14,7 +14,7 @@ from enum import Enum
 
 import msgspec
 
-from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, normalise_speed
+from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, BlendError, canonical_voice, normalise_speed, voice_available
 from servicekit import Refusal as Refusal  # intake's modules raise it from here
 
 # A default title is the first words of the text, at most this long, cut on a word boundary.
@@ -172,8 +172,8 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
             "text_too_long",
             f"the text has {len(text)} characters, more than {limits.max_chars}; split it into several casts",
         )
-    voice = form.voice or default_voice
-    if voice not in voices:
+    voice = _voice(form.voice or default_voice)
+    if not voice_available(voice, voices):
         listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
         raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
     speed = check_speed(form.speed)
@@ -185,6 +185,14 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
             f"the title has {len(title)} characters, more than {limits.max_title_chars}; shorten it",
         )
     return Submission(text=text, voice=voice, title=title or default_title(text), speed=speed)
+
+
+def _voice(voice: str) -> str:
+    """A voice id, or a blend (``af_bella(2)+af_sky(1)``) by its canonical name: the mix is the cast's voice."""
+    try:
+        return canonical_voice(voice)
+    except BlendError as exc:
+        raise Refusal(422, "unknown_voice", str(exc)) from None
 
 
 def check_speed(speed: float | None) -> float:

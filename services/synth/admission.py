@@ -154,7 +154,7 @@ class Admitter:
             return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
         cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
-        if recipe.voice not in self.voices:
+        if not castlog.voice_available(recipe.voice, self.voices):
             known = ", ".join(sorted(self.voices))
             return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
         if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost

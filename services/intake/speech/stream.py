@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import msgspec
 from aiohttp import web
@@ -41,18 +42,20 @@ class _Stream:
     resp: web.StreamResponse | None = None
     sent: int = -1  # the highest sentence index written
     audio_bytes: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)  # more response headers (v1.field_headers)
 
 
 async def stream_cast(
-    request: web.Request, speech: SpeechRequest, cast_id: str, reader: LogReader, settled: int
+    request: web.Request, speech: SpeechRequest, cast_id: str, reader: LogReader, settled: int,
+    headers: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
     """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
     before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
-    return await _stream(_Stream(request, speech, cast_id), reader, settled)
+    return await _stream(_Stream(request, speech, cast_id, headers=headers or {}), reader, settled)
 
 
 async def _stream(s: _Stream, reader: LogReader, settled: int) -> web.StreamResponse:
-    convert = converter(s.speech.response_format)
+    convert = converter(s.speech.response_format, s.speech.volume_multiplier)
     async for entry in reader.follow(s.cast_id, 0, stop_at_terminal=False):
         record = entry.record
         if isinstance(record, Audio) and record.i > s.sent:
@@ -75,6 +78,7 @@ async def _open(s: _Stream) -> web.StreamResponse:
         "Content-Type": SSE_TYPE if sse else CONTENT_TYPES[s.speech.response_format],
         "X-Cast-Id": s.cast_id,
         "Location": cast_url(s.cast_id),
+        **s.headers,
     })
     resp.enable_chunked_encoding()
     await resp.prepare(s.request)
