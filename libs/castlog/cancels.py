@@ -59,7 +59,7 @@ async def last_cancel(redis: Redis) -> str:
 
 async def read_cancels(redis: Redis, after: str, block_ms: int, count: int) -> tuple[str, list[str]]:
     """The cast ids cancelled after entry ``after`` (waiting up to ``block_ms``), and the new ``after``."""
-    reply = await redis.xread({CANCELS: after}, count=count, block=block_ms)
+    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({CANCELS: after}, count=count, block=block_ms))
     ids: list[str] = []
     for _, rows in reply or ():
         for entry_id, fields in rows:

@@ -70,10 +70,12 @@ _REFUSALS: Json = {
 
 WS_DESCRIPTION = (
     "A WebSocket (upgrade with GET). Client JSON messages: {type: start, voice, speed, format: mp3|pcm, "
-    "title} once, then {type: text, text}, {type: flush}, {type: close}. Server: binary frames of audio "
+    "title, keep} once, then {type: text, text}, {type: flush}, {type: close}, {type: cancel} (barge-in: the "
+    "text not yet spoken is dropped; a disconnect mid-cast cancels too unless start set keep: true). "
+    "Server: binary frames of audio "
     "(one standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM) and JSON events {type: cast, id, url}, "
     "{type: sentence, index, text}, {type: sentence_done, index, duration_ms}, {type: done, sentences, "
-    "audio_ms}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
+    "audio_ms, cancelled (when cut short)}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
     "4408 idle (INTAKE_LIVE_IDLE_S), 4429 slow reader (the reason's seq_num is where to resume listening by "
     "link), 4503 too many sessions."
 )
@@ -97,6 +99,16 @@ def live_paths() -> Json:
             "requestBody": {"required": False, "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/LiveClose"}}}},
             "responses": {"200": _json({"$ref": "#/components/schemas/LiveState"}, "Closed"), **_REFUSALS},
+        }},
+        "/api/casts/{id}/cancel": {"post": {
+            "operationId": "cancelCast", "tags": ["intake"],
+            "summary": "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was spoken "
+                       "(Authorization: Bearer with the admin token or an API key)",
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"202": {"description": "The worker cuts it short at the chunk in hand"},
+                          "401": {"description": "No admin token or API key (unauthorized)"},
+                          "404": {"description": "No such cast"},
+                          "409": {"description": "The cast has ended already (cast_ended)"}},
         }},
         "/v1/audio/speech/live": {"get": {
             "operationId": "liveSpeech", "tags": ["intake"],

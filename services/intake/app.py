@@ -27,7 +27,7 @@ from servicekit import (
     redact,
 )
 
-from . import live, speech, views
+from . import cancel, live, speech, views
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -75,6 +75,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     app.router.add_delete("/api/casts/{id}", views.delete_cast)
+    app.router.add_post("/api/casts/{id}/cancel", cancel.post_cancel)
     speech.add_routes(app)
     return app
 

@@ -26,6 +26,8 @@ class LiveSession(Protocol):
     """A live WebSocket session as a stop sees it (``speech.livews.Session``, which reads this
     module: a Protocol here keeps the import one-way)."""
 
+    keep: bool  # the cast goes on when the session ends (a stop sets it)
+
     async def end_text(self) -> None: ...
 
     async def close(self, code: int) -> None: ...

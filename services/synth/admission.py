@@ -159,6 +159,8 @@ class Admitter:
             return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
         if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
             return GiveUp(f"gave up after {tally.failures} failed attempts", cast.attempt - 1, tail)
+        if await castlog.is_cancelled(crew.redis, job.cast_id):  # cancelled while queued or taken over
+            cast.cancel()
         return cast
 
     async def _begin(self, cast: ActiveCast) -> None:

@@ -81,6 +81,7 @@ class ActiveCast:
     failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
     open_text: OpenText | None = None  # an open cast's growing text; None for a whole text
     closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
+    cancelled: bool = False  # cut short: the chunks not yet taken were dropped (eos says so)
 
     def __post_init__(self) -> None:
         self.next_synth = self.next_append = self.resume_from
@@ -119,6 +120,15 @@ class ActiveCast:
         """Whether chunk ``i``'s leading silence goes: the cast's first words come at once, and a
         chunk that continues a sentence follows the one before without a sentence's pause."""
         return i == 0 or (i < len(self.continued) and self.continued[i])
+
+    def cancel(self) -> None:
+        """Drop every chunk not yet taken (and an open cast's text to come): the chunk in hand,
+        if any, is the last; the cast is complete once it is appended."""
+        self.cancelled = True
+        del self.chunks[self.next_synth:]
+        del self.continued[self.next_synth:]
+        if self.open_text is not None:
+            self.open_text.closed = True
 
     def take_chunk(self) -> tuple[int, str]:
         """The next chunk to synthesize, with its sentence index."""
