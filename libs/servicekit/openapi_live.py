@@ -81,6 +81,15 @@ WS_DESCRIPTION = (
 )
 
 
+SPEAK_DESCRIPTION = (
+    "Deepgram's TTS WebSocket protocol. Client JSON messages: {type: Speak, text}, {type: Flush}, {type: Clear}, "
+    "{type: Close}. Server: {type: Metadata, request_id, model_name, model_version, model_uuid} first, binary "
+    "audio (raw, no header), {type: Flushed, sequence_id} once a flushed turn's audio is all out, {type: Cleared, "
+    "sequence_id}, {type: Warning, description, code}. Each flushed turn is a live cast with its own link; Clear "
+    "and a disconnect cancel the turns not yet out. Authorization: Token <key> when STREAMTTS_API_KEYS is set."
+)
+
+
 def live_paths() -> Json:
     return {
         "/api/casts/{id}/text": {"post": {
@@ -109,6 +118,21 @@ def live_paths() -> Json:
                           "401": {"description": "No admin token or API key (unauthorized)"},
                           "404": {"description": "No such cast"},
                           "409": {"description": "The cast has ended already (cast_ended)"}},
+        }},
+        "/v1/speak": {"get": {
+            "operationId": "deepgramSpeak", "tags": ["intake"],
+            "summary": "Deepgram-compatible TTS over a WebSocket (Pipecat's and LiveKit's Deepgram services)",
+            "description": SPEAK_DESCRIPTION,
+            "parameters": [
+                {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
+                 "description": "a voice id, or an Aura name (aura-2-thalia-en) mapped to an English voice"},
+                {"name": "encoding", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": ["linear16", "mulaw", "alaw"], "default": "linear16"}},
+                {"name": "sample_rate", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 8000, "maximum": 48000, "default": 24000}},
+            ],
+            "responses": {"101": {"description": "Switching to the WebSocket protocol"},
+                          "422": {"description": "A bad model, encoding or sample_rate"}},
         }},
         "/v1/audio/speech/live": {"get": {
             "operationId": "liveSpeech", "tags": ["intake"],

@@ -123,7 +123,7 @@ def _authorized(request: web.Request) -> bool:
     given = token.strip().encode()
     # compare with every key, so the time taken does not tell which one nearly matched
     matches = [hmac.compare_digest(given, key.encode()) for key in keys]
-    return scheme.lower() == "bearer" and any(matches)
+    return scheme.lower() in ("bearer", "token") and any(matches)  # Token: Deepgram's clients (/v1/speak)
 
 
 @web.middleware

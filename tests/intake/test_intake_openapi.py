@@ -65,7 +65,7 @@ async def test_document_lists_every_route_of_the_app(client: Client) -> None:
         for route in client.app.router.routes()
         if route.resource is not None and route.method != "HEAD"
     }
-    assert len(routes) == 17  # 6, the live casts' text, close and WebSocket routes, the delete, the cancel, /v1's 5, /readyz
+    assert len(routes) == 18  # 6, the live casts' text, close and WebSocket routes, the delete, the cancel, /v1's 5, /v1/speak, /readyz
     assert routes <= operations(doc)
 
 

@@ -21,7 +21,7 @@ def test_document_is_valid_whichever_limits_are_known(intake: IntakeLimits | Non
     doc = document(intake, edge)
     validate(doc)
     operation_ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
-    assert len(operation_ids) == len(set(operation_ids)) == 29  # 15, the live casts' 3, the cancel, the delete, /v1's 5, captions, /docs 2, /readyz
+    assert len(operation_ids) == len(set(operation_ids)) == 30  # 15, the live casts' 3, the cancel, /v1/speak, the delete, /v1's 5, captions, /docs 2, /readyz
 
 
 def test_known_limits_are_numbers_and_unknown_ones_are_named() -> None:

@@ -2,7 +2,8 @@
 
 ``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
-WebSocket (``livews.py``, with ``pcm.py``). Its requests claim casts through the claim side's
+WebSocket (``livews.py``, with ``pcm.py``), and the Deepgram-compatible ``/v1/speak`` WebSocket
+(``speak.py``, with ``phone.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import livews, views
+from . import livews, speak, views
 from .v1 import error_response
 
 V1_PREFIX = "/v1/"
@@ -24,6 +25,7 @@ def add_routes(app: web.Application) -> None:
     app.on_shutdown.append(views.close_streams)
     app.on_shutdown.append(livews.close_sessions)
     app.router.add_get(livews.ROUTE, livews.live_socket)
+    app.router.add_get(speak.ROUTE, speak.speak_socket)
     app.router.add_post("/v1/audio/speech", views.post_speech)
     app.router.add_get("/v1/audio/voices", views.get_v1_voices)
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
