@@ -67,5 +67,7 @@ class Config(Settings):
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
                                        secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
+    wyoming_port: int = setting("INTAKE_WYOMING_PORT", 0, ge=0, doc="the Wyoming server's port "
+                                "(Home Assistant; 10210 by custom), on INTAKE_HOST; 0: none")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

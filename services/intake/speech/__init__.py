@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ..context import CONFIG
 from . import livews, speak, views
 from .v1 import error_response
 
@@ -31,6 +32,10 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
     app.router.add_get("/v1/models", views.get_v1_models)
     app.router.add_get("/v1/models/{model}", views.get_v1_model)
+    if app[CONFIG].wyoming_port:
+        from .wyomingserver import wyoming_ctx  # the `wyoming` package: only where the server runs
+
+        app.cleanup_ctx.append(wyoming_ctx)
 
 
 def speaks_openai(path: str) -> bool:
