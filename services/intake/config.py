@@ -68,6 +68,8 @@ class Config(Settings):
                                        secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
     wyoming_port: int = setting("INTAKE_WYOMING_PORT", 0, ge=0, doc="the Wyoming server's port "
-                                "(Home Assistant; 10210 by custom), on INTAKE_HOST; 0: none")
+                                "(Home Assistant; 10210 by custom); 0: none")
+    wyoming_host: str = setting("INTAKE_WYOMING_HOST", "", shown="intake's host", doc="where the "
+                                "Wyoming server listens (`streamtts up` gives it `--host`)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

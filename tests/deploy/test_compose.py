@@ -119,8 +119,9 @@ def test_appendfsync_is_configurable() -> None:
 def test_only_the_proxy_is_public(variant: str) -> None:
     services = model(variant)["services"]
     published = {name for name, s in services.items() if s.get("ports")}
-    assert published == {"proxy", "prometheus", "grafana"}
+    assert published == {"proxy", "prometheus", "grafana", "intake"}
     assert services["proxy"]["ports"] == ["8080:8080"]
+    assert services["intake"]["ports"] == ["10210:10210"], "intake publishes only its Wyoming port"
     for name in ("prometheus", "grafana"):
         assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"])
         assert services[name]["profiles"] == ["observability"]
@@ -208,7 +209,8 @@ def test_services_are_hardened(variant: str) -> None:
         assert service["read_only"] is True
         assert service["cap_drop"] == ["ALL"]
         assert "no-new-privileges:true" in service["security_opt"]
-        assert service["networks"] == ["backend"]
+        # intake publishes the Wyoming port itself (raw TCP, no proxy): it joins the frontend too
+        assert service["networks"] == (["backend", "frontend"] if name == "intake" else ["backend"])
     assert "backend" in services["proxy"]["networks"]
 
 

@@ -167,8 +167,14 @@ async def _records(app: web.Application, cast_id: str) -> AsyncIterator[Audio | 
 async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     """intake's Wyoming server, from start-up to clean-up (INTAKE_WYOMING_PORT; 0: none)."""
     cfg = app[INTAKE].cfg
-    server = AsyncTcpServer(cfg.host, cfg.wyoming_port)
-    await server.start(partial(Handler, app))
-    log.info("Wyoming server on %s:%d", cfg.host, cfg.wyoming_port)
+    host = cfg.wyoming_host or cfg.host
+    server = AsyncTcpServer(host, cfg.wyoming_port)
+    try:
+        await server.start(partial(Handler, app))
+    except OSError as exc:  # the HTTP API goes on without it
+        log.error("no Wyoming server: cannot listen on %s:%d (%s)", host, cfg.wyoming_port, exc)
+        yield
+        return
+    log.info("Wyoming server on %s:%d", host, cfg.wyoming_port)
     yield
     await server.stop()
