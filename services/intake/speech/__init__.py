@@ -10,6 +10,9 @@ room, and only ``app.py`` wires it in, with ``add_routes``.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+
 from aiohttp import web
 
 from ..context import CONFIG
@@ -17,6 +20,7 @@ from . import livews, speak, views
 from .v1 import error_response
 
 V1_PREFIX = "/v1/"
+log = logging.getLogger(__name__)
 
 __all__ = ["V1_PREFIX", "add_routes", "error_response", "speaks_openai"]
 
@@ -32,10 +36,18 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
     app.router.add_get("/v1/models", views.get_v1_models)
     app.router.add_get("/v1/models/{model}", views.get_v1_model)
-    if app[CONFIG].wyoming_port:
+    if app[CONFIG].wyoming_port and wyoming_available():
         from .wyomingserver import wyoming_ctx  # the `wyoming` package: only where the server runs
 
         app.cleanup_ctx.append(wyoming_ctx)
+
+
+def wyoming_available() -> bool:
+    """Whether the `wyoming` package is installed (intake's extra); without it, no Wyoming server."""
+    if importlib.util.find_spec("wyoming") is not None:
+        return True
+    log.error("INTAKE_WYOMING_PORT is set but the `wyoming` package is missing: pip install 'streamtts[intake]'")
+    return False
 
 
 def speaks_openai(path: str) -> bool:
