@@ -1,9 +1,10 @@
 """Cancels heard at once: one blocking read of ``cancels`` for the whole worker.
 
-A cancelled cast this worker holds drops the chunks it has not taken (``ActiveCast.cancel``):
-the chunk in hand is appended and the cast ends there, with ``eos`` marked cancelled; a cast
-with nothing in hand (an open cast waiting for text) ends at once. A cast not held here is
-some other worker's, or still queued: admission reads its ``cancel/<id>`` flag.
+A cancelled cast this worker holds drops every chunk not yet appended (``ActiveCast.cancel``)
+and ends at once with ``eos`` marked cancelled, so the audio stops with what is in the log: the
+chunk in hand finishes on the model thread and is thrown away. When an append is on its way to
+Redis, the lane ends the cast right after it. A cast not held here is some other worker's, or
+still queued: admission reads its ``cancel/<id>`` flag.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class CancelWatch:
     async def cancel(self, cast_id: str) -> None:
         held = self.crew.held
         for cast in [c for c in held.casts.values() if c.cast_id == cast_id and not c.closed and not c.cancelled]:
+            dropped = cast.in_flight
             cast.cancel()
-            log.info("cast %s: cancelled with %d chunk(s) in hand", cast_id, cast.in_flight)
-            if cast.in_flight == 0 and cast.complete:
+            log.info("cast %s: cancelled, %d chunk(s) in flight dropped", cast_id, dropped)
+            if not cast.appending and cast.complete:  # else the lane ends it after that append
                 await self.outcomes.finish(cast)
         held.work.set()

@@ -81,7 +81,8 @@ class ActiveCast:
     failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
     open_text: OpenText | None = None  # an open cast's growing text; None for a whole text
     closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
-    cancelled: bool = False  # cut short: the chunks not yet taken were dropped (eos says so)
+    cancelled: bool = False  # cut short: the chunks not yet appended were dropped (eos says so)
+    appending: bool = False  # a chunk's conditional append is on its way to Redis
 
     def __post_init__(self) -> None:
         self.next_synth = self.next_append = self.resume_from
@@ -122,11 +123,15 @@ class ActiveCast:
         return i == 0 or (i < len(self.continued) and self.continued[i])
 
     def cancel(self) -> None:
-        """Drop every chunk not yet taken (and an open cast's text to come): the chunk in hand,
-        if any, is the last; the cast is complete once it is appended."""
+        """Drop every chunk not yet appended (and an open cast's text to come): the listener
+        hears nothing more than what is in the log, or on its way there now (``appending``).
+        The chunk in hand finishes on the model thread and is thrown away; the cast is complete
+        once the append on its way, if any, is in."""
         self.cancelled = True
-        del self.chunks[self.next_synth:]
-        del self.continued[self.next_synth:]
+        keep = self.next_append + (1 if self.appending else 0)
+        del self.chunks[keep:]
+        del self.continued[keep:]
+        self.next_synth = min(self.next_synth, keep)
         if self.open_text is not None:
             self.open_text.closed = True
 
