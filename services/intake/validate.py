@@ -36,6 +36,9 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_ENDS = re.compile(r"\r\n?")
 _WHITESPACE = re.compile(r"\s+")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
+# Markdown's marks at the start of a line (heading, quote, list item) and around words (emphasis, code).
+_LINE_MARKS = re.compile(r"^(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+")
+_MARKS = re.compile(r"\*\*|__|`+|~~")
 
 
 class BodyKind(Enum):
@@ -140,10 +143,12 @@ def normalise_title(raw: str) -> str:
 
 def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
     """The first words of ``text``: its first line when that is short (often a heading), else
-    as many words as fit in ``limit`` characters, with an ellipsis."""
-    head = text[: limit * 4]
+    as many words as fit in ``limit`` characters, with an ellipsis; markdown's marks (an LLM's
+    ``## Heading``, ``**bold**``) are not part of it."""
+    raw = text[: limit * 4]
+    complete = "\n" in raw or len(text) <= len(raw)
+    head = _MARKS.sub("", _LINE_MARKS.sub("", raw.lstrip()))
     first_line = " ".join(head.split("\n", 1)[0].split())
-    complete = "\n" in head or len(text) <= len(head)
     if len(first_line) <= limit and complete:
         return first_line
     sentence = _FIRST_SENTENCE.match(first_line)
