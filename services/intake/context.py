@@ -6,7 +6,7 @@ and asyncio's types only, so that this module never imports that room."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
@@ -54,6 +54,8 @@ class Intake:
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
+    # voice blends this process has claimed casts with, newest last (GET /v1/audio/voices lists them)
+    blends: dict[str, None] = field(default_factory=dict)
 
 
 INTAKE = web.AppKey("intake", Intake)

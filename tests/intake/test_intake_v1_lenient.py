@@ -103,3 +103,5 @@ async def test_a_blend_is_a_cast_of_its_own_voice(client: Client, store: CastSto
     assert resp.headers["X-Cast-Id"] == content_id(SPEECH["input"], blend) != content_id(SPEECH["input"], "af_heart")
     resp, _ = await _speak(client, store, voice="af_heart(4)+jf_alpha(2)")
     assert resp.headers["X-Cast-Id"] == content_id(SPEECH["input"], blend), "the same mix is the same cast"
+    listed = (await (await client.get("/v1/audio/voices")).json())["voices"]
+    assert {"id": blend, "name": f"{blend} (blend)"} in listed, "a blend is listed once used"

@@ -11,13 +11,23 @@ accepted and named in the response's ``X-Ignored-Fields`` and ``X-Unknown-Fields
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from castlog import MAX_SPEED, MIN_SPEED, BlendError, blend_parts, describe_voice, is_blend, voice_order
+from castlog import (
+    MAX_SPEED,
+    MIN_SPEED,
+    BlendError,
+    blend_parts,
+    describe_voice,
+    is_blend,
+    voice_available,
+    voice_order,
+)
 from servicekit import json_response
 
 from ..validate import Refusal
@@ -54,6 +64,8 @@ UNKNOWN_HEADER = "X-Unknown-Fields"
 DOWNLOAD_HEADER = "X-Download-Path"  # Kokoro-FastAPI's, for `return_download_link`
 # Unknown field names listed in the header at most (a body may hold thousands).
 LISTED_UNKNOWN = 16
+# Voice blends GET /v1/audio/voices lists once used (the newest; per intake process).
+LISTED_BLENDS = 32
 # OpenAI's error types by status.
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
 
@@ -216,13 +228,24 @@ def _resolve_blend(voice: str, installed: tuple[str, ...], lang_code: str | None
     return "+".join(f"{name}({weight:g})" for name, weight in resolved)
 
 
-def voice_list(installed: tuple[str, ...]) -> list[dict[str, str]]:
-    """Every voice a request may name: the installed ids, then OpenAI's names that map to one."""
+def note_blend(blends: dict[str, None], voice: str) -> None:
+    """Remember a blend a cast was claimed with (the newest LISTED_BLENDS)."""
+    if is_blend(voice):
+        blends.pop(voice, None)
+        blends[voice] = None
+        while len(blends) > LISTED_BLENDS:
+            blends.pop(next(iter(blends)))
+
+
+def voice_list(installed: tuple[str, ...], blends: Iterable[str] = ()) -> list[dict[str, str]]:
+    """Every voice a request may name: the installed ids, OpenAI's names that map to one, then
+    the blends used lately."""
     out = [{"id": v, "name": v} for v in installed]
     for name, candidates in OPENAI_VOICES.items():
         target = next((c for c in candidates if c in installed), None)
         if target is not None:
             out.append({"id": name, "name": f"{name} ({target})"})
+    out += [{"id": b, "name": f"{b} (blend)"} for b in blends if voice_available(b, installed)]
     return out
 
 

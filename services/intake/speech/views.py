@@ -11,7 +11,7 @@ import asyncio
 
 from aiohttp import web
 
-from castlog import Error
+from castlog import Error, canonical_voice
 from servicekit import json_response
 
 from ..claim import Admission, Claimed, read_body, submit
@@ -71,6 +71,7 @@ async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str
         voice = resolve_voice(speech.voice, installed, speech.lang_code)
         form = CastForm(text=speech.input, voice=voice, speed=speech.speed)
         claimed = await submit(intake, client, form)
+        v1.note_blend(intake.blends, canonical_voice(voice))
         headers = v1.field_headers(parsed, v1.took_lang(voice, speech.lang_code))
         if speech.return_download_link:
             headers[v1.DOWNLOAD_HEADER] = f"/api/casts/{claimed.cast_id}/audio.mp3"
@@ -80,7 +81,8 @@ async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str
 async def get_v1_voices(request: web.Request) -> web.Response:
     """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
     voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
-    return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
+    blends = list(request.app[INTAKE].blends)
+    return json_response({"voices": v1.voice_list(voices.names, blends), "default": voices.default})
 
 
 async def get_v1_audio_models(request: web.Request) -> web.Response:
