@@ -100,6 +100,12 @@ async def test_clear_cancels_the_turn_and_answers_cleared(client: Client, redis:
     cleared = msgspec.json.decode((await asyncio.wait_for(ws.receive(), 10)).data)
     assert cleared == {"type": "Cleared", "sequence_id": 0}
     assert await castlog.is_cancelled(redis, cast_id)
+    await ws.send_json({"type": "Speak", "text": "A new answer."})  # the cleared cast never ends here
+    await ws.send_json({"type": "Flush"})
+    new_id = await _next_cast(redis, {cast_id})
+    await worker_writes(CastStore(redis), new_id, [("A new answer.", CHUNKS[0])], end=True)
+    audio, flushed = await _until_flushed(ws)
+    assert flushed == {"type": "Flushed", "sequence_id": 0} and len(audio) > 0
     await ws.send_json({"type": "Shout"})
     warning = msgspec.json.decode((await asyncio.wait_for(ws.receive(), 10)).data)
     assert warning["type"] == "Warning" and warning["code"] == "INVALID_MESSAGE"

@@ -85,6 +85,7 @@ class SpeakSession:
         self.current: Turn | None = None  # the turn taking text
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
+        self.sending: asyncio.Future[None] | None = None  # the turn whose audio is going out
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         timeout = self.app[INTAKE].cfg.live_send_timeout_s
@@ -190,13 +191,23 @@ class SpeakSession:
         turns, self.current = list(self.open), None
         for turn in turns:
             turn.cleared = True
+        if self.sending is not None:
+            self.sending.cancel()  # its audio stops now, not when its cast's end comes by
+        for turn in turns:
             if turn.cast_id and not turn.done:
                 await cancel_cast(self.app, turn.cast_id)
 
     async def _send_turns(self) -> None:
         while (turn := await self.turns.get()) is not None:
-            if turn.cast_id:
-                await self._send_turn(turn)
+            if turn.cast_id and not turn.cleared:
+                self.sending = asyncio.ensure_future(self._send_turn(turn))
+                try:
+                    await self.sending
+                except asyncio.CancelledError:
+                    if not turn.cleared:
+                        raise  # the session ends, not the turn
+                finally:
+                    self.sending = None
             if turn in self.open:
                 self.open.remove(turn)
             if turn.sequence_id is not None and not turn.cleared:
