@@ -53,6 +53,8 @@ SYMBOL_WORDS = frozenset("asterisk asterisks star stars hash hashtag pound under
     ("<b>bold</b> tag", "bold tag"),
     (r"a \*literal\* star", "a literal star"),
     ("snake_case_name", "snake_case_name"),
+    ("**Bold across. Two sentences.", "Bold across. Two sentences."),  # a chunk cut inside emphasis
+    ("the end**", "the end"),
 ])
 def test_markdown_marks_go_and_their_words_stay(written: str, read: str) -> None:
     assert " ".join(clean_markup(written).text.split()) == read

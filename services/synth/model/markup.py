@@ -44,6 +44,8 @@ _RULES = [
     (re.compile(r"(?P<f>\*{1,3})(?=\S)(?P<k>[^*\n]+?)(?<=\S)(?P=f)"), keep_group("k")),  # *emphasis*
     (re.compile(r"(?<![\w])(?P<f>_{1,3})(?=\S)(?P<k>[^_\n]+?)(?<=\S)(?P=f)(?!\w)"), keep_group("k")),  # _it_
     (re.compile(r"~~(?=\S)(?P<k>[^~\n]+?)(?<=\S)~~"), keep_group("k")),  # strike-through
+    # marks left unpaired where a live cast's text was cut between sentences ("**A. B**")
+    (re.compile(r"\*{2,}|_{2,}|~~|`+"), drop),
     (re.compile(r"[ \t]*\|[ \t]*"), lambda m: (", ",)),  # table cells
 ]
 _PIPES = re.compile(r"^[ \t]*,\s*|,[ \t]*$", _M)  # a table row's outer pipes
