@@ -5,8 +5,11 @@ Imports only ``redis`` and ``msgspec``; every service imports it, it imports no 
 """
 
 from . import archive
+from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
+from .cancels import cancel, is_cancelled, last_cancel, read_cancels
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
+    CANCELS,
     CAST_ID_LEN,
     GROUP,
     HANDED_BACK,
@@ -15,6 +18,7 @@ from .keys import (
     MAX_SEQ_NUM,
     PROGRESS_DONE,
     VOICES,
+    cancel_key,
     cast_id_of,
     cast_key,
     catalog_key,
@@ -66,6 +70,8 @@ __all__ = [
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
 __all__ += ["Chunker", "from_public", "public_dict"]
+__all__ += ["cancel", "is_cancelled", "last_cancel", "read_cancels", "CANCELS", "cancel_key"]
+__all__ += ["BlendError", "blend_parts", "canonical_voice", "is_blend", "voice_available"]
 
 # The shared streams' schemas (streams.py) and the key names that go with them.
 from . import streams  # noqa: E402

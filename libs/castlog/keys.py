@@ -21,12 +21,14 @@ PROGRESS_DONE = "progress/done"
 VOICES = "synth/voices"
 ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver to remove
 ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
+CANCELS = "cancels"  # cast ids cancelled, for every worker to hear at once (cancels.py)
 GROUP = "synth"
 
 CAST_PREFIX = "pub/casts/"
 RATE_LIMIT_PREFIX = "rl/"
 CATALOG_PREFIX = "catalog/"
 TALLY_PREFIX = "synth/tally/"
+CANCEL_PREFIX = "cancel/"
 # Scopes of the per-client keys rl/<scope>/<client>: intake's submit buckets (hash), edge's read
 # buckets (hash) and edge's open-stream slots (sorted set, slots.py).
 INTAKE_SCOPE = "intake"
@@ -52,6 +54,11 @@ def cast_key(cast_id: str) -> str:
 
 def catalog_key(cast_id: str) -> str:
     return CATALOG_PREFIX + cast_id
+
+
+def cancel_key(cast_id: str) -> str:
+    """``cancel/<id>``: the cast was cancelled (a flag with a TTL, read when a job is admitted)."""
+    return CANCEL_PREFIX + cast_id
 
 
 def limit_key(scope: str, client: str) -> str:

@@ -58,6 +58,7 @@ class Eos(_Record, tag="eos", frozen=True):
     sentences: int
     audio_ms: int
     attempts: int
+    cancelled: bool = False  # cut short by a cancel: the text after `sentences` was dropped (omitted if not)
 
 
 class Error(_Record, tag="error", frozen=True):

@@ -41,6 +41,7 @@ class CastState:
     attempts: int = 0
     resume_from: int = 0
     error: str | None = None
+    cancelled: bool = False  # ended by a cancel: what was spoken, and no more
     tail: int = 0  # the next seq_num
     _audio: dict[int, int] = field(default_factory=dict)  # sentence index -> duration ms
 
@@ -76,7 +77,7 @@ class CastState:
             self.status = "generating"
         elif isinstance(record, Eos):
             self.planned = max(self.planned, record.sentences)  # a live cast's plan is final here
-            self.status = "done"
+            self.status, self.cancelled = "done", record.cancelled
         elif isinstance(record, Error):
             self.status, self.error = "error", record.reason
             self.attempts = max(self.attempts, record.attempts)

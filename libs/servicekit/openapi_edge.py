@@ -38,6 +38,7 @@ _STATE_NOTES = {
     "planned": "planned sentences",
     "tail": "the next seq_num",
     "resume_from": "the first sentence index the latest attempt writes",
+    "cancelled": "the cast was cut short by a cancel: it replays what was spoken",
 }
 
 

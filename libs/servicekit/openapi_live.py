@@ -79,12 +79,23 @@ _REFUSALS: Json = {
 
 WS_DESCRIPTION = (
     "A WebSocket (upgrade with GET). Client JSON messages: {type: start, voice, speed, format: mp3|pcm, "
-    "title} once, then {type: text, text}, {type: flush}, {type: close}. Server: binary frames of audio "
+    "title, keep} once, then {type: text, text}, {type: flush}, {type: close}, {type: cancel} (barge-in: the "
+    "text not yet spoken is dropped; a disconnect mid-cast cancels too unless start set keep: true). "
+    "Server: binary frames of audio "
     "(one standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM) and JSON events {type: cast, id, url}, "
     "{type: sentence, index, text}, {type: sentence_done, index, duration_ms}, {type: done, sentences, "
-    "audio_ms}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
+    "audio_ms, cancelled (when cut short)}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
     "4408 idle (INTAKE_LIVE_IDLE_S), 4429 slow reader (the reason's seq_num is where to resume listening by "
     "link), 4503 too many sessions."
+)
+
+
+SPEAK_DESCRIPTION = (
+    "Deepgram's TTS WebSocket protocol. Client JSON messages: {type: Speak, text}, {type: Flush}, {type: Clear}, "
+    "{type: Close}. Server: {type: Metadata, request_id, model_name, model_version, model_uuid} first, binary "
+    "audio (raw, no header), {type: Flushed, sequence_id} once a flushed turn's audio is all out, {type: Cleared, "
+    "sequence_id}, {type: Warning, description, code}. Each flushed turn is a live cast with its own link; Clear "
+    "and a disconnect cancel the turns not yet out. Authorization: Token <key> when STREAMTTS_API_KEYS is set."
 )
 
 
@@ -106,6 +117,31 @@ def live_paths() -> Json:
             "requestBody": {"required": False, "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/LiveClose"}}}},
             "responses": {"200": _json({"$ref": "#/components/schemas/LiveState"}, "Closed"), **_REFUSALS},
+        }},
+        "/api/casts/{id}/cancel": {"post": {
+            "operationId": "cancelCast", "tags": ["intake"],
+            "summary": "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was spoken "
+                       "(Authorization: Bearer with the admin token or an API key)",
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"202": {"description": "The worker cuts it short at the chunk in hand"},
+                          "401": {"description": "No admin token or API key (unauthorized)"},
+                          "404": {"description": "No such cast"},
+                          "409": {"description": "The cast has ended already (cast_ended)"}},
+        }},
+        "/v1/speak": {"get": {
+            "operationId": "deepgramSpeak", "tags": ["intake"],
+            "summary": "Deepgram-compatible TTS over a WebSocket (Pipecat's and LiveKit's Deepgram services)",
+            "description": SPEAK_DESCRIPTION,
+            "parameters": [
+                {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
+                 "description": "a voice id, or an Aura name (aura-2-thalia-en) mapped to an English voice"},
+                {"name": "encoding", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": ["linear16", "mulaw", "alaw"], "default": "linear16"}},
+                {"name": "sample_rate", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 8000, "maximum": 48000, "default": 24000}},
+            ],
+            "responses": {"101": {"description": "Switching to the WebSocket protocol"},
+                          "422": {"description": "A bad model, encoding or sample_rate"}},
         }},
         "/v1/audio/speech/live": {"get": {
             "operationId": "liveSpeech", "tags": ["intake"],

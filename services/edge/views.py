@@ -37,6 +37,7 @@ async def cast_state(request: web.Request) -> web.Response:
         "attempts": s.attempts,
         "resume_from": s.resume_from,
         "error": s.error,
+        "cancelled": s.cancelled,
         "tail": s.tail,
         "links": {
             "player": f"/c/{cast_id}",

@@ -28,7 +28,7 @@ from servicekit import (
     redact,
 )
 
-from . import durable, live, speech, views
+from . import cancel, durable, live, speech, views
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -78,6 +78,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_post("/api/casts/{id}/text", live.post_text)
     app.router.add_post("/api/casts/{id}/close", live.post_close)
     app.router.add_delete("/api/casts/{id}", views.delete_cast)
+    app.router.add_post("/api/casts/{id}/cancel", cancel.post_cancel)
     speech.add_routes(app)
     durable.setup(app)  # /v1/stream: Durable Streams writes
     return app
@@ -134,7 +135,7 @@ def _authorized(request: web.Request) -> bool:
     given = token.strip().encode()
     # compare with every key, so the time taken does not tell which one nearly matched
     matches = [hmac.compare_digest(given, key.encode()) for key in keys]
-    return scheme.lower() == "bearer" and any(matches)
+    return scheme.lower() in ("bearer", "token") and any(matches)  # Token: Deepgram's clients (/v1/speak)
 
 
 @web.middleware

@@ -100,5 +100,9 @@ class Config(Settings):
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
     ds_max_stream_bytes: int = setting("INTAKE_DS_MAX_STREAM_BYTES", 64 * 1024 * 1024, gt=0, doc="bytes one "
                                        "durable stream (`/v1/stream/*`) may hold; an append past it is refused (413)")
+    wyoming_port: int = setting("INTAKE_WYOMING_PORT", 0, ge=0, doc="the Wyoming server's port "
+                                "(Home Assistant; 10210 by custom); 0: none")
+    wyoming_host: str = setting("INTAKE_WYOMING_HOST", "", shown="intake's host", doc="where the "
+                                "Wyoming server listens (`streamtts up` gives it `--host`)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

@@ -6,7 +6,7 @@ and asyncio's types only, so that this module never imports that room."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
@@ -26,6 +26,8 @@ from .voices import VoiceBook
 class LiveSession(Protocol):
     """A live WebSocket session as a stop sees it (``speech.livews.Session``, which reads this
     module: a Protocol here keeps the import one-way)."""
+
+    keep: bool  # the cast goes on when the session ends (a stop sets it)
 
     async def end_text(self) -> None: ...
 
@@ -53,6 +55,8 @@ class Intake:
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
     durable: DurableStreams  # /v1/stream's writes
+    # voice blends this process has claimed casts with, newest last (GET /v1/audio/voices lists them)
+    blends: dict[str, None] = field(default_factory=dict)
 
 
 INTAKE = web.AppKey("intake", Intake)

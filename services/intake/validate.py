@@ -14,7 +14,7 @@ from enum import Enum
 
 import msgspec
 
-from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, normalise_speed
+from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, BlendError, canonical_voice, normalise_speed, voice_available
 from servicekit import Refusal as Refusal  # intake's modules raise it from here
 
 # A default title is the first words of the text, at most this long, cut on a word boundary.
@@ -36,6 +36,9 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_ENDS = re.compile(r"\r\n?")
 _WHITESPACE = re.compile(r"\s+")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
+# Markdown's marks at the start of a line (heading, quote, list item) and around words (emphasis, code).
+_LINE_MARKS = re.compile(r"^(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+")
+_MARKS = re.compile(r"\*\*|__|`+|~~")
 
 
 class BodyKind(Enum):
@@ -140,10 +143,12 @@ def normalise_title(raw: str) -> str:
 
 def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
     """The first words of ``text``: its first line when that is short (often a heading), else
-    as many words as fit in ``limit`` characters, with an ellipsis."""
-    head = text[: limit * 4]
+    as many words as fit in ``limit`` characters, with an ellipsis; markdown's marks (an LLM's
+    ``## Heading``, ``**bold**``) are not part of it."""
+    raw = text[: limit * 4]
+    complete = "\n" in raw or len(text) <= len(raw)
+    head = _MARKS.sub("", _LINE_MARKS.sub("", raw.lstrip()))
     first_line = " ".join(head.split("\n", 1)[0].split())
-    complete = "\n" in head or len(text) <= len(head)
     if len(first_line) <= limit and complete:
         return first_line
     sentence = _FIRST_SENTENCE.match(first_line)
@@ -172,8 +177,8 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
             "text_too_long",
             f"the text has {len(text)} characters, more than {limits.max_chars}; split it into several casts",
         )
-    voice = form.voice or default_voice
-    if voice not in voices:
+    voice = _voice(form.voice or default_voice)
+    if not voice_available(voice, voices):
         listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
         raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
     speed = check_speed(form.speed)
@@ -185,6 +190,14 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
             f"the title has {len(title)} characters, more than {limits.max_title_chars}; shorten it",
         )
     return Submission(text=text, voice=voice, title=title or default_title(text), speed=speed)
+
+
+def _voice(voice: str) -> str:
+    """A voice id, or a blend (``af_bella(2)+af_sky(1)``) by its canonical name: the mix is the cast's voice."""
+    try:
+        return canonical_voice(voice)
+    except BlendError as exc:
+        raise Refusal(422, "unknown_voice", str(exc)) from None
 
 
 def check_speed(speed: float | None) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from castlog import VOICES, Malformed, describe_voice, read_voices
+from castlog import VOICES, Malformed, describe_voice, read_voices, voice_available
 
 from .validate import Refusal
 
@@ -83,7 +83,7 @@ class VoiceBook:
     async def offering(self, voice: str | None) -> Voices | None:
         """The voices to check ``voice`` against, re-read once if the cache does not have it."""
         voices = await self.current()
-        if voices is not None and voice and voice not in voices.names:
+        if voices is not None and voice and not voice_available(voice, voices.names):
             voices = await self.refresh()
         return voices
 

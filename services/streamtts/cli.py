@@ -49,6 +49,9 @@ def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     help="port to serve on (default $STREAMTTS_PORT, else 8080)")
     up.add_argument("--state-dir", type=Path, default=Path(command.state_dir),
                     help="where the embedded Redis keeps its AOF and synth its model cache (default .state)")
+    up.add_argument("--wyoming-port", type=int, default=command.wyoming_port,
+                    help="the Wyoming server's port for Home Assistant, on --host (default $STREAMTTS_WYOMING_PORT, "
+                         "else 10210; 0: none)")
     statecmd.add_server_option(up)
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
@@ -85,7 +88,7 @@ def run_up(args: argparse.Namespace) -> int:
         voicecmd.first_start(state_dir)
     options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
                       redis_server=server, services=services, max_body_bytes=max_body,
-                      access_log=args.log_level == "DEBUG")
+                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

@@ -17,6 +17,8 @@ class Config(Settings):
                         doc="`streamtts up` only: the origin's port when `--port` is not given")
     state_dir: str = setting("STREAMTTS_STATE_DIR", ".state", doc="`streamtts up` only: the embedded Redis's "
                              "AOF, synth's model cache and the archive (`archive/`)")
+    wyoming_port: int = setting("STREAMTTS_WYOMING_PORT", 10210, ge=0, doc="`streamtts up` only: the Wyoming "
+                                "server's port (Home Assistant) when `--wyoming-port` is not given; 0: none")
     redis_server: str = setting("STREAMTTS_REDIS_SERVER", "", doc="`streamtts up` only: the state dir's Redis "
                                 "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
     test_model_dir: str = setting("STREAMTTS_TEST_MODEL_DIR", "", shown="~/.cache/streamtts/test-model",

@@ -83,6 +83,7 @@ class Options:
     services: tuple[str, ...] = SERVICES
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
+    wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
 
     def __post_init__(self) -> None:
         # Absolute before any use: children and Redis run in other working directories.
@@ -118,8 +119,8 @@ def available(name: str) -> bool:
     return importlib.util.find_spec(f"{name}.__main__") is not None
 
 
-def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[bytes]:
-    env = environment()
+def _spawn(child: Child, redis_url: str, state_dir: Path, extra: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    env = {**environment(), **extra}
     env[REDIS_URL.env] = redis_url
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
     # finished audio leaves Redis
@@ -159,7 +160,7 @@ class Launcher:
             if redis is None:
                 return 0
             for child in self.children:
-                child.proc = _spawn(child, redis_url, self.options.state_dir)
+                child.proc = _spawn(child, redis_url, self.options.state_dir, self._extra(child.name))
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
@@ -180,6 +181,15 @@ class Launcher:
             if self.server is not None:
                 self.server.stop()
                 log.info("stopped the local Redis")
+
+    def _extra(self, name: str) -> dict[str, str]:
+        """What one child gets beyond the environment: intake, the Wyoming server on the origin's host."""
+        if name != "intake" or not self.options.wyoming_port:
+            return {}
+        from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
+
+        return {declaration(IntakeConfig, "wyoming_port").env: str(self.options.wyoming_port),
+                declaration(IntakeConfig, "wyoming_host").env: self.options.host}
 
     async def _connect(self, url: str) -> Redis | None:
         """A client once Redis answers; None when asked to stop first (connect retries for

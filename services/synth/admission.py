@@ -155,11 +155,13 @@ class Admitter:
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
         whole = crew.speed.whole_first_chars(cfg.first_audio_target_s)  # a first sentence read whole when it pays
         cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures, whole)
-        if recipe.voice not in self.voices:
+        if not castlog.voice_available(recipe.voice, self.voices):
             known = ", ".join(sorted(self.voices))
             return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
         if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
             return GiveUp(f"gave up after {tally.failures} failed attempts", cast.attempt - 1, tail)
+        if await castlog.is_cancelled(crew.redis, job.cast_id):  # cancelled while queued or taken over
+            cast.cancel()
         return cast
 
     async def _begin(self, cast: ActiveCast) -> None:

@@ -82,6 +82,8 @@ class ActiveCast:
     failing: bool = False  # a chunk failed: no more chunks; the failure is on its way
     open_text: OpenText | None = None  # an open cast's growing text; None for a whole text
     closed: bool = False  # finished, failed or lost: chunks still in flight are dropped
+    cancelled: bool = False  # cut short: the chunks not yet appended were dropped (eos says so)
+    appending: bool = False  # a chunk's conditional append is on its way to Redis
 
     def __post_init__(self) -> None:
         self.next_synth = self.next_append = self.resume_from
@@ -127,6 +129,19 @@ class ActiveCast:
         goes_on = i + 1 < len(self.chunks) and i + 1 < len(self.continued) and self.continued[i + 1]
         went_on = 0 < i < len(self.continued) and self.continued[i]
         return (lookbehind(self.chunks[i - 1]) if went_on else "", lookahead(self.chunks[i + 1]) if goes_on else "")
+
+    def cancel(self) -> None:
+        """Drop every chunk not yet appended (and an open cast's text to come): the listener
+        hears nothing more than what is in the log, or on its way there now (``appending``).
+        The chunk in hand finishes on the model thread and is thrown away; the cast is complete
+        once the append on its way, if any, is in."""
+        self.cancelled = True
+        keep = self.next_append + (1 if self.appending else 0)
+        del self.chunks[keep:]
+        del self.continued[keep:]
+        self.next_synth = min(self.next_synth, keep)
+        if self.open_text is not None:
+            self.open_text.closed = True
 
     def take_chunk(self) -> tuple[int, str]:
         """The next chunk to synthesize, with its sentence index."""

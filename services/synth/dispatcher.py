@@ -84,7 +84,7 @@ class Dispatcher:
                 await self.lane(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
             took = crew.clock() - started
-            if cast.closed:
+            if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
             self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace

@@ -81,7 +81,7 @@ class Lane:
         crew = self.crew
         while (item := await self.queue.get()) is not None:
             cast = item.cast
-            if cast.closed:
+            if cast.closed or cast.cancelled:  # a cancelled cast's chunks in flight are dropped
                 item.encoded.set()
                 continue
             if item.failure is not None:
@@ -97,7 +97,7 @@ class Lane:
                 continue
             item.encoded.set()
             crew.metrics.chunk_seconds.labels(stage="encode").observe(crew.clock() - started)
-            if cast.closed:  # lost while encoding
+            if cast.closed or cast.cancelled:  # lost or cancelled while encoding
                 continue
             cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), crew.clock())
             try:
@@ -113,7 +113,11 @@ class Lane:
         if cast.pace.dry(crew.clock()):
             crew.metrics.underruns.inc()
         first_ever = cast.first_audio_ts is None
-        stamped = await crew.store.append_stamped(cast.cast_id, cast.tail, [audio])  # its ts: the receipt's
+        cast.appending = True  # a cancel now keeps this chunk: it is on its way to the log
+        try:
+            stamped = await crew.store.append_stamped(cast.cast_id, cast.tail, [audio])  # its ts: the receipt's
+        finally:
+            cast.appending = False
         cast.appended(audio, stamped, crew.clock())
         if first_ever and cast.job.enqueued_at and not cast.live:  # an open cast waits for its text first
             crew.metrics.time_to_first_audio.observe(max(0.0, time.time() - cast.job.enqueued_at / 1000))

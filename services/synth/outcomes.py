@@ -78,7 +78,7 @@ class Outcomes:
     async def finish(self, cast: ActiveCast) -> None:
         """`eos`, then the receipt, then XACK: a crash in between repeats only the idempotent rest."""
         crew = self.crew
-        eos = Eos(sentences=len(cast.chunks), audio_ms=cast.offset_ms, attempts=cast.attempt)
+        eos = Eos(sentences=len(cast.chunks), audio_ms=cast.offset_ms, attempts=cast.attempt, cancelled=cast.cancelled)
         try:
             cast.tail, finished_at = await crew.store.append_stamped(cast.cast_id, cast.tail, [eos])
         except SeqMismatch as exc:
@@ -101,7 +101,8 @@ class Outcomes:
             log.warning("cast %s: Redis error after its eos (%r); settling it again soon", cast.cast_id, exc)
             self.retry_soon(cast.job.entry_id, crew.held.inbox_of(cast.job))
             return
-        log.info("cast %s finished: %d sentences, %d ms audio", cast.cast_id, len(cast.chunks), cast.offset_ms)
+        log.info("cast %s %s: %d sentences, %d ms audio", cast.cast_id, "cancelled" if cast.cancelled else "finished",
+                 len(cast.chunks), cast.offset_ms)
 
     # ---- settled at admission ---------------------------------------------------------------
 

@@ -14,6 +14,7 @@ letters and receipts:
   (overlapping the next inference), append them by conditional append at the tail they expect,
   and finish complete casts;
 - the *live feed* reads the text of open casts as it grows (:mod:`synth.livefeed`);
+- the *cancel watch* cuts the casts in hand short when they are cancelled (:mod:`synth.cancelwatch`);
 - the *lease loop* (here) refreshes the leases of the jobs this worker holds.
 
 A conditional append that finds another tail means another worker owns the cast now: the cast
@@ -40,6 +41,7 @@ from castlog import CastStore, LiveStore, LogReader
 
 from . import jobs, scheduler
 from .admission import Admitter
+from .cancelwatch import CancelWatch
 from .cast import job_key
 from .config import SynthConfig
 from .crew import Crew
@@ -81,6 +83,7 @@ class Worker:
         self.outcomes = Outcomes(crew)  # every ack, dead letter and receipt
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
+        self.cancels = CancelWatch(crew, self.outcomes)
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
@@ -96,6 +99,7 @@ class Worker:
         await self.lanes[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
+        side.append(asyncio.create_task(self.cancels.run()))
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]
         try:

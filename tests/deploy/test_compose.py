@@ -120,8 +120,9 @@ def test_only_the_proxy_is_public(variant: str) -> None:
     services = model(variant)["services"]
     published = {name for name, s in services.items() if s.get("ports")}
     assert published == {"proxy", "prometheus", "grafana", "intake"}
-    assert services["intake"]["ports"] == ["40000-40100:40000-40100/udp"]  # WebRTC's media only
     assert services["proxy"]["ports"] == ["8080:8080"]
+    # intake publishes only WebRTC's media and its Wyoming port (raw TCP)
+    assert services["intake"]["ports"] == ["40000-40100:40000-40100/udp", "10210:10210"]
     for name in ("prometheus", "grafana"):
         assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"])
         assert services[name]["profiles"] == ["observability"]
@@ -209,7 +210,8 @@ def test_services_are_hardened(variant: str) -> None:
         assert service["read_only"] is True
         assert service["cap_drop"] == ["ALL"]
         assert "no-new-privileges:true" in service["security_opt"]
-        assert service["networks"] == ["backend"]
+        # intake publishes the Wyoming port itself (raw TCP, no proxy): it joins the frontend too
+        assert service["networks"] == (["backend", "frontend"] if name == "intake" else ["backend"])
     assert "backend" in services["proxy"]["networks"]
 
 

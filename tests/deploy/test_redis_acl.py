@@ -265,6 +265,23 @@ def password_env(**changes: str) -> dict[str, str]:
     return {k: v for k, v in env.items() if v}
 
 
+async def test_a_cancel_works_as_intake_and_is_heard_as_synth(redis_port: int, admin: redis.Redis) -> None:
+    """castlog.cancel as intake (the log's last record, the flag, the announcement in one script);
+    the worker's reads of both as synth."""
+    cast_id = "CaNcElMe0123"
+    admin.xadd(f"pub/casts/{cast_id}", {"e": "meta", "h": "{}"}, id="0-1")
+    synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
+    intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
+    try:
+        after = await castlog.last_cancel(synth)
+        assert await castlog.cancel(intake, cast_id) == "ok"
+        assert await castlog.is_cancelled(synth, cast_id)
+        assert (await castlog.read_cancels(synth, after, block_ms=100, count=10))[1] == [cast_id]
+    finally:
+        await synth.aclose()
+        await intake.aclose()
+
+
 def test_acl_file_holds_hashes_not_passwords() -> None:
     result = render_acl(password_env())
     assert result.returncode == 0, result.stderr

@@ -34,6 +34,7 @@ COMPOSE_FIXED = {
     "SYNTH_CACHE_DIR": "the synth-cache volume",
     "SYNTH_BACKEND": "per host file (compose.cpu.yaml: onnx)",
     "SYNTH_GRACE_S": "below the stop grace period",
+    "INTAKE_WYOMING_PORT": "the port intake publishes for Home Assistant (WYOMING_PORT on the host)",
 }
 # k3s: only the Redis URL is a pod's own `env:` (it wins over envFrom).
 K3S_FIXED = {"REDIS_URL": "each service's own Redis user, from the passwords Secret",

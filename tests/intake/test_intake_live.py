@@ -263,7 +263,7 @@ async def test_websocket_bad_messages_get_errors_and_the_session_goes_on(client:
 
 @pytest.mark.rule("session-end-closes")
 async def test_a_client_that_disconnects_closes_the_text_so_the_cast_finishes(client: Client, redis: Redis) -> None:
-    ws, cast_id = await start(client)
+    ws, cast_id = await start(client, keep=True)  # without keep, a disconnect cancels (test_intake_cancel.py)
     await ws.send_json({"type": "text", "text": "Half a sentence"})
     await asyncio.sleep(0.1)
     await ws.close()

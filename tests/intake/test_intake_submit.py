@@ -137,6 +137,12 @@ def test_default_title_is_a_short_first_sentence_without_its_stop(texts: dict[st
     assert default_title("Is it late? " + "word " * 100) == "Is it late"
 
 
+def test_default_title_leaves_out_markdowns_marks() -> None:
+    assert default_title("## Release **notes**\n\nSome text.") == "Release notes"
+    assert default_title("- `pip install` it. " + "word " * 100) == "pip install it"
+    assert default_title("**Hi**") == "Hi"
+
+
 def test_default_title_cuts_long_text_on_a_word_boundary() -> None:
     text = "The quick brown fox jumps over the lazy dog and keeps running far beyond the hills and the rivers and the sea."
     title = default_title(text)

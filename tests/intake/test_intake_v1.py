@@ -61,8 +61,10 @@ def openai_error(body: dict[str, Any]) -> dict[str, Any]:
         ({"model": "whisper-1"}, "model", "model_not_found"),
         ({"voice": "nobody"}, "voice", "unknown_voice"),
         ({"stream_format": "chunks"}, "stream_format", "invalid_field"),
-        ({"instructions": "Speak like a pirate."}, "instructions", "unsupported_field"),
-        ({"lang_code": "a"}, "lang_code", "invalid_field"),
+        ({"lang_code": "x"}, "lang_code", "invalid_field"),
+        ({"volume_multiplier": 9}, "volume_multiplier", "invalid_field"),
+        ({"voice": "af_heart(2)+nobody"}, "voice", "unknown_voice"),
+        ({"voice": "af_heart(x)"}, "voice", "unknown_voice"),
         ({"input": "  "}, "input", "empty_text"),
     ],
 )

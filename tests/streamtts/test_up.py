@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -20,12 +21,12 @@ from tests.support.waiting import wait_healthy
 START_S = 60.0
 
 
-def start_up(tmp_path: Path, *only: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_up(tmp_path: Path, *only: str, wyoming_port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamtts", "up", "--port", str(port), "--state-dir", str(tmp_path / "state"),
-         "--only", ",".join(only)],
+         "--only", ",".join(only), "--wyoming-port", str(wyoming_port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, "streamtts up", START_S)
@@ -177,3 +178,27 @@ def test_a_redis_that_fails_at_start_is_reported_with_its_log_which_exists(tmp_p
     log = tmp_path / "bad" / "redis.log"
     assert f"Its log is {log}" in message and log.is_file() and "It said:" in message
     assert "appendfsync" in log.read_text().lower() or "appendfsync" in message.lower()
+
+
+@pytest.mark.timeout(120)
+async def test_up_runs_intakes_wyoming_server_on_its_port(tmp_path: Path) -> None:
+    """`--wyoming-port` reaches intake: the `wyoming` package's client gets an answer there (no
+    worker here: the answer is Wyoming's error event, warming_up)."""
+    from wyoming.client import AsyncTcpClient
+    from wyoming.info import Describe
+
+    wyoming_port = free_port()
+    proc, _ = start_up(tmp_path, "intake", "edge", wyoming_port=wyoming_port)
+    try:
+        for _ in range(300):  # intake starts after the proxy answers
+            try:
+                async with AsyncTcpClient("127.0.0.1", wyoming_port) as client:
+                    await client.write_event(Describe().event())
+                    event = await asyncio.wait_for(client.read_event(), 10)
+                break
+            except ConnectionRefusedError:
+                await asyncio.sleep(0.1)
+        assert event is not None and event.type == "error" and event.data["code"] == "warming_up"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0

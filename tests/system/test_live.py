@@ -141,7 +141,7 @@ async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Syste
 async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: System) -> None:
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
-        await ws.send_json({"type": "start", "format": "pcm"})
+        await ws.send_json({"type": "start", "format": "pcm", "keep": True})  # else a disconnect cancels
         cast_id = json.loads((await ws.receive()).data)["id"]
         await ws.send_json({"type": "text", "text": "Gone before the end"})
         await ws.close()

@@ -26,8 +26,9 @@ AAC_FRAME = 1024  # samples: ADTS cannot say where the last frame's padding star
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("openai")) as system:
+def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
+    """With the English packs: OpenAI's voice names and blends map onto them."""
+    with running_system(tmp_path_factory.mktemp("openai"), KOKORO_MODEL_DIR=str(model_dir)) as system:
         yield system
 
 
@@ -153,3 +154,32 @@ async def test_sse_stream_carries_the_audio_as_deltas(system: System, sdk: opena
         async with http.get(system.url("edge", f"/api/casts/{state['id']}/captions")) as captions:
             vtt = await captions.text()
     assert vtt.startswith("WEBVTT") and "\nStreaming speech is here.\n" in vtt and "\nmade\n" in vtt
+
+
+@pytest.mark.rule("blend-is-a-voice")
+async def test_the_sdk_drives_a_lenient_request_with_kokoro_fastapis_fields_and_a_blend(
+    system: System, sdk: openai.AsyncOpenAI
+) -> None:
+    text = "A **blended** voice, read as one file."
+    response = await sdk.audio.speech.with_raw_response.create(
+        model="gpt-4o-mini-tts", voice="af_heart(2)+af_bella(1)", input=text, response_format="wav",
+        instructions="Speak cheerfully.",
+        extra_body={"stream": False, "volume_multiplier": 0.8, "return_download_link": True, "lang_code": "a",
+                    "normalization_options": {"normalize": True}, "seed": 7},
+    )
+    body = response.content
+    cast_id = response.headers["X-Cast-Id"]
+    assert int(response.headers["Content-Length"]) == len(body) and body[:4] == b"RIFF"
+    assert response.headers["X-Ignored-Fields"] == "instructions, normalization_options"
+    assert response.headers["X-Unknown-Fields"] == "seed"
+    assert response.headers["X-Download-Path"] == f"/api/casts/{cast_id}/audio.mp3"
+    state = await _state(system, cast_id)
+    assert state["voice"] == "af_heart(0.667)+af_bella(0.333)" and state["status"] == "done"
+    assert (len(body) - 44) // 2 == state["audio_ms"] * 24
+    async with ClientSession() as http, http.get(system.url("edge", f"/api/casts/{cast_id}/audio.mp3")) as got:
+        assert got.status == 200 and len(await got.read()) > 1000
+    for name in ("ash", "ballad", "cedar", "marin"):  # OpenAI's newer names, each an English voice
+        async with sdk.audio.speech.with_streaming_response.create(
+            model="tts-1", voice=name, input="Hi.", response_format="pcm"  # type: ignore[arg-type]
+        ) as named:
+            assert len(await named.read()) > 0

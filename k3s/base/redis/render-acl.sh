@@ -53,12 +53,14 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # pub/casts/* and jobs, so one selector must cover all of those keys; it reads synth/voices.
 # Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: the shared tail
 # that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it when
-# a cast joins. The admin's delete: one script drops the log, the
+# a cast joins. A cancel: one script flags cancel/* and adds to cancels (after reading the log's
+# last record). The admin's delete: one script drops the log, the
 # recipe and the claim, and hands an archived blob to archive/trash.
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time" \
     "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* %R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
-    "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)"
+    "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
+    "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)"
 # synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each
 # job's tally; receipts, dead letters, voices; reads recipes; appends to casts.
 # TIME: the scripts stamp records with Redis's clock. MULTI: an XACK drops its job's tally.
@@ -66,6 +68,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
+# Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
@@ -76,7 +79,8 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~progress/done +xreadgroup +xack +xautoclaim +xgroup|create)" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
-    "(~archive/played +zscore +zrem)"
+    "(~archive/played +zscore +zrem)" \
+    "(~cancel/* ~cancels +exists +xread +xrevrange)"
 # edge: the public read path only reads pub/casts/*. CLIENT UNBLOCK: a new listener wakes the
 # shared tail's blocking XREAD so that it reads the new cast too. archive/played: reads, batched.
 echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT +client|unblock" \

@@ -2,8 +2,9 @@
 
 ``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
-WebSocket (``livews.py``, with ``pcm.py``) and the same session over WebRTC (``webrtc.py``, with
-``rtctrack.py`` and ``rtcports.py``). Its requests claim casts through the claim side's
+WebSocket (``livews.py``, with ``pcm.py``), the same session over WebRTC (``webrtc.py``, with
+``rtctrack.py`` and ``rtcports.py``), and the Deepgram-compatible ``/v1/speak`` WebSocket
+(``speak.py``, with ``phone.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """
@@ -11,15 +12,18 @@ room, and only ``app.py`` wires it in, with ``add_routes``.
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 from aiohttp import web
 
+from ..context import CONFIG
 from ..validate import Refusal
-from . import livews, views
+from . import livews, speak, views
 from .v1 import error_response
 
 V1_PREFIX = "/v1/"
 WEBRTC_ROUTE = "/v1/audio/speech/webrtc"
+log = logging.getLogger(__name__)
 
 __all__ = ["V1_PREFIX", "add_routes", "error_response", "speaks_openai"]
 
@@ -30,11 +34,24 @@ def add_routes(app: web.Application) -> None:
     app.on_shutdown.append(livews.close_sessions)
     app.router.add_get(livews.ROUTE, livews.live_socket)
     app.router.add_post(WEBRTC_ROUTE, post_webrtc)
+    app.router.add_get(speak.ROUTE, speak.speak_socket)
     app.router.add_post("/v1/audio/speech", views.post_speech)
     app.router.add_get("/v1/audio/voices", views.get_v1_voices)
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
     app.router.add_get("/v1/models", views.get_v1_models)
     app.router.add_get("/v1/models/{model}", views.get_v1_model)
+    if app[CONFIG].wyoming_port and wyoming_available():
+        from .wyomingserver import wyoming_ctx  # the `wyoming` package: only where the server runs
+
+        app.cleanup_ctx.append(wyoming_ctx)
+
+
+def wyoming_available() -> bool:
+    """Whether the `wyoming` package is installed (intake's extra); without it, no Wyoming server."""
+    if importlib.util.find_spec("wyoming") is not None:
+        return True
+    log.error("INTAKE_WYOMING_PORT is set but the `wyoming` package is missing: pip install 'streamtts[intake]'")
+    return False
 
 
 def speaks_openai(path: str) -> bool:

@@ -34,6 +34,8 @@ CONTENT_TYPES = {
 FORMATS = tuple(CONTENT_TYPES)
 # (muxer, codec, bit rate) of the formats PyAV encodes; bit rates as OpenAI's are, for speech.
 _ENCODED = {"opus": ("ogg", "libopus", 32_000), "aac": ("adts", "aac", 64_000), "flac": ("flac", "flac", 0)}
+# MP3 made louder or softer (``gain``) is encoded again, at the log's own bit rate.
+_MP3_AGAIN = ("mp3", "libmp3lame", 64_000)
 # Ogg pages are cut every this many microseconds (default 1 s): a page is what a client gets at once.
 OGG_PAGE_US = 100_000
 # A WAV header's sizes when the length is not known yet: the largest value, as ffmpeg streams WAV.
@@ -48,16 +50,17 @@ class Converter(Protocol):
     def close(self) -> bytes: ...
 
 
-def converter(fmt: str) -> Converter:
-    """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response."""
+def converter(fmt: str, gain: float = 1.0) -> Converter:
+    """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response; ``gain`` scales the
+    samples (Kokoro-FastAPI's ``volume_multiplier``), clipped."""
     if fmt == "mp3":
-        return Passthrough()
+        return Passthrough() if gain == 1.0 else EncodedConverter(*_MP3_AGAIN, gain=gain)
     if fmt == "pcm":
-        return PcmConverter()
+        return PcmConverter(gain)
     if fmt == "wav":
-        return WavConverter()
+        return WavConverter(gain)
     if fmt in _ENCODED:
-        return EncodedConverter(*_ENCODED[fmt])
+        return EncodedConverter(*_ENCODED[fmt], gain=gain)
     raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -91,16 +94,24 @@ class Passthrough:
         return b""
 
 
+def _louder(pcm: Pcm, gain: float) -> Pcm:
+    return pcm if gain == 1.0 else np.clip(pcm * np.float32(gain), -1.0, 1.0)
+
+
 class PcmConverter:
+    def __init__(self, gain: float = 1.0) -> None:
+        self._gain = gain
+
     def feed(self, mp3: bytes) -> bytes:
-        return to_s16le(decode_chunk(mp3))
+        return to_s16le(_louder(decode_chunk(mp3), self._gain))
 
     def close(self) -> bytes:
         return b""
 
 
 class WavConverter(PcmConverter):
-    def __init__(self) -> None:
+    def __init__(self, gain: float = 1.0) -> None:
+        super().__init__(gain)
         self._started = False
 
     def feed(self, mp3: bytes) -> bytes:
@@ -132,7 +143,8 @@ class _Sink:
 class EncodedConverter:
     """Decode each chunk and feed one encoder and muxer for the whole response."""
 
-    def __init__(self, muxer: str, codec: str, bit_rate: int) -> None:
+    def __init__(self, muxer: str, codec: str, bit_rate: int, gain: float = 1.0) -> None:
+        self._gain = gain
         self._sink = _Sink()
         options = {"flush_packets": "1"}
         if muxer == "ogg":
@@ -151,7 +163,7 @@ class EncodedConverter:
         self._lossless = codec == "flac"
 
     def feed(self, mp3: bytes) -> bytes:
-        pcm = decode_chunk(mp3)
+        pcm = _louder(decode_chunk(mp3), self._gain)
         if pcm.size:
             frame = self._frame(pcm)
             frame.sample_rate = SAMPLE_RATE

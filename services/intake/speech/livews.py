@@ -8,8 +8,10 @@ sentence's audio as a binary frame, between JSON events (``cast``, ``sentence``,
 client took the last one, so a client that does not read costs one bounded listener queue (a
 full one goes back to reading by offset), not a buffer; one that takes no frame for
 INTAKE_LIVE_SEND_TIMEOUT_S is cut off with the ``seq_num`` to resume listening from (by link).
-The session stays open across sentences; a session that ends without ``close`` (a disconnect,
-the idle limit, a slow reader, a stop) closes the cast's text, so the cast still finishes.
+The session stays open across sentences; a session that ends without ``close`` (the idle limit,
+a slow reader, a stop) closes the cast's text, so the cast still finishes. ``cancel`` (barge-in)
+drops the text not yet spoken and ends the cast at the chunk in hand; a client that disconnects
+mid-cast cancels it too, unless its ``start`` asked to ``keep`` it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from castlog import Audio, Eos, Error
 from servicekit import client_address
 
 from .. import live
+from ..cancel import cancel_cast
 from ..claim import cast_url
 from ..context import INTAKE
 from ..validate import Refusal
@@ -60,6 +63,9 @@ class Session:
         self.offset = 0  # characters of text sent so far: the next fragment's offset
         self.text_open = False
         self.seq_num = 0  # the next record of the cast log the client has not had
+        self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
+        self.gone = False  # the client closed or dropped the connection
+        self.ended = False  # the cast log ended (eos or error)
         self._send_lock = asyncio.Lock()
 
     # ---- sending -------------------------------------------------------------------------------
@@ -101,9 +107,14 @@ class Session:
             log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
             await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast_id, "seq_num": self.seq_num})
         except ConnectionError:
-            await self.end_text()
+            self.gone = True
+        except asyncio.CancelledError:
+            self.gone = True  # the client dropped the connection (aiohttp cancels its handler)
+            raise
         finally:
-            if self.text_open:  # cancelled (a stop), or failed: the text ends, the cast finishes
+            if self.gone:  # cancelled, unless kept (a stop keeps every cast: close_sessions)
+                await asyncio.shield(self.leave())
+            elif self.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
 
     async def _start(self) -> bool:
@@ -130,6 +141,7 @@ class Session:
             await self.close(CLOSE_BAD_REQUEST)
             return False
         self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
+        self.keep = msg.get("keep") is True
         await self.send({
             "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
             "format": self.format, "sample_rate": pcm.SAMPLE_RATE,
@@ -146,8 +158,9 @@ class Session:
                 follower.result()  # SlowReader surfaces here
                 await self.close(CLOSE_DONE)
                 return
-            await reader  # the client went away or idled out: the text ends, the cast goes on
-            await self.end_text()
+            await reader  # the client went away (cancelled, unless kept) or idled out (the text ends)
+            if not self.gone:
+                await self.end_text()
         finally:
             for task in (reader, follower):
                 task.cancel()
@@ -174,6 +187,7 @@ class Session:
                 await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
                 return None
             if data is None:
+                self.gone = True  # the client left (a disconnect cancels the cast unless it asked to keep it)
                 return None
             if not isinstance(data, str):
                 await self.error("expected_json", "send JSON text messages")
@@ -195,8 +209,10 @@ class Session:
                 await self._text("", flush=True)
             elif kind == "close":
                 await self.end_text()
+            elif kind == "cancel":
+                await self.cancel()
             else:
-                await self.error("unknown_type", "type is one of text, flush, close (start comes once)")
+                await self.error("unknown_type", "type is one of text, flush, close, cancel (start comes once)")
 
     async def _text(self, text: object, *, flush: bool) -> None:
         if not isinstance(text, str):
@@ -219,6 +235,17 @@ class Session:
         except live.TextRefusal as refusal:
             log.warning("live cast %s: close refused (%s)", self.cast_id, refusal.message)
 
+    async def cancel(self) -> None:
+        """Barge-in: the text not yet spoken is dropped; ``done`` follows with ``cancelled``."""
+        self.text_open = False
+        await cancel_cast(self.app, self.cast_id)
+
+    async def leave(self) -> None:
+        """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
+        if self.gone and not self.keep and not self.ended:
+            await asyncio.shield(self.cancel())
+        await self.end_text()
+
     # ---- the follower: audio out ---------------------------------------------------------------
 
     async def _follow(self) -> None:
@@ -236,8 +263,11 @@ class Session:
                     await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
-                    await self.send({"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms})
+                    self.ended = True
+                    done = {"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms}
+                    await self.send({**done, "cancelled": True} if record.cancelled else done)
                 elif isinstance(record, Error):
+                    self.ended = True
                     await self.error("synthesis_failed", record.reason)
                 self.seq_num = entry.seq_num + 1
 
@@ -270,6 +300,7 @@ async def close_sessions(app: web.Application) -> None:
         return
     sessions = list(app[INTAKE].live_sessions)
     for session in sessions:
+        session.keep = True  # a stop is no client leaving: its cast goes on
         await session.end_text()
     await asyncio.gather(*(s.close(CLOSE_GOING_AWAY) for s in sessions), return_exceptions=True)
 

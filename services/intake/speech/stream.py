@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import msgspec
 from aiohttp import web
@@ -43,18 +44,20 @@ class _Stream:
     resp: web.StreamResponse | None = None
     sent: int = -1  # the highest sentence index written
     audio_bytes: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)  # more response headers (v1.field_headers)
 
 
 async def stream_cast(
-    request: web.Request, speech: SpeechRequest, cast_id: str, tail: Tail, reader: LogReader, settled: int
+    request: web.Request, speech: SpeechRequest, cast_id: str, tail: Tail, reader: LogReader, settled: int,
+    headers: Mapping[str, str] | None = None,
 ) -> web.StreamResponse:
     """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
     before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
-    return await _stream(_Stream(request, speech, cast_id), tail, reader, settled)
+    return await _stream(_Stream(request, speech, cast_id, headers=headers or {}), tail, reader, settled)
 
 
 async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> web.StreamResponse:
-    convert = converter(s.speech.response_format)
+    convert = converter(s.speech.response_format, s.speech.volume_multiplier)
     seq = 0
     while True:  # a listener ends at an `error`; one that is history is followed past
         async with tail.listen(s.cast_id, seq, LISTENER_KIND) as listener:
@@ -91,6 +94,7 @@ async def _open(s: _Stream) -> web.StreamResponse:
         "Content-Type": SSE_TYPE if sse else CONTENT_TYPES[s.speech.response_format],
         "X-Cast-Id": s.cast_id,
         "Location": cast_url(s.cast_id),
+        **s.headers,
     })
     resp.enable_chunked_encoding()
     await resp.prepare(s.request)

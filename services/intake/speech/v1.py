@@ -2,16 +2,32 @@
 
 Pure functions, no I/O (like ``validate.py``): a refused request leaves no key behind. Its
 refusals are ``V1Refusal``, a ``Refusal`` that names the field at fault (OpenAI's ``param``).
+
+Lenient, as a drop-in must be: fields of OpenAI's and Kokoro-FastAPI's requests that mean
+nothing here (``instructions``, ``normalization_options``, ...) and fields nobody defined are
+accepted and named in the response's ``X-Ignored-Fields`` and ``X-Unknown-Fields`` headers;
+``/api/casts`` stays strict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from castlog import MAX_SPEED, MIN_SPEED
+from castlog import (
+    MAX_SPEED,
+    MIN_SPEED,
+    BlendError,
+    blend_parts,
+    describe_voice,
+    is_blend,
+    voice_available,
+    voice_order,
+)
 from servicekit import json_response
 
 from ..validate import Refusal
@@ -35,14 +51,29 @@ OPENAI_VOICES: dict[str, tuple[str, ...]] = {
     "sage": ("af_sarah", "af_sky", "af_heart"),
     "shimmer": ("af_sky", "af_nicole", "af_heart", "af_bella"),
     "verse": ("am_puck", "am_liam", "am_michael"),
+    "cedar": ("am_michael", "am_fenrir", "am_adam"),
+    "marin": ("af_heart", "af_bella", "af_sarah"),
 }
+# Kokoro-FastAPI's `lang_code`: the first letter of the voice ids of that language.
+LANG_CODES = frozenset("abjzefhip")
+# `volume_multiplier` (Kokoro-FastAPI's): a gain on the samples, clipped.
+MIN_VOLUME, MAX_VOLUME = 0.0, 4.0
+# Headers that name what a request sent and this server does not use.
+IGNORED_HEADER = "X-Ignored-Fields"
+UNKNOWN_HEADER = "X-Unknown-Fields"
+DOWNLOAD_HEADER = "X-Download-Path"  # Kokoro-FastAPI's, for `return_download_link`
+# Unknown field names listed in the header at most (a body may hold thousands).
+LISTED_UNKNOWN = 16
+# Voice blends GET /v1/audio/voices lists once used (the newest; per intake process).
+LISTED_BLENDS = 32
 # OpenAI's error types by status.
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
 
 
-class SpeechRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class SpeechRequest(msgspec.Struct, frozen=True):
     """``POST /v1/audio/speech``'s body. ``timestamps`` (our own, sent through the SDK's
-    ``extra_body``) asks for word timings in the ``sse`` events."""
+    ``extra_body``) asks for word timings in the ``sse`` events; ``lang_code`` to
+    ``download_format`` are Kokoro-FastAPI's. Unknown fields are accepted (``Speech.unknown``)."""
 
     model: str
     input: str
@@ -52,6 +83,34 @@ class SpeechRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream_format: str = "audio"
     instructions: str | None = None
     timestamps: bool = False
+    lang_code: str | None = None
+    stream: bool = True
+    volume_multiplier: float = 1.0
+    normalization_options: dict[str, Any] | None = None
+    return_download_link: bool = False
+    download_format: str | None = None
+
+
+@dataclass(frozen=True)
+class Speech:
+    """A parsed request, and the names of the fields it sent that are not ``SpeechRequest``'s."""
+
+    request: SpeechRequest
+    unknown: tuple[str, ...] = ()
+
+    def ignored(self, voice_took_lang: bool) -> list[str]:
+        """The known fields that were sent and change nothing here."""
+        r = self.request
+        out = ["instructions"] if r.instructions else []
+        if r.lang_code and not voice_took_lang:
+            out.append("lang_code")
+        if r.normalization_options is not None:
+            out.append("normalization_options")  # the text is always normalised for reading
+        if r.download_format is not None:
+            out.append("download_format")
+        if not r.stream and r.stream_format == "sse":
+            out.append("stream")
+        return out
 
 
 class V1Refusal(Refusal):
@@ -63,17 +122,37 @@ class V1Refusal(Refusal):
 
 
 _decode = msgspec.json.Decoder(SpeechRequest).decode
+_decode_names = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_KNOWN = frozenset(SpeechRequest.__struct_fields__)
 
 
-def parse_speech(body: bytes) -> SpeechRequest:
+def parse_speech(body: bytes) -> Speech:
     try:
         request = _decode(body)
+        names = _decode_names(body)
     except msgspec.ValidationError as exc:
         raise V1Refusal(422, "invalid_field", str(exc), _field_of(str(exc))) from None
     except (msgspec.DecodeError, RecursionError) as exc:
         raise V1Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc})") from None
     _check_choices(request)
-    return request
+    return Speech(request, tuple(sorted(n for n in names if n not in _KNOWN)))
+
+
+def field_headers(speech: Speech, voice_took_lang: bool) -> dict[str, str]:
+    """The headers that name the fields sent but not used (none when all were)."""
+    headers = {}
+    ignored = speech.ignored(voice_took_lang)
+    if ignored:
+        headers[IGNORED_HEADER] = ", ".join(ignored)
+    if speech.unknown:
+        listed = [_header_safe(n) for n in speech.unknown[:LISTED_UNKNOWN]]
+        headers[UNKNOWN_HEADER] = ", ".join(listed) + (", ..." if len(speech.unknown) > LISTED_UNKNOWN else "")
+    return headers
+
+
+def _header_safe(name: str) -> str:
+    """A field name as a header may carry it: printable ASCII, no commas, bounded."""
+    return "".join(c if c.isascii() and c.isprintable() and c != "," else "?" for c in name[:64])
 
 
 def _check_choices(request: SpeechRequest) -> None:
@@ -84,8 +163,11 @@ def _check_choices(request: SpeechRequest) -> None:
                         "response_format")
     if request.stream_format not in STREAM_FORMATS:
         raise V1Refusal(422, "invalid_field", "`stream_format` must be audio or sse", "stream_format")
-    if request.instructions:
-        raise V1Refusal(422, "unsupported_field", "Kokoro takes no `instructions`; leave them out", "instructions")
+    if request.lang_code is not None and request.lang_code.lower() not in LANG_CODES:
+        raise V1Refusal(422, "invalid_field", f"`lang_code` must be one of {', '.join(sorted(LANG_CODES))}", "lang_code")
+    if not MIN_VOLUME <= request.volume_multiplier <= MAX_VOLUME:
+        raise V1Refusal(422, "invalid_field", f"`volume_multiplier` must be from {MIN_VOLUME} to {MAX_VOLUME}",
+                        "volume_multiplier")
     if not MIN_SPEED <= request.speed <= MAX_SPEED:
         raise V1Refusal(422, "invalid_field", f"`speed` must be from {MIN_SPEED} to {MAX_SPEED}", "speed")
     if request.timestamps and request.stream_format != "sse":
@@ -103,8 +185,11 @@ def _field_of(message: str) -> str | None:
     return None
 
 
-def resolve_voice(voice: str, installed: tuple[str, ...]) -> str:
-    """A voice id as installed: our own ids pass, OpenAI's names map to the closest English pack."""
+def resolve_voice(voice: str, installed: tuple[str, ...], lang_code: str | None = None) -> str:
+    """A voice id as installed: our own ids pass, OpenAI's names map to the closest English pack
+    (of ``lang_code``'s language when one is installed), a blend's names each so."""
+    if is_blend(voice):
+        return _resolve_blend(voice, installed, lang_code)
     if voice in installed:
         return voice
     candidates = OPENAI_VOICES.get(voice.lower())
@@ -112,7 +197,7 @@ def resolve_voice(voice: str, installed: tuple[str, ...]) -> str:
         raise V1Refusal(422, "unknown_voice", f"no such voice {voice!r}; see GET /v1/audio/voices", "voice")
     for candidate in candidates:
         if candidate in installed:
-            return candidate
+            return _in_language(candidate, installed, lang_code)
     raise V1Refusal(
         422, "voice_not_installed",
         f"{voice!r} needs one of the English packs {', '.join(candidates)}; install them "
@@ -120,13 +205,47 @@ def resolve_voice(voice: str, installed: tuple[str, ...]) -> str:
     )
 
 
-def voice_list(installed: tuple[str, ...]) -> list[dict[str, str]]:
-    """Every voice a request may name: the installed ids, then OpenAI's names that map to one."""
+def _in_language(voice: str, installed: tuple[str, ...], lang_code: str | None) -> str:
+    """``voice``, or the first installed voice of ``lang_code``'s language and the same gender."""
+    lang = (lang_code or "").lower()
+    if not lang or voice[:1] == lang:
+        return voice
+    same = sorted((v for v in installed if v[:1] == lang and v[1:2] == voice[1:2]), key=voice_order)
+    return same[0] if same else voice
+
+
+def took_lang(voice: str, lang_code: str | None) -> bool:
+    """Whether the resolved voice reads in ``lang_code``'s language (the field was honoured)."""
+    return not lang_code or describe_voice(voice).lang == describe_voice(lang_code.lower() + "f_x").lang
+
+
+def _resolve_blend(voice: str, installed: tuple[str, ...], lang_code: str | None) -> str:
+    try:
+        parts = blend_parts(voice)
+    except BlendError as exc:
+        raise V1Refusal(422, "unknown_voice", str(exc), "voice") from None
+    resolved = [(resolve_voice(name, installed, lang_code), weight) for name, weight in parts]
+    return "+".join(f"{name}({weight:g})" for name, weight in resolved)
+
+
+def note_blend(blends: dict[str, None], voice: str) -> None:
+    """Remember a blend a cast was claimed with (the newest LISTED_BLENDS)."""
+    if is_blend(voice):
+        blends.pop(voice, None)
+        blends[voice] = None
+        while len(blends) > LISTED_BLENDS:
+            blends.pop(next(iter(blends)))
+
+
+def voice_list(installed: tuple[str, ...], blends: Iterable[str] = ()) -> list[dict[str, str]]:
+    """Every voice a request may name: the installed ids, OpenAI's names that map to one, then
+    the blends used lately."""
     out = [{"id": v, "name": v} for v in installed]
     for name, candidates in OPENAI_VOICES.items():
         target = next((c for c in candidates if c in installed), None)
         if target is not None:
             out.append({"id": name, "name": f"{name} ({target})"})
+    out += [{"id": b, "name": f"{b} (blend)"} for b in blends if voice_available(b, installed)]
     return out
 
 

@@ -11,7 +11,7 @@ import asyncio
 
 from aiohttp import web
 
-from castlog import Error
+from castlog import Error, canonical_voice
 from servicekit import json_response
 
 from ..claim import Admission, Claimed, read_body, submit
@@ -20,6 +20,7 @@ from ..validate import CastForm
 from . import v1
 from .stream import stream_cast
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
+from .whole import whole_cast
 
 
 async def post_speech(request: web.Request) -> web.StreamResponse:
@@ -29,7 +30,7 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
     async with slots:
-        speech, claimed = await _claim(request)
+        speech, claimed, headers = await _claim(request)
         reader = intake.reader
         # A log that ended in `error` before this request was re-enqueued by its submit: that
         # error is history, not this request's answer.
@@ -40,7 +41,9 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
         if task is not None:
             streams.add(task)
         try:
-            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled)
+            if not speech.stream and speech.stream_format == "audio":
+                return await whole_cast(speech, claimed.cast_id, intake.tail, reader, settled, headers)
+            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled, headers)
         finally:
             streams.discard(task)  # type: ignore[arg-type]
 
@@ -54,23 +57,32 @@ async def close_streams(app: web.Application) -> None:
         task.cancel()
 
 
-async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed]:
-    """The claim path with OpenAI's body: admission, the body, the voice list, parse, submit."""
+async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str, str]]:
+    """The claim path with OpenAI's body: admission, the body, the voice list, parse, submit;
+    with the headers that name what the request sent and this server did not use."""
     intake = request.app[INTAKE]
     async with Admission(request) as client:
         if request.content_type != "application/json":
             raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
         body = await read_body(request)
         installed = (await intake.voices.required(None)).names  # 503 warming_up before any list
-        speech = parse_speech(body)
-        form = CastForm(text=speech.input, voice=resolve_voice(speech.voice, installed), speed=speech.speed)
-        return speech, await submit(intake, client, form)
+        parsed = parse_speech(body)
+        speech = parsed.request
+        voice = resolve_voice(speech.voice, installed, speech.lang_code)
+        form = CastForm(text=speech.input, voice=voice, speed=speech.speed)
+        claimed = await submit(intake, client, form)
+        v1.note_blend(intake.blends, canonical_voice(voice))
+        headers = v1.field_headers(parsed, v1.took_lang(voice, speech.lang_code))
+        if speech.return_download_link:
+            headers[v1.DOWNLOAD_HEADER] = f"/api/casts/{claimed.cast_id}/audio.mp3"
+        return speech, claimed, headers
 
 
 async def get_v1_voices(request: web.Request) -> web.Response:
     """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
     voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
-    return json_response({"voices": v1.voice_list(voices.names), "default": voices.default})
+    blends = list(request.app[INTAKE].blends)
+    return json_response({"voices": v1.voice_list(voices.names, blends), "default": voices.default})
 
 
 async def get_v1_audio_models(request: web.Request) -> web.Response:

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import espeak
-from .normalize import normalize_english
+from .mapped import Mapped
+from .markup import clean_markup
+from .normalize import normalize_mapped
 from .quiet import quiet_known_warnings
 
 
@@ -80,19 +82,39 @@ class EnglishG2P:
         self._g2p = _MisakiG2P(british, _WordFallback(british, foreign))
 
     def __call__(self, text: str) -> str:
-        text = normalize_english(text, self.british)
-        if not text:
-            return ""
-        phonemes, _ = self._g2p(text, preprocess=False)
-        return str(phonemes)
+        return self.tokens(text)[0]
 
     def tokens(self, text: str) -> tuple[str, list[tuple[str, str]]]:
-        """The phonemes, and each token's text (as normalised: "1999" is two words) with its own."""
-        text = normalize_english(text, self.british)
-        if not text:
+        """The phonemes, and each word as written in ``text`` with its phonemes: "**1999**" is one
+        word, "1999", read as two; punctuation tokens keep their own text."""
+        text = unicodedata.normalize("NFC", text)
+        spoken = normalize_mapped(clean_markup(text), self.british)
+        if not spoken.text:
             return "", []
-        phonemes, tokens = self._g2p(text, preprocess=False)
-        return str(phonemes), [(str(t.text), str(t.phonemes or "")) for t in tokens]
+        phonemes, tokens = self._g2p(spoken.text, preprocess=False)
+        return str(phonemes), as_written(tokens, spoken, text)
+
+
+def as_written(tokens: list[Any], spoken: Mapped, text: str) -> list[tuple[str, str]]:
+    """misaki's tokens (of ``spoken.text``) as (the words of ``text`` they read, phonemes): the
+    tokens one written word became ("1999", a URL) are one word again."""
+    out: list[tuple[str, str]] = []
+    cursor, last = 0, (-1, -1)
+    for token in tokens:
+        said, phonemes = str(token.text), str(token.phonemes or "")
+        at = spoken.text.find(said, cursor)
+        if at < 0 or not any(c.isalnum() for c in said):
+            out.append((said, phonemes))
+            cursor, last = (at + len(said) if at >= 0 else cursor), (-1, -1)
+            continue
+        cursor = at + len(said)
+        span = spoken.span(at, cursor)
+        if span == last:
+            out[-1] = (out[-1][0], f"{out[-1][1]} {phonemes}")
+        else:
+            out.append((text[span[0]:span[1]].strip() or said, phonemes))
+        last = span
+    return out
 
 
 class _MisakiG2P(_MisakiBase):  # type: ignore[misc]  # misaki is untyped

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from . import espeak
 from .english import EnglishG2P
+from .markup import clean_markup
 from .quiet import quiet_known_warnings
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,8 @@ class G2P:
         if language == "ja":
             japanese = self._japanese_g2p()
             assert japanese is not None  # language() checked it
-            return japanese(text)
-        return espeak_sentence(text, language)
+            return japanese(clean_markup(text).text)
+        return espeak_sentence(clean_markup(text).text, language)
 
     def _english_g2p(self, british: bool) -> EnglishG2P:
         with self._lock:

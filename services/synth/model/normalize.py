@@ -1,7 +1,9 @@
-"""English text normalization: numbers, money, dates, times and abbreviations become words.
+"""English text normalization: numbers, money, dates, times, abbreviations, URLs, e-mail
+addresses and symbols become words.
 
 Runs before the lexicon, so the G2P only ever sees words and punctuation. Rules are ordered
-from the most specific pattern (a date, a price) to the most general (a bare integer).
+from the most specific pattern (a date, a price) to the most general (a bare integer). Every
+rewrite keeps the offset map (``Mapped``): "1999" read as two words still points at "1999".
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import unicodedata
 from collections.abc import Callable
 
 from num2words import num2words
+
+from .mapped import Mapped, translate
 
 Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]", bool], str]]
 
@@ -38,32 +42,60 @@ _ABBREVIATION = re.compile(
 _TITLE_OR_PLACE = re.compile(r"(?<![\w.])(Dr|St)\.(?=(\s+[A-Z])?)")
 _NUMBER_SIGN = re.compile(r"(?<![\w.])(?:#|No\.\s?)(?=\d)")
 
-_CHARACTERS = str.maketrans({
+_CHARACTERS = {
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2032": "'", "\u00ab": "\u201c", "\u00bb": "\u201d",
     "\u201e": "\u201c", "\u2033": '"', "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\t": " ",
     "\u2013": "\u2014", "\u2012": "\u2014", "\u2015": "\u2014", "&": " and ", "+": " plus ", "=": " equals ",
-    "@": " at ", "\u00d7": " times ",
-})
+    "@": " at ", "\u00d7": " times ", "\u2192": " to ", "\u2248": " about ", "\u2264": " at most ",
+    "\u2265": " at least ", "\u00b1": " plus or minus ", "\u2260": " is not ", "*": " ", "_": " ", "#": " ",
+    "`": " ", "~": " ", "|": ", ", "^": " ", "\\": " ", "<": " ", ">": " ", "{": " ", "}": " ", "\u2022": ", ",
+}
+# Web addresses are read by their host ("github dot com"); a path is not worth hearing.
+_URL = re.compile(r"\b(?:https?://|www\.)(?:www\.)?(?P<host>[\w-]+(?:\.[\w-]+)*)(?::\d+)?"
+                  r"(?:[/?#][^\s<>()\[\]\"']*[^\s<>()\[\]\"'.,;:!?])?/?")
+_BARE_DOMAIN = re.compile(r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|app|edu|gov)\b(?!\.\w)")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_APPROXIMATELY = re.compile(r"~\s?(?=\d)")
+_TIMES_SIGN = re.compile(r"(?<=\d)\s?\*\s?(?=\d)")
 _SPACES = re.compile(r"\s+")
 _ELLIPSIS = re.compile(r"\.{3,}")
 
 
 def normalize_english(text: str, british: bool = False) -> str:
     """Text -> the same text with every number and known abbreviation spelled out."""
-    text = unicodedata.normalize("NFC", text)
-    text = _ELLIPSIS.sub("\u2026", text)
-    text = _ABBREVIATION.sub(_abbreviation, text)
-    text = _TITLE_OR_PLACE.sub(_title_or_place, text)
-    text = _NUMBER_SIGN.sub("number ", text)
-    for rule in _RULES:
-        text = _apply(rule, text, british)
-    text = text.translate(_CHARACTERS)
-    return _SPACES.sub(" ", text).strip()
+    return normalize_mapped(Mapped.of(unicodedata.normalize("NFC", text)), british).text
 
 
-def _apply(rule: Rule, text: str, british: bool) -> str:
-    pattern, spell = rule
-    return pattern.sub(lambda m: spell(m, british), text)
+def normalize_mapped(mapped: Mapped, british: bool = False) -> Mapped:
+    """``normalize_english`` keeping the offset map (the text is NFC already)."""
+    mapped = mapped.replace(_EMAIL, _email)
+    mapped = mapped.replace(_URL, lambda m: _dotted(m.group("host")))
+    mapped = mapped.replace(_BARE_DOMAIN, lambda m: _dotted(m.group(0)))
+    mapped = mapped.replace(_ELLIPSIS, lambda m: "\u2026")
+    mapped = mapped.replace(_ABBREVIATION, _abbreviation)
+    mapped = mapped.replace(_TITLE_OR_PLACE, _title_or_place)
+    mapped = mapped.replace(_NUMBER_SIGN, lambda m: "number ")
+    mapped = mapped.replace(_APPROXIMATELY, lambda m: "about ")
+    mapped = mapped.replace(_TIMES_SIGN, lambda m: " times ")
+    for pattern, spell in _RULES:
+        mapped = mapped.replace(pattern, lambda m, spell=spell: spell(m, british))  # type: ignore[misc]
+    mapped = translate(mapped, _CHARACTERS)
+    mapped = mapped.replace(_SPACES, lambda m: " ")
+    mapped = mapped.sub(_SPACE_BEFORE_STOP, lambda m: ())
+    return mapped.sub(_OUTER_SPACE, lambda m: ())
+
+
+_OUTER_SPACE = re.compile(r"^\s+|\s+$")
+_SPACE_BEFORE_STOP = re.compile(r"(?<=\w) (?=[.,;:!?](?:\s|$))")  # "dot com ." from a URL's padding
+
+
+def _dotted(name: str) -> str:
+    return " " + " dot ".join(p for p in name.lower().removeprefix("www.").split(".") if p) + " "
+
+
+def _email(m: re.Match[str]) -> str:
+    user, _, host = m.group(0).partition("@")
+    return f" {' dot '.join(user.split('.'))} at{_dotted(host)}"
 
 
 def _abbreviation(m: re.Match[str]) -> str:

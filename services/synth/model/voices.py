@@ -17,7 +17,7 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from castlog import MAX_PHONEMES
+from castlog import MAX_PHONEMES, BlendError, blend_parts, is_blend
 
 from .assets import HUB_VOICES, onnx_voice_archive
 from .base import UnknownVoiceError
@@ -25,6 +25,8 @@ from .base import UnknownVoiceError
 log = logging.getLogger(__name__)
 
 STYLE_DIM = 256
+# Blends mixed and kept at once (a mix is 510 x 256 floats, half a megabyte).
+MAX_MIXED = 16
 Pack = npt.NDArray[np.float32]
 
 
@@ -33,20 +35,43 @@ class VoiceBank:
 
     def __init__(self, packs: dict[str, Pack]) -> None:
         self._packs = packs
+        self._mixed: dict[str, Pack] = {}  # blend name -> its mix, oldest first
 
     def names(self) -> list[str]:
         return sorted(self._packs)
 
     def __contains__(self, voice: object) -> bool:
-        return voice in self._packs
+        return isinstance(voice, str) and self._pack(voice) is not None
 
     def style(self, voice: str, n_phonemes: int) -> npt.NDArray[np.float32]:
         """Kokoro conditions on the row for the input's length: ``pack[n - 1]``."""
-        pack = self._packs.get(voice)
+        pack = self._pack(voice)
         if pack is None:
             raise UnknownVoiceError(f"unknown voice {voice!r}; known: {', '.join(self.names())}")
         row = min(max(n_phonemes, 1), len(pack)) - 1
         return np.asarray(pack[row], dtype=np.float32).reshape(STYLE_DIM)
+
+
+    def _pack(self, voice: str) -> Pack | None:
+        """An installed pack, or a blend's mix (``af_bella(0.667)+af_sky(0.333)``): the weighted
+        mean of its packs' style tables, as Kokoro-FastAPI mixes them; None if a pack is missing."""
+        pack = self._packs.get(voice)
+        if pack is not None or not is_blend(voice):
+            return pack
+        if voice in self._mixed:
+            return self._mixed[voice]
+        try:
+            parts = blend_parts(voice)
+        except BlendError:
+            return None
+        if any(name not in self._packs for name, _ in parts):
+            return None
+        rows = min(len(self._packs[name]) for name, _ in parts)
+        mix = sum(weight * self._packs[name][:rows] for name, weight in parts) / sum(w for _, w in parts)
+        if len(self._mixed) >= MAX_MIXED:
+            self._mixed.pop(next(iter(self._mixed)))
+        self._mixed[voice] = np.ascontiguousarray(mix, dtype=np.float32)
+        return self._mixed[voice]
 
 
 def load_voices(model_dir: str | Path | None = None, voices_dir: str | Path | None = None) -> VoiceBank:

@@ -1,0 +1,69 @@
+"""Cancelling a cast: the text not yet spoken is dropped, the cast ends as cut short.
+
+Whoever may cancel (intake: the live WebSocket's ``cancel``, ``POST /api/casts/{id}/cancel``)
+calls :func:`cancel`; one script sets the flag ``cancel/<id>`` (read when a job is admitted, so
+a cast still queued or taken over is cut too) and adds the id to ``cancels``, which every worker
+follows with a blocking read to stop the cast it holds at the chunk in hand. The worker then
+ends the log with ``eos`` marked ``cancelled``: the link replays what was spoken.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, cast
+
+from redis.asyncio import Redis
+
+from .keys import CANCELS, Rows, cancel_key, cast_key
+from .lua import FIELD
+
+# How long the flag stays: a job waits in the queue far less (a cast has ended by then).
+CANCEL_TTL_S = 86_400
+# Entries kept in `cancels` (approximately): workers read it as it grows, never its history.
+CANCELS_MAXLEN = 1_000
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: cancel/<id>, KEYS[3]: cancels
+# ARGV[1]: the cast id, ARGV[2]: the flag's TTL (s), ARGV[3]: cancels' MAXLEN
+# 'missing' (no log), 'ended' (its last record is eos or error), else flag, announce, 'ok'.
+CANCEL = (
+    FIELD
+    + """
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if not last then return 'missing' end
+local kind = field(last, 'e')
+if kind == 'eos' or kind == 'error' then return 'ended' end
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1])
+return 'ok'
+"""
+)
+
+CancelAnswer = Literal["ok", "missing", "ended"]
+
+
+async def cancel(redis: Redis, cast_id: str) -> CancelAnswer:
+    """Ask every worker to cut the cast short; 'ended' when it had ended anyway."""
+    answer = await redis.eval(CANCEL, 3, cast_key(cast_id), cancel_key(cast_id), CANCELS, cast_id,
+                              CANCEL_TTL_S, CANCELS_MAXLEN)  # type: ignore[misc]  # redis-py's eval is loosely typed
+    return cast(CancelAnswer, answer.decode() if isinstance(answer, bytes) else str(answer))
+
+
+async def is_cancelled(redis: Redis, cast_id: str) -> bool:
+    return bool(await redis.exists(cancel_key(cast_id)))
+
+
+async def last_cancel(redis: Redis) -> str:
+    """Where a follower of ``cancels`` starts: after its newest entry ("0-0" when empty)."""
+    rows = cast(Rows, await redis.xrevrange(CANCELS, count=1))
+    return rows[0][0].decode() if rows else "0-0"
+
+
+async def read_cancels(redis: Redis, after: str, block_ms: int, count: int) -> tuple[str, list[str]]:
+    """The cast ids cancelled after entry ``after`` (waiting up to ``block_ms``), and the new ``after``."""
+    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({CANCELS: after}, count=count, block=block_ms))
+    ids: list[str] = []
+    for _, rows in reply or ():
+        for entry_id, fields in rows:
+            after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            value = fields.get(b"id", b"")
+            ids.append(value.decode() if isinstance(value, bytes) else str(value))
+    return after, ids

@@ -1,0 +1,278 @@
+"""A Deepgram-compatible TTS WebSocket: ``GET /v1/speak?model=&encoding=&sample_rate=``.
+
+What Pipecat's and LiveKit's Deepgram TTS services speak. Client messages: ``Speak {text}``,
+``Flush``, ``Clear``, ``Close``; the server answers ``Metadata`` once, binary audio (raw
+linear16, mulaw or alaw at ``sample_rate``), ``Flushed {sequence_id}`` once a flushed turn's audio
+is all out, ``Cleared {sequence_id}``, and ``Warning {description, code}`` for a message it
+cannot take. Each turn (the text up to a ``Flush``) is a live cast with its own link, spoken in
+order; ``Clear`` cancels every turn not yet out (barge-in), and so does a client that leaves.
+``Authorization: Token <key>`` (or Bearer) when STREAMTTS_API_KEYS is set (app.py checks it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import WSMsgType, web
+
+from castlog import Audio, Eos, Error
+from servicekit import client_address
+
+from .. import live
+from ..cancel import cancel_cast
+from ..context import INTAKE
+from ..validate import Refusal
+from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
+from .v1 import V1Refusal
+
+log = logging.getLogger(__name__)
+
+ROUTE = "/v1/speak"
+MODEL_VERSION = "kokoro-82m-v1.0"
+# Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
+MAX_TURNS = 16
+CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD = 1000, 1001, 4400
+# Deepgram's Aura voices -> Kokoro's English voices: by accent and gender.
+_AURA_BRITISH = {"athena": "bf_emma", "helios": "bm_george", "pandora": "bf_isabella", "draco": "bm_fable"}
+_AURA_MALE = frozenset(
+    "orion arcas perseus angus orpheus zeus apollo aries atlas hermes hyperion jupiter mars neptune odysseus "
+    "pluto saturn".split()
+)
+
+encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def voice_of(model: str | None, installed: tuple[str, ...], default: str) -> str:
+    """A voice id as installed, or an Aura model name (``aura-2-thalia-en``) mapped to one."""
+    if not model:
+        return default
+    if model in installed:
+        return model
+    parts = model.lower().split("-")
+    if parts[0] != "aura":
+        raise V1Refusal(422, "unknown_voice", f"no such model {model!r}: a voice id or an Aura name", "model")
+    name = next((p for p in parts[1:] if not p.isdigit()), "")
+    for candidate in (_AURA_BRITISH.get(name), "am_michael" if name in _AURA_MALE else "af_heart", default):
+        if candidate in installed:
+            return candidate
+    return default
+
+
+@dataclass
+class Turn:
+    """The text up to a Flush: one live cast (none for a Flush with nothing before it)."""
+
+    cast_id: str = ""
+    offset: int = 0  # characters sent so far: the next fragment's offset
+    sequence_id: int | None = None  # set by its Flush
+    cleared: bool = False
+    done: bool = False  # its log ended
+
+
+class SpeakSession:
+    def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
+        self.app, self.ws, self.voice, self.encoding, self.rate = request.app, ws, voice, encoding, rate
+        cfg = self.app[INTAKE].cfg
+        self.client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        self.turns: asyncio.Queue[Turn | None] = asyncio.Queue(MAX_TURNS)
+        self.open: list[Turn] = []  # turns whose audio is not all out
+        self.current: Turn | None = None  # the turn taking text
+        self.sequence = 0
+        self.keep = False  # a stop sets it: the casts go on
+        self.sending: asyncio.Future[None] | None = None  # the turn whose audio is going out
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        timeout = self.app[INTAKE].cfg.live_send_timeout_s
+        frame = self.ws.send_bytes(message) if isinstance(message, bytes) else self.ws.send_str(encode(message).decode())
+        await asyncio.wait_for(frame, timeout)
+
+    async def warn(self, code: str, description: str) -> None:
+        await self.send({"type": "Warning", "description": description, "code": code})
+
+    async def run(self, model: str) -> None:
+        await self.send({"type": "Metadata", "request_id": str(uuid.uuid4()), "model_name": model or self.voice,
+                         "model_version": MODEL_VERSION, "model_uuid": self.voice})
+        sender = asyncio.ensure_future(self._send_turns())
+        gone = True
+        try:
+            gone = await self._read()
+            if not gone:  # Close: the turns in hand are spoken, then the socket closes
+                await self.turns.put(None)
+                await sender
+                await self.close(CLOSE_DONE)
+        except (ConnectionError, asyncio.TimeoutError):
+            gone = True
+        finally:
+            if gone and not self.keep:  # first: the sender's blocking read may take a while to stop
+                await asyncio.shield(self._cancel_open())
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+
+    async def _read(self) -> bool:
+        """Take the client's messages until Close (False) or the client is gone (True)."""
+        idle = self.app[INTAKE].cfg.live_idle_s
+        while True:
+            try:
+                msg = await self.ws.receive(timeout=idle)
+            except asyncio.TimeoutError:
+                await self.warn("IDLE", f"no message for {idle:g} s; closing")
+                await self.end_text()
+                return False
+            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return True
+            try:
+                body = _decode(msg.data) if msg.type == WSMsgType.TEXT else None
+            except (msgspec.DecodeError, RecursionError):
+                body = None
+            if not isinstance(body, dict):
+                await self.warn("INVALID_MESSAGE", 'each message is one JSON object with a "type"')
+                continue
+            kind = body.get("type")
+            if kind == "Close":
+                await self.end_text()
+                return False
+            await self._message(kind, body)
+
+    async def _message(self, kind: object, body: dict[str, Any]) -> None:
+        if kind == "Speak":
+            text = body.get("text")
+            if not isinstance(text, str):
+                await self.warn("INVALID_MESSAGE", 'send {"type": "Speak", "text": string}')
+            elif text:
+                await self._speak(text)
+        elif kind == "Flush":
+            await self._flush()
+        elif kind == "Clear":
+            await self._cancel_open()
+            await self.send({"type": "Cleared", "sequence_id": self.sequence})
+        else:
+            await self.warn("INVALID_MESSAGE", "type is one of Speak, Flush, Clear, Close")
+
+    async def _speak(self, text: str) -> None:
+        try:
+            if self.current is None:
+                opened = await live.open_cast(self.app, self.client, self.voice, None, 1.0)
+                self.current = Turn(cast_id=opened.cast_id)
+                self.open.append(self.current)
+                await self.turns.put(self.current)
+            _, self.current.offset = await live.add_text(self.app, self.current.cast_id, self.current.offset, text,
+                                                         False)
+        except Refusal as refusal:
+            await self.warn(refusal.code.upper(), refusal.message)
+
+    async def _flush(self) -> None:
+        """Flush: the turn's text ends; its audio follows, then Flushed with its sequence id (at
+        once, in its place in the order, when nothing was spoken since the last Flush)."""
+        turn = self.current or Turn(done=True)
+        if self.current is None:
+            await self.turns.put(turn)
+        await self.end_text()
+        turn.sequence_id = self.sequence
+        self.sequence += 1
+
+    async def end_text(self) -> None:
+        """The turn taking text ends (Flush, Close, the idle limit, a stop): it is spoken whole."""
+        turn, self.current = self.current, None
+        if turn is None:
+            return
+        try:
+            await live.close_text(self.app, turn.cast_id, self.voice)
+        except live.TextRefusal as refusal:
+            log.warning("speak turn %s: close refused (%s)", turn.cast_id, refusal.message)
+
+    async def _cancel_open(self) -> None:
+        """Barge-in: every turn not yet out stops now and its cast is cut short."""
+        turns, self.current = list(self.open), None
+        for turn in turns:
+            turn.cleared = True
+        if self.sending is not None:
+            self.sending.cancel()  # its audio stops now, not when its cast's end comes by
+        for turn in turns:
+            if turn.cast_id and not turn.done:
+                await cancel_cast(self.app, turn.cast_id)
+
+    async def _send_turns(self) -> None:
+        while (turn := await self.turns.get()) is not None:
+            if turn.cast_id and not turn.cleared:
+                self.sending = asyncio.ensure_future(self._send_turn(turn))
+                try:
+                    await self.sending
+                except asyncio.CancelledError:
+                    if not turn.cleared:
+                        raise  # the session ends, not the turn
+                finally:
+                    self.sending = None
+            if turn in self.open:
+                self.open.remove(turn)
+            if turn.sequence_id is not None and not turn.cleared:
+                await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
+
+    async def _send_turn(self, turn: Turn) -> None:
+        audio = PhoneAudio(self.encoding, self.rate)
+        sent: set[int] = set()
+        async for entry in self.app[INTAKE].reader.follow(turn.cast_id, 0):
+            record = entry.record
+            if turn.cleared:
+                break
+            if isinstance(record, Audio) and record.i not in sent:
+                sent.add(record.i)
+                data = await asyncio.get_running_loop().run_in_executor(None, audio.feed, record.body)
+                if data and not turn.cleared:
+                    await self.send(data)
+            elif isinstance(record, (Eos, Error)):
+                if isinstance(record, Error):
+                    await self.warn("SYNTHESIS_FAILED", record.reason)
+                break
+        turn.done = True
+        rest = audio.close()
+        if rest and not turn.cleared:
+            await self.send(rest)
+
+    async def close(self, code: int) -> None:
+        try:
+            await asyncio.wait_for(self.ws.close(code=code), 2.0)
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+
+
+def _query(request: web.Request) -> tuple[str, str, int]:
+    """(model, encoding, sample_rate) from the query, or a 400/422 before the upgrade."""
+    q = request.query
+    encoding = q.get("encoding", "linear16")
+    if encoding not in ENCODINGS:
+        raise V1Refusal(422, "invalid_field", f"encoding must be one of {', '.join(ENCODINGS)}", "encoding")
+    try:
+        rate = int(q.get("sample_rate", "24000"))
+    except ValueError:
+        rate = 0
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise V1Refusal(422, "invalid_field", f"sample_rate must be from {MIN_RATE} to {MAX_RATE}", "sample_rate")
+    return q.get("model", ""), encoding, rate
+
+
+async def speak_socket(request: web.Request) -> web.StreamResponse:
+    intake = request.app[INTAKE]
+    cfg, sessions = intake.cfg, intake.live_sessions
+    model, encoding, rate = _query(request)
+    voices = await intake.voices.required(None)  # 503 warming_up before any worker published
+    voice = voice_of(model, voices.names, voices.default)
+    ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
+    await ws.prepare(request)
+    if len(sessions) >= cfg.live_max_sessions:
+        await ws.send_str(encode({"type": "Error", "description": "too many sessions; retry soon",
+                                  "err_code": "BUSY"}).decode())
+        await ws.close(code=CLOSE_GOING_AWAY)
+        return ws
+    session = SpeakSession(request, ws, voice, encoding, rate)
+    sessions.add(session)
+    try:
+        await session.run(model)
+    finally:
+        sessions.discard(session)
+    return ws

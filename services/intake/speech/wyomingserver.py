@@ -1,0 +1,180 @@
+"""A Wyoming server (Home Assistant's protocol, the ``wyoming`` package) on INTAKE_WYOMING_PORT.
+
+``describe`` is answered with ``info``: every installed voice with its language as BCP-47
+(``en-US`` for ``a*``, ``en-GB`` for ``b*``, ``ja``, ``zh``, ...), the model's attribution, and
+``supports_synthesize_streaming``. Each request is a live cast, so it has a link and replays like
+any other: a one-shot ``synthesize`` is its whole text; a streaming request (``synthesize-start``,
+``synthesize-chunk`` as the LLM writes, ``synthesize-stop``) feeds the cast as it comes, and the
+back-compatible ``synthesize`` that clients send inside it is ignored. Audio goes out per
+sentence (``audio-start``, ``audio-chunk``, ``audio-stop``), s16le mono at the model's rate;
+``synthesize-stopped`` ends a streaming request. A client that leaves mid-cast cancels it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from functools import partial
+
+from aiohttp import web
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error as WyomingError
+from wyoming.event import Event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.server import AsyncEventHandler, AsyncTcpServer
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+
+from castlog import SAMPLE_RATE, Audio, Eos, Error, describe_voice
+from servicekit import client_address
+
+from .. import live
+from ..cancel import cancel_cast
+from ..context import INTAKE
+from ..validate import Refusal
+from . import pcm
+
+log = logging.getLogger(__name__)
+
+ATTRIBUTION = Attribution(name="hexgrad", url="https://huggingface.co/hexgrad/Kokoro-82M")
+VERSION = "1.0"
+SAMPLE_WIDTH, CHANNELS = 2, 1
+
+
+def voice_info(names: tuple[str, ...]) -> Info:
+    voices = [
+        TtsVoice(name=name, attribution=ATTRIBUTION, installed=True, version=VERSION,
+                 description=f"{describe_voice(name).name} ({describe_voice(name).language})",
+                 languages=[describe_voice(name).lang or "en-US"])
+        for name in names
+    ]
+    program = TtsProgram(name="streamtts", attribution=ATTRIBUTION, installed=True, version=VERSION,
+                         description="StreamTTS: Kokoro-82M, streamed as it is made", voices=voices,
+                         supports_synthesize_streaming=True)
+    return Info(tts=[program])
+
+
+def pick_voice(wanted: SynthesizeVoice | None, names: tuple[str, ...], default: str) -> str:
+    """The voice asked for by name, else the first of the language asked for, else the default."""
+    if wanted is None:
+        return default
+    if wanted.name in names:
+        return str(wanted.name)
+    if wanted.language:
+        lang = wanted.language.lower()
+        same = [n for n in names if describe_voice(n).lang.lower() in (lang, lang.split("-")[0])]
+        if same:
+            return default if default in same else same[0]
+    return default
+
+
+class Handler(AsyncEventHandler):
+    """One Wyoming connection: requests one after another, each a live cast."""
+
+    def __init__(self, app: web.Application, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__(reader, writer)
+        self.app = app
+        peer = writer.get_extra_info("peername")
+        cfg = app[INTAKE].cfg
+        self.client = client_address(peer[0] if peer else None, None, cfg.forwarded_allow_ips)
+        self.cast_id = ""
+        self.voice = ""
+        self.offset = 0
+        self.streaming = False
+        self.follower: asyncio.Task[None] | None = None
+
+    async def handle_event(self, event: Event) -> bool:
+        try:
+            return await self._handle(event)
+        except Refusal as refusal:
+            await self.write_event(WyomingError(text=refusal.message, code=refusal.code).event())
+            return True
+
+    async def _handle(self, event: Event) -> bool:
+        if Describe.is_type(event.type):
+            voices = await self.app[INTAKE].voices.required(None)
+            await self.write_event(voice_info(voices.names).event())
+        elif SynthesizeStart.is_type(event.type):
+            await self._open(SynthesizeStart.from_event(event).voice)
+            self.streaming = True
+        elif SynthesizeChunk.is_type(event.type) and self.streaming:
+            await self._text(SynthesizeChunk.from_event(event).text)
+        elif SynthesizeStop.is_type(event.type) and self.streaming:
+            await self._end()
+            await self.write_event(SynthesizeStopped().event())
+        elif Synthesize.is_type(event.type) and not self.streaming:  # inside a stream: its copy, ignored
+            synthesize = Synthesize.from_event(event)
+            await self._open(synthesize.voice)
+            await self._text(synthesize.text)
+            await self._end()
+        return True
+
+    async def _open(self, wanted: SynthesizeVoice | None) -> None:
+        voices = await self.app[INTAKE].voices.required(None)
+        opened = await live.open_cast(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
+                                      "Wyoming", 1.0)
+        self.cast_id, self.voice, self.offset = opened.cast_id, opened.voice, 0
+        self.follower = asyncio.ensure_future(self._follow(self.cast_id))
+
+    async def _text(self, text: str) -> None:
+        if text:
+            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, False)
+
+    async def _end(self) -> None:
+        """The text is complete: the rest is spoken; back when the last audio is out."""
+        self.streaming = False
+        await live.close_text(self.app, self.cast_id, self.voice)
+        follower, self.follower = self.follower, None
+        if follower is not None:
+            await follower
+        self.cast_id = ""
+
+    async def _follow(self, cast_id: str) -> None:
+        """Each sentence as audio-start, audio-chunk, audio-stop, as it is appended."""
+        async for record in _records(self.app, cast_id):
+            if isinstance(record, Audio):
+                data = await pcm.decode(record.body)
+                await self.write_event(AudioStart(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS).event())
+                await self.write_event(
+                    AudioChunk(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS, audio=data).event()
+                )
+                await self.write_event(AudioStop().event())
+            elif isinstance(record, Error):
+                await self.write_event(WyomingError(text=record.reason, code="synthesis_failed").event())
+
+    async def disconnect(self) -> None:
+        """The client left: a cast still being spoken is cut short."""
+        if self.follower is not None:
+            self.follower.cancel()
+            if self.cast_id:
+                await asyncio.shield(cancel_cast(self.app, self.cast_id))
+
+
+async def _records(app: web.Application, cast_id: str) -> AsyncIterator[Audio | Error]:
+    sent: set[int] = set()
+    async for entry in app[INTAKE].reader.follow(cast_id, 0):
+        record = entry.record
+        if isinstance(record, Audio) and record.i not in sent:
+            sent.add(record.i)
+            yield record
+        elif isinstance(record, Error):
+            yield record
+            return
+        elif isinstance(record, Eos):
+            return
+
+
+async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
+    """intake's Wyoming server, from start-up to clean-up (INTAKE_WYOMING_PORT; 0: none)."""
+    cfg = app[INTAKE].cfg
+    host = cfg.wyoming_host or cfg.host
+    server = AsyncTcpServer(host, cfg.wyoming_port)
+    try:
+        await server.start(partial(Handler, app))
+    except OSError as exc:  # the HTTP API goes on without it
+        log.error("no Wyoming server: cannot listen on %s:%d (%s)", host, cfg.wyoming_port, exc)
+        yield
+        return
+    log.info("Wyoming server on %s:%d", host, cfg.wyoming_port)
+    yield
+    await server.stop()

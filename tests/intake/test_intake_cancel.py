@@ -1,0 +1,96 @@
+"""Cancel through intake: `POST /api/casts/{id}/cancel` (the admin token or an API key), the live
+WebSocket's `cancel`, and a disconnect that cancels unless the client asked to keep the cast.
+The worker's side is tests/synth/test_worker_cancel.py; here a test plays the worker."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import msgspec
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+import castlog
+from castlog import CastStore, Eos, LogReader
+
+from .conftest import MakeClient
+from .test_intake_live import receive_json, start, text_of, worker_writes
+
+Client = TestClient[Any, Any]
+ADMIN = "admin-token-for-tests-0123"
+
+
+async def cancelled(redis: Redis, cast_id: str) -> bool:
+    for _ in range(100):
+        if await castlog.is_cancelled(redis, cast_id):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def announced(redis: Redis) -> list[str]:
+    return [fields[b"id"].decode() for _, fields in await redis.xrange(castlog.CANCELS)]
+
+
+@pytest.mark.rule("cancel-cuts-short")
+async def test_post_cancel_wants_the_admin_token_or_a_key_and_flags_the_cast(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    client = await make_client(admin_token=ADMIN, api_keys=frozenset({"key-1"}))
+    resp = await client.post("/api/casts", json={"text": "Cancel me. Please."}, headers={"Authorization": "Bearer key-1"})
+    cast_id = (await resp.json())["id"]
+    path = f"/api/casts/{cast_id}/cancel"
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": f"Basic {ADMIN}"}):
+        resp = await client.post(path, headers=headers)
+        assert resp.status == 401 and (await resp.json())["error"] == "unauthorized"
+    assert not await castlog.is_cancelled(redis, cast_id)
+    resp = await client.post(path, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert resp.status == 202 and await resp.json() == {"id": cast_id, "url": f"/c/{cast_id}", "cancelled": True}
+    assert await castlog.is_cancelled(redis, cast_id) and await announced(redis) == [cast_id]
+    resp = await client.post(path, headers={"Authorization": "Bearer key-1"})
+    assert resp.status == 202, "an API key may cancel too"
+    tail = await LogReader(redis).tail(cast_id)
+    await CastStore(redis).append(cast_id, tail, [Eos(sentences=0, audio_ms=0, attempts=1, cancelled=True)])
+    resp = await client.post(path, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert resp.status == 409 and (await resp.json())["error"] == "cast_ended"
+    for missing in ("AAAAAAAAAAAA", "not-an-id"):
+        resp = await client.post(f"/api/casts/{missing}/cancel", headers={"Authorization": f"Bearer {ADMIN}"})
+        assert resp.status == 404
+
+
+@pytest.mark.rule("cancel-cuts-short")
+async def test_websocket_cancel_drops_the_text_and_done_says_cancelled(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "One sentence. And a second one that"})
+    await ws.send_json({"type": "cancel"})
+    assert await cancelled(redis, cast_id)
+    await ws.send_json({"type": "text", "text": " goes on."})
+    assert (await receive_json(ws))["error"] == "cast_closed", "no text after a cancel"
+    await worker_writes(CastStore(redis), cast_id, [("One sentence.", b"mp3-one")], end=False)
+    tail = await LogReader(redis).tail(cast_id)
+    await CastStore(redis).append(cast_id, tail, [Eos(sentences=1, audio_ms=24, attempts=1, cancelled=True)])
+    got = [msg.data if msg.type == aiohttp.WSMsgType.BINARY else msgspec.json.decode(msg.data) async for msg in ws]
+    assert got[-1] == {"type": "done", "sentences": 1, "audio_ms": 24, "cancelled": True}
+    assert b"mp3-one" in got
+
+
+@pytest.mark.rule("cancel-cuts-short")
+async def test_a_client_that_disconnects_mid_cast_cancels_it_unless_it_keeps_it(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "Talking over me. Stop"})
+    await asyncio.sleep(0.1)
+    await ws.close()
+    assert await cancelled(redis, cast_id)
+    assert (await text_of(redis, cast_id)).closed is None, "the text is dropped, not closed"
+    kept, kept_id = await start(client, keep=True)
+    await kept.send_json({"type": "text", "text": "Keep going."})
+    await asyncio.sleep(0.1)
+    await kept.close()
+    for _ in range(100):
+        if (await text_of(redis, kept_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert (await text_of(redis, kept_id)).closed is not None and not await castlog.is_cancelled(redis, kept_id)
