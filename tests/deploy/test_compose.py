@@ -326,5 +326,4 @@ def test_intake_publishes_its_webrtc_ports_as_the_same_numbers(variant: str) -> 
     from intake.config import Config
 
     first, last = Config().webrtc_udp_ports
-    [published] = model(variant)["services"]["intake"]["ports"]
-    assert published == f"{first}-{last}:{first}-{last}/udp"
+    assert f"{first}-{last}:{first}-{last}/udp" in model(variant)["services"]["intake"]["ports"]

@@ -52,7 +52,7 @@ class RtcSession(livews.Session):
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
         self.opened = asyncio.Event()
-        self.gone = asyncio.Event()  # the control channel closed
+        self.channel_gone = asyncio.Event()  # the control channel closed
         self.cancelled = False
         self.closing = False
         self.task: asyncio.Future[None] | None = None  # hold(), referenced while the session lives
@@ -80,7 +80,8 @@ class RtcSession(livews.Session):
 
     def _gone(self) -> None:
         self.opened.set()  # a waiter for the channel learns it is gone
-        self.gone.set()
+        self.gone = True  # the peer left: as a WebSocket's disconnect (cancelled unless kept)
+        self.channel_gone.set()
         if not self.inbox.full():
             self.inbox.put_nowait(None)
 
@@ -118,7 +119,7 @@ class RtcSession(livews.Session):
             pass
         else:  # the closing handshake: the client closes on "closed", so that message is not cut off
             try:
-                await asyncio.wait_for(self.gone.wait(), livews.CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(self.channel_gone.wait(), livews.CLOSE_TIMEOUT_S)
             except asyncio.TimeoutError:
                 pass
         await self.pc.close()
@@ -131,12 +132,13 @@ class RtcSession(livews.Session):
         return started
 
     async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """A cancel stops the audio now and reads as the client's leaving: the session ends its
-        text (the cast finishes for its link) and closes with ``"cancelled": true`` (``close``)."""
+        """A cancel stops the audio now and cancels the cast (its link replays what was spoken);
+        the session closes with ``"cancelled": true`` (``close``)."""
         msg = await super()._receive(timeout_s)
         if msg is not None and msg.get("type") == "cancel":
             self.cancelled = True
             self.track.clear()
+            await self.cancel()  # the cast itself stops at the chunk in hand ([R:cancel-cuts-short])
             return None
         return msg
 
