@@ -23,7 +23,7 @@ from .keys import (
     seq_of,
     tally_key,
 )
-from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
+from .live import JOBS_LIVE, LiveStore, LiveText, OpenedCast, TextEvent, open_cast_id, write_hash, write_token
 from .marks import Mark, holds, mark, stamps
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
@@ -61,7 +61,7 @@ __all__ = [
     "cast_id_of", "cast_key", "catalog_key", "content_id", "count_chunks", "decode_entry", "encode_fields",
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
     "seq_of", "split_text", "summarize",
-    "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
+    "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "open_cast_id", "write_hash", "write_token",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]

@@ -9,12 +9,18 @@ worker the rest); its text grows in the private catalog stream ``catalog/<id>``:
 - ``{flush, end}``: everything up to ``end`` is to be spoken now, complete sentence or not;
 - ``{closed, end, cid}``: the text is complete; ``cid`` is the content id of the final text.
 
+Writing is a capability apart from reading: the id is the cast's public link, so opening a cast
+also makes a secret *write token* (handed once to its opener) and the recipe keeps only its
+SHA-256 (``wh``). :meth:`LiveStore.writer` compares a token's hash with it in constant time.
+
 The job goes to ``jobs/live`` (not ``jobs``) so that an open cast waiting for text never waits
 behind a queue of whole-text casts, and the worker bounds open casts apart from the others.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -33,15 +39,20 @@ from .streams import Malformed, Recipe, decode
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
 
+# Random bytes of a write token (43 URL-safe characters): no guessing it.
+WRITE_TOKEN_BYTES = 32
+
 # KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live
-# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed
-# Claims a fresh random id: recipe (live, no text), meta and the job; 'taken' if the id is used.
+# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed,
+# ARGV[6]: the write token's hash
+# Claims a fresh random id: recipe (live, no text, the token's hash), meta and the job; 'taken'
+# if the id is used.
 OPEN = (
     NOW_MS
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'taken' end
 redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
-  'live', '1', 'speed', ARGV[5])
+  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6])
 redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
 return 'new'
@@ -49,8 +60,8 @@ return 'new'
 )
 
 # KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
-# ARGV[1..5]: OPEN's, ARGV[6..8]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
-OPEN_LIMITED = rate_limited(OPEN)
+# ARGV[1..6]: OPEN's, ARGV[7..9]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
+OPEN_LIMITED = rate_limited(OPEN, nargs=6)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
 _STATE = (
@@ -106,11 +117,30 @@ return {'ok', stored_end, ARGV[2]}
 
 FragmentAnswer = Literal["ok", "duplicate", "gap", "overlap", "too_long", "closed", "missing", "not_live"]
 CloseAnswer = Literal["ok", "closed", "moved", "missing", "not_live"]
+WriterAnswer = Literal["ok", "forbidden", "missing", "not_live"]
 
 
 def open_cast_id() -> str:
     """A random id in the content ids' format (12 URL-safe characters), never a content hash."""
     return secrets.token_urlsafe(9)
+
+
+def write_token() -> str:
+    """A fresh secret that lets its holder write to one open cast."""
+    return secrets.token_urlsafe(WRITE_TOKEN_BYTES)
+
+
+def write_hash(token: str) -> str:
+    """What Redis keeps of a write token (hex SHA-256): a leaked catalog leaks no token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class OpenedCast:
+    """An open cast as its opener learns it: the id (public) and the write token (secret)."""
+
+    cast_id: str
+    write_token: str
 
 
 @dataclass(frozen=True)
@@ -174,12 +204,16 @@ class LiveStore:
 
     async def open(
         self, voice: str, meta: Meta, *, speed: float = 1.0, limit: tuple[RateLimiter, str] | None = None
-    ) -> str:
-        """Claim a fresh random id for an open cast: recipe, ``meta`` and its job in one step."""
+    ) -> OpenedCast:
+        """Claim a fresh random id for an open cast: recipe (with the hash of a fresh write
+        token), ``meta`` and its job in one step."""
+        token = write_token()
         for _ in range(OPEN_ID_TRIES):
             cast_id = open_cast_id()
             open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE]
-            args: list[str | bytes | float | int] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed)]
+            args: list[str | bytes | float | int] = [
+                cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token)
+            ]
             if limit is None:
                 answer = await self._open(keys=open_keys, args=args)
             else:
@@ -190,8 +224,20 @@ class LiveStore:
                 if not ok:
                     raise RateLimited(Verdict.of(ok, answer))
             if _text(answer) == "new":
-                return cast_id
+                return OpenedCast(cast_id, token)
         raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
+
+    async def writer(self, cast_id: str, token: str) -> WriterAnswer:
+        """Whether ``token`` may write to ``cast_id`` (one short read: the recipe). A cast opened
+        before write tokens existed has no hash, so no token writes to it (it idles out)."""
+        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
+        recipe = _recipe(rows[0][1]) if rows else None
+        if recipe is None:
+            return "missing"
+        if not recipe.live:
+            return "not_live"
+        ok = hmac.compare_digest(write_hash(token), recipe.wh) and bool(recipe.wh)
+        return "ok" if ok else "forbidden"
 
     async def append_text(
         self, cast_id: str, offset: int, raw_length: int, text: str, *, max_chars: int, flush: bool = False

@@ -73,16 +73,18 @@ def _function(name: str, script: str) -> str:
 # ARGV[1..5]: SUBMIT's (id, voice, text, title, meta headers), ARGV[6..8]: TAKE's (rate, burst, cost)
 # TAKE, then SUBMIT only if the bucket gave a token: one round trip for a rate-limited submit, and
 # a refused client writes nothing but its bucket. Returns {1, SUBMIT's answer} or {0, wait ms}.
-def rate_limited(script: str) -> str:
-    """TAKE, then ``script`` (three keys, five arguments) only if the bucket gave a token: KEYS[4]
-    is the bucket and ARGV[6..8] TAKE's. Returns {1, the script's answer} or {0, wait ms}."""
+def rate_limited(script: str, nargs: int = 5) -> str:
+    """TAKE, then ``script`` (three keys, ``nargs`` arguments) only if the bucket gave a token:
+    KEYS[4] is the bucket and the three ARGV after the script's are TAKE's. Returns {1, the
+    script's answer} or {0, wait ms}."""
+    own = ", ".join(f"ARGV[{i}]" for i in range(1, nargs + 1))
     return (
         _function("take", TAKE)
         + _function("limited", script)
-        + """
-local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
+        + f"""
+local verdict = take({{KEYS[4]}}, {{ARGV[{nargs + 1}], ARGV[{nargs + 2}], ARGV[{nargs + 3}]}})
 if verdict[1] == 0 then return verdict end
-return {1, limited({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
+return {{1, limited({{KEYS[1], KEYS[2], KEYS[3]}}, {{{own}}})}}
 """
     )
 

@@ -3,7 +3,8 @@
 ``POST /api/casts`` with ``{"live": true, ...}`` opens a cast (201 with its id); fragments go to
 ``POST /api/casts/{id}/text`` with the offset where they start, so that a resend after a lost
 reply appends nothing and a gap is refused; ``POST /api/casts/{id}/close`` ends the text.
-Listeners use the usual routes (SSE, records, audio.mp3). The speech room's WebSocket session
+Both writes need ``Authorization: Bearer <write_token>``, the secret of the 201 (the id is the
+public link: it reads, never writes). Listeners use the usual routes (SSE, records, audio.mp3). The speech room's WebSocket session
 (:mod:`intake.speech.livews`) calls the same functions. Every refusal is a ``Refusal``; those of
 the text log are ``TextRefusal``, which tells the client the ``offset`` to go on from.
 """
@@ -52,10 +53,11 @@ class CloseForm(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class Opened:
-    """An open cast: its id and the voice it reads in."""
+    """An open cast: its id, the voice it reads in and the secret that writes to it."""
 
     cast_id: str
     voice: str
+    write_token: str
 
 
 class TextRefusal(Refusal):
@@ -105,12 +107,12 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
     try:
-        cast_id = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client))
+        opened = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client))
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         wait = limited.verdict.retry_after_s
         raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
-    return Opened(cast_id, voice)
+    return Opened(opened.cast_id, voice, opened.write_token)
 
 
 def clean(fragment: str) -> str:
@@ -167,6 +169,28 @@ def _cast_id(request: web.Request) -> str:
     return cast_id
 
 
+def _bearer(request: web.Request) -> str:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _no_write_token(message: str) -> Refusal:
+    return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
+
+
+async def check_writer(request: web.Request, cast_id: str) -> None:
+    """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
+    before the body is read, so a stranger's body is never read and nothing is written."""
+    token = _bearer(request)
+    if not token:
+        raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
+    answer = await request.app[INTAKE].live.writer(cast_id, token)
+    if answer == "forbidden":
+        raise _no_write_token("this write_token does not write to this cast; only its opener's does")
+    if answer != "ok":
+        raise refusal_of(answer, 0, 0)
+
+
 def _json_body(request: web.Request) -> None:
     if request.content_type != "application/json" and request.can_read_body:
         raise Refusal(415, "unsupported_media_type", "send the body with Content-Type: application/json")
@@ -179,19 +203,21 @@ async def open_from_body(app: web.Application, client: str, body: bytes) -> Open
 
 
 def opened_reply(opened: Opened) -> web.Response:
-    """201 with the open cast's id and routes."""
+    """201 with the open cast's id, routes and write token (Cache-Control: no-store: a secret)."""
     url = cast_url(opened.cast_id)
     body = {
         "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
         "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
+        "write_token": opened.write_token,
     }
-    return json_response(body, 201, {"Location": url})
+    return json_response(body, 201, {"Location": url, "Cache-Control": "no-store"})
 
 
 async def post_text(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/text`` ``{"text", "offset", "flush"}``: 200 with the text's end."""
     cast_id = _cast_id(request)
     _json_body(request)
+    await check_writer(request, cast_id)
     form: TextForm = _decode(
         await request.read(), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
@@ -203,6 +229,7 @@ async def post_close(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/close`` (optionally ``{"offset"}``, the length the client sent)."""
     cast_id = _cast_id(request)
     _json_body(request)
+    await check_writer(request, cast_id)
     form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)

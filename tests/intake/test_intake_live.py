@@ -21,6 +21,15 @@ from .conftest import MakeClient, keys_besides_rate_limits
 
 Client = TestClient[Any, Any]
 WS = "/v1/audio/speech/live"
+# The write token each cast of these tests was opened with (its opener's secret).
+TOKENS: dict[str, str] = {}
+# A well-formed token that opened nothing.
+STRANGER = "s" * 43
+
+
+def writer(cast_id: str) -> dict[str, str]:
+    """The opener's Authorization header for ``cast_id``."""
+    return {"Authorization": f"Bearer {TOKENS.get(cast_id, STRANGER)}"}
 
 
 async def open_live(client: Client, **fields: Any) -> str:
@@ -28,12 +37,19 @@ async def open_live(client: Client, **fields: Any) -> str:
     assert resp.status == 201, await resp.text()
     body = await resp.json()
     assert resp.headers["Location"] == body["url"] == f"/c/{body['id']}"
+    assert len(body["write_token"]) >= 32 and resp.headers["Cache-Control"] == "no-store"
+    TOKENS[body["id"]] = body["write_token"]
     return str(body["id"])
 
 
 async def send(client: Client, cast_id: str, text: str, offset: int, **more: Any) -> tuple[int, dict[str, Any]]:
-    resp = await client.post(f"/api/casts/{cast_id}/text", json={"text": text, "offset": offset, **more})
+    resp = await client.post(f"/api/casts/{cast_id}/text", json={"text": text, "offset": offset, **more},
+                             headers=writer(cast_id))
     return resp.status, await resp.json()
+
+
+async def close(client: Client, cast_id: str, **body: Any) -> aiohttp.ClientResponse:
+    return await client.post(f"/api/casts/{cast_id}/close", json=body, headers=writer(cast_id))
 
 
 async def text_of(redis: Redis, cast_id: str) -> castlog.LiveText:
@@ -86,11 +102,11 @@ async def test_a_gap_or_an_overlap_is_refused_with_where_to_go_on(client: Client
 async def test_close_records_the_final_texts_content_id_and_is_idempotent(client: Client, redis: Redis) -> None:
     cast_id = await open_live(client, voice="af_heart")
     await send(client, cast_id, "Hello\r\n there.\x07", 0)
-    first = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 15})
+    first = await close(client, cast_id, offset=15)
     assert first.status == 200
     body = await first.json()
     assert body["content_id"] == castlog.content_id("Hello\n there.", "af_heart") and body["offset"] == 15
-    again = await client.post(f"/api/casts/{cast_id}/close")
+    again = await close(client, cast_id)
     assert (again.status, (await again.json())["content_id"]) == (200, body["content_id"])
     status, refused = await send(client, cast_id, " More.", 15)
     assert (status, refused["error"]) == (409, "cast_closed")
@@ -100,7 +116,7 @@ async def test_close_records_the_final_texts_content_id_and_is_idempotent(client
 async def test_close_at_an_offset_the_server_has_not_reached_is_refused(client: Client) -> None:
     cast_id = await open_live(client)
     await send(client, cast_id, "Hello", 0)
-    resp = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 9})
+    resp = await close(client, cast_id, offset=9)
     assert resp.status == 409 and (await resp.json())["offset"] == 5
 
 
@@ -126,7 +142,7 @@ async def test_flush_is_recorded_once(client: Client, redis: Redis) -> None:
 async def test_bad_live_requests_are_refused_and_leave_no_trace(
     client: Client, redis: Redis, path: str, body: dict[str, Any], status: int, code: str
 ) -> None:
-    resp = await client.post(path, json=body)
+    resp = await client.post(path, json=body, headers=writer(""))
     assert (resp.status, (await resp.json())["error"]) == (status, code)
     assert await keys_besides_rate_limits(redis) == set()
 
@@ -145,15 +161,43 @@ async def test_bad_fragments_are_refused_and_append_nothing(
 ) -> None:
     client = await make_client(max_chars=100)
     cast_id = await open_live(client)
-    resp = await client.post(f"/api/casts/{cast_id}/text", json=body)
+    resp = await client.post(f"/api/casts/{cast_id}/text", json=body, headers=writer(cast_id))
     assert (resp.status, (await resp.json())["error"]) == (status, code)
     assert (await text_of(redis, cast_id)).events == []
+
+
+@pytest.mark.rule("write-token")
+@pytest.mark.parametrize("route", ["text", "close"])
+@pytest.mark.parametrize("authorization", [None, f"Bearer {STRANGER}", "Basic eDp5", "Bearer "])
+async def test_a_write_without_the_openers_token_is_refused_401_and_writes_nothing(
+    client: Client, redis: Redis, route: str, authorization: str | None
+) -> None:
+    """Finding 1 of #21: anyone who had the link could write to and close someone else's cast."""
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Mine. ", 0)
+    headers = {} if authorization is None else {"Authorization": authorization}
+    body = {"text": "Theirs.", "offset": 6} if route == "text" else {}
+    resp = await client.post(f"/api/casts/{cast_id}/{route}", json=body, headers=headers)
+    assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert (await resp.json())["error"] == "invalid_write_token"
+    text = await text_of(redis, cast_id)
+    assert text.text == "Mine. " and text.closed is None
+    assert await send(client, cast_id, "Still mine.", 6) == (200, {"id": cast_id, "status": "appended", "offset": 17})
+
+
+@pytest.mark.rule("write-token")
+async def test_one_casts_token_does_not_write_to_another(client: Client, redis: Redis) -> None:
+    mine, theirs = await open_live(client), await open_live(client)
+    resp = await client.post(f"/api/casts/{theirs}/close", json={}, headers=writer(mine))
+    assert resp.status == 401
+    assert (await text_of(redis, theirs)).closed is None
+    assert TOKENS[mine].encode() not in b"".join(v for _, f in await redis.xrange(castlog.catalog_key(mine)) for v in f.values())
 
 
 async def test_fragments_to_a_whole_text_cast_are_refused(client: Client, redis: Redis) -> None:
     resp = await client.post("/api/casts", json={"text": "A whole text."})
     cast_id = (await resp.json())["id"]
-    status, body = await send(client, cast_id, "More.", 0)
+    status, body = await send(client, cast_id, "More.", 0)  # a token opened nothing here
     assert (status, body["error"]) == (409, "not_live")
     assert await redis.xlen(castlog.catalog_key(cast_id)) == 1
 
@@ -172,6 +216,7 @@ async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketR
     await ws.send_json({"type": "start", **fields})
     event = await receive_json(ws)
     assert event["type"] == "cast" and event["url"] == f"/c/{event['id']}"
+    TOKENS[event["id"]] = event["write_token"]
     return ws, str(event["id"])
 
 

@@ -25,7 +25,7 @@ def live_meta() -> Meta:
 
 async def open_cast(redis: Redis) -> tuple[LiveStore, str]:
     live = LiveStore(redis)
-    return live, await live.open(VOICE, live_meta())
+    return live, (await live.open(VOICE, live_meta())).cast_id
 
 
 async def feed(live: LiveStore, cast_id: str, offset: int, text: str, *, flush: bool = False) -> int:

@@ -130,7 +130,7 @@ class Session:
         self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
         await self.send({
             "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
-            "format": self.format, "sample_rate": pcm.SAMPLE_RATE,
+            "format": self.format, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
         })
         return True
 
