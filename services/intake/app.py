@@ -21,6 +21,7 @@ from servicekit import (
     Serving,
     client_for,
     connect,
+    cross_site_guard,
     error_response,
     json_errors,
     openapi_document,
@@ -47,6 +48,8 @@ _HTTP_ERRORS = {
 POOL_HEADROOM = 16
 # A speech stream's blocking read answers within its block time; the socket waits this much longer.
 FOLLOW_SOCKET_MARGIN_S = 10.0
+# The probes and the scrape: a cluster calls them by the pod's address, from no page.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
 SUBMIT_PATHS = ("/api/casts", "/generate")
 
@@ -59,7 +62,8 @@ def create_app(cfg: Config) -> web.Application:
         internal="intake failed unexpectedly; retry, and report it if it persists", count=metrics.requests,
         shape=_shape,
     )
-    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, _auth])
+    guard = cross_site_guard(cfg.allowed_hosts, cfg.allowed_origins, exempt=_is_probe)
+    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, guard, _auth])
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
@@ -112,6 +116,10 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 def _shape(request: web.Request, refusal: Refusal) -> web.Response:
     """``{"error", "message"}`` (and a refusal's own fields), or OpenAI's shape on ``/v1/*``."""
     return speech.error_response(refusal) if speech.speaks_openai(request.path) else error_response(refusal)
+
+
+def _is_probe(path: str) -> bool:
+    return path in PROBE_PATHS
 
 
 def _authorized(request: web.Request) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from blobstore import StoreConfig
 from servicekit.connect import CONNECT_ATTEMPTS
+from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
 from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 
 
@@ -31,6 +32,8 @@ class Config(Settings):
     rate: float = setting("INTAKE_RATE", 1.0, gt=0, doc="submissions per second sustained, per client (429 beyond)")
     burst: int = setting("INTAKE_BURST", 30, gt=0, doc="submissions at once, per client (429 beyond)")
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
+    allowed_hosts: frozenset[str] = ALLOWED_HOSTS.field()
+    allowed_origins: frozenset[str] = ALLOWED_ORIGINS.field()
     default_voice: str = setting("INTAKE_DEFAULT_VOICE", "", doc="the default voice when a worker has published "
                                  "it; else the workers' published default. Intake accepts only voices a worker has "
                                  "published to `synth/voices`: before any list, a submit is answered 503 "

@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 
 from blobstore import StoreConfig
 from servicekit import connect, redact
+from servicekit.crosssite import ALLOWED_HOSTS, host_name
 from servicekit.settings import REDIS_URL, declaration, is_set, value_of
 from synth.config import SynthConfig
 
@@ -83,6 +84,7 @@ class Options:
     services: tuple[str, ...] = SERVICES
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
+    hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
 
     def __post_init__(self) -> None:
         # Absolute before any use: children and Redis run in other working directories.
@@ -92,6 +94,17 @@ class Options:
     def origin(self) -> str:
         host = "127.0.0.1" if self.host in ("", "0.0.0.0") else f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+
+# The names a local origin answers to besides address literals: a browser's way to it.
+LOCAL_NAMES = frozenset({"localhost"})
+
+
+def local_hosts(host: str, configured: frozenset[str]) -> frozenset[str]:
+    """The host names ``up`` answers to: localhost, ``--host`` when it is a name, and the
+    configured ones (a rebound name is refused: servicekit.crosssite)."""
+    name = host_name(host) if host and ":" not in host else None
+    return LOCAL_NAMES | configured | ({name} if name else set())
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -118,9 +131,10 @@ def available(name: str) -> bool:
     return importlib.util.find_spec(f"{name}.__main__") is not None
 
 
-def _spawn(child: Child, redis_url: str, state_dir: Path) -> subprocess.Popen[bytes]:
+def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str]) -> subprocess.Popen[bytes]:
     env = environment()
     env[REDIS_URL.env] = redis_url
+    env[ALLOWED_HOSTS.env] = ",".join(sorted(hosts))  # intake's own port checks them too
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
     # finished audio leaves Redis
     env.setdefault(declaration(StoreConfig, "url").env, (state_dir / "archive").resolve().as_uri())
@@ -159,12 +173,12 @@ class Launcher:
             if redis is None:
                 return 0
             for child in self.children:
-                child.proc = _spawn(child, redis_url, self.options.state_dir)
+                child.proc = _spawn(child, redis_url, self.options.state_dir, self.options.hosts)
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            app = create_app(redis, upstreams, self.options.max_body_bytes)
+            app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts)
             runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
                                    access_log_format=ACCESS_LOG_FORMAT)
             await runner.setup()

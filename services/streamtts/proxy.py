@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
 from servicekit import healthy
+from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
 from . import wsrelay
 
@@ -52,9 +54,13 @@ READY_PROBE_S = 2.0
 # Seconds a client is told to wait while the system is not ready.
 NOT_READY_RETRY_S = 2
 
+# The probes answer whatever Host asks (a load balancer's checks name an address or nothing).
+PROBES = frozenset({"/healthz", "/readyz"})
+
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
 MAX_BODY = web.AppKey("max_body_bytes", int)
+HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -134,9 +140,20 @@ async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
         return None
 
 
+@web.middleware
+async def _known_host(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """DNS rebinding: a name the origin was not told to answer to is refused (servicekit.crosssite)."""
+    if request.path not in PROBES and not host_allowed(request.host, request.app[HOSTS]):
+        return web.json_response(
+            {"error": "unknown_host", "message": "this server does not answer to that host name; "
+             f"add it to {ALLOWED_HOSTS.env}"}, status=403)
+    return await handler(request)
+
+
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in REQUEST_HOP_BY_HOP and k.lower() != "host"}
+    # Host goes on: intake compares a write's Origin with the origin the browser asked for
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in REQUEST_HOP_BY_HOP}
     peer = request.remote or ""
     prior = request.headers.get("X-Forwarded-For")
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
@@ -221,9 +238,13 @@ async def _close_relays(app: web.Application) -> None:
         relays.pop().close()
 
 
-def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes)
+def create_app(
+    redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES, hosts: frozenset[str] = frozenset()
+) -> web.Application:
+    """The proxy; a Host that names none of ``hosts`` is refused (empty: any)."""
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_known_host])
     app[MAX_BODY] = max_body_bytes
+    app[HOSTS] = hosts
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()

@@ -354,3 +354,35 @@ async def test_a_client_leaving_mid_stream_is_no_error(redis: Redis, caplog: pyt
     finally:
         await proxy.close()
         await edge.close()
+
+
+@pytest.mark.rule("cross-site-refused")
+async def test_the_proxy_refuses_a_rebound_name_and_hands_the_host_on(redis: Redis) -> None:
+    """Finding 6 of #21: a page on a name rebound to 127.0.0.1 reached the local origin; and
+    intake, which compares a write's Origin with the origin asked for, needs the client's Host."""
+    hosts_seen: list[str] = []
+
+    async def echo_host(request: web.Request) -> web.Response:
+        hosts_seen.append(request.headers.get("Host", ""))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo_host)
+    upstream_server = TestServer(app)
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), hosts=frozenset({"localhost"})))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(proxy.make_url("/api/voices"), headers={"Host": "evil.example:8080"}) as response:
+                assert response.status == 403 and (await response.json())["error"] == "unknown_host"
+            async with http.get(proxy.make_url("/healthz"), headers={"Host": "evil.example"}) as response:
+                assert response.status == 200
+            for host in (f"localhost:{proxy.port}", f"127.0.0.1:{proxy.port}"):
+                async with http.get(proxy.make_url("/api/voices"), headers={"Host": host}) as response:
+                    assert response.status == 200
+        assert hosts_seen == [f"localhost:{proxy.port}", f"127.0.0.1:{proxy.port}"]
+    finally:
+        await proxy.close()
+        await upstream_server.close()
