@@ -19,6 +19,7 @@ from servicekit import (
     IntakeLimits,
     Refusal,
     Serving,
+    add_security_headers,
     client_for,
     connect,
     cross_site_guard,
@@ -69,6 +70,7 @@ def create_app(cfg: Config) -> web.Application:
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
+    add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)
     app.router.add_get("/api/voices", views.get_voices)

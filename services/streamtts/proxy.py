@@ -17,7 +17,7 @@ from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, T
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
-from servicekit import healthy
+from servicekit import add_security_headers, healthy
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
 from . import wsrelay
@@ -250,6 +250,7 @@ def create_app(
     app[RELAYS] = set()
     app[SEEN] = {}
     app.on_shutdown.append(_close_relays)
+    add_security_headers(app)
     wsrelay.setup(app)
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
