@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from blobstore import open_store
-from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
+from castlog import INTAKE_SCOPE, INTAKE_TEXT_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -107,6 +107,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
         follower=follower, speech_reader=LogReader(follower, blobs),
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
+        text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
     )
     yield
     if blobs is not None:

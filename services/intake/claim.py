@@ -9,6 +9,7 @@ room's ``/v1/audio/speech`` walks the same path with OpenAI's body.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -68,11 +69,16 @@ class Admission:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
-    limit = request.app[INTAKE].cfg.max_body_bytes
+    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same),
+    within INTAKE_BODY_TIMEOUT_S: a body trickled in a byte at a time holds nothing for long."""
+    cfg = request.app[INTAKE].cfg
+    limit = cfg.max_body_bytes
     if request.content_length is None or request.content_length <= limit:
         try:
-            return await request.read()
+            return await asyncio.wait_for(request.read(), cfg.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise Refusal(408, "body_timeout", f"the body took longer than {cfg.body_timeout_s:g} s to arrive; "
+                          "send it at once", {"Connection": "close"}) from None
         except web.HTTPRequestEntityTooLarge:
             pass  # a chunked body ran past client_max_size
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")

@@ -27,6 +27,8 @@ class Config(Settings):
     # character: 1 MiB leaves room for that and still stops a runaway upload early.
     max_body_bytes: int = setting("INTAKE_MAX_BODY_BYTES", 1024 * 1024, gt=0, doc="largest request body (413 "
                                   "beyond); `streamtts up`'s front proxy takes as much")
+    body_timeout_s: float = setting("INTAKE_BODY_TIMEOUT_S", 10.0, gt=0, doc="how long a request body may take "
+                                    "to arrive (408 beyond; the slot it holds is freed)")
     max_title_chars: int = setting("INTAKE_MAX_TITLE_CHARS", 200, gt=0, doc="longest title (422 beyond)")
     # A cast costs GPU minutes: one per second sustained per client, 30 at once.
     rate: float = setting("INTAKE_RATE", 1.0, gt=0, doc="submissions per second sustained, per client (429 beyond)")
@@ -57,6 +59,12 @@ class Config(Settings):
     live_send_timeout_s: float = setting("INTAKE_LIVE_SEND_TIMEOUT_S", 10.0, gt=0, doc="a live client that "
                                          "takes no frame for this long is cut off (code 4429, with the `seq_num` "
                                          "to resume listening from)")
+    live_max_open_per_client: int = setting("INTAKE_LIVE_MAX_OPEN_PER_CLIENT", 4, gt=0, doc="open casts "
+                                            "(text not closed yet) one client may hold at once (429 beyond)")
+    # About a fast voice agent's pace (25 tokens/s), and many minutes of speech per minute.
+    live_chars_per_min: int = setting("INTAKE_LIVE_CHARS_PER_MIN", 6000, gt=0, doc="live text characters per "
+                                      "minute per client, sustained and at once (a flush or close costs "
+                                      "50; 429 `rate_limited` beyond)")
     live_max_message_bytes: int = setting("INTAKE_LIVE_MAX_MESSAGE_BYTES", 64 * 1024, gt=0,
                                           doc="the largest message a live client may send")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")

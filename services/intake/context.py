@@ -52,6 +52,7 @@ class Intake:
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
+    text_limiter: RateLimiter  # live text's characters per client (#21)
 
 
 INTAKE = web.AppKey("intake", Intake)

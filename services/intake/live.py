@@ -18,15 +18,20 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, catalog_key, is_cast_id
-from servicekit import json_response
+from castlog import Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
+from servicekit import client_address, json_response
 
-from .claim import cast_url
+from .claim import cast_url, read_body
 from .context import INTAKE
 from .validate import Refusal, normalise_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
+# What a flush or a close costs of a client's live text characters: each makes the worker speak
+# a piece however short, so a stream of empty flushes is not free.
+FLUSH_COST = 50
+# A client at its cap of open casts may retry once it closed one.
+OPEN_RETRY_AFTER_S = 5
 # Kokoro's speed factor: below and above these, speech turns unintelligible.
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
@@ -107,7 +112,12 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
     try:
-        opened = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client))
+        opened = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client),
+                                        max_open=intake.cfg.live_max_open_per_client)
+    except TooManyOpen:
+        cap = intake.cfg.live_max_open_per_client
+        raise Refusal(429, "too_many_open_casts", f"your address holds {cap} open casts; close one first",
+                      {"Retry-After": str(OPEN_RETRY_AFTER_S)}) from None
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         wait = limited.verdict.retry_after_s
@@ -137,13 +147,29 @@ def refusal_of(answer: str, end: int, limit: int) -> TextRefusal:
     return TextRefusal(status, code, message.format(end=end, limit=limit), end)
 
 
-async def add_text(app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool) -> tuple[str, int]:
-    """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or TextRefusal."""
+def text_limited(wait_s: int) -> Refusal:
+    return Refusal(429, "rate_limited", f"too much live text from your address; retry in {wait_s} s",
+                   {"Retry-After": str(wait_s)})
+
+
+async def add_text(
+    app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool, *, client: str
+) -> tuple[str, int]:
+    """Append one fragment at ``offset``, its characters (a flush's FLUSH_COST) taken from
+    ``client``'s bucket in the same step; ("appended" or "duplicate", the text's end) or a
+    refusal (TextRefusal for the text log's answers)."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
     intake = app[INTAKE]
     limit = intake.cfg.max_chars
-    answer, end = await intake.live.append_text(cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush)
+    cost = len(fragment) + (FLUSH_COST if flush else 0) or FLUSH_COST
+    try:
+        answer, end = await intake.live.append_text(
+            cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush,
+            limit=(intake.text_limiter, client, min(cost, intake.text_limiter.burst)),
+        )
+    except RateLimited as limited:
+        raise text_limited(limited.verdict.retry_after_s) from None
     if answer == "ok":
         return "appended", end
     if answer == "duplicate":
@@ -152,12 +178,20 @@ async def add_text(app: web.Application, cast_id: str, offset: int, fragment: st
 
 
 async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
-    """Close the text (idempotent); (its length, the final text's content id) or TextRefusal."""
+    """Close the text (idempotent); (its length, the final text's content id) or TextRefusal.
+    Never refused for its cost: a session that ends must close its text (see charge_close)."""
     intake = app[INTAKE]
     answer, end, cid = await intake.live.close_text(cast_id, voice)
     if answer in ("ok", "closed"):
         return end, cid
     raise refusal_of(answer, end, intake.cfg.max_chars)
+
+
+async def charge_close(app: web.Application, client: str) -> None:
+    """A client's close costs FLUSH_COST of its live text (it makes the worker speak the rest)."""
+    verdict = await app[INTAKE].text_limiter.take(client, FLUSH_COST)
+    if not verdict.allowed:
+        raise text_limited(verdict.retry_after_s)
 
 
 # ---- the HTTP handlers ------------------------------------------------------------------------
@@ -167,6 +201,11 @@ def _cast_id(request: web.Request) -> str:
     if not is_cast_id(cast_id):
         raise Refusal(404, "not_found", "no such cast; a cast id is 12 characters of A-Z, a-z, 0-9, - and _")
     return cast_id
+
+
+def _client(request: web.Request) -> str:
+    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
+    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
 
 
 def _bearer(request: web.Request) -> str:
@@ -219,9 +258,9 @@ async def post_text(request: web.Request) -> web.Response:
     _json_body(request)
     await check_writer(request, cast_id)
     form: TextForm = _decode(
-        await request.read(), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
+        await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
-    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush)
+    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=_client(request))
     return json_response({"id": cast_id, "status": status, "offset": end})
 
 
@@ -230,7 +269,8 @@ async def post_close(request: web.Request) -> web.Response:
     cast_id = _cast_id(request)
     _json_body(request)
     await check_writer(request, cast_id)
-    form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
+    form: CloseForm = _decode(await read_body(request), CloseForm, 'send {} or {"offset": integer}')
+    await charge_close(request.app, _client(request))
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
     if text is None:

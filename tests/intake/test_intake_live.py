@@ -348,3 +348,41 @@ async def test_a_client_that_reads_nothing_is_cut_off_and_its_cast_goes_on(make_
         await asyncio.sleep(0.05)
     assert await text_closed()  # the session ended: its text is closed, so the cast finishes
     await ws.close()
+
+
+# ---- per-client limits (#21) ---------------------------------------------------------------------
+
+
+@pytest.mark.rule("live-metered")
+async def test_a_client_holds_at_most_its_cap_of_open_casts(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 2 of #21: one address opened 12 live casts and held every live slot."""
+    client = await make_client(live_max_open_per_client=2)
+    first, _ = await open_live(client), await open_live(client)
+    before = await keys_besides_rate_limits(redis)
+    resp = await client.post("/api/casts", json={"live": True})
+    assert (resp.status, (await resp.json())["error"]) == (429, "too_many_open_casts") and "Retry-After" in resp.headers
+    assert await keys_besides_rate_limits(redis) == before  # nothing written
+    other = await client.post("/api/casts", json={"live": True}, headers={"X-Forwarded-For": "203.0.113.9"})
+    assert other.status == 201  # another client is not held back
+    assert (await close(client, first)).status == 200
+    await open_live(client)  # a closed cast frees its place
+
+
+@pytest.mark.rule("live-metered")
+async def test_live_text_flushes_and_closes_cost_the_clients_characters(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 5 of #21: the token was taken once per cast; fragments, flushes and closes were free."""
+    client = await make_client(live_chars_per_min=120)  # 2 characters a second: no refill to speak of
+    cast_id = await open_live(client)
+    assert (await send(client, cast_id, "x" * 100, 0))[0] == 200
+    status, body = await send(client, cast_id, "y" * 30, 100)
+    assert (status, body["error"]) == (429, "rate_limited")
+    assert (await text_of(redis, cast_id)).text == "x" * 100  # nothing appended
+    flushes = [await send(client, cast_id, "", 100, flush=True) for _ in range(3)]
+    assert [s for s, _ in flushes].count(429) >= 2  # a flush costs too (50)
+    resp = await close(client, cast_id)
+    assert resp.status == 429 and (await text_of(redis, cast_id)).closed is None
+    other = await client.post("/api/casts", json={"live": True}, headers={"X-Forwarded-For": "203.0.113.9"})
+    opened = await other.json()
+    resp = await client.post(f"/api/casts/{opened['id']}/text", json={"text": "Hello.", "offset": 0},
+                             headers={"Authorization": f"Bearer {opened['write_token']}", "X-Forwarded-For": "203.0.113.9"})
+    assert resp.status == 200  # another client's text goes on

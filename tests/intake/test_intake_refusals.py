@@ -132,3 +132,25 @@ async def test_a_burst_past_the_inflight_limit_waits_its_turn(make_client: MakeC
     replies = await asyncio.gather(*(client.post("/api/casts", json={"text": f"Cast {i}."}) for i in range(60)))
     assert [r.status for r in replies] == [201] * 60
     assert await redis.xlen("jobs") == 60
+
+
+@pytest.mark.rule("body-deadline")
+async def test_a_trickled_body_is_cut_off_at_its_deadline_and_others_are_served(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    """Finding 3 of #21: nothing bounded the time to read a body; a trickle held its slot forever."""
+    client = await make_client(body_timeout_s=0.5, max_inflight=1)
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"text": "'
+        await asyncio.sleep(5)
+        yield b'late."}'
+
+    slow = asyncio.ensure_future(client.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}))
+    await asyncio.sleep(0.1)
+    fast = await client.post("/api/casts", json={"text": "Served in time."})
+    assert fast.status == 201  # the slot came free at the deadline
+    resp = await asyncio.wait_for(slow, 10)
+    assert (resp.status, (await resp.json())["error"]) == (408, "body_timeout")
+    fast_id = (await fast.json())["id"]
+    assert {k for k in await keys_besides_rate_limits(redis) if k.startswith("catalog/")} == {f"catalog/{fast_id}"}

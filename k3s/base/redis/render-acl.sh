@@ -53,10 +53,13 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # pub/casts/* and jobs, so one selector must cover all of those keys; it reads synth/voices.
 # Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: /v1/audio/speech
 # and the live WebSocket follow a cast's log. The admin's delete: one script drops the log, the
-# recipe and the claim, and hands an archived blob to archive/trash.
+# recipe and the claim, and hands an archived blob to archive/trash. Per-client limits beside
+# the submit bucket (rl/intake-*): the open casts a client holds (a sorted set the open script
+# keeps), its live text bucket, its live sessions' and /v1 streams' slots (castlog.slots).
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +time" \
-    "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* %R~synth/voices" \
+    "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* ~rl/intake-* %R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
+    "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)"
 # synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each
 # job's tally; receipts, dead letters, voices; reads recipes; appends to casts.

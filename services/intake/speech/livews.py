@@ -196,7 +196,7 @@ class Session:
             await self.error("cast_closed", "the text is closed; open a new session for more")
             return
         try:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush)
+            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush, client=self.client)
         except Refusal as refusal:
             await self.refuse(refusal)
 
