@@ -13,7 +13,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from blobstore import open_store
-from castlog import INTAKE_SCOPE, INTAKE_TEXT_SCOPE, CastStore, LiveStore, LogReader, RateLimiter
+from castlog import (
+    INTAKE_SCOPE,
+    INTAKE_SESSIONS_SCOPE,
+    INTAKE_SPEECH_SCOPE,
+    INTAKE_TEXT_SCOPE,
+    CastStore,
+    LiveStore,
+    LogReader,
+    RateLimiter,
+)
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
@@ -34,6 +43,7 @@ from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
 from .gate import InflightGate
+from .meter import ClientSlots
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
@@ -108,8 +118,15 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         follower=follower, speech_reader=LogReader(follower, blobs),
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
+        session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
+        speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
     )
+    renewers = [asyncio.ensure_future(s.renew_forever())
+                for s in (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)]
     yield
+    for task in renewers:
+        task.cancel()
+    await asyncio.gather(*renewers, return_exceptions=True)
     if blobs is not None:
         await blobs.close()
     await follower.aclose()

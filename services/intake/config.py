@@ -52,6 +52,9 @@ class Config(Settings):
     # The live WebSocket: each session holds one Redis connection for its audio.
     live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live WebSocket sessions at "
                                      "once (each holds one Redis connection)")
+    live_sessions_per_client: int = setting("INTAKE_LIVE_SESSIONS_PER_CLIENT", 4, gt=0, doc="live WebSocket "
+                                            "sessions one client may hold once started, across replicas (code 4503 "
+                                            "`too_many_sessions` beyond)")
     live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
                                  "closes after this long without a client message (code 4408)")
     live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "
@@ -73,6 +76,9 @@ class Config(Settings):
     # Each `/v1/audio/speech` stream holds a connection for its blocking reads.
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
                                       "responses streaming at once, each holding a Redis connection (429 beyond)")
+    speech_streams_per_client: int = setting("INTAKE_SPEECH_STREAMS_PER_CLIENT", 4, gt=0, doc="`POST "
+                                             "/v1/audio/speech` responses one client may have streaming at once, "
+                                             "across replicas (429 beyond)")
     speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
                                             "that takes no bytes this long is closed (the cast goes on)")
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",

@@ -17,6 +17,7 @@ from castlog import CastStore, LiveStore, LogReader, RateLimiter
 from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
+from .meter import ClientSlots
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
@@ -53,6 +54,8 @@ class Intake:
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
     text_limiter: RateLimiter  # live text's characters per client (#21)
+    session_slots: ClientSlots  # live sessions per client, once started
+    speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
 
 
 INTAKE = web.AppKey("intake", Intake)

@@ -386,3 +386,46 @@ async def test_live_text_flushes_and_closes_cost_the_clients_characters(make_cli
     resp = await client.post(f"/api/casts/{opened['id']}/text", json={"text": "Hello.", "offset": 0},
                              headers={"Authorization": f"Bearer {opened['write_token']}", "X-Forwarded-For": "203.0.113.9"})
     assert resp.status == 200  # another client's text goes on
+
+
+@pytest.mark.rule("live-metered")
+async def test_sessions_count_per_client_once_started(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 4 of #21: the 256 sessions were global and counted before start."""
+    client = await make_client(live_sessions_per_client=1)
+    idle = [await client.ws_connect(WS) for _ in range(3)]  # not started: they hold no slot of the client's
+    ws, _ = await start(client)
+    second = await client.ws_connect(WS)
+    await second.send_json({"type": "start"})
+    assert (await receive_json(second))["error"] == "too_many_sessions"
+    assert (await second.receive()).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert second.close_code == 4503
+    other = await client.ws_connect(WS, headers={"X-Forwarded-For": "203.0.113.9"})
+    await other.send_json({"type": "start"})
+    assert (await receive_json(other))["type"] == "cast"  # another client starts
+    await ws.close()
+    for _ in range(100):  # the slot is given back as the session ends
+        if await redis.zcard("rl/intake-sessions/127.0.0.1") == 0:
+            break
+        await asyncio.sleep(0.02)
+    again, _ = await start(client)
+    for socket in (again, other, *idle):
+        await socket.close()
+
+
+@pytest.mark.rule("live-metered")
+async def test_junk_frames_do_not_keep_an_idle_session(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 4 of #21: any frame reset the idle timer, so junk kept a session forever."""
+    client = await make_client(live_idle_s=0.6)
+    ws, cast_id = await start(client)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while True:
+        await ws.send_json({"type": "shout"})
+        event = await receive_json(ws)
+        if event["error"] == "idle":
+            break
+        assert loop.time() - began < 5, "junk kept the session open"
+        await asyncio.sleep(0.1)
+    while (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.TEXT:
+        pass  # the answers to junk still on the way
+    assert ws.close_code == 4408 and (await text_of(redis, cast_id)).closed is not None

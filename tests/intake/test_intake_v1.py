@@ -182,6 +182,23 @@ async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: Ca
     assert (await first).status == 200
 
 
+@pytest.mark.rule("streams-per-client")
+async def test_one_client_holds_at_most_its_cap_of_speech_streams(make_client: MakeClient, store: CastStore) -> None:
+    """Finding 4 of #21: the 64 /v1 streams could all be held by one client."""
+    client = await make_client(speech_streams_per_client=1)
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
+    while await LogReader(store.redis).tail(cast_id) == 0:
+        await asyncio.sleep(0.01)
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
+    assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
+    other = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH, headers={"X-Forwarded-For": "203.0.113.9"}))
+    await play_worker(store, cast_id, CHUNKS[:1])
+    assert (await first).status == 200 and (await other).status == 200  # another client was served
+    again = await client.post("/v1/audio/speech", json=SPEECH)  # the slot came back
+    assert again.status == 200
+
+
 def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
     installed = ("af_bella", "af_heart", "am_michael", "bm_george", "jf_alpha")
     assert resolve_voice("alloy", installed) == "af_heart"

@@ -21,6 +21,7 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
+from castlog.slots import Slot
 from servicekit import client_address
 
 from .. import live
@@ -58,6 +59,7 @@ class Session:
         self.offset = 0  # characters of text sent so far: the next fragment's offset
         self.text_open = False
         self.seq_num = 0  # the next record of the cast log the client has not had
+        self.slot: Slot | None = None  # the client's session slot, held from start to the end
         self._send_lock = asyncio.Lock()
 
     # ---- sending -------------------------------------------------------------------------------
@@ -103,15 +105,24 @@ class Session:
         finally:
             if self.text_open:  # cancelled (a stop), or failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
+            await self.app[INTAKE].session_slots.release(self.slot)
 
     async def _start(self) -> bool:
-        """The first message must be ``start``; answer with the ``cast`` event."""
-        msg = await self._receive(self.app[INTAKE].cfg.live_idle_s)
+        """The first message must be ``start``; then the client's session slot; answer with the
+        ``cast`` event."""
+        intake = self.app[INTAKE]
+        msg = await self._receive(_deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
         if msg.get("type") != "start":
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
+            return False
+        self.slot = await intake.session_slots.acquire(self.client)
+        if self.slot is None:
+            cap = intake.session_slots.cap
+            await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
+            await self.close(CLOSE_BUSY)
             return False
         fmt = msg.get("format") or "mp3"
         speed, voice, title = msg.get("speed", 1.0), msg.get("voice"), msg.get("title")
@@ -153,13 +164,16 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
-    async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """The next JSON message; None once the client is gone (or idle past ``timeout_s``)."""
+    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
+        """The next JSON message; None once the client is gone (or idle past ``deadline``, a
+        loop time: frames that are no message, pings included, do not move it)."""
         while True:
+            timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
             try:
                 msg = await self.ws.receive(timeout=timeout_s)
             except asyncio.TimeoutError:
-                await self.error("idle", f"no message for {timeout_s:g} s (INTAKE_LIVE_IDLE_S); closing")
+                idle_s = self.app[INTAKE].cfg.live_idle_s
+                await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()  # before the close, so a client told "idle" finds the text closed
                 await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
                 return None
@@ -176,12 +190,17 @@ class Session:
             return body
 
     async def _read(self) -> None:
-        cfg = self.app[INTAKE].cfg
-        while (msg := await self._receive(cfg.live_idle_s if self.text_open else None)) is not None:
+        idle_s = self.app[INTAKE].cfg.live_idle_s
+        deadline = _deadline(idle_s)  # moved by real messages only: junk and pings keep no session
+        while (msg := await self._receive(deadline if self.text_open else None)) is not None:
             kind = msg.get("type")
-            if kind == "text":
+            if kind == "text" and isinstance(msg.get("text"), str):
+                deadline = _deadline(idle_s)
                 await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
+            elif kind == "text":
+                await self.error("invalid_field", 'send {"type": "text", "text": string}')
             elif kind == "flush":
+                deadline = _deadline(idle_s)
                 await self._text("", flush=True)
             elif kind == "close":
                 await self.end_text()
@@ -226,6 +245,10 @@ class Session:
             elif isinstance(record, Error):
                 await self.error("synthesis_failed", record.reason)
             self.seq_num = entry.seq_num + 1
+
+
+def _deadline(after_s: float) -> float:
+    return asyncio.get_running_loop().time() + after_s
 
 
 def _is_number(value: object) -> bool:
