@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from blobstore import StoreConfig
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
-from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
+from servicekit.settings import FORWARDED_ALLOW_IPS, MIN_SECRET_CHARS, REDIS_URL, Settings, setting
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Config(Settings):
     live_max_message_bytes: int = setting("INTAKE_LIVE_MAX_MESSAGE_BYTES", 64 * 1024, gt=0,
                                           doc="the largest message a live client may send")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
-    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, doc="enables "
+    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, min_len=MIN_SECRET_CHARS, doc="enables "
                                       "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")
     # Each `/v1/audio/speech` stream holds a connection for its blocking reads.
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
@@ -82,7 +82,8 @@ class Config(Settings):
     speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
                                             "that takes no bytes this long is closed (the cast goes on)")
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
-                                       secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
+                                       secret=True, min_len=MIN_SECRET_CHARS, doc="comma-separated keys (each of "
+                                       "32 characters or more: shorter ones refuse to start): when set, `/v1/*` and the submits "
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

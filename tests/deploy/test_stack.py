@@ -37,7 +37,7 @@ PASSWORDS = {
     "ADMIN": "admin-stack-password-04",
 }
 TEXT = "Hello there. This cast went through the deployed proxy, users and settings."
-ADMIN_TOKEN = "stack-admin-token-0000"
+ADMIN_TOKEN = "stack-admin-token-of-32-characters-00"
 SYNTH_START_S = 120.0  # model load and warm-up on a CPU
 CAST_DONE_S = 90.0
 # redis-py announces itself with CLIENT SETINFO and ignores a refusal; the ACL does not grant it.

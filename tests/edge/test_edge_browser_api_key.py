@@ -15,7 +15,7 @@ from tests.support.origin import Origin, running_origin
 
 pytestmark = pytest.mark.browser
 
-KEY = "page-test-key-0123456789"
+KEY = "page-test-key-0123456789-of-32-chars"
 
 
 @pytest.fixture

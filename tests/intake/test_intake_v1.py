@@ -156,17 +156,20 @@ async def test_sse_gives_deltas_then_done(client: Client, store: CastStore) -> N
     assert b"".join(base64.b64decode(e["audio"]) for e in events[:2]) == b"".join(CHUNKS)
 
 
+K1, K2 = "k1" * 16, "k2" * 16  # keys of 32 characters: shorter ones refuse to start
+
+
 async def test_keys_guard_v1_and_submits_but_not_reads(make_client: MakeClient, redis: Redis) -> None:
-    client = await make_client(api_keys=frozenset({"k1", "k2"}))
+    client = await make_client(api_keys=frozenset({K1, K2}))
     resp = await client.post("/v1/audio/speech", json=SPEECH)
     assert resp.status == 401 and openai_error(await resp.json())["code"] == "invalid_api_key"
     resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer nope"})
     assert resp.status == 401 and (await resp.json())["error"] == "invalid_api_key"
     assert await key_names(redis) == set()
-    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer k2"})
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": f"Bearer {K2}"})
     assert resp.status == 201
     assert (await client.get("/api/voices")).status == 200
-    resp = await client.get("/v1/models", headers={"Authorization": "Bearer k1"})
+    resp = await client.get("/v1/models", headers={"Authorization": f"Bearer {K1}"})
     assert [m["id"] for m in (await resp.json())["data"]] == ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
 
 
