@@ -86,6 +86,7 @@ from .keys import (  # noqa: E402
     CAST_ID_PATTERN,
     EDGE_SCOPE,
     EDGE_STREAMS_SCOPE,
+    INTAKE_AUTH_SCOPE,
     INTAKE_LIVE_SCOPE,
     INTAKE_SCOPE,
     INTAKE_SESSIONS_SCOPE,
@@ -123,7 +124,7 @@ from .streams import (  # noqa: E402
 
 __all__ += [
     "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
-    "INTAKE_LIVE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE",
+    "INTAKE_AUTH_SCOPE", "INTAKE_LIVE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE",
     "limit_key", "Fields", "Row", "Rows", "SAMPLE_RATE", "now_ms",
     "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
     "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",

@@ -36,6 +36,7 @@ INTAKE_LIVE_SCOPE = "intake-live"
 INTAKE_TEXT_SCOPE = "intake-text"
 INTAKE_SESSIONS_SCOPE = "intake-sessions"
 INTAKE_SPEECH_SCOPE = "intake-speech"
+INTAKE_AUTH_SCOPE = "intake-auth"  # a bucket of failed credentials (API keys, write tokens)
 EDGE_SCOPE = "edge"
 EDGE_STREAMS_SCOPE = "edge-streams"
 # The consumer of group `synth` that holds jobs handed back by a stopping worker, for any worker

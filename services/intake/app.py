@@ -29,6 +29,7 @@ from servicekit import (
     Refusal,
     Serving,
     add_security_headers,
+    client_address,
     client_for,
     connect,
     cross_site_guard,
@@ -39,6 +40,7 @@ from servicekit import (
 )
 
 from . import live, speech, views
+from .authfail import AuthFailures
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -120,6 +122,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
         session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
         speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
+        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
     )
     renewers = [asyncio.ensure_future(s.renew_forever())
                 for s in (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)]
@@ -142,19 +145,27 @@ def _is_probe(path: str) -> bool:
     return path in PROBE_PATHS
 
 
-def _authorized(request: web.Request) -> bool:
+def _guarded(request: web.Request) -> bool:
     keys = request.app[CONFIG].api_keys
-    if not keys or not (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS):
-        return True
+    return bool(keys) and (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS)
+
+
+def _authorized(request: web.Request) -> bool:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     given = token.strip().encode()
     # compare with every key, so the time taken does not tell which one nearly matched
-    matches = [hmac.compare_digest(given, key.encode()) for key in keys]
+    matches = [hmac.compare_digest(given, key.encode()) for key in request.app[CONFIG].api_keys]
     return scheme.lower() == "bearer" and any(matches)
 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not _authorized(request):
-        raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
+    if _guarded(request):
+        cfg, failures = request.app[CONFIG], request.app[INTAKE].auth_failures
+        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        failures.check(client)
+        if not _authorized(request):
+            if "Authorization" in request.headers:  # a key given and wrong: a guess
+                await failures.failed(client, "api_key")
+            raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
     return await handler(request)

@@ -81,6 +81,9 @@ class Config(Settings):
                                              "across replicas (429 beyond)")
     speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
                                             "that takes no bytes this long is closed (the cast goes on)")
+    auth_failures_per_min: int = setting("INTAKE_AUTH_FAILURES_PER_MIN", 10, gt=0, doc="refused credentials "
+                                         "(API key, write token, admin token) per minute per client, sustained and "
+                                         "at once; beyond, 429 `too_many_failures` before any is compared")
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
                                        secret=True, min_len=MIN_SECRET_CHARS, doc="comma-separated keys (each of "
                                        "32 characters or more: shorter ones refuse to start): when set, `/v1/*` and the submits "

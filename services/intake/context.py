@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LogReader, RateLimiter
 
+from .authfail import AuthFailures
 from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
@@ -56,6 +57,7 @@ class Intake:
     text_limiter: RateLimiter  # live text's characters per client (#21)
     session_slots: ClientSlots  # live sessions per client, once started
     speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
+    auth_failures: AuthFailures  # refused credentials per client
 
 
 INTAKE = web.AppKey("intake", Intake)

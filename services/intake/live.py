@@ -223,8 +223,11 @@ async def check_writer(request: web.Request, cast_id: str) -> None:
     token = _bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
+    failures, client = request.app[INTAKE].auth_failures, _client(request)
+    failures.check(client)
     answer = await request.app[INTAKE].live.writer(cast_id, token)
     if answer == "forbidden":
+        await failures.failed(client, "write_token")
         raise _no_write_token("this write_token does not write to this cast; only its opener's does")
     if answer != "ok":
         raise refusal_of(answer, 0, 0)

@@ -165,7 +165,7 @@ async def test_keys_guard_v1_and_submits_but_not_reads(make_client: MakeClient, 
     assert resp.status == 401 and openai_error(await resp.json())["code"] == "invalid_api_key"
     resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer nope"})
     assert resp.status == 401 and (await resp.json())["error"] == "invalid_api_key"
-    assert await key_names(redis) == set()
+    assert await key_names(redis) == {"rl/intake-auth/127.0.0.1"}  # the failure counted, nothing else
     resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": f"Bearer {K2}"})
     assert resp.status == 201
     assert (await client.get("/api/voices")).status == 200
@@ -197,9 +197,33 @@ async def test_one_client_holds_at_most_its_cap_of_speech_streams(make_client: M
     assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
     other = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH, headers={"X-Forwarded-For": "203.0.113.9"}))
     await play_worker(store, cast_id, CHUNKS[:1])
-    assert (await first).status == 200 and (await other).status == 200  # another client was served
-    again = await client.post("/v1/audio/speech", json=SPEECH)  # the slot came back
+    served = [await first, await other]
+    assert [r.status for r in served] == [200, 200]  # another client was served
+    for resp in served:
+        await resp.read()
+    for _ in range(200):  # the slot comes back as the stream ends
+        if await store.redis.zcard("rl/intake-speech/127.0.0.1") == 0:
+            break
+        await asyncio.sleep(0.02)
+    again = await client.post("/v1/audio/speech", json=SPEECH)
     assert again.status == 200
+
+
+@pytest.mark.rule("auth-failures-limited")
+async def test_failed_keys_are_counted_and_limited_per_client(make_client: MakeClient, redis: Redis) -> None:
+    """#21 finding 8: failed attempts were neither limited nor counted: a key could be guessed at
+    the speed of the network."""
+    client = await make_client(api_keys=frozenset({K1}), auth_failures_per_min=3)
+    wrong = {"Authorization": "Bearer " + "g" * 32}
+    statuses = [(await client.post("/api/casts", json={"text": "Hi."}, headers=wrong)).status for _ in range(5)]
+    assert statuses == [401, 401, 401, 429, 429]
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": f"Bearer {K1}"})
+    assert resp.status == 429 and (await resp.json())["error"] == "too_many_failures"  # not even compared
+    other = await client.post("/api/casts", json={"text": "Hi."},
+                              headers={"Authorization": f"Bearer {K1}", "X-Forwarded-For": "203.0.113.9"})
+    assert other.status == 201  # another client is not locked out
+    metrics = await (await client.get("/metrics")).text()
+    assert 'streamtts_intake_auth_failures_total{credential="api_key"} 4.0' in metrics
 
 
 def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
