@@ -223,8 +223,9 @@ def text_events(rows: Rows) -> list[TextEvent]:
 class LiveStore:
     """Open, feed and close open casts (one per process, like :class:`castlog.CastStore`)."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, content_key: bytes = b"") -> None:
         self.redis = redis
+        self.content_key = content_key  # the deployment's key of content ids (ids.content_id)
         self._open = redis.register_script(OPEN)
         self._open_limited = redis.register_script(OPEN_LIMITED)
         self._fragment = redis.register_script(FRAGMENT)
@@ -317,7 +318,7 @@ class LiveStore:
             if live is None:
                 exists = await self.redis.exists(keys.catalog_key(cast_id))
                 return ("not_live" if exists else "missing"), 0, ""
-            answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice))
+            answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice, key=self.content_key))
             if answer != "moved":
                 return answer, end, cid
 

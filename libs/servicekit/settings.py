@@ -108,7 +108,8 @@ class Setting(Generic[T]):
         if self.gt is not None and isinstance(value, (int, float)) and not value > self.gt:
             raise ConfigError(f"{self.env}={value!r} is out of range: it must be greater than {self.gt:g}")
         if self.min_len is not None:
-            short = [v for v in (value if isinstance(value, frozenset) else {value}) if len(str(v)) < self.min_len]
+            values = value if isinstance(value, frozenset) else {value}
+            short = [v for v in values if v and len(str(v)) < self.min_len]  # empty: unset
             if short:  # never echo a secret
                 raise ConfigError(f"{self.env} holds a value shorter than {self.min_len} characters; use a random "
                                   "one: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
@@ -135,6 +136,11 @@ MIN_SECRET_CHARS = 32
 # Settings more than one service reads, declared here once.
 REDIS_URL: Setting[str] = Setting(
     "REDIS_URL", DEFAULT_URL, doc="the Redis every service talks through (`redis://user:password@host:port/db`)")
+CONTENT_KEY: Setting[str] = Setting(
+    "STREAMTTS_CONTENT_KEY", "", secret=True, min_len=MIN_SECRET_CHARS, shown="unset (plain SHA-256); "
+    "`streamtts up`: made once in the state dir", doc="the deployment's secret key of content ids (HMAC-SHA256): "
+    "an id then tells nobody without it whether a guessed text was cast. intake and synth need the same one; "
+    "changing it makes the next identical submit a new cast (existing links keep working)")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
     "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}),
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "

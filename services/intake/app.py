@@ -113,7 +113,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
     app[INTAKE] = Intake(
-        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
+        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis, cfg.content_key.encode()),
         reader=LogReader(redis, blobs), limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),

@@ -90,7 +90,7 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice, sub.speed)
+    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cfg.content_key.encode())
     sentences = await intake.planner.sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")

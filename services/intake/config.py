@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from blobstore import StoreConfig
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
-from servicekit.settings import FORWARDED_ALLOW_IPS, MIN_SECRET_CHARS, REDIS_URL, Settings, setting
+from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, MIN_SECRET_CHARS, REDIS_URL, Settings, setting
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Config(Settings):
     burst: int = setting("INTAKE_BURST", 30, gt=0, doc="submissions at once, per client (429 beyond)")
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
     allowed_hosts: frozenset[str] = ALLOWED_HOSTS.field()
+    content_key: str = CONTENT_KEY.field()
     allowed_origins: frozenset[str] = ALLOWED_ORIGINS.field()
     default_voice: str = setting("INTAKE_DEFAULT_VOICE", "", doc="the default voice when a worker has published "
                                  "it; else the workers' published default. Intake accepts only voices a worker has "

@@ -12,6 +12,8 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
+import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -27,7 +29,7 @@ from redis.asyncio import Redis
 from blobstore import StoreConfig
 from servicekit import connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
-from servicekit.settings import REDIS_URL, declaration, is_set, value_of
+from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
 from synth.config import SynthConfig
 
 from .config import environment
@@ -107,6 +109,22 @@ def local_hosts(host: str, configured: frozenset[str]) -> frozenset[str]:
     return LOCAL_NAMES | configured | ({name} if name else set())
 
 
+# The deployment's key of content ids, made once per state dir (servicekit.settings.CONTENT_KEY).
+CONTENT_KEY_FILE = "content.key"
+
+
+def content_key(state_dir: Path) -> str:
+    """The state dir's content key, made (random, owner-only) on the first call: the same one on
+    every start, so that a repeated text stays one cast."""
+    path = state_dir / CONTENT_KEY_FILE
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
 def port_in_use(host: str, port: int) -> bool:
     """Whether ``host:port`` cannot be bound now (checked before anything starts)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -135,6 +153,8 @@ def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str])
     env = environment()
     env[REDIS_URL.env] = redis_url
     env[ALLOWED_HOSTS.env] = ",".join(sorted(hosts))  # intake's own port checks them too
+    if not is_set(CONTENT_KEY, env):
+        env[CONTENT_KEY.env] = content_key(state_dir)
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
     # finished audio leaves Redis
     env.setdefault(declaration(StoreConfig, "url").env, (state_dir / "archive").resolve().as_uri())
