@@ -106,6 +106,12 @@ class ActiveCast:
         return self.open_text is not None
 
     @property
+    def speaking(self) -> bool:
+        """A live cast with something to say: a chunk to make or to append. One waiting for text
+        (or holding half a sentence) says nothing, and holds none of SYNTH_MAX_LIVE."""
+        return self.live and not self.closed and self.next_append < len(self.chunks)
+
+    @property
     def typing(self) -> bool:
         """An open cast holds text that completes no sentence yet."""
         return self.open_text is not None and not self.open_text.closed and self.open_text.chunker.pending

@@ -88,8 +88,12 @@ class SynthConfig(Settings):
                                       doc="how often queue depth, lag and Redis memory are polled")
     voices_maxlen: int = 100  # entries kept in `synth/voices` (approximate trim)
     # Open (live) casts
-    max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts a worker holds at once, apart "
-                            "from `SYNTH_CONCURRENCY`")
+    max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts with something to say that a "
+                            "worker admits at once, apart from `SYNTH_CONCURRENCY` (one waiting for text holds no place)")
+    # An open cast waiting for text costs a catalog in one blocking read, no model time.
+    max_live_held: int = setting("SYNTH_MAX_LIVE_HELD", 64, gt=0, doc="open casts a worker holds at once, those "
+                                 "waiting for text included (each client holds at most "
+                                 "`INTAKE_LIVE_MAX_OPEN_PER_CLIENT`)")
     live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 120.0, gt=0, doc="an open cast without new text this long "
                                  "is closed by the worker (its rest is spoken)")
     live_hold_lead_s: float = setting("SYNTH_LIVE_HOLD_LEAD_S", 10.0, gt=0, doc="while an open cast's next "
