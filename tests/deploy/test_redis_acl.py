@@ -216,7 +216,7 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
     assert edge.xrevrange(f"pub/casts/{CAST}", count=1)[0][0] == b"0-3"
     assert edge.xlen(f"pub/casts/{CAST}") == 3
     assert edge.xread({f"pub/casts/{CAST}": "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
-    assert edge.register_script(TAKE)(keys=["rl/read/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
+    assert edge.register_script(TAKE)(keys=["rl/edge/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
     # open-stream slots, shared by the replicas: take, renew, give back
     streams = "rl/edge-streams/203.0.113.9"
     assert edge.register_script(slots.ACQUIRE)(keys=[streams], args=["me:1", 8, 30_000]) == [1, 1]
@@ -240,6 +240,9 @@ def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Re
     denied(lambda: append(keys=[f"pub/casts/{CAST}"], args=[0, "audio", "{}", ""]))
     denied(lambda: edge.register_script(TAKE)(keys=[f"catalog/{CAST}"], args=[1, 30, 1]))
     denied(lambda: edge.config_get("*"))
+    # #21 finding 8: edge could write intake's buckets (and so lift a client's submit limit)
+    denied(lambda: edge.hset("rl/intake/203.0.113.9", "tokens", "99"))
+    denied(lambda: edge.register_script(TAKE)(keys=["rl/intake-auth/203.0.113.9"], args=[1, 30, 1]))
 
 
 async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, admin: redis.Redis) -> None:

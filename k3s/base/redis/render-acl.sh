@@ -40,9 +40,9 @@ admin=$(password_hash ADMIN)
 # What a client library sends on connect; deliberately not @connection, which holds CLIENT KILL.
 CONNECT="+auth +hello +ping +echo +select +reset +quit +client|setname +client|getname +client|id"
 SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
-# Rate limiters keep counters, buckets or windows under rl/*; these categories hold only keyed
-# commands, so a key pattern bounds them.
-RATE_LIMIT="~rl/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
+# edge's rate limiters keep buckets and slots under rl/edge/* and rl/edge-streams/* (never
+# intake's rl/intake*); these categories hold only keyed commands, so the key patterns bound them.
+RATE_LIMIT="~rl/edge/* ~rl/edge-streams/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
 RATE_LIMIT="$RATE_LIMIT +time"
 
 # Unauthenticated connections may only PING: the container and pod health checks need no secret.
