@@ -1,7 +1,8 @@
 """The claim path every submit takes, whatever its route: admission, the body, one atomic submit.
 
 ``async with Admission(request) as client:`` turns away a client still cooling down, holds a slot
-of the in-flight gate and counts every refusal raised inside by its code; in it a route reads
+of the in-flight gate, turns away a client whose bucket is empty (a peek, before any body is
+read: #21) and counts every refusal raised inside by its code; in it a route reads
 the body (``read_body``), parses it its own way and hands the form to ``submit``, which checks
 it and claims the cast in one Redis round trip: a ``Claimed``, or a ``Refusal``. The speech
 room's ``/v1/audio/speech`` walks the same path with OpenAI's body.
@@ -57,10 +58,26 @@ class Admission:
             if wait:
                 raise rate_limited(wait)  # refused a moment ago: not worth reading the body for
             await intake.gate.acquire()
+            await self._bucket_holds_a_token(client)
         except Refusal as refusal:
             intake.metrics.refused(refusal.code)
             raise
         return client
+
+    async def _bucket_holds_a_token(self, client: str) -> None:
+        """The rate limit, checked before the body is read (a peek: the token is taken with the
+        write, so a refused submit spends none); a slot of the gate held meanwhile."""
+        intake = self._intake
+        asked_at = intake.cooldowns.clock()
+        try:
+            verdict = await intake.limiter.peek(client)
+        except BaseException:
+            intake.gate.release()
+            raise
+        if not verdict.allowed:
+            intake.gate.release()
+            intake.cooldowns.refused(client, asked_at, verdict)
+            raise rate_limited(verdict.retry_after_s)
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self._intake.gate.release()

@@ -154,3 +154,21 @@ async def test_a_trickled_body_is_cut_off_at_its_deadline_and_others_are_served(
     assert (resp.status, (await resp.json())["error"]) == (408, "body_timeout")
     fast_id = (await fast.json())["id"]
     assert {k for k in await keys_besides_rate_limits(redis) if k.startswith("catalog/")} == {f"catalog/{fast_id}"}
+
+
+@pytest.mark.rule("body-deadline")
+async def test_a_client_over_its_rate_is_refused_before_its_body_is_read(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 3 of #21: the rate limit was checked only after the body was read (a replica that
+    had not refused the client yet read a trickled body to the end first)."""
+    first, second = await make_client(rate=0.01, burst=1), await make_client(rate=0.01, burst=1, body_timeout_s=30)
+    assert (await first.post("/api/casts", json={"text": "The one token."})).status == 201
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"text": "'
+        await asyncio.sleep(20)
+        yield b'never."}'
+
+    resp = await asyncio.wait_for(
+        second.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}), 5
+    )
+    assert (resp.status, (await resp.json())["error"]) == (429, "rate_limited") and "Retry-After" in resp.headers
