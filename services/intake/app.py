@@ -122,7 +122,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
         session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
         speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
-        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
+        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min), live_waiting={},
     )
     renewers = [asyncio.ensure_future(s.renew_forever())
                 for s in (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)]

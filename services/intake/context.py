@@ -53,11 +53,12 @@ class Intake:
     speech_reader: LogReader
     speech_slots: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
-    live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
+    live_sessions: set[LiveSession]  # the live WebSocket's, once started (ended at shutdown)
     text_limiter: RateLimiter  # live text's characters per client (#21)
     session_slots: ClientSlots  # live sessions per client, once started
     speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
     auth_failures: AuthFailures  # refused credentials per client
+    live_waiting: dict[str, int]  # live sockets per client not started yet (this process)
 
 
 INTAKE = web.AppKey("intake", Intake)

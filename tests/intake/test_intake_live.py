@@ -429,3 +429,18 @@ async def test_junk_frames_do_not_keep_an_idle_session(make_client: MakeClient, 
     while (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.TEXT:
         pass  # the answers to junk still on the way
     assert ws.close_code == 4408 and (await text_of(redis, cast_id)).closed is not None
+
+
+@pytest.mark.rule("live-metered")
+async def test_sockets_before_start_count_in_no_session_cap_and_are_bounded_per_client(make_client: MakeClient) -> None:
+    """Finding 4 of #21: the 256 sessions counted a socket before `start`, so one client's idle
+    sockets could hold every session of the process."""
+    client = await make_client(live_max_sessions=1)
+    idle = [await client.ws_connect(WS) for _ in range(4)]  # a client's sockets that never start
+    fifth = await client.ws_connect(WS)
+    assert (await receive_json(fifth))["error"] == "busy"  # its fifth is refused
+    other = await client.ws_connect(WS, headers={"X-Forwarded-For": "203.0.113.9"})
+    await other.send_json({"type": "start"})
+    assert (await receive_json(other))["type"] == "cast"  # the one session place was still free
+    for socket in (other, fifth, *idle):
+        await socket.close()

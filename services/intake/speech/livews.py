@@ -39,6 +39,8 @@ CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
 # How long the closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
+# Sockets one client may hold before their `start` (they count in no session cap until then).
+WAITING_PER_CLIENT = 4
 
 encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
@@ -60,6 +62,7 @@ class Session:
         self.text_open = False
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
+        self.waiting = True  # counted in the client's sockets before start
         self._send_lock = asyncio.Lock()
 
     # ---- sending -------------------------------------------------------------------------------
@@ -105,7 +108,17 @@ class Session:
         finally:
             if self.text_open:  # cancelled (a stop), or failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
+            self._started()
             await self.app[INTAKE].session_slots.release(self.slot)
+
+    def _started(self) -> None:
+        """No longer one of the client's sockets waiting for start (whether it started or not)."""
+        if self.waiting:
+            self.waiting = False
+            waiting = self.app[INTAKE].live_waiting
+            waiting[self.client] -= 1
+            if not waiting[self.client]:
+                del waiting[self.client]
 
     async def _start(self) -> bool:
         """The first message must be ``start``; then the client's session slot; answer with the
@@ -114,10 +127,16 @@ class Session:
         msg = await self._receive(_deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
+        self._started()
         if msg.get("type") != "start":
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
             return False
+        if len(intake.live_sessions) >= intake.cfg.live_max_sessions:
+            await self.error("busy", "too many live sessions; retry soon")
+            await self.close(CLOSE_BUSY)
+            return False
+        intake.live_sessions.add(self)  # a started session: the process-wide cap counts it
         self.slot = await intake.session_slots.acquire(self.client)
         if self.slot is None:
             cap = intake.session_slots.cap
@@ -260,12 +279,13 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     cfg, sessions = intake.cfg, intake.live_sessions
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    if len(sessions) >= cfg.live_max_sessions:
+    session = Session(request, ws)
+    waiting = intake.live_waiting
+    if len(sessions) >= cfg.live_max_sessions or waiting.get(session.client, 0) >= WAITING_PER_CLIENT:
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
         return ws
-    session = Session(request, ws)
-    sessions.add(session)
+    waiting[session.client] = waiting.get(session.client, 0) + 1
     try:
         await session.run()
     finally:
