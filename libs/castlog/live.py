@@ -310,11 +310,11 @@ class LiveStore:
             return None
         return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]))
 
-    async def close_text(self, cast_id: str, voice: str) -> tuple[CloseAnswer, int, str]:
+    async def close_text(self, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[CloseAnswer, int, str]:
         """Close with the content id of the text as it stands, re-reading when a fragment lands
-        between the read and the close."""
+        between the read and the close (``seen``: the text the caller just read, read no more)."""
         while True:
-            live = await self.read_text(cast_id)
+            live, seen = seen if seen is not None else await self.read_text(cast_id), None
             if live is None:
                 exists = await self.redis.exists(keys.catalog_key(cast_id))
                 return ("not_live" if exists else "missing"), 0, ""

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
+from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
 from servicekit import client_address, json_response
 
 from .claim import cast_url, read_body
@@ -177,11 +177,11 @@ async def add_text(
     raise refusal_of(answer, end, limit)
 
 
-async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
+async def close_text(app: web.Application, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[int, str]:
     """Close the text (idempotent); (its length, the final text's content id) or TextRefusal.
     Never refused for its cost: a session that ends must close its text (see charge_close)."""
     intake = app[INTAKE]
-    answer, end, cid = await intake.live.close_text(cast_id, voice)
+    answer, end, cid = await intake.live.close_text(cast_id, voice, seen)
     if answer in ("ok", "closed"):
         return end, cid
     raise refusal_of(answer, end, intake.cfg.max_chars)
@@ -281,5 +281,5 @@ async def post_close(request: web.Request) -> web.Response:
         raise refusal_of(answer, 0, 0)
     if form.offset is not None and text.closed is None and form.offset != text.end:
         raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
-    end, cid = await close_text(request.app, cast_id, text.voice)
+    end, cid = await close_text(request.app, cast_id, text.voice, text)  # the log read once
     return json_response({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})

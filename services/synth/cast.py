@@ -22,10 +22,14 @@ class OpenText:
     chunker: LiveChunks
     after: str = "0-0"  # the last catalog entry read
     end: int = 0  # the text's end offset (characters as sent)
-    text: str = ""
+    parts: list[str] = field(default_factory=list)  # the fragments kept (joined once, at a close)
     closed: bool = False
     heard_at: float = 0.0  # clock time when text last came (for SYNTH_LIVE_IDLE_S)
     speed: float = 1.0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 def job_key(stream: str, entry_id: str) -> str:

@@ -51,7 +51,7 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
         state.end = event.end
         state.heard_at = now
         if event.kind == "text":
-            state.text += event.text
+            state.parts.append(event.text)  # not +=: a long text of small fragments stays linear
             new += len(state.chunker.feed(event.text))
         else:  # flush, or closed: what is buffered is spoken now
             new += len(state.chunker.flush())

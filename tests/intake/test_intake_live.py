@@ -444,3 +444,18 @@ async def test_sockets_before_start_count_in_no_session_cap_and_are_bounded_per_
     assert (await receive_json(other))["type"] == "cast"  # the one session place was still free
     for socket in (other, fifth, *idle):
         await socket.close()
+
+
+async def test_a_close_reads_the_text_log_once(client: Client, redis: Redis) -> None:
+    """Finding 5 of #21: each /close read the whole text log twice."""
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Some text. " * 50, 0)
+
+    async def xranges() -> int:
+        stats = await redis.info("commandstats")
+        return int(stats.get("cmdstat_xrange", {}).get("calls", 0))
+
+    before = await xranges()
+    assert (await close(client, cast_id)).status == 200
+    # the write token's check (the recipe), the log read once, the close script's look at the recipe
+    assert await xranges() - before == 3
