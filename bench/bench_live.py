@@ -219,7 +219,8 @@ def per_sentence_row(what: str, session: Session, model: PacedModel) -> Row:
 async def run(args: argparse.Namespace) -> dict[str, Row]:
     model = PacedModel(args.gpu_rtf)
     with temp_redis() as redis_server:
-        async with services(redis_server.url, ["intake"], INTAKE_RATE="1000", INTAKE_BURST="1000") as ports:
+        async with services(redis_server.url, ["intake"], INTAKE_RATE="1000", INTAKE_BURST="1000",
+                            INTAKE_LIVE_CHARS_PER_MIN="1000000") as ports:  # one client plays three agents
             port = ports["intake"]
             redis = servicekit.client_for(redis_server.url)
             # as a worker does at start-up: intake takes only voices a worker has published

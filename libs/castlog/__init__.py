@@ -27,7 +27,17 @@ from .keys import (
     seq_of,
     tally_key,
 )
-from .live import JOBS_LIVE, LiveStore, LiveText, TextEvent, open_cast_id
+from .live import (
+    JOBS_LIVE,
+    LiveStore,
+    LiveText,
+    OpenedCast,
+    TextEvent,
+    TooManyOpen,
+    open_cast_id,
+    write_hash,
+    write_token,
+)
 from .marks import Mark, holds, mark, stamps
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
@@ -65,7 +75,8 @@ __all__ = [
     "cast_id_of", "cast_key", "catalog_key", "content_id", "count_chunks", "decode_entry", "encode_fields",
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
     "seq_of", "split_text", "summarize",
-    "JOBS_LIVE", "LiveStore", "LiveText", "TextEvent", "open_cast_id",
+    "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "TooManyOpen", "open_cast_id",
+    "write_hash", "write_token",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
@@ -81,7 +92,12 @@ from .keys import (  # noqa: E402
     CAST_ID_PATTERN,
     EDGE_SCOPE,
     EDGE_STREAMS_SCOPE,
+    INTAKE_AUTH_SCOPE,
+    INTAKE_LIVE_SCOPE,
     INTAKE_SCOPE,
+    INTAKE_SESSIONS_SCOPE,
+    INTAKE_SPEECH_SCOPE,
+    INTAKE_TEXT_SCOPE,
     Fields,
     Row,
     Rows,
@@ -114,6 +130,7 @@ from .streams import (  # noqa: E402
 
 __all__ += [
     "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
+    "INTAKE_AUTH_SCOPE", "INTAKE_LIVE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE",
     "limit_key", "Fields", "Row", "Rows", "SAMPLE_RATE", "now_ms",
     "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
     "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",

@@ -32,6 +32,13 @@ CANCEL_PREFIX = "cancel/"
 # Scopes of the per-client keys rl/<scope>/<client>: intake's submit buckets (hash), edge's read
 # buckets (hash) and edge's open-stream slots (sorted set, slots.py).
 INTAKE_SCOPE = "intake"
+# intake's per-client limits beside it (#21): the open casts a client holds (sorted set: cast id
+# -> opened at), its live text's characters (a bucket), its live sessions and /v1 streams (slots).
+INTAKE_LIVE_SCOPE = "intake-live"
+INTAKE_TEXT_SCOPE = "intake-text"
+INTAKE_SESSIONS_SCOPE = "intake-sessions"
+INTAKE_SPEECH_SCOPE = "intake-speech"
+INTAKE_AUTH_SCOPE = "intake-auth"  # a bucket of failed credentials (API keys, write tokens)
 EDGE_SCOPE = "edge"
 EDGE_STREAMS_SCOPE = "edge-streams"
 # The consumer of group `synth` that holds jobs handed back by a stopping worker, for any worker

@@ -9,12 +9,18 @@ worker the rest); its text grows in the private catalog stream ``catalog/<id>``:
 - ``{flush, end}``: everything up to ``end`` is to be spoken now, complete sentence or not;
 - ``{closed, end, cid}``: the text is complete; ``cid`` is the content id of the final text.
 
+Writing is a capability apart from reading: the id is the cast's public link, so opening a cast
+also makes a secret *write token* (handed once to its opener) and the recipe keeps only its
+SHA-256 (``wh``). :meth:`LiveStore.writer` compares a token's hash with it in constant time.
+
 The job goes to ``jobs/live`` (not ``jobs``) so that an open cast waiting for text never waits
 behind a queue of whole-text casts, and the worker bounds open casts apart from the others.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -33,23 +39,52 @@ from .streams import Malformed, Recipe, decode
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live
-# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed
-# Claims a fresh random id: recipe (live, no text), meta and the job; 'taken' if the id is used.
+# Random bytes of a write token (43 URL-safe characters): no guessing it.
+WRITE_TOKEN_BYTES = 32
+# How long a client's set of open casts stands after its last open (a cast's text stays open
+# no longer: the worker closes one left without text).
+OPEN_SET_MS = 24 * 3600 * 1000
+
+
+class TooManyOpen(Exception):
+    """The client holds its cap of open casts; nothing was written (its token was spent)."""
+
+# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live, KEYS[4]: the opener's open
+# casts rl/intake-live/<client> (sorted set: id -> opened at)
+# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed,
+# ARGV[6]: the write token's hash, ARGV[7]: the most open casts per client (0: no cap),
+# ARGV[8]: the catalog keys' prefix, ARGV[9]: ms the client's set stands unused
+# Claims a fresh random id: recipe (live, no text, the token's hash), meta and the job; 'taken'
+# if the id is used, 'too_many' when the client holds its cap of casts whose text is open (the
+# set forgets closed and vanished ones as it counts: at most the cap of short reads).
 OPEN = (
     NOW_MS
+    + FIELD
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'taken' end
+local cap = tonumber(ARGV[7])
+if cap > 0 then
+  local open = 0
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    local last = redis.call('XREVRANGE', ARGV[8] .. id, '+', '-', 'COUNT', 1)[1]
+    if last and not field(last, 'closed') then open = open + 1 else redis.call('ZREM', KEYS[4], id) end
+  end
+  if open >= cap then return 'too_many' end
+end
 redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
-  'live', '1', 'speed', ARGV[5])
+  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6])
 redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+if cap > 0 then
+  redis.call('ZADD', KEYS[4], now, ARGV[1])
+  redis.call('PEXPIRE', KEYS[4], ARGV[9])
+end
 return 'new'
 """
 )
 
 # KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
-# ARGV[1..5]: OPEN's, ARGV[6..8]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
+# ARGV[1..9]: OPEN's, ARGV[10..12]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
 OPEN_LIMITED = rate_limited(OPEN)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
@@ -104,13 +139,36 @@ return {'ok', stored_end, ARGV[2]}
 """
 )
 
+# KEYS[1]: FRAGMENT's, KEYS[2]: the writer's bucket; ARGV[1..5]: FRAGMENT's, ARGV[6..8]: TAKE's
+# (the cost: the fragment's characters). Returns {1, FRAGMENT's answer} or {0, wait ms}.
+FRAGMENT_LIMITED = rate_limited(FRAGMENT)
+
 FragmentAnswer = Literal["ok", "duplicate", "gap", "overlap", "too_long", "closed", "missing", "not_live"]
 CloseAnswer = Literal["ok", "closed", "moved", "missing", "not_live"]
+WriterAnswer = Literal["ok", "forbidden", "missing", "not_live"]
 
 
 def open_cast_id() -> str:
     """A random id in the content ids' format (12 URL-safe characters), never a content hash."""
     return secrets.token_urlsafe(9)
+
+
+def write_token() -> str:
+    """A fresh secret that lets its holder write to one open cast."""
+    return secrets.token_urlsafe(WRITE_TOKEN_BYTES)
+
+
+def write_hash(token: str) -> str:
+    """What Redis keeps of a write token (hex SHA-256): a leaked catalog leaks no token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class OpenedCast:
+    """An open cast as its opener learns it: the id (public) and the write token (secret)."""
+
+    cast_id: str
+    write_token: str
 
 
 @dataclass(frozen=True)
@@ -165,21 +223,32 @@ def text_events(rows: Rows) -> list[TextEvent]:
 class LiveStore:
     """Open, feed and close open casts (one per process, like :class:`castlog.CastStore`)."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, content_key: bytes = b"") -> None:
         self.redis = redis
+        self.content_key = content_key  # the deployment's key of content ids (ids.content_id)
         self._open = redis.register_script(OPEN)
         self._open_limited = redis.register_script(OPEN_LIMITED)
         self._fragment = redis.register_script(FRAGMENT)
+        self._fragment_limited = redis.register_script(FRAGMENT_LIMITED)
         self._close = redis.register_script(CLOSE)
 
     async def open(
-        self, voice: str, meta: Meta, *, speed: float = 1.0, limit: tuple[RateLimiter, str] | None = None
-    ) -> str:
-        """Claim a fresh random id for an open cast: recipe, ``meta`` and its job in one step."""
+        self, voice: str, meta: Meta, *, speed: float = 1.0, limit: tuple[RateLimiter, str] | None = None,
+        max_open: int = 0,
+    ) -> OpenedCast:
+        """Claim a fresh random id for an open cast: recipe (with the hash of a fresh write
+        token), ``meta`` and its job in one step; :class:`TooManyOpen` when the client (``limit``'s)
+        holds ``max_open`` casts whose text is open (0: no cap)."""
+        token = write_token()
+        client = limit[1] if limit is not None else ""
         for _ in range(OPEN_ID_TRIES):
             cast_id = open_cast_id()
-            open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE]
-            args: list[str | bytes | float | int] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed)]
+            open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE,
+                         keys.limit_key(keys.INTAKE_LIVE_SCOPE, client)]
+            args: list[str | bytes | float | int] = [
+                cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token),
+                max_open if limit is not None else 0, keys.CATALOG_PREFIX, OPEN_SET_MS,
+            ]
             if limit is None:
                 answer = await self._open(keys=open_keys, args=args)
             else:
@@ -190,18 +259,42 @@ class LiveStore:
                 if not ok:
                     raise RateLimited(Verdict.of(ok, answer))
             if _text(answer) == "new":
-                return cast_id
+                return OpenedCast(cast_id, token)
+            if _text(answer) == "too_many":
+                raise TooManyOpen(f"{client} holds {max_open} open casts")
         raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
 
+    async def writer(self, cast_id: str, token: str) -> WriterAnswer:
+        """Whether ``token`` may write to ``cast_id`` (one short read: the recipe). A cast opened
+        before write tokens existed has no hash, so no token writes to it (it idles out)."""
+        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
+        recipe = _recipe(rows[0][1]) if rows else None
+        if recipe is None:
+            return "missing"
+        if not recipe.live:
+            return "not_live"
+        ok = hmac.compare_digest(write_hash(token), recipe.wh) and bool(recipe.wh)
+        return "ok" if ok else "forbidden"
+
     async def append_text(
-        self, cast_id: str, offset: int, raw_length: int, text: str, *, max_chars: int, flush: bool = False
+        self, cast_id: str, offset: int, raw_length: int, text: str, *, max_chars: int, flush: bool = False,
+        limit: tuple[RateLimiter, str, int] | None = None,
     ) -> tuple[FragmentAnswer, int]:
         """Add a fragment of ``raw_length`` characters as sent (``text`` is what is kept of it)
-        at ``offset``; returns the answer and the text's end after it."""
-        answer, end = (await self._fragment(
-            keys=[keys.catalog_key(cast_id)],
-            args=[offset, text, offset + raw_length, max_chars, "1" if flush else "0"],
-        ))[:2]
+        at ``offset``; returns the answer and the text's end after it. With ``limit`` (a bucket,
+        the client, the cost) the cost is taken in the same step, or :class:`RateLimited`."""
+        fragment_keys = [keys.catalog_key(cast_id)]
+        args: list[str | int | float] = [offset, text, offset + raw_length, max_chars, "1" if flush else "0"]
+        if limit is None:
+            answer, end = (await self._fragment(keys=fragment_keys, args=args))[:2]
+        else:
+            limiter, client, cost = limit
+            ok, reply = await self._fragment_limited(
+                keys=[*fragment_keys, limiter.key(client)], args=[*args, *limiter.args(cost)]
+            )
+            if not ok:
+                raise RateLimited(Verdict.of(ok, reply))
+            answer, end = reply[:2]
         return cast(FragmentAnswer, _text(answer)), int(end)
 
     async def close(self, cast_id: str, seen_end: int, cid: str) -> tuple[CloseAnswer, int, str]:
@@ -217,15 +310,15 @@ class LiveStore:
             return None
         return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]))
 
-    async def close_text(self, cast_id: str, voice: str) -> tuple[CloseAnswer, int, str]:
+    async def close_text(self, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[CloseAnswer, int, str]:
         """Close with the content id of the text as it stands, re-reading when a fragment lands
-        between the read and the close."""
+        between the read and the close (``seen``: the text the caller just read, read no more)."""
         while True:
-            live = await self.read_text(cast_id)
+            live, seen = seen if seen is not None else await self.read_text(cast_id), None
             if live is None:
                 exists = await self.redis.exists(keys.catalog_key(cast_id))
                 return ("not_live" if exists else "missing"), 0, ""
-            answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice))
+            answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice, key=self.content_key))
             if answer != "moved":
                 return answer, end, cid
 

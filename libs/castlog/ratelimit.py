@@ -36,6 +36,24 @@ return {ok, wait}
 )
 
 
+# KEYS[1]: the bucket; ARGV: TAKE's. Whether the bucket holds ``cost`` tokens now, taking none
+# and writing nothing: {1, 0} or {0, ms until it would}. A caller checks this before it reads a
+# body, then takes the token in the same step as its write.
+PEEK = (
+    """
+local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+"""
+    + NOW_MS
+    + """
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens, at = tonumber(b[1]) or burst, tonumber(b[2]) or now
+tokens = math.min(burst, tokens + (now - at) * rate / 1000)
+if tokens >= cost then return {1, 0} end
+return {0, math.ceil((cost - tokens) * 1000 / rate)}
+"""
+)
+
+
 @dataclass(frozen=True)
 class Verdict:
     allowed: bool
@@ -67,6 +85,7 @@ class RateLimiter:
             raise ValueError("a rate limit needs rate > 0 and burst >= 1")
         self.scope, self.rate, self.burst = scope, rate, burst
         self._take = redis.register_script(TAKE)
+        self._peek = redis.register_script(PEEK)
 
     def key(self, client: str) -> str:
         """The bucket of ``client``: TAKE's KEYS[1]."""
@@ -75,6 +94,11 @@ class RateLimiter:
     def args(self, cost: int = 1) -> list[float | int]:
         """TAKE's ARGV: rate, burst, cost (a script that embeds TAKE passes them on)."""
         return [self.rate, self.burst, cost]
+
+    async def peek(self, client: str, cost: int = 1) -> Verdict:
+        """Whether ``client`` could take ``cost`` now (nothing taken, nothing written)."""
+        ok, wait_ms = await self._peek(keys=[self.key(client)], args=self.args(cost))
+        return Verdict.of(ok, wait_ms)
 
     async def take(self, client: str, cost: int = 1) -> Verdict:
         ok, wait_ms = await self._take(keys=[self.key(client)], args=self.args(cost))

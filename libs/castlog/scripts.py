@@ -68,25 +68,26 @@ def _function(name: str, script: str) -> str:
     return f"local function {name}(KEYS, ARGV)\n{script}end\n"
 
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs (SUBMIT's),
-# KEYS[4]: the client's bucket rl/<scope>/<client> (TAKE's)
-# ARGV[1..5]: SUBMIT's (id, voice, text, title, meta headers), ARGV[6..8]: TAKE's (rate, burst, cost)
-# TAKE, then SUBMIT only if the bucket gave a token: one round trip for a rate-limited submit, and
-# a refused client writes nothing but its bucket. Returns {1, SUBMIT's answer} or {0, wait ms}.
 def rate_limited(script: str) -> str:
-    """TAKE, then ``script`` (three keys, five arguments) only if the bucket gave a token: KEYS[4]
-    is the bucket and ARGV[6..8] TAKE's. Returns {1, the script's answer} or {0, wait ms}."""
+    """TAKE, then ``script`` only if the bucket gave a token: the bucket rl/<scope>/<client> is
+    the last key and TAKE's rate, burst and cost the last three arguments; ``script`` gets the
+    keys and arguments before them. One round trip for a rate-limited write, and a refused
+    client writes nothing but its bucket. Returns {1, the script's answer} or {0, wait ms}."""
     return (
         _function("take", TAKE)
         + _function("limited", script)
         + """
-local verdict = take({KEYS[4]}, {ARGV[6], ARGV[7], ARGV[8]})
+local own_keys, own_args = {}, {}
+for i = 1, #KEYS - 1 do own_keys[i] = KEYS[i] end
+for i = 1, #ARGV - 3 do own_args[i] = ARGV[i] end
+local verdict = take({KEYS[#KEYS]}, {ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]})
 if verdict[1] == 0 then return verdict end
-return {1, limited({KEYS[1], KEYS[2], KEYS[3]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]})}
+return {1, limited(own_keys, own_args)}
 """
     )
 
 
+# KEYS[1..3]: SUBMIT's, KEYS[4]: the client's bucket; ARGV[1..5]: SUBMIT's, ARGV[6..8]: TAKE's.
 SUBMIT_LIMITED = rate_limited(SUBMIT)
 
 # KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>

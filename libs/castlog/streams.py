@@ -135,6 +135,7 @@ class Recipe(TypedEntry, frozen=True, kw_only=True):
     created_at: int
     live: bool = False
     speed: float = 1.0
+    wh: str = ""  # an open cast's write token's hash (live.py); never sent to a client
 
 
 async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:

@@ -1,4 +1,7 @@
-"""The client's address behind a trusted proxy (X-Forwarded-For): the key of its rate limits."""
+"""The client's address behind a trusted proxy (X-Forwarded-For): the key of its rate limits.
+
+An IPv6 client is keyed by its /64: one host gets a whole /64 (SLAAC, privacy addresses), so a
+key per address would give it 2**64 fresh buckets."""
 
 from __future__ import annotations
 
@@ -16,10 +19,25 @@ def client_address(remote: str | None, forwarded_for: str | None, trusted: froze
     if forwarded_for and (peer in trusted or _in_networks(peer, trusted)):
         hop = forwarded_for.split(",")[-1].strip()
         try:
-            return _plain(hop, strict=True)
+            return _keyed(_plain(hop, strict=True))
         except ValueError:
-            return peer
-    return peer
+            return _keyed(peer)
+    return _keyed(peer)
+
+
+# The prefix that one IPv6 client holds.
+IPV6_CLIENT_PREFIX = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _keyed(address: str) -> str:
+    """The client key of a plain address: an IPv6 address as its /64, anything else as is."""
+    if ":" not in address:
+        return address
+    try:
+        return str(ipaddress.ip_network(f"{address}/{IPV6_CLIENT_PREFIX}", strict=False))
+    except ValueError:
+        return address
 
 
 def _in_networks(address: str, trusted: frozenset[str]) -> bool:

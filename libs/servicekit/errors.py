@@ -109,8 +109,9 @@ def json_errors(
             log.warning("Redis failed under %s %s: %s", request.method, request.path, exc)
             return Refusal(503, "unavailable", unavailable, {"Retry-After": str(UNAVAILABLE_RETRY_S)})
         if isinstance(exc, ArchiveUnavailable):  # an archived cast whose store cannot be read now
-            log.warning("%s", exc)
-            return Refusal(503, "archive_unavailable", f"{exc}; retry in a moment", {"Retry-After": str(ARCHIVE_RETRY_S)})
+            log.warning("%s", exc)  # the store's words (paths, bucket, endpoint) stay in the log
+            return Refusal(503, "archive_unavailable", "this cast's audio is archived and the archive cannot be "
+                           "read now; retry in a moment", {"Retry-After": str(ARCHIVE_RETRY_S)})
         known = translate(exc) if translate is not None else None
         if known is not None:
             log.warning("%s", exc)

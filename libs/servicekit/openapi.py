@@ -14,7 +14,7 @@ from .openapi_durable import TAG as DURABLE_TAG
 from .openapi_durable import durable_paths
 from .openapi_edge import edge_paths, edge_schemas
 from .openapi_intake import intake_paths, intake_schemas
-from .openapi_live import LIVE_SCHEMAS, live_paths
+from .openapi_live import LIVE_SCHEMAS, WRITE_TOKEN_SCHEME, live_paths
 from .openapi_parts import API_VERSION, COMMON_SCHEMAS, OPENAPI_VERSION, OPS_PATHS, EdgeLimits, IntakeLimits, Json
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 
@@ -41,7 +41,7 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
         "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS, **durable_paths()},
         "components": {"schemas": {
             **COMMON_SCHEMAS, **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,
-        }},
+        }, "securitySchemes": {"writeToken": WRITE_TOKEN_SCHEME}},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
     return msgspec.json.decode(msgspec.json.encode(doc))  # type: ignore[no-any-return]

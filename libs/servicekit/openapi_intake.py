@@ -64,7 +64,8 @@ def intake_schemas(limits: IntakeLimits | None) -> Json:
 def _submit_responses() -> Json:
     location = {"Location": {"schema": {"type": "string"}, "description": "/c/<id>"}}
     return {
-        "201": json_body(ref("Cast"), "A new cast was claimed and queued", location),
+        "201": json_body({"oneOf": [ref("Cast"), ref("LiveOpened")]},
+                         "A new cast was claimed and queued (or, for live: true, opened)", location),
         "200": json_body(ref("Cast"), "The cast exists already (same text and voice)", location),
         "202": json_body(ref("Cast"), "The cast had failed and was queued again", location),
         "400": error_body("Malformed body (not JSON, not UTF-8, not a form)"),

@@ -35,6 +35,22 @@ LIVE_SCHEMAS: Json = {
             "speed": {"type": "number", "minimum": 0.5, "maximum": 2.0},
         },
     },
+    "LiveOpened": {
+        "type": "object",
+        "required": ["id", "url", "status", "offset", "voice", "text", "close", "write_token"],
+        "description": "201 to POST /api/casts with live: true",
+        "properties": {
+            "id": {"type": "string", "description": "the cast's public id: it reads, never writes"},
+            "url": {"type": "string"},
+            "status": {"type": "string", "const": "open"},
+            "offset": {"type": "integer"},
+            "voice": {"type": "string"},
+            "text": {"type": "string", "description": "the route for fragments"},
+            "close": {"type": "string", "description": "the route that closes the text"},
+            "write_token": {"type": "string", "description": "secret: send it as Authorization: Bearer "
+                            "<write_token> to /text and /close; shown once, never stored in clear"},
+        },
+    },
     "LiveText": {
         "type": "object",
         "required": ["text", "offset"],
@@ -70,6 +86,7 @@ LIVE_SCHEMAS: Json = {
 }
 
 _REFUSALS: Json = {
+    "401": _json(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),
     "404": _json(_ERROR, "No such cast"),
     "409": _json(_ERROR, "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast"),
     "413": _json(_ERROR, "The text would exceed INTAKE_MAX_CHARS"),
@@ -82,7 +99,8 @@ WS_DESCRIPTION = (
     "title, keep} once, then {type: text, text}, {type: flush}, {type: close}, {type: cancel} (barge-in: the "
     "text not yet spoken is dropped; a disconnect mid-cast cancels too unless start set keep: true). "
     "Server: binary frames of audio "
-    "(one standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM) and JSON events {type: cast, id, url}, "
+    "(one standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM) and JSON events {type: cast, id, url, "
+    "write_token} (the session itself writes without the token), "
     "{type: sentence, index, text}, {type: sentence_done, index, duration_ms}, {type: done, sentences, "
     "audio_ms, cancelled (when cut short)}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
     "4408 idle (INTAKE_LIVE_IDLE_S), 4429 slow reader (the reason's seq_num is where to resume listening by "
@@ -97,12 +115,17 @@ SPEAK_DESCRIPTION = (
     "sequence_id}, {type: Warning, description, code}. Each flushed turn is a live cast with its own link; Clear "
     "and a disconnect cancel the turns not yet out. Authorization: Token <key> when STREAMTTS_API_KEYS is set."
 )
+# The write token: a bearer secret per open cast (components.securitySchemes).
+WRITE_TOKEN_SCHEME: Json = {
+    "type": "http", "scheme": "bearer",
+    "description": "the write_token of the 201 that opened the cast (or of the WebSocket's cast event)",
+}
 
 
 def live_paths() -> Json:
     return {
         "/api/casts/{id}/text": {"post": {
-            "operationId": "addLiveText", "tags": ["intake"],
+            "operationId": "addLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
             "summary": "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
             "requestBody": {"required": True, "content": {"application/json": {
@@ -111,7 +134,7 @@ def live_paths() -> Json:
                           **_REFUSALS},
         }},
         "/api/casts/{id}/close": {"post": {
-            "operationId": "closeLiveText", "tags": ["intake"],
+            "operationId": "closeLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
             "summary": "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
             "requestBody": {"required": False, "content": {"application/json": {

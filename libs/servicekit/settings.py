@@ -81,6 +81,7 @@ class Setting(Generic[T]):
     fallback: str | None = None  # a second variable read when ``env`` is unset
     shown: str | None = None  # the default as the docs write it, where the value would mislead
     secret: bool = False  # kept out of the repr (and so out of logs)
+    min_len: int | None = None  # a key or token: each at least this many characters (a guess costs more)
 
     def field(self) -> T:
         """This setting as a dataclass field (``name: int = Setting(...).field()``)."""
@@ -106,6 +107,12 @@ class Setting(Generic[T]):
             raise ConfigError(f"{self.env}={value!r} is not valid: it must be one of {', '.join(map(str, choices))}")
         if self.gt is not None and isinstance(value, (int, float)) and not value > self.gt:
             raise ConfigError(f"{self.env}={value!r} is out of range: it must be greater than {self.gt:g}")
+        if self.min_len is not None:
+            values = value if isinstance(value, frozenset) else {value}
+            short = [v for v in values if v and len(str(v)) < self.min_len]  # empty: unset
+            if short:  # never echo a secret
+                raise ConfigError(f"{self.env} holds a value shorter than {self.min_len} characters; use a random "
+                                  "one: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
         if self.ge is not None and isinstance(value, (int, float)) and not value >= self.ge:
             raise ConfigError(f"{self.env}={value!r} is out of range: it must be {self.ge:g} or more")
 
@@ -113,7 +120,7 @@ class Setting(Generic[T]):
 @overload
 def setting(env: str, default: T, *, doc: str, gt: float | None = None, ge: float | None = None,
             parse: Callable[[str], Any] | None = None, fallback: str | None = None, shown: str | None = None,
-            secret: bool = False) -> T: ...
+            secret: bool = False, min_len: int | None = None) -> T: ...
 @overload
 def setting(env: str, *, doc: str, factory: Callable[[], T], shown: str | None = None) -> T: ...
 @overload
@@ -123,9 +130,17 @@ def setting(env: str, default: Any = MISSING, **declared: Any) -> Any:
     return Setting(env, default, **declared).field()
 
 
+# The shortest key or token taken (STREAMTTS_API_KEYS, STREAMTTS_ADMIN_TOKEN): 32 characters.
+MIN_SECRET_CHARS = 32
+
 # Settings more than one service reads, declared here once.
 REDIS_URL: Setting[str] = Setting(
     "REDIS_URL", DEFAULT_URL, doc="the Redis every service talks through (`redis://user:password@host:port/db`)")
+CONTENT_KEY: Setting[str] = Setting(
+    "STREAMTTS_CONTENT_KEY", "", secret=True, min_len=MIN_SECRET_CHARS, shown="unset (plain SHA-256); "
+    "`streamtts up`: made once in the state dir", doc="the deployment's secret key of content ids (HMAC-SHA256): "
+    "an id then tells nobody without it whether a guessed text was cast. intake and synth need the same one; "
+    "changing it makes the next identical submit a new cast (existing links keep working)")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
     "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}),
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "

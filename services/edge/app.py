@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from blobstore import open_store
 from castlog import LogReader, RowCache, Tail
-from servicekit import EdgeLimits, Serving, connect, openapi_document, redact
+from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
@@ -52,6 +52,7 @@ def create_app(cfg: Config) -> web.Application:
     app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
+    add_security_headers(app)
     add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
     durable.setup(app)  # /v1/stream: Durable Streams reads
     if cfg.metrics_port:

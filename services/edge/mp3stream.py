@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from castlog import Audio, Layout
+from servicekit import Refusal
 
 from .context import Edge, known_cast
 from .errors import refusal
@@ -30,6 +31,9 @@ CONTENT_TYPE = "audio/mpeg"
 # A finished cast never changes: let browsers and proxies keep it.
 FINISHED_CACHE = "public, max-age=86400, immutable"
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# Digits of a byte position worth reading: more is past any audio (and Python refuses to parse
+# a few thousand digits: that was a 500).
+MAX_POSITION_DIGITS = 18
 
 
 def parse_range(header: str, total: int) -> tuple[int, int] | None:
@@ -41,24 +45,33 @@ def parse_range(header: str, total: int) -> tuple[int, int] | None:
     first_s, last_s = match.groups()
     if not first_s and not last_s:
         return None
+    if len(first_s) > MAX_POSITION_DIGITS:
+        raise _unsatisfiable(total)
+    if len(last_s) > MAX_POSITION_DIGITS:  # past any audio: to the end (as a suffix: all of it)
+        last_s = str(total)
     if not first_s:  # a suffix: the last N bytes
         first, last = max(0, total - int(last_s)), total - 1
     else:
         first = int(first_s)
         last = min(int(last_s), total - 1) if last_s else total - 1
     if first > last or first >= total:
-        raise refusal(416, "range_not_satisfiable", f"the audio has {total} bytes",
-                      headers={"Content-Range": f"bytes */{total}"})
+        raise _unsatisfiable(total)
     return first, last
+
+
+def _unsatisfiable(total: int) -> Refusal:
+    return refusal(416, "range_not_satisfiable", f"the audio has {total} bytes",
+                   headers={"Content-Range": f"bytes */{total}"})
 
 
 async def audio(request: web.Request) -> web.StreamResponse:
     cast_id = cast_id_from(request)
     known = await known_cast(request, cast_id)
     edge, layout = known.edge, known.layout
-    if layout.closed:
-        return await _send_closed(request, edge, cast_id, layout)
+    # a finished cast's download holds a slot too: one client's parallel downloads are bounded
     async with known.admitted.stream_slot():
+        if layout.closed:
+            return await _send_closed(request, edge, cast_id, layout)
         return await _send_growing(request, edge, cast_id, layout)
 
 

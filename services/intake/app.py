@@ -14,14 +14,28 @@ from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import INTAKE_SCOPE, CastStore, LiveStore, LogReader, RateLimiter, RowCache, Tail
+from castlog import (
+    INTAKE_SCOPE,
+    INTAKE_SESSIONS_SCOPE,
+    INTAKE_SPEECH_SCOPE,
+    INTAKE_TEXT_SCOPE,
+    CastStore,
+    LiveStore,
+    LogReader,
+    RateLimiter,
+    RowCache,
+    Tail,
+)
 from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
 from servicekit import (
     IntakeLimits,
     Refusal,
     Serving,
+    add_security_headers,
+    client_address,
     connect,
+    cross_site_guard,
     error_response,
     json_errors,
     openapi_document,
@@ -29,10 +43,12 @@ from servicekit import (
 )
 
 from . import cancel, durable, live, speech, views
+from .authfail import AuthFailures
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
 from .gate import InflightGate
+from .meter import ClientSlots
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
@@ -50,6 +66,8 @@ POOL_HEADROOM = 16
 FOLLOW_SOCKET_MARGIN_S = 10.0
 # The shared tail's connection name, so that CLIENT LIST shows which connection is intake's XREAD.
 TAIL_CLIENT_NAME = "intake-tail"
+# The probes and the scrape: a cluster calls them by the pod's address, from no page.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
 SUBMIT_PATHS = ("/api/casts", "/generate")
 
@@ -62,12 +80,14 @@ def create_app(cfg: Config) -> web.Application:
         internal="intake failed unexpectedly; retry, and report it if it persists", count=metrics.requests,
         shape=_shape,
     )
-    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, _auth])
+    guard = cross_site_guard(cfg.allowed_hosts, cfg.allowed_origins, exempt=_is_probe)
+    app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, guard, _auth])
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
     app[OPENAPI] = views.encode(openapi_document(intake=limits))
     app.cleanup_ctx.append(_redis_ctx)
+    add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)
     app.router.add_get("/api/voices", views.get_voices)
@@ -103,18 +123,27 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, reader=reader)
     app[INTAKE] = Intake(
-        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis),
+        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis, cfg.content_key.encode()),
         reader=reader, limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
         tail=tail,
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
+        text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
+        session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
+        speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
+        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min), live_waiting={},
     )
     tail.start()
+    renewers = [asyncio.ensure_future(s.renew_forever())
+                for s in (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)]
     try:
         yield
     finally:
+        for task in renewers:
+            task.cancel()
+        await asyncio.gather(*renewers, return_exceptions=True)
         await tail.stop()
         await conn.aclose()
     if blobs is not None:
@@ -127,19 +156,31 @@ def _shape(request: web.Request, refusal: Refusal) -> web.Response:
     return speech.error_response(refusal) if speech.speaks_openai(request.path) else error_response(refusal)
 
 
-def _authorized(request: web.Request) -> bool:
+def _is_probe(path: str) -> bool:
+    return path in PROBE_PATHS
+
+
+def _guarded(request: web.Request) -> bool:
     keys = request.app[CONFIG].api_keys
-    if not keys or not (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS):
-        return True
+    return bool(keys) and (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS)
+
+
+def _authorized(request: web.Request) -> bool:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     given = token.strip().encode()
     # compare with every key, so the time taken does not tell which one nearly matched
-    matches = [hmac.compare_digest(given, key.encode()) for key in keys]
+    matches = [hmac.compare_digest(given, key.encode()) for key in request.app[CONFIG].api_keys]
     return scheme.lower() in ("bearer", "token") and any(matches)  # Token: Deepgram's clients (/v1/speak)
 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not _authorized(request):
-        raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
+    if _guarded(request):
+        cfg, failures = request.app[CONFIG], request.app[INTAKE].auth_failures
+        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        failures.check(client)
+        if not _authorized(request):
+            if "Authorization" in request.headers:  # a key given and wrong: a guess
+                await failures.failed(client, "api_key")
+            raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")
     return await handler(request)

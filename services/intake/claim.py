@@ -1,7 +1,8 @@
 """The claim path every submit takes, whatever its route: admission, the body, one atomic submit.
 
 ``async with Admission(request) as client:`` turns away a client still cooling down, holds a slot
-of the in-flight gate and counts every refusal raised inside by its code; in it a route reads
+of the in-flight gate, turns away a client whose bucket is empty (a peek, before any body is
+read: #21) and counts every refusal raised inside by its code; in it a route reads
 the body (``read_body``), parses it its own way and hands the form to ``submit``, which checks
 it and claims the cast in one Redis round trip: a ``Claimed``, or a ``Refusal``. The speech
 room's ``/v1/audio/speech`` walks the same path with OpenAI's body.
@@ -9,6 +10,7 @@ room's ``/v1/audio/speech`` walks the same path with OpenAI's body.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -56,10 +58,26 @@ class Admission:
             if wait:
                 raise rate_limited(wait)  # refused a moment ago: not worth reading the body for
             await intake.gate.acquire()
+            await self._bucket_holds_a_token(client)
         except Refusal as refusal:
             intake.metrics.refused(refusal.code)
             raise
         return client
+
+    async def _bucket_holds_a_token(self, client: str) -> None:
+        """The rate limit, checked before the body is read (a peek: the token is taken with the
+        write, so a refused submit spends none); a slot of the gate held meanwhile."""
+        intake = self._intake
+        asked_at = intake.cooldowns.clock()
+        try:
+            verdict = await intake.limiter.peek(client)
+        except BaseException:
+            intake.gate.release()
+            raise
+        if not verdict.allowed:
+            intake.gate.release()
+            intake.cooldowns.refused(client, asked_at, verdict)
+            raise rate_limited(verdict.retry_after_s)
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self._intake.gate.release()
@@ -68,11 +86,16 @@ class Admission:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same)."""
-    limit = request.app[INTAKE].cfg.max_body_bytes
+    """The body, at most INTAKE_MAX_BODY_BYTES (aiohttp's client_max_size is set to the same),
+    within INTAKE_BODY_TIMEOUT_S: a body trickled in a byte at a time holds nothing for long."""
+    cfg = request.app[INTAKE].cfg
+    limit = cfg.max_body_bytes
     if request.content_length is None or request.content_length <= limit:
         try:
-            return await request.read()
+            return await asyncio.wait_for(request.read(), cfg.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise Refusal(408, "body_timeout", f"the body took longer than {cfg.body_timeout_s:g} s to arrive; "
+                          "send it at once", {"Connection": "close"}) from None
         except web.HTTPRequestEntityTooLarge:
             pass  # a chunked body ran past client_max_size
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
@@ -84,7 +107,7 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice, sub.speed)
+    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cfg.content_key.encode())
     sentences = await intake.planner.sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")

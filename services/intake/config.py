@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from blobstore import StoreConfig
 from servicekit.connect import CONNECT_ATTEMPTS
-from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
+from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
+from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, MIN_SECRET_CHARS, REDIS_URL, Settings, setting
 
 
 def port_range(raw: str) -> tuple[int, int]:
@@ -35,11 +36,16 @@ class Config(Settings):
     # character: 1 MiB leaves room for that and still stops a runaway upload early.
     max_body_bytes: int = setting("INTAKE_MAX_BODY_BYTES", 1024 * 1024, gt=0, doc="largest request body (413 "
                                   "beyond); `streamtts up`'s front proxy takes as much")
+    body_timeout_s: float = setting("INTAKE_BODY_TIMEOUT_S", 10.0, gt=0, doc="how long a request body may take "
+                                    "to arrive (408 beyond; the slot it holds is freed)")
     max_title_chars: int = setting("INTAKE_MAX_TITLE_CHARS", 200, gt=0, doc="longest title (422 beyond)")
     # A cast costs GPU minutes: one per second sustained per client, 30 at once.
     rate: float = setting("INTAKE_RATE", 1.0, gt=0, doc="submissions per second sustained, per client (429 beyond)")
     burst: int = setting("INTAKE_BURST", 30, gt=0, doc="submissions at once, per client (429 beyond)")
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
+    allowed_hosts: frozenset[str] = ALLOWED_HOSTS.field()
+    content_key: str = CONTENT_KEY.field()
+    allowed_origins: frozenset[str] = ALLOWED_ORIGINS.field()
     default_voice: str = setting("INTAKE_DEFAULT_VOICE", "", doc="the default voice when a worker has published "
                                  "it; else the workers' published default. Intake accepts only voices a worker has "
                                  "published to `synth/voices`: before any list, a submit is answered 503 "
@@ -56,6 +62,9 @@ class Config(Settings):
     # The live WebSocket: each session holds one Redis connection for its audio.
     live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live sessions at once, "
                                      "WebSocket and WebRTC together (each holds one Redis connection)")
+    live_sessions_per_client: int = setting("INTAKE_LIVE_SESSIONS_PER_CLIENT", 4, gt=0, doc="live WebSocket "
+                                            "sessions one client may hold once started, across replicas (code 4503 "
+                                            "`too_many_sessions` beyond)")
     live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
                                  "closes after this long without a client message (code 4408)")
     live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "
@@ -63,6 +72,12 @@ class Config(Settings):
     live_send_timeout_s: float = setting("INTAKE_LIVE_SEND_TIMEOUT_S", 10.0, gt=0, doc="a live client that "
                                          "takes no frame for this long is cut off (code 4429, with the `seq_num` "
                                          "to resume listening from)")
+    live_max_open_per_client: int = setting("INTAKE_LIVE_MAX_OPEN_PER_CLIENT", 4, gt=0, doc="open casts "
+                                            "(text not closed yet) one client may hold at once (429 beyond)")
+    # About a fast voice agent's pace (25 tokens/s), and many minutes of speech per minute.
+    live_chars_per_min: int = setting("INTAKE_LIVE_CHARS_PER_MIN", 6000, gt=0, doc="live text characters per "
+                                      "minute per client, sustained and at once (a flush or close costs "
+                                      "50; 429 `rate_limited` beyond)")
     live_max_message_bytes: int = setting("INTAKE_LIVE_MAX_MESSAGE_BYTES", 64 * 1024, gt=0,
                                           doc="the largest message a live client may send")
     # WebRTC (`POST /v1/audio/speech/webrtc`): live sessions whose audio is Opus on a peer connection.
@@ -86,17 +101,24 @@ class Config(Settings):
     webrtc_buffer_ms: int = setting("WEBRTC_BUFFER_MS", 1000, gt=0, doc="audio queued on a session's track "
                                     "before the next sentence waits for it to play")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
-    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, doc="enables "
+    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, min_len=MIN_SECRET_CHARS, doc="enables "
                                       "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
                                       "responses streaming at once (429 beyond)")
     # N streams replaying one log read it from Redis about once (castlog.RowCache).
     row_cache_bytes: int = setting("INTAKE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows "
                                    "(bodies included) kept for speech streams and live sessions catching up")
+    speech_streams_per_client: int = setting("INTAKE_SPEECH_STREAMS_PER_CLIENT", 4, gt=0, doc="`POST "
+                                             "/v1/audio/speech` responses one client may have streaming at once, "
+                                             "across replicas (429 beyond)")
     speech_write_timeout_s: float = setting("INTAKE_SPEECH_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a speech client "
                                             "that takes no bytes this long is closed (the cast goes on)")
+    auth_failures_per_min: int = setting("INTAKE_AUTH_FAILURES_PER_MIN", 10, gt=0, doc="refused credentials "
+                                         "(API key, write token, admin token) per minute per client, sustained and "
+                                         "at once; beyond, 429 `too_many_failures` before any is compared")
     api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
-                                       secret=True, doc="comma-separated keys: when set, `/v1/*` and the submits "
+                                       secret=True, min_len=MIN_SECRET_CHARS, doc="comma-separated keys (each of "
+                                       "32 characters or more: shorter ones refuse to start): when set, `/v1/*` and the submits "
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
     ds_max_stream_bytes: int = setting("INTAKE_DS_MAX_STREAM_BYTES", 64 * 1024 * 1024, gt=0, doc="bytes one "
                                        "durable stream (`/v1/stream/*`) may hold; an append past it is refused (413)")

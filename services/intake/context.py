@@ -15,9 +15,11 @@ from redis.asyncio import Redis
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
 from castlog.durable import DurableStreams
 
+from .authfail import AuthFailures
 from .config import Config
 from .cooldown import Cooldowns
 from .gate import InflightGate
+from .meter import ClientSlots
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
@@ -55,6 +57,11 @@ class Intake:
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
     durable: DurableStreams  # /v1/stream's writes
+    text_limiter: RateLimiter  # live text's characters per client (#21)
+    session_slots: ClientSlots  # live sessions per client, once started
+    speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
+    auth_failures: AuthFailures  # refused credentials per client
+    live_waiting: dict[str, int]  # live sockets per client not started yet (this process)
     # voice blends this process has claimed casts with, newest last (GET /v1/audio/voices lists them)
     blends: dict[str, None] = field(default_factory=dict)
 

@@ -3,7 +3,8 @@
 ``POST /api/casts`` with ``{"live": true, ...}`` opens a cast (201 with its id); fragments go to
 ``POST /api/casts/{id}/text`` with the offset where they start, so that a resend after a lost
 reply appends nothing and a gap is refused; ``POST /api/casts/{id}/close`` ends the text.
-Listeners use the usual routes (SSE, records, audio.mp3). The speech room's WebSocket session
+Both writes need ``Authorization: Bearer <write_token>``, the secret of the 201 (the id is the
+public link: it reads, never writes). Listeners use the usual routes (SSE, records, audio.mp3). The speech room's WebSocket session
 (:mod:`intake.speech.livews`) calls the same functions. Every refusal is a ``Refusal``; those of
 the text log are ``TextRefusal``, which tells the client the ``offset`` to go on from.
 """
@@ -17,15 +18,20 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from castlog import Meta, RateLimited, catalog_key, is_cast_id
-from servicekit import json_response
+from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
+from servicekit import client_address, json_response
 
-from .claim import cast_url
+from .claim import cast_url, read_body
 from .context import INTAKE
 from .validate import Refusal, normalise_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
+# What a flush or a close costs of a client's live text characters: each makes the worker speak
+# a piece however short, so a stream of empty flushes is not free.
+FLUSH_COST = 50
+# A client at its cap of open casts may retry once it closed one.
+OPEN_RETRY_AFTER_S = 5
 # Kokoro's speed factor: below and above these, speech turns unintelligible.
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
@@ -52,10 +58,11 @@ class CloseForm(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class Opened:
-    """An open cast: its id and the voice it reads in."""
+    """An open cast: its id, the voice it reads in and the secret that writes to it."""
 
     cast_id: str
     voice: str
+    write_token: str
 
 
 class TextRefusal(Refusal):
@@ -105,12 +112,17 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
     try:
-        cast_id = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client))
+        opened = await intake.live.open(voice, meta, speed=speed, limit=(intake.limiter, client),
+                                        max_open=intake.cfg.live_max_open_per_client)
+    except TooManyOpen:
+        cap = intake.cfg.live_max_open_per_client
+        raise Refusal(429, "too_many_open_casts", f"your address holds {cap} open casts; close one first",
+                      {"Retry-After": str(OPEN_RETRY_AFTER_S)}) from None
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         wait = limited.verdict.retry_after_s
         raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
-    return Opened(cast_id, voice)
+    return Opened(opened.cast_id, voice, opened.write_token)
 
 
 def clean(fragment: str) -> str:
@@ -135,13 +147,29 @@ def refusal_of(answer: str, end: int, limit: int) -> TextRefusal:
     return TextRefusal(status, code, message.format(end=end, limit=limit), end)
 
 
-async def add_text(app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool) -> tuple[str, int]:
-    """Append one fragment at ``offset``; ("appended" or "duplicate", the text's end) or TextRefusal."""
+def text_limited(wait_s: int) -> Refusal:
+    return Refusal(429, "rate_limited", f"too much live text from your address; retry in {wait_s} s",
+                   {"Retry-After": str(wait_s)})
+
+
+async def add_text(
+    app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool, *, client: str
+) -> tuple[str, int]:
+    """Append one fragment at ``offset``, its characters (a flush's FLUSH_COST) taken from
+    ``client``'s bucket in the same step; ("appended" or "duplicate", the text's end) or a
+    refusal (TextRefusal for the text log's answers)."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
     intake = app[INTAKE]
     limit = intake.cfg.max_chars
-    answer, end = await intake.live.append_text(cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush)
+    cost = len(fragment) + (FLUSH_COST if flush else 0) or FLUSH_COST
+    try:
+        answer, end = await intake.live.append_text(
+            cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush,
+            limit=(intake.text_limiter, client, min(cost, intake.text_limiter.burst)),
+        )
+    except RateLimited as limited:
+        raise text_limited(limited.verdict.retry_after_s) from None
     if answer == "ok":
         return "appended", end
     if answer == "duplicate":
@@ -149,13 +177,21 @@ async def add_text(app: web.Application, cast_id: str, offset: int, fragment: st
     raise refusal_of(answer, end, limit)
 
 
-async def close_text(app: web.Application, cast_id: str, voice: str) -> tuple[int, str]:
-    """Close the text (idempotent); (its length, the final text's content id) or TextRefusal."""
+async def close_text(app: web.Application, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[int, str]:
+    """Close the text (idempotent); (its length, the final text's content id) or TextRefusal.
+    Never refused for its cost: a session that ends must close its text (see charge_close)."""
     intake = app[INTAKE]
-    answer, end, cid = await intake.live.close_text(cast_id, voice)
+    answer, end, cid = await intake.live.close_text(cast_id, voice, seen)
     if answer in ("ok", "closed"):
         return end, cid
     raise refusal_of(answer, end, intake.cfg.max_chars)
+
+
+async def charge_close(app: web.Application, client: str) -> None:
+    """A client's close costs FLUSH_COST of its live text (it makes the worker speak the rest)."""
+    verdict = await app[INTAKE].text_limiter.take(client, FLUSH_COST)
+    if not verdict.allowed:
+        raise text_limited(verdict.retry_after_s)
 
 
 # ---- the HTTP handlers ------------------------------------------------------------------------
@@ -165,6 +201,36 @@ def _cast_id(request: web.Request) -> str:
     if not is_cast_id(cast_id):
         raise Refusal(404, "not_found", "no such cast; a cast id is 12 characters of A-Z, a-z, 0-9, - and _")
     return cast_id
+
+
+def _client(request: web.Request) -> str:
+    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
+    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
+
+
+def _bearer(request: web.Request) -> str:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _no_write_token(message: str) -> Refusal:
+    return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
+
+
+async def check_writer(request: web.Request, cast_id: str) -> None:
+    """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
+    before the body is read, so a stranger's body is never read and nothing is written."""
+    token = _bearer(request)
+    if not token:
+        raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
+    failures, client = request.app[INTAKE].auth_failures, _client(request)
+    failures.check(client)
+    answer = await request.app[INTAKE].live.writer(cast_id, token)
+    if answer == "forbidden":
+        await failures.failed(client, "write_token")
+        raise _no_write_token("this write_token does not write to this cast; only its opener's does")
+    if answer != "ok":
+        raise refusal_of(answer, 0, 0)
 
 
 def _json_body(request: web.Request) -> None:
@@ -179,23 +245,25 @@ async def open_from_body(app: web.Application, client: str, body: bytes) -> Open
 
 
 def opened_reply(opened: Opened) -> web.Response:
-    """201 with the open cast's id and routes."""
+    """201 with the open cast's id, routes and write token (Cache-Control: no-store: a secret)."""
     url = cast_url(opened.cast_id)
     body = {
         "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
         "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
+        "write_token": opened.write_token,
     }
-    return json_response(body, 201, {"Location": url})
+    return json_response(body, 201, {"Location": url, "Cache-Control": "no-store"})
 
 
 async def post_text(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/text`` ``{"text", "offset", "flush"}``: 200 with the text's end."""
     cast_id = _cast_id(request)
     _json_body(request)
+    await check_writer(request, cast_id)
     form: TextForm = _decode(
-        await request.read(), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
+        await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
-    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush)
+    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=_client(request))
     return json_response({"id": cast_id, "status": status, "offset": end})
 
 
@@ -203,7 +271,9 @@ async def post_close(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/close`` (optionally ``{"offset"}``, the length the client sent)."""
     cast_id = _cast_id(request)
     _json_body(request)
-    form: CloseForm = _decode(await request.read(), CloseForm, 'send {} or {"offset": integer}')
+    await check_writer(request, cast_id)
+    form: CloseForm = _decode(await read_body(request), CloseForm, 'send {} or {"offset": integer}')
+    await charge_close(request.app, _client(request))
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
     if text is None:
@@ -211,5 +281,5 @@ async def post_close(request: web.Request) -> web.Response:
         raise refusal_of(answer, 0, 0)
     if form.offset is not None and text.closed is None and form.offset != text.end:
         raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
-    end, cid = await close_text(request.app, cast_id, text.voice)
+    end, cid = await close_text(request.app, cast_id, text.voice, text)  # the log read once
     return json_response({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})

@@ -40,6 +40,14 @@ class Metrics(ServiceMetrics):
         )
         # the shared tail's (castlog.TailMetrics): /v1/audio/speech streams and live sessions
         self.tail = TailCounters(registry, "intake", LISTENER_KINDS)
+        self.auth_failures = Counter(
+            "streamtts_intake_auth_failures_total",
+            "Refused credentials by kind: api_key, write_token, admin_token",
+            ["credential"],
+            registry=registry,
+        )
+        for credential in ("api_key", "write_token", "admin_token"):
+            self.auth_failures.labels(credential)
         # Zero-valued series from the start, so that rate() over them works before the first hit.
         self._results = {result: self.submits.labels(result, "") for result in RESULTS}
 

@@ -11,7 +11,7 @@ import msgspec
 from aiohttp import web
 
 from castlog import archive, is_cast_id
-from servicekit import Problem, json_response, probe, redis_answers
+from servicekit import Problem, client_address, json_response, probe, redis_answers
 
 from . import live
 from .claim import Admission, Claimed, cast_url, read_body, submit
@@ -57,9 +57,15 @@ async def delete_cast(request: web.Request) -> web.Response:
     archived audio after it; an identical submit then synthesizes again. 404 unless the
     request carries ``Authorization: Bearer $STREAMTTS_ADMIN_TOKEN`` (and one is configured),
     so that the route does not even show that it exists."""
-    token = request.app[INTAKE].cfg.admin_token
+    cfg, failures = request.app[INTAKE].cfg, request.app[INTAKE].auth_failures
+    token = cfg.admin_token
     given = request.headers.get("Authorization", "")
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+    if token is not None and given:
+        failures.check(client)
     if token is None or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        if token is not None and given:
+            await failures.failed(client, "admin_token")
         raise Refusal(404, "not_found", "no such route")
     cast_id = request.match_info["id"]
     if not is_cast_id(cast_id) or not await archive.delete(request.app[INTAKE].redis, cast_id):

@@ -21,7 +21,7 @@ from . import commands as client_commands
 from . import statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .config import Config, environment
-from .launcher import SERVICES, Launcher, Options, port_in_use, redis_url
+from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
 
 
 def version() -> str:
@@ -75,6 +75,7 @@ def run_up(args: argparse.Namespace) -> int:
         from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
 
         max_body = int(value_of(IntakeConfig, "max_body_bytes", environment()))  # the proxy takes what intake takes
+        hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
     url = redis_url(environment())
@@ -88,7 +89,7 @@ def run_up(args: argparse.Namespace) -> int:
         voicecmd.first_start(state_dir)
     options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
                       redis_server=server, services=services, max_body_bytes=max_body,
-                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port)
+                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

@@ -12,6 +12,8 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
+import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -26,7 +28,8 @@ from redis.asyncio import Redis
 
 from blobstore import StoreConfig
 from servicekit import connect, redact
-from servicekit.settings import REDIS_URL, declaration, is_set, value_of
+from servicekit.crosssite import ALLOWED_HOSTS, host_name
+from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
 from synth.config import SynthConfig
 
 from .config import environment
@@ -84,6 +87,7 @@ class Options:
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
     wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
+    hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
 
     def __post_init__(self) -> None:
         # Absolute before any use: children and Redis run in other working directories.
@@ -93,6 +97,33 @@ class Options:
     def origin(self) -> str:
         host = "127.0.0.1" if self.host in ("", "0.0.0.0") else f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+
+# The names a local origin answers to besides address literals: a browser's way to it.
+LOCAL_NAMES = frozenset({"localhost"})
+
+
+def local_hosts(host: str, configured: frozenset[str]) -> frozenset[str]:
+    """The host names ``up`` answers to: localhost, ``--host`` when it is a name, and the
+    configured ones (a rebound name is refused: servicekit.crosssite)."""
+    name = host_name(host) if host and ":" not in host else None
+    return LOCAL_NAMES | configured | ({name} if name else set())
+
+
+# The deployment's key of content ids, made once per state dir (servicekit.settings.CONTENT_KEY).
+CONTENT_KEY_FILE = "content.key"
+
+
+def content_key(state_dir: Path) -> str:
+    """The state dir's content key, made (random, owner-only) on the first call: the same one on
+    every start, so that a repeated text stays one cast."""
+    path = state_dir / CONTENT_KEY_FILE
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -119,9 +150,13 @@ def available(name: str) -> bool:
     return importlib.util.find_spec(f"{name}.__main__") is not None
 
 
-def _spawn(child: Child, redis_url: str, state_dir: Path, extra: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str],
+           extra: Mapping[str, str]) -> subprocess.Popen[bytes]:
     env = {**environment(), **extra}
     env[REDIS_URL.env] = redis_url
+    env[ALLOWED_HOSTS.env] = ",".join(sorted(hosts))  # intake's own port checks them too
+    if not is_set(CONTENT_KEY, env):
+        env[CONTENT_KEY.env] = content_key(state_dir)
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
     # finished audio leaves Redis
     env.setdefault(declaration(StoreConfig, "url").env, (state_dir / "archive").resolve().as_uri())
@@ -160,12 +195,13 @@ class Launcher:
             if redis is None:
                 return 0
             for child in self.children:
-                child.proc = _spawn(child, redis_url, self.options.state_dir, self._extra(child.name))
+                child.proc = _spawn(child, redis_url, self.options.state_dir, self.options.hosts,
+                                    self._extra(child.name))
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            app = create_app(redis, upstreams, self.options.max_body_bytes)
+            app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts)
             runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
                                    access_log_format=ACCESS_LOG_FORMAT)
             await runner.setup()

@@ -10,13 +10,17 @@ import asyncio
 import io
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp.typedefs import Handler
+from multidict import CIMultiDict
 from redis.asyncio import Redis
 
-from servicekit import healthy
+from servicekit import add_security_headers, healthy
+from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
 from . import wsrelay
 
@@ -45,8 +49,11 @@ HOP_BY_HOP = {
 }
 REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
 # Bodies are buffered before they are relayed: the launcher sets this to INTAKE_MAX_BODY_BYTES so
-# the proxy never refuses what intake would take.
+# the proxy never refuses what intake would take. At most MAX_BUFFERED bodies are held at once
+# (64 MiB at the default size; past that 503 busy) and each must arrive within BODY_TIMEOUT_S.
 MAX_BODY_BYTES = 1024 * 1024
+MAX_BUFFERED = 64
+BODY_TIMEOUT_S = 30.0
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 # How long /readyz waits for each service's own /readyz.
@@ -54,9 +61,14 @@ READY_PROBE_S = 2.0
 # Seconds a client is told to wait while the system is not ready.
 NOT_READY_RETRY_S = 2
 
+# The probes answer whatever Host asks (a load balancer's checks name an address or nothing).
+PROBES = frozenset({"/healthz", "/readyz"})
+
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
 MAX_BODY = web.AppKey("max_body_bytes", int)
+HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
+BUFFERS = web.AppKey("buffers", asyncio.Semaphore)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -138,24 +150,44 @@ async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
         return None
 
 
+@web.middleware
+async def _known_host(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """DNS rebinding: a name the origin was not told to answer to is refused (servicekit.crosssite)."""
+    if request.path not in PROBES and not host_allowed(request.host, request.app[HOSTS]):
+        return web.json_response(
+            {"error": "unknown_host", "message": "this server does not answer to that host name; "
+             f"add it to {ALLOWED_HOSTS.env}"}, status=403)
+    return await handler(request)
+
+
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in REQUEST_HOP_BY_HOP and k.lower() != "host"}
+    # Host goes on: intake compares a write's Origin with the origin the browser asked for
+    headers = end_to_end(request.headers, REQUEST_HOP_BY_HOP | {"x-forwarded-for"})
     peer = request.remote or ""
-    prior = request.headers.get("X-Forwarded-For")
+    prior = ", ".join(request.headers.getall("X-Forwarded-For", []))
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
     headers.setdefault("X-Forwarded-Host", request.host)
     headers.setdefault("X-Forwarded-Proto", request.scheme)
     if wsrelay.is_upgrade(request):
         return await wsrelay.relay(request, base, request.app[SESSION], headers)
+    buffers = request.app[BUFFERS]
+    if request.can_read_body and buffers.locked():
+        return web.json_response({"error": "busy", "message": "too many uploads at once; retry in a moment"},
+                                 status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)})
     try:
-        body = await request.read() if request.can_read_body else None
+        async with buffers:
+            body = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S) if request.can_read_body else None
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(
             {"error": "body_too_large",
              "message": f"the body is larger than {request.app[MAX_BODY]} bytes; send a shorter text"},
             status=413,
         )
+    except asyncio.TimeoutError:
+        return web.json_response(
+            {"error": "body_timeout", "message": f"the body took longer than {BODY_TIMEOUT_S:g} s; send it at once"},
+            status=408, headers={"Connection": "close"})
     try:
         upstream = await request.app[SESSION].request(
             request.method,
@@ -181,6 +213,17 @@ async def forward(request: web.Request) -> web.StreamResponse:
         relays.discard(upstream)
 
 
+def end_to_end(headers: Mapping[str, str], hop_by_hop: set[str]) -> CIMultiDict[str]:
+    """The headers to pass on: every one, repeats kept, but the hop-by-hop ones and those the
+    Connection header names (RFC 9110 7.6.1)."""
+    named = {t.strip().lower() for v in headers.getall("Connection", []) for t in v.split(",")}  # type: ignore[attr-defined]
+    kept: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in hop_by_hop and name.lower() not in named:
+            kept.add(name, value)
+    return kept
+
+
 def _unreachable(app: web.Application, base: str, exc: BaseException) -> web.Response:
     """A service that has not answered yet is starting (503, retry); one that did is down (502,
     one warning until it answers again)."""
@@ -201,9 +244,7 @@ def _unreachable(app: web.Application, base: str, exc: BaseException) -> web.Res
 
 async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    for name, value in upstream.headers.items():
-        if name.lower() not in HOP_BY_HOP:
-            response.headers.add(name, value)
+    response.headers.extend(end_to_end(upstream.headers, HOP_BY_HOP))
     try:
         await response.prepare(request)
         try:
@@ -229,14 +270,21 @@ async def _close_relays(app: web.Application) -> None:
         relays.pop().close()
 
 
-def create_app(redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes)
+def create_app(
+    redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES, hosts: frozenset[str] = frozenset(),
+    max_buffered: int = MAX_BUFFERED,
+) -> web.Application:
+    """The proxy; a Host that names none of ``hosts`` is refused (empty: any)."""
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_known_host])
     app[MAX_BODY] = max_body_bytes
+    app[HOSTS] = hosts
+    app[BUFFERS] = asyncio.Semaphore(max_buffered)
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()
     app[SEEN] = {}
     app.on_shutdown.append(_close_relays)
+    add_security_headers(app)
     wsrelay.setup(app)
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]

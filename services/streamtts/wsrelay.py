@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import ClientError, ClientSession, WSMsgType, web
+from multidict import CIMultiDict
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +27,11 @@ def is_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
-async def relay(request: web.Request, base: str, session: ClientSession, headers: dict[str, str]) -> web.StreamResponse:
+async def relay(
+    request: web.Request, base: str, session: ClientSession, headers: Mapping[str, str]
+) -> web.StreamResponse:
     url = base.replace("http", "ws", 1) + request.rel_url.raw_path_qs
-    forwarded = {k: v for k, v in headers.items() if not k.lower().startswith("sec-websocket")}
+    forwarded = CIMultiDict((k, v) for k, v in headers.items() if not k.lower().startswith("sec-websocket"))
     try:
         upstream = await session.ws_connect(url, headers=forwarded, max_msg_size=MAX_MESSAGE_BYTES)
     except (ClientError, OSError, asyncio.TimeoutError) as exc:

@@ -77,11 +77,14 @@ class Admitter:
                     await quietly(jobs.ensure_group(self.crew.redis))
 
     async def run_live(self) -> None:
-        """Open casts: admitted while fewer than SYNTH_MAX_LIVE are held, whatever the others do."""
+        """Open casts: admitted while fewer than SYNTH_MAX_LIVE of those held have something to
+        say (an open cast waiting for text holds no place: one client's idle casts never keep
+        another's from its first audio) and fewer than SYNTH_MAX_LIVE_HELD are held at all."""
         cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.live_inbox
         while not held.stopping:
             try:
-                room = cfg.max_live - sum(1 for c in held.casts.values() if c.live)
+                live = [c for c in held.casts.values() if c.live]
+                room = min(cfg.max_live - sum(1 for c in live if c.speaking), cfg.max_live_held - len(live))
                 if room <= 0:
                     await wait(held.room, cfg.poll_s)
                     continue

@@ -23,10 +23,14 @@ class OpenText:
     chunker: LiveChunks
     after: str = "0-0"  # the last catalog entry read
     end: int = 0  # the text's end offset (characters as sent)
-    text: str = ""
+    parts: list[str] = field(default_factory=list)  # the fragments kept (joined once, at a close)
     closed: bool = False
     heard_at: float = 0.0  # clock time when text last came (for SYNTH_LIVE_IDLE_S)
     speed: float = 1.0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 def job_key(stream: str, entry_id: str) -> str:
@@ -107,6 +111,12 @@ class ActiveCast:
     @property
     def live(self) -> bool:
         return self.open_text is not None
+
+    @property
+    def speaking(self) -> bool:
+        """A live cast with something to say: a chunk to make or to append. One waiting for text
+        (or holding half a sentence) says nothing, and holds none of SYNTH_MAX_LIVE."""
+        return self.live and not self.closed and self.next_append < len(self.chunks)
 
     @property
     def typing(self) -> bool:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from blobstore import StoreConfig
 from servicekit import ConfigError
-from servicekit.settings import REDIS_URL, Settings, setting
+from servicekit.settings import CONTENT_KEY, REDIS_URL, Settings, setting
 
 Backend = Literal["auto", "onnx", "torch"]
 
@@ -36,6 +36,7 @@ class ArchiverConfig(Settings):
 @dataclass(frozen=True)
 class SynthConfig(Settings):
     redis_url: str = REDIS_URL.field()
+    content_key: str = CONTENT_KEY.field()  # intake's: an idle open cast closed here is named as intake names it
     # A pod's stable name makes a restarted worker re-read its own pending jobs.
     consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="`hostname-pid`",
                             doc="the consumer name in group `synth` (a stable name re-reads its own pending jobs "
@@ -92,8 +93,12 @@ class SynthConfig(Settings):
                                       doc="how often queue depth, lag and Redis memory are polled")
     voices_maxlen: int = 100  # entries kept in `synth/voices` (approximate trim)
     # Open (live) casts
-    max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts a worker holds at once, apart "
-                            "from `SYNTH_CONCURRENCY`")
+    max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts with something to say that a "
+                            "worker admits at once, apart from `SYNTH_CONCURRENCY` (one waiting for text holds no place)")
+    # An open cast waiting for text costs a catalog in one blocking read, no model time.
+    max_live_held: int = setting("SYNTH_MAX_LIVE_HELD", 64, gt=0, doc="open casts a worker holds at once, those "
+                                 "waiting for text included (each client holds at most "
+                                 "`INTAKE_LIVE_MAX_OPEN_PER_CLIENT`)")
     live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 120.0, gt=0, doc="an open cast without new text this long "
                                  "is closed by the worker (its rest is spoken)")
     live_hold_lead_s: float = setting("SYNTH_LIVE_HOLD_LEAD_S", 10.0, gt=0, doc="while an open cast's next "

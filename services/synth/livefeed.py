@@ -52,7 +52,7 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
         state.end = event.end
         state.heard_at = now
         if event.kind == "text":
-            state.text += event.text
+            state.parts.append(event.text)  # not +=: a long text of small fragments stays linear
             new += len(state.chunker.feed(event.text))
         else:  # flush, or closed: what is buffered is spoken now
             new += len(state.chunker.flush())
@@ -123,7 +123,7 @@ class LiveFeed:
             if state is None or state.closed or now - state.heard_at < self.crew.cfg.live_idle_s:
                 continue
             log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
-            await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice))
+            await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice, key=self.crew.live.content_key))
             state.heard_at = now  # 'moved': text came meanwhile, and the next read brings it
 
 

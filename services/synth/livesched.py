@@ -6,7 +6,9 @@ text cast's lead work, with one exception kept from :func:`scheduler.pick`: a ca
 listener would run dry while that sentence is made (its lead is between 0 and the model's time
 for a short chunk) gets its chunk first. A live cast has at most one sentence in flight (made or
 being encoded, not yet appended), so that between its sentences the others move on; only when
-nothing else wants the model may it run ahead. While a live cast's next sentence is being typed
+nothing else wants the model may it run ahead. Among live casts with a sentence ready, the one
+furthest behind its listener goes first (one without audio before any), so that the open casts
+take turns: one client's busy casts never starve another's. While a live cast's next sentence is being typed
 (text has come that completes no sentence yet), a cast that leads its listener by more than
 ``hold_lead_s`` waits instead of taking the model, so the model is free when that sentence
 completes; it loses nothing, being that far ahead. Without live casts this is exactly ``pick``.
@@ -54,8 +56,9 @@ def pick_next(
             ready.append(cast)
         else:
             ahead.append(cast)
-    if ready:
-        return Decision(_running_dry(batch, now, first_chunk_s) or ready[0])
+    if ready:  # the one furthest behind its listener (one without audio first): a busy cast that was
+        # just served waits its turn, so no open cast starves the others (admitted first or not)
+        return Decision(_running_dry(batch, now, first_chunk_s) or min(ready, key=lambda c: c.pace.lead(now)))
     decision = pick(batch, now, first_chunk_s=first_chunk_s)
     chosen = decision.cast
     if chosen is not None and typing and chosen.pace.lead(now) > hold_lead_s:

@@ -75,7 +75,7 @@ class Worker:
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
         held = Holdings(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
         self.crew = crew = Crew(
-            cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis),
+            cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis, cfg.content_key.encode()),
             held=held, metrics=metrics, clock=clock, speed=scheduler.ModelSpeed(),
         )
         self.store = crew.store  # (tests and benchmarks reach the writes through it)

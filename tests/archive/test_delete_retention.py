@@ -19,7 +19,7 @@ from tests.support.apps import app_clients
 
 from .archive_helpers import archiver, finished
 
-TOKEN = "an-admin-token"
+TOKEN = "an-admin-token-of-32-characters-0000"
 TEXT = "A cast that will be deleted, then made again."
 
 

@@ -105,5 +105,8 @@ async def test_archived_cast_without_a_store_is_503_not_500(redis: Redis, redis_
         edge = await make()
         resp = await edge.get(f"/api/casts/{cast.id}/records")
         assert resp.status == 503 and (await resp.json())["error"] == "archive_unavailable"
+        # #21 finding 8: the refusal echoed the store's exception (its paths, bucket, endpoint)
+        message = (await resp.json())["message"]
+        assert "/" not in message and "casts" not in message and "ARCHIVE" not in message, message
         state = await edge.get(f"/api/casts/{cast.id}")
         assert state.status == 200 and (await state.json())["status"] == "done"  # the index is in Redis

@@ -65,3 +65,17 @@ def test_only_well_formed_cast_streams_name_a_cast(name: str) -> None:
 
 def test_cast_stream_name_gives_its_id() -> None:
     assert cast_id_of("pub/casts/pHanHO6047OT") == "pHanHO6047OT"
+
+
+@pytest.mark.rule("content-id-keyed")
+def test_a_keyed_content_id_is_an_hmac_of_the_same_material() -> None:
+    import base64
+    import hashlib
+    import hmac
+
+    from castlog import content_id
+
+    key = b"k" * 32
+    want = hmac.new(key, b"af_heart\x00Hello.\x00speed=1.50", hashlib.sha256).digest()
+    assert content_id(" Hello. ", "af_heart", 1.5, key=key) == base64.urlsafe_b64encode(want).decode()[:12]
+    assert content_id("Hello.", "af_heart") != content_id("Hello.", "af_heart", key=key)

@@ -45,6 +45,7 @@ from castlog import (
     read_voices,
     scripts,
     take_done,
+    write_hash,
 )
 from castlog.streams import decode, encode
 
@@ -67,11 +68,12 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     assert [decode_job(fields) for _, fields in rows] == [first, again]
     assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
     ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
-    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed"}
+    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed", "wh"}
 
 
 async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) -> None:
-    cast_id = await LiveStore(redis).open(VOICE, meta(live=True), speed=1.25)
+    opened = await LiveStore(redis).open(VOICE, meta(live=True), speed=1.25)
+    cast_id = opened.cast_id
     (job,) = await read_jobs(redis, JOBS_LIVE)
     ((_, fields),) = await redis.xrange(JOBS_LIVE)
     assert {k.decode() for k in fields} == set(Job.__struct_fields__)
@@ -82,6 +84,7 @@ async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) ->
     recipe = await read_recipe(redis, cast_id)
     assert recipe is not None and recipe.live and recipe.speed == 1.25
     assert (recipe.text, recipe.voice, recipe.title) == ("", VOICE, "Hello") and recipe.created_at > 0
+    assert recipe.wh == write_hash(opened.write_token) and opened.write_token not in recipe.wh
 
 
 async def test_recipe_of_a_submit_is_not_live_and_none_without_a_catalog(store: CastStore, redis: Redis) -> None:

@@ -20,7 +20,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import castlog
-from castlog import ratelimit, scripts, slots
+from castlog import live, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
@@ -124,6 +124,27 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     assert not intake.client_unblock(intake.client_id())
 
 
+def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
+    """The per-client limits of #21: the open script's set of a client's open casts, the live text
+    bucket (in the fragment script), and the slots of live sessions and /v1 streams."""
+    intake = client("intake")
+    open_limited = intake.register_script(live.OPEN_LIMITED)
+    mine = "rl/intake-live/203.0.113.9"
+    keys = [f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs/live", mine, "rl/intake/203.0.113.9"]
+    args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", 4, "catalog/", 60_000, 1, 30, 1]
+    assert open_limited(keys=keys, args=args) == [1, b"new"]
+    assert admin.zrange(mine, 0, -1) == [CAST.encode()]
+    fragment = intake.register_script(live.FRAGMENT_LIMITED)
+    answer = fragment(keys=[f"catalog/{CAST}", "rl/intake-text/203.0.113.9"], args=[0, "Hi.", 3, 100, "0", 2, 100, 3])
+    assert answer == [1, [b"ok", 3]]
+    acquire = intake.register_script(slots.ACQUIRE)
+    for scope in ("intake-sessions", "intake-speech"):
+        assert acquire(keys=[f"rl/{scope}/203.0.113.9"], args=["me:1", 2, 30_000]) == [1, 1]
+        assert intake.register_script(slots.RENEW)(keys=[f"rl/{scope}/203.0.113.9"], args=[30_000, "me:1"]) == 1
+        assert intake.zrem(f"rl/{scope}/203.0.113.9", "me:1") == 1
+    denied(lambda: intake.zadd("rl/edge-streams/203.0.113.9", {"x": 1}))
+
+
 def test_intake_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
     admin.xadd("progress/done", {"id": "abc"})
     intake = client("intake")
@@ -199,7 +220,7 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
     assert edge.xrevrange(f"pub/casts/{CAST}", count=1)[0][0] == b"0-3"
     assert edge.xlen(f"pub/casts/{CAST}") == 3
     assert edge.xread({f"pub/casts/{CAST}": "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
-    assert edge.register_script(TAKE)(keys=["rl/read/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
+    assert edge.register_script(TAKE)(keys=["rl/edge/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
     # open-stream slots, shared by the replicas: take, renew, give back
     streams = "rl/edge-streams/203.0.113.9"
     assert edge.register_script(slots.ACQUIRE)(keys=[streams], args=["me:1", 8, 30_000]) == [1, 1]
@@ -223,6 +244,9 @@ def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Re
     denied(lambda: append(keys=[f"pub/casts/{CAST}"], args=[0, "audio", "{}", ""]))
     denied(lambda: edge.register_script(TAKE)(keys=[f"catalog/{CAST}"], args=[1, 30, 1]))
     denied(lambda: edge.config_get("*"))
+    # #21 finding 8: edge could write intake's buckets (and so lift a client's submit limit)
+    denied(lambda: edge.hset("rl/intake/203.0.113.9", "tokens", "99"))
+    denied(lambda: edge.register_script(TAKE)(keys=["rl/intake-auth/203.0.113.9"], args=[1, 30, 1]))
 
 
 async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, admin: redis.Redis) -> None:

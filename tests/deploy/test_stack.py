@@ -37,7 +37,7 @@ PASSWORDS = {
     "ADMIN": "admin-stack-password-04",
 }
 TEXT = "Hello there. This cast went through the deployed proxy, users and settings."
-ADMIN_TOKEN = "stack-admin-token-0000"
+ADMIN_TOKEN = "stack-admin-token-of-32-characters-00"
 SYNTH_START_S = 120.0  # model load and warm-up on a CPU
 CAST_DONE_S = 90.0
 # redis-py announces itself with CLIENT SETINFO and ignores a refusal; the ACL does not grant it.
@@ -194,10 +194,13 @@ def test_a_live_cast_is_fed_closed_and_finished(stack: Stack) -> None:
     status, opened = call(stack, "POST", "/api/casts", {"live": True})
     assert status == 201, opened
     cast_id, first = opened["id"], "A live cast, fed in pieces. "
+    writer = {"Authorization": f"Bearer {opened['write_token']}"}
+    status, reply = call(stack, "POST", f"/api/casts/{cast_id}/close", {})  # the link alone writes nothing
+    assert status == 401, reply
     for offset, piece in ((0, first), (len(first), "It ends here.")):
-        status, reply = call(stack, "POST", f"/api/casts/{cast_id}/text", {"text": piece, "offset": offset})
+        status, reply = call(stack, "POST", f"/api/casts/{cast_id}/text", {"text": piece, "offset": offset}, writer)
         assert status == 200, reply
-    status, reply = call(stack, "POST", f"/api/casts/{cast_id}/close", {})
+    status, reply = call(stack, "POST", f"/api/casts/{cast_id}/close", {}, writer)
     assert status == 200, reply
     assert finished(stack, cast_id)["status"] == "done"
 

@@ -117,3 +117,37 @@ async def test_audio_of_a_cast_without_audio_yet_waits_for_it(edge: TestClient[A
     audio = audio_records(TEXTS[:1])
     await cast.append(Start(attempt=1, resume_from=0, at=0), *audio, Eos(sentences=1, audio_ms=1, attempts=1))
     assert await asyncio.wait_for(reader, 10) == body(audio)
+
+
+@pytest.mark.rule("range-416")
+async def test_a_range_of_absurd_positions_is_416_or_the_whole_never_500(edge: TestClient[Any, Any], store: CastStore) -> None:
+    """#21 finding 8: `Range: bytes=<5000 digits>-` was a 500 and a logged traceback."""
+    cid = cast_id()
+    await write_cast(store, cid, TEXTS)
+    whole = await (await edge.get(f"/api/casts/{cid}/audio.mp3")).read()
+    huge = "9" * 5000
+    resp = await edge.get(f"/api/casts/{cid}/audio.mp3", headers={"Range": f"bytes={huge}-"})
+    assert resp.status == 416 and (await resp.json())["error"] == "range_not_satisfiable"
+    for header in (f"bytes=0-{huge}", f"bytes=-{huge}"):
+        resp = await edge.get(f"/api/casts/{cid}/audio.mp3", headers={"Range": header})
+        assert resp.status == 206 and await resp.read() == whole, header
+
+
+@pytest.mark.rule("downloads-metered")
+async def test_downloads_of_a_finished_cast_count_against_the_clients_streams(
+    make_edge: Any, store: CastStore
+) -> None:
+    """#21 finding 4: finished-cast downloads skipped the per-client stream cap."""
+    edge = await make_edge(max_streams_per_client=1)
+    cid = cast_id()
+    cast = Cast(store, cid)
+    await cast.submit(40)
+    big = b"\xff" * 256 * 1024  # 10 MB in all: more than the socket buffers hold
+    audio = [Audio(i=i, t=f"S{i}.", d=100, o=100 * i, body=big) for i in range(40)]
+    await cast.append(Start(attempt=1, resume_from=0, at=0), *audio)
+    await cast.append(Eos(sentences=40, audio_ms=4000, attempts=1))
+    first = await edge.get(f"/api/casts/{cid}/audio.mp3")  # its body not read yet: it holds the slot
+    assert first.status == 200
+    second = await edge.get(f"/api/casts/{cid}/audio.mp3")
+    assert (second.status, (await second.json())["error"]) == (429, "too_many_streams")
+    first.close()

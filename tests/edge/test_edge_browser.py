@@ -154,9 +154,9 @@ async def test_submit_on_the_start_page_then_listen_gaplessly_and_again_from_the
     sentences = len(split_text(text))
     page = await browser.new_page()
     await page.goto(str(server.make_url("/")))
-    await page.wait_for_function("document.querySelectorAll('#voice option').length === 2")
+    await page.wait_for_function("() => document.querySelectorAll('#voice option').length === 2")
     await page.fill("#text", text)
-    await page.wait_for_function("document.getElementById('estimate').textContent.includes('sentences')")
+    await page.wait_for_function("() => document.getElementById('estimate').textContent.includes('sentences')")
     # the page estimates the chunks as the splitter plans them (the first clause is one)
     assert f"≈ {sentences} sentences" in await page.inner_text("#estimate")
     await page.select_option("#voice", "jf_alpha")
@@ -170,7 +170,7 @@ async def test_submit_on_the_start_page_then_listen_gaplessly_and_again_from_the
 
     url = page.url  # reopen the finished cast: it plays from the start
     await page.goto(url)
-    await page.wait_for_function("window.streamttsPlayer && window.streamttsPlayer.state.scheduled.length > 0")
+    await page.wait_for_function("() => window.streamttsPlayer && window.streamttsPlayer.state.scheduled.length > 0")
     first = await player_state(page)
     assert first["scheduled"][0]["i"] == 0 and first["scheduled"][0]["offset"] == 0
     assert first["position"] < 500
@@ -215,7 +215,7 @@ async def test_an_unknown_cast_says_so(site: tuple[TestServer, Worker], browser:
     server, _ = site
     page = await browser.new_page()
     await page.goto(str(server.make_url("/c/AAAAAAAAAAAA")))
-    await page.wait_for_function("document.getElementById('cast-title').textContent === 'No such cast'")
+    await page.wait_for_function("() => document.getElementById('cast-title').textContent === 'No such cast'")
     assert await page.text_content("#status") == "not found"
     assert "Check the link" in (await page.text_content("#notice") or "")
     hidden = "['play', 'bar', 'captions'].map((name) => document.getElementById(name).hidden)"
@@ -229,7 +229,7 @@ async def test_a_refused_submission_shows_the_reason_inline(site: tuple[TestServ
     await page.goto(str(server.make_url("/")))
     await page.fill("#text", "This is FORBIDDEN text.")
     await page.click("#submit")
-    await page.wait_for_function("document.getElementById('error').textContent.length > 0")
+    await page.wait_for_function("() => document.getElementById('error').textContent.length > 0")
     assert await page.inner_text("#error") == "this text cannot be read out"
     assert page.url.endswith("/")
     await page.close()
@@ -247,19 +247,19 @@ async def test_clicking_a_sentence_seeks_and_space_pauses(
     await worker.run(cast, sentences)
     page = await browser.new_page()
     await page.goto(str(server.make_url(f"/c/{cast.id}")))
-    await page.wait_for_function("window.streamttsPlayer.state.done && window.streamttsPlayer.state.decoded === 3")
+    await page.wait_for_function("() => window.streamttsPlayer.state.done && window.streamttsPlayer.state.decoded === 3")
     await page.click("#captions li[data-i='2']")
     state = await player_state(page)
     assert [s["i"] for s in state["scheduled"]] == [2] and state["generation"] >= 1
     starts = [r.record.o for r in await LogReader(store.redis).read(cast.id) if r.kind == "audio"]
     assert abs(state["position"] - starts[2]) < 100
     await page.keyboard.press("Space")
-    await page.wait_for_function("window.streamttsPlayer.state.contextState === 'suspended'")
+    await page.wait_for_function("() => window.streamttsPlayer.state.contextState === 'suspended'")
     paused = await player_state(page)
     await asyncio.sleep(0.3)
     assert not paused["playing"] and (await player_state(page))["position"] == paused["position"]
     await page.keyboard.press("Space")
-    await page.wait_for_function(f"window.streamttsPlayer.state.position > {paused['position'] + 100}")
+    await page.wait_for_function(f"() => window.streamttsPlayer.state.position > {paused['position'] + 100}")
     await page.close()
 
 
@@ -271,9 +271,9 @@ async def test_the_start_page_estimates_the_planned_sentences_like_the_splitter(
     await page.goto(str(server.make_url("/")))
     for name, text in texts.items():
         await page.fill("#text", "")
-        await page.wait_for_function("document.getElementById('estimate').textContent === 'Nothing pasted yet'")
+        await page.wait_for_function("() => document.getElementById('estimate').textContent === 'Nothing pasted yet'")
         await page.fill("#text", text)
-        await page.wait_for_function("document.getElementById('estimate').textContent.includes('sentence')")
+        await page.wait_for_function("() => document.getElementById('estimate').textContent.includes('sentence')")
         estimate = await page.inner_text("#estimate")
         assert f"≈ {len(split_text(text))} sentences" in estimate, (name, estimate)
     await page.close()

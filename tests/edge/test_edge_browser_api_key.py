@@ -15,7 +15,7 @@ from tests.support.origin import Origin, running_origin
 
 pytestmark = pytest.mark.browser
 
-KEY = "page-test-key-0123456789"
+KEY = "page-test-key-0123456789-of-32-chars"
 
 
 @pytest.fixture
@@ -29,12 +29,12 @@ async def test_the_page_holds_a_key_and_sends_it(origin: Origin, browser: Any) -
     await page.goto(f"{origin.url}/")
     await page.fill("#text", "Hello there. A second sentence.")
     await page.click("#submit")
-    await page.wait_for_function("document.getElementById('error').textContent.includes('API key')")
+    await page.wait_for_function("() => document.getElementById('error').textContent.includes('API key')")
     assert await page.evaluate("document.getElementById('key-box').open")
 
     await page.fill("#api-key", "not-the-key")
     await page.click("#submit")
-    await page.wait_for_function("document.getElementById('error').textContent.includes('refused')")
+    await page.wait_for_function("() => document.getElementById('error').textContent.includes('refused')")
 
     await page.fill("#api-key", KEY)
     await page.click("#submit")

@@ -43,7 +43,7 @@ async def test_the_spoken_word_is_highlighted_in_order(
         }).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['class']});
     """)
     await page.goto(str(server.make_url(f"/c/{cast.id}")))
-    await page.wait_for_function("window.streamttsPlayer && window.streamttsPlayer.state.ended", timeout=30_000)
+    await page.wait_for_function("() => window.streamttsPlayer && window.streamttsPlayer.state.ended", timeout=30_000)
     seen = await page.evaluate("window.spokenWords")
     # "1999" is read as "nineteen ninety-nine": a word that matches no written word is not marked
     assert seen == ["Hello", "there,", "friend.", "Bye", "now."]

@@ -29,13 +29,13 @@ async def picker_page(server: TestServer, browser: Any) -> Any:
 
     await page.route("**/api/voices", voices)
     await page.goto(str(server.make_url("/")))
-    await page.wait_for_function(f"document.querySelectorAll('#voice option').length === {len(VOICES)}")
+    await page.wait_for_function(f"() => document.querySelectorAll('#voice option').length === {len(VOICES)}")
     return page
 
 
 async def selected_after_typing(page: Any, text: str) -> str:
     await page.fill("#text", text)
-    await page.wait_for_function("document.getElementById('estimate').textContent !== 'Nothing pasted yet'")
+    await page.wait_for_function("() => document.getElementById('estimate').textContent !== 'Nothing pasted yet'")
     await page.wait_for_timeout(100)  # the estimate and the pick run in the same frame
     value: str = await page.input_value("#voice")
     return value

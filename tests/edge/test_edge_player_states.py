@@ -205,7 +205,7 @@ async def test_an_unknown_cast_shows_no_controls_and_no_null(site: tuple[TestSer
     server, _ = site
     page = await browser.new_page()
     await page.goto(str(server.make_url("/c/AAAAAAAAAAAA")))
-    await page.wait_for_function("document.getElementById('cast-title').textContent === 'No such cast'")
+    await page.wait_for_function("() => document.getElementById('cast-title').textContent === 'No such cast'")
     for control in ("#play", "#bar", "#times", "#actions", "#captions"):
         assert not await page.is_visible(control), control
     body = await page.inner_text("body")

@@ -21,6 +21,15 @@ from .conftest import MakeClient, keys_besides_rate_limits
 
 Client = TestClient[Any, Any]
 WS = "/v1/audio/speech/live"
+# The write token each cast of these tests was opened with (its opener's secret).
+TOKENS: dict[str, str] = {}
+# A well-formed token that opened nothing.
+STRANGER = "s" * 43
+
+
+def writer(cast_id: str) -> dict[str, str]:
+    """The opener's Authorization header for ``cast_id``."""
+    return {"Authorization": f"Bearer {TOKENS.get(cast_id, STRANGER)}"}
 
 
 async def open_live(client: Client, **fields: Any) -> str:
@@ -28,12 +37,19 @@ async def open_live(client: Client, **fields: Any) -> str:
     assert resp.status == 201, await resp.text()
     body = await resp.json()
     assert resp.headers["Location"] == body["url"] == f"/c/{body['id']}"
+    assert len(body["write_token"]) >= 32 and resp.headers["Cache-Control"] == "no-store"
+    TOKENS[body["id"]] = body["write_token"]
     return str(body["id"])
 
 
 async def send(client: Client, cast_id: str, text: str, offset: int, **more: Any) -> tuple[int, dict[str, Any]]:
-    resp = await client.post(f"/api/casts/{cast_id}/text", json={"text": text, "offset": offset, **more})
+    resp = await client.post(f"/api/casts/{cast_id}/text", json={"text": text, "offset": offset, **more},
+                             headers=writer(cast_id))
     return resp.status, await resp.json()
+
+
+async def close(client: Client, cast_id: str, **body: Any) -> aiohttp.ClientResponse:
+    return await client.post(f"/api/casts/{cast_id}/close", json=body, headers=writer(cast_id))
 
 
 async def text_of(redis: Redis, cast_id: str) -> castlog.LiveText:
@@ -86,11 +102,11 @@ async def test_a_gap_or_an_overlap_is_refused_with_where_to_go_on(client: Client
 async def test_close_records_the_final_texts_content_id_and_is_idempotent(client: Client, redis: Redis) -> None:
     cast_id = await open_live(client, voice="af_heart")
     await send(client, cast_id, "Hello\r\n there.\x07", 0)
-    first = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 15})
+    first = await close(client, cast_id, offset=15)
     assert first.status == 200
     body = await first.json()
     assert body["content_id"] == castlog.content_id("Hello\n there.", "af_heart") and body["offset"] == 15
-    again = await client.post(f"/api/casts/{cast_id}/close")
+    again = await close(client, cast_id)
     assert (again.status, (await again.json())["content_id"]) == (200, body["content_id"])
     status, refused = await send(client, cast_id, " More.", 15)
     assert (status, refused["error"]) == (409, "cast_closed")
@@ -100,7 +116,7 @@ async def test_close_records_the_final_texts_content_id_and_is_idempotent(client
 async def test_close_at_an_offset_the_server_has_not_reached_is_refused(client: Client) -> None:
     cast_id = await open_live(client)
     await send(client, cast_id, "Hello", 0)
-    resp = await client.post(f"/api/casts/{cast_id}/close", json={"offset": 9})
+    resp = await close(client, cast_id, offset=9)
     assert resp.status == 409 and (await resp.json())["offset"] == 5
 
 
@@ -126,7 +142,7 @@ async def test_flush_is_recorded_once(client: Client, redis: Redis) -> None:
 async def test_bad_live_requests_are_refused_and_leave_no_trace(
     client: Client, redis: Redis, path: str, body: dict[str, Any], status: int, code: str
 ) -> None:
-    resp = await client.post(path, json=body)
+    resp = await client.post(path, json=body, headers=writer(""))
     assert (resp.status, (await resp.json())["error"]) == (status, code)
     assert await keys_besides_rate_limits(redis) == set()
 
@@ -145,15 +161,43 @@ async def test_bad_fragments_are_refused_and_append_nothing(
 ) -> None:
     client = await make_client(max_chars=100)
     cast_id = await open_live(client)
-    resp = await client.post(f"/api/casts/{cast_id}/text", json=body)
+    resp = await client.post(f"/api/casts/{cast_id}/text", json=body, headers=writer(cast_id))
     assert (resp.status, (await resp.json())["error"]) == (status, code)
     assert (await text_of(redis, cast_id)).events == []
+
+
+@pytest.mark.rule("write-token")
+@pytest.mark.parametrize("route", ["text", "close"])
+@pytest.mark.parametrize("authorization", [None, f"Bearer {STRANGER}", "Basic eDp5", "Bearer "])
+async def test_a_write_without_the_openers_token_is_refused_401_and_writes_nothing(
+    client: Client, redis: Redis, route: str, authorization: str | None
+) -> None:
+    """Finding 1 of #21: anyone who had the link could write to and close someone else's cast."""
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Mine. ", 0)
+    headers = {} if authorization is None else {"Authorization": authorization}
+    body = {"text": "Theirs.", "offset": 6} if route == "text" else {}
+    resp = await client.post(f"/api/casts/{cast_id}/{route}", json=body, headers=headers)
+    assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert (await resp.json())["error"] == "invalid_write_token"
+    text = await text_of(redis, cast_id)
+    assert text.text == "Mine. " and text.closed is None
+    assert await send(client, cast_id, "Still mine.", 6) == (200, {"id": cast_id, "status": "appended", "offset": 17})
+
+
+@pytest.mark.rule("write-token")
+async def test_one_casts_token_does_not_write_to_another(client: Client, redis: Redis) -> None:
+    mine, theirs = await open_live(client), await open_live(client)
+    resp = await client.post(f"/api/casts/{theirs}/close", json={}, headers=writer(mine))
+    assert resp.status == 401
+    assert (await text_of(redis, theirs)).closed is None
+    assert TOKENS[mine].encode() not in b"".join(v for _, f in await redis.xrange(castlog.catalog_key(mine)) for v in f.values())
 
 
 async def test_fragments_to_a_whole_text_cast_are_refused(client: Client, redis: Redis) -> None:
     resp = await client.post("/api/casts", json={"text": "A whole text."})
     cast_id = (await resp.json())["id"]
-    status, body = await send(client, cast_id, "More.", 0)
+    status, body = await send(client, cast_id, "More.", 0)  # a token opened nothing here
     assert (status, body["error"]) == (409, "not_live")
     assert await redis.xlen(castlog.catalog_key(cast_id)) == 1
 
@@ -172,6 +216,7 @@ async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketR
     await ws.send_json({"type": "start", **fields})
     event = await receive_json(ws)
     assert event["type"] == "cast" and event["url"] == f"/c/{event['id']}"
+    TOKENS[event["id"]] = event["write_token"]
     return ws, str(event["id"])
 
 
@@ -303,3 +348,114 @@ async def test_a_client_that_reads_nothing_is_cut_off_and_its_cast_goes_on(make_
         await asyncio.sleep(0.05)
     assert await text_closed()  # the session ended: its text is closed, so the cast finishes
     await ws.close()
+
+
+# ---- per-client limits (#21) ---------------------------------------------------------------------
+
+
+@pytest.mark.rule("live-metered")
+async def test_a_client_holds_at_most_its_cap_of_open_casts(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 2 of #21: one address opened 12 live casts and held every live slot."""
+    client = await make_client(live_max_open_per_client=2)
+    first, _ = await open_live(client), await open_live(client)
+    before = await keys_besides_rate_limits(redis)
+    resp = await client.post("/api/casts", json={"live": True})
+    assert (resp.status, (await resp.json())["error"]) == (429, "too_many_open_casts") and "Retry-After" in resp.headers
+    assert await keys_besides_rate_limits(redis) == before  # nothing written
+    other = await client.post("/api/casts", json={"live": True}, headers={"X-Forwarded-For": "203.0.113.9"})
+    assert other.status == 201  # another client is not held back
+    assert (await close(client, first)).status == 200
+    await open_live(client)  # a closed cast frees its place
+
+
+@pytest.mark.rule("live-metered")
+async def test_live_text_flushes_and_closes_cost_the_clients_characters(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 5 of #21: the token was taken once per cast; fragments, flushes and closes were free."""
+    client = await make_client(live_chars_per_min=120)  # 2 characters a second: no refill to speak of
+    cast_id = await open_live(client)
+    assert (await send(client, cast_id, "x" * 100, 0))[0] == 200
+    status, body = await send(client, cast_id, "y" * 30, 100)
+    assert (status, body["error"]) == (429, "rate_limited")
+    assert (await text_of(redis, cast_id)).text == "x" * 100  # nothing appended
+    flushes = [await send(client, cast_id, "", 100, flush=True) for _ in range(3)]
+    assert [s for s, _ in flushes].count(429) >= 2  # a flush costs too (50)
+    resp = await close(client, cast_id)
+    assert resp.status == 429 and (await text_of(redis, cast_id)).closed is None
+    other = await client.post("/api/casts", json={"live": True}, headers={"X-Forwarded-For": "203.0.113.9"})
+    opened = await other.json()
+    resp = await client.post(f"/api/casts/{opened['id']}/text", json={"text": "Hello.", "offset": 0},
+                             headers={"Authorization": f"Bearer {opened['write_token']}", "X-Forwarded-For": "203.0.113.9"})
+    assert resp.status == 200  # another client's text goes on
+
+
+@pytest.mark.rule("live-metered")
+async def test_sessions_count_per_client_once_started(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 4 of #21: the 256 sessions were global and counted before start."""
+    client = await make_client(live_sessions_per_client=1)
+    idle = [await client.ws_connect(WS) for _ in range(3)]  # not started: they hold no slot of the client's
+    ws, _ = await start(client)
+    second = await client.ws_connect(WS)
+    await second.send_json({"type": "start"})
+    assert (await receive_json(second))["error"] == "too_many_sessions"
+    assert (await second.receive()).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert second.close_code == 4503
+    other = await client.ws_connect(WS, headers={"X-Forwarded-For": "203.0.113.9"})
+    await other.send_json({"type": "start"})
+    assert (await receive_json(other))["type"] == "cast"  # another client starts
+    await ws.close()
+    for _ in range(100):  # the slot is given back as the session ends
+        if await redis.zcard("rl/intake-sessions/127.0.0.1") == 0:
+            break
+        await asyncio.sleep(0.02)
+    again, _ = await start(client)
+    for socket in (again, other, *idle):
+        await socket.close()
+
+
+@pytest.mark.rule("live-metered")
+async def test_junk_frames_do_not_keep_an_idle_session(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 4 of #21: any frame reset the idle timer, so junk kept a session forever."""
+    client = await make_client(live_idle_s=0.6)
+    ws, cast_id = await start(client)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while True:
+        await ws.send_json({"type": "shout"})
+        event = await receive_json(ws)
+        if event["error"] == "idle":
+            break
+        assert loop.time() - began < 5, "junk kept the session open"
+        await asyncio.sleep(0.1)
+    while (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.TEXT:
+        pass  # the answers to junk still on the way
+    assert ws.close_code == 4408 and (await text_of(redis, cast_id)).closed is not None
+
+
+@pytest.mark.rule("live-metered")
+async def test_sockets_before_start_count_in_no_session_cap_and_are_bounded_per_client(make_client: MakeClient) -> None:
+    """Finding 4 of #21: the 256 sessions counted a socket before `start`, so one client's idle
+    sockets could hold every session of the process."""
+    client = await make_client(live_max_sessions=1)
+    idle = [await client.ws_connect(WS) for _ in range(4)]  # a client's sockets that never start
+    fifth = await client.ws_connect(WS)
+    assert (await receive_json(fifth))["error"] == "busy"  # its fifth is refused
+    other = await client.ws_connect(WS, headers={"X-Forwarded-For": "203.0.113.9"})
+    await other.send_json({"type": "start"})
+    assert (await receive_json(other))["type"] == "cast"  # the one session place was still free
+    for socket in (other, fifth, *idle):
+        await socket.close()
+
+
+async def test_a_close_reads_the_text_log_once(client: Client, redis: Redis) -> None:
+    """Finding 5 of #21: each /close read the whole text log twice."""
+    cast_id = await open_live(client)
+    await send(client, cast_id, "Some text. " * 50, 0)
+
+    async def xranges() -> int:
+        stats = await redis.info("commandstats")
+        return int(stats.get("cmdstat_xrange", {}).get("calls", 0))
+
+    before = await xranges()
+    assert (await close(client, cast_id)).status == 200
+    # the write token's check (the recipe), the log read once, the close script's look at the recipe
+    assert await xranges() - before == 3

@@ -85,15 +85,15 @@ async def test_served_document_carries_the_configured_limits(make_client: MakeCl
 async def test_answers_match_their_documented_schemas(make_client: MakeClient) -> None:
     client = await make_client(rate=0.01, burst=2)
     doc = await served(client)
+    refused = await client.post("/api/casts", json={"text": 1})  # while the bucket holds tokens: a 422 spends none
+    assert refused.status == 422
+    assert_matches(doc, schema_of(doc, "/api/casts", "post", "422"), await refused.json())
     created = await client.post("/api/casts", json={"text": "Hello."})
     assert created.status == 201
     assert_matches(doc, schema_of(doc, "/api/casts", "post", "201"), await created.json())
     existing = await client.post("/generate", json={"text": "Hello."})
     assert existing.status == 200
     assert_matches(doc, schema_of(doc, "/generate", "post", "200"), await existing.json())
-    refused = await client.post("/api/casts", json={"text": 1})
-    assert refused.status == 422
-    assert_matches(doc, schema_of(doc, "/api/casts", "post", "422"), await refused.json())
     limited = await client.post("/api/casts", json={"text": "Another."})
     assert limited.status == 429
     assert_matches(doc, schema_of(doc, "/api/casts", "post", "429"), await limited.json())

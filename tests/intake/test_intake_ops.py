@@ -34,7 +34,7 @@ def documented_intake_metrics() -> set[str]:
 
 async def test_every_documented_metric_is_served(client: Client) -> None:
     names = documented_intake_metrics()
-    assert len(names) == 8
+    assert len(names) == 9
     await client.post("/api/casts", json={"text": "Hello."})
     text = await (await client.get("/metrics")).text()
     for name in names:

@@ -132,3 +132,43 @@ async def test_a_burst_past_the_inflight_limit_waits_its_turn(make_client: MakeC
     replies = await asyncio.gather(*(client.post("/api/casts", json={"text": f"Cast {i}."}) for i in range(60)))
     assert [r.status for r in replies] == [201] * 60
     assert await redis.xlen("jobs") == 60
+
+
+@pytest.mark.rule("body-deadline")
+async def test_a_trickled_body_is_cut_off_at_its_deadline_and_others_are_served(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    """Finding 3 of #21: nothing bounded the time to read a body; a trickle held its slot forever."""
+    client = await make_client(body_timeout_s=0.5, max_inflight=1)
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"text": "'
+        await asyncio.sleep(5)
+        yield b'late."}'
+
+    slow = asyncio.ensure_future(client.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}))
+    await asyncio.sleep(0.1)
+    fast = await client.post("/api/casts", json={"text": "Served in time."})
+    assert fast.status == 201  # the slot came free at the deadline
+    resp = await asyncio.wait_for(slow, 10)
+    assert (resp.status, (await resp.json())["error"]) == (408, "body_timeout")
+    fast_id = (await fast.json())["id"]
+    assert {k for k in await keys_besides_rate_limits(redis) if k.startswith("catalog/")} == {f"catalog/{fast_id}"}
+
+
+@pytest.mark.rule("body-deadline")
+async def test_a_client_over_its_rate_is_refused_before_its_body_is_read(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 3 of #21: the rate limit was checked only after the body was read (a replica that
+    had not refused the client yet read a trickled body to the end first)."""
+    first, second = await make_client(rate=0.01, burst=1), await make_client(rate=0.01, burst=1, body_timeout_s=30)
+    assert (await first.post("/api/casts", json={"text": "The one token."})).status == 201
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"text": "'
+        await asyncio.sleep(20)
+        yield b'never."}'
+
+    resp = await asyncio.wait_for(
+        second.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}), 5
+    )
+    assert (resp.status, (await resp.json())["error"]) == (429, "rate_limited") and "Retry-After" in resp.headers

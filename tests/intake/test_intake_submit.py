@@ -249,3 +249,22 @@ async def test_form_post_with_utf8_text_keeps_it(client: Client, store: CastStor
 async def test_generate_with_json_answers_like_api_casts(client: Client) -> None:
     status, body, headers = await post(client, {"text": "From a script.", "voice": "af_heart"}, path="/generate")
     assert status == 201 and body["status"] == "new" and headers["Location"] == body["url"]
+
+
+@pytest.mark.rule("content-id-keyed")
+async def test_with_a_content_key_an_id_does_not_tell_a_guessed_text(make_client: MakeClient, redis: Redis) -> None:
+    """#21: anyone could hash a guessed text and look its id up to learn whether it was cast."""
+    from castlog import content_id as plain_id
+
+    text = "A private note nobody should be able to confirm."
+    old = await (await make_client()).post("/api/casts", json={"text": "Cast before the key.", "voice": "af_heart"})
+    old_id = (await old.json())["id"]
+    key = "k" * 32
+    client = await make_client(content_key=key)
+    resp = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
+    cast_id = (await resp.json())["id"]
+    assert cast_id == plain_id(text, "af_heart", key=key.encode()) != plain_id(text, "af_heart")
+    assert not await redis.exists(f"pub/casts/{plain_id(text, 'af_heart')}")  # the guess finds nothing
+    again = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
+    assert (again.status, (await again.json())["id"]) == (200, cast_id)  # repeats stay one cast
+    assert await redis.exists(f"pub/casts/{old_id}")  # an existing link is untouched

@@ -158,17 +158,20 @@ async def test_sse_gives_deltas_then_done(client: Client, store: CastStore) -> N
     assert b"".join(base64.b64decode(e["audio"]) for e in events[:2]) == b"".join(CHUNKS)
 
 
+K1, K2 = "k1" * 16, "k2" * 16  # keys of 32 characters: shorter ones refuse to start
+
+
 async def test_keys_guard_v1_and_submits_but_not_reads(make_client: MakeClient, redis: Redis) -> None:
-    client = await make_client(api_keys=frozenset({"k1", "k2"}))
+    client = await make_client(api_keys=frozenset({K1, K2}))
     resp = await client.post("/v1/audio/speech", json=SPEECH)
     assert resp.status == 401 and openai_error(await resp.json())["code"] == "invalid_api_key"
     resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer nope"})
     assert resp.status == 401 and (await resp.json())["error"] == "invalid_api_key"
-    assert await key_names(redis) == set()
-    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": "Bearer k2"})
+    assert await key_names(redis) == {"rl/intake-auth/127.0.0.1"}  # the failure counted, nothing else
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": f"Bearer {K2}"})
     assert resp.status == 201
     assert (await client.get("/api/voices")).status == 200
-    resp = await client.get("/v1/models", headers={"Authorization": "Bearer k1"})
+    resp = await client.get("/v1/models", headers={"Authorization": f"Bearer {K1}"})
     assert [m["id"] for m in (await resp.json())["data"]] == ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
 
 
@@ -182,6 +185,47 @@ async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: Ca
     assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
     await play_worker(store, cast_id, CHUNKS[:1])
     assert (await first).status == 200
+
+
+@pytest.mark.rule("streams-per-client")
+async def test_one_client_holds_at_most_its_cap_of_speech_streams(make_client: MakeClient, store: CastStore) -> None:
+    """Finding 4 of #21: the 64 /v1 streams could all be held by one client."""
+    client = await make_client(speech_streams_per_client=1)
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
+    while await LogReader(store.redis).tail(cast_id) == 0:
+        await asyncio.sleep(0.01)
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
+    assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
+    other = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH, headers={"X-Forwarded-For": "203.0.113.9"}))
+    await play_worker(store, cast_id, CHUNKS[:1])
+    served = [await first, await other]
+    assert [r.status for r in served] == [200, 200]  # another client was served
+    for resp in served:
+        await resp.read()
+    for _ in range(200):  # the slot comes back as the stream ends
+        if await store.redis.zcard("rl/intake-speech/127.0.0.1") == 0:
+            break
+        await asyncio.sleep(0.02)
+    again = await client.post("/v1/audio/speech", json=SPEECH)
+    assert again.status == 200
+
+
+@pytest.mark.rule("auth-failures-limited")
+async def test_failed_keys_are_counted_and_limited_per_client(make_client: MakeClient, redis: Redis) -> None:
+    """#21 finding 8: failed attempts were neither limited nor counted: a key could be guessed at
+    the speed of the network."""
+    client = await make_client(api_keys=frozenset({K1}), auth_failures_per_min=3)
+    wrong = {"Authorization": "Bearer " + "g" * 32}
+    statuses = [(await client.post("/api/casts", json={"text": "Hi."}, headers=wrong)).status for _ in range(5)]
+    assert statuses == [401, 401, 401, 429, 429]
+    resp = await client.post("/api/casts", json={"text": "Hi."}, headers={"Authorization": f"Bearer {K1}"})
+    assert resp.status == 429 and (await resp.json())["error"] == "too_many_failures"  # not even compared
+    other = await client.post("/api/casts", json={"text": "Hi."},
+                              headers={"Authorization": f"Bearer {K1}", "X-Forwarded-For": "203.0.113.9"})
+    assert other.status == 201  # another client is not locked out
+    metrics = await (await client.get("/metrics")).text()
+    assert 'streamtts_intake_auth_failures_total{credential="api_key"} 4.0' in metrics
 
 
 def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:

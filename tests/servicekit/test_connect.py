@@ -48,7 +48,18 @@ def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:
     assert client_address("203.0.113.5", "9.9.9.9", trusted) == "203.0.113.5"
     assert client_address("127.0.0.1", "not-an-ip", trusted) == "127.0.0.1"
     assert client_address("::ffff:127.0.0.1", "10.0.0.8", trusted) == "10.0.0.8"
+
     assert client_address("::ffff:203.0.113.5", None, trusted) == "203.0.113.5"
     pods = frozenset({"10.42.0.0/16", "::1"})
     assert client_address("10.42.3.17", "198.51.100.2", pods) == "198.51.100.2"
     assert client_address("10.43.0.1", "198.51.100.2", pods) == "10.43.0.1"
+
+
+@pytest.mark.rule("client-keyed")
+def test_an_ipv6_client_is_keyed_by_its_64() -> None:
+    """#21 finding 4: every address of one /64 got a fresh rate-limit bucket."""
+    a = client_address("2001:db8:1:2:aaaa::1", None, frozenset())
+    assert a == client_address("2001:db8:1:2:ffff:1:2:3", None, frozenset()) == "2001:db8:1:2::/64"
+    assert client_address("2001:db8:1:3::1", None, frozenset()) != a
+    assert client_address("::1", "2001:db8:1:2::9", frozenset({"::1"})) == a  # behind a trusted proxy too
+    assert client_address("127.0.0.2", None, frozenset()) == "127.0.0.2"

@@ -125,3 +125,18 @@ def test_comma_lists_and_flags() -> None:
     assert comma_list(" , ") == ()
     assert comma_set("10.0.0.1, 10.0.0.2,10.0.0.1") == frozenset({"10.0.0.1", "10.0.0.2"})
     assert [flag(w) for w in ("1", "TRUE", "yes", "On", "0", "false", "NO", "off")] == [True] * 4 + [False] * 4
+
+
+@pytest.mark.rule("secrets-long")
+def test_keys_and_tokens_shorter_than_32_characters_refuse_to_start() -> None:
+    """#21 finding 8: any key or token was taken, however short."""
+    from intake.config import Config as IntakeConfig
+    from servicekit import ConfigError
+
+    long_key = "x" * 32
+    for environ in ({"STREAMTTS_API_KEYS": f"{long_key},short"}, {"STREAMTTS_ADMIN_TOKEN": "admin"}):
+        with pytest.raises(ConfigError, match="shorter than 32") as refused:
+            IntakeConfig.from_env(environ)
+        assert "short" not in str(refused.value).replace("shorter", "") and "admin" not in str(refused.value)
+    cfg = IntakeConfig.from_env({"STREAMTTS_API_KEYS": long_key, "STREAMTTS_ADMIN_TOKEN": long_key})
+    assert cfg.api_keys == {long_key} and cfg.admin_token == long_key

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 
 from tests.support.origin import Origin, running_origin
 
-KEY = "cli-test-key-0123456789"
+KEY = "cli-test-key-0123456789-of-32-chars"
 TEXT = "Hello there. This is the second sentence. And a third one."
 
 

@@ -361,3 +361,88 @@ async def test_a_client_leaving_mid_stream_is_no_error(redis: Redis, caplog: pyt
     finally:
         await proxy.close()
         await edge.close()
+
+
+@pytest.mark.rule("cross-site-refused")
+async def test_the_proxy_refuses_a_rebound_name_and_hands_the_host_on(redis: Redis) -> None:
+    """Finding 6 of #21: a page on a name rebound to 127.0.0.1 reached the local origin; and
+    intake, which compares a write's Origin with the origin asked for, needs the client's Host."""
+    hosts_seen: list[str] = []
+
+    async def echo_host(request: web.Request) -> web.Response:
+        hosts_seen.append(request.headers.get("Host", ""))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo_host)
+    upstream_server = TestServer(app)
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), hosts=frozenset({"localhost"})))
+    await proxy.start_server()
+    try:
+        async with ClientSession() as http:
+            async with http.get(proxy.make_url("/api/voices"), headers={"Host": "evil.example:8080"}) as response:
+                assert response.status == 403 and (await response.json())["error"] == "unknown_host"
+            async with http.get(proxy.make_url("/healthz"), headers={"Host": "evil.example"}) as response:
+                assert response.status == 200
+            for host in (f"localhost:{proxy.port}", f"127.0.0.1:{proxy.port}"):
+                async with http.get(proxy.make_url("/api/voices"), headers={"Host": host}) as response:
+                    assert response.status == 200
+        assert hosts_seen == [f"localhost:{proxy.port}", f"127.0.0.1:{proxy.port}"]
+    finally:
+        await proxy.close()
+        await upstream_server.close()
+
+
+@pytest.mark.rule("proxy-end-to-end")
+async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffered_bodies(redis: Redis) -> None:
+    """#21 finding 8: the proxy collapsed repeated headers, passed on the ones Connection names,
+    and buffered 1 MiB bodies without a bound on how many at once."""
+    import socket
+
+    seen: list[list[tuple[str, str]]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        seen.append(list(request.headers.items()))
+        response = web.Response(text="ok")
+        response.headers.add("Set-Cookie", "a=1")
+        response.headers.add("Set-Cookie", "b=2")
+        response.headers["Connection"] = "X-Upstream-Private"
+        response.headers["X-Upstream-Private"] = "secret"
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    upstream_server = TestServer(app)
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=1))  # one body buffered at once
+    await proxy.start_server()
+    try:
+        # raw HTTP: a client library would fold the repeated request headers itself
+        request = (f"GET /c/x HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nConnection: keep-alive, X-Hop\r\n"
+                   "X-Hop: drop-me\r\nX-Tag: one\r\nX-Tag: two\r\n\r\n").encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(request)
+        await writer.drain()
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        writer.close()
+        got = [(k.lower(), v) for k, v in seen[-1]]
+        assert ("x-tag", "one") in got and ("x-tag", "two") in got
+        assert not any(k == "x-hop" for k, _ in got)
+        lines = head.lower().split("\r\n")
+        assert "set-cookie: a=1" in lines and "set-cookie: b=2" in lines
+        assert not any(line.startswith("x-upstream-private") for line in lines)
+
+        slow = socket.create_connection(("127.0.0.1", proxy.port))
+        slow.sendall(f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{".encode())
+        await asyncio.sleep(0.2)
+        async with ClientSession() as http:
+            async with http.post(proxy.make_url("/api/casts"), json={"text": "Hi."}) as response:
+                assert response.status == 503 and (await response.json())["error"] == "busy"
+        slow.close()
+    finally:
+        await proxy.close()
+        await upstream_server.close()

@@ -237,3 +237,13 @@ def test_a_server_upgraded_in_place_reads_the_data_and_is_recorded(tmp_path: Pat
     now = choose(data, None)
     assert (now.binary, now.name) == (str(newer), "Valkey") and recorded(data) == now
     assert served_snapshot(data) == before
+
+
+@pytest.mark.rule("content-id-keyed")
+def test_up_makes_the_content_key_once_per_state_dir(tmp_path: Path) -> None:
+    from streamtts.launcher import CONTENT_KEY_FILE, content_key
+
+    first = content_key(tmp_path / "state")
+    assert len(first) >= 32 and content_key(tmp_path / "state") == first
+    assert (tmp_path / "state" / CONTENT_KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert content_key(tmp_path / "other") != first

@@ -56,3 +56,15 @@ def test_far_ahead_casts_wait_while_a_live_sentence_is_typed() -> None:
 def test_without_live_casts_it_is_the_lowest_lead() -> None:
     a, b = leading("a", 5.0), leading("b", 2.0)
     assert pick_next([a, b], 100.0).cast.name == "b"  # type: ignore[union-attr]
+
+
+@pytest.mark.rule("live-fair")
+def test_ready_live_casts_take_turns_and_a_newcomer_goes_first() -> None:
+    """#21 finding 2: the first admitted live cast with a sentence ready always went first, so a
+    client's long text starved every open cast admitted after it."""
+    now = 100.0
+    busy = Cast("busy", live=True, pace=Pace(appended_ms=20_000, first_audio_at=now - 10))  # 10 s ahead
+    behind = Cast("behind", live=True, pace=Pace(appended_ms=11_000, first_audio_at=now - 10))  # 1 s ahead
+    assert pick_next([busy, behind], now).cast.name == "behind"  # type: ignore[union-attr]
+    newcomer = Cast("new", live=True)  # no audio yet: its first sentence first
+    assert pick_next([busy, behind, newcomer], now).cast.name == "new"  # type: ignore[union-attr]

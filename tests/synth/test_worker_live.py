@@ -26,7 +26,7 @@ def live_meta() -> Meta:
 
 async def open_cast(redis: Redis) -> tuple[LiveStore, str]:
     live = LiveStore(redis)
-    return live, await live.open(VOICE, live_meta())
+    return live, (await live.open(VOICE, live_meta())).cast_id
 
 
 async def feed(live: LiveStore, cast_id: str, offset: int, text: str, *, flush: bool = False) -> int:
@@ -187,3 +187,27 @@ async def test_a_newly_admitted_open_cast_wakes_the_feed_without_dropping_its_co
         for cast_id in [first, *others]:
             assert (await live.close_text(cast_id, VOICE))[0] == "ok"
             await terminal(store, cast_id)
+
+
+@pytest.mark.rule("live-fair")
+async def test_idle_open_casts_never_keep_another_cast_from_its_first_audio(redis: Redis, store: CastStore) -> None:
+    """Finding 2 of #21: one client's open casts, fed a character each, held every live place
+    until they idled out (120 s), and another client's cast got no audio meanwhile."""
+    live = LiveStore(redis)
+    hoard = [(await live.open(VOICE, live_meta())).cast_id for _ in range(3)]
+    async with running(Worker(config(max_live=2, live_idle_s=600), redis, StandIn())):
+        for cast_id in hoard:
+            await feed(live, cast_id, 0, "x")
+        await wait_until(lambda: _all_started(store, hoard))
+        mine = (await live.open(VOICE, live_meta())).cast_id
+        await feed(live, mine, 0, "Served at once. And", flush=False)
+        await wait_until(lambda: has_audio(store, mine, 1))
+        for cast_id in [*hoard, mine]:
+            await live.close_text(cast_id, VOICE)
+            await terminal(store, cast_id)
+
+
+async def _all_started(store: CastStore, ids: list[str]) -> bool:
+    """Two of the hoard admitted (the worker's places at max_live=2 before the change)."""
+    logs = [await log_of(store, cast_id) for cast_id in ids]
+    return sum(1 for entries in logs if any(isinstance(e.record, Start) for e in entries)) >= 2

@@ -98,15 +98,17 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Syst
             assert response.status == 201
             opened = await response.json()
             cast_id = opened["id"]
+        writer = {"Authorization": f"Bearer {opened['write_token']}"}
         listener = asyncio.ensure_future(sse(http, live, cast_id))
         offset = 0
         for piece in (text[:10], text[10:30], text[30:]):
             for _ in range(2):  # each one sent twice: a resend after a lost reply
                 async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
-                                     json={"text": piece, "offset": offset}) as response:
+                                     json={"text": piece, "offset": offset}, headers=writer) as response:
                     assert response.status == 200
             offset += len(piece)
-        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), json={"offset": offset}) as response:
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), json={"offset": offset},
+                             headers=writer) as response:
             assert response.status == 200
             assert (await response.json())["content_id"] == castlog.content_id(text, opened["voice"])
         records = await asyncio.wait_for(listener, 200)
@@ -125,12 +127,13 @@ async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Syste
         # costs two inferences: tests/synth/test_worker_live.py checks every cut of a long text)
         for cut in range(len("Hi. Y") + 1):
             async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
-                cast_id = (await response.json())["id"]
+                opened = await response.json()
+            cast_id, writer = opened["id"], {"Authorization": f"Bearer {opened['write_token']}"}
             for offset, piece in ((0, text[:cut]), (cut, text[cut:])):
                 async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
-                                     json={"text": piece, "offset": offset}) as response:
+                                     json={"text": piece, "offset": offset}, headers=writer) as response:
                     assert response.status == 200
-            async with http.post(live.url("intake", f"/api/casts/{cast_id}/close")) as response:
+            async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), headers=writer) as response:
                 assert response.status == 200
             ids.append(cast_id)
         logs = [await sse(http, live, cast_id) for cast_id in ids]  # one stream at a time: edge caps a client's
@@ -154,11 +157,13 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
     text1, text2 = "Before the crash. ", "After the crash, it goes on."
     async with ClientSession(timeout=ClientTimeout(total=280)) as http:
         async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
-            cast_id = (await response.json())["id"]
-        async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"), json={"text": text1, "offset": 0}):
+            opened = await response.json()
+        cast_id, writer = opened["id"], {"Authorization": f"Bearer {opened['write_token']}"}
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"), json={"text": text1, "offset": 0},
+                             headers=writer):
             pass
         async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
-                             json={"text": "After", "offset": len(text1)}):
+                             json={"text": "After", "offset": len(text1)}, headers=writer):
             pass
         for _ in range(600):  # the first sentence is in the log
             async with http.get(live.url("edge", f"/api/casts/{cast_id}")) as response:
@@ -167,9 +172,9 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
             await asyncio.sleep(0.1)
         live.kill("synth")
         async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
-                             json={"text": text2[5:], "offset": len(text1) + 5}):
+                             json={"text": text2[5:], "offset": len(text1) + 5}, headers=writer):
             pass
-        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close")):
+        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), headers=writer):
             pass
         await asyncio.to_thread(live.start, "synth")
         records = await asyncio.wait_for(sse(http, live, cast_id), 240)

@@ -40,9 +40,9 @@ admin=$(password_hash ADMIN)
 # What a client library sends on connect; deliberately not @connection, which holds CLIENT KILL.
 CONNECT="+auth +hello +ping +echo +select +reset +quit +client|setname +client|getname +client|id"
 SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
-# Rate limiters keep counters, buckets or windows under rl/*; these categories hold only keyed
-# commands, so a key pattern bounds them.
-RATE_LIMIT="~rl/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
+# edge's rate limiters keep buckets and slots under rl/edge/* and rl/edge-streams/* (never
+# intake's rl/intake*); these categories hold only keyed commands, so the key patterns bound them.
+RATE_LIMIT="~rl/edge/* ~rl/edge-streams/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
 RATE_LIMIT="$RATE_LIMIT +time"
 
 # Unauthenticated connections may only PING: the container and pod health checks need no secret.
@@ -54,11 +54,14 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: the shared tail
 # that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it when
 # a cast joins. A cancel: one script flags cancel/* and adds to cancels (after reading the log's
-# last record). The admin's delete: one script drops the log, the
-# recipe and the claim, and hands an archived blob to archive/trash.
+# last record). The admin's delete: one script drops the log, the recipe and the claim, and hands
+# an archived blob to archive/trash. Per-client limits beside the submit bucket (rl/intake-*): the
+# open casts a client holds (a sorted set the open script keeps), its live text bucket, its live
+# sessions' and /v1 streams' slots (castlog.slots).
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time" \
-    "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* %R~synth/voices" \
+    "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* ~rl/intake-* %R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
+    "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
     "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)"
 # synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each

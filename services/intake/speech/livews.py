@@ -24,6 +24,7 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
+from castlog.slots import Slot
 from servicekit import client_address
 
 from .. import live
@@ -43,6 +44,8 @@ CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429,
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 # How long the closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
+# Sockets one client may hold before their `start` (they count in no session cap until then).
+WAITING_PER_CLIENT = 4
 
 encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
@@ -66,6 +69,8 @@ class Session:
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
         self.ended = False  # the cast log ended (eos or error)
+        self.slot: Slot | None = None  # the client's session slot, held from start to the end
+        self.waiting = True  # counted in the client's sockets before start
         self._send_lock = asyncio.Lock()
 
     # ---- sending -------------------------------------------------------------------------------
@@ -116,15 +121,40 @@ class Session:
                 await asyncio.shield(self.leave())
             elif self.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
+            self._started()
+            await self.app[INTAKE].session_slots.release(self.slot)
+
+    def _started(self) -> None:
+        """No longer one of the client's sockets waiting for start (whether it started or not)."""
+        if self.waiting:
+            self.waiting = False
+            waiting = self.app[INTAKE].live_waiting
+            waiting[self.client] -= 1
+            if not waiting[self.client]:
+                del waiting[self.client]
 
     async def _start(self) -> bool:
-        """The first message must be ``start``; answer with the ``cast`` event."""
-        msg = await self._receive(self.app[INTAKE].cfg.live_idle_s)
+        """The first message must be ``start``; then the client's session slot; answer with the
+        ``cast`` event."""
+        intake = self.app[INTAKE]
+        msg = await self._receive(_deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
+        self._started()
         if msg.get("type") != "start":
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
+            return False
+        if len(intake.live_sessions) >= intake.cfg.live_max_sessions:
+            await self.error("busy", "too many live sessions; retry soon")
+            await self.close(CLOSE_BUSY)
+            return False
+        intake.live_sessions.add(self)  # a started session: the process-wide cap counts it
+        self.slot = await intake.session_slots.acquire(self.client)
+        if self.slot is None:
+            cap = intake.session_slots.cap
+            await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
+            await self.close(CLOSE_BUSY)
             return False
         fmt = msg.get("format") or "mp3"
         speed, voice, title = msg.get("speed", 1.0), msg.get("voice"), msg.get("title")
@@ -144,7 +174,7 @@ class Session:
         self.keep = msg.get("keep") is True
         await self.send({
             "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
-            "format": self.format, "sample_rate": pcm.SAMPLE_RATE,
+            "format": self.format, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
         })
         return True
 
@@ -176,13 +206,16 @@ class Session:
             return None
         return msg.data if msg.type == WSMsgType.TEXT else b""
 
-    async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """The next JSON message; None once the client is gone (or idle past ``timeout_s``)."""
+    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
+        """The next JSON message; None once the client is gone (or idle past ``deadline``, a
+        loop time: frames that are no message, pings included, do not move it)."""
         while True:
+            timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
             try:
                 data = await self.receive_frame(timeout_s)
             except asyncio.TimeoutError:
-                await self.error("idle", f"no message for {timeout_s:g} s (INTAKE_LIVE_IDLE_S); closing")
+                idle_s = self.app[INTAKE].cfg.live_idle_s
+                await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()  # before the close, so a client told "idle" finds the text closed
                 await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
                 return None
@@ -200,12 +233,17 @@ class Session:
             return body
 
     async def _read(self) -> None:
-        cfg = self.app[INTAKE].cfg
-        while (msg := await self._receive(cfg.live_idle_s if self.text_open else None)) is not None:
+        idle_s = self.app[INTAKE].cfg.live_idle_s
+        deadline = _deadline(idle_s)  # moved by real messages only: junk and pings keep no session
+        while (msg := await self._receive(deadline if self.text_open else None)) is not None:
             kind = msg.get("type")
-            if kind == "text":
+            if kind == "text" and isinstance(msg.get("text"), str):
+                deadline = _deadline(idle_s)
                 await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
+            elif kind == "text":
+                await self.error("invalid_field", 'send {"type": "text", "text": string}')
             elif kind == "flush":
+                deadline = _deadline(idle_s)
                 await self._text("", flush=True)
             elif kind == "close":
                 await self.end_text()
@@ -222,7 +260,7 @@ class Session:
             await self.error("cast_closed", "the text is closed; open a new session for more")
             return
         try:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush)
+            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush, client=self.client)
         except Refusal as refusal:
             await self.refuse(refusal)
 
@@ -272,6 +310,10 @@ class Session:
                 self.seq_num = entry.seq_num + 1
 
 
+def _deadline(after_s: float) -> float:
+    return asyncio.get_running_loop().time() + after_s
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -281,12 +323,13 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     cfg, sessions = intake.cfg, intake.live_sessions
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    if len(sessions) >= cfg.live_max_sessions:
+    session = Session(request, ws)
+    waiting = intake.live_waiting
+    if len(sessions) >= cfg.live_max_sessions or waiting.get(session.client, 0) >= WAITING_PER_CLIENT:
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
         return ws
-    session = Session(request, ws)
-    sessions.add(session)
+    waiting[session.client] = waiting.get(session.client, 0) + 1
     try:
         await session.run()
     finally:

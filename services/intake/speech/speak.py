@@ -162,7 +162,7 @@ class SpeakSession:
                 self.open.append(self.current)
                 await self.turns.put(self.current)
             _, self.current.offset = await live.add_text(self.app, self.current.cast_id, self.current.offset, text,
-                                                         False)
+                                                         False, client=self.client)
         except Refusal as refusal:
             await self.warn(refusal.code.upper(), refusal.message)
 

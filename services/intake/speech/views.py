@@ -8,11 +8,13 @@ the finished one); then ``stream.py`` answers with the cast's audio as it is mad
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 
 from castlog import Error, canonical_voice
-from servicekit import json_response
+from servicekit import client_address, json_response
 
 from ..claim import Admission, Claimed, read_body, submit
 from ..context import INTAKE
@@ -29,7 +31,8 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
     if slots.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    async with slots:
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+    async with slots, _client_stream(request, client):
         speech, claimed, headers = await _claim(request)
         reader = intake.reader
         # A log that ended in `error` before this request was re-enqueued by its submit: that
@@ -46,6 +49,20 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
             return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled, headers)
         finally:
             streams.discard(task)  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def _client_stream(request: web.Request, client: str) -> AsyncIterator[None]:
+    """One of the client's stream slots (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
+    meter = request.app[INTAKE].speech_client_slots
+    slot = await meter.acquire(client)
+    if slot is None:
+        raise V1Refusal(429, "too_many_streams", f"your address has {meter.cap} speech streams open; "
+                        "retry when one ends")
+    try:
+        yield
+    finally:
+        await meter.release(slot)
 
 
 async def close_streams(app: web.Application) -> None:

@@ -48,6 +48,7 @@ class RtcSession(livews.Session):
 
     def __init__(self, request: web.Request, pc: RTCPeerConnection, track: SpeechTrack) -> None:
         super().__init__(request, cast(web.WebSocketResponse, None))
+        self.waiting = False  # not one of the client's sockets before start: the offer came by POST
         self.pc, self.track = pc, track
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
@@ -131,10 +132,10 @@ class RtcSession(livews.Session):
         self.format = "pcm"  # the follower decodes each sentence's MP3 for the track
         return started
 
-    async def _receive(self, timeout_s: float | None) -> dict[str, Any] | None:
+    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
         """A cancel stops the audio now and cancels the cast (its link replays what was spoken);
         the session closes with ``"cancelled": true`` (``close``)."""
-        msg = await super()._receive(timeout_s)
+        msg = await super()._receive(deadline)
         if msg is not None and msg.get("type") == "cancel":
             self.cancelled = True
             self.track.clear()

@@ -118,7 +118,7 @@ class Handler(AsyncEventHandler):
 
     async def _text(self, text: str) -> None:
         if text:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, False)
+            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, False, client=self.client)
 
     async def _end(self) -> None:
         """The text is complete: the rest is spoken; back when the last audio is out."""

@@ -1,0 +1,308 @@
+"""A hostile-client campaign (#21): each finding tried as an attack against real processes.
+
+Intake and edge run as their own processes (``python -m``) on a throwaway Redis; a worker with a
+stand-in model (a tone as long as the text's speech, after a GPU's time) runs in this process.
+Clients are told apart by their loopback source address: a well-behaved client speaks from
+127.0.0.3, and each attack from an address of its own (127.0.0.10, .11, ...), so that no attack
+rides on another's budget. Each attack must be refused or contained (a violation
+otherwise: the exit status is 1); the well-behaved client's submit and live first-audio times
+are measured undisturbed and then under attack, side by side, and their ratio printed (never
+judged: timings on a shared machine are noise).
+
+    python bench/bench_abuse.py [--quick]      (quick: a few seconds of each attack; CI runs it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import numpy as np
+import numpy.typing as npt
+
+import castlog
+import servicekit
+from castlog import SAMPLE_RATE
+from synth.config import SynthConfig
+from synth.worker import Worker
+
+from common import services, temp_redis
+
+WELL_BEHAVED = "127.0.0.3"
+VICTIM_OF_WRITES = "127.0.0.2"  # the owner of the cast a stranger tries to write to
+
+
+def attacker_address(n: int) -> str:
+    return f"127.0.0.{10 + n}"
+VOICE = "af_heart"
+EVIL = "http://evil.example"
+MS_PER_CHAR, GPU_RTF = 60, 0.02  # a tone as long as speech of the text, made at a GPU's pace
+# How long the well-behaved client waits for its first audio before it counts as not served.
+FIRST_AUDIO_WAIT_S = 20.0
+# The limits the campaign runs under: the defaults, but a body deadline short enough to wait out.
+LIMITS = {"INTAKE_BODY_TIMEOUT_S": "1", "STREAMTTS_ALLOWED_HOSTS": "localhost"}
+
+
+class ToneModel:
+    name = "tone"
+
+    def voices(self) -> list[str]:
+        return [VOICE]
+
+    def warm_up(self) -> None:
+        pass
+
+    def phonemize(self, text: str, voice: str) -> str:
+        return text
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+        audio_s = max(0.2, len(text) * MS_PER_CHAR / 1000)
+        time.sleep(GPU_RTF * audio_s)
+        t = np.arange(int(audio_s * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
+        return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+        return self.synthesize(phonemes, voice, speed)
+
+
+def client(address: str) -> aiohttp.ClientSession:
+    """An HTTP client whose connections leave from ``address`` (the servers key clients by it)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0), force_close=True),
+                                 timeout=aiohttp.ClientTimeout(total=60))
+
+
+class Campaign:
+    def __init__(self, intake: str, edge: str) -> None:
+        self.intake, self.edge = intake, edge
+        self.results: list[tuple[str, bool, str]] = []
+        self.held: list[Any] = []  # what the attacks keep open while the victim is measured
+
+    def check(self, finding: str, held: bool, detail: str) -> None:
+        self.results.append((finding, held, detail))
+        print(f"{'contained' if held else 'VIOLATION'}  {finding}: {detail}", flush=True)
+
+    # ---- the attacks -----------------------------------------------------------------------------
+
+    async def stranger_writes(self, attacker: aiohttp.ClientSession, victim: aiohttp.ClientSession) -> None:
+        async with victim.post(f"{self.intake}/api/casts", json={"live": True}) as r:
+            opened = await r.json()
+        cast_id = opened["id"]
+        statuses = []
+        for route, body in (("text", {"text": "Not yours.", "offset": 0}), ("close", {})):
+            async with attacker.post(f"{self.intake}/api/casts/{cast_id}/{route}", json=body,
+                                     headers={"Authorization": "Bearer " + "x" * 43}) as r:
+                statuses.append(r.status)
+        owner = {"Authorization": f"Bearer {opened.get('write_token', '')}"}
+        async with victim.post(f"{self.intake}/api/casts/{cast_id}/text", json={"text": "Mine.", "offset": 0},
+                               headers=owner) as r:
+            statuses.append(r.status)
+        async with victim.post(f"{self.intake}/api/casts/{cast_id}/close", json={}, headers=owner) as r:
+            statuses.append(r.status)
+        self.check("1 anyone who can listen can write", statuses == [401, 401, 200, 200], f"statuses {statuses}")
+
+    async def hoard_live_casts(self, attacker: aiohttp.ClientSession) -> None:
+        statuses = []
+        for _ in range(12):
+            async with attacker.post(f"{self.intake}/api/casts", json={"live": True}) as r:
+                body = await r.json()
+                statuses.append(r.status)
+            if r.status == 201:  # fed one character, as the report's attacker did
+                self.held.append(body)
+                async with attacker.post(f"{self.intake}/api/casts/{body['id']}/text", json={"text": "x", "offset": 0},
+                                         headers={"Authorization": f"Bearer {body.get('write_token', '')}"}) as fed:
+                    assert fed.status == 200, await fed.text()
+        opened = statuses.count(201)
+        self.check("2 one client takes every live slot", opened <= 4 and 429 in statuses,
+                   f"{opened} of 12 opened, the rest {sorted(set(statuses) - {201})}")
+
+    async def slow_bodies(self, address: str) -> None:
+        port = int(self.intake.rsplit(":", 1)[1])
+        sockets = []
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", port), source_address=(address, 0))
+            s.sendall(b"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100000\r\n\r\n{\"text\": \"")
+            sockets.append(s)
+        self.held.append(sockets)
+        await asyncio.sleep(1.5)  # past INTAKE_BODY_TIMEOUT_S: each is answered 408 and let go
+        answers = []
+        for s in sockets:
+            s.settimeout(2)
+            try:
+                answers.append(s.recv(64).split(b" ")[1].decode())
+            except (OSError, IndexError):
+                answers.append("none")
+        self.check("3 slow bodies", all(a == "408" for a in answers), f"answers {sorted(set(answers))}")
+
+    async def global_limits(self, attacker: aiohttp.ClientSession) -> None:
+        refused = None
+        sockets = []
+        for _ in range(8):
+            ws = await attacker.ws_connect(f"{self.intake.replace('http', 'ws')}/v1/audio/speech/live")
+            await ws.send_json({"type": "start"})
+            event = await ws.receive_json(timeout=10)
+            sockets.append(ws)
+            if event.get("error") == "too_many_sessions":
+                refused = len(sockets)
+                break
+        self.held.append(sockets)
+        self.check("4 live sessions per client", refused is not None and refused <= 5,
+                   f"refused at session {refused}")
+
+    async def free_live_text(self, attacker: aiohttp.ClientSession) -> None:
+        async with attacker.post(f"{self.intake}/api/casts", json={"live": True},
+                                 headers={"X-Forwarded-For": "1.2.3.4"}) as r:  # untrusted: ignored
+            opened = await r.json()
+        auth = {"Authorization": f"Bearer {opened.get('write_token', '')}"}
+        statuses = []
+        for _ in range(200):
+            async with attacker.post(f"{self.intake}/api/casts/{opened['id']}/text",
+                                     json={"text": "", "offset": 0, "flush": True}, headers=auth) as r:
+                statuses.append(r.status)
+        self.check("5 live text is free", 429 in statuses, f"{statuses.count(200)} of 200 flushes taken")
+
+    async def cross_site(self, attacker: aiohttp.ClientSession) -> None:
+        got = []
+        try:
+            await attacker.ws_connect(f"{self.intake.replace('http', 'ws')}/v1/audio/speech/live",
+                                      headers={"Origin": EVIL})
+            got.append(101)
+        except aiohttp.WSServerHandshakeError as exc:
+            got.append(exc.status)
+        async with attacker.post(f"{self.intake}/generate", data={"text": "From a page."}, headers={"Origin": EVIL},
+                                 allow_redirects=False) as r:
+            got.append(r.status)
+        async with attacker.post(f"{self.intake}/api/casts", data=b'{"text": "Hi."}',
+                                 headers={"Content-Type": "text/plain"}) as r:
+            got.append(r.status)
+        async with attacker.get(f"{self.intake}/api/voices", headers={"Host": "rebound.evil.example"}) as r:
+            got.append(r.status)
+        self.check("6 any web page can drive a local instance", got == [403, 403, 415, 403], f"statuses {got}")
+
+    async def headers(self, attacker: aiohttp.ClientSession) -> None:
+        async with attacker.get(f"{self.edge}/") as r:
+            h = r.headers
+        ok = ("script-src 'self'" in h.get("Content-Security-Policy", "") and h.get("X-Content-Type-Options") == "nosniff"
+              and "frame-ancestors 'none'" in h.get("Content-Security-Policy", "")
+              and h.get("Referrer-Policy") == "no-referrer")
+        self.check("7 no security headers", ok, "CSP, nosniff, frame-ancestors, no-referrer on /")
+
+    async def smaller(self, attacker: aiohttp.ClientSession, finished: str) -> None:
+        async with attacker.get(f"{self.edge}/api/casts/{finished}/audio.mp3",
+                                headers={"Range": "bytes=" + "9" * 5000 + "-"}) as r:
+            status = r.status
+        short = subprocess.run([sys.executable, "-m", "intake"], env=dict(os.environ, STREAMTTS_API_KEYS="short"),
+                               capture_output=True, text=True, timeout=15)  # one that starts runs on: a violation
+        self.check("8 bad Range, short keys", status == 416 and short.returncode != 0,
+                   f"Range {status}; a short key exits {short.returncode}")
+
+
+async def victim_times(campaign: Campaign, rounds: int) -> tuple[list[float], list[float]]:
+    """The well-behaved client: submit times and live first-audio times, ``rounds`` of each."""
+    submits, firsts = [], []
+    async with client(WELL_BEHAVED) as http:
+        for n in range(rounds):
+            started = time.perf_counter()
+            async with http.post(f"{campaign.intake}/api/casts", json={"text": f"Round {n} at {time.time()}."}) as r:
+                assert r.status in (200, 201), await r.text()
+            submits.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            async with http.ws_connect(f"{campaign.intake.replace('http', 'ws')}/v1/audio/speech/live") as ws:
+                await ws.send_json({"type": "start"})
+                await ws.send_json({"type": "text", "text": f"Hello there, round {n}. "})
+                await ws.send_json({"type": "flush"})
+                try:
+                    while (msg := await ws.receive(timeout=FIRST_AUDIO_WAIT_S)).type != aiohttp.WSMsgType.BINARY:
+                        if msg.type != aiohttp.WSMsgType.TEXT:
+                            raise SystemExit(f"the well-behaved client's session ended: {msg}")
+                except asyncio.TimeoutError:
+                    firsts.append(float("inf"))  # no audio: the attack was not contained
+                    return submits, firsts
+                firsts.append(time.perf_counter() - started)
+                await ws.send_json({"type": "close"})
+    return submits, firsts
+
+
+async def finished_cast(campaign: Campaign) -> str:
+    async with client(WELL_BEHAVED) as http:
+        async with http.post(f"{campaign.intake}/api/casts", json={"text": "A cast to download."}) as r:
+            cast_id = str((await r.json())["id"])
+        for _ in range(600):
+            async with http.get(f"{campaign.edge}/api/casts/{cast_id}") as r:
+                if (await r.json()).get("status") == "done":
+                    return cast_id
+            await asyncio.sleep(0.1)
+    raise SystemExit("the worker did not finish a cast")
+
+
+async def run(args: argparse.Namespace) -> int:
+    rounds = 3 if args.quick else 10
+    with temp_redis() as redis_server:
+        redis = servicekit.client_for(redis_server.url)
+        await castlog.publish_voices(redis, castlog.VoiceList(voices=(VOICE,), default=VOICE), maxlen=100)
+        worker = Worker(SynthConfig(consumer="abuse", poll_s=0.1), redis, ToneModel())
+        task = asyncio.ensure_future(worker.run())
+        try:
+            async with services(redis_server.url, ["intake", "edge"], quiet=True, **LIMITS) as ports:
+                campaign = Campaign(f"http://127.0.0.1:{ports['intake']}", f"http://127.0.0.1:{ports['edge']}")
+                before = await victim_times(campaign, rounds)
+                finished = await finished_cast(campaign)
+                attackers = [client(attacker_address(n)) for n in range(8)]
+                try:
+                    a = attackers
+                    async with client(VICTIM_OF_WRITES) as owner:
+                        await campaign.stranger_writes(a[0], owner)
+                    attacks: list[Callable[[], Awaitable[None]]] = [
+                        lambda: campaign.hoard_live_casts(a[1]), lambda: campaign.slow_bodies(attacker_address(2)),
+                        lambda: campaign.global_limits(a[3]), lambda: campaign.free_live_text(a[4]),
+                        lambda: campaign.cross_site(a[5]), lambda: campaign.headers(a[6]),
+                        lambda: campaign.smaller(a[7], finished),
+                    ]
+                    for n, attack in enumerate(attacks, start=2):
+                        try:
+                            await attack()
+                        except Exception as exc:  # an attack the server did not answer as it should
+                            campaign.check(f"{n} (attack {n})", False, f"failed: {exc!r}")
+                    # the attackers' hoard still held (open casts fed a character, started sessions)
+                    during = await victim_times(campaign, rounds)
+                finally:
+                    for ws in (w for held in campaign.held if isinstance(held, list) for w in held):
+                        if hasattr(ws, "close") and asyncio.iscoroutinefunction(ws.close):
+                            await ws.close()
+                        else:
+                            ws.close()
+                    for session in attackers:
+                        await session.close()
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 60)
+            await redis.aclose()
+    for what, a, b in (("submit", before[0], during[0]), ("live first audio", before[1], during[1])):
+        ratio = statistics.median(b) / statistics.median(a)
+        print(f"well-behaved {what}: {statistics.median(a) * 1000:.1f} ms undisturbed, "
+              f"{statistics.median(b) * 1000:.1f} ms under attack (ratio {ratio:.2f})")
+    served = all(t < float("inf") for t in during[1])
+    campaign.check("the well-behaved client served under attack", served,
+                   "live first audio every round" if served else f"no audio within {FIRST_AUDIO_WAIT_S:g} s")
+    violations = [r for r in campaign.results if not r[1]]
+    print(f"violations: {len(violations)} of {len(campaign.results)} checks")
+    return 1 if violations else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (CI)")
+    sys.exit(asyncio.run(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
