@@ -24,13 +24,14 @@ from tests.support.waiting import wait_until
 
 @pytest.mark.rule("ds-write-keys")
 async def test_writes_need_a_key_when_keys_are_set_and_reads_do_not(redis: Redis, redis_url: str) -> None:
-    async with serving_origin(redis, redis_url, intake_changes={"api_keys": frozenset({"k1"})}) as base, \
+    async with serving_origin(redis, redis_url, intake_changes={"api_keys": frozenset({"k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})}) as base, \
             ClientSession() as http:
         url = f"{base}/v1/stream/keyed"
         async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
             assert response.status == 401
         assert await redis.keys("ds/*") == []
-        async with http.put(url, headers={"Content-Type": "text/plain", "Authorization": "Bearer k1"},
+        async with http.put(url, headers={"Content-Type": "text/plain",
+                                            "Authorization": "Bearer k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
                             data=b"hello") as response:
             assert response.status == 201
         async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"more") as response:

@@ -20,7 +20,7 @@ from .conftest import MakeClient
 from .test_intake_live import receive_json, start, text_of, worker_writes
 
 Client = TestClient[Any, Any]
-ADMIN = "admin-token-for-tests-0123"
+ADMIN = "admin-token-for-tests-0123456789abcdef"
 
 
 async def cancelled(redis: Redis, cast_id: str) -> bool:
@@ -39,8 +39,8 @@ async def announced(redis: Redis) -> list[str]:
 async def test_post_cancel_wants_the_admin_token_or_a_key_and_flags_the_cast(
     make_client: MakeClient, redis: Redis
 ) -> None:
-    client = await make_client(admin_token=ADMIN, api_keys=frozenset({"key-1"}))
-    resp = await client.post("/api/casts", json={"text": "Cancel me. Please."}, headers={"Authorization": "Bearer key-1"})
+    client = await make_client(admin_token=ADMIN, api_keys=frozenset({"key-1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}))
+    resp = await client.post("/api/casts", json={"text": "Cancel me. Please."}, headers={"Authorization": "Bearer key-1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"})
     cast_id = (await resp.json())["id"]
     path = f"/api/casts/{cast_id}/cancel"
     for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": f"Basic {ADMIN}"}):
@@ -50,7 +50,7 @@ async def test_post_cancel_wants_the_admin_token_or_a_key_and_flags_the_cast(
     resp = await client.post(path, headers={"Authorization": f"Bearer {ADMIN}"})
     assert resp.status == 202 and await resp.json() == {"id": cast_id, "url": f"/c/{cast_id}", "cancelled": True}
     assert await castlog.is_cancelled(redis, cast_id) and await announced(redis) == [cast_id]
-    resp = await client.post(path, headers={"Authorization": "Bearer key-1"})
+    resp = await client.post(path, headers={"Authorization": "Bearer key-1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"})
     assert resp.status == 202, "an API key may cancel too"
     tail = await LogReader(redis).tail(cast_id)
     await CastStore(redis).append(cast_id, tail, [Eos(sentences=0, audio_ms=0, attempts=1, cancelled=True)])

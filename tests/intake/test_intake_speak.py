@@ -133,10 +133,10 @@ async def test_bad_queries_are_refused_before_the_upgrade(client: Client) -> Non
 
 
 async def test_keys_want_a_token(make_client: MakeClient) -> None:
-    client = await make_client(api_keys=frozenset({"k1"}))
+    client = await make_client(api_keys=frozenset({"k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}))
     with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
         await client.ws_connect("/v1/speak")
     assert caught.value.status == 401
-    ws = await client.ws_connect("/v1/speak", headers={"Authorization": "Token k1"})
+    ws = await client.ws_connect("/v1/speak", headers={"Authorization": "Token k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
     assert msgspec.json.decode((await ws.receive()).data)["type"] == "Metadata"
     await ws.close()

@@ -263,8 +263,12 @@ async def blocked_clients(redis: Redis) -> list[dict[str, Any]]:
 
 
 @pytest.mark.rule("one-upstream-tail")
-async def test_forty_speech_streams_of_one_cast_hold_one_blocked_read(client: Client, store: CastStore, redis: Redis) -> None:
-    """Before the shared tail each stream held its own blocking XREAD (41 for 40 streams)."""
+async def test_forty_speech_streams_of_one_cast_hold_one_blocked_read(
+    make_client: MakeClient, store: CastStore, redis: Redis
+) -> None:
+    """Before the shared tail each stream held its own blocking XREAD (41 for 40 streams). (One
+    client here, so its own cap, INTAKE_SPEECH_STREAMS_PER_CLIENT, is raised.)"""
+    client = await make_client(speech_streams_per_client=64)
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     posts = [asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH)) for _ in range(40)]
     tail = client.server.app[INTAKE].tail

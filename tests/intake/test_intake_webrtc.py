@@ -177,8 +177,8 @@ async def test_no_free_port_is_busy_and_the_session_cap_holds(make_client: MakeC
 
 
 async def test_bad_offers_are_refused_and_leave_no_trace(make_client: MakeClient, redis: Redis) -> None:
-    client = await make_client(webrtc_max_offer_bytes=8000, api_keys=frozenset({"k1"}))
-    auth = {"Authorization": "Bearer k1"}
+    client = await make_client(webrtc_max_offer_bytes=8000, api_keys=frozenset({"k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}))
+    auth = {"Authorization": "Bearer k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}
     pc = RTCPeerConnection()
     try:
         sdp_without_channel, _ = await offer(pc, channel=False)

@@ -67,7 +67,7 @@ async def test_a_cast_cancelled_while_queued_ends_at_admission_with_no_audio(red
 async def test_an_open_cast_waiting_for_text_ends_at_once_on_cancel(redis: Redis, store: CastStore) -> None:
     live = LiveStore(redis)
     meta = Meta(title="live", voice="af_heart", chars=0, sentences=0, created_at=0, live=True)
-    cast_id = await live.open("af_heart", meta)
+    cast_id = (await live.open("af_heart", meta)).cast_id
     text = "A first sentence. And then"
     await live.append_text(cast_id, 0, len(text), text, max_chars=10_000)
     async with running(Worker(config(), redis, StandIn())):
