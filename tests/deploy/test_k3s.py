@@ -355,3 +355,17 @@ def test_intake_holds_its_webrtc_ports_on_the_node(rendered: list[dict[str, Any]
     assert [(p["containerPort"], p["hostPort"]) for p in udp] == [(n, n) for n in range(first, last + 1)]
     env = {e["name"]: e for e in intake["env"]}
     assert env["WEBRTC_NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+
+
+def test_the_base_schedules_on_stock_k3s(rendered: list[dict[str, Any]]) -> None:
+    """k3s's local-path class serves only ReadWriteOnce: no claim of the base wants more, and the
+    archive is the in-cluster S3 (SeaweedFS) that every service reaches by URL, not a volume."""
+    claims = [r["spec"] for r in rendered if r["kind"] == "PersistentVolumeClaim"]
+    claims += [t["spec"] for r in rendered if r["kind"] in WORKLOADS for t in r["spec"].get("volumeClaimTemplates", [])]
+    assert claims and all(c["accessModes"] == ["ReadWriteOnce"] for c in claims)
+    assert config_value(rendered, "ARCHIVE_URL").startswith("s3://")
+    assert config_value(rendered, "ARCHIVE_S3_ENDPOINT") == "http://seaweedfs:8333"
+    find(rendered, "StatefulSet", "seaweedfs")
+    for name in ("intake", "edge", "synth"):
+        mounts = {m["mountPath"] for m in container(find(rendered, "Deployment", name)).get("volumeMounts", [])}
+        assert "/var/lib/streamtts/archive" not in mounts

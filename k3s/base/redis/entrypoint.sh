@@ -35,4 +35,5 @@ fi
 exec docker-entrypoint.sh redis-server "$here/redis.conf" \
     --aclfile "$acl_dir/users.acl" \
     --appendfsync "$appendfsync" \
-    --maxmemory "$maxmemory"
+    --maxmemory "$maxmemory" \
+    "$@"  # more options: a Redis Cluster node's (k3s/overlays/cluster)
