@@ -14,7 +14,8 @@ from .lua import NOW_MS
 # ARGV[1]: refill rate (tokens per second), ARGV[2]: burst (bucket size), ARGV[3]: cost
 # Takes `cost` tokens if the bucket holds them. Returns {1, 0} or {0, ms until enough tokens}.
 # Redis's clock, so replicas with skewed clocks agree; the key expires once the bucket is full.
-TAKE = (
+# The bucket as it stands now: `tokens` refilled since `at`, capped at `burst` (TAKE and PEEK).
+_REFILL = (
     """
 local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 """
@@ -23,6 +24,11 @@ local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens, at = tonumber(b[1]) or burst, tonumber(b[2]) or now
 tokens = math.min(burst, tokens + (now - at) * rate / 1000)
+"""
+)
+TAKE = (
+    _REFILL
+    + """
 local ok, wait = 0, 0
 if tokens >= cost then
   tokens, ok = tokens - cost, 1
@@ -40,14 +46,8 @@ return {ok, wait}
 # and writing nothing: {1, 0} or {0, ms until it would}. A caller checks this before it reads a
 # body, then takes the token in the same step as its write.
 PEEK = (
-    """
-local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-"""
-    + NOW_MS
+    _REFILL
     + """
-local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens, at = tonumber(b[1]) or burst, tonumber(b[2]) or now
-tokens = math.min(burst, tokens + (now - at) * rate / 1000)
 if tokens >= cost then return {1, 0} end
 return {0, math.ceil((cost - tokens) * 1000 / rate)}
 """

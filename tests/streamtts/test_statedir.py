@@ -118,6 +118,18 @@ def embedded_state(tmp_path: Path, path: str) -> tuple[Path, dict[bytes, object]
         os.environ["PATH"] = old
 
 
+def redis_state(tmp_path: Path) -> tuple[Path, Server, dict[bytes, object]]:
+    """A state dir that Debian's Redis 7.0 wrote, with casts in it."""
+    data = tmp_path / "state" / "redis"
+    server = choose(data, "redis-server")
+    running = start_server(data, aof=True, binary=server.binary)
+    try:
+        write_casts(running.url)
+        return data, server, snapshot(running.url)
+    finally:
+        running.stop()
+
+
 def test_a_state_dir_keeps_the_server_that_wrote_it_when_redis_appears_on_path(
         tmp_path: Path, no_redis_path: str) -> None:
     data, before = embedded_state(tmp_path, no_redis_path)
@@ -150,14 +162,7 @@ def test_a_switch_to_an_older_server_is_refused_before_anything_starts(tmp_path:
 
 
 def test_older_to_newer_moves_by_a_switch_and_keeps_every_cast_byte_identical(tmp_path: Path) -> None:
-    data = tmp_path / "state" / "redis"
-    first = choose(data, "redis-server")
-    running = start_server(data, aof=True, binary=first.binary)
-    try:
-        write_casts(running.url)
-        before = snapshot(running.url)
-    finally:
-        running.stop()
+    data, _, before = redis_state(tmp_path)
     server = choose(data, "embedded")  # Valkey 9 reads Redis 7.0's files: checked on a copy, then recorded
     assert server.name == "Valkey" and recorded(data) == server
     assert served_snapshot(data) == before
@@ -220,14 +225,7 @@ def test_a_server_replaced_in_place_by_an_older_one_is_refused_with_what_to_do(
 
 
 def test_a_server_upgraded_in_place_reads_the_data_and_is_recorded(tmp_path: Path) -> None:
-    data = tmp_path / "state" / "redis"
-    server = choose(data, "redis-server")
-    running = start_server(data, aof=True, binary=server.binary)
-    try:
-        write_casts(running.url)
-        before = snapshot(running.url)
-    finally:
-        running.stop()
+    data, server, before = redis_state(tmp_path)
     from streamtts.redisserver import embedded_binary
 
     newer = tmp_path / "bin" / "redis-server"  # the same path, a newer server behind it
