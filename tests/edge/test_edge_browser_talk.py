@@ -38,7 +38,7 @@ async def chromium() -> AsyncIterator[Any]:
 
 
 async def talk_state(page: Any) -> dict[str, Any]:
-    state: dict[str, Any] = await page.evaluate("({...window.streamttsTalk.state})")
+    state: dict[str, Any] = await page.evaluate("() => ({...window.streamttsTalk.state})")
     return state
 
 
@@ -50,7 +50,7 @@ async def test_talk_mode_speaks_typed_sentences_and_stop_silences_it(origin: Ori
     await page.goto(f"{origin.url}/")
     assert await page.text_content("#talk-state") == "Not connected"
     await page.click("#talk-start")
-    await page.wait_for_function("window.streamttsTalk.state.phase === 'listening'", timeout=20_000)
+    await page.wait_for_function("() => window.streamttsTalk.state.phase === 'listening'", timeout=20_000)
     assert (await talk_state(page))["url"].startswith("/c/")
     assert await page.is_visible("#talk-link") and await page.is_enabled("#talk-text")
     await page.wait_for_timeout(300)
@@ -58,7 +58,7 @@ async def test_talk_mode_speaks_typed_sentences_and_stop_silences_it(origin: Ori
 
     await page.type("#talk-text", "Hello there, this is a test of talking.", delay=5)
     await page.press("#talk-text", "Enter")
-    await page.wait_for_function("window.streamttsTalk.state.heard", timeout=30_000)
+    await page.wait_for_function("() => window.streamttsTalk.state.heard", timeout=30_000)
     state = await talk_state(page)
     assert state["sentences"] >= 1 and state["level"] > 0.01
     assert state["phase"] in ("speaking", "listening")
@@ -67,10 +67,10 @@ async def test_talk_mode_speaks_typed_sentences_and_stop_silences_it(origin: Ori
     # connection is closed and nothing plays (the aiortc test measures the track going silent)
     await page.type("#talk-text", " " + "This sentence goes on for quite a while so that it is still playing. " * 3)
     await page.press("#talk-text", "Enter")
-    await page.wait_for_function("window.streamttsTalk.state.phase === 'speaking'", timeout=30_000)
+    await page.wait_for_function("() => window.streamttsTalk.state.phase === 'speaking'", timeout=30_000)
     await page.click("#talk-stop")
-    await page.wait_for_function("window.streamttsTalk.state.phase === 'cancelled'", timeout=10_000)
-    assert await page.evaluate("window.streamttsTalk.pc.connectionState") == "closed"
-    assert await page.evaluate("document.getElementById('talk-audio').srcObject") is None
+    await page.wait_for_function("() => window.streamttsTalk.state.phase === 'cancelled'", timeout=10_000)
+    assert await page.evaluate("() => window.streamttsTalk.pc.connectionState") == "closed"
+    assert await page.evaluate("() => document.getElementById('talk-audio').srcObject") is None
     assert await page.is_visible("#talk-start") and not await page.is_enabled("#talk-text")
     assert errors == []
