@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from redis.asyncio import Redis
@@ -61,11 +62,17 @@ async def mark(redis: Redis, cast_id: str, seq: int = -1) -> Mark:
 async def read_only(redis: Redis, script: str, names: list[str], args: Sequence[Any]) -> Any:
     """Run a script that only reads, as such (EVALSHA_RO): a reader whose ACL lets it only read
     the cast logs (edge) may run it; the first call on a server loads it (EVAL_RO)."""
-    sha = hashlib.sha1(script.encode()).hexdigest()
+    sha = _sha(script)
     try:
         return await redis.evalsha_ro(sha, len(names), *names, *args)
     except NoScriptError:
         return await redis.eval_ro(script, len(names), *names, *args)
+
+
+@cache  # a handful of scripts
+def _sha(script: str) -> str:
+    """The script's SHA-1, hashed once per script (the tail's checks and header reads run often)."""
+    return hashlib.sha1(script.encode()).hexdigest()  # Redis names scripts by SHA-1
 
 
 def _int(value: Any) -> int | None:
