@@ -18,6 +18,7 @@ from . import keys, scripts
 
 # The stamp the scripts give for a record of an archived log: it stands, in the archive.
 ARCHIVED = -1
+PREV_FIELD = b"p"  # a record's predecessor's stamp (castlog's APPEND writes it)
 
 
 def holds(found: int | None, seq: int, ts: int | None) -> bool:
@@ -28,6 +29,12 @@ def holds(found: int | None, seq: int, ts: int | None) -> bool:
     if seq < 0 or ts is None or found == ARCHIVED:
         return True
     return found == ts
+
+
+def follows(fields: dict[bytes, bytes], ts: int | None) -> bool:
+    """Whether a record (its ``fields``) names ``ts`` as its predecessor's stamp: the append that
+    wrote it found the record with that stamp at the tail, so a reader holding it needs no check."""
+    return ts is not None and fields.get(PREV_FIELD) == str(ts).encode()
 
 
 @dataclass(frozen=True)

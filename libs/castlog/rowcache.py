@@ -20,9 +20,8 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio import Redis
 
 from .keys import Row, seq_of
-from .marks import holds, stamps
+from .marks import follows, holds, stamps
 
-PREV_FIELD = b"p"  # a record's predecessor's stamp (castlog's APPEND writes it)
 # Bytes a cached row costs beyond its fields (the key, the tuple, the dict).
 ROW_OVERHEAD = 200
 # Rows held across all casts: about 1,000 chunks of 30 KB.
@@ -74,7 +73,7 @@ class RowCache:
         none read, whether Redis still holds it; else the cast's rows go."""
         if not more:
             return await self._still(cast_id, cached)
-        if more[0][1].get(PREV_FIELD) == str(_ts(cached)).encode():
+        if follows(more[0][1], _ts(cached)):
             return True
         self.forget(cast_id)  # the log was rewritten after the cached rows: read them again
         return False

@@ -41,7 +41,7 @@ from .archive import ARCHIVE_FIELD
 from .blocking import BlockingRead
 from .keys import Row, cast_id_of, cast_key, entry_id, seq_of
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
-from .marks import holds, stamps
+from .marks import follows, holds, stamps
 from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from .records import decode_entry, is_terminal
 
@@ -52,7 +52,6 @@ ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 # Records from the tail a listener may hold in its queue before it is demoted to offset reads.
 LISTENER_QUEUE = 64
-PREV_FIELD = b"p"  # a record's predecessor's stamp (castlog's APPEND writes it)
 
 
 def after_id(cursor: int) -> str:
@@ -65,10 +64,10 @@ def continues(watch: Watch | None, rows: list[Any]) -> bool:
     is the next seq and names the cursor record's known stamp as its predecessor (``p``): the
     append that wrote it found the delivered record at the tail, so no check is needed (the check
     compares that same stamp)."""
-    if watch is None or watch.stamp is None or not rows:
+    if watch is None or not rows:
         return False
     raw_id, fields = rows[0]
-    return seq_of(raw_id) == watch.cursor + 1 and fields.get(PREV_FIELD) == str(watch.stamp).encode()
+    return seq_of(raw_id) == watch.cursor + 1 and follows(fields, watch.stamp)
 
 
 class Watch:
