@@ -283,7 +283,8 @@ class Tail:
             if self.reader.cache is not None and not any(ARCHIVE_FIELD in f for _, f in rows):
                 self.reader.cache.keep(cast_id, rows)  # listeners catching up read them from here
             for raw_id, fields in rows:
-                seq = seq_of(raw_id)
+                entry = decode_entry(raw_id, fields)  # once per record, whoever listens
+                seq = entry.seq_num if entry is not None else seq_of(raw_id)
                 if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:
                     # archived before this read reached it: the records between are in the
                     # archive now, so every listener goes back to reading by offset (no gap)
@@ -292,15 +293,16 @@ class Tail:
                         listener.demote()
                     watch.listeners.clear()
                     break
-                watch.delivered(seq, int(fields.get(b"ts", 0)) or None)
-                entry = decode_entry(raw_id, fields)
-                if entry is None:
+                if entry is None:  # a kind this version does not know: its place and stamp only
+                    watch.delivered(seq, int(fields.get(b"ts", 0)) or None)
                     continue
+                watch.delivered(seq, entry.ts or None)
                 item = Item(entry, from_tail=True)
-                for listener in tuple(watch.listeners):
-                    if not listener.offer(item):
-                        watch.listeners.discard(listener)
-                        self.metrics.count_demoted(1)
+                # offer() never touches the watched set, so the set is walked as it is (no copy)
+                demoted = [listener for listener in watch.listeners if not listener.offer(item)]
+                if demoted:
+                    watch.listeners.difference_update(demoted)
+                    self.metrics.count_demoted(len(demoted))
                 if is_terminal(entry.record):
                     watch.listeners.clear()  # each got the terminal record: their streams end
                     break
