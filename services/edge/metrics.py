@@ -25,7 +25,7 @@ class EdgeMetrics(ServiceMetrics):
         super().__init__(registry)
         r = self.registry
         self.requests = RequestCounter("streamtts_edge_requests_total", r)
-        self.tail = TailCounters(r, "edge", LISTENER_KINDS)  # the shared tail's (castlog.TailMetrics)
+        self.tail = TailCounters(r, self.service, LISTENER_KINDS)  # the shared tail's (castlog.TailMetrics)
         self.delivery = Histogram(
             "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",
             buckets=DELIVERY_BUCKETS, registry=r,
