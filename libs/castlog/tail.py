@@ -218,23 +218,23 @@ class Tail:
             backoff = ERROR_BACKOFF_S
             self._fan_out(got, read_with)
 
-    async def _read(self) -> tuple[list[Any], dict[str, Watch], bool]:
-        """One XREAD after every watch's cursor: its rows per stream, the watches it was issued
+    async def _read(self) -> tuple[list[tuple[str, Any]], dict[str, Watch], bool]:
+        """One XREAD after every watch's cursor: its rows per cast id, the watches it was issued
         for, and whether it ended idle (the block timeout, not a join and not a record)."""
         read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
         streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
         joined = self._joined = asyncio.get_running_loop().create_future()
         reply = await self.blocking.xread(streams, count=self.batch, block_ms=self.block_ms, wake=joined)
         self.metrics.count_read()
-        got = list(reply.items() if isinstance(reply, dict) else reply or ())
+        by_key = reply.items() if isinstance(reply, dict) else reply or ()
+        got = [(cast_id_of(_str(key)) or "", rows) for key, rows in by_key]  # each key parsed once
         return got, read_with, not got and not joined.done()
 
-    def _unproven(self, got: list[Any], read_with: dict[str, Watch]) -> set[str]:
+    def _unproven(self, got: list[tuple[str, Any]], read_with: dict[str, Watch]) -> set[str]:
         """The casts read whose rows do not prove by themselves that the log still holds the
         watch's cursor record: those need the check before their rows are handed out."""
         out = set()
-        for key, rows in got:
-            cast_id = cast_id_of(_str(key)) or ""
+        for cast_id, rows in got:
             watch = read_with.get(cast_id)
             if self.watches.get(cast_id) is not watch or not continues(watch, rows):
                 out.add(cast_id)
@@ -267,7 +267,7 @@ class Tail:
             listener.rewind(keep + 1)
         watch.listeners.clear()
 
-    def _fan_out(self, streams: Any, read_with: dict[str, Watch]) -> None:
+    def _fan_out(self, got: list[tuple[str, Any]], read_with: dict[str, Watch]) -> None:
         """Hand each row to the listeners of the watch that the read was issued for.
 
         A cast whose watch ended during the read (its last listener left, or it was rewound) is
@@ -275,8 +275,7 @@ class Tail:
         from its joiner's offset read, which may be behind or ahead of this read's, so these
         rows could leave a gap or repeat; the next read starts at the new cursor.
         """
-        for key, rows in streams:
-            cast_id = cast_id_of(_str(key)) or ""
+        for cast_id, rows in got:
             watch = read_with.get(cast_id)
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue

@@ -35,7 +35,7 @@ async def test_listener_behind_an_archived_log_reads_the_rest_from_the_archive(
     # the tail's next read, after its cursor 2, finds only the archived eos (seq 5)
     rows: Any = await redis.xrange(cast_key(cast.id), min=f"({after_id(tail.watches[cast.id].cursor)}")
     assert [r[0] for r in rows] == [b"0-6"]
-    tail._fan_out([(cast_key(cast.id).encode(), rows)], dict(tail.watches))
+    tail._fan_out([(cast.id, rows)], dict(tail.watches))
     assert not listener.subscribed and cast.id not in tail.watches  # back to offset reads
     while (item := await listener.next(0)) is not None:
         got.append(item)
