@@ -59,11 +59,17 @@ def _move(data_dir: Path, target: str, say: Say) -> Path:
     except BaseException:
         shutil.rmtree(moving, ignore_errors=True)  # the state dir itself was only read
         raise
+    # The copy is complete and names its server before the swap: the state dir never holds the new
+    # files under the old server's record, whatever stops the swap half-way.
+    (moving / "redis.log").unlink(missing_ok=True)
+    record(moving, wanted)
     kept = data_dir.with_name(f"{data_dir.name}.before-move-{time.strftime('%Y%m%d-%H%M%S')}")
     data_dir.rename(kept)
-    moving.rename(data_dir)
-    (data_dir / "redis.log").unlink(missing_ok=True)
-    record(data_dir, wanted)
+    try:
+        moving.rename(data_dir)
+    except OSError as exc:
+        raise RuntimeError(f"the copy is complete in {moving} and the old files are in {kept}, but {moving} "
+                           f"could not be renamed to {data_dir} ({exc}): rename it by hand") from exc
     say(f"moved {copied} keys; {data_dir} is now served by {wanted.describe()}; the old files are in {kept}")
     return kept
 
@@ -179,6 +185,9 @@ def _wait_rewrite(dst: Conn, timeout_s: float = 60.0) -> None:
         if not persistence.get("aof_rewrite_in_progress") and not persistence.get("aof_rewrite_scheduled"):
             return
         time.sleep(0.05)
+    # the copy is then removed and the state dir left as it was
+    raise RuntimeError(f"the new server's AOF rewrite took longer than {timeout_s:g} s: nothing was changed; "
+                       "run the move again")
 
 
 def _text(value: bytes | str) -> str:

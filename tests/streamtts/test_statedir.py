@@ -245,3 +245,14 @@ def test_up_makes_the_content_key_once_per_state_dir(tmp_path: Path) -> None:
     assert len(first) >= 32 and content_key(tmp_path / "state") == first
     assert (tmp_path / "state" / CONTENT_KEY_FILE).stat().st_mode & 0o777 == 0o600
     assert content_key(tmp_path / "other") != first
+
+
+@pytest.mark.parametrize("garbage", [b"", b"{not json", b"[1, 2]", b"null", b'{"kind": "path"}', b"\xff\xfe"])
+def test_a_garbage_server_record_is_refused_with_what_to_do(tmp_path: Path, garbage: bytes) -> None:
+    data = tmp_path / "redis"
+    data.mkdir()
+    (data / RECORD).write_bytes(garbage)
+    with pytest.raises(ServerRefused, match=r"cannot be read .*--redis-server"):
+        recorded(data)
+    with pytest.raises(ServerRefused, match=r"cannot be read"):
+        choose(data, None)
