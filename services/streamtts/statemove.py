@@ -97,7 +97,8 @@ def copy_all(src: Conn, dst: Conn, say: Say = _say) -> int:
         src.execute_command("SELECT", db)
         dst.execute_command("SELECT", db)
         for key in src.scan_iter(count=SCAN_COUNT):
-            copy_key(src, dst, key)
+            if not copy_key(src, dst, key):
+                continue
             copied += 1
             if copied % PROGRESS_EVERY == 0:
                 say(f"{copied} keys copied")
@@ -112,26 +113,44 @@ def _databases(src: Conn) -> list[int]:
     return sorted(int(name[2:]) for name in keyspace if name.startswith("db"))
 
 
-def copy_key(src: Conn, dst: Conn, key: bytes) -> None:
+def copy_key(src: Conn, dst: Conn, key: bytes) -> bool:
+    """Copy one key with its TTL; False when it expired since the scan (nothing copied)."""
+    # The TTL is read first: a key expiring during its copy keeps a TTL on the new server, never
+    # turns into one that lives for ever.
+    ttl_ms = src.pttl(key)
     kind = src.type(key)
     kind = kind.decode() if isinstance(kind, bytes) else kind
-    if kind == "string":
-        dst.set(key, src.get(key))
-    elif kind == "hash":
-        dst.hset(key, mapping=src.hgetall(key))
-    elif kind == "list":
-        dst.rpush(key, *src.lrange(key, 0, -1))
-    elif kind == "set":
-        dst.sadd(key, *src.smembers(key))
-    elif kind == "zset":
-        dst.zadd(key, dict(src.zrange(key, 0, -1, withscores=True)))
-    elif kind == "stream":
+    if ttl_ms == -2 or kind == "none":
+        return False
+    if kind == "stream":
         copy_stream(src, dst, key)
+    elif kind in READS:
+        value = READS[kind](src, key)
+        if not value:  # expired between the type and the read
+            return False
+        WRITES[kind](dst, key, value)
     else:
         raise RuntimeError(f"key {key!r} is of type {kind}, which a logical move cannot copy")
-    ttl_ms = src.pttl(key)
     if ttl_ms > 0:
         dst.pexpire(key, ttl_ms)
+    return True
+
+
+# How a key of each plain type is read whole, and written again.
+READS: dict[str, Callable[[Conn, bytes], Any]] = {
+    "string": lambda r, k: r.get(k),
+    "hash": lambda r, k: r.hgetall(k),
+    "list": lambda r, k: r.lrange(k, 0, -1),
+    "set": lambda r, k: r.smembers(k),
+    "zset": lambda r, k: dict(r.zrange(k, 0, -1, withscores=True)),
+}
+WRITES: dict[str, Callable[[Conn, bytes, Any], Any]] = {
+    "string": lambda r, k, v: r.set(k, v),
+    "hash": lambda r, k, v: r.hset(k, mapping=v),
+    "list": lambda r, k, v: r.rpush(k, *v),
+    "set": lambda r, k, v: r.sadd(k, *v),
+    "zset": lambda r, k, v: r.zadd(k, v),
+}
 
 
 def copy_stream(src: Conn, dst: Conn, key: bytes) -> None:
