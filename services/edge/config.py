@@ -17,9 +17,9 @@ from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, settin
 @dataclass(frozen=True)
 class Config(Settings):
     host: str = setting("EDGE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
-    port: int = setting("EDGE_PORT", 8082, doc="its port")
+    port: int = setting("EDGE_PORT", 8082, ge=0, doc="its port")
     redis_url: str = REDIS_URL.field()
-    redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS,
+    redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")
     # A listener that lets its queue fill is demoted to reading by offset: a slow client costs this much memory.
     listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per live listener; "
@@ -54,14 +54,14 @@ class Config(Settings):
     redis_pool: int = setting("EDGE_REDIS_POOL", 64, gt=0, doc="Redis connections per process "
                               "(offset reads, state, rate limits); a request waits for one")
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
-    shutdown_timeout_s: float = setting("EDGE_SHUTDOWN_TIMEOUT_S", 5.0, doc="how long a stop waits; "
+    shutdown_timeout_s: float = setting("EDGE_SHUTDOWN_TIMEOUT_S", 5.0, ge=0, doc="how long a stop waits; "
                                         "live streams are closed at once with a resumable id")
     log_level: str = setting("EDGE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
     archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
     # Reads are recorded for retention in memory and written to Redis this often.
     played_flush_s: float = setting("EDGE_PLAYED_FLUSH_S", 60.0, gt=0, doc="reads of casts are noted in memory "
                                     "and written to Redis (`archive/played`, for retention) this often")
-    metrics_port: int = setting("EDGE_METRICS_PORT", 0, doc="serve `/metrics` on this port instead of the "
+    metrics_port: int = setting("EDGE_METRICS_PORT", 0, ge=0, doc="serve `/metrics` on this port instead of the "
                                 "public one (k3s: 9102, which the Ingress does not route)")
     # Durable Streams (/v1/stream): waiters share one upstream read per edge.
     ds_long_poll_s: float = setting("EDGE_DS_LONG_POLL_S", 15.0, gt=0,

@@ -26,9 +26,9 @@ def port_range(raw: str) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Config(Settings):
     host: str = setting("INTAKE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
-    port: int = setting("INTAKE_PORT", 8081, doc="its port")
+    port: int = setting("INTAKE_PORT", 8081, ge=0, doc="its port")
     redis_url: str = REDIS_URL.field()
-    redis_connect_attempts: int = setting("INTAKE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS,
+    redis_connect_attempts: int = setting("INTAKE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")
     max_chars: int = setting("INTAKE_MAX_CHARS", 100_000, gt=0,
                              doc="longest text, in characters after normalisation (413 beyond)")
@@ -51,13 +51,13 @@ class Config(Settings):
                                  "published to `synth/voices`: before any list, a submit is answered 503 "
                                  "`warming_up` with `Retry-After`; after one, the last list stands even while every "
                                  "worker is down")
-    voices_refresh_s: float = setting("INTAKE_VOICES_REFRESH_S", 5.0, doc="how long the published voice list "
+    voices_refresh_s: float = setting("INTAKE_VOICES_REFRESH_S", 5.0, ge=0, doc="how long the published voice list "
                                       "is trusted before it is read again")
     # Each submit in flight holds one pooled connection; past both bounds intake sheds load instead of queueing.
     max_inflight: int = setting("INTAKE_MAX_INFLIGHT", 64, gt=0, doc="submits using Redis at once")
     max_waiting: int = setting("INTAKE_MAX_WAITING", 1024, ge=0,
                                doc="submits that may wait for a turn; beyond both, 503")
-    shutdown_timeout_s: float = setting("INTAKE_SHUTDOWN_TIMEOUT_S", 10.0,
+    shutdown_timeout_s: float = setting("INTAKE_SHUTDOWN_TIMEOUT_S", 10.0, ge=0,
                                         doc="how long a stop waits for requests in flight")
     # The live WebSocket: each session holds one Redis connection for its audio.
     live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live sessions at once, "

@@ -75,6 +75,7 @@ def run_up(args: argparse.Namespace) -> int:
         from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
 
         max_body = int(value_of(IntakeConfig, "max_body_bytes", environment()))  # the proxy takes what intake takes
+        body_timeout = float(value_of(IntakeConfig, "body_timeout_s", environment()))  # in the time it gives
         hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
@@ -88,7 +89,7 @@ def run_up(args: argparse.Namespace) -> int:
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
     options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
-                      redis_server=server, services=services, max_body_bytes=max_body,
+                      redis_server=server, services=services, max_body_bytes=max_body, body_timeout_s=body_timeout,
                       access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())

@@ -33,7 +33,7 @@ from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, val
 from synth.config import SynthConfig
 
 from .config import environment
-from .proxy import MAX_BODY_BYTES, Upstreams, create_app, readiness
+from .proxy import BODY_TIMEOUT_S, MAX_BODY_BYTES, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 from .serverchoice import Server
 from .voicepacks import model_dir
@@ -85,6 +85,7 @@ class Options:
     redis_server: Server | None = None  # the state dir's server (serverchoice.choose), when no redis_url
     services: tuple[str, ...] = SERVICES
     max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
+    body_timeout_s: float = BODY_TIMEOUT_S  # INTAKE_BODY_TIMEOUT_S: ... in the time intake gives
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
     wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
     hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
@@ -201,7 +202,8 @@ class Launcher:
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts)
+            app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts,
+                             body_timeout_s=self.options.body_timeout_s)
             runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
                                    access_log_format=ACCESS_LOG_FORMAT)
             await runner.setup()

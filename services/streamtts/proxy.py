@@ -48,12 +48,12 @@ HOP_BY_HOP = {
     "transfer-encoding", "upgrade",
 }
 REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
-# Bodies are buffered before they are relayed: the launcher sets this to INTAKE_MAX_BODY_BYTES so
-# the proxy never refuses what intake would take. At most MAX_BUFFERED bodies are held at once
-# (64 MiB at the default size; past that 503 busy) and each must arrive within BODY_TIMEOUT_S.
+# Bodies are buffered before they are relayed: the launcher sets these to INTAKE_MAX_BODY_BYTES and
+# INTAKE_BODY_TIMEOUT_S, so the proxy takes what intake takes, in the time intake gives. At most
+# MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy).
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BUFFERED = 64
-BODY_TIMEOUT_S = 30.0
+BODY_TIMEOUT_S = 10.0
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 # How long /readyz waits for each service's own /readyz.
@@ -67,6 +67,7 @@ PROBES = frozenset({"/healthz", "/readyz"})
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
 MAX_BODY = web.AppKey("max_body_bytes", int)
+BODY_TIMEOUT = web.AppKey("body_timeout_s", float)
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 BUFFERS = web.AppKey("buffers", asyncio.Semaphore)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
@@ -177,7 +178,7 @@ async def forward(request: web.Request) -> web.StreamResponse:
                                  status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)})
     try:
         async with buffers:
-            body = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S) if request.can_read_body else None
+            body = await asyncio.wait_for(request.read(), request.app[BODY_TIMEOUT]) if request.can_read_body else None
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(
             {"error": "body_too_large",
@@ -186,7 +187,7 @@ async def forward(request: web.Request) -> web.StreamResponse:
         )
     except asyncio.TimeoutError:
         return web.json_response(
-            {"error": "body_timeout", "message": f"the body took longer than {BODY_TIMEOUT_S:g} s; send it at once"},
+            {"error": "body_timeout", "message": f"the body took longer than {request.app[BODY_TIMEOUT]:g} s; send it at once"},
             status=408, headers={"Connection": "close"})
     try:
         upstream = await request.app[SESSION].request(
@@ -272,11 +273,12 @@ async def _close_relays(app: web.Application) -> None:
 
 def create_app(
     redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES, hosts: frozenset[str] = frozenset(),
-    max_buffered: int = MAX_BUFFERED,
+    max_buffered: int = MAX_BUFFERED, body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> web.Application:
     """The proxy; a Host that names none of ``hosts`` is refused (empty: any)."""
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_known_host])
     app[MAX_BODY] = max_body_bytes
+    app[BODY_TIMEOUT] = body_timeout_s
     app[HOSTS] = hosts
     app[BUFFERS] = asyncio.Semaphore(max_buffered)
     app[REDIS] = redis

@@ -54,7 +54,11 @@ def add_state(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def run_show(args: argparse.Namespace) -> int:
     data = args.state_dir.expanduser().resolve() / "redis"
-    server = recorded(data)
+    try:
+        server = recorded(data)
+    except ServerRefused as exc:  # a record that is not one: say so, as `up` would
+        print(f"streamtts: {exc}", file=sys.stderr)
+        return 2
     if server is not None:
         print(f"{data}: written by {server.describe()}")
     elif has_data(data):
@@ -75,7 +79,8 @@ def run_move(args: argparse.Namespace) -> int:
     except (ValueError, ServerRefused, ServerNotFound) as exc:
         print(f"streamtts: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:  # a server did not start, or the copy came out short: the data is as it was
+    except RuntimeError as exc:  # a server did not start, the copy came out short (the data is as it
+        # was), or the copy could not take the state dir's name (the message says where both are)
         print(f"streamtts: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -59,11 +59,17 @@ def _move(data_dir: Path, target: str, say: Say) -> Path:
     except BaseException:
         shutil.rmtree(moving, ignore_errors=True)  # the state dir itself was only read
         raise
+    # The copy is complete and names its server before the swap: the state dir never holds the new
+    # files under the old server's record, whatever stops the swap half-way.
+    (moving / "redis.log").unlink(missing_ok=True)
+    record(moving, wanted)
     kept = data_dir.with_name(f"{data_dir.name}.before-move-{time.strftime('%Y%m%d-%H%M%S')}")
     data_dir.rename(kept)
-    moving.rename(data_dir)
-    (data_dir / "redis.log").unlink(missing_ok=True)
-    record(data_dir, wanted)
+    try:
+        moving.rename(data_dir)
+    except OSError as exc:
+        raise RuntimeError(f"the copy is complete in {moving} and the old files are in {kept}, but {moving} "
+                           f"could not be renamed to {data_dir} ({exc}): rename it by hand") from exc
     say(f"moved {copied} keys; {data_dir} is now served by {wanted.describe()}; the old files are in {kept}")
     return kept
 
@@ -91,7 +97,8 @@ def copy_all(src: Conn, dst: Conn, say: Say = _say) -> int:
         src.execute_command("SELECT", db)
         dst.execute_command("SELECT", db)
         for key in src.scan_iter(count=SCAN_COUNT):
-            copy_key(src, dst, key)
+            if not copy_key(src, dst, key):
+                continue
             copied += 1
             if copied % PROGRESS_EVERY == 0:
                 say(f"{copied} keys copied")
@@ -106,26 +113,44 @@ def _databases(src: Conn) -> list[int]:
     return sorted(int(name[2:]) for name in keyspace if name.startswith("db"))
 
 
-def copy_key(src: Conn, dst: Conn, key: bytes) -> None:
+def copy_key(src: Conn, dst: Conn, key: bytes) -> bool:
+    """Copy one key with its TTL; False when it expired since the scan (nothing copied)."""
+    # The TTL is read first: a key expiring during its copy keeps a TTL on the new server, never
+    # turns into one that lives for ever.
+    ttl_ms = src.pttl(key)
     kind = src.type(key)
     kind = kind.decode() if isinstance(kind, bytes) else kind
-    if kind == "string":
-        dst.set(key, src.get(key))
-    elif kind == "hash":
-        dst.hset(key, mapping=src.hgetall(key))
-    elif kind == "list":
-        dst.rpush(key, *src.lrange(key, 0, -1))
-    elif kind == "set":
-        dst.sadd(key, *src.smembers(key))
-    elif kind == "zset":
-        dst.zadd(key, dict(src.zrange(key, 0, -1, withscores=True)))
-    elif kind == "stream":
+    if ttl_ms == -2 or kind == "none":
+        return False
+    if kind == "stream":
         copy_stream(src, dst, key)
+    elif kind in READS:
+        value = READS[kind](src, key)
+        if not value:  # expired between the type and the read
+            return False
+        WRITES[kind](dst, key, value)
     else:
         raise RuntimeError(f"key {key!r} is of type {kind}, which a logical move cannot copy")
-    ttl_ms = src.pttl(key)
     if ttl_ms > 0:
         dst.pexpire(key, ttl_ms)
+    return True
+
+
+# How a key of each plain type is read whole, and written again.
+READS: dict[str, Callable[[Conn, bytes], Any]] = {
+    "string": lambda r, k: r.get(k),
+    "hash": lambda r, k: r.hgetall(k),
+    "list": lambda r, k: r.lrange(k, 0, -1),
+    "set": lambda r, k: r.smembers(k),
+    "zset": lambda r, k: dict(r.zrange(k, 0, -1, withscores=True)),
+}
+WRITES: dict[str, Callable[[Conn, bytes, Any], Any]] = {
+    "string": lambda r, k, v: r.set(k, v),
+    "hash": lambda r, k, v: r.hset(k, mapping=v),
+    "list": lambda r, k, v: r.rpush(k, *v),
+    "set": lambda r, k, v: r.sadd(k, *v),
+    "zset": lambda r, k, v: r.zadd(k, v),
+}
 
 
 def copy_stream(src: Conn, dst: Conn, key: bytes) -> None:
@@ -179,6 +204,9 @@ def _wait_rewrite(dst: Conn, timeout_s: float = 60.0) -> None:
         if not persistence.get("aof_rewrite_in_progress") and not persistence.get("aof_rewrite_scheduled"):
             return
         time.sleep(0.05)
+    # the copy is then removed and the state dir left as it was
+    raise RuntimeError(f"the new server's AOF rewrite took longer than {timeout_s:g} s: nothing was changed; "
+                       "run the move again")
 
 
 def _text(value: bytes | str) -> str:

@@ -42,7 +42,7 @@ class SynthConfig(Settings):
                             doc="the consumer name in group `synth` (a stable name re-reads its own pending jobs "
                                 "after a restart)")
     metrics_host: str = setting("SYNTH_METRICS_HOST", "127.0.0.1", doc="where `/metrics` and `/healthz` are served")
-    metrics_port: int = setting("SYNTH_METRICS_PORT", 9100, doc="their port")
+    metrics_port: int = setting("SYNTH_METRICS_PORT", 9100, ge=0, doc="their port")
     log_level: str = setting("SYNTH_LOG_LEVEL", "INFO", parse=str.upper, fallback="LOG_LEVEL", doc="log level")
     # The model
     backend: Backend = setting("SYNTH_BACKEND", "auto", parse=str.lower, doc="`onnx` (int8 Kokoro on "
@@ -67,7 +67,7 @@ class SynthConfig(Settings):
     max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
                               doc="hard bound on casts held at once, reached only while every cast leads "
                                   "(`0`: twice `SYNTH_CONCURRENCY`)")
-    lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0,
+    lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0, ge=0,
                                       doc="a cast this far ahead of its listeners leaves room to admit more")
     poll_s: float = setting("SYNTH_POLL_S", 1.0, gt=0, doc="longest blocking read of `jobs` (and of the "
                             "archiver's receipts); how often the admitter re-checks")
@@ -84,9 +84,9 @@ class SynthConfig(Settings):
                                 "errors do not count)")
     max_crashes_per_chunk: int = setting("SYNTH_MAX_CRASHES_PER_CHUNK", 3, gt=0, doc="worker deaths while one "
                                          "chunk was in hand before the cast ends in `error` (a poison input)")
-    retry_backoff_s: float = setting("SYNTH_RETRY_BACKOFF_S", 2.0,
+    retry_backoff_s: float = setting("SYNTH_RETRY_BACKOFF_S", 2.0, gt=0,
                                      doc="wait before attempt n+1: backoff × 2^(n−1), capped")
-    retry_backoff_max_s: float = setting("SYNTH_RETRY_BACKOFF_MAX_S", 60.0, doc="the cap of that wait")
+    retry_backoff_max_s: float = setting("SYNTH_RETRY_BACKOFF_MAX_S", 60.0, gt=0, doc="the cap of that wait")
     grace_s: float = setting("SYNTH_GRACE_S", 30.0, gt=0, doc="on SIGTERM: finish the chunk in hand, leave the "
                              "rest pending, exit within this")
     stats_interval_s: float = setting("SYNTH_STATS_INTERVAL_S", 5.0, gt=0,

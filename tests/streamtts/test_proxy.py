@@ -10,7 +10,7 @@ from aiohttp import ClientPayloadError, ClientSession, WSMsgType, web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from streamtts.proxy import MAX_BODY_BYTES, RELAYS, Upstreams, create_app
+from streamtts.proxy import BUFFERS, MAX_BODY_BYTES, RELAYS, Upstreams, create_app
 from streamtts.redisserver import free_port
 from tests.support.waiting import wait_until
 
@@ -446,3 +446,24 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
     finally:
         await proxy.close()
         await upstream_server.close()
+
+
+async def test_a_body_that_does_not_arrive_in_the_time_given_is_a_json_408(redis: Redis) -> None:
+    """The proxy gives a body the time intake gives it (the launcher passes INTAKE_BODY_TIMEOUT_S),
+    and frees its buffer slot for other uploads."""
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"), max_buffered=1,
+                                  body_timeout_s=0.3))
+    await proxy.start_server()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{".encode())  # 1 byte of 100, then nothing
+        await writer.drain()
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode()
+        length = int(next(line.split(":")[1] for line in head.lower().split("\r\n") if line.startswith("content-length")))
+        body = await asyncio.wait_for(reader.readexactly(length), 10)
+        writer.close()
+        assert head.startswith("HTTP/1.1 408") and b'"body_timeout"' in body
+        assert not proxy.app[BUFFERS].locked()  # the slot is free again
+    finally:
+        await proxy.close()

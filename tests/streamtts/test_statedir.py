@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from castlog import Audio, CastStore, Eos, Meta, Start, content_id
 from servicekit import client_for
 from streamtts.redisserver import start_server
 from streamtts.serverchoice import RECORD, Server, ServerRefused, choose, record, recorded
+from streamtts.statemove import copy_key
 from tests.support.pathshadow import path_without
 
 REDIS_ON_PATH = "/usr/bin/redis-server"
@@ -245,3 +247,36 @@ def test_up_makes_the_content_key_once_per_state_dir(tmp_path: Path) -> None:
     assert len(first) >= 32 and content_key(tmp_path / "state") == first
     assert (tmp_path / "state" / CONTENT_KEY_FILE).stat().st_mode & 0o777 == 0o600
     assert content_key(tmp_path / "other") != first
+
+
+@pytest.mark.parametrize("garbage", [b"", b"{not json", b"[1, 2]", b"null", b'{"kind": "path"}', b"\xff\xfe"])
+def test_a_garbage_server_record_is_refused_with_what_to_do(tmp_path: Path, garbage: bytes) -> None:
+    data = tmp_path / "redis"
+    data.mkdir()
+    (data / RECORD).write_bytes(garbage)
+    with pytest.raises(ServerRefused, match=r"cannot be read .*--redis-server"):
+        recorded(data)
+    with pytest.raises(ServerRefused, match=r"cannot be read"):
+        choose(data, None)
+
+
+def test_state_show_refuses_a_garbage_record_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "state" / "redis").mkdir(parents=True)
+    (tmp_path / "state" / "redis" / RECORD).write_text("{not json")
+    shown = subprocess.run([sys.executable, "-m", "streamtts", "state", "show", "--state-dir", str(tmp_path / "state")],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 2 and "cannot be read" in shown.stderr and "Traceback" not in shown.stderr
+
+
+def test_a_key_that_expires_during_a_move_is_skipped_and_a_ttl_is_never_lost(redis_url: str) -> None:
+    with Redis.from_url(redis_url) as src, Redis.from_url(redis_url, db=1) as dst:
+        src.flushall()
+        src.set(b"gone", b"x", px=1)
+        src.set(b"soon", b"y", px=60_000)
+        src.hset(b"h", mapping={b"a": b"1"})
+        time.sleep(0.05)
+        assert copy_key(src, dst, b"gone") is False and not dst.exists(b"gone")  # expired since the scan
+        assert copy_key(src, dst, b"soon") and copy_key(src, dst, b"h")
+        assert dst.get(b"soon") == b"y" and 0 < dst.pttl(b"soon") <= 60_000
+        assert dst.hgetall(b"h") == {b"a": b"1"} and dst.pttl(b"h") == -1
+        src.flushall()
