@@ -27,6 +27,7 @@ from castlog.durable import (
 from servicekit import Refusal
 from servicekit import dshttp as ds
 
+from .claim import read_body
 from .context import CONFIG, INTAKE
 
 OCTET_STREAM = "application/octet-stream"
@@ -96,7 +97,7 @@ async def create(request: web.Request) -> web.Response:
     sub = _decimal(request, ds.FORK_SUB_OFFSET)
     if ds.FORK_SUB_OFFSET in request.headers and source is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} needs {ds.FORKED_FROM}")
-    body = await request.read()
+    body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     closed = ds.flag(request, ds.CLOSED)
     prefix: list[bytes] = []
     spec = Spec(content_type or OCTET_STREAM, ttl, expires_at, deadline, closed)
@@ -217,7 +218,7 @@ async def append(request: web.Request) -> web.Response:
     streams = request.app[INTAKE].durable
     closing = ds.flag(request, ds.CLOSED)
     producer = _producer(request)
-    body = await request.read()
+    body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     if not body and not closing:
         raise ds.bad("an append needs a body (or Stream-Closed: true to close)")
     content_type = request.headers.get("Content-Type", "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import ClientSession
@@ -16,6 +17,7 @@ from redis.asyncio import Redis
 from yarl import URL
 
 import edge
+import intake
 from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
@@ -58,6 +60,34 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
         async with http.put(f"{origin}/v1/stream/t", headers={"Stream-TTL": "+5"}) as response:
             assert response.status == 400
     assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_a_body_too_large_or_too_slow_is_a_json_refusal(redis: Redis, redis_url: str) -> None:
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b"x"
+        await asyncio.sleep(3)  # past INTAKE_BODY_TIMEOUT_S below
+        yield b"y"
+
+    # intake itself (the front proxy reads a body whole before it forwards it)
+    server = TestServer(intake.create_app(intake.Config(redis_url=redis_url, redis_connect_attempts=3,
+                                                        body_timeout_s=0.5)), host="127.0.0.1")
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    async with ClientSession() as http:
+        async with http.put(f"{base}/v1/stream/created", headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        for method, name in (("PUT", "slow"), ("POST", "created")):
+            async with http.request(method, f"{base}/v1/stream/{name}", headers={"Content-Type": "text/plain"},
+                                    data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
+                assert response.status == 413, method
+                assert (await response.json())["error"]["code"] == "body_too_large"
+            async with http.request(method, f"{base}/v1/stream/{name}", headers={"Content-Type": "text/plain"},
+                                    data=trickle()) as response:
+                assert response.status == 408, method
+                assert (await response.json())["error"]["code"] == "body_timeout"
+    await server.close()
+    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/created"]  # no log: nothing was appended
 
 
 @pytest.mark.rule("ds-expiry")
