@@ -62,6 +62,22 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
     assert await redis.keys("ds/*") == []
 
 
+@pytest.mark.rule("cross-site-refused")
+async def test_a_cross_site_page_cannot_write_a_stream_and_may_read_one(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/x"
+        evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+        for method in ("PUT", "POST", "DELETE"):
+            async with http.request(method, url, headers=evil, data=b"hi") as response:
+                assert response.status == 403, method
+                assert (await response.json())["error"]["code"] == "cross_site"
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"hi") as response:
+            assert response.status == 201
+        async with http.get(url, headers={"Origin": "https://evil.example"}) as response:
+            assert response.status == 200 and await response.read() == b"hi"
+
+
 @pytest.mark.rule("ds-bounded")
 async def test_a_body_too_large_or_too_slow_is_a_json_refusal(redis: Redis, redis_url: str) -> None:
     async def trickle() -> AsyncIterator[bytes]:
