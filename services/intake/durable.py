@@ -36,6 +36,9 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 # Producer epochs and sequence numbers stay exact in JavaScript's numbers.
 MAX_SAFE_INTEGER = 2**53 - 1
+# A stream's deadline (ms) stays an exact integer in Lua's doubles (below 2^53) however long it
+# slides: some 31,000 years.
+MAX_TTL_S = 10**12
 READ_ONLY = {"Allow": "GET, HEAD"}
 
 
@@ -54,12 +57,14 @@ def _writable(request: web.Request) -> str:
     return path
 
 
-def _decimal(request: web.Request, name: str) -> int | None:
+def _decimal(request: web.Request, name: str, most: int) -> int | None:
     value = request.headers.get(name)
     if value is None:
         return None
     if not _DECIMAL.fullmatch(value):
         raise ds.bad(f"{name} must be a non-negative decimal integer without sign or leading zeros")
+    if len(value) > len(str(most)) or int(value) > most:  # the length first: int() of 5,000 digits raises
+        raise ds.bad(f"{name} is at most {most}")
     return int(value)
 
 
@@ -74,7 +79,7 @@ def _deadline_ms(expires_at: str) -> int:
         text = head + "." + (digits[0] + "000000")[:6] + rest[len(digits[0]):]
     try:
         return int(datetime.fromisoformat(text).astimezone(timezone.utc).timestamp() * 1000)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: shifted to UTC before year 1
         raise ds.bad(f"{ds.EXPIRES_AT} is not a real time") from None
 
 
@@ -85,7 +90,7 @@ async def create(request: web.Request) -> web.Response:
     source = request.headers.get(ds.FORKED_FROM)
     given = request.headers.get("Content-Type", "").strip()
     content_type: str | None = given if _MEDIA_TYPE.match(given) else None
-    ttl = _decimal(request, ds.TTL)
+    ttl = _decimal(request, ds.TTL, MAX_TTL_S)
     expires_at = request.headers.get(ds.EXPIRES_AT)
     if ttl is not None and expires_at is not None:
         raise ds.bad(f"send {ds.TTL} or {ds.EXPIRES_AT}, not both")
@@ -94,7 +99,7 @@ async def create(request: web.Request) -> web.Response:
     fork_at = entry_of(fork_offset) if fork_offset else None
     if fork_offset and fork_at is None:
         raise ds.bad(f"{ds.FORK_OFFSET} is not an offset of this server")
-    sub = _decimal(request, ds.FORK_SUB_OFFSET)
+    sub = _decimal(request, ds.FORK_SUB_OFFSET, MAX_SAFE_INTEGER)
     if ds.FORK_SUB_OFFSET in request.headers and source is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} needs {ds.FORKED_FROM}")
     body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S

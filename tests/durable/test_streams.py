@@ -19,6 +19,7 @@ from yarl import URL
 import edge
 import intake
 from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
+from servicekit import dshttp
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
 from tests.support.waiting import wait_until
@@ -57,9 +58,26 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
         async with http.put(f"{origin}/v1/stream/big", headers={"Content-Type": "text/plain"},
                             data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
             assert response.status == 413
-        async with http.put(f"{origin}/v1/stream/t", headers={"Stream-TTL": "+5"}) as response:
-            assert response.status == 400
+        for headers in ({"Stream-TTL": "+5"}, {"Stream-TTL": "9" * 30}, {"Stream-TTL": "9" * 5000},
+                        {"Stream-Expires-At": "0001-01-01T00:00:00+01:00"},
+                        {"Stream-Forked-From": "/v1/stream/j", "Stream-Fork-Sub-Offset": "9" * 5000}):
+            async with http.put(f"{origin}/v1/stream/t", headers=headers) as response:
+                assert response.status == 400, headers
+                assert (await response.json())["error"]["code"] == "bad_request"
     assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-cursor")
+async def test_a_cursor_no_server_sent_counts_as_none(origin: str) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/c"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
+            assert response.status == 201
+        clock = dshttp.cursor_after(None)
+        for cursor in ("9" * 5000, "\u00b2", "1" * 16):
+            async with http.get(url, params={"offset": "-1", "cursor": cursor}) as response:
+                assert response.status == 200, cursor
+                assert int(response.headers["Stream-Cursor"]) - int(clock) in (0, 1), cursor
 
 
 @pytest.mark.rule("cross-site-refused")
