@@ -39,6 +39,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # A stream's deadline (ms) stays an exact integer in Lua's doubles (below 2^53) however long it
 # slides: some 31,000 years.
 MAX_TTL_S = 10**12
+# Producer-Id and Stream-Seq are kept with the stream but not counted in its bytes: bounded so
+# that an append of one byte cannot store kilobytes of header beside it.
+MAX_TOKEN_CHARS = 256
 READ_ONLY = {"Allow": "GET, HEAD"}
 
 
@@ -206,8 +209,8 @@ def _producer(request: web.Request) -> tuple[str, int, int] | None:
     pid, epoch, seq = values
     if pid is None or epoch is None or seq is None:
         raise ds.bad("send Producer-Id, Producer-Epoch and Producer-Seq together")
-    if not pid:
-        raise ds.bad("Producer-Id must not be empty")
+    if not pid or len(pid) > MAX_TOKEN_CHARS:
+        raise ds.bad(f"Producer-Id must have 1 to {MAX_TOKEN_CHARS} characters")
     numbers = []
     for name, value in ((ds.PRODUCER_EPOCH, epoch), (ds.PRODUCER_SEQ, seq)):
         if not value.isascii() or not value.isdigit() or int(value) > MAX_SAFE_INTEGER:
@@ -223,6 +226,9 @@ async def append(request: web.Request) -> web.Response:
     streams = request.app[INTAKE].durable
     closing = ds.flag(request, ds.CLOSED)
     producer = _producer(request)
+    stream_seq = request.headers.get(ds.SEQ)
+    if stream_seq is not None and len(stream_seq) > MAX_TOKEN_CHARS:
+        raise ds.bad(f"{ds.SEQ} has at most {MAX_TOKEN_CHARS} characters")
     body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     if not body and not closing:
         raise ds.bad("an append needs a body (or Stream-Closed: true to close)")
@@ -236,7 +242,7 @@ async def append(request: web.Request) -> web.Response:
         except BadJson as exc:
             await _refuse_state_first(streams, path, content_type)
             raise ds.bad(str(exc)) from None
-    outcome = await streams.append(path, content_type, entries, stream_seq=request.headers.get(ds.SEQ),
+    outcome = await streams.append(path, content_type, entries, stream_seq=stream_seq,
                                    producer=producer, close=closing)
     if outcome.status == "too_big":
         raise _too_big(request)

@@ -64,7 +64,15 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
             async with http.put(f"{origin}/v1/stream/t", headers=headers) as response:
                 assert response.status == 400, headers
                 assert (await response.json())["error"]["code"] == "bad_request"
-    assert await redis.keys("ds/*") == []
+        async with http.put(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        for headers in ({"Producer-Id": "p" * 257, "Producer-Epoch": "0", "Producer-Seq": "0"},
+                        {"Stream-Seq": "s" * 257}):
+            async with http.post(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain", **headers},
+                                 data=b"x") as response:
+                assert response.status == 400
+                assert (await response.json())["error"]["code"] == "bad_request"
+    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/s"]  # no log, no producer
 
 
 @pytest.mark.rule("ds-cursor")
