@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from aiohttp import web
 
 from castlog.durable import (
+    MAX_FORK_DEPTH,
     BadJson,
     DurableStreams,
     Meta,
@@ -127,6 +128,8 @@ async def create(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such source stream")
     if outcome.status == "too_big":
         raise _too_big(request)
+    if outcome.status == "too_deep":
+        raise ds.bad(f"a fork of a fork is at most {MAX_FORK_DEPTH} deep")
     raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")
 
 

@@ -18,7 +18,7 @@ from yarl import URL
 
 import edge
 import intake
-from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
+from castlog.durable import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
 from servicekit import dshttp
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
@@ -163,6 +163,26 @@ async def test_a_deleted_source_lives_on_for_its_fork_and_goes_with_it(origin: s
         async with http.delete(fork) as response:
             assert response.status == 204
     assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-fork", "ds-bounded")
+async def test_a_chain_of_forks_is_bounded(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        async with http.put(f"{origin}/v1/stream/f0", headers={"Content-Type": "text/plain"}, data=b"0") as response:
+            assert response.status == 201
+        for n in range(1, MAX_FORK_DEPTH + 1):
+            async with http.put(f"{origin}/v1/stream/f{n}", headers={"Stream-Forked-From": f"/v1/stream/f{n - 1}"},
+                                skip_auto_headers=["Content-Type"]) as response:
+                assert response.status == 201, n
+        async with http.get(f"{origin}/v1/stream/f{MAX_FORK_DEPTH}") as response:
+            assert await response.read() == b"0"
+        async with http.put(f"{origin}/v1/stream/deeper",
+                            headers={"Stream-Forked-From": f"/v1/stream/f{MAX_FORK_DEPTH}"},
+                            skip_auto_headers=["Content-Type"]) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["code"] == "bad_request"
+    assert await redis.keys("ds/*deeper") == []
+    assert int(await redis.hget(f"ds/meta/f{MAX_FORK_DEPTH}", "refs")) == 0
 
 
 @pytest.mark.rule("ds-offsets")
