@@ -31,6 +31,8 @@ OFFSET_DIGITS = 16
 _OFFSET = re.compile(r"(\d{%d})_(\d{%d})" % (OFFSET_DIGITS, OFFSET_DIGITS))
 # The most bytes one stream holds (its own appends; a fork's inherited bytes are its source's).
 MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Forks of forks: a read from the start walks the chain (one HGETALL per link), so it is bounded.
+MAX_FORK_DEPTH = 32
 # Entries per XRANGE while a read gathers its bytes.
 RANGE_BATCH = 100
 JSON_TYPE = "application/json"
@@ -202,11 +204,11 @@ class DurableStreams:
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
         """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``,
-        ``too_big``."""
+        ``too_big``, ``too_deep`` (a fork past ``MAX_FORK_DEPTH``)."""
         args = [
             spec.content_type, normal_type(spec.content_type), _opt(spec.ttl), spec.expires_at or "",
             _opt(spec.deadline_ms), "1" if spec.closed else "", spec.source or "", spec.fork_at or "",
-            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), *entries,
+            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), str(MAX_FORK_DEPTH), *entries,
         ]
         source_key = meta_key(spec.source) if spec.source else meta_key(path)
         reply = await self._create(keys=[*keys_of(path), source_key], args=args)

@@ -88,10 +88,11 @@ end
 # KEYS[4]: the source's meta hash for a fork (else any key, unused)
 # ARGV[1..9]: ct (as given), ctn (normalised), ttl, exp (as given), dl (ms), closed, src (fork
 # source path), fofs (fork offset, an entry id), fsub, in that order ('' for absent);
-# ARGV[10]: the most bytes the stream may hold; ARGV[11..]: the initial entries' bytes.
+# ARGV[10]: the most bytes the stream may hold; ARGV[11]: the most forks a chain may hold (a
+# read walks the chain); ARGV[12..]: the initial entries' bytes.
 # A new stream: {'created', flat meta}. An existing live one: {'exists', flat meta} (the caller
 # compares configurations); soft-deleted: {'gone'}. A fork whose source is missing: {'nosrc'},
-# soft-deleted: {'srcgone'}. A lapsed stream at the path is removed first: {..., src} tells the
+# soft-deleted: {'srcgone'}, one fork too deep: {'too_deep'}. A lapsed stream at the path is removed first: {..., src} tells the
 # caller which source to release (last element, '' for none) [R:ds-create] [R:ds-fork].
 CREATE = (
     PRELUDE
@@ -108,12 +109,15 @@ local names = {'ct', 'ctn', 'ttl', 'exp', 'dl', 'closed', 'src', 'fofs', 'fsub'}
 m = {top = '0-0', refs = '0'}
 for i = 1, #names do if ARGV[i] ~= '' then m[names[i]] = ARGV[i] end end
 local size = 0
-for i = 11, #ARGV do size = size + #ARGV[i] end
+for i = 12, #ARGV do size = size + #ARGV[i] end
 if size > tonumber(ARGV[10]) then return {'too_big', released} end
 if m.src then
   local src = load(KEYS[4])
   if not src then return {'nosrc', released} end
   if src.gone then return {'srcgone', released} end
+  local depth = tonumber(src.depth or '0') + 1
+  if depth > tonumber(ARGV[11]) then return {'too_deep', released} end
+  m.depth = tostring(depth)
   redis.call('HINCRBY', KEYS[4], 'refs', 1)
   redis.call('PERSIST', KEYS[4])
   m.top = m.fofs
@@ -121,7 +125,7 @@ end
 m.tail = m.top
 m.size = tostring(size)
 redis.call('DEL', KEYS[2], KEYS[3])
-for i = 11, #ARGV do m.tail = add(m, ARGV[i], 'd') end
+for i = 12, #ARGV do m.tail = add(m, ARGV[i], 'd') end
 m.created = string.format('%d', now)
 redis.call('HSET', KEYS[1], unpack(flat(m)))
 touch(m)

@@ -53,13 +53,17 @@ ALLOW_HEADERS = ", ".join(("Content-Type", "Authorization", "If-None-Match", SEQ
 CURSOR_INTERVAL_S = 20
 CURSOR_EPOCH_S = 1_728_432_000
 MAX_JITTER_S = 3600
+# A client's cursor longer than this is no cursor this server sent (the clock's is 8 digits for
+# millennia): it counts as none.
+MAX_CURSOR_DIGITS = 15
 
 
 def cursor_after(client: str | None, now_s: float | None = None) -> str:
     """The cursor for a live answer: never behind the client's, so CDN cache keys move on
     [R:ds-cursor]."""
     current = int(((time.time() if now_s is None else now_s) - CURSOR_EPOCH_S) // CURSOR_INTERVAL_S)
-    if client is None or not client.isdigit() or int(client) < current:
+    if (client is None or not (client.isascii() and client.isdigit()) or len(client) > MAX_CURSOR_DIGITS
+            or int(client) < current):
         return str(current)
     jitter = max(1, -(-random.randint(1, MAX_JITTER_S) // CURSOR_INTERVAL_S))  # noqa: S311 (not a secret)
     return str(int(client) + jitter)

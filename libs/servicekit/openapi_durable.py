@@ -22,7 +22,8 @@ _STATE = {h: {"schema": {"type": "string"}} for h in ("Stream-Next-Offset", "Str
                                                        "Stream-Cursor", "ETag")}
 _BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 _REFUSED = {"400": error_body("a bad offset, header or body"), "404": error_body("no such stream"),
-            "429": error_body("too many reads", retry_after=True)}
+            "429": error_body("too many reads", retry_after=True),
+            "503": error_body("too many readers wait on this edge (a live read)", retry_after=True)}
 
 
 def _read(operation_id: str, summary: str, params: list[Json], media: str | None = None) -> Json:
@@ -47,8 +48,10 @@ def durable_paths() -> Json:
     general: dict[str, Any] = _read("readStream", "read a durable stream (catch-up, long-poll, SSE)", [_PATH])
     written = {"201": {"description": "created"}, "200": {"description": "appended (a producer's new data)"},
                "204": {"description": "appended, closed, deleted, or a producer's duplicate"},
+               "400": error_body("a bad name, header or body"),
                "401": error_body("a key is wanted (STREAMTTS_API_KEYS)"),
-               "403": {"description": "a stale producer epoch"},
+               "403": error_body("a stale producer epoch, or a write from another site's page (cross_site)"),
+               "408": error_body("the body took longer than INTAKE_BODY_TIMEOUT_S to arrive"),
                "409": {"description": "another configuration, content type, sequence, or a closed stream"},
                "410": {"description": "deleted while forks still read it"},
                "413": error_body("the body, or the stream, is too large")}

@@ -17,7 +17,7 @@ import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 from aiohttp import web
@@ -59,10 +59,6 @@ class CastSource:
     layout: Layout
     records: bool
     max_bytes: int
-    seen_tail: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.seen_tail = self.layout.tail
 
     @property
     def content_type(self) -> str:
@@ -158,7 +154,6 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
     edge, layout = known.edge, known.layout
     cfg = request.app[CONFIG]
     source = CastSource(edge, cast_id, layout, records, cfg.ds_read_max_bytes)
-    name = ds.CASTS + "/" + cast_id + ("/records" if records else "")
     if request.method == "HEAD":
         return web.Response(headers=_state_headers(source, source.tail, closed=layout.closed, cache="no-store"))
     position = source.position(offset)
@@ -182,6 +177,7 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
         headers[ds.UP_TO_DATE] = "true"
     if not got.closed:
         headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
+    name = ds.CASTS + "/" + cast_id + ("/records" if records else "")
     tag = ds.etag(name, offset or "-1", source.offset(got.end), got.closed)
     headers["ETag"] = tag
     if request.headers.get("If-None-Match") == tag:

@@ -6,7 +6,7 @@ read, ``COUNT 1``. An entry past a waiter's id wakes it (it then reads by offset
 reader does); nothing is decoded here and nothing is queued, so a waiter costs a future.
 
 A new stream (or a waiter behind the others) wakes the blocked XREAD with CLIENT UNBLOCK so
-that the next one includes it, as edge's shared tail of casts does (``tail.py``).
+that the next one includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from castlog import BlockingRead
 from castlog.durable import DurableStreams, id_key, log_key
 
 log = logging.getLogger(__name__)
@@ -27,8 +28,6 @@ TAIL_CLIENT_NAME = "edge-durable-tail"
 TAIL_SOCKET_MARGIN_S = 10.0
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
-WAKE_RETRY_S = 0.002
-WAKE_TRIES = 50
 
 
 class Waiter:
@@ -41,12 +40,10 @@ class Waiter:
 
 class DurableTail:
     def __init__(self, conn: Redis, pool: Redis, *, block_ms: int) -> None:
-        self.conn = conn  # dedicated: it sits in the blocking XREAD
-        self.pool = pool  # CLIENT UNBLOCK
+        self.blocking = BlockingRead(conn, pool)  # conn sits in the XREAD; pool sends CLIENT UNBLOCK
         self.block_ms = block_ms
         self.waiters: dict[str, set[Waiter]] = {}  # log key -> who waits on it
         self._joined: asyncio.Future[None] | None = None
-        self._client_id: int | None = None
         self._task: asyncio.Task[None] | None = None
         self.closing = False
 
@@ -105,7 +102,6 @@ class DurableTail:
             try:
                 got = await self._read()
             except (RedisError, OSError) as exc:  # the waiters time out and read by offset meanwhile
-                self._client_id = None
                 log.warning("durable tail: reading failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
@@ -115,33 +111,12 @@ class DurableTail:
                 self._ring(key.decode() if isinstance(key, bytes) else str(key), rows)
 
     async def _read(self) -> list[Any]:
-        if self._client_id is None:
-            self._client_id = int(await self.conn.client_id())
         streams: dict[Any, Any] = {
             key: min((w.after for w in waiters), key=id_key) for key, waiters in self.waiters.items()
         }
         joined = self._joined = asyncio.get_running_loop().create_future()
-        read = asyncio.ensure_future(self.conn.xread(streams, count=1, block=self.block_ms))
-        try:
-            await asyncio.wait((read, joined), return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                await self._wake(read, self._client_id)
-            reply = await read
-        finally:
-            read.cancel()
+        reply = await self.blocking.xread(streams, count=1, block_ms=self.block_ms, wake=joined)
         return list(reply.items() if isinstance(reply, dict) else reply or ())
-
-    async def _wake(self, read: asyncio.Future[Any], client_id: int) -> None:
-        for _ in range(WAKE_TRIES):
-            try:
-                if await self.pool.client_unblock(client_id):
-                    return
-            except (RedisError, OSError) as exc:
-                log.warning("durable tail: CLIENT UNBLOCK failed (%s); the block timeout wakes it", exc)
-                return
-            await asyncio.wait((read,), timeout=WAKE_RETRY_S)
-            if read.done():
-                return
 
     def _ring(self, key: str, rows: list[Any]) -> None:
         """Wake the waiters of ``key`` that the entry read lies past."""

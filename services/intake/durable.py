@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from aiohttp import web
 
 from castlog.durable import (
+    MAX_FORK_DEPTH,
     BadJson,
     DurableStreams,
     Meta,
@@ -27,6 +28,7 @@ from castlog.durable import (
 from servicekit import Refusal
 from servicekit import dshttp as ds
 
+from .claim import read_body
 from .context import CONFIG, INTAKE
 
 OCTET_STREAM = "application/octet-stream"
@@ -35,6 +37,12 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 # Producer epochs and sequence numbers stay exact in JavaScript's numbers.
 MAX_SAFE_INTEGER = 2**53 - 1
+# A stream's deadline (ms) stays an exact integer in Lua's doubles (below 2^53) however long it
+# slides: some 31,000 years.
+MAX_TTL_S = 10**12
+# Producer-Id and Stream-Seq are kept with the stream but not counted in its bytes: bounded so
+# that an append of one byte cannot store kilobytes of header beside it.
+MAX_TOKEN_CHARS = 256
 READ_ONLY = {"Allow": "GET, HEAD"}
 
 
@@ -53,12 +61,14 @@ def _writable(request: web.Request) -> str:
     return path
 
 
-def _decimal(request: web.Request, name: str) -> int | None:
+def _decimal(request: web.Request, name: str, most: int) -> int | None:
     value = request.headers.get(name)
     if value is None:
         return None
     if not _DECIMAL.fullmatch(value):
         raise ds.bad(f"{name} must be a non-negative decimal integer without sign or leading zeros")
+    if len(value) > len(str(most)) or int(value) > most:  # the length first: int() of 5,000 digits raises
+        raise ds.bad(f"{name} is at most {most}")
     return int(value)
 
 
@@ -73,7 +83,7 @@ def _deadline_ms(expires_at: str) -> int:
         text = head + "." + (digits[0] + "000000")[:6] + rest[len(digits[0]):]
     try:
         return int(datetime.fromisoformat(text).astimezone(timezone.utc).timestamp() * 1000)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: shifted to UTC before year 1
         raise ds.bad(f"{ds.EXPIRES_AT} is not a real time") from None
 
 
@@ -84,7 +94,7 @@ async def create(request: web.Request) -> web.Response:
     source = request.headers.get(ds.FORKED_FROM)
     given = request.headers.get("Content-Type", "").strip()
     content_type: str | None = given if _MEDIA_TYPE.match(given) else None
-    ttl = _decimal(request, ds.TTL)
+    ttl = _decimal(request, ds.TTL, MAX_TTL_S)
     expires_at = request.headers.get(ds.EXPIRES_AT)
     if ttl is not None and expires_at is not None:
         raise ds.bad(f"send {ds.TTL} or {ds.EXPIRES_AT}, not both")
@@ -93,10 +103,10 @@ async def create(request: web.Request) -> web.Response:
     fork_at = entry_of(fork_offset) if fork_offset else None
     if fork_offset and fork_at is None:
         raise ds.bad(f"{ds.FORK_OFFSET} is not an offset of this server")
-    sub = _decimal(request, ds.FORK_SUB_OFFSET)
+    sub = _decimal(request, ds.FORK_SUB_OFFSET, MAX_SAFE_INTEGER)
     if ds.FORK_SUB_OFFSET in request.headers and source is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} needs {ds.FORKED_FROM}")
-    body = await request.read()
+    body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     closed = ds.flag(request, ds.CLOSED)
     prefix: list[bytes] = []
     spec = Spec(content_type or OCTET_STREAM, ttl, expires_at, deadline, closed)
@@ -118,6 +128,8 @@ async def create(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such source stream")
     if outcome.status == "too_big":
         raise _too_big(request)
+    if outcome.status == "too_deep":
+        raise ds.bad(f"a fork of a fork is at most {MAX_FORK_DEPTH} deep")
     raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")
 
 
@@ -200,8 +212,8 @@ def _producer(request: web.Request) -> tuple[str, int, int] | None:
     pid, epoch, seq = values
     if pid is None or epoch is None or seq is None:
         raise ds.bad("send Producer-Id, Producer-Epoch and Producer-Seq together")
-    if not pid:
-        raise ds.bad("Producer-Id must not be empty")
+    if not pid or len(pid) > MAX_TOKEN_CHARS:
+        raise ds.bad(f"Producer-Id must have 1 to {MAX_TOKEN_CHARS} characters")
     numbers = []
     for name, value in ((ds.PRODUCER_EPOCH, epoch), (ds.PRODUCER_SEQ, seq)):
         if not value.isascii() or not value.isdigit() or int(value) > MAX_SAFE_INTEGER:
@@ -217,7 +229,10 @@ async def append(request: web.Request) -> web.Response:
     streams = request.app[INTAKE].durable
     closing = ds.flag(request, ds.CLOSED)
     producer = _producer(request)
-    body = await request.read()
+    stream_seq = request.headers.get(ds.SEQ)
+    if stream_seq is not None and len(stream_seq) > MAX_TOKEN_CHARS:
+        raise ds.bad(f"{ds.SEQ} has at most {MAX_TOKEN_CHARS} characters")
+    body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     if not body and not closing:
         raise ds.bad("an append needs a body (or Stream-Closed: true to close)")
     content_type = request.headers.get("Content-Type", "")
@@ -230,7 +245,7 @@ async def append(request: web.Request) -> web.Response:
         except BadJson as exc:
             await _refuse_state_first(streams, path, content_type)
             raise ds.bad(str(exc)) from None
-    outcome = await streams.append(path, content_type, entries, stream_seq=request.headers.get(ds.SEQ),
+    outcome = await streams.append(path, content_type, entries, stream_seq=stream_seq,
                                    producer=producer, close=closing)
     if outcome.status == "too_big":
         raise _too_big(request)

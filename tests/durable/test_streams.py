@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import ClientSession
@@ -16,7 +17,9 @@ from redis.asyncio import Redis
 from yarl import URL
 
 import edge
-from castlog.durable import DurableStreams, Spec, entry_of, id_key, offset_of
+import intake
+from castlog.durable import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
+from servicekit import dshttp
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
 from tests.support.waiting import wait_until
@@ -55,9 +58,78 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
         async with http.put(f"{origin}/v1/stream/big", headers={"Content-Type": "text/plain"},
                             data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
             assert response.status == 413
-        async with http.put(f"{origin}/v1/stream/t", headers={"Stream-TTL": "+5"}) as response:
-            assert response.status == 400
-    assert await redis.keys("ds/*") == []
+        for headers in ({"Stream-TTL": "+5"}, {"Stream-TTL": "9" * 30}, {"Stream-TTL": "9" * 5000},
+                        {"Stream-Expires-At": "0001-01-01T00:00:00+01:00"},
+                        {"Stream-Forked-From": "/v1/stream/j", "Stream-Fork-Sub-Offset": "9" * 5000}):
+            async with http.put(f"{origin}/v1/stream/t", headers=headers) as response:
+                assert response.status == 400, headers
+                assert (await response.json())["error"]["code"] == "bad_request"
+        async with http.put(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        for headers in ({"Producer-Id": "p" * 257, "Producer-Epoch": "0", "Producer-Seq": "0"},
+                        {"Stream-Seq": "s" * 257}):
+            async with http.post(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain", **headers},
+                                 data=b"x") as response:
+                assert response.status == 400
+                assert (await response.json())["error"]["code"] == "bad_request"
+    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/s"]  # no log, no producer
+
+
+@pytest.mark.rule("ds-cursor")
+async def test_a_cursor_no_server_sent_counts_as_none(origin: str) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/c"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
+            assert response.status == 201
+        clock = dshttp.cursor_after(None)
+        for cursor in ("9" * 5000, "\u00b2", "1" * 16):
+            async with http.get(url, params={"offset": "-1", "cursor": cursor}) as response:
+                assert response.status == 200, cursor
+                assert int(response.headers["Stream-Cursor"]) - int(clock) in (0, 1), cursor
+
+
+@pytest.mark.rule("cross-site-refused")
+async def test_a_cross_site_page_cannot_write_a_stream_and_may_read_one(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/x"
+        evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+        for method in ("PUT", "POST", "DELETE"):
+            async with http.request(method, url, headers=evil, data=b"hi") as response:
+                assert response.status == 403, method
+                assert (await response.json())["error"]["code"] == "cross_site"
+        assert await redis.keys("ds/*") == []
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"hi") as response:
+            assert response.status == 201
+        async with http.get(url, headers={"Origin": "https://evil.example"}) as response:
+            assert response.status == 200 and await response.read() == b"hi"
+
+
+@pytest.mark.rule("ds-bounded")
+async def test_a_body_too_large_or_too_slow_is_a_json_refusal(redis: Redis, redis_url: str) -> None:
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b"x"
+        await asyncio.sleep(3)  # past INTAKE_BODY_TIMEOUT_S below
+        yield b"y"
+
+    # intake itself (the front proxy reads a body whole before it forwards it)
+    server = TestServer(intake.create_app(intake.Config(redis_url=redis_url, redis_connect_attempts=3,
+                                                        body_timeout_s=0.5)), host="127.0.0.1")
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    async with ClientSession() as http:
+        async with http.put(f"{base}/v1/stream/created", headers={"Content-Type": "text/plain"}) as response:
+            assert response.status == 201
+        for method, name in (("PUT", "slow"), ("POST", "created")):
+            async with http.request(method, f"{base}/v1/stream/{name}", headers={"Content-Type": "text/plain"},
+                                    data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
+                assert response.status == 413, method
+                assert (await response.json())["error"]["code"] == "body_too_large"
+            async with http.request(method, f"{base}/v1/stream/{name}", headers={"Content-Type": "text/plain"},
+                                    data=trickle()) as response:
+                assert response.status == 408, method
+                assert (await response.json())["error"]["code"] == "body_timeout"
+    await server.close()
+    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/created"]  # no log: nothing was appended
 
 
 @pytest.mark.rule("ds-expiry")
@@ -91,6 +163,26 @@ async def test_a_deleted_source_lives_on_for_its_fork_and_goes_with_it(origin: s
         async with http.delete(fork) as response:
             assert response.status == 204
     assert await redis.keys("ds/*") == []
+
+
+@pytest.mark.rule("ds-fork", "ds-bounded")
+async def test_a_chain_of_forks_is_bounded(origin: str, redis: Redis) -> None:
+    async with ClientSession() as http:
+        async with http.put(f"{origin}/v1/stream/f0", headers={"Content-Type": "text/plain"}, data=b"0") as response:
+            assert response.status == 201
+        for n in range(1, MAX_FORK_DEPTH + 1):
+            async with http.put(f"{origin}/v1/stream/f{n}", headers={"Stream-Forked-From": f"/v1/stream/f{n - 1}"},
+                                skip_auto_headers=["Content-Type"]) as response:
+                assert response.status == 201, n
+        async with http.get(f"{origin}/v1/stream/f{MAX_FORK_DEPTH}") as response:
+            assert await response.read() == b"0"
+        async with http.put(f"{origin}/v1/stream/deeper",
+                            headers={"Stream-Forked-From": f"/v1/stream/f{MAX_FORK_DEPTH}"},
+                            skip_auto_headers=["Content-Type"]) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["code"] == "bad_request"
+    assert await redis.keys("ds/*deeper") == []
+    assert int(await redis.hget(f"ds/meta/f{MAX_FORK_DEPTH}", "refs")) == 0
 
 
 @pytest.mark.rule("ds-offsets")
