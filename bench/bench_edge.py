@@ -46,6 +46,8 @@ from redis.asyncio import Redis
 from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
 from streamtts.redisserver import free_port, start_server
 
+from common import arguments
+
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -391,7 +393,7 @@ def compare_base(by: dict[tuple[str, int], Cell]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--listeners", default="100,1000,2000", help="comma-separated listener counts")
     parser.add_argument("--records", type=int, default=40, help="records appended per cell")
     parser.add_argument("--interval-ms", type=float, default=100.0,

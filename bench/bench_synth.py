@@ -25,7 +25,6 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -48,6 +47,8 @@ from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
+
+from common import arguments
 
 RESULTS = Path(__file__).parent / "results" / "synth.json"
 TEXTS = Path(__file__).resolve().parents[1] / "texts"
@@ -335,7 +336,7 @@ def _num(value: object) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gpu-rtf", type=float, default=GPU_RTF,
