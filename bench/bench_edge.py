@@ -46,10 +46,8 @@ from redis.asyncio import Redis
 from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
 from streamtts.redisserver import free_port, start_server
 
-from common import arguments
+from common import RESULTS, arguments, repo_text
 
-REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO / "texts"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 60.0
@@ -280,7 +278,7 @@ def raise_fd_limit() -> None:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    sentences = split_text((TEXTS / "article.txt").read_text(encoding="utf-8"))
+    sentences = split_text(repo_text("article"))
     counts = [int(x) for x in args.listeners.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(Path(tmp), aof=False)
@@ -405,7 +403,7 @@ def main() -> None:
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run each size this many times, the order reversed each round; ratios of medians")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", metavar="PORT:CAST:N", help=argparse.SUPPRESS)
     args = parser.parse_args()

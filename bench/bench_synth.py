@@ -26,7 +26,6 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -48,12 +47,10 @@ from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
 
-from common import arguments
+from common import RESULTS, arguments, repo_text, write_results
 
-RESULTS = Path(__file__).parent / "results" / "synth.json"
-TEXTS = Path(__file__).resolve().parents[1] / "texts"
-SHORT = (TEXTS / "short.txt").read_text(encoding="utf-8").strip()
-PARAGRAPH = (TEXTS / "paragraph.txt").read_text(encoding="utf-8").strip()
+SHORT = repo_text("short").strip()
+PARAGRAPH = repo_text("paragraph").strip()
 # A bounded slice of the paragraph: long enough to stream, short enough for the naive design.
 FOUR = " ".join(castlog.split_text(PARAGRAPH)[:4])
 # Casts of three lengths for the concurrency part.
@@ -347,11 +344,10 @@ def main() -> None:
     synth.warm_up()
     results = asyncio.run(run(synth, args.rounds, args.gpu_rtf))
     report(results)
-    RESULTS.parent.mkdir(exist_ok=True)
     payload = {"results": results, "threads": args.threads, "rounds": args.rounds, "backend": synth.name,
                "gpu_rtf": args.gpu_rtf}
-    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"\nwritten to {RESULTS}")
+    write_results(RESULTS / "synth.json", payload)
+    print(f"\nwritten to {RESULTS / 'synth.json'}")
 
 
 if __name__ == "__main__":
