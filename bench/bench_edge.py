@@ -34,7 +34,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -44,9 +43,9 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
-from streamtts.redisserver import free_port, start_server
+from streamtts.redisserver import free_port
 
-from common import RESULTS, arguments, repo_text
+from common import RESULTS, arguments, repo_text, temp_redis
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 120.0
@@ -280,8 +279,7 @@ def raise_fd_limit() -> None:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sentences = split_text(repo_text("article"))
     counts = [int(x) for x in args.listeners.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    with temp_redis() as server:
         redis = Redis.from_url(server.url)
         await redis.config_set("maxclients", 10000)
         impls = ("edge", "base", "naive") if args.base else ("edge", "naive")
@@ -315,7 +313,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             for _, proc in running.values():
                 proc.wait(10)
             await redis.aclose()
-            server.stop()
     return report(cells, args)
 
 

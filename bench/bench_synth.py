@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +37,6 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
-from streamtts.redisserver import start_server
 from synth.config import SynthConfig
 from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
@@ -47,7 +44,7 @@ from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
 
-from common import RESULTS, arguments, repo_text, write_results
+from common import RESULTS, arguments, repo_text, temp_redis, write_results
 
 SHORT = repo_text("short").strip()
 PARAGRAPH = repo_text("paragraph").strip()
@@ -204,14 +201,12 @@ def underruns(entries: list[Entry]) -> int:
 
 
 async def run(synth: Synthesizer, rounds: int, gpu_rtf: float) -> dict[str, Row]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    with temp_redis() as server:
         redis = Redis.from_url(server.url)
         try:
             return await measure(Bench(synth, redis), rounds, gpu_rtf)
         finally:
             await redis.aclose()
-            server.stop()
 
 
 def step(label: str) -> None:
