@@ -58,8 +58,8 @@ class VoiceBank:
         if pack is not None or not is_blend(voice):
             return pack
         if voice in self._mixed:  # used now: the last to go
-            self._mixed[voice] = mix = self._mixed.pop(voice)
-            return mix
+            self._mixed[voice] = used = self._mixed.pop(voice)
+            return used
         try:
             parts = blend_parts(voice)
         except BlendError:
