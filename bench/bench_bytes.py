@@ -34,7 +34,7 @@ from redis.asyncio import Redis
 from castlog import Audio, CastStore, Eos, Meta, Start, cast_key
 from streamtts.redisserver import free_port
 
-from common import REPO, machine, print_rows, print_target, temp_redis, wait_healthy, write_results
+from common import REPO, arguments, machine, print_rows, print_target, temp_redis, wait_healthy, write_results
 
 FIRST, MORE = 40, 20  # records written before the joiners come, and while they catch up
 MS = 300
@@ -139,7 +139,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--joiners", type=int, default=50)
     parser.add_argument("--status-reads", type=int, default=20)
     parser.add_argument("--body-bytes", type=int, default=30_000)

@@ -29,7 +29,7 @@ import servicekit
 from synth.config import SynthConfig
 from synth.worker import Worker
 
-from common import RESULTS, print_rows, print_target, repo_text, services, temp_redis, write_results
+from common import RESULTS, arguments, print_rows, print_target, repo_text, services, temp_redis, write_results
 
 TEXT = " ".join(castlog.split_text(repo_text("article"))[:12])
 
@@ -80,7 +80,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--rtf", type=float, default=0.3)
     args = parser.parse_args()

@@ -8,7 +8,6 @@ sides alike. Target: one guarded append costs at most 1.5x a plain XADD.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
@@ -16,7 +15,7 @@ import time
 from castlog import Audio, CastStore, cast_key, encode_fields
 from servicekit import client_for
 
-from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results
+from common import RESULTS, arguments, print_rows, print_target, repo_text, temp_redis, write_results
 
 TEXT = repo_text("paragraph").split(".")[0]
 BODY = bytes(4_000)  # about one short sentence of 48 kbps MP3
@@ -82,7 +81,7 @@ async def main(rounds: int, per_round: int) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--per-round", type=int, default=200)
     args = parser.parse_args()

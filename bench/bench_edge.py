@@ -34,7 +34,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -44,10 +43,10 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
-from streamtts.redisserver import free_port, start_server
+from streamtts.redisserver import free_port
 
-REPO = Path(__file__).resolve().parent.parent
-TEXTS = REPO / "texts"
+from common import RESULTS, arguments, repo_text, temp_redis
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 60.0
@@ -278,10 +277,9 @@ def raise_fd_limit() -> None:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    sentences = split_text((TEXTS / "article.txt").read_text(encoding="utf-8"))
+    sentences = split_text(repo_text("article"))
     counts = [int(x) for x in args.listeners.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    with temp_redis() as server:
         redis = Redis.from_url(server.url)
         await redis.config_set("maxclients", 10000)
         impls = ("edge", "base", "naive") if args.base else ("edge", "naive")
@@ -315,7 +313,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             for _, proc in running.values():
                 proc.wait(10)
             await redis.aclose()
-            server.stop()
     return report(cells, args)
 
 
@@ -391,7 +388,7 @@ def compare_base(by: dict[tuple[str, int], Cell]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--listeners", default="100,1000,2000", help="comma-separated listener counts")
     parser.add_argument("--records", type=int, default=40, help="records appended per cell")
     parser.add_argument("--interval-ms", type=float, default=100.0,
@@ -403,7 +400,7 @@ def main() -> None:
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run each size this many times, the order reversed each round; ratios of medians")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "edge.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", metavar="PORT:CAST:N", help=argparse.SUPPRESS)
     args = parser.parse_args()

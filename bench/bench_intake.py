@@ -45,7 +45,7 @@ from intake import Config, create_app
 from intake.context import INTAKE
 from streamtts.redisserver import free_port
 
-from common import RESULTS, repo_texts, temp_redis, wait_healthy, write_results
+from common import RESULTS, arguments, repo_texts, temp_redis, wait_healthy, write_results
 
 VARIANTS = ("floor", "three_trips", "intake")
 MODES = ("fresh", "repeat")
@@ -305,7 +305,7 @@ def report(cells: list[Cell], seconds: float, rounds: int, out: Path) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--seconds", type=float, default=1.0, help="timed seconds per run (after warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per cell, interleaved; the median rps counts")
     parser.add_argument("--out", type=Path, default=RESULTS / "intake.json")

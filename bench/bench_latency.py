@@ -25,7 +25,6 @@ chunk, right before, because other load on the machine moves both by tens of per
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -59,7 +58,7 @@ from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word
 from synth.worker import Worker
 
-from common import RESULTS, repo_text, write_results
+from common import RESULTS, arguments, repo_text, write_results
 
 SHORT = repo_text("short").strip()
 PARAGRAPH = repo_text("paragraph").strip()
@@ -380,7 +379,7 @@ def row(what: str, ratio: float, target: float, sense: str) -> Row:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="parts 1 and 2 only, one round")

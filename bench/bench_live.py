@@ -46,7 +46,7 @@ from synth.config import SynthConfig
 from synth.mp3 import EncodedChunk, encode_chunk
 from synth.worker import Worker
 
-from common import RESULTS, repo_text, services, temp_redis, write_results
+from common import RESULTS, arguments, repo_text, services, temp_redis, write_results
 
 # The agents' answers: two chunks each, from our own texts (distinct, so each sentence's model
 # time is its own).
@@ -282,7 +282,7 @@ def report(results: dict[str, Row]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--tokens-per-s", type=float, default=25.0)
     parser.add_argument("--gpu-rtf", type=float, default=GPU_RTF)

@@ -13,7 +13,6 @@ Redis-held one's, requests interleaved (warm: layouts cached; cold: a layout cac
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
@@ -48,7 +47,7 @@ from streamtts.redisserver import free_port
 from synth.archiver import Archiver
 from synth.config import ArchiverConfig
 
-from common import RESULTS, print_rows, print_target, repo_text, temp_redis, write_results
+from common import RESULTS, arguments, print_rows, print_target, repo_text, temp_redis, write_results
 
 PARAGRAPH = repo_text("paragraph").strip()
 VOICE = "af_heart"
@@ -207,7 +206,7 @@ async def main(n: int, replays: int, rounds: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--casts", type=int, default=2000)
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=30)

@@ -25,15 +25,11 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +37,6 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
-from streamtts.redisserver import start_server
 from synth.config import SynthConfig
 from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
@@ -49,10 +44,10 @@ from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker
 
-RESULTS = Path(__file__).parent / "results" / "synth.json"
-TEXTS = Path(__file__).resolve().parents[1] / "texts"
-SHORT = (TEXTS / "short.txt").read_text(encoding="utf-8").strip()
-PARAGRAPH = (TEXTS / "paragraph.txt").read_text(encoding="utf-8").strip()
+from common import RESULTS, arguments, repo_text, temp_redis, write_results
+
+SHORT = repo_text("short").strip()
+PARAGRAPH = repo_text("paragraph").strip()
 # A bounded slice of the paragraph: long enough to stream, short enough for the naive design.
 FOUR = " ".join(castlog.split_text(PARAGRAPH)[:4])
 # Casts of three lengths for the concurrency part.
@@ -206,14 +201,12 @@ def underruns(entries: list[Entry]) -> int:
 
 
 async def run(synth: Synthesizer, rounds: int, gpu_rtf: float) -> dict[str, Row]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
+    with temp_redis() as server:
         redis = Redis.from_url(server.url)
         try:
             return await measure(Bench(synth, redis), rounds, gpu_rtf)
         finally:
             await redis.aclose()
-            server.stop()
 
 
 def step(label: str) -> None:
@@ -335,7 +328,7 @@ def _num(value: object) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gpu-rtf", type=float, default=GPU_RTF,
@@ -346,11 +339,10 @@ def main() -> None:
     synth.warm_up()
     results = asyncio.run(run(synth, args.rounds, args.gpu_rtf))
     report(results)
-    RESULTS.parent.mkdir(exist_ok=True)
     payload = {"results": results, "threads": args.threads, "rounds": args.rounds, "backend": synth.name,
                "gpu_rtf": args.gpu_rtf}
-    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"\nwritten to {RESULTS}")
+    write_results(RESULTS / "synth.json", payload)
+    print(f"\nwritten to {RESULTS / 'synth.json'}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ project's packages (tests/test_bench_clients.py checks both).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -92,6 +93,11 @@ async def services(redis_url: str, names: Iterable[str], *, quiet: bool = False,
             proc.terminate()
         for proc in procs.values():
             proc.wait(STOP_S)
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line: its module docstring, as written, is its --help."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def machine() -> dict[str, Any]:

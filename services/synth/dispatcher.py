@@ -52,7 +52,6 @@ class Dispatcher:
     def __init__(self, crew: Crew, synth: Synthesizer, lanes: tuple[Lane, Lane]) -> None:
         self.crew, self.synth = crew, synth
         self.lanes = lanes  # whole-text casts, open casts
-        self.speed = crew.speed  # for the schedule: how long a first chunk takes now
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
 
     def shutdown(self) -> None:
@@ -101,7 +100,7 @@ class Dispatcher:
         """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
         casts = self.crew.held.casts
         views = [c.view() for c in casts.values()]
-        first_chunk_s = self.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
+        first_chunk_s = self.crew.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
         now = self.crew.clock()
         decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s)
         for newcomer in decision.yielded:
@@ -114,7 +113,7 @@ class Dispatcher:
 
     def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float) -> None:
         """The model's speed on this chunk: for the schedule, the metrics and the receipt."""
-        self.speed.observe(took, chars, audio_s)
+        self.crew.speed.observe(took, chars, audio_s)
         metrics = self.crew.metrics
         metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:

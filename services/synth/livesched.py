@@ -56,9 +56,9 @@ def pick_next(
             ready.append(cast)
         else:
             ahead.append(cast)
-    if ready:  # the one furthest behind its listener (one without audio first): a busy cast that was
-        # just served waits its turn, so no open cast starves the others (admitted first or not)
-        return Decision(_running_dry(batch, now, first_chunk_s) or min(ready, key=lambda c: c.pace.lead(now)))
+    if ready:  # the one furthest behind its listener, as pick orders casts (one without audio first):
+        # a busy cast that was just served waits its turn, so no open cast starves the others
+        return Decision(_running_dry(batch, now, first_chunk_s) or pick(ready, now).cast)
     decision = pick(batch, now, first_chunk_s=first_chunk_s)
     chosen = decision.cast
     if chosen is not None and typing and chosen.pace.lead(now) > hold_lead_s:

@@ -132,12 +132,9 @@ class Outcomes:
 
     async def malformed(self, entry_id: str, fields: jobs.Fields, deliveries: int, stream: str) -> None:
         """An entry that is no job: to ``jobs/dead`` (under the id it names, if any), then XACK."""
-        crew = self.crew
         log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
         cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
-        await castlog.dead_letter(crew.redis, cast_id, deliveries, "malformed job entry", crew.cfg.consumer)
-        crew.metrics.dead_letters.inc()
-        await jobs.ack(crew.redis, entry_id, stream)
+        await self._dead_letter(cast_id, deliveries, "malformed job entry", entry_id, stream)
 
     # ---- failed -----------------------------------------------------------------------------
 
@@ -176,9 +173,14 @@ class Outcomes:
                 log.warning("cast %s: error record refused (%s): another worker owns it", job.cast_id, exc)
                 return
         log.error("cast %s failed for good after %d attempt(s): %s", job.cast_id, attempts, reason)
-        await castlog.dead_letter(crew.redis, job.cast_id, attempts, reason, crew.cfg.consumer)
+        await self._dead_letter(job.cast_id, attempts, reason, job.entry_id, job.stream)
+
+    async def _dead_letter(self, cast_id: str, attempts: int, reason: str, entry_id: str, stream: str) -> None:
+        """An entry in ``jobs/dead``, counted, then the job's XACK."""
+        crew = self.crew
+        await castlog.dead_letter(crew.redis, cast_id, attempts, reason, crew.cfg.consumer)
         crew.metrics.dead_letters.inc()
-        await jobs.ack(crew.redis, job.entry_id, job.stream)
+        await jobs.ack(crew.redis, entry_id, stream)
 
     # ---- requeued, lost ---------------------------------------------------------------------
 

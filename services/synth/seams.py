@@ -68,11 +68,10 @@ def read(
 def words_of(words: Sequence[Word], text: str) -> int | None:
     """How many of the model's ``words`` spell ``text`` as written or as read out ("5 p.m." is
     "five p.m."), letters and digits compared; None when they do not line up with it."""
-    for spelled in (text, normalize_english(text)):
-        n = _count(words, _LETTERS.sub("", spelled).lower())
-        if n is not None:
-            return n
-    return None
+    as_written = _count(words, _LETTERS.sub("", text).lower())
+    if as_written is not None:  # the usual case: no second normalisation of the chunk
+        return as_written
+    return _count(words, _LETTERS.sub("", normalize_english(text)).lower())
 
 
 def _count(words: Sequence[Word], want: str) -> int | None:

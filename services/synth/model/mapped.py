@@ -36,6 +36,8 @@ class Mapped:
 
     def sub(self, pattern: re.Pattern[str], edit: Edit) -> Mapped:
         """Every match of ``pattern`` replaced by the pieces ``edit`` returns for it."""
+        if pattern.search(self.text) is None:  # most rules match nothing in a chunk: no new map
+            return self
         text: list[str] = []
         starts: list[int] = []
         ends: list[int] = []

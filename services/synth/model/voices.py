@@ -35,7 +35,7 @@ class VoiceBank:
 
     def __init__(self, packs: dict[str, Pack]) -> None:
         self._packs = packs
-        self._mixed: dict[str, Pack] = {}  # blend name -> its mix, oldest first
+        self._mixed: dict[str, Pack] = {}  # blend name -> its mix, least recently used first
 
     def names(self) -> list[str]:
         return sorted(self._packs)
@@ -51,15 +51,15 @@ class VoiceBank:
         row = min(max(n_phonemes, 1), len(pack)) - 1
         return np.asarray(pack[row], dtype=np.float32).reshape(STYLE_DIM)
 
-
     def _pack(self, voice: str) -> Pack | None:
         """An installed pack, or a blend's mix (``af_bella(0.667)+af_sky(0.333)``): the weighted
         mean of its packs' style tables, as Kokoro-FastAPI mixes them; None if a pack is missing."""
         pack = self._packs.get(voice)
         if pack is not None or not is_blend(voice):
             return pack
-        if voice in self._mixed:
-            return self._mixed[voice]
+        if voice in self._mixed:  # used now: the last to go
+            self._mixed[voice] = used = self._mixed.pop(voice)
+            return used
         try:
             parts = blend_parts(voice)
         except BlendError:
