@@ -1,7 +1,7 @@
 """A cast's audio records as intake's shared tail brings them (``castlog.Tail``: one blocked
 read per process, however many followers): the one loop a ``/v1/audio/speech`` response, streamed
-(``stream.py``) or whole (``whole.py``), and a Wyoming connection (``wyomingserver.py``) follow a
-cast with.
+(``stream.py``) or whole (``whole.py``), a ``/v1/speak`` turn (``speak.py``) and a Wyoming
+connection (``wyomingserver.py``) follow a cast with.
 
 An ``error`` record at or before ``settled`` is history (a failure the claim re-enqueued), and so
 is one a later attempt follows; each sentence comes once, however many attempts wrote it.
