@@ -98,6 +98,8 @@ class Handler(AsyncEventHandler):
             voices = await self.app[INTAKE].voices.required(None)
             await self.write_event(voice_info(voices.names).event())
         elif SynthesizeStart.is_type(event.type):
+            if self.streaming:  # a second start would leave the first cast open and its follower unowned
+                raise Refusal(409, "request_open", "a streaming request is open; send synthesize-stop first")
             await self._open(SynthesizeStart.from_event(event).voice)
             self.streaming = True
         elif SynthesizeChunk.is_type(event.type) and self.streaming:
