@@ -13,7 +13,7 @@ from aiohttp import web
 
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
-from servicekit import json_response
+from servicekit import client_address, json_response
 
 from .claim import cast_url
 from .context import INTAKE
@@ -42,7 +42,12 @@ async def post_cancel(request: web.Request) -> web.Response:
     cast_id = request.match_info["id"]
     if not is_cast_id(cast_id):
         raise Refusal(404, "not_found", "no such cast")
+    intake = request.app[INTAKE]
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+    intake.auth_failures.check(client)  # guessing the admin token or a key here runs at the same limit
     if not may_cancel(request, cast_id):
+        if "Authorization" in request.headers:  # a credential given and wrong: a guess
+            await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(401, "unauthorized", "send the admin token or an API key as Authorization: Bearer <token>")
     answer = await cancel_cast(request.app, cast_id)
     if answer == "missing":

@@ -61,6 +61,22 @@ async def test_post_cancel_wants_the_admin_token_or_a_key_and_flags_the_cast(
         assert resp.status == 404
 
 
+@pytest.mark.rule("auth-failures-limited")
+async def test_wrong_tokens_on_cancel_are_counted_and_limited(make_client: MakeClient, redis: Redis) -> None:
+    """The cancel route compares the admin token and every key: guessing them there runs at
+    INTAKE_AUTH_FAILURES_PER_MIN like on every other guarded route."""
+    client = await make_client(admin_token=ADMIN, auth_failures_per_min=2)
+    resp = await client.post("/api/casts", json={"text": "Keep me."})
+    path = f"/api/casts/{(await resp.json())['id']}/cancel"
+    wrong = {"Authorization": "Bearer " + "g" * 32}
+    statuses = [(await client.post(path, headers=wrong)).status for _ in range(4)]
+    assert statuses == [401, 401, 429, 429]
+    resp = await client.post(path, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert resp.status == 429 and (await resp.json())["error"] == "too_many_failures"  # not even compared
+    metrics = await (await client.get("/metrics")).text()
+    assert 'streamtts_intake_auth_failures_total{credential="admin_token"} 3.0' in metrics
+
+
 @pytest.mark.rule("cancel-cuts-short")
 async def test_websocket_cancel_drops_the_text_and_done_says_cancelled(client: Client, redis: Redis) -> None:
     ws, cast_id = await start(client)

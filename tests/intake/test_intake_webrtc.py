@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 import castlog
 from castlog import CastStore, LiveStore, LiveText
 from intake.context import INTAKE
+from intake.speech.livews import WAITING_PER_CLIENT
 from synth.mp3 import encode_chunk
 from tests.support.rtcpeer import LOUD, SDP, Peer, connect, offer
 
@@ -221,6 +222,28 @@ def test_the_port_range_setting_reads_first_last(raw: str) -> None:
             port_range(bad)
 
 
+async def test_one_clients_unanswered_offers_are_capped_as_its_waiting_sockets(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    """Offers whose peer never starts hold a session and a port each until WEBRTC_CONNECT_TIMEOUT_S:
+    one client holds at most livews.WAITING_PER_CLIENT of them, so it cannot fill the process's
+    live sessions for everyone; another address is not refused."""
+    client = await make_client(live_max_sessions=10)
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+        statuses = [(await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})).status
+                    for _ in range(WAITING_PER_CLIENT + 1)]
+        assert statuses == [201] * WAITING_PER_CLIENT + [429]
+        resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert resp.status == 429 and (await resp.json())["error"]["code"] == "too_many_sessions"
+        other = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.9"})
+        assert other.status == 201
+    finally:
+        await pc.close()
+    assert await keys_besides_rate_limits(redis) == set()
+
+
 async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, redis: Redis) -> None:
     """An offer whose peer never takes the answer holds its session and port only until
     WEBRTC_CONNECT_TIMEOUT_S; no cast was opened."""
@@ -237,6 +260,7 @@ async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, re
                 break
             await asyncio.sleep(0.02)
         assert not sessions
+        assert not client.app[INTAKE].live_waiting, "a dropped offer no longer counts as waiting"
     finally:
         await pc.close()
     assert await keys_besides_rate_limits(redis) == set()

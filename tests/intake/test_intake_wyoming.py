@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 from wyoming import client as wyoming_client
 from wyoming.audio import AudioChunk
+from wyoming.error import Error as WyomingError
 from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
@@ -105,6 +106,17 @@ async def test_a_streaming_request_feeds_one_cast_and_ends_with_synthesize_stopp
     assert len(sentences) == 2
     text = await castlog.LiveStore(redis).read_text(cast_id)
     assert text is not None and text.text == TEXT and text.voice == "af_heart" and text.closed is not None
+
+
+async def test_a_second_start_inside_a_streaming_request_is_refused(port: int, redis: Redis) -> None:
+    async with wyoming_client.AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(SynthesizeStart().event())
+        await _cast_opened(redis)
+        await client.write_event(SynthesizeStart().event())
+        event = await asyncio.wait_for(client.read_event(), 10)
+        assert event is not None and WyomingError.is_type(event.type)
+        assert WyomingError.from_event(event).code == "request_open"
+        assert len(await redis.xrange(castlog.JOBS_LIVE)) == 1, "no second cast was opened"
 
 
 async def test_a_client_that_leaves_mid_stream_cancels_its_cast(port: int, redis: Redis) -> None:

@@ -14,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog import Audio, Eos, Error
 from servicekit import client_address
 
 from .. import live
 from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
+from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
 from .v1 import V1Refusal
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 ROUTE = "/v1/speak"
 MODEL_VERSION = "kokoro-82m-v1.0"
+LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}
 # Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
 MAX_TURNS = 16
 CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD = 1000, 1001, 4400
@@ -109,7 +111,7 @@ class SpeakSession:
         except (ConnectionError, asyncio.TimeoutError):
             gone = True
         finally:
-            if gone and not self.keep:  # first: the sender's blocking read may take a while to stop
+            if gone and not self.keep:  # first: the casts are cut short before the sender stops
                 await asyncio.shield(self._cancel_open())
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
@@ -215,20 +217,20 @@ class SpeakSession:
 
     async def _send_turn(self, turn: Turn) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
-        sent: set[int] = set()
-        async for entry in self.app[INTAKE].reader.follow(turn.cast_id, 0):
-            record = entry.record
-            if turn.cleared:
-                break
-            if isinstance(record, Audio) and record.i not in sent:
-                sent.add(record.i)
-                data = await asyncio.get_running_loop().run_in_executor(None, audio.feed, record.body)
-                if data and not turn.cleared:
-                    await self.send(data)
-            elif isinstance(record, (Eos, Error)):
-                if isinstance(record, Error):
-                    await self.warn("SYNTHESIS_FAILED", record.reason)
-                break
+        intake = self.app[INTAKE]
+        loop = asyncio.get_running_loop()
+        try:
+            async with aclosing(cast_audio(intake.tail, intake.reader, turn.cast_id, -1, LISTENER_KIND)) as records:
+                async for record in records:
+                    if turn.cleared:
+                        break
+                    data = await loop.run_in_executor(None, audio.feed, record.body)
+                    if data and not turn.cleared:
+                        await self.send(data)
+        except CastFailed as failed:
+            await self.warn("SYNTHESIS_FAILED", failed.reason)
+        except TailClosed:
+            await self.warn("SHUTTING_DOWN", "intake is stopping")
         turn.done = True
         rest = audio.close()
         if rest and not turn.cleared:

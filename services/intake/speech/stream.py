@@ -12,16 +12,17 @@ import asyncio
 import base64
 import logging
 from collections.abc import Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import msgspec
 from aiohttp import web
 
-from castlog import Audio, Eos, Error, LogReader, Tail
-from castlog import Entry as LogEntry
+from castlog import Audio, LogReader, Tail
 
 from ..claim import cast_url
 from ..context import INTAKE
+from .follow import CastFailed, TailClosed, cast_audio
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
 from .v1 import SpeechRequest, V1Refusal
 
@@ -42,7 +43,6 @@ class _Stream:
     speech: SpeechRequest
     cast_id: str
     resp: web.StreamResponse | None = None
-    sent: int = -1  # the highest sentence index written
     audio_bytes: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)  # more response headers (v1.field_headers)
 
@@ -58,25 +58,15 @@ async def stream_cast(
 
 async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> web.StreamResponse:
     convert = converter(s.speech.response_format, s.speech.volume_multiplier)
-    seq = 0
-    while True:  # a listener ends at an `error`; one that is history is followed past
-        async with tail.listen(s.cast_id, seq, LISTENER_KIND) as listener:
-            while not listener.done:
-                item = await listener.next(None)
-                if item is None:
-                    break
-                entry, record = item.entry, item.entry.record
-                seq = entry.seq_num + 1
-                if isinstance(record, Audio) and record.i > s.sent:
-                    await _send_audio(s, convert, entry)
-                elif isinstance(record, Eos):
-                    return await _finish(s, convert)
-                elif isinstance(record, Error) and entry.seq_num > settled:
-                    if await reader.tail(s.cast_id) > seq:
-                        continue  # a later attempt follows it: history too
-                    return await _failed(s, record.reason)
-            if listener.closed:  # intake is stopping: the same request replays the cast
-                return _stopped(s)
+    try:
+        async with aclosing(cast_audio(tail, reader, s.cast_id, settled, LISTENER_KIND)) as records:
+            async for record in records:
+                await _send_audio(s, convert, record)
+    except CastFailed as failed:
+        return await _failed(s, failed.reason)
+    except TailClosed:  # intake is stopping: the same request replays the cast
+        return _stopped(s)
+    return await _finish(s, convert)
 
 
 def _stopped(s: _Stream) -> web.StreamResponse:
@@ -102,19 +92,16 @@ async def _open(s: _Stream) -> web.StreamResponse:
     return resp
 
 
-async def _convert(convert: Converter, body: bytes) -> bytes:
+async def convert_chunk(convert: Converter, body: bytes) -> bytes:
     if isinstance(convert, Passthrough):
         return convert.feed(body)
     # decoding and encoding take milliseconds: off the event loop, which serves every submit
     return await asyncio.get_running_loop().run_in_executor(None, convert.feed, body)
 
 
-async def _send_audio(s: _Stream, convert: Converter, entry: LogEntry) -> None:
-    record = entry.record
-    assert isinstance(record, Audio)
-    data = await _convert(convert, record.body)
+async def _send_audio(s: _Stream, convert: Converter, record: Audio) -> None:
+    data = await convert_chunk(convert, record.body)
     resp = s.resp or await _open(s)
-    s.sent = record.i
     await _write(s, resp, _delta(s, data, record))
 
 

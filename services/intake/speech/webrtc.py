@@ -24,6 +24,8 @@ from typing import Any, cast
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
+from servicekit import client_address
+
 from ..config import Config
 from ..context import INTAKE
 from ..validate import Refusal
@@ -48,7 +50,7 @@ class RtcSession(livews.Session):
 
     def __init__(self, request: web.Request, pc: RTCPeerConnection, track: SpeechTrack) -> None:
         super().__init__(request, cast(web.WebSocketResponse, None))
-        self.waiting = False  # not one of the client's sockets before start: the offer came by POST
+        self.waiting = False  # post_webrtc counts it among the client's sessions waiting for start
         self.pc, self.track = pc, track
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
@@ -156,6 +158,7 @@ class RtcSession(livews.Session):
                 if self.cancelled:
                     await self.close(livews.CLOSE_DONE)
         finally:
+            self._started()  # no longer waiting for start, whether it ran or its peer never came
             self.track.stop()
             await asyncio.shield(self.pc.close())
 
@@ -165,6 +168,14 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
     return [RTCIceServer(urls=url, username=cfg.webrtc_turn_username or None,
                          credential=cfg.webrtc_turn_password) if url.startswith("turn")
             else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
+
+
+def _check_waiting(waiting: dict[str, int], client: str) -> None:
+    """A client's offers whose peer has not started yet are capped as its WebSockets are: one
+    client's unanswered offers cannot hold every session and media port for the connect timeout."""
+    if waiting.get(client, 0) >= livews.WAITING_PER_CLIENT:
+        raise Refusal(429, "too_many_sessions", f"your address has {livews.WAITING_PER_CLIENT} sessions waiting "
+                      "for start; start or end one first", headers={"Retry-After": "1"})
 
 
 async def _offer(request: web.Request) -> str:
@@ -189,6 +200,8 @@ async def post_webrtc(request: web.Request) -> web.Response:
     sdp = await _offer(request)
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
+    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+    _check_waiting(intake.live_waiting, client)
     pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
     track = SpeechTrack(cfg.webrtc_buffer_ms)
     session = RtcSession(request, pc, track)
@@ -205,10 +218,14 @@ async def post_webrtc(request: web.Request) -> web.Response:
             await pc.setLocalDescription(await pc.createAnswer())
         except NoFreePort:
             raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
+        _check_waiting(intake.live_waiting, client)  # again: the client's other offers came on meanwhile
     except BaseException:
         track.stop()
         await pc.close()
         raise
+    # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts it)
+    intake.live_waiting[client] = intake.live_waiting.get(client, 0) + 1
+    session.waiting = True
     sessions.add(session)
     session.task = asyncio.ensure_future(session.hold())
     session.task.add_done_callback(lambda _: sessions.discard(session))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from functools import partial
 
 from aiohttp import web
@@ -25,7 +26,7 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.server import AsyncEventHandler, AsyncTcpServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
-from castlog import SAMPLE_RATE, Audio, Eos, Error, describe_voice
+from castlog import SAMPLE_RATE, describe_voice
 from servicekit import client_address
 
 from .. import live
@@ -33,12 +34,14 @@ from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
+from .follow import CastFailed, TailClosed, cast_audio
 
 log = logging.getLogger(__name__)
 
 ATTRIBUTION = Attribution(name="hexgrad", url="https://huggingface.co/hexgrad/Kokoro-82M")
 VERSION = "1.0"
 SAMPLE_WIDTH, CHANNELS = 2, 1
+LISTENER_KIND = "wyoming"  # streamtts_intake_listeners{kind}
 
 
 def voice_info(names: tuple[str, ...]) -> Info:
@@ -95,6 +98,8 @@ class Handler(AsyncEventHandler):
             voices = await self.app[INTAKE].voices.required(None)
             await self.write_event(voice_info(voices.names).event())
         elif SynthesizeStart.is_type(event.type):
+            if self.streaming:  # a second start would leave the first cast open and its follower unowned
+                raise Refusal(409, "request_open", "a streaming request is open; send synthesize-stop first")
             await self._open(SynthesizeStart.from_event(event).voice)
             self.streaming = True
         elif SynthesizeChunk.is_type(event.type) and self.streaming:
@@ -130,17 +135,22 @@ class Handler(AsyncEventHandler):
         self.cast_id = ""
 
     async def _follow(self, cast_id: str) -> None:
-        """Each sentence as audio-start, audio-chunk, audio-stop, as it is appended."""
-        async for record in _records(self.app, cast_id):
-            if isinstance(record, Audio):
-                data = await pcm.decode(record.body)
-                await self.write_event(AudioStart(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS).event())
-                await self.write_event(
-                    AudioChunk(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS, audio=data).event()
-                )
-                await self.write_event(AudioStop().event())
-            elif isinstance(record, Error):
-                await self.write_event(WyomingError(text=record.reason, code="synthesis_failed").event())
+        """Each sentence as audio-start, audio-chunk, audio-stop, as it is appended (through
+        intake's shared tail: no blocked read of its own per connection)."""
+        intake = self.app[INTAKE]
+        try:
+            async with aclosing(cast_audio(intake.tail, intake.reader, cast_id, -1, LISTENER_KIND)) as records:
+                async for record in records:
+                    data = await pcm.decode(record.body)
+                    await self.write_event(AudioStart(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS).event())
+                    await self.write_event(
+                        AudioChunk(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS, audio=data).event()
+                    )
+                    await self.write_event(AudioStop().event())
+        except CastFailed as failed:
+            await self.write_event(WyomingError(text=failed.reason, code="synthesis_failed").event())
+        except TailClosed:
+            await self.write_event(WyomingError(text="intake is stopping", code="shutting_down").event())
 
     async def disconnect(self) -> None:
         """The client left: a cast still being spoken is cut short."""
@@ -148,20 +158,6 @@ class Handler(AsyncEventHandler):
             self.follower.cancel()
             if self.cast_id:
                 await asyncio.shield(cancel_cast(self.app, self.cast_id))
-
-
-async def _records(app: web.Application, cast_id: str) -> AsyncIterator[Audio | Error]:
-    sent: set[int] = set()
-    async for entry in app[INTAKE].reader.follow(cast_id, 0):
-        record = entry.record
-        if isinstance(record, Audio) and record.i not in sent:
-            sent.add(record.i)
-            yield record
-        elif isinstance(record, Error):
-            yield record
-            return
-        elif isinstance(record, Eos):
-            return
 
 
 async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
