@@ -6,6 +6,7 @@ README's settings table is generated from these lines (``scripts/settings_doc.py
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
@@ -21,6 +22,16 @@ def port_range(raw: str) -> tuple[int, int]:
     if not 0 < ports[0] <= ports[1] < 65536:
         raise ValueError("want first-last, 1 <= first <= last <= 65535")
     return ports
+
+
+def networks(raw: str) -> frozenset[str]:
+    """Comma-separated addresses or networks (CIDR), each checked; ``none``: no address at all."""
+    if raw.strip().lower() == "none":
+        return frozenset()
+    names = frozenset(name.strip() for name in raw.split(",") if name.strip())
+    for name in names:
+        ipaddress.ip_network(name, strict=False)  # a ValueError names the bad one
+    return names
 
 
 @dataclass(frozen=True)
@@ -126,5 +137,25 @@ class Config(Settings):
                                 "(Home Assistant; 10210 by custom); 0: none")
     wyoming_host: str = setting("INTAKE_WYOMING_HOST", "", shown="intake's host", doc="where the "
                                 "Wyoming server listens (`streamtts up` gives it `--host`)")
+    # The Wyoming port (speech/wyomingserver.py): every length a client declares is bounded before it is read.
+    wyoming_max_header_bytes: int = setting("INTAKE_WYOMING_MAX_HEADER_BYTES", 16 * 1024, gt=0, doc="the "
+                                            "longest header line of a Wyoming event (the client is cut off beyond)")
+    wyoming_max_data_bytes: int = setting("INTAKE_WYOMING_MAX_DATA_BYTES", 1024 * 1024, ge=0, doc="the largest "
+                                          "`data_length` a Wyoming event may declare (a text to speak)")
+    wyoming_max_payload_bytes: int = setting("INTAKE_WYOMING_MAX_PAYLOAD_BYTES", 64 * 1024, ge=0, doc="the "
+                                             "largest `payload_length` a Wyoming event may declare (a TTS request "
+                                             "has none; one within it is read and dropped)")
+    wyoming_idle_s: float = setting("INTAKE_WYOMING_IDLE_S", 60.0, gt=0, doc="a Wyoming connection that sends "
+                                    "no request this long is closed (junk, unknown events and a frame trickled "
+                                    "in do not count; a cast it was feeding is cut short)")
+    wyoming_max_connections: int = setting("INTAKE_WYOMING_MAX_CONNECTIONS", 64, gt=0, doc="Wyoming "
+                                           "connections at once per process (`busy` beyond)")
+    wyoming_connections_per_client: int = setting("INTAKE_WYOMING_CONNECTIONS_PER_CLIENT", 4, gt=0, doc="Wyoming "
+                                                  "connections at once from one client address (`busy` beyond)")
+    wyoming_allow_from: frozenset[str] = setting("INTAKE_WYOMING_ALLOW_FROM", frozenset({"127.0.0.1", "::1"}),
+                                                 parse=networks, doc="addresses or networks (CIDR) that may use the Wyoming port "
+                                                 "without a key when `STREAMTTS_API_KEYS` is set (Home Assistant "
+                                                 "sends none); any other client puts a key in its first "
+                                                 "event's data as `api_key` (`none`: every client does)")
     # ARCHIVE_URL and friends, as edge's: a repeat of an archived cast reads its audio there
     archive: StoreConfig | None = None

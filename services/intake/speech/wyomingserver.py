@@ -8,6 +8,13 @@ any other: a one-shot ``synthesize`` is its whole text; a streaming request (``s
 back-compatible ``synthesize`` that clients send inside it is ignored. Audio goes out per
 sentence (``audio-start``, ``audio-chunk``, ``audio-stop``), s16le mono at the model's rate;
 ``synthesize-stopped`` ends a streaming request. A client that leaves mid-cast cancels it.
+
+The port is not the ``wyoming`` package's server: its read loop trusts the lengths a client
+declares. Here every event is read with its lengths bounded first (``wyomingframes.py``), a
+connection that sends no request for INTAKE_WYOMING_IDLE_S is closed (junk does not count), the
+connections are capped overall and per client, and with API keys set a client is let in by its
+address or by a key in its first event (``wyomingaccess.py``). A broken limit is answered with an
+``error`` event (its ``code`` says which) and the connection is closed.
 """
 
 from __future__ import annotations
@@ -15,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from functools import partial
 
 from aiohttp import web
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error as WyomingError
-from wyoming.event import Event
+from wyoming.event import Event, async_write_event
 from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
-from wyoming.server import AsyncEventHandler, AsyncTcpServer
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from castlog import SAMPLE_RATE, describe_voice
@@ -35,6 +41,8 @@ from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
+from .wyomingaccess import KEY_FIELD, Connections, allowed_by_address, key_matches
+from .wyomingframes import BadFrame, FrameLimits, read_event
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,8 @@ ATTRIBUTION = Attribution(name="hexgrad", url="https://huggingface.co/hexgrad/Ko
 VERSION = "1.0"
 SAMPLE_WIDTH, CHANNELS = 2, 1
 LISTENER_KIND = "wyoming"  # streamtts_intake_listeners{kind}
+# How long the last word to a client that broke a limit may take to go out before the cut.
+FAREWELL_S = 2.0
 
 
 def voice_info(names: tuple[str, ...]) -> Info:
@@ -71,22 +81,69 @@ def pick_voice(wanted: SynthesizeVoice | None, names: tuple[str, ...], default: 
     return default
 
 
-class Handler(AsyncEventHandler):
+class Handler:
     """One Wyoming connection: requests one after another, each a live cast."""
 
-    def __init__(self, app: web.Application, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        super().__init__(reader, writer)
-        self.app = app
-        peer = writer.get_extra_info("peername")
-        cfg = app[INTAKE].cfg
-        self.client = client_address(peer[0] if peer else None, None, cfg.forwarded_allow_ips)
+    def __init__(self, app: web.Application, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 address: str | None, client: str) -> None:
+        self.app, self.reader, self.writer = app, reader, writer
+        self.address, self.client = address, client  # the peer's own address; its client key (an IPv6 /64)
         self.cast_id = ""
         self.voice = ""
         self.offset = 0
         self.streaming = False
         self.follower: asyncio.Task[None] | None = None
 
+    async def write_event(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    async def serve(self) -> None:
+        """Events until the client leaves or breaks a limit (then an ``error`` event, and the cut)."""
+        cfg = self.app[INTAKE].cfg
+        limits = FrameLimits(cfg.wyoming_max_header_bytes, cfg.wyoming_max_data_bytes, cfg.wyoming_max_payload_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.wyoming_idle_s
+        first = True
+        try:
+            while True:
+                try:  # the whole event by the deadline: a frame trickled in does not reset it
+                    event = await asyncio.wait_for(read_event(self.reader, limits), deadline - loop.time())
+                except asyncio.TimeoutError:
+                    raise BadFrame("idle", f"no request in {cfg.wyoming_idle_s:g} s (INTAKE_WYOMING_IDLE_S)") from None
+                if event is None:
+                    break
+                if first:
+                    await self._admit(event)
+                    first = False
+                if await self.handle_event(event):  # only a real request moves the deadline
+                    deadline = loop.time() + cfg.wyoming_idle_s
+        except (BadFrame, Refusal) as cut:
+            await farewell(self.writer, cut.code, cut.message)
+        except (ConnectionError, OSError):
+            pass  # the client went away mid-write
+        finally:
+            try:
+                await self.disconnect()
+            finally:  # a stop cancels this task: the socket is closed all the same
+                self.writer.close()
+
+    async def _admit(self, event: Event) -> None:
+        """With API keys set: the address is allowed, or the first event carries a key (401 otherwise)."""
+        intake = self.app[INTAKE]
+        keys = intake.cfg.api_keys
+        given = event.data.pop(KEY_FIELD, None)  # never passed on with the request
+        if not keys or allowed_by_address(self.address, intake.cfg.wyoming_allow_from):
+            return
+        intake.auth_failures.check(self.client)
+        if key_matches(given, keys):
+            return
+        if given is not None:  # a key given and wrong: a guess
+            await intake.auth_failures.failed(self.client, "api_key")
+        raise Refusal(401, "invalid_api_key", f"send a key of STREAMTTS_API_KEYS as `{KEY_FIELD}` in the first "
+                      "event's data (or connect from an address of INTAKE_WYOMING_ALLOW_FROM)")
+
     async def handle_event(self, event: Event) -> bool:
+        """Whether ``event`` was a real request (junk and unknown events are ignored, and say False)."""
         try:
             return await self._handle(event)
         except Refusal as refusal:
@@ -112,6 +169,8 @@ class Handler(AsyncEventHandler):
             await self._open(synthesize.voice)
             await self._text(synthesize.text)
             await self._end()
+        else:
+            return False
         return True
 
     async def _open(self, wanted: SynthesizeVoice | None) -> None:
@@ -160,17 +219,47 @@ class Handler(AsyncEventHandler):
                 await asyncio.shield(cancel_cast(self.app, self.cast_id))
 
 
+async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> None:
+    """The last word to a client that broke a limit: an ``error`` event, if it goes out in time."""
+    with suppress(ConnectionError, OSError, asyncio.TimeoutError):
+        await asyncio.wait_for(async_write_event(WyomingError(text=message, code=code).event(), writer), FAREWELL_S)
+
+
+async def _connection(app: web.Application, connections: Connections,
+                      reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One accepted socket: counted (or refused ``busy`` and closed at once), then served."""
+    peer = writer.get_extra_info("peername")
+    address = str(peer[0]) if peer else None
+    client = client_address(address, None, app[INTAKE].cfg.forwarded_allow_ips)
+    refused = connections.enter(client)
+    if refused is not None:
+        await farewell(writer, "busy", refused)
+        writer.close()
+        return
+    task = asyncio.current_task()
+    assert task is not None
+    connections.tasks.add(task)
+    try:
+        await Handler(app, reader, writer, address, client).serve()
+    finally:
+        connections.tasks.discard(task)
+        connections.leave(client)
+
+
 async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     """intake's Wyoming server, from start-up to clean-up (INTAKE_WYOMING_PORT; 0: none)."""
     cfg = app[INTAKE].cfg
     host = cfg.wyoming_host or cfg.host
-    server = AsyncTcpServer(host, cfg.wyoming_port)
-    try:
-        await server.start(partial(Handler, app))
+    connections = Connections(cfg.wyoming_max_connections, cfg.wyoming_connections_per_client)
+    try:  # the stream's limit bounds a header line (wyomingframes.py)
+        server = await asyncio.start_server(partial(_connection, app, connections), host, cfg.wyoming_port,
+                                            limit=cfg.wyoming_max_header_bytes)
     except OSError as exc:  # the HTTP API goes on without it
         log.error("no Wyoming server: cannot listen on %s:%d (%s)", host, cfg.wyoming_port, exc)
         yield
         return
     log.info("Wyoming server on %s:%d", host, cfg.wyoming_port)
     yield
-    await server.stop()
+    server.close()
+    await connections.close_all()
+    await server.wait_closed()

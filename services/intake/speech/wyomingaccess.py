@@ -1,0 +1,82 @@
+"""Who may use the Wyoming port, and how many connections each holds.
+
+Home Assistant's Wyoming integration connects with a host and a port only: it can send no key.
+So when ``STREAMTTS_API_KEYS`` is set, a client whose address is in INTAKE_WYOMING_ALLOW_FROM
+(loopback by default: Home Assistant on the same box) is let in as it is, and any other must
+put a key in its first event's data (``"api_key": "<key>"``, any event type); without one the
+connection is answered ``invalid_api_key`` and closed. With no keys the port is as open as the
+HTTP API. Connections are counted in this process, overall and per client (an IPv6 client is
+its /64, as everywhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import ipaddress
+
+KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(allowed: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(a, strict=False) for a in allowed)
+
+
+def allowed_by_address(address: str | None, allowed: frozenset[str]) -> bool:
+    """Whether ``address`` (the peer's own, not a client key) is in INTAKE_WYOMING_ALLOW_FROM."""
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # a dual-stack socket names an IPv4 client ::ffff:a.b.c.d
+    return any(ip.version == net.version and ip in net for net in _networks(allowed))
+
+
+def key_matches(given: object, keys: frozenset[str]) -> bool:
+    """``given`` is one of ``keys``, compared with every key in constant time."""
+    if not isinstance(given, str):
+        return False
+    raw = given.encode()
+    matches = [hmac.compare_digest(raw, key.encode()) for key in keys]
+    return any(matches)
+
+
+class Connections:
+    """The connections this process holds: at most ``most`` in all and ``per_client`` per client.
+    Each is a task, so a stop can end them all."""
+
+    def __init__(self, most: int, per_client: int) -> None:
+        self.most, self.per_client = most, per_client
+        self.by_client: dict[str, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def held(self) -> int:
+        return sum(self.by_client.values())
+
+    def enter(self, client: str) -> str | None:
+        """Count one more for ``client``; or the reason it is refused (nothing counted)."""
+        if self.held >= self.most:
+            return f"the Wyoming port holds {self.most} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
+        if self.by_client.get(client, 0) >= self.per_client:
+            return (f"your address holds {self.per_client} Wyoming connections "
+                    "(INTAKE_WYOMING_CONNECTIONS_PER_CLIENT); close one first")
+        self.by_client[client] = self.by_client.get(client, 0) + 1
+        return None
+
+    def leave(self, client: str) -> None:
+        left = self.by_client.get(client, 0) - 1
+        if left > 0:
+            self.by_client[client] = left
+        else:
+            self.by_client.pop(client, None)
+
+    async def close_all(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)

@@ -1,0 +1,231 @@
+"""The Wyoming port held to its limits, through a real socket: every length a client declares is
+bounded before it is read, junk does not keep a connection alive, connections are capped overall
+and per client, and with API keys set a client is let in by its address or by a key in its first
+event. Clients are told apart by loopback source address (127.0.0.2, .3, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from castlog import JOBS_LIVE
+from streamtts.redisserver import free_port
+
+from .conftest import MakeClient
+
+KEY = "k" * 40
+STRANGER = "127.0.0.2"  # not in INTAKE_WYOMING_ALLOW_FROM (loopback 127.0.0.1 is)
+
+pytestmark = pytest.mark.rule("wyoming-bounded")
+
+
+async def _serve(make_client: MakeClient, **changes: Any) -> int:
+    port = free_port()
+    await make_client(wyoming_port=port, **changes)
+    return port
+
+
+async def _connect(port: int, source: str = "127.0.0.1") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+
+def _frame(kind: str, data: dict[str, Any] | None = None) -> bytes:
+    header: dict[str, Any] = {"type": kind}
+    body = json.dumps(data).encode() if data else b""
+    if body:
+        header["data_length"] = len(body)
+    return json.dumps(header).encode() + b"\n" + body
+
+
+async def _next(reader: asyncio.StreamReader, timeout: float = 10) -> tuple[str, dict[str, Any]] | None:
+    """The server's next event (type, data), or None once it has closed the connection."""
+    line = await asyncio.wait_for(reader.readline(), timeout)
+    if not line:
+        return None
+    header = json.loads(line)
+    data = header.get("data") or {}
+    if header.get("data_length"):
+        data.update(json.loads(await reader.readexactly(header["data_length"])))
+    if header.get("payload_length"):
+        await reader.readexactly(header["payload_length"])
+    return header["type"], data
+
+
+async def _refused_with(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, code: str) -> None:
+    """An ``error`` event with ``code``, then the server hangs up."""
+    try:
+        event = await _next(reader)
+        assert event is not None and event[0] == "error", event
+        assert event[1]["code"] == code, event
+        assert await _next(reader) is None, "the server keeps the connection"
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("header, code", [
+    ({"type": "synthesize", "data_length": 10**12}, "frame_too_large"),
+    ({"type": "synthesize", "payload_length": 10**12}, "frame_too_large"),
+    ({"type": "synthesize", "data_length": -1}, "bad_frame"),
+    ({"type": "synthesize", "data_length": "12"}, "bad_frame"),
+    ({"data": {}}, "bad_frame"),
+])
+async def test_a_declared_length_past_its_limit_is_refused_before_a_byte_of_it_is_read(
+    make_client: MakeClient, redis: Redis, header: dict[str, Any], code: str
+) -> None:
+    port = await _serve(make_client)
+    reader, writer = await _connect(port)
+    writer.write(json.dumps(header).encode() + b"\n")  # and not one byte of what it declares
+    await _refused_with(reader, writer, code)
+    assert await redis.xlen(JOBS_LIVE) == 0
+
+
+async def test_a_header_line_past_its_limit_is_refused_without_waiting_for_its_end(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_max_header_bytes=1024)
+    reader, writer = await _connect(port)
+    writer.write(b'{"type": "describe", "pad": "' + b"x" * 4096)  # no newline, ever
+    await _refused_with(reader, writer, "frame_too_large")
+
+
+async def test_a_header_that_is_not_json_is_refused(make_client: MakeClient) -> None:
+    port = await _serve(make_client)
+    reader, writer = await _connect(port)
+    writer.write(b"GET / HTTP/1.1\r\n")
+    await _refused_with(reader, writer, "bad_frame")
+
+
+async def test_a_payload_within_its_limit_is_read_and_the_connection_goes_on(make_client: MakeClient) -> None:
+    port = await _serve(make_client)
+    reader, writer = await _connect(port)
+    writer.write(json.dumps({"type": "audio-chunk", "payload_length": 100}).encode() + b"\n" + b"\0" * 100)
+    writer.write(_frame("describe"))
+    event = await _next(reader)
+    writer.close()
+    assert event is not None and event[0] == "info"
+
+
+async def _keep_sending(writer: asyncio.StreamWriter, pieces: list[bytes], every_s: float) -> None:
+    with contextlib.suppress(ConnectionError):
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(every_s)
+
+
+async def _refused_while(writer: asyncio.StreamWriter, reader: asyncio.StreamReader, pieces: list[bytes],
+                         every_s: float, code: str) -> None:
+    sending = asyncio.ensure_future(_keep_sending(writer, pieces, every_s))
+    try:
+        await _refused_with(reader, writer, code)
+    finally:
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
+
+
+async def test_an_idle_client_is_cut_off_and_junk_does_not_keep_it(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_idle_s=0.6)
+    reader, writer = await _connect(port)
+    junk = _frame("nonsense") + _frame("synthesize-chunk", {"text": "x"})  # a chunk outside any request
+    await _refused_while(writer, reader, [junk] * 20, 0.1, "idle")
+
+
+async def test_a_frame_trickled_in_does_not_reset_the_idle_limit(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_idle_s=0.6)
+    reader, writer = await _connect(port)
+    frame = _frame("describe", {"pad": "x" * 40})
+    await _refused_while(writer, reader, [bytes([b]) for b in frame[:-1]], 0.05, "idle")  # a slow loris
+
+
+async def test_real_requests_keep_a_connection_past_the_idle_limit(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_idle_s=0.6)
+    reader, writer = await _connect(port)
+    for _ in range(4):  # 1.6 s, a request every 0.4 s
+        await asyncio.sleep(0.4)
+        writer.write(_frame("describe"))
+        event = await _next(reader)
+        assert event is not None and event[0] == "info"
+    writer.close()
+
+
+async def test_one_client_holds_at_most_its_connections_and_others_still_get_in(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_connections_per_client=2)
+    held = [await _connect(port, "127.0.0.2") for _ in range(2)]
+    reader, writer = await _connect(port, "127.0.0.2")
+    await _refused_with(reader, writer, "busy")
+    other_reader, other_writer = await _connect(port, "127.0.0.3")
+    other_writer.write(_frame("describe"))
+    event = await _next(other_reader)
+    assert event is not None and event[0] == "info"
+    held[0][1].close()  # one left: its place is free again
+    await asyncio.sleep(0.2)
+    again_reader, again_writer = await _connect(port, "127.0.0.2")
+    again_writer.write(_frame("describe"))
+    event = await _next(again_reader)
+    assert event is not None and event[0] == "info"
+    for _, w in [*held, (other_reader, other_writer), (again_reader, again_writer)]:
+        w.close()
+
+
+async def test_the_port_holds_at_most_its_connections_in_all(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_max_connections=3)
+    held = [await _connect(port, f"127.0.0.{n}") for n in (2, 3, 4)]
+    for _, w in held:  # the server has counted them once they are answered
+        w.write(_frame("describe"))
+    for r, _ in held:
+        assert (await _next(r) or ("",))[0] == "info"
+    reader, writer = await _connect(port, "127.0.0.5")
+    await _refused_with(reader, writer, "busy")
+    for _, w in held:
+        w.close()
+
+
+@pytest.mark.rule("auth-failures-limited")
+async def test_with_keys_set_a_stranger_needs_a_key_in_its_first_event(make_client: MakeClient) -> None:
+    port = await _serve(make_client, api_keys=frozenset({KEY}))
+    reader, writer = await _connect(port, STRANGER)
+    writer.write(_frame("describe"))
+    await _refused_with(reader, writer, "invalid_api_key")
+    reader, writer = await _connect(port, STRANGER)
+    writer.write(_frame("describe", {"api_key": "w" * 40}))
+    await _refused_with(reader, writer, "invalid_api_key")
+    reader, writer = await _connect(port, STRANGER)
+    writer.write(_frame("describe", {"api_key": KEY}) + _frame("describe"))
+    for _ in range(2):  # let in once: the next events need no key
+        event = await _next(reader)
+        assert event is not None and event[0] == "info"
+    writer.close()
+
+
+async def test_with_keys_set_an_allowed_address_needs_none(make_client: MakeClient) -> None:
+    port = await _serve(make_client, api_keys=frozenset({KEY}), wyoming_allow_from=frozenset({"127.0.0.0/29"}))
+    for source in ("127.0.0.1", STRANGER):
+        reader, writer = await _connect(port, source)
+        writer.write(_frame("describe"))
+        event = await _next(reader)
+        writer.close()
+        assert event is not None and event[0] == "info", source
+
+
+async def test_wrong_keys_on_the_port_run_into_the_failure_limit(make_client: MakeClient) -> None:
+    port = await _serve(make_client, api_keys=frozenset({KEY}), auth_failures_per_min=2)
+    codes = []
+    for _ in range(4):
+        reader, writer = await _connect(port, STRANGER)
+        writer.write(_frame("describe", {"api_key": "w" * 40}))
+        event = await _next(reader)
+        writer.close()
+        codes.append(event[1]["code"] if event else None)
+    assert codes[:2] == ["invalid_api_key", "invalid_api_key"] and codes[2:] == ["too_many_failures"] * 2
+
+
+def test_the_allow_list_is_checked_and_none_empties_it() -> None:
+    from intake.config import networks
+
+    assert networks("none") == frozenset()
+    assert networks("10.0.0.0/8, ::1") == frozenset({"10.0.0.0/8", "::1"})
+    with pytest.raises(ValueError):
+        networks("10.0.0.300")
