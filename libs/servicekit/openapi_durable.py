@@ -54,7 +54,10 @@ def durable_paths() -> Json:
                "408": error_body("the body took longer than INTAKE_BODY_TIMEOUT_S to arrive"),
                "409": {"description": "another configuration, content type, sequence, or a closed stream"},
                "410": {"description": "deleted while forks still read it"},
-               "413": error_body("the body, or the stream, is too large")}
+               "413": error_body("the body, or the stream, is too large; or, with no API keys set, the client's "
+                                 "bytes per hour are spent (bytes_quota)", retry_after=True),
+               "429": error_body("with no API keys set, the client's streams per hour are spent (streams_quota)",
+                                 retry_after=True)}
     general.update({
         "put": op("createStream", TAG, "create a stream (or a fork: Stream-Forked-From)", written,
                   parameters=[_PATH]),

@@ -47,6 +47,7 @@ from .authfail import AuthFailures
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
+from .dsquota import DurableQuota
 from .gate import InflightGate
 from .meter import ClientSlots
 from .metrics import Metrics
@@ -130,6 +131,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         tail=tail,
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
+        ds_quota=None if cfg.api_keys else DurableQuota(redis, cfg.ds_streams_per_client, cfg.ds_bytes_per_client),
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
         session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
         speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),

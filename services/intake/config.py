@@ -133,6 +133,14 @@ class Config(Settings):
                                        "want `Authorization: Bearer <key>` (401 otherwise)")
     ds_max_stream_bytes: int = setting("INTAKE_DS_MAX_STREAM_BYTES", 64 * 1024 * 1024, gt=0, doc="bytes one "
                                        "durable stream (`/v1/stream/*`) may hold; an append past it is refused (413)")
+    # With no keys anyone may write /v1/stream: a client's share of Redis, refilled over an hour.
+    ds_streams_per_client: int = setting("INTAKE_DS_STREAMS_PER_CLIENT", 100, gt=0, doc="durable streams "
+                                         "(`/v1/stream/*`) one client may create per hour, all at once at most, "
+                                         "while `STREAMTTS_API_KEYS` is unset (429 `streams_quota` beyond)")
+    ds_bytes_per_client: int = setting("INTAKE_DS_BYTES_PER_CLIENT", 64 * 1024 * 1024, gt=0, doc="bytes one "
+                                       "client may write to durable streams per hour (creates and appends), all "
+                                       "at once at most, while `STREAMTTS_API_KEYS` is unset (413 `bytes_quota` "
+                                       "beyond)")
     wyoming_port: int = setting("INTAKE_WYOMING_PORT", 0, ge=0, doc="the Wyoming server's port "
                                 "(Home Assistant; 10210 by custom); 0: none")
     wyoming_host: str = setting("INTAKE_WYOMING_HOST", "", shown="intake's host", doc="where the "

@@ -18,6 +18,7 @@ from castlog.durable import DurableStreams
 from .authfail import AuthFailures
 from .config import Config
 from .cooldown import Cooldowns
+from .dsquota import DurableQuota
 from .gate import InflightGate
 from .meter import ClientSlots
 from .metrics import Metrics
@@ -57,6 +58,7 @@ class Intake:
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
     durable: DurableStreams  # /v1/stream's writes
+    ds_quota: DurableQuota | None  # their share per client while no API key is asked for
     text_limiter: RateLimiter  # live text's characters per client (#21)
     session_slots: ClientSlots  # live sessions per client, once started
     speech_client_slots: ClientSlots  # /v1/audio/speech streams per client

@@ -25,7 +25,7 @@ from castlog.durable import (
     normal_type,
     valid_path,
 )
-from servicekit import Refusal
+from servicekit import Refusal, client_address
 from servicekit import dshttp as ds
 
 from .claim import read_body
@@ -52,6 +52,24 @@ def setup(app: web.Application) -> None:
     app.router.add_put(ds.ROUTE, create)
     app.router.add_post(ds.ROUTE, append)
     app.router.add_delete(ds.ROUTE, delete)
+
+
+def _client(request: web.Request) -> str:
+    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
+    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
+
+
+async def _peek_quota(request: web.Request, creating: bool) -> None:
+    """With no API keys: refused before the body is read if the client's quota cannot pay [R:ds-quota]."""
+    quota = request.app[INTAKE].ds_quota
+    if quota is not None:
+        await quota.peek(_client(request), creating=creating, declared_bytes=request.content_length)
+
+
+async def _take_quota(request: web.Request, creating: bool, entries: list[bytes]) -> None:
+    quota = request.app[INTAKE].ds_quota
+    if quota is not None:
+        await quota.take(_client(request), creating=creating, size=sum(len(e) for e in entries))
 
 
 def _writable(request: web.Request) -> str:
@@ -106,6 +124,7 @@ async def create(request: web.Request) -> web.Response:
     sub = _decimal(request, ds.FORK_SUB_OFFSET, MAX_SAFE_INTEGER)
     if ds.FORK_SUB_OFFSET in request.headers and source is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} needs {ds.FORKED_FROM}")
+    await _peek_quota(request, creating=True)
     body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     closed = ds.flag(request, ds.CLOSED)
     prefix: list[bytes] = []
@@ -113,6 +132,7 @@ async def create(request: web.Request) -> web.Response:
     if source is not None:
         spec, prefix = await _fork_spec(streams, spec, content_type, source, fork_at, sub or 0)
     entries = prefix + _initial(spec.content_type, body)
+    await _take_quota(request, True, entries)
     outcome = await streams.create(path, spec, entries)
     if outcome.status == "created":
         assert outcome.meta is not None
@@ -232,6 +252,7 @@ async def append(request: web.Request) -> web.Response:
     stream_seq = request.headers.get(ds.SEQ)
     if stream_seq is not None and len(stream_seq) > MAX_TOKEN_CHARS:
         raise ds.bad(f"{ds.SEQ} has at most {MAX_TOKEN_CHARS} characters")
+    await _peek_quota(request, creating=False)
     body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     if not body and not closing:
         raise ds.bad("an append needs a body (or Stream-Closed: true to close)")
@@ -245,6 +266,7 @@ async def append(request: web.Request) -> web.Response:
         except BadJson as exc:
             await _refuse_state_first(streams, path, content_type)
             raise ds.bad(str(exc)) from None
+    await _take_quota(request, False, entries)
     outcome = await streams.append(path, content_type, entries, stream_seq=stream_seq,
                                    producer=producer, close=closing)
     if outcome.status == "too_big":

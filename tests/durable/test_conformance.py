@@ -35,7 +35,8 @@ RUN_S = 900
 START_S = 60.0
 # One client (the suite) making hundreds of requests a second: no read limits in its way.
 UP_ENV = {"EDGE_DS_LONG_POLL_S": str(LONG_POLL_S), "EDGE_READ_RATE": "100000", "EDGE_READ_BURST": "1000000",
-          "EDGE_MAX_STREAMS_PER_CLIENT": "100000"}
+          "EDGE_MAX_STREAMS_PER_CLIENT": "100000", "INTAKE_DS_STREAMS_PER_CLIENT": "1000000",
+          "INTAKE_DS_BYTES_PER_CLIENT": str(10**12)}
 
 
 def _status(method: str, url: str) -> int:
