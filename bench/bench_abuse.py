@@ -5,7 +5,9 @@ stand-in model (a tone as long as the text's speech, after a GPU's time) runs in
 Clients are told apart by their loopback source address: a well-behaved client speaks from
 127.0.0.3, and each attack from an address of its own (127.0.0.10, .11, ...), so that no attack
 rides on another's budget. Each attack must be refused or contained (a violation
-otherwise: the exit status is 1); the well-behaved client's submit and live first-audio times
+otherwise: the exit status is 1). Beside #21's findings: the Wyoming port (connections hoarded, a
+frame that declares a terabyte, junk instead of requests) and Durable Streams written without a
+key (streams, then bytes, until the client's quota refuses); the well-behaved client's submit and live first-audio times
 are measured undisturbed and then under attack, side by side, and their ratio printed (never
 judged: timings on a shared machine are noise).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -32,6 +35,7 @@ import numpy.typing as npt
 import castlog
 import servicekit
 from castlog import SAMPLE_RATE
+from streamtts.redisserver import free_port
 from synth.config import SynthConfig
 from synth.worker import Worker
 
@@ -48,8 +52,13 @@ EVIL = "http://evil.example"
 MS_PER_CHAR, GPU_RTF = 60, 0.02  # a tone as long as speech of the text, made at a GPU's pace
 # How long the well-behaved client waits for its first audio before it counts as not served.
 FIRST_AUDIO_WAIT_S = 20.0
-# The limits the campaign runs under: the defaults, but a body deadline short enough to wait out.
-LIMITS = {"INTAKE_BODY_TIMEOUT_S": "1", "STREAMTTS_ALLOWED_HOSTS": "localhost"}
+# The limits the campaign runs under: the defaults, but a body deadline and a Wyoming idle limit
+# short enough to wait out.
+WYOMING_PORT = free_port()
+LIMITS = {"INTAKE_BODY_TIMEOUT_S": "1", "STREAMTTS_ALLOWED_HOSTS": "localhost",
+          "INTAKE_WYOMING_PORT": str(WYOMING_PORT), "INTAKE_WYOMING_IDLE_S": "1"}
+# Durable streams: one MiB appends (INTAKE_MAX_BODY_BYTES) until the client's bytes run out.
+MIB = 1024 * 1024
 
 
 class ToneModel:
@@ -205,6 +214,85 @@ class Campaign:
         self.check("8 bad Range, short keys", status == 416 and short.returncode != 0,
                    f"Range {status}; a short key exits {short.returncode}")
 
+    async def wyoming(self, address: str) -> None:
+        """The Wyoming port: connections hoarded, a frame declaring a terabyte, a client sending junk."""
+        held = []
+        refused = 0
+        for _ in range(8):
+            reader, writer = await asyncio.open_connection("127.0.0.1", WYOMING_PORT, local_addr=(address, 0))
+            writer.write(wyoming_frame("describe"))
+            if (await wyoming_event(reader))[0] == "info":
+                held.append((reader, writer))
+            else:
+                refused += 1
+                writer.close()
+        self.held.append([w for _, w in held])
+        (r1, w1), (r2, w2) = held[0], held[1]
+        started = time.perf_counter()
+        w1.write(json.dumps({"type": "synthesize", "data_length": 10**12}).encode() + b"\n")
+        too_large = (await wyoming_event(r1))[1]
+        answered_s = time.perf_counter() - started
+        idle = "kept"
+        for _ in range(15):  # junk every 0.2 s, for 3 s: past INTAKE_WYOMING_IDLE_S (1 s here)
+            w2.write(wyoming_frame("nonsense"))
+            try:  # (the answer is read before more junk is written: a write to a cut socket breaks the read)
+                idle = (await asyncio.wait_for(wyoming_event(r2), 0.2))[1]
+                break
+            except asyncio.TimeoutError:
+                continue
+        reader, writer = await asyncio.open_connection("127.0.0.1", WYOMING_PORT, local_addr=(WELL_BEHAVED, 0))
+        writer.write(wyoming_frame("describe"))
+        served = (await wyoming_event(reader))[0] == "info"
+        writer.close()
+        self.check("9 the Wyoming port trusts its clients",
+                   len(held) <= 4 and refused > 0 and too_large == "frame_too_large" and idle == "idle" and served,
+                   f"{len(held)} of 8 connections held, a terabyte frame: {too_large} in "
+                   f"{answered_s:.2f} s, junk: {idle}; another client served: {served}")
+
+    async def durable_quota(self, attacker: aiohttp.ClientSession) -> None:
+        """Durable Streams with no keys: streams created, then bytes written, until refused."""
+        url = f"{self.intake}/v1/stream/abuse"
+        statuses = []
+        for n in range(150):
+            async with attacker.put(f"{url}/{n}", headers={"Content-Type": "application/octet-stream"}) as r:
+                statuses.append(r.status)
+                if r.status != 201:
+                    break
+        created = statuses.count(201)
+        codes = []
+        for _ in range(80):
+            async with attacker.post(f"{url}/{len(codes) % max(1, created)}", data=b"x" * MIB,
+                                     headers={"Content-Type": "application/octet-stream"}) as r:
+                if r.status != 204:
+                    codes.append(f"{r.status} {(await r.json()).get('error', {}).get('code')}")
+                    break
+                codes.append("204")
+        async with client(WELL_BEHAVED) as other:
+            async with other.put(f"{url}/other", headers={"Content-Type": "text/plain"}, data=b"mine") as r:
+                other_status = r.status
+        self.check("10 durable streams fill Redis", statuses[-1] == 429 and created <= 100
+                   and codes[-1] == "413 bytes_quota" and other_status == 201,
+                   f"{created} streams then {statuses[-1]}; {codes.count('204')} MiB appended then {codes[-1]}; "
+                   f"another client creates: {other_status}")
+
+
+def wyoming_frame(kind: str) -> bytes:
+    return json.dumps({"type": kind}).encode() + b"\n"
+
+
+async def wyoming_event(reader: asyncio.StreamReader) -> tuple[str, str]:
+    """The server's next event as (type, error code); ("closed", "") once it hung up."""
+    line = await asyncio.wait_for(reader.readline(), 10)
+    if not line:
+        return "closed", ""
+    header = json.loads(line)
+    data = header.get("data") or {}
+    if header.get("data_length"):
+        data.update(json.loads(await reader.readexactly(header["data_length"])))
+    if header.get("payload_length"):
+        await reader.readexactly(header["payload_length"])
+    return header["type"], str(data.get("code", ""))
+
 
 async def victim_times(campaign: Campaign, rounds: int) -> tuple[list[float], list[float]]:
     """The well-behaved client: submit times and live first-audio times, ``rounds`` of each."""
@@ -256,7 +344,7 @@ async def run(args: argparse.Namespace) -> int:
                 campaign = Campaign(f"http://127.0.0.1:{ports['intake']}", f"http://127.0.0.1:{ports['edge']}")
                 before = await victim_times(campaign, rounds)
                 finished = await finished_cast(campaign)
-                attackers = [client(attacker_address(n)) for n in range(8)]
+                attackers = [client(attacker_address(n)) for n in range(10)]
                 try:
                     a = attackers
                     async with client(VICTIM_OF_WRITES) as owner:
@@ -266,6 +354,7 @@ async def run(args: argparse.Namespace) -> int:
                         lambda: campaign.global_limits(a[3]), lambda: campaign.free_live_text(a[4]),
                         lambda: campaign.cross_site(a[5]), lambda: campaign.headers(a[6]),
                         lambda: campaign.smaller(a[7], finished),
+                        lambda: campaign.wyoming(attacker_address(8)), lambda: campaign.durable_quota(a[9]),
                     ]
                     for n, attack in enumerate(attacks, start=2):
                         try:

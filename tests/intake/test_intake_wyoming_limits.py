@@ -6,7 +6,6 @@ event. Clients are told apart by loopback source address (127.0.0.2, .3, ...).""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -108,22 +107,26 @@ async def test_a_payload_within_its_limit_is_read_and_the_connection_goes_on(mak
     assert event is not None and event[0] == "info"
 
 
-async def _keep_sending(writer: asyncio.StreamWriter, pieces: list[bytes], every_s: float) -> None:
-    with contextlib.suppress(ConnectionError):
-        for piece in pieces:
-            writer.write(piece)
-            await writer.drain()
-            await asyncio.sleep(every_s)
-
-
 async def _refused_while(writer: asyncio.StreamWriter, reader: asyncio.StreamReader, pieces: list[bytes],
                          every_s: float, code: str) -> None:
-    sending = asyncio.ensure_future(_keep_sending(writer, pieces, every_s))
+    """Send ``pieces``, one every ``every_s``, until the server answers: then it must be ``code``
+    and the hang-up (the answer is read before more is written: a write to a cut socket would
+    break the read)."""
     try:
-        await _refused_with(reader, writer, code)
+        for piece in pieces:
+            writer.write(piece)
+            try:
+                line = await asyncio.wait_for(reader.readline(), every_s)
+            except asyncio.TimeoutError:
+                continue
+            header = json.loads(line)
+            data = json.loads(await reader.readexactly(header["data_length"]))
+            assert (header["type"], data["code"]) == ("error", code), (header, data)
+            assert await asyncio.wait_for(reader.read(), 10) == b"", "the server keeps the connection"
+            return
+        raise AssertionError(f"no {code} after {len(pieces) * every_s:g} s")
     finally:
-        sending.cancel()
-        await asyncio.gather(sending, return_exceptions=True)
+        writer.close()
 
 
 async def test_an_idle_client_is_cut_off_and_junk_does_not_keep_it(make_client: MakeClient) -> None:

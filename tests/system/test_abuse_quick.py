@@ -23,5 +23,5 @@ def test_the_quick_abuse_campaign_finds_no_violation() -> None:
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_abuse.py"), "--quick"],
                          env=env, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    assert "violations: 0 of 9 checks" in run.stdout
+    assert "violations: 0 of 11 checks" in run.stdout
     assert "ratio" in run.stdout  # the well-behaved client was measured side by side
