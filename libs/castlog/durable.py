@@ -1,7 +1,8 @@
 """Durable streams on Redis Streams: the storage side of the Durable Streams protocol.
 
 One stream per path: its meta hash, its log (one entry per append) and its producers' hash
-(keys in ``durable_lua.py``). An offset is the entry id of the last entry read, written as two
+(scripts in ``durable_lua.py``), named with its family's hash tag (``durable_keys.py``): a fork
+lives in its source's family, so every script's keys share one slot of a Redis Cluster. An offset is the entry id of the last entry read, written as two
 fixed-width decimal numbers so that offsets sort as strings the way the ids sort [R:ds-offsets].
 A fork keeps no copy of its source: its log starts above the fork point and reads stitch the
 source's entries up to that point to its own [R:ds-fork]. Nothing here knows HTTP.
@@ -11,17 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
 from . import durable_lua
+from .durable_keys import Links, keys_of, link_key, log_key, meta_key
 
-META_PREFIX = "ds/meta/"
-LOG_PREFIX = "ds/log/"
-PRODUCERS_PREFIX = "ds/prod/"
 # A path is this long at most, in characters; its segments are URL-safe and never . or ..
 MAX_PATH_CHARS = 256
 _PATH = re.compile(r"[A-Za-z0-9._~!$'()*+,;=:@-]+(?:/[A-Za-z0-9._~!$'()*+,;=:@-]+)*")
@@ -43,22 +42,6 @@ def valid_path(path: str) -> bool:
     if len(path) > MAX_PATH_CHARS or _PATH.fullmatch(path) is None:
         return False
     return all(part not in (".", "..") for part in path.split("/"))
-
-
-def meta_key(path: str) -> str:
-    return META_PREFIX + path
-
-
-def log_key(path: str) -> str:
-    return LOG_PREFIX + path
-
-
-def producers_key(path: str) -> str:
-    return PRODUCERS_PREFIX + path
-
-
-def keys_of(path: str) -> list[str]:
-    return [meta_key(path), log_key(path), producers_key(path)]
 
 
 def offset_of(entry: str | bytes) -> str:
@@ -134,6 +117,14 @@ class Meta:
     fork_at: str | None  # entry id: the source's entries up to here are this stream's
     fork_sub: int
     refs: int
+    gone: bool  # soft-deleted: forks still read it
+    depth: int  # forks between it and the first stream of its chain
+    family: str  # whose hash tag its keys carry (durable_keys.py): its own path, or its source's family
+
+    @property
+    def log(self) -> str:
+        """Its log's key."""
+        return log_key(self.path, self.family)
 
     @property
     def tail_offset(self) -> str:
@@ -144,13 +135,14 @@ class Meta:
         return is_json(self.content_type)
 
     @staticmethod
-    def of(path: str, flat: Sequence[bytes]) -> Meta:
+    def of(path: str, flat: Sequence[bytes], family: str) -> Meta:
         m = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
         return Meta(
             path=path, content_type=m.get("ct", "application/octet-stream"),
             ttl=int(m["ttl"]) if "ttl" in m else None, expires_at=m.get("exp"), closed="closed" in m,
             closed_by=m.get("cby"), tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
             fork_sub=int(m.get("fsub", "0")), refs=int(m.get("refs", "0")),
+            gone="gone" in m, depth=int(m.get("depth", "0")), family=family,
         )
 
 
@@ -190,34 +182,102 @@ def _words(reply: Sequence[object]) -> tuple[str, ...]:
     return tuple(w.decode() if isinstance(w, bytes) else str(w) for w in reply)
 
 
+# A fork's claim of its path meets a stream at home that goes meanwhile: it claims again, this often.
+CLAIM_TRIES = 3
+
+
+def _status(reply: Sequence[object]) -> str:
+    return _words(reply[:1])[0]
+
+
 class DurableStreams:
-    """Every operation on the durable streams; one per process, on a pooled client."""
+    """Every operation on the durable streams; one per process, on a pooled client (a single
+    Redis or a cluster: each script's keys are of one family, so of one slot)."""
 
     def __init__(self, redis: Redis, max_stream_bytes: int = MAX_STREAM_BYTES) -> None:
         self.redis = redis
         self.max_stream_bytes = max_stream_bytes
+        self.links = Links()
         self._create = redis.register_script(durable_lua.CREATE)
         self._append = redis.register_script(durable_lua.APPEND)
         self._open = redis.register_script(durable_lua.OPEN)
         self._delete = redis.register_script(durable_lua.DELETE)
         self._release = redis.register_script(durable_lua.RELEASE)
+        self._link = redis.register_script(durable_lua.LINK)
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
         """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``,
-        ``too_big``, ``too_deep`` (a fork past ``MAX_FORK_DEPTH``)."""
+        ``too_big``, ``too_deep`` (a fork past ``MAX_FORK_DEPTH``), ``elsewhere`` (a fork at a path
+        that an earlier fork of another family holds)."""
         args = [
             spec.content_type, normal_type(spec.content_type), _opt(spec.ttl), spec.expires_at or "",
             _opt(spec.deadline_ms), "1" if spec.closed else "", spec.source or "", spec.fork_at or "",
             str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), str(MAX_FORK_DEPTH), *entries,
         ]
-        source_key = meta_key(spec.source) if spec.source else meta_key(path)
-        reply = await self._create(keys=[*keys_of(path), source_key], args=args)
-        status = _words(reply[:1])[0]
-        if status in ("created", "exists"):
-            await self._release_chain(_words(reply[2:3])[0] if len(reply) > 2 else "")
-            return Outcome(status, Meta.of(path, reply[1]))
-        await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "")
-        return Outcome(status)
+        wanted = await self.family_of(spec.source) if spec.source else self.links.family(path)
+        family = wanted
+        for _ in range(CLAIM_TRIES):
+            if family != path:  # a fork away from home: its path is claimed for the family first
+                refused = await self._refusal(spec, family, entries)
+                if refused is not None:  # (so that a refused fork leaves no link)
+                    return Outcome(refused)
+                claimed = await self._claim(path, family)
+                if claimed is None:  # a stream is at home
+                    found = await self._run_at(path, path, self._open, ["0"])
+                    if found.status == "missing":
+                        continue  # it went meanwhile: claim again
+                    return Outcome("exists", found.meta) if found.meta is not None else found
+                family = claimed
+            if spec.source and family != wanted:  # the source's family cannot reach this path's
+                found = await self._run_at(path, family, self._open, ["0"])
+                return Outcome("exists", found.meta) if found.meta is not None else Outcome("elsewhere")
+            source_key = meta_key(spec.source, family) if spec.source else meta_key(path, family)
+            home = [link_key(path)] if family == path else []
+            reply = await self._create(keys=[*keys_of(path, family), source_key, *home], args=args)
+            status = _status(reply)
+            if status == "linked":  # linked to a family meanwhile (or before this process knew)
+                family = _words(reply[1:2])[0]
+                self.links.keep(path, family)
+                if not spec.source:
+                    wanted = family
+                continue
+            if status in ("created", "exists"):
+                await self._release_chain(_words(reply[2:3])[0] if len(reply) > 2 else "", family)
+                return Outcome(status, Meta.of(path, reply[1], family))
+            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
+            return Outcome(status)
+        raise RuntimeError(f"durable stream {path!r}: its home kept changing while a fork claimed it")
+
+    async def _refusal(self, spec: Spec, family: str, entries: Sequence[bytes]) -> str | None:
+        """What CREATE would refuse a fork for, asked before its path is linked (the script asks again)."""
+        if sum(len(e) for e in entries) > self.max_stream_bytes:
+            return "too_big"
+        if not spec.source:
+            return None
+        source = await self.peek(spec.source, family)
+        if source is None:
+            return "nosrc"
+        if source.gone:
+            return "srcgone"
+        return "too_deep" if source.depth + 1 > MAX_FORK_DEPTH else None
+
+    async def _claim(self, path: str, family: str) -> str | None:
+        """The family ``path`` is linked to once claimed for ``family`` (an earlier link wins), or
+        None while a stream is at home."""
+        reply = await self._link(keys=[*keys_of(path), link_key(path)], args=[family])
+        if _status(reply) == "home":
+            return None
+        linked, released = _words(reply[1:3])
+        await self._release_chain(released, path)
+        self.links.keep(path, linked)
+        return linked
+
+    async def family_of(self, path: str) -> str:
+        """Where ``path``'s keys are: a link read (or kept), else its own path."""
+        kept = self.links.family(path)
+        if kept != path:
+            return kept
+        return await self.links.read(self.redis, path) or path
 
     async def append(
         self, path: str, content_type: str, entries: Sequence[bytes], *, stream_seq: str | None = None,
@@ -229,45 +289,63 @@ class DurableStreams:
         pid, epoch, seq = producer if producer else ("", "", "")
         args = [normal_type(content_type) if entries else "", stream_seq or "", pid, str(epoch), str(seq),
                 "1" if close else "", str(self.max_stream_bytes), *entries]
-        return await self._outcome(path, await self._append(keys=keys_of(path), args=args))
+        return await self._located(path, self._append, args)
 
     async def open(self, path: str, *, touch: bool) -> Outcome:
         """``ok`` with the meta (a read slides the TTL; a HEAD does not), ``missing`` or ``gone``."""
-        return await self._outcome(path, await self._open(keys=keys_of(path), args=["1" if touch else "0"]))
+        return await self._located(path, self._open, ["1" if touch else "0"])
 
     async def delete(self, path: str) -> str:
         """``deleted``, ``soft`` (forks still read it), ``missing`` or ``gone``."""
-        reply = await self._delete(keys=keys_of(path))
-        status = _words(reply[:1])[0]
-        if status in ("deleted", "missing") and len(reply) > 1:
-            await self._release_chain(_words(reply[1:2])[0])
+        family = self.links.family(path)
+        status = await self._delete_at(path, family)
+        if status == "missing" and family == path and (linked := await self.links.read(self.redis, path)):
+            status = await self._delete_at(path, linked)
         return status
 
-    async def _outcome(self, path: str, reply: Sequence[object]) -> Outcome:
-        status = _words(reply[:1])[0]
+    async def _delete_at(self, path: str, family: str) -> str:
+        reply = await self._delete(keys=keys_of(path, family))
+        status = _status(reply)
+        if status in ("deleted", "missing") and len(reply) > 1:
+            await self._release_chain(_words(reply[1:2])[0], family)
+        return status
+
+    async def _located(self, path: str, script: Callable[..., Awaitable[Any]], args: list[Any]) -> Outcome:
+        """``script`` on the stream where it is: at home, unless it is missing there and linked."""
+        family = self.links.family(path)
+        outcome = await self._run_at(path, family, script, args)
+        if outcome.status == "missing" and family == path:
+            linked = await self.links.read(self.redis, path)
+            if linked is not None:
+                return await self._run_at(path, linked, script, args)
+        return outcome
+
+    async def _run_at(self, path: str, family: str, script: Callable[..., Awaitable[Any]], args: list[Any]) -> Outcome:
+        reply = await script(keys=keys_of(path, family), args=args)
+        status = _status(reply)
         if status == "missing":  # lapsed just now, or never there
-            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "")
+            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
             return Outcome(status)
         if status == "gone":
             return Outcome(status)
         flat = reply[1]
         assert isinstance(flat, list)
-        return Outcome(status, Meta.of(path, flat), _words(reply[2:]))
+        return Outcome(status, Meta.of(path, flat, family), _words(reply[2:]))
 
-    async def _release_chain(self, source: str) -> None:
-        """A fork went: its source loses a reference, and a soft-deleted source nobody reads goes
-        too, up the chain."""
+    async def _release_chain(self, source: str, family: str) -> None:
+        """A fork went: its source (of its family) loses a reference, and a soft-deleted source
+        nobody reads goes too, up the chain."""
         while source:
-            reply = await self._release(keys=keys_of(source))
+            reply = await self._release(keys=keys_of(source, family))
             words = _words(reply)
             source = words[1] if words[0] == "deleted" and len(words) > 1 else ""
 
-    async def peek(self, path: str) -> Meta | None:
+    async def peek(self, path: str, family: str) -> Meta | None:
         """A stream's meta without touching it (a fork's source, soft-deleted or not)."""
-        found = cast("dict[bytes, bytes]", await self.redis.hgetall(meta_key(path)))
+        found = cast("dict[bytes, bytes]", await self.redis.hgetall(meta_key(path, family)))
         if not found:
             return None
-        return Meta.of(path, [x for kv in found.items() for x in kv])
+        return Meta.of(path, [x for kv in found.items() for x in kv], family)
 
     async def read(self, meta: Meta, after: str, max_bytes: int) -> Slice:
         """Entries after ``after`` up to the tail ``meta`` saw, through the fork chain, about
@@ -302,11 +380,11 @@ class DurableStreams:
         while current is not None:
             low = max(after, current.fork_at or ZERO_ID, key=id_key)
             if id_key(low) < id_key(high):
-                segments.insert(0, (log_key(current.path), low, high))
+                segments.insert(0, (current.log, low, high))
             if current.source is None or current.fork_at is None or id_key(after) >= id_key(current.fork_at):
                 break
             high = min(high, current.fork_at, key=id_key)
-            current = await self.peek(current.source)
+            current = await self.peek(current.source, current.family)  # a chain is one family
         return segments
 
     async def first_after(self, meta: Meta, after: str) -> bytes | None:

@@ -1,8 +1,10 @@
 """The Lua scripts of the durable streams (``durable.py``): each one atomic step of one stream.
 
-Every script takes the stream's three keys first: KEYS[1] its meta hash ``ds/meta/<path>``,
-KEYS[2] its log ``ds/log/<path>`` (one entry per append: ``d`` the bytes; a close-only marker
-``c`` wakes blocking readers), KEYS[3] its producers hash ``ds/prod/<path>`` (id -> epoch:seq).
+Every script takes the stream's three keys first: KEYS[1] its meta hash ``ds/{<family>}/meta/<path>``,
+KEYS[2] its log ``ds/{<family>}/log/<path>`` (one entry per append: ``d`` the bytes; a close-only
+marker ``c`` wakes blocking readers), KEYS[3] its producers hash ``ds/{<family>}/prod/<path>`` (id
+-> epoch:seq). Every key a script is given carries the same family tag, so each runs in one slot
+of a Redis Cluster (``durable_keys.py``).
 Times are Redis's own clock (``NOW_MS``); a stream lapses lazily when a script meets it past
 its deadline ``dl`` [R:ds-expiry].
 """
@@ -85,7 +87,8 @@ end
 """
 )
 
-# KEYS[4]: the source's meta hash for a fork (else any key, unused)
+# KEYS[4]: the source's meta hash for a fork, in the same family (else any key of it, unused);
+# KEYS[5], only when the stream is created at home (its family is its path): the path's link.
 # ARGV[1..9]: ct (as given), ctn (normalised), ttl, exp (as given), dl (ms), closed, src (fork
 # source path), fofs (fork offset, an entry id), fsub, in that order ('' for absent);
 # ARGV[10]: the most bytes the stream may hold; ARGV[11]: the most forks a chain may hold (a
@@ -94,9 +97,14 @@ end
 # compares configurations); soft-deleted: {'gone'}. A fork whose source is missing: {'nosrc'},
 # soft-deleted: {'srcgone'}, one fork too deep: {'too_deep'}. A lapsed stream at the path is removed first: {..., src} tells the
 # caller which source to release (last element, '' for none) [R:ds-create] [R:ds-fork].
+# A path linked to another family meanwhile: {'linked', family}: the caller creates it there.
 CREATE = (
     PRELUDE
     + """
+if KEYS[5] then
+  local family = redis.call('GET', KEYS[5])
+  if family then return {'linked', family} end
+end
 local released = ''
 local m = load(KEYS[1])
 if m then
@@ -221,6 +229,27 @@ if tonumber(m.refs or '0') > 0 then
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return {'deleted', m.src or ''}
+"""
+)
+
+# KEYS[4]: the path's link; KEYS[1..3] its keys at home; ARGV[1]: the family a fork of it joins.
+# Claims the path for that family: {'linked', family, released} (the family it is linked to now,
+# this one or an earlier, and the source of a lapsed stream removed from home, '' for none), or
+# {'home'} while a stream (live or soft-deleted) is at home: a path is never both.
+LINK = (
+    PRELUDE
+    + """
+local family = redis.call('GET', KEYS[4])
+if family then return {'linked', family, ''} end
+local released = ''
+local m = load(KEYS[1])
+if m then
+  local s = settle(m)
+  if not s or s[1] == 'gone' then return {'home'} end
+  released = s[2]
+end
+redis.call('SET', KEYS[4], ARGV[1])
+return {'linked', ARGV[1], released}
 """
 )
 

@@ -123,7 +123,7 @@ def _slot(request: web.Request) -> asyncio.Semaphore:
 async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
     """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
     since = max(after, meta.tail, key=id_key)
-    return await request.app[EDGE].durable.tail.wait(meta.path, since, seconds)
+    return await request.app[EDGE].durable.tail.wait(meta.log, since, seconds)
 
 
 def _timed_out(request: web.Request, meta: Meta) -> web.Response:

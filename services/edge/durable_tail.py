@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from castlog import BlockingRead
-from castlog.durable import DurableStreams, id_key, log_key
+from castlog.durable import DurableStreams, id_key
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,10 @@ class DurableTail:
     def waiting(self) -> int:
         return sum(len(w) for w in self.waiters.values())
 
-    async def wait(self, path: str, after: str, seconds: float) -> bool:
-        """Until the stream's log has an entry past ``after`` (True), or ``seconds`` pass."""
+    async def wait(self, key: str, after: str, seconds: float) -> bool:
+        """Until the stream's log ``key`` has an entry past ``after`` (True), or ``seconds`` pass."""
         if self.closing:
             return True  # edge stops: answer now
-        key = log_key(path)
         waiter = Waiter(after)
         joining = self.waiters.get(key)
         self.waiters.setdefault(key, set()).add(waiter)

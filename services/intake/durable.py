@@ -148,6 +148,8 @@ async def create(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such source stream")
     if outcome.status == "too_big":
         raise _too_big(request)
+    if outcome.status == "elsewhere":
+        raise Refusal(409, "conflict", "this path was a fork of another family of streams; fork to another path")
     if outcome.status == "too_deep":
         raise ds.bad(f"a fork of a fork is at most {MAX_FORK_DEPTH} deep")
     raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")

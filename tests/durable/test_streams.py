@@ -19,6 +19,7 @@ from yarl import URL
 import edge
 import intake
 from castlog.durable import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
+from castlog.durable_keys import link_key, meta_key
 from servicekit import dshttp
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
@@ -72,7 +73,7 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
                                  data=b"x") as response:
                 assert response.status == 400
                 assert (await response.json())["error"]["code"] == "bad_request"
-    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/s"]  # no log, no producer
+    assert sorted(await redis.keys("ds/*")) == [meta_key("s").encode()]  # no log, no producer
 
 
 @pytest.mark.rule("ds-cursor")
@@ -129,7 +130,7 @@ async def test_a_body_too_large_or_too_slow_is_a_json_refusal(redis: Redis, redi
                 assert response.status == 408, method
                 assert (await response.json())["error"]["code"] == "body_timeout"
     await server.close()
-    assert sorted(await redis.keys("ds/*")) == [b"ds/meta/created"]  # no log: nothing was appended
+    assert sorted(await redis.keys("ds/*")) == [meta_key("created").encode()]  # no log: nothing was appended
 
 
 @pytest.mark.rule("ds-expiry")
@@ -162,7 +163,9 @@ async def test_a_deleted_source_lives_on_for_its_fork_and_goes_with_it(origin: s
             assert await response.read() == b"abcdef"
         async with http.delete(fork) as response:
             assert response.status == 204
-    assert await redis.keys("ds/*") == []
+    # the fork lived in its source's family: only its path's link to it stays (a few bytes, for good)
+    assert await redis.keys("ds/*") == [link_key("fork").encode()]
+    assert await redis.get(link_key("fork")) == b"src"
 
 
 @pytest.mark.rule("ds-fork", "ds-bounded")
@@ -182,7 +185,7 @@ async def test_a_chain_of_forks_is_bounded(origin: str, redis: Redis) -> None:
             assert response.status == 400
             assert (await response.json())["error"]["code"] == "bad_request"
     assert await redis.keys("ds/*deeper") == []
-    assert int(await redis.hget(f"ds/meta/f{MAX_FORK_DEPTH}", "refs")) == 0
+    assert int(await redis.hget(meta_key(f"f{MAX_FORK_DEPTH}", "f0"), "refs")) == 0
 
 
 @pytest.mark.rule("ds-offsets")
@@ -271,7 +274,7 @@ async def test_stream_seq_compares_bytes_and_json_refuses_lone_surrogates(origin
         async with http.put(f"{origin}/v1/stream/surrogate", headers={"Content-Type": "application/json"},
                             data=b'["\\ud800"]') as response:
             assert response.status == 400
-    assert not await redis.exists("ds/meta/surrogate")
+    assert not await redis.exists(meta_key("surrogate"))
 
 
 @pytest.mark.rule("ds-sse")

@@ -1,0 +1,78 @@
+"""Durable Streams on a real 3-master, 3-replica Redis Cluster: every script (create, fork, append,
+close, delete, the release up a fork chain, expiry) keeps its keys in one hash slot, so none is
+refused CROSSSLOT, with streams spread over the masters; a fork found through its link from
+another process. The names before families would not: a fork's create touched two slots."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from castlog.durable import DurableStreams, Spec
+from castlog.durable_keys import OLD_META_PREFIX, keys_of
+from servicekit import connect
+from servicekit.connect import is_cluster
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.rule("ds-families")
+
+
+@pytest.fixture
+async def cluster_client(redis_cluster: Cluster) -> AsyncIterator[Redis]:
+    redis_cluster.flushall()
+    client = await connect(redis_cluster.url)
+    assert is_cluster(client)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def _text(streams: DurableStreams, path: str) -> bytes:
+    found = await streams.open(path, touch=True)
+    assert found.meta is not None, (path, found.status)
+    got = await streams.read(found.meta, "0-0", 1 << 20)
+    return b"".join(data for _, data in got.entries)
+
+
+def test_the_old_names_of_a_fork_and_its_source_were_two_slots() -> None:
+    assert key_slot((OLD_META_PREFIX + "fork").encode()) != key_slot((OLD_META_PREFIX + "src").encode())
+
+
+async def test_every_script_of_a_fork_chain_runs_on_a_cluster(cluster_client: Redis, redis_cluster: Cluster) -> None:
+    streams = DurableStreams(cluster_client)
+    assert (await streams.create("src", Spec("text/plain"), [b"a"])).status == "created"
+    ok = await streams.append("src", "text/plain", [b"b"], producer=("p", 0, 0), stream_seq="1")
+    assert ok.status == "ok" and ok.meta is not None
+    assert (await streams.create("fork", Spec("text/plain", source="src", fork_at=ok.meta.tail), [])).status \
+        == "created"
+    assert (await streams.append("fork", "text/plain", [b"c"], producer=("p", 0, 0))).status == "ok"
+    fork = (await streams.open("fork", touch=False)).meta
+    assert fork is not None and fork.family == "src"
+    assert (await streams.create("deeper", Spec("text/plain", source="fork", fork_at=fork.tail), [b"d"])).status \
+        == "created"
+    assert await _text(DurableStreams(cluster_client), "deeper") == b"abcd"  # a fresh process: through the link
+    assert (await streams.append("fork", "", [], close=True)).status == "ok"
+    assert await streams.delete("src") == "soft"  # forks still read it
+    assert await streams.delete("fork") == "soft"
+    assert await _text(streams, "deeper") == b"abcd"
+    assert await streams.delete("deeper") == "deleted"  # and the chain goes with it
+    assert await cluster_client.exists(*keys_of("src")) == 0
+    assert await cluster_client.exists(*keys_of("fork", "src")) == 0
+
+
+async def test_streams_spread_over_the_masters_and_expire(cluster_client: Redis, redis_cluster: Cluster) -> None:
+    streams = DurableStreams(cluster_client)
+    paths = [f"spread/{n}" for n in range(24)]
+    for path in paths:
+        assert (await streams.create(path, Spec("text/plain", ttl=1), [path.encode()])).status == "created"
+    masters = {redis_cluster.master_of(keys_of(p)[0]).port for p in paths}
+    assert len(masters) == 3
+    assert [await _text(streams, p) for p in paths[:3]] == [p.encode() for p in paths[:3]]
+    await asyncio.sleep(1.1)
+    assert (await streams.open(paths[5], touch=False)).status == "missing"  # lapsed, and removed
+    assert await cluster_client.exists(*keys_of(paths[5])) == 0
