@@ -98,7 +98,8 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
         guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),
         reader=reader, played=Played(redis, cfg.played_flush_s),
-        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters),
+        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters,
+                             cluster_poll_s=cfg.ds_cluster_poll_ms / 1000),
     )
     tail.start()
     app[EDGE].durable.tail.start()

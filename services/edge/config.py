@@ -70,5 +70,8 @@ class Config(Settings):
                                      "`/v1/stream/*` catch-up read (at least one append)")
     ds_max_waiters: int = setting("EDGE_DS_MAX_WAITERS", 1024, gt=0, doc="`/v1/stream/*` long-poll and SSE "
                                   "readers waiting at once per edge, on one shared read (503 beyond)")
+    ds_cluster_poll_ms: int = setting("EDGE_DS_CLUSTER_POLL_MS", 100, gt=0, doc="on a Redis Cluster, how often "
+                                      "the `/v1/stream/*` waiters' shared read asks each slot they wait on (one "
+                                      "XREAD per slot, none blocking; a single Redis blocks on one read instead)")
     ds_sse_max_s: float = setting("EDGE_DS_SSE_MAX_S", 60.0, gt=0, doc="an `/v1/stream/*` SSE response's "
                                   "lifetime; the client reconnects from its offset")

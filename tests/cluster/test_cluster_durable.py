@@ -76,3 +76,28 @@ async def test_streams_spread_over_the_masters_and_expire(cluster_client: Redis,
     await asyncio.sleep(1.1)
     assert (await streams.open(paths[5], touch=False)).status == "missing"  # lapsed, and removed
     assert await cluster_client.exists(*keys_of(paths[5])) == 0
+
+
+@pytest.mark.rule("ds-one-upstream-read")
+async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redis, redis_cluster: Cluster) -> None:
+    from edge.durable_tail import DurableReads  # edge's shared read of the waiters, on the cluster
+
+    streams = DurableStreams(cluster_client)
+    paths = [f"wait/{n}" for n in range(6)]  # families on every master
+    metas = []
+    for path in paths:
+        created = await streams.create(path, Spec("text/plain"), [b"first"])
+        assert created.meta is not None
+        metas.append(created.meta)
+    reads = DurableReads(redis_cluster.url, cluster_client, block_ms=5000, max_waiters=100, cluster_poll_s=0.05)
+    assert reads.tail.poll_s == 0.05
+    reads.tail.start()
+    try:
+        waits = [asyncio.ensure_future(reads.tail.wait(m.log, m.tail, 30)) for m in metas]
+        await asyncio.sleep(0.2)
+        assert not any(w.done() for w in waits), "nothing new yet"
+        for path in paths:
+            assert (await streams.append(path, "text/plain", [b"next"])).status == "ok"
+        assert await asyncio.gather(*waits) == [True] * len(paths)  # each woken (not timed out)
+    finally:
+        await reads.aclose()
