@@ -156,6 +156,9 @@ class Config(Settings):
     wyoming_idle_s: float = setting("INTAKE_WYOMING_IDLE_S", 60.0, gt=0, doc="a Wyoming connection that sends "
                                     "no request this long is closed (junk, unknown events and a frame trickled "
                                     "in do not count; a cast it was feeding is cut short)")
+    wyoming_write_timeout_s: float = setting("INTAKE_WYOMING_WRITE_TIMEOUT_S", 30.0, gt=0, doc="a Wyoming client "
+                                             "that takes no bytes this long is cut off (a cast it was hearing is "
+                                             "cut short)")
     wyoming_max_connections: int = setting("INTAKE_WYOMING_MAX_CONNECTIONS", 64, gt=0, doc="Wyoming "
                                            "connections at once per process (`busy` beyond)")
     wyoming_connections_per_client: int = setting("INTAKE_WYOMING_CONNECTIONS_PER_CLIENT", 4, gt=0, doc="Wyoming "

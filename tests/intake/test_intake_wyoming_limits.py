@@ -6,7 +6,9 @@ event. Clients are told apart by loopback source address (127.0.0.2, .3, ...).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -232,3 +234,22 @@ def test_the_allow_list_is_checked_and_none_empties_it() -> None:
     assert networks("10.0.0.0/8, ::1") == frozenset({"10.0.0.0/8", "::1"})
     with pytest.raises(ValueError):
         networks("10.0.0.300")
+
+
+async def test_a_client_that_takes_no_bytes_is_cut_off(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_write_timeout_s=0.5)
+    reader, writer = await _connect(port)
+    writer.transport.set_write_buffer_limits(high=1 << 30)  # (its own sends never wait on the server)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    asked = 20_000
+    writer.write(_frame("describe") * asked)  # and never a byte read while the answers pile up
+    await asyncio.sleep(2)
+    answers = 0
+    with contextlib.suppress(ConnectionError):
+        while (line := await asyncio.wait_for(reader.readline(), 10)):
+            answers += 1
+            header = json.loads(line)
+            await reader.readexactly(header.get("data_length", 0))
+    writer.close()
+    assert answers < asked, "the server wrote every answer to a client that read none"

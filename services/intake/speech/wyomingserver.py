@@ -95,7 +95,12 @@ class Handler:
         self.follower: asyncio.Task[None] | None = None
 
     async def write_event(self, event: Event) -> None:
-        await async_write_event(event, self.writer)
+        """Out within INTAKE_WYOMING_WRITE_TIMEOUT_S, or the connection is cut (ConnectionError)."""
+        try:
+            await asyncio.wait_for(async_write_event(event, self.writer), self.app[INTAKE].cfg.wyoming_write_timeout_s)
+        except asyncio.TimeoutError:
+            self.writer.transport.abort()  # its reads end too: the serve loop sees the end
+            raise ConnectionError("the Wyoming client took no bytes in time") from None
 
     async def serve(self) -> None:
         """Events until the client leaves or breaks a limit (then an ``error`` event, and the cut)."""
@@ -210,6 +215,8 @@ class Handler:
             await self.write_event(WyomingError(text=failed.reason, code="synthesis_failed").event())
         except TailClosed:
             await self.write_event(WyomingError(text="intake is stopping", code="shutting_down").event())
+        except (ConnectionError, OSError):
+            pass  # the client went away or took nothing in time: the serve loop ends with it
 
     async def disconnect(self) -> None:
         """The client left: a cast still being spoken is cut short."""
