@@ -6,6 +6,7 @@ caller's permissions) and nothing beyond it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -396,3 +397,50 @@ def test_entrypoint_sizes_maxmemory_from_the_memory_it_has(tmp_path: Path) -> No
     assert 0 < maxmemory <= ceiling * 0.6 and maxmemory >= ceiling * 0.59
     fixed = run(["sh", str(REDIS_DIR / "entrypoint.sh")], env={**env, "REDIS_MAXMEMORY": "3gb"})
     assert "--maxmemory 3gb" in fixed.stdout
+
+
+async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: redis.Redis) -> None:
+    """/v1/stream as deployed: intake creates, forks (in the source's family), appends, closes,
+    deletes and takes its per-client quota; edge opens (sliding the TTL), reads and waits; edge
+    writes no data."""
+    from castlog.durable import DurableStreams, Spec
+    from castlog.durable_keys import keys_of
+    from edge.durable_tail import DurableTail
+    from intake.dsquota import DurableQuota
+
+    intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
+    edge = AsyncRedis(port=redis_port, username="edge", password=PASSWORDS["EDGE"])
+    conn = AsyncRedis(port=redis_port, username="edge", password=PASSWORDS["EDGE"], single_connection_client=True)
+    try:
+        writes, reads = DurableStreams(intake), DurableStreams(edge)
+        quota = DurableQuota(intake, 100, 1 << 20)
+        await quota.peek("203.0.113.9", creating=True, declared_bytes=10)
+        await quota.take("203.0.113.9", creating=True, size=1)
+        assert (await writes.create("acl", Spec("text/plain", ttl=60), [b"a"])).status == "created"
+        ok = await writes.append("acl", "text/plain", [b"b"], producer=("p", 0, 0))
+        assert ok.status == "ok" and ok.meta is not None
+        fork = await writes.create("acl/fork", Spec("text/plain", source="acl", fork_at=ok.meta.tail), [b"c"])
+        assert fork.status == "created"
+        found = await reads.open("acl/fork", touch=True)
+        assert found.meta is not None and found.meta.family == "acl"
+        got = await reads.read(found.meta, "0-0", 1 << 20)
+        assert b"".join(d for _, d in got.entries) == b"abc"
+        tail = DurableTail(conn, edge, block_ms=1000)
+        tail.start()
+        try:
+            waiting = asyncio.ensure_future(tail.wait(found.meta.log, found.meta.tail, 10))
+            await asyncio.sleep(0.1)
+            assert (await writes.append("acl/fork", "text/plain", [b"d"])).status == "ok"
+            assert await waiting
+        finally:
+            await tail.stop()
+        assert (await writes.append("acl", "", [], close=True)).status == "ok"
+        assert await writes.delete("acl") == "soft"
+        assert await writes.delete("acl/fork") == "deleted"
+        assert admin.exists(*keys_of("acl")) == 0
+        with pytest.raises(redis.ResponseError, match="|".join(ACL_REFUSALS)):
+            await DurableStreams(edge).create("by-edge", Spec("text/plain"), [b"x"])
+    finally:
+        await intake.aclose()
+        await edge.aclose()
+        await conn.aclose()

@@ -44,6 +44,12 @@ SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
 # intake's rl/intake*); these categories hold only keyed commands, so the key patterns bound them.
 RATE_LIMIT="~rl/edge/* ~rl/edge-streams/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
 RATE_LIMIT="$RATE_LIMIT +time"
+# Durable Streams (/v1/stream, castlog/durable*.py): a stream's keys ds/{<family>}/... and a
+# fork's link ds/{<path>}/family. Its scripts run a stream's whole step (the meta hash, the log, a
+# lapsed stream's removal, the expiry backstop). intake writes (XADD, the link's SET); edge reads
+# (XRANGE, the waiters' XREAD), slides a read stream's TTL and removes lapsed ones, so it holds
+# the hash and DEL commands but adds no entry.
+DURABLE="~ds/* $SCRIPTS +hgetall +hget +hset +hincrby +del +pexpireat +persist +get +xrange"
 
 # Unauthenticated connections may only PING: the container and pod health checks need no secret.
 echo "user default on nopass resetkeys resetchannels -@all +ping"
@@ -63,7 +69,8 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
-    "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)"
+    "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)" \
+    "($DURABLE +xadd +set)"
 # synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each
 # job's tally; receipts, dead letters, voices; reads recipes; appends to casts.
 # TIME: the scripts stamp records with Redis's clock. MULTI: an XACK drops its job's tally.
@@ -89,4 +96,5 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
 echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT +client|unblock" \
     "%R~pub/casts/* +xrange +xrevrange +xread +xlen +xinfo|stream +exists +evalsha_ro +eval_ro" \
     "($RATE_LIMIT)" \
-    "(~archive/played +zadd)"
+    "(~archive/played +zadd)" \
+    "($DURABLE +xread)"
