@@ -101,3 +101,28 @@ async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redi
         assert await asyncio.gather(*waits) == [True] * len(paths)  # each woken (not timed out)
     finally:
         await reads.aclose()
+
+
+async def test_the_v1_stream_routes_run_on_a_cluster(cluster_client: Redis, redis_cluster: Cluster) -> None:
+    """intake's writes and edge's reads through their app factories behind the proxy, on the cluster."""
+    from aiohttp import ClientSession
+
+    from tests.durable.conftest import serving_origin
+
+    async with serving_origin(cluster_client, redis_cluster.url) as base, ClientSession() as http:
+        text = {"Content-Type": "text/plain"}
+        async with http.put(f"{base}/v1/stream/web", headers=text, data=b"one ") as response:
+            assert response.status == 201, await response.text()
+            offset = response.headers["Stream-Next-Offset"]
+        async with http.put(f"{base}/v1/stream/web/fork", headers={"Stream-Forked-From": "/v1/stream/web"},
+                            skip_auto_headers=["Content-Type"]) as response:
+            assert response.status == 201, await response.text()
+        polling = asyncio.ensure_future(http.get(f"{base}/v1/stream/web/fork", params={"offset": offset,
+                                                                                       "live": "long-poll"}))
+        await asyncio.sleep(0.3)
+        async with http.post(f"{base}/v1/stream/web/fork", headers=text, data=b"two") as response:
+            assert response.status == 204
+        async with await polling as response:
+            assert response.status == 200 and await response.read() == b"two"
+        async with http.get(f"{base}/v1/stream/web/fork", params={"offset": "-1"}) as response:
+            assert await response.read() == b"one two"
