@@ -91,7 +91,7 @@ async def migrate_durable_keys(redis: Redis) -> int:
     """Rename every stream kept under the old names (``ds/meta/<path>`` ...) to its family's
     names, linking the forks that leave their own slot; the number of streams moved. For one
     Redis (the old names never ran on a cluster), before the services start on the new code, and
-    idempotent: a second run finds nothing. ``streamtts migrate-keys`` calls it."""
+    idempotent: a second run finds nothing. The durable streams' step of ``streamtts migrate-keys``."""
     sources: dict[str, str | None] = {}
     async for raw in redis.scan_iter(match=OLD_META_PREFIX + "*", count=SCAN_BATCH):
         key = raw.decode() if isinstance(raw, bytes) else str(raw)
