@@ -14,6 +14,7 @@ from servicekit import client_for
 from streamtts.listening import english_model_dir
 from streamtts.redisserver import RedisServer, start_server
 from tests.support import outside
+from tests.support.cluster import Cluster, start_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
@@ -69,3 +70,11 @@ def model_dir() -> Path:
         return english_model_dir()
     except RuntimeError as e:
         pytest.fail(str(e))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A real 3-master, 3-replica Redis Cluster on loopback, started once per session when asked."""
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()

@@ -4,18 +4,25 @@ Every service's pooled client shares one set of connection settings (:func:`resi
 command that meets a connection which died with an old server (Redis restarted, failed over) is
 retried on a fresh connection, a connection idle for a while is checked before use, and TCP
 keepalive finds half-open ones. So once Redis is back, no request fails on a stale connection.
+
+Cluster mode is found from ``REDIS_URL`` alone: a server whose ``INFO cluster`` says
+``cluster_enabled:1`` gets redis-py's asyncio ``RedisCluster`` (:class:`LaneCluster`), which
+speaks the same commands, so the services run one code path (castlog/keys.py puts the keys of
+one atomic step in one slot). The cluster client's known pitfalls are handled there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import Any, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MaxConnectionsError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,8 @@ RETRY_BASE_S = 0.05
 RETRY_CAP_S = 0.5
 # A pooled connection idle this long is PINGed before use (and replaced if the PING fails).
 HEALTH_CHECK_INTERVAL_S = 10
+# A cluster client whose node has no free connection looks again this often (LaneCluster).
+POOL_POLL_S = 0.005
 
 
 async def connect(
@@ -46,13 +55,21 @@ async def connect(
     pool_timeout_s: float = POOL_TIMEOUT_S,
     socket_timeout_s: float | None = None,
 ) -> Redis:
-    """A client for ``url`` once the server answers PING; retries with exponential backoff."""
+    """A client for ``url`` once the server answers PING; retries with exponential backoff.
+    A server in cluster mode gets a cluster client (:class:`LaneCluster`) with the same bounds."""
     client = client_for(url, max_connections, pool_timeout_s=pool_timeout_s, socket_timeout_s=socket_timeout_s)
     delay = backoff_s
     for attempt in range(1, attempts + 1):
         try:
             await client.ping()
-            return client
+            if not await cluster_enabled(client):
+                return client
+            await client.aclose()
+            cluster = client_for(
+                url, max_connections, pool_timeout_s=pool_timeout_s, socket_timeout_s=socket_timeout_s, cluster=True
+            )
+            await cluster.ping()  # (RedisCluster learns the slots on its first command)
+            return cluster
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             if attempt == attempts:
                 await client.aclose()
@@ -72,14 +89,85 @@ def client_for(
     *,
     pool_timeout_s: float = POOL_TIMEOUT_S,
     socket_timeout_s: float | None = None,
+    cluster: bool = False,
 ) -> Redis:
     """A client whose pool makes callers wait (up to ``pool_timeout_s``) for a free connection
-    rather than fail; ``socket_timeout_s`` bounds each reply (None: no bound)."""
+    rather than fail; ``socket_timeout_s`` bounds each reply (None: no bound). ``cluster``: a
+    :class:`LaneCluster` (:func:`connect` finds out; :func:`is_cluster` tells a client's kind)."""
+    if cluster:
+        # A LaneCluster answers every command a Redis does (the typing says Redis so that every
+        # caller keeps one type; is_cluster() tells them apart where it matters).
+        return cast(Redis, LaneCluster.from_url(
+            url, max_connections=max_connections, socket_timeout=socket_timeout_s,
+            pool_wait_s=pool_timeout_s, **resilient(),
+        ))
     pool = BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=pool_timeout_s, socket_timeout=socket_timeout_s,
         **resilient(),
     )
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes it too
+
+
+async def cluster_enabled(client: Redis) -> bool:
+    """``INFO cluster`` says ``cluster_enabled:1`` (a user not allowed INFO: taken as no cluster)."""
+    try:
+        info = await client.info("cluster")
+    except ResponseError:
+        return False
+    return bool(info.get("cluster_enabled"))
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+class LaneCluster(RedisCluster):
+    """redis-py's asyncio cluster client with its known pitfalls handled:
+
+    - XREAD / XREADGROUP have "movable keys": redis-py asks a node ``COMMAND GETKEYS`` before
+      each one (a round trip, and a pooled connection taken while the read's own may be the
+      last free one). Their slot is computed here from the STREAMS keys instead (all of one
+      call's keys must share a slot anyway: one lane, castlog/keys.py).
+    - its default socket timeout (5 s) is shorter than a long ``BLOCK``: the caller's
+      ``socket_timeout_s`` is passed on as is (None: unbounded, as for a single Redis), so a
+      blocked read's connection must be given one above its BLOCK.
+    - a node's connection cap raises ``MaxConnectionsError`` at once when full: a command waits
+      for a free connection (up to ``pool_wait_s``, as BlockingConnectionPool does) instead.
+    - MOVED and ASK (a slot migration, a failover) are followed by redis-py itself; a read
+      blocked on a node that fails ends in a ConnectionError, and the client re-learns the
+      slots before its next command (its caller retries, as it does when a single Redis restarts).
+    """
+
+    def __init__(self, *args: Any, pool_wait_s: float = POOL_TIMEOUT_S, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pool_wait_s = pool_wait_s
+
+    async def _determine_slot(self, command: str, *args: Any) -> int:
+        if command.upper() in ("XREAD", "XREADGROUP"):
+            return self._streams_slot(command, args)
+        return await super()._determine_slot(command, *args)
+
+    def _streams_slot(self, command: str, args: tuple[Any, ...]) -> int:
+        words = [a.upper() if isinstance(a, str) else a for a in args]
+        at = next((i for i, w in enumerate(words) if w in ("STREAMS", b"STREAMS")), None)
+        if at is None:
+            raise ResponseError(f"{command} without STREAMS")
+        rest = args[at + 1 :]
+        names = rest[: len(rest) // 2]
+        slots = {self.keyslot(name) for name in names}
+        if len(slots) != 1:
+            raise ResponseError(f"{command} - all keys must map to the same key slot (one lane per read)")
+        return slots.pop()
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + self.pool_wait_s
+        while True:
+            try:
+                return await super().execute_command(*args, **kwargs)
+            except MaxConnectionsError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(POOL_POLL_S)
 
 
 def resilient() -> dict[str, Any]:
