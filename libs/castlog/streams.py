@@ -117,8 +117,14 @@ async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
 
 
 async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
-    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators)."""
-    return _decoded(Job, cast(Rows, await redis.xrange(stream)))
+    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators); for
+    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, lane by lane."""
+    rows: Rows = []
+    if stream in (keys.JOBS, keys.JOBS_LIVE):
+        lane = keys.jobs_live_lane_key if stream == keys.JOBS_LIVE else keys.jobs_lane_key
+        for n in range(keys.LANES):
+            rows += cast(Rows, await redis.xrange(lane(n)))
+    return _decoded(Job, rows + cast(Rows, await redis.xrange(stream)))
 
 
 # ---- catalog/<id> ----------------------------------------------------------------------------

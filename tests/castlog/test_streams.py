@@ -36,6 +36,8 @@ from castlog import (
     decode_job,
     enqueue,
     ensure_group,
+    lane_jobs_of,
+    lane_live_jobs_of,
     publish_voices,
     read_dead,
     read_done,
@@ -64,7 +66,7 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     first, again = await read_jobs(redis)
     assert first.id == again.id == CAST and first.voice == again.voice == VOICE
     assert 0 < first.enqueued_at <= again.enqueued_at
-    rows = await redis.xrange(JOBS)
+    rows = await redis.xrange(lane_jobs_of(CAST))
     assert [decode_job(fields) for _, fields in rows] == [first, again]
     assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
     ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
@@ -75,7 +77,7 @@ async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) ->
     opened = await LiveStore(redis).open(VOICE, meta(live=True), speed=1.25)
     cast_id = opened.cast_id
     (job,) = await read_jobs(redis, JOBS_LIVE)
-    ((_, fields),) = await redis.xrange(JOBS_LIVE)
+    ((_, fields),) = await redis.xrange(lane_live_jobs_of(cast_id))
     assert {k.decode() for k in fields} == set(Job.__struct_fields__)
     ((_, recipe_fields),) = await redis.xrange(catalog_key(cast_id), count=1)
     assert {k.decode() for k in recipe_fields} == set(Recipe.__struct_fields__)
