@@ -118,12 +118,13 @@ async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
 
 async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
     """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators); for
-    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, lane by lane."""
+    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, by their time."""
     rows: Rows = []
     if stream in (keys.JOBS, keys.JOBS_LIVE):
         lane = keys.jobs_live_lane_key if stream == keys.JOBS_LIVE else keys.jobs_lane_key
         for n in range(keys.LANES):
             rows += cast(Rows, await redis.xrange(lane(n)))
+        rows.sort(key=lambda row: tuple(int(part) for part in row[0].split(b"-")))
     return _decoded(Job, rows + cast(Rows, await redis.xrange(stream)))
 
 

@@ -66,7 +66,7 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
     jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
     assert [j.id for j in jobs] == [first, second]
-    assert await redis.xlen(castlog.JOBS) == 0
+    assert await castlog.read_jobs(redis) == []
 
 
 async def test_generate_with_json_opens_a_live_cast_as_post_api_casts_does(client: Client, redis: Redis) -> None:
