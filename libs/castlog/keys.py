@@ -88,6 +88,11 @@ def catalog_key(cast_id: str) -> str:
     return f"{CATALOG_PREFIX}{lane_tag(lane_of(cast_id))}/{cast_id}"
 
 
+def cast_key_pattern() -> str:
+    """A SCAN pattern that matches every cast log's key (and no other key)."""
+    return CAST_PREFIX + "{l*}/*"
+
+
 def public_name(cast_id: str) -> str:
     """The name clients give a cast's stream (``?stream=pub/casts/<id>``), without its lane."""
     return CAST_PREFIX + cast_id
