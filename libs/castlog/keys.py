@@ -122,8 +122,9 @@ def lane_of_key(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-# Keys written before lanes (castlog before #24): pub/casts/<id>, catalog/<id>, cancel/<id>. A single
-# Redis that holds them is moved to the lane layout by `streamtts migrate-keys` (RENAME each).
+# Keys written before lanes (castlog before #24): pub/casts/<id>, catalog/<id>, cancel/<id>. A
+# single Redis that holds them is moved to the lane layout by migrate.py (`streamtts up` at
+# start, `streamtts migrate-keys` for any REDIS_URL).
 def legacy_cast_key(cast_id: str) -> str:
     return CAST_PREFIX + cast_id
 
