@@ -91,23 +91,22 @@ return 1
 """
 )
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: archive/trash, KEYS[4]: archive/played
-# ARGV[1]: the cast id
-# Removes the log, the catalog (the claim goes with them) and the played mark in one step; an
-# archived log's blob key (field `k` of its last entry) goes to the trash for the archiver.
-# Returns 1, or 0 when there was no log.
+# KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id> (one lane: one slot)
+# Removes the log and the catalog (the claim goes with them) in one step. Returns {existed (1 or
+# 0), an archived log's blob key (field `k` of its last entry) or false}: the caller then trashes
+# the blob and drops the played mark (global keys, other slots in a cluster).
 DELETE = """
 local existed = redis.call('EXISTS', KEYS[1])
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local blob = false
 if last then
   local f = last[2]
   for i = 1, #f, 2 do
-    if f[i] == 'k' then redis.call('XADD', KEYS[3], '*', 'key', f[i + 1]) end
+    if f[i] == 'k' then blob = f[i + 1] end
   end
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[4], ARGV[1])
-return existed
+return {existed, blob}
 """
 
 # KEYS[i]: a cast log pub/casts/<id> (a key may repeat); ARGV[i]: a seq_num in it (-1: none)

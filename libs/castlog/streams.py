@@ -6,12 +6,13 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 
 | stream | type | written by | read by |
 |---|---|---|---|
-| ``jobs``, ``jobs/live`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's consumer group |
+| ``jobs/lane/{lN}``, ``jobs/live/lane/{lN}`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's lane mover (lanes.py) |
+| ``jobs``, ``jobs/live`` | :class:`Job` | the lane mover | synth's consumer group |
 | ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth (:meth:`CastStore.recipe`) |
 | ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
-| ``archive/trash`` | :class:`Trash` | DELETE (scripts.py) | the archiver |
+| ``archive/trash`` | :class:`Trash` | archive.delete (after DELETE) | the archiver |
 
 Readers skip fields they do not know (a newer writer) and take a missing optional field as its
 default; an entry that does not decode raises :class:`Malformed`.

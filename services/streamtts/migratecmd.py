@@ -21,7 +21,7 @@ from .launcher import redis_url
 
 def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mig = commands.add_parser("migrate-keys", help="rename cast logs and catalog entries written before lanes "
-                              "(pub/casts/<id>, catalog/<id>) to the lane layout; idempotent")
+                              "(pub/casts/<id>, catalog/<id>, cancel/<id>) to the lane layout; idempotent")
     mig.add_argument("--redis-url", default=None, metavar="URL", help="the Redis to migrate (default $REDIS_URL)")
     mig.set_defaults(func=run_migrate)
 

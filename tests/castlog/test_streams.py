@@ -9,7 +9,6 @@ import pytest
 from redis.asyncio import Redis
 
 from castlog import (
-    ARCHIVE_PLAYED,
     ARCHIVE_TRASH,
     JOBS,
     JOBS_DEAD,
@@ -29,6 +28,7 @@ from castlog import (
     Trash,
     VoiceList,
     announce_done,
+    archive,
     cast_key,
     catalog_key,
     content_id,
@@ -45,7 +45,6 @@ from castlog import (
     read_recipe,
     read_trash,
     read_voices,
-    scripts,
     take_done,
     write_hash,
 )
@@ -181,7 +180,6 @@ def test_unknown_fields_of_a_newer_writer_are_skipped() -> None:
 async def test_the_delete_script_trashes_what_trash_decodes_and_a_malformed_entry_is_flagged(redis: Redis) -> None:
     blob = "casts/AbCdEfGhIjKl/1-0123456789abcdef.bin"
     await redis.xadd(cast_key(CAST), {"e": "eos", "h": "{}", "ts": 1, "a": b"x", "k": blob}, id="0-3")
-    delete = redis.register_script(scripts.DELETE)
-    assert await delete(keys=[cast_key(CAST), catalog_key(CAST), ARCHIVE_TRASH, ARCHIVE_PLAYED], args=[CAST]) == 1
+    assert await archive.delete(redis, CAST)
     await redis.xadd(ARCHIVE_TRASH, {"blob": "misnamed"})
     assert [trash for _, trash in await read_trash(redis, 10)] == [Trash(key=blob), None]
