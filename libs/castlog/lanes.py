@@ -6,6 +6,9 @@ the two global streams ``jobs`` and ``jobs/live`` (one slot: their rate is the s
 below what one Redis node serves). A :class:`LaneMover` reads every lane through the consumer
 group ``lanes`` and re-adds each job there, then acknowledges and deletes it from its lane.
 
+With ``replicas`` > 0 a moved job leaves its lane only once WAIT saw it on that many replicas
+of the inbox's node: a failover of that node cannot lose a job whose lane entry is gone.
+
 The move is at-least-once: a mover that dies between the XADD and the XACK leaves the lane entry
 pending, another mover (or itself, restarted) moves it again after ``lease_ms``. A duplicate job
 is harmless: a cast's appends are fenced by ``match_seq_num``, and a worker drops a job whose
@@ -14,9 +17,9 @@ log already ended.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import ResponseError
 
 from . import keys
@@ -35,8 +38,11 @@ def lane_streams() -> list[tuple[str, str]]:
 class LaneMover:
     """One per worker process: ``consumer`` is its name in the group ``lanes``."""
 
-    def __init__(self, redis: Redis, consumer: str, *, lease_ms: int, single_redis: bool) -> None:
+    def __init__(
+        self, redis: Redis, consumer: str, *, lease_ms: int, single_redis: bool, replicas: int = 0, wait_ms: int = 0
+    ) -> None:
         self.redis, self.consumer, self.lease_ms = redis, consumer, lease_ms
+        self.replicas, self.wait_ms = replicas, wait_ms
         # A single Redis takes one blocking XREADGROUP over every lane; a cluster refuses keys of
         # several slots in one call, so there a sweep sends one non-blocking read per lane
         # (pipelined: one round trip per node) and the caller paces the sweeps.
@@ -90,8 +96,17 @@ class LaneMover:
             entries = [(i, f) for i, f in entries if f]  # a deleted entry's hole
             if not entries:
                 continue
+            target = self._target[stream]
+            # the re-adds and their WAIT on one connection (a cluster pipeline: one per node)
+            pipe = self.redis.pipeline(transaction=False)
             for _, fields in entries:
-                await self.redis.xadd(self._target[stream], fields)
+                pipe.xadd(target, fields)
+            if self.replicas:
+                where = {} if self.single_redis else {"target_nodes": cast(RedisCluster, self.redis).get_node_from_key(target)}
+                pipe.execute_command("WAIT", self.replicas, self.wait_ms, **where)
+            replies = await pipe.execute()
+            if self.replicas and int(replies[-1]) < self.replicas:
+                continue  # not known to survive a failover: left pending, moved again later
             ids = [i for i, _ in entries]
             # the lane's slot: acknowledge and drop in one round trip (a transit, not a log)
             pipe = self.redis.pipeline(transaction=False)

@@ -42,11 +42,13 @@ class CastStore:
     """One per process. Scripts are registered once; every method is one or few round trips.
     The reads are :class:`~castlog.reader.LogReader`'s."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, replicas: int = 0, wait_ms: int = 0) -> None:
+        """``replicas`` > 0: a submit is answered only once its writes reached that many
+        replicas (WAIT, up to ``wait_ms``); else it raises batching.NotReplicated."""
         self.redis = redis
         self._append = redis.register_script(scripts.APPEND)
         # Submits arrive many at a time on a busy intake: those of one loop turn share a round trip.
-        self._submit = ScriptBatcher(redis, scripts.SUBMIT)
+        self._submit = ScriptBatcher(redis, scripts.SUBMIT, replicas=replicas, wait_ms=wait_ms)
 
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.

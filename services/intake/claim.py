@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, content_id
+from castlog.batching import NotReplicated
 from servicekit import client_address
 
 from .context import INTAKE, Intake
@@ -121,5 +122,8 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise rate_limited(limited.verdict.retry_after_s) from None
+    except NotReplicated:  # written, but not known to survive a failover: not acknowledged
+        raise Refusal(503, "busy", f"the cast was not confirmed by {cfg.wait_replicas} Redis replica(s) in time; "
+                      "retry (the same text is the same cast)", {"Retry-After": "1"}) from None
     intake.metrics.submitted(result, time.perf_counter() - started)
     return Claimed(cast_id, result)

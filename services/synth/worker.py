@@ -158,7 +158,8 @@ class Worker:
         of this or a dead worker are taken up every ``refresh_s``."""
         cfg = self.crew.cfg
         mover = LaneMover(self.crew.redis, cfg.consumer, lease_ms=cfg.lease_ms,
-                          single_redis=not is_cluster(self.crew.redis))
+                          single_redis=not is_cluster(self.crew.redis), replicas=cfg.wait_replicas,
+                          wait_ms=cfg.wait_timeout_ms)
         last_pending = -float("inf")
         while True:
             try:
