@@ -264,7 +264,7 @@ async def test_with_a_content_key_an_id_does_not_tell_a_guessed_text(make_client
     resp = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
     cast_id = (await resp.json())["id"]
     assert cast_id == plain_id(text, "af_heart", key=key.encode()) != plain_id(text, "af_heart")
-    assert not await redis.exists(f"pub/casts/{plain_id(text, 'af_heart')}")  # the guess finds nothing
+    assert not await redis.exists(cast_key(plain_id(text, 'af_heart')))  # the guess finds nothing
     again = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
     assert (again.status, (await again.json())["id"]) == (200, cast_id)  # repeats stay one cast
-    assert await redis.exists(f"pub/casts/{old_id}")  # an existing link is untouched
+    assert await redis.exists(cast_key(old_id))  # an existing link is untouched
