@@ -119,7 +119,8 @@ async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
 
 async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
     """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators); for
-    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, by their time."""
+    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, by their time (two
+    lanes' jobs of the same millisecond in either order)."""
     rows: Rows = []
     if stream in (keys.JOBS, keys.JOBS_LIVE):
         lane = keys.jobs_live_lane_key if stream == keys.JOBS_LIVE else keys.jobs_lane_key

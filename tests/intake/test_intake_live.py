@@ -65,7 +65,7 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
     jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
-    assert [j.id for j in jobs] == [first, second]
+    assert sorted(j.id for j in jobs) == sorted([first, second])  # two lanes: no order between them
     assert await castlog.read_jobs(redis) == []
 
 
