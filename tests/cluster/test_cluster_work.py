@@ -83,3 +83,27 @@ async def test_a_master_killed_mid_work_loses_no_acknowledged_cast(redis_cluster
         if not victim.alive():
             redis_cluster.restart(victim)
         redis_cluster.wait_ready()
+
+
+async def test_open_casts_in_several_lanes_are_spoken_as_their_text_comes(redis_cluster: Cluster) -> None:
+    redis_cluster.flushall()
+    redis = await connect(redis_cluster.url)
+    store, live = CastStore(redis), castlog.LiveStore(redis)
+    try:
+        async with running(Worker(config("cluster-live"), redis, StandIn(GPU_RTF))):
+            meta = castlog.Meta(title="live", voice="af_heart", chars=0, sentences=0, created_at=0, live=True)
+            ids = [await live.open("af_heart", meta) for _ in range(4)]
+            assert len({castlog.lane_of(c) for c in ids}) > 1  # the feed reads several lanes
+            for cast_id in ids:
+                said = "Hello there. Said on a cluster."
+                answer, _ = await live.append_text(cast_id, 0, len(said), said, max_chars=1000)
+                assert answer == "ok"
+            for cast_id in ids:
+                assert (await live.close_text(cast_id, "af_heart"))[0] == "ok"
+            for cast_id in ids:
+                entries = await terminal(store, cast_id, 60)
+                assert isinstance(entries[-1].record, Eos)
+                assert [e.record.t for e in entries if isinstance(e.record, castlog.Audio)] == [
+                    "Hello there.", "Said on a cluster."]
+    finally:
+        await redis.aclose()
