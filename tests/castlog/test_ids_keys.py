@@ -83,6 +83,7 @@ def test_a_keyed_content_id_is_an_hmac_of_the_same_material() -> None:
     assert content_id("Hello.", "af_heart") != content_id("Hello.", "af_heart", key=key)
 
 
+@pytest.mark.rule("one-slot-per-step")
 def test_a_cast_s_keys_share_its_lane_s_hash_tag() -> None:
     from castlog import keys
 

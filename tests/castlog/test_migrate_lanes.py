@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from redis.asyncio import Redis
 
 from castlog import (
@@ -42,6 +43,7 @@ async def write_the_old_layout(redis: Redis) -> None:
     await redis.set(legacy_cancel_key(CAST), "1", ex=60)  # a cancel not admitted yet
 
 
+@pytest.mark.rule("keys-migrate")
 async def test_old_keys_are_renamed_and_read_as_before(redis: Redis) -> None:
     await write_the_old_layout(redis)
     assert await LogReader(redis).read(CAST) == []  # before: today's code does not see them

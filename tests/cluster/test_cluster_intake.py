@@ -54,15 +54,39 @@ async def test_submits_over_http_are_claimed_once_in_their_lanes(intake: TestCli
         assert len(await LogReader(cluster_redis).read(cast_id)) == 1  # its meta
 
 
-async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster_redis: Any) -> None:
+async def open_live(intake: TestClient[Any, Any]) -> tuple[str, dict[str, str]]:
     resp = await intake.post("/api/casts", json={"live": True})
     assert resp.status == 201, await resp.text()
-    cast_id = (await resp.json())["id"]
-    sent = await intake.post(f"/api/casts/{cast_id}/text", json={"text": "Hello there. ", "offset": 0})
+    body = await resp.json()
+    return body["id"], {"Authorization": f"Bearer {body['write_token']}"}
+
+
+async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster_redis: Any) -> None:
+    cast_id, auth = await open_live(intake)
+    sent = await intake.post(f"/api/casts/{cast_id}/text", json={"text": "Hello there. ", "offset": 0}, headers=auth)
     assert sent.status == 200, await sent.text()
     text = await castlog.LiveStore(cluster_redis).read_text(cast_id)
     assert text is not None and "Hello there." in text.text
     assert [j.id for j in await read_jobs(cluster_redis, castlog.JOBS_LIVE)] == [cast_id]
+    cancelled = await intake.post(f"/api/casts/{cast_id}/cancel", headers=auth)
+    assert cancelled.status < 300, await cancelled.text()  # the lane's flag, then the word to workers
+    assert await castlog.is_cancelled(cluster_redis, cast_id)
+
+
+@pytest.mark.rule("open-cap-own-slot")
+async def test_a_clients_cap_of_open_casts_holds_across_lanes(redis_cluster: Cluster, cluster_redis: Any) -> None:
+    """#21's cap, counted in the client's slot while its casts lie in many lanes (on masters
+    other than the client's set): the third open is refused, a closed cast frees its place."""
+    cfg = Config(redis_url=redis_cluster.url, redis_connect_attempts=3, live_max_open_per_client=2,  # type: ignore[arg-type]
+                 **UNLIMITED)
+    async with app_clients(create_app, cfg) as make:
+        intake = await make()
+        (first, auth), _ = await open_live(intake), await open_live(intake)
+        refused = await intake.post("/api/casts", json={"live": True})
+        assert (refused.status, (await refused.json())["error"]) == (429, "too_many_open_casts")
+        closed = await intake.post(f"/api/casts/{first}/close", headers=auth)
+        assert closed.status == 200, await closed.text()
+        await open_live(intake)  # the closed cast's place is free again
 
 
 async def test_a_finished_cast_is_archived_and_reads_the_same(cluster_redis: Any, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ def text(i: int) -> str:
     return f"Cast number {i} on the cluster. It has two sentences."
 
 
+@pytest.mark.rule("one-slot-per-step")
 async def test_casts_spread_over_the_lanes_reach_eos(redis_cluster: Cluster) -> None:
     redis_cluster.flushall()
     redis = await connect(redis_cluster.url)
@@ -45,6 +46,7 @@ async def test_casts_spread_over_the_lanes_reach_eos(redis_cluster: Cluster) -> 
         await redis.aclose()
 
 
+@pytest.mark.rule("ack-replicated")
 @pytest.mark.timeout(300)
 async def test_a_master_killed_mid_work_loses_no_acknowledged_cast(redis_cluster: Cluster) -> None:
     redis_cluster.flushall()
@@ -92,7 +94,7 @@ async def test_open_casts_in_several_lanes_are_spoken_as_their_text_comes(redis_
     try:
         async with running(Worker(config("cluster-live"), redis, StandIn(GPU_RTF))):
             meta = castlog.Meta(title="live", voice="af_heart", chars=0, sentences=0, created_at=0, live=True)
-            ids = [await live.open("af_heart", meta) for _ in range(4)]
+            ids = [(await live.open("af_heart", meta)).cast_id for _ in range(4)]
             assert len({castlog.lane_of(c) for c in ids}) > 1  # the feed reads several lanes
             for cast_id in ids:
                 said = "Hello there. Said on a cluster."
