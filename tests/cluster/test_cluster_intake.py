@@ -68,9 +68,10 @@ async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster
     text = await castlog.LiveStore(cluster_redis).read_text(cast_id)
     assert text is not None and "Hello there." in text.text
     assert [j.id for j in await read_jobs(cluster_redis, castlog.JOBS_LIVE)] == [cast_id]
-    cancelled = await intake.post(f"/api/casts/{cast_id}/cancel", headers=auth)
-    assert cancelled.status < 300, await cancelled.text()  # the lane's flag, then the word to workers
+    after = await castlog.last_cancel(cluster_redis)
+    assert await castlog.cancel(cluster_redis, cast_id) == "ok"  # the key lane's flag, then the word
     assert await castlog.is_cancelled(cluster_redis, cast_id)
+    assert (await castlog.read_cancels(cluster_redis, after, 10, 10))[1] == [cast_id]
 
 
 @pytest.mark.rule("open-cap-own-slot")
