@@ -1,6 +1,7 @@
-"""Moving the lanes' jobs into the workers' inboxes.
+"""Moving the key lanes' jobs into the workers' inboxes.
 
-A submit writes its job into its lane's stream (``jobs/lane/{lN}``, ``jobs/live/lane/{lN}``), in
+A cast's key lane (keys.py, design.md "Key lanes"; not synth's lane) is the hash slot its keys
+share. A submit writes its job into its key lane's stream (``jobs/lane/{lN}``, ``jobs/live/lane/{lN}``), in
 the same script and slot as the claim and the catalog entry (keys.py). Workers take jobs from
 the two global streams ``jobs`` and ``jobs/live`` (one slot: their rate is the submit rate, far
 below what one Redis node serves). A :class:`LaneMover` reads every lane through the consumer

@@ -56,7 +56,7 @@ from .metrics import SynthMetrics
 from .model import Synthesizer
 from .outcomes import Outcomes
 
-# On a cluster the lane mover cannot block across lanes: an idle sweep waits this long (the
+# On a cluster the key lane mover cannot block across key lanes: an idle sweep waits this long (the
 # first chunk of a submit waits at most this much more than on a single Redis).
 LANE_SWEEP_S = 0.05
 
@@ -151,11 +151,12 @@ class Worker:
     def stopping(self) -> bool:
         return self.crew.held.stopping
 
-    # ---- leases -----------------------------------------------------------------------------
+    # ---- the key lanes' jobs ----------------------------------------------------------------
 
     async def _move_loop(self) -> None:
-        """Move the lanes' jobs into ``jobs`` / ``jobs/live`` (castlog/lanes.py); pending moves
-        of this or a dead worker are taken up every ``refresh_s``."""
+        """Move the key lanes' jobs into ``jobs`` / ``jobs/live`` (castlog/lanes.py; not the
+        synth lanes of ``self.lanes``); pending moves of this or a dead worker are taken up every
+        ``refresh_s``."""
         cfg = self.crew.cfg
         mover = LaneMover(self.crew.redis, cfg.consumer, lease_ms=cfg.lease_ms,
                           single_redis=not is_cluster(self.crew.redis), replicas=cfg.wait_replicas,
@@ -173,8 +174,10 @@ class Worker:
                 if not moved and not mover.single_redis:
                     await asyncio.sleep(LANE_SWEEP_S)
             except RedisError as exc:
-                log.warning("lane mover: Redis error (%s)", exc)
+                log.warning("key lane mover: Redis error (%s)", exc)
                 await asyncio.sleep(REDIS_RETRY_S)
+
+    # ---- leases -----------------------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
         while True:
