@@ -173,3 +173,14 @@ async def test_a_client_over_its_rate_is_refused_before_its_body_is_read(make_cl
         second.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}), 5
     )
     assert (resp.status, (await resp.json())["error"]) == (429, "rate_limited") and "Retry-After" in resp.headers
+
+
+@pytest.mark.rule("ack-replicated")
+async def test_a_submit_no_replica_confirmed_is_503_and_its_retry_is_the_same_cast(make_client: MakeClient) -> None:
+    client = await make_client(wait_replicas=1, wait_timeout_ms=20)  # this Redis has no replica
+    resp = await client.post("/api/casts", json={"text": "Not confirmed in time."})
+    body = await resp.json()
+    assert (resp.status, body["error"]) == (503, "busy") and "Retry-After" in resp.headers
+    plain = await make_client()
+    again = await plain.post("/api/casts", json={"text": "Not confirmed in time."})
+    assert again.status == 200  # the write stood: the retry finds the same cast
