@@ -156,7 +156,7 @@ async def add_text(
     app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool, *, client: str
 ) -> tuple[str, int]:
     """Append one fragment at ``offset``, its characters (a flush's FLUSH_COST) taken from
-    ``client``'s bucket in the same step; ("appended" or "duplicate", the text's end) or a
+    ``client``'s bucket just before (its own step); ("appended" or "duplicate", the text's end) or a
     refusal (TextRefusal for the text log's answers)."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")
