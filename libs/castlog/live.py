@@ -30,6 +30,7 @@ from typing import Literal, cast
 from redis.asyncio import Redis
 
 from . import keys
+from .batching import ScriptBatcher
 from .ids import content_id
 from .keys import Rows
 from .lua import FIELD
@@ -200,10 +201,13 @@ def text_events(rows: Rows) -> list[TextEvent]:
 class LiveStore:
     """Open, feed and close open casts (one per process, like :class:`castlog.CastStore`)."""
 
-    def __init__(self, redis: Redis, content_key: bytes = b"") -> None:
+    def __init__(self, redis: Redis, content_key: bytes = b"", *, replicas: int = 0, wait_ms: int = 0) -> None:
+        """``replicas`` > 0: an open is answered only once its writes reached that many replicas
+        (WAIT, up to ``wait_ms``); else it raises batching.NotReplicated (the place it took among
+        its client's open casts given back)."""
         self.redis = redis
         self.content_key = content_key  # the deployment's key of content ids (ids.content_id)
-        self._open = redis.register_script(OPEN)
+        self._open = ScriptBatcher(redis, OPEN, replicas=replicas, wait_ms=wait_ms)
         self._fragment = redis.register_script(FRAGMENT)
         self.cap = OpenCap(redis)
         self._close = redis.register_script(CLOSE)

@@ -37,6 +37,13 @@ def cast_url(cast_id: str) -> str:
     return f"/c/{cast_id}"
 
 
+def not_replicated(replicas: int, retry: str) -> Refusal:
+    """A write that ran but was not seen on ``replicas`` Redis replicas within the wait: not
+    acknowledged (INTAKE_WAIT_REPLICAS), so a master's failover cannot lose an answered cast."""
+    return Refusal(503, "busy", f"the cast was not confirmed by {replicas} Redis replica(s) in time; retry ({retry})",
+                   {"Retry-After": "1"})
+
+
 def rate_limited(wait_s: int) -> Refusal:
     return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
 
@@ -123,7 +130,6 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise rate_limited(limited.verdict.retry_after_s) from None
     except NotReplicated:  # written, but not known to survive a failover: not acknowledged
-        raise Refusal(503, "busy", f"the cast was not confirmed by {cfg.wait_replicas} Redis replica(s) in time; "
-                      "retry (the same text is the same cast)", {"Retry-After": "1"}) from None
+        raise not_replicated(cfg.wait_replicas, "the same text is the same cast") from None
     intake.metrics.submitted(result, time.perf_counter() - started)
     return Claimed(cast_id, result)

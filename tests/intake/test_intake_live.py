@@ -459,3 +459,11 @@ async def test_a_close_reads_the_text_log_once(client: Client, redis: Redis) -> 
     assert (await close(client, cast_id)).status == 200
     # the write token's check (the recipe), the log read once, the close script's look at the recipe
     assert await xranges() - before == 3
+
+
+@pytest.mark.rule("ack-replicated")
+async def test_an_open_no_replica_confirmed_is_503_and_holds_no_place(make_client: MakeClient, redis: Redis) -> None:
+    client = await make_client(wait_replicas=1, wait_timeout_ms=20, live_max_open_per_client=1)  # no replica here
+    resp = await client.post("/api/casts", json={"live": True})
+    assert (resp.status, (await resp.json())["error"]) == (503, "busy")
+    assert await redis.keys("rl/intake-live/*") == []  # its place among the client's open casts given back
