@@ -35,6 +35,9 @@ LANES = 64
 JOBS_LANE_PREFIX = "jobs/lane/"
 JOBS_LIVE_LANE_PREFIX = "jobs/live/lane/"
 LANE_GROUP = "lanes"  # the group through which synth moves lane jobs into `jobs` / `jobs/live`
+# On a cluster, where no read blocks across key lanes: {s: a key lane's job stream} after each new
+# job, so the movers read the lanes that have one (lanes.py). Read by plain XREAD, capped.
+JOBS_BELL = "jobs/bell"
 
 CAST_PREFIX = "pub/casts/"
 RATE_LIMIT_PREFIX = "rl/"

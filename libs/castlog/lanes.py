@@ -7,6 +7,11 @@ the two global streams ``jobs`` and ``jobs/live`` (one slot: their rate is the s
 below what one Redis node serves). A :class:`LaneMover` reads every lane through the consumer
 group ``lanes`` and re-adds each job there, then acknowledges and deletes it from its lane.
 
+On a single Redis a mover blocks on one XREADGROUP over every lane. A cluster refuses a read
+whose keys lie in several slots, so there the writer of a job rings ``jobs/bell`` after it
+(:func:`ring`: the lane's stream, its own step) and a mover blocks on the bell, then reads the
+lanes rung; every ``refresh_s`` it also sweeps every lane, for a bell lost to a writer's crash.
+
 With ``replicas`` > 0 a moved job leaves its lane only once WAIT saw it on that many replicas
 of the inbox's node: a failover of that node cannot lose a job whose lane entry is gone.
 
@@ -27,6 +32,9 @@ from . import keys
 
 # Jobs moved per lane per sweep.
 MOVE_BATCH = 64
+# Bells kept in jobs/bell (approximately) and read per round trip: movers read it as it grows.
+BELL_MAXLEN = 10_000
+BELL_BATCH = 512
 
 
 def lane_streams() -> list[tuple[str, str]]:
@@ -50,6 +58,8 @@ class LaneMover:
         self.single_redis = single_redis
         self.streams = lane_streams()
         self._target = dict(self.streams)
+        self._bell_after = "0-0"  # set by open(): bells before it are covered by the first sweep
+        self._full: set[str] = set()  # lanes that gave a whole batch: read again without a bell
 
     async def open(self) -> None:
         """Create the group on every lane stream (and the streams) unless they exist."""
@@ -59,10 +69,13 @@ class LaneMover:
         for reply in await pipe.execute(raise_on_error=False):
             if isinstance(reply, ResponseError) and "BUSYGROUP" not in str(reply):
                 raise reply
+        last = cast(keys.Rows, await self.redis.xrevrange(keys.JOBS_BELL, count=1))
+        self._bell_after = _str(last[0][0]) if last else "0-0"
 
     async def sweep(self, block_ms: int, *, pending: bool = False) -> int:
         """Move what the lanes hold; ``pending``: this consumer's unacknowledged entries (after
-        a restart) and those of movers dead for ``lease_ms``. Returns how many jobs moved."""
+        a restart) and those of movers dead for ``lease_ms``, and on a cluster every lane, rung
+        or not. Returns how many jobs moved."""
         rows: list[tuple[str, list[Any]]] = []
         if pending:
             rows += await self._pending()
@@ -73,12 +86,29 @@ class LaneMover:
             )
             rows += _rows(got)
         else:
+            if pending:
+                streams = {s for s, _ in self.streams}
+            else:
+                streams = self._full | await self._rung(None if self._full else block_ms)
             pipe = self.redis.pipeline(transaction=False)
-            for stream, _ in self.streams:
+            for stream in streams:
                 pipe.xreadgroup(keys.LANE_GROUP, self.consumer, {stream: ">"}, count=MOVE_BATCH)
-            for reply in await pipe.execute():
-                rows += _rows(reply)
+            read = [row for reply in await pipe.execute() for row in _rows(reply)]
+            self._full = {stream for stream, entries in read if len(entries) >= MOVE_BATCH}
+            rows += read
         return await self._move(rows)
+
+    async def _rung(self, block_ms: int | None) -> set[str]:
+        """The lanes rung since the last read of the bell, waiting up to ``block_ms`` for one."""
+        reply = await self.redis.xread({keys.JOBS_BELL: self._bell_after}, count=BELL_BATCH, block=block_ms)
+        rung: set[str] = set()
+        for _, entries in _rows(reply):
+            for entry_id, fields in entries:
+                self._bell_after = _str(entry_id)
+                stream = _str(fields.get(b"s", b""))
+                if stream in self._target:
+                    rung.add(stream)
+        return rung
 
     async def _pending(self) -> list[tuple[str, list[Any]]]:
         out: list[tuple[str, list[Any]]] = []
@@ -116,6 +146,12 @@ class LaneMover:
             await pipe.execute()
             moved += len(entries)
         return moved
+
+
+async def ring(redis: Redis, stream: str) -> None:
+    """Tell the movers of a cluster that ``stream`` (a key lane's job stream) holds a new job."""
+    if isinstance(redis, RedisCluster):  # a single Redis's mover blocks on every lane at once
+        await redis.xadd(keys.JOBS_BELL, {"s": stream}, maxlen=BELL_MAXLEN, approximate=True)
 
 
 def _rows(reply: Any) -> list[tuple[str, list[Any]]]:

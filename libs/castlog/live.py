@@ -30,9 +30,10 @@ from typing import Literal, cast
 from redis.asyncio import Redis
 
 from . import keys
-from .batching import ScriptBatcher
+from .batching import NotReplicated, ScriptBatcher
 from .ids import content_id
 from .keys import Rows
+from .lanes import ring
 from .lua import FIELD
 from .opencap import OpenCap
 from .ratelimit import RateLimited, RateLimiter
@@ -236,10 +237,15 @@ class LiveStore:
             answer = ""
             try:
                 answer = _text(await self._open(keys=open_keys, args=args))
+            except NotReplicated as unconfirmed:  # its job stands all the same: ring for it
+                if _text(unconfirmed.answer) == "new":
+                    await ring(self.redis, open_keys[2])
+                raise
             finally:
                 if capped and answer != "new":  # an open that did not happen holds no place
                     await self.cap.give_back(client, cast_id)
             if answer == "new":
+                await ring(self.redis, open_keys[2])
                 return OpenedCast(cast_id, token)
         raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
 

@@ -11,8 +11,9 @@ from typing import Literal, NamedTuple, cast
 from redis.asyncio import Redis
 
 from . import keys, scripts
-from .batching import ScriptBatcher
+from .batching import NotReplicated, ScriptBatcher
 from .keys import Rows
+from .lanes import ring
 from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, Record, encode_fields, encode_headers
 from .streams import Recipe, read_recipe
@@ -113,7 +114,15 @@ class CastStore:
             verdict = await limiter.take(client)
             if not verdict.allowed:
                 raise RateLimited(verdict)
-        return _submit_result(await self._submit(keys=submit_keys, args=args))
+        try:
+            result = _submit_result(await self._submit(keys=submit_keys, args=args))
+        except NotReplicated as unconfirmed:  # the job stands all the same: ring for it
+            if _submit_result(unconfirmed.answer) != "existing":
+                await ring(self.redis, submit_keys[2])
+            raise
+        if result != "existing":
+            await ring(self.redis, submit_keys[2])
+        return result
 
     async def recipe(self, cast_id: str) -> Recipe | None:
         return await read_recipe(self.redis, cast_id)

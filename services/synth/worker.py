@@ -56,10 +56,6 @@ from .metrics import SynthMetrics
 from .model import Synthesizer
 from .outcomes import Outcomes
 
-# On a cluster the key lane mover cannot block across key lanes: an idle sweep waits this long (the
-# first chunk of a submit waits at most this much more than on a single Redis).
-LANE_SWEEP_S = 0.05
-
 log = logging.getLogger(__name__)
 
 
@@ -168,11 +164,9 @@ class Worker:
                     await mover.open()
                 now = self.crew.clock()
                 pending = now - last_pending >= cfg.refresh_s
-                moved = await mover.sweep(int(cfg.poll_s * 1000), pending=pending)
+                await mover.sweep(int(cfg.poll_s * 1000), pending=pending)
                 if pending:
                     last_pending = now
-                if not moved and not mover.single_redis:
-                    await asyncio.sleep(LANE_SWEEP_S)
             except RedisError as exc:
                 log.warning("key lane mover: Redis error (%s)", exc)
                 await asyncio.sleep(REDIS_RETRY_S)

@@ -109,3 +109,34 @@ async def test_open_casts_in_several_lanes_are_spoken_as_their_text_comes(redis_
                     "Hello there.", "Said on a cluster."]
     finally:
         await redis.aclose()
+
+
+def lane_reads(redis_cluster: Cluster) -> int:
+    """XREADGROUP calls served by the masters so far (INFO commandstats)."""
+    calls = 0
+    for node in redis_cluster.masters():
+        for line in redis_cluster.cli(node.port, "INFO", "commandstats").splitlines():
+            if line.startswith("cmdstat_xreadgroup:"):
+                calls += int(line.split("calls=")[1].split(",")[0])
+    return calls
+
+
+@pytest.mark.rule("one-slot-per-step")
+async def test_an_idle_worker_does_not_poll_every_lane(redis_cluster: Cluster) -> None:
+    """No read blocks across key lanes on a cluster: the mover waits on the bell that a submit
+    rings, not on a sweep of the 128 lane streams many times a second."""
+    redis_cluster.flushall()
+    redis = await connect(redis_cluster.url)
+    store = CastStore(redis)
+    try:
+        async with running(Worker(config("cluster-idle", lease_s=60.0), redis, StandIn(GPU_RTF))):
+            first = await submit(store, text(200))  # its move shows the first full sweep is done
+            assert isinstance((await terminal(store, first, 60))[-1].record, Eos)
+            before = lane_reads(redis_cluster)
+            await asyncio.sleep(2)
+            idle = lane_reads(redis_cluster) - before
+            assert idle < 2 * castlog.keys.LANES * 2, idle  # a sweep every 50 ms would be thousands
+            second = await submit(store, text(201))  # and a bell still brings a job at once
+            assert isinstance((await terminal(store, second, 60))[-1].record, Eos)
+    finally:
+        await redis.aclose()

@@ -121,6 +121,7 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
     assert admin.xlen(castlog.lane_jobs_of(CAST)) == 2
     assert intake.wait(0, 10) == 0  # INTAKE_WAIT_REPLICAS: a submit waits for its replicas
+    assert intake.xadd("jobs/bell", {"s": castlog.lane_jobs_of(CAST)}, maxlen=100)  # a cluster's bell
     # intake's shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a stream joins
     assert not intake.client_unblock(intake.client_id())
 
@@ -183,6 +184,8 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     assert synth.xack(lane, castlog.keys.LANE_GROUP, lane_id) == 1 and synth.xdel(lane, lane_id) == 1
     assert lane_fields == {b"id": CAST.encode()}
     assert synth.wait(0, 10) == 0  # SYNTH_WAIT_REPLICAS: a moved job leaves its lane once replicated
+    admin.xadd("jobs/bell", {"s": lane})
+    assert synth.xrevrange("jobs/bell", count=1) and synth.xread({"jobs/bell": "0-0"}, count=1)
     [[_, entries]] = synth.xreadgroup("synth", "worker-1", {"jobs": ">"}, count=1)
     # the live feed wakes its own blocking XREAD with CLIENT UNBLOCK when an open cast is admitted
     assert not synth.client_unblock(synth.client_id())

@@ -54,7 +54,8 @@ echo "user default on nopass resetkeys resetchannels -@all +ping"
 echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # intake: takes the client's token (a hash under rl/intake/*) in its own step, then one script
 # writes catalog/*, pub/casts/* and the lane's jobs/lane/* (one lane: one slot); it reads
-# synth/voices. WAIT: a submit is answered once a replica has it (INTAKE_WAIT_REPLICAS).
+# synth/voices. WAIT: a submit is answered once a replica has it (INTAKE_WAIT_REPLICAS). On a
+# cluster it then rings jobs/bell (XADD) for the movers.
 # Open casts: the same, with jobs/live/lane/*; their fragments go to catalog/*. XREAD: the shared
 # tail that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it
 # when a cast joins. A cancel: one script reads the log's last record and flags cancel/*, then
@@ -63,16 +64,17 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # (rl/intake-*): the open casts a client holds (a sorted set kept by castlog/opencap.py, which
 # reads the held casts' catalogs), its live text bucket, its live sessions' and /v1 streams' slots.
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time +wait" \
-    "~catalog/* ~pub/casts/* ~jobs/lane/* ~jobs/live/lane/* ~rl/intake/* ~rl/intake-* %R~synth/voices" \
+    "~catalog/* ~pub/casts/* ~jobs/lane/* ~jobs/live/lane/* ~jobs/bell ~rl/intake/* ~rl/intake-*" \
+    "%R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
     "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)"
 # synth: moves the lanes' jobs into jobs and jobs/live (group lanes: read, re-add, WAIT for a
-# replica with SYNTH_WAIT_REPLICAS, ack, drop); the group on jobs (scripts hand jobs back and
-# remove consumers that are gone); each job's tally; receipts, dead letters, voices; reads
-# recipes; appends to casts. TIME: the scripts stamp records with Redis's clock. MULTI: a tally's
-# write and its expiry go together (one key: one slot).
+# replica with SYNTH_WAIT_REPLICAS, ack, drop; on a cluster it waits on jobs/bell for a lane);
+# the group on jobs (scripts hand jobs back and remove consumers that are gone); each job's
+# tally; receipts, dead letters, voices; reads recipes; appends to casts. TIME: the scripts stamp
+# records with Redis's clock. MULTI: a tally's write and its expiry go together (one key).
 # The archiver: a group on progress/done; SCAN finds finished logs; one script rewrites a log as
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
@@ -83,6 +85,7 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
     "(~jobs/lane/* ~jobs/live/lane/* +xreadgroup +xack +xdel +xautoclaim +xgroup|create +xrange)" \
     "(~jobs ~jobs/live +xadd)" \
+    "(~jobs/bell +xread +xrevrange)" \
     "(~synth/tally/* +hset +hgetall +hincrby +expire +del)" \
     "(~jobs/dead ~progress/done ~synth/voices +xadd)" \
     "(~catalog/* $SCRIPTS +xadd +xrange +xrevrange +xread)" \
