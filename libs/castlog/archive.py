@@ -121,7 +121,13 @@ async def commit(redis: Redis, cast_id: str, packed: Packed) -> int:
 
 
 async def delete(redis: Redis, cast_id: str) -> bool:
-    """Remove the cast's log, catalog and played mark, trash its blob; False: no such cast."""
+    """Remove the cast's log, catalog and played mark, trash its blob; False: no such cast.
+
+    The log and catalog go in one step (one lane); the blob is trashed after it, so a crash in
+    between leaves a blob nobody reads (space, never a cast whose audio was removed)."""
     script = redis.register_script(scripts.DELETE)
-    key_list = [keys.cast_key(cast_id), keys.catalog_key(cast_id), TRASH, PLAYED]
-    return bool(await script(keys=key_list, args=[cast_id]))
+    existed, blob = await script(keys=[keys.cast_key(cast_id), keys.catalog_key(cast_id)])
+    if blob:
+        await redis.xadd(TRASH, {"key": blob})
+    await redis.zrem(PLAYED, cast_id)
+    return bool(existed)

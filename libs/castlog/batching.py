@@ -6,6 +6,11 @@ machinery costs more than the script itself. ``ScriptBatcher`` gathers the calls
 turn of the event loop and sends them as one pipeline (one write, one read). Each call is still
 its own script run, atomic on its own; a batch is not a transaction, and one call's error is
 that call's alone. A call made with nothing else in flight goes alone, a loop turn later.
+
+With ``replicas`` > 0 the pipeline ends with ``WAIT replicas wait_ms`` on the same connection
+(one per node in a cluster: a cluster pipeline sends each node's commands on one connection),
+so a call is answered only once its writes reached that many replicas; otherwise it raises
+:class:`NotReplicated` carrying the script's answer (the write stands: a retry is idempotent).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import NoScriptError
 
 KeyT = str | bytes
@@ -24,13 +29,25 @@ ArgT = str | bytes | int | float
 SCRIPT_BATCH_MAX = 64
 
 
+class NotReplicated(Exception):
+    """The script ran, but WAIT saw fewer replicas than asked within its timeout."""
+
+    def __init__(self, answer: Any, replicas: int, wanted: int) -> None:
+        super().__init__(f"the write reached {replicas} of {wanted} replica(s) in time")
+        self.answer, self.replicas, self.wanted = answer, replicas, wanted
+
+
 class ScriptBatcher:
     """A drop-in for ``redis.register_script(source)``'s callable: ``await batcher(keys=, args=)``."""
 
-    def __init__(self, redis: Redis, source: str, max_batch: int = SCRIPT_BATCH_MAX) -> None:
+    def __init__(
+        self, redis: Redis, source: str, max_batch: int = SCRIPT_BATCH_MAX, *, replicas: int = 0, wait_ms: int = 0
+    ) -> None:
         if max_batch < 1:
             raise ValueError("a batch holds at least one call")
+        self.replicas, self.wait_ms = replicas, wait_ms
         self._script = redis.register_script(source)
+        self._source = source
         self._redis = redis
         self._max = max_batch
         self._queue: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]] = []
@@ -60,29 +77,72 @@ class ScriptBatcher:
     async def _send(self, batch: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]]) -> None:
         self.calls += len(batch)
         self.round_trips += 1
-        if len(batch) == 1:
+        if len(batch) == 1 and not self.replicas:
             keys, args, future = batch[0]
             await _settle(future, self._script(keys=keys, args=args))
             return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for keys, args, _ in batch:
-                    pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+                    # (by name: redis-py blocks the evalsha method in a cluster pipeline, for
+                    # scripts whose keys span slots; ours are one lane each)
+                    pipe.execute_command("EVALSHA", self._script.sha, len(keys), *keys, *args)
+                waits = self._waits(pipe, batch)
                 answers = await pipe.execute(raise_on_error=False)
         except Exception as exc:  # the connection failed: every call of the batch failed
             for _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for (keys, args, future), answer in zip(batch, answers):
+        acked = self._acked(batch, waits, answers[len(batch) :])
+        for (keys, args, future), answer, reached in zip(batch, answers, acked):
             if isinstance(answer, NoScriptError):  # Redis restarted or SCRIPT FLUSH: load, run
-                await _settle(future, self._script(keys=keys, args=args))
+                await self._again(keys, args, future)
+            elif not future.done() and not isinstance(answer, Exception) and reached < self.replicas:
+                future.set_exception(NotReplicated(answer, reached, self.replicas))
             elif future.done():
                 continue  # its caller was cancelled; the script ran all the same
             elif isinstance(answer, Exception):
                 future.set_exception(answer)
             else:
                 future.set_result(answer)
+
+
+    def _waits(self, pipe: Any, batch: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]]) -> list[Any]:
+        """Queue one WAIT per node the batch wrote to (one on a single Redis); the nodes, in order."""
+        if not self.replicas:
+            return []
+        if not isinstance(self._redis, RedisCluster):
+            pipe.execute_command("WAIT", self.replicas, self.wait_ms)
+            return [None]
+        nodes = list({self._redis.get_node_from_key(keys[0]).name: self._redis.get_node_from_key(keys[0])
+                      for keys, _, _ in batch}.values())
+        for node in nodes:
+            pipe.execute_command("WAIT", self.replicas, self.wait_ms, target_nodes=node)
+        return nodes
+
+    def _acked(self, batch: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]], waits: list[Any],
+               replies: list[Any]) -> list[int]:
+        """Per call, the replicas its node's WAIT reported (``replicas`` when none was asked)."""
+        if not self.replicas:
+            return [0] * len(batch)
+        by_node = {(n.name if n is not None else None): r if isinstance(r, int) else 0 for n, r in zip(waits, replies)}
+        if not isinstance(self._redis, RedisCluster):
+            return [by_node[None]] * len(batch)
+        return [by_node.get(self._redis.get_node_from_key(keys[0]).name, 0) for keys, _, _ in batch]
+
+    async def _again(self, keys: Sequence[KeyT], args: Sequence[ArgT], future: asyncio.Future[Any]) -> None:
+        """A call whose script the server did not know: load it, then run it (and its WAIT) again."""
+        if not self.replicas:
+            await _settle(future, self._script(keys=keys, args=args))
+            return
+        try:
+            await self._redis.script_load(self._source)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        await self._send([(keys, args, future)])
 
 
 async def _settle(future: asyncio.Future[Any], call: Any) -> None:

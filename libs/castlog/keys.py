@@ -7,6 +7,7 @@ The entries of the streams named here are typed in ``streams.py`` (and the cast 
 from __future__ import annotations
 
 import re
+import zlib
 
 # An entry as XRANGE and XREAD give it to a client with decode_responses=False (redis-py types
 # them loosely): its raw id and its fields. Every module that handles raw entries uses these.
@@ -23,6 +24,20 @@ ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver 
 ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 CANCELS = "cancels"  # cast ids cancelled, for every worker to hear at once (cancels.py)
 GROUP = "synth"
+
+# Lanes: co-location of the keys one atomic step touches, for Redis Cluster (and the same layout
+# on a single Redis). A cast's lane is a stable hash of its id into LANES lanes; its log, its
+# catalog entry and its lane's job streams carry the lane's hash tag ``{lN}``, so the submit
+# (claim + catalog + job) stays one script in one slot. LANES is part of the stored layout, not
+# a per-process setting: every process must agree on it, and changing it renames every key
+# (`streamtts migrate-keys` would have to move them), so it is a constant of the key layout.
+LANES = 64
+JOBS_LANE_PREFIX = "jobs/lane/"
+JOBS_LIVE_LANE_PREFIX = "jobs/live/lane/"
+LANE_GROUP = "lanes"  # the group through which synth moves lane jobs into `jobs` / `jobs/live`
+# On a cluster, where no read blocks across key lanes: {s: a key lane's job stream} after each new
+# job, so the movers read the lanes that have one (lanes.py). Read by plain XREAD, capped.
+JOBS_BELL = "jobs/bell"
 
 CAST_PREFIX = "pub/casts/"
 RATE_LIMIT_PREFIX = "rl/"
@@ -49,23 +64,86 @@ HANDED_BACK = "handed-back"
 CAST_ID_LEN = 12
 CAST_ID_PATTERN = r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN
 _CAST_ID = re.compile(CAST_ID_PATTERN)
+_LANE_TAG = re.compile(r"\{l(\d+)\}")
 
 
 def is_cast_id(value: str) -> bool:
     return _CAST_ID.fullmatch(value) is not None
 
 
+def lane_of(cast_id: str) -> int:
+    """The cast's lane: CRC-32 of its id, modulo LANES (stable across processes and versions)."""
+    return zlib.crc32(cast_id.encode()) % LANES
+
+
+def lane_tag(lane: int) -> str:
+    """``{lN}``: Redis Cluster hashes only what is inside the braces, so a lane is one slot."""
+    return "{l%d}" % lane
+
+
 def cast_key(cast_id: str) -> str:
-    return CAST_PREFIX + cast_id
+    """``pub/casts/{lN}/<id>``; the public stream name stays ``pub/casts/<id>`` (public_name)."""
+    return f"{CAST_PREFIX}{lane_tag(lane_of(cast_id))}/{cast_id}"
 
 
 def catalog_key(cast_id: str) -> str:
+    """``catalog/{lN}/<id>``: in the slot of the cast's log."""
+    return f"{CATALOG_PREFIX}{lane_tag(lane_of(cast_id))}/{cast_id}"
+
+
+def cast_key_pattern() -> str:
+    """A SCAN pattern that matches every cast log's key (and no other key)."""
+    return CAST_PREFIX + "{l*}/*"
+
+
+def public_name(cast_id: str) -> str:
+    """The name clients give a cast's stream (``?stream=pub/casts/<id>``), without its lane."""
+    return CAST_PREFIX + cast_id
+
+
+def jobs_lane_key(lane: int) -> str:
+    """``jobs/lane/{lN}``: the submits' jobs of one lane, moved by synth into ``jobs``."""
+    return JOBS_LANE_PREFIX + lane_tag(lane)
+
+
+def jobs_live_lane_key(lane: int) -> str:
+    """``jobs/live/lane/{lN}``: the open casts' jobs of one lane, moved into ``jobs/live``."""
+    return JOBS_LIVE_LANE_PREFIX + lane_tag(lane)
+
+
+def lane_jobs_of(cast_id: str) -> str:
+    return jobs_lane_key(lane_of(cast_id))
+
+
+def lane_live_jobs_of(cast_id: str) -> str:
+    return jobs_live_lane_key(lane_of(cast_id))
+
+
+def lane_of_key(key: str) -> int | None:
+    """The lane of a lane-tagged key, None for any other key."""
+    match = _LANE_TAG.search(key)
+    return int(match.group(1)) if match else None
+
+
+# Keys written before lanes (castlog before #24): pub/casts/<id>, catalog/<id>, cancel/<id>. A
+# single Redis that holds them is moved to the lane layout by migrate.py (`streamtts up` at
+# start, `streamtts migrate-keys` for any REDIS_URL).
+def legacy_cast_key(cast_id: str) -> str:
+    return CAST_PREFIX + cast_id
+
+
+def legacy_catalog_key(cast_id: str) -> str:
     return CATALOG_PREFIX + cast_id
 
 
-def cancel_key(cast_id: str) -> str:
-    """``cancel/<id>``: the cast was cancelled (a flag with a TTL, read when a job is admitted)."""
+def legacy_cancel_key(cast_id: str) -> str:
     return CANCEL_PREFIX + cast_id
+
+
+def cancel_key(cast_id: str) -> str:
+    """``cancel/{lN}/<id>``: the cast was cancelled (a flag with a TTL, read when a job is
+    admitted); in the slot of the cast's log, which the cancel script reads."""
+    return f"{CANCEL_PREFIX}{lane_tag(lane_of(cast_id))}/{cast_id}"
 
 
 def limit_key(scope: str, client: str) -> str:
@@ -79,10 +157,15 @@ def tally_key(job_entry_id: str) -> str:
 
 
 def cast_id_of(stream: str) -> str | None:
-    """The cast id of a public stream name, or None for any other stream."""
+    """The cast id of a public stream name (``pub/casts/<id>``) or of a cast log's key
+    (``pub/casts/{lN}/<id>``, its lane checked), or None for any other stream."""
     if not stream.startswith(CAST_PREFIX):
         return None
     rest = stream[len(CAST_PREFIX) :]
+    if rest.startswith("{"):
+        tag, _, rest = rest.partition("/")
+        if not is_cast_id(rest) or tag != lane_tag(lane_of(rest)):
+            return None
     return rest if is_cast_id(rest) else None
 
 

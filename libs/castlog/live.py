@@ -13,8 +13,10 @@ Writing is a capability apart from reading: the id is the cast's public link, so
 also makes a secret *write token* (handed once to its opener) and the recipe keeps only its
 SHA-256 (``wh``). :meth:`LiveStore.writer` compares a token's hash with it in constant time.
 
-The job goes to ``jobs/live`` (not ``jobs``) so that an open cast waiting for text never waits
-behind a queue of whole-text casts, and the worker bounds open casts apart from the others.
+The job goes to its lane's ``jobs/live/lane/{lN}`` (keys.py; synth moves it into ``jobs/live``,
+not ``jobs``) so that an open cast waiting for text never waits behind a queue of whole-text
+casts, and the worker bounds open casts apart from the others. The opener's cap of open casts is
+kept in its own slot (opencap.py).
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from typing import Literal, cast
 from redis.asyncio import Redis
 
 from . import keys
+from .batching import NotReplicated, ScriptBatcher
 from .ids import content_id
-from .keys import JOBS_LIVE, Rows
+from .keys import Rows
+from .lanes import ring
 from .lua import FIELD
-from .ratelimit import RateLimited, RateLimiter, Verdict
+from .opencap import OpenCap
+from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, encode_headers
-from .scripts import NOW_MS, rate_limited
+from .scripts import NOW_MS
 from .streams import Malformed, Recipe, decode
 
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
@@ -41,51 +46,29 @@ OPEN_ID_TRIES = 3
 
 # Random bytes of a write token (43 URL-safe characters): no guessing it.
 WRITE_TOKEN_BYTES = 32
-# How long a client's set of open casts stands after its last open (a cast's text stays open
-# no longer: the worker closes one left without text).
-OPEN_SET_MS = 24 * 3600 * 1000
 
 
 class TooManyOpen(Exception):
     """The client holds its cap of open casts; nothing was written (its token was spent)."""
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs/live, KEYS[4]: the opener's open
-# casts rl/intake-live/<client> (sorted set: id -> opened at)
+# KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id>, KEYS[3]: jobs/live/lane/{lN} (one lane)
 # ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed,
-# ARGV[6]: the write token's hash, ARGV[7]: the most open casts per client (0: no cap),
-# ARGV[8]: the catalog keys' prefix, ARGV[9]: ms the client's set stands unused
+# ARGV[6]: the write token's hash
 # Claims a fresh random id: recipe (live, no text, the token's hash), meta and the job; 'taken'
-# if the id is used, 'too_many' when the client holds its cap of casts whose text is open (the
-# set forgets closed and vanished ones as it counts: at most the cap of short reads).
+# if the id is used. The opener's bucket and its cap of open casts are taken before, each in its
+# own step (opencap.py): they lie in the client's slot, not the cast's lane.
 OPEN = (
     NOW_MS
-    + FIELD
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'taken' end
-local cap = tonumber(ARGV[7])
-if cap > 0 then
-  local open = 0
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-    local last = redis.call('XREVRANGE', ARGV[8] .. id, '+', '-', 'COUNT', 1)[1]
-    if last and not field(last, 'closed') then open = open + 1 else redis.call('ZREM', KEYS[4], id) end
-  end
-  if open >= cap then return 'too_many' end
-end
 redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
   'live', '1', 'speed', ARGV[5], 'wh', ARGV[6])
 redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
-if cap > 0 then
-  redis.call('ZADD', KEYS[4], now, ARGV[1])
-  redis.call('PEXPIRE', KEYS[4], ARGV[9])
-end
 return 'new'
 """
 )
 
-# KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
-# ARGV[1..9]: OPEN's, ARGV[10..12]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
-OPEN_LIMITED = rate_limited(OPEN)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
 _STATE = (
@@ -138,10 +121,6 @@ redis.call('XADD', KEYS[1], '*', 'closed', '1', 'end', stored_end, 'cid', ARGV[2
 return {'ok', stored_end, ARGV[2]}
 """
 )
-
-# KEYS[1]: FRAGMENT's, KEYS[2]: the writer's bucket; ARGV[1..5]: FRAGMENT's, ARGV[6..8]: TAKE's
-# (the cost: the fragment's characters). Returns {1, FRAGMENT's answer} or {0, wait ms}.
-FRAGMENT_LIMITED = rate_limited(FRAGMENT)
 
 FragmentAnswer = Literal["ok", "duplicate", "gap", "overlap", "too_long", "closed", "missing", "not_live"]
 CloseAnswer = Literal["ok", "closed", "moved", "missing", "not_live"]
@@ -223,13 +202,15 @@ def text_events(rows: Rows) -> list[TextEvent]:
 class LiveStore:
     """Open, feed and close open casts (one per process, like :class:`castlog.CastStore`)."""
 
-    def __init__(self, redis: Redis, content_key: bytes = b"") -> None:
+    def __init__(self, redis: Redis, content_key: bytes = b"", *, replicas: int = 0, wait_ms: int = 0) -> None:
+        """``replicas`` > 0: an open is answered only once its writes reached that many replicas
+        (WAIT, up to ``wait_ms``); else it raises batching.NotReplicated (the place it took among
+        its client's open casts given back)."""
         self.redis = redis
         self.content_key = content_key  # the deployment's key of content ids (ids.content_id)
-        self._open = redis.register_script(OPEN)
-        self._open_limited = redis.register_script(OPEN_LIMITED)
+        self._open = ScriptBatcher(redis, OPEN, replicas=replicas, wait_ms=wait_ms)
         self._fragment = redis.register_script(FRAGMENT)
-        self._fragment_limited = redis.register_script(FRAGMENT_LIMITED)
+        self.cap = OpenCap(redis)
         self._close = redis.register_script(CLOSE)
 
     async def open(
@@ -240,28 +221,32 @@ class LiveStore:
         token), ``meta`` and its job in one step; :class:`TooManyOpen` when the client (``limit``'s)
         holds ``max_open`` casts whose text is open (0: no cap)."""
         token = write_token()
-        client = limit[1] if limit is not None else ""
+        client, capped = "", False
+        if limit is not None:  # its own step: a client's bucket and a cast's lane are different slots
+            limiter, client = limit
+            verdict = await limiter.take(client)
+            if not verdict.allowed:
+                raise RateLimited(verdict)
+            capped = max_open > 0
         for _ in range(OPEN_ID_TRIES):
             cast_id = open_cast_id()
-            open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE,
-                         keys.limit_key(keys.INTAKE_LIVE_SCOPE, client)]
-            args: list[str | bytes | float | int] = [
-                cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token),
-                max_open if limit is not None else 0, keys.CATALOG_PREFIX, OPEN_SET_MS,
-            ]
-            if limit is None:
-                answer = await self._open(keys=open_keys, args=args)
-            else:
-                limiter, client = limit
-                ok, answer = await self._open_limited(
-                    keys=[*open_keys, limiter.key(client)], args=[*args, *limiter.args()]
-                )
-                if not ok:
-                    raise RateLimited(Verdict.of(ok, answer))
-            if _text(answer) == "new":
-                return OpenedCast(cast_id, token)
-            if _text(answer) == "too_many":
+            if capped and not await self.cap.reserve(client, cast_id, max_open):
                 raise TooManyOpen(f"{client} holds {max_open} open casts")
+            open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.lane_live_jobs_of(cast_id)]
+            args: list[str | bytes] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token)]
+            answer = ""
+            try:
+                answer = _text(await self._open(keys=open_keys, args=args))
+            except NotReplicated as unconfirmed:  # its job stands all the same: ring for it
+                if _text(unconfirmed.answer) == "new":
+                    await ring(self.redis, open_keys[2])
+                raise
+            finally:
+                if capped and answer != "new":  # an open that did not happen holds no place
+                    await self.cap.give_back(client, cast_id)
+            if answer == "new":
+                await ring(self.redis, open_keys[2])
+                return OpenedCast(cast_id, token)
         raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
 
     async def writer(self, cast_id: str, token: str) -> WriterAnswer:
@@ -282,19 +267,14 @@ class LiveStore:
     ) -> tuple[FragmentAnswer, int]:
         """Add a fragment of ``raw_length`` characters as sent (``text`` is what is kept of it)
         at ``offset``; returns the answer and the text's end after it. With ``limit`` (a bucket,
-        the client, the cost) the cost is taken in the same step, or :class:`RateLimited`."""
-        fragment_keys = [keys.catalog_key(cast_id)]
-        args: list[str | int | float] = [offset, text, offset + raw_length, max_chars, "1" if flush else "0"]
-        if limit is None:
-            answer, end = (await self._fragment(keys=fragment_keys, args=args))[:2]
-        else:
+        the client, the cost) the cost is taken first, or :class:`RateLimited`."""
+        if limit is not None:  # its own step: the writer's bucket is not in the cast's lane
             limiter, client, cost = limit
-            ok, reply = await self._fragment_limited(
-                keys=[*fragment_keys, limiter.key(client)], args=[*args, *limiter.args(cost)]
-            )
-            if not ok:
-                raise RateLimited(Verdict.of(ok, reply))
-            answer, end = reply[:2]
+            verdict = await limiter.take(client, cost)
+            if not verdict.allowed:
+                raise RateLimited(verdict)
+        args: list[str | int | float] = [offset, text, offset + raw_length, max_chars, "1" if flush else "0"]
+        answer, end = (await self._fragment(keys=[keys.catalog_key(cast_id)], args=args))[:2]
         return cast(FragmentAnswer, _text(answer)), int(end)
 
     async def close(self, cast_id: str, seen_end: int, cid: str) -> tuple[CloseAnswer, int, str]:

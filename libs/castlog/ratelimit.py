@@ -44,7 +44,8 @@ return {ok, wait}
 
 # KEYS[1]: the bucket; ARGV: TAKE's. Whether the bucket holds ``cost`` tokens now, taking none
 # and writing nothing: {1, 0} or {0, ms until it would}. A caller checks this before it reads a
-# body, then takes the token in the same step as its write.
+# body, then takes the token just before its write (its own step: the client's slot is not the
+# cast's key lane).
 PEEK = (
     _REFILL
     + """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .lua import FIELD, NOW_MS
-from .ratelimit import TAKE
 
 # KEYS[1]: the cast log pub/casts/<id>
 # ARGV[1]: match_seq_num, the tail the caller believes in; then e, h, b for each record
@@ -35,7 +34,7 @@ return {1, tail, now}
 """
 )
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: jobs
+# KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id>, KEYS[3]: jobs/lane/{lN} (one lane: one slot)
 # ARGV[1]: id, ARGV[2]: voice, ARGV[3]: text, ARGV[4]: title, ARGV[5]: meta headers (JSON)
 # An empty log: write the recipe, meta at seq 0 and the job, answer 'new'. A log that ended
 # in `error`: enqueue one new job per error record (the catalog remembers which error it
@@ -62,33 +61,6 @@ return 'reenqueued'
 """
 )
 
-
-def _function(name: str, script: str) -> str:
-    """``script`` as a Lua function whose parameters shadow KEYS and ARGV, so it runs unchanged."""
-    return f"local function {name}(KEYS, ARGV)\n{script}end\n"
-
-
-def rate_limited(script: str) -> str:
-    """TAKE, then ``script`` only if the bucket gave a token: the bucket rl/<scope>/<client> is
-    the last key and TAKE's rate, burst and cost the last three arguments; ``script`` gets the
-    keys and arguments before them. One round trip for a rate-limited write, and a refused
-    client writes nothing but its bucket. Returns {1, the script's answer} or {0, wait ms}."""
-    return (
-        _function("take", TAKE)
-        + _function("limited", script)
-        + """
-local own_keys, own_args = {}, {}
-for i = 1, #KEYS - 1 do own_keys[i] = KEYS[i] end
-for i = 1, #ARGV - 3 do own_args[i] = ARGV[i] end
-local verdict = take({KEYS[#KEYS]}, {ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]})
-if verdict[1] == 0 then return verdict end
-return {1, limited(own_keys, own_args)}
-"""
-    )
-
-
-# KEYS[1..3]: SUBMIT's, KEYS[4]: the client's bucket; ARGV[1..5]: SUBMIT's, ARGV[6..8]: TAKE's.
-SUBMIT_LIMITED = rate_limited(SUBMIT)
 
 # KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>
 # ARGV[1]: the tail n of the packed log, ARGV[2]: the descriptor (zlib-compressed JSON),
@@ -119,23 +91,22 @@ return 1
 """
 )
 
-# KEYS[1]: pub/casts/<id>, KEYS[2]: catalog/<id>, KEYS[3]: archive/trash, KEYS[4]: archive/played
-# ARGV[1]: the cast id
-# Removes the log, the catalog (the claim goes with them) and the played mark in one step; an
-# archived log's blob key (field `k` of its last entry) goes to the trash for the archiver.
-# Returns 1, or 0 when there was no log.
+# KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id> (one lane: one slot)
+# Removes the log and the catalog (the claim goes with them) in one step. Returns {existed (1 or
+# 0), an archived log's blob key (field `k` of its last entry) or false}: the caller then trashes
+# the blob and drops the played mark (global keys, other slots in a cluster).
 DELETE = """
 local existed = redis.call('EXISTS', KEYS[1])
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local blob = false
 if last then
   local f = last[2]
   for i = 1, #f, 2 do
-    if f[i] == 'k' then redis.call('XADD', KEYS[3], '*', 'key', f[i + 1]) end
+    if f[i] == 'k' then blob = f[i + 1] end
   end
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[4], ARGV[1])
-return existed
+return {existed, blob}
 """
 
 # KEYS[i]: a cast log pub/casts/<id> (a key may repeat); ARGV[i]: a seq_num in it (-1: none)

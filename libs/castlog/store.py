@@ -11,9 +11,10 @@ from typing import Literal, NamedTuple, cast
 from redis.asyncio import Redis
 
 from . import keys, scripts
-from .batching import ScriptBatcher
+from .batching import NotReplicated, ScriptBatcher
 from .keys import Rows
-from .ratelimit import RateLimited, RateLimiter, Verdict
+from .lanes import ring
+from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, Record, encode_fields, encode_headers
 from .streams import Recipe, read_recipe
 
@@ -42,12 +43,13 @@ class CastStore:
     """One per process. Scripts are registered once; every method is one or few round trips.
     The reads are :class:`~castlog.reader.LogReader`'s."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, replicas: int = 0, wait_ms: int = 0) -> None:
+        """``replicas`` > 0: a submit is answered only once its writes reached that many
+        replicas (WAIT, up to ``wait_ms``); else it raises batching.NotReplicated."""
         self.redis = redis
         self._append = redis.register_script(scripts.APPEND)
         # Submits arrive many at a time on a busy intake: those of one loop turn share a round trip.
-        self._submit = ScriptBatcher(redis, scripts.SUBMIT)
-        self._submit_limited = ScriptBatcher(redis, scripts.SUBMIT_LIMITED)
+        self._submit = ScriptBatcher(redis, scripts.SUBMIT, replicas=replicas, wait_ms=wait_ms)
 
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
@@ -101,20 +103,26 @@ class CastStore:
     ) -> SubmitResult:
         """Claim the cast, write its recipe, ``meta`` and one job in one atomic step.
 
-        With ``limit`` (a limiter and a client) the same step first takes the client's token;
-        when the bucket has none it writes nothing else and :class:`RateLimited` is raised.
+        With ``limit`` (a limiter and a client) the client's token is taken first, in its own
+        step (a client's bucket and a cast's lane are different slots in a cluster); when the
+        bucket has none nothing else is written and :class:`RateLimited` is raised.
         """
-        submit_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.JOBS]
+        submit_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.lane_jobs_of(cast_id)]
         args: list[str | bytes | float | int] = [cast_id, voice, text, meta.title, encode_headers(meta)]
-        if limit is None:
-            return _submit_result(await self._submit(keys=submit_keys, args=args))
-        limiter, client = limit
-        ok, answer = await self._submit_limited(
-            keys=[*submit_keys, limiter.key(client)], args=[*args, *limiter.args()]
-        )
-        if not ok:
-            raise RateLimited(Verdict.of(ok, answer))
-        return _submit_result(answer)
+        if limit is not None:
+            limiter, client = limit
+            verdict = await limiter.take(client)
+            if not verdict.allowed:
+                raise RateLimited(verdict)
+        try:
+            result = _submit_result(await self._submit(keys=submit_keys, args=args))
+        except NotReplicated as unconfirmed:  # the job stands all the same: ring for it
+            if _submit_result(unconfirmed.answer) != "existing":
+                await ring(self.redis, submit_keys[2])
+            raise
+        if result != "existing":
+            await ring(self.redis, submit_keys[2])
+        return result
 
     async def recipe(self, cast_id: str) -> Recipe | None:
         return await read_recipe(self.redis, cast_id)

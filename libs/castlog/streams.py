@@ -6,12 +6,13 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 
 | stream | type | written by | read by |
 |---|---|---|---|
-| ``jobs``, ``jobs/live`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's consumer group |
+| ``jobs/lane/{lN}``, ``jobs/live/lane/{lN}`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's lane mover (lanes.py) |
+| ``jobs``, ``jobs/live`` | :class:`Job` | the lane mover | synth's consumer group |
 | ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth (:meth:`CastStore.recipe`) |
 | ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
-| ``archive/trash`` | :class:`Trash` | DELETE (scripts.py) | the archiver |
+| ``archive/trash`` | :class:`Trash` | archive.delete (after DELETE) | the archiver |
 
 Readers skip fields they do not know (a newer writer) and take a missing optional field as its
 default; an entry that does not decode raises :class:`Malformed`.
@@ -117,8 +118,16 @@ async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
 
 
 async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
-    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators)."""
-    return _decoded(Job, cast(Rows, await redis.xrange(stream)))
+    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators); for
+    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, by their time (two
+    lanes' jobs of the same millisecond in either order)."""
+    rows: Rows = []
+    if stream in (keys.JOBS, keys.JOBS_LIVE):
+        lane = keys.jobs_live_lane_key if stream == keys.JOBS_LIVE else keys.jobs_lane_key
+        for n in range(keys.LANES):
+            rows += cast(Rows, await redis.xrange(lane(n)))
+        rows.sort(key=lambda row: tuple(int(part) for part in row[0].split(b"-")))
+    return _decoded(Job, rows + cast(Rows, await redis.xrange(stream)))
 
 
 # ---- catalog/<id> ----------------------------------------------------------------------------

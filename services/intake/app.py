@@ -124,7 +124,8 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, reader=reader)
     app[INTAKE] = Intake(
-        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis), live=LiveStore(redis, cfg.content_key.encode()),
+        cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis, replicas=cfg.wait_replicas, wait_ms=cfg.wait_timeout_ms),
+        live=LiveStore(redis, cfg.content_key.encode(), replicas=cfg.wait_replicas, wait_ms=cfg.wait_timeout_ms),
         reader=reader, limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, content_id
+from castlog.batching import NotReplicated
 from servicekit import client_address
 
 from .context import INTAKE, Intake
@@ -34,6 +35,13 @@ class Claimed:
 def cast_url(cast_id: str) -> str:
     """The cast's player: every answer that names a cast links it."""
     return f"/c/{cast_id}"
+
+
+def not_replicated(replicas: int, retry: str) -> Refusal:
+    """A write that ran but was not seen on ``replicas`` Redis replicas within the wait: not
+    acknowledged (INTAKE_WAIT_REPLICAS), so a master's failover cannot lose an answered cast."""
+    return Refusal(503, "busy", f"the cast was not confirmed by {replicas} Redis replica(s) in time; retry ({retry})",
+                   {"Retry-After": "1"})
 
 
 def rate_limited(wait_s: int) -> Refusal:
@@ -121,5 +129,7 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise rate_limited(limited.verdict.retry_after_s) from None
+    except NotReplicated:  # written, but not known to survive a failover: not acknowledged
+        raise not_replicated(cfg.wait_replicas, "the same text is the same cast") from None
     intake.metrics.submitted(result, time.perf_counter() - started)
     return Claimed(cast_id, result)

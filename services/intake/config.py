@@ -64,6 +64,11 @@ class Config(Settings):
                                  "worker is down")
     voices_refresh_s: float = setting("INTAKE_VOICES_REFRESH_S", 5.0, ge=0, doc="how long the published voice list "
                                       "is trusted before it is read again")
+    wait_replicas: int = setting("INTAKE_WAIT_REPLICAS", 0, ge=0, doc="a submit (an open cast's too) is answered "
+                                 "201/200 only once its writes reached this many Redis replicas (WAIT); 0: no wait "
+                                 "(a single Redis)")
+    wait_timeout_ms: int = setting("INTAKE_WAIT_TIMEOUT_MS", 1000, gt=0, doc="how long a submit waits for "
+                                   "`INTAKE_WAIT_REPLICAS` (503 beyond; the write stands, a retry is idempotent)")
     # Each submit in flight holds one pooled connection; past both bounds intake sheds load instead of queueing.
     max_inflight: int = setting("INTAKE_MAX_INFLIGHT", 64, gt=0, doc="submits using Redis at once")
     max_waiting: int = setting("INTAKE_MAX_WAITING", 1024, ge=0,

@@ -19,9 +19,10 @@ import msgspec
 from aiohttp import web
 
 from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
+from castlog.batching import NotReplicated
 from servicekit import client_address, json_response
 
-from .claim import cast_url, read_body
+from .claim import cast_url, not_replicated, read_body
 from .context import INTAKE
 from .validate import Refusal, normalise_title
 
@@ -96,7 +97,8 @@ def _decode(body: bytes, form: type[msgspec.Struct], shape: str) -> Any:
 
 
 async def open_cast(app: web.Application, client: str, voice: str | None, title: str | None, speed: float) -> Opened:
-    """Check the fields, take the client's token and open the cast in one Redis round trip."""
+    """Check the fields, take the client's token and its place among its open casts, then open the
+    cast (each its own step: the client's slot, then the cast's key lane)."""
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise Refusal(422, "invalid_speed", f"speed must be between {MIN_SPEED} and {MAX_SPEED}, not {speed}")
     intake = app[INTAKE]
@@ -122,6 +124,8 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         wait = limited.verdict.retry_after_s
         raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
+    except NotReplicated:  # opened, but not known to survive a failover: its token is never handed out
+        raise not_replicated(intake.cfg.wait_replicas, "a new open makes a new cast") from None
     return Opened(opened.cast_id, voice, opened.write_token)
 
 
@@ -156,7 +160,7 @@ async def add_text(
     app: web.Application, cast_id: str, offset: int, fragment: str, flush: bool, *, client: str
 ) -> tuple[str, int]:
     """Append one fragment at ``offset``, its characters (a flush's FLUSH_COST) taken from
-    ``client``'s bucket in the same step; ("appended" or "duplicate", the text's end) or a
+    ``client``'s bucket just before (its own step); ("appended" or "duplicate", the text's end) or a
     refusal (TextRefusal for the text log's answers)."""
     if offset < 0:
         raise Refusal(422, "invalid_offset", "offset counts characters sent before this fragment: 0 or more")

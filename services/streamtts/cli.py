@@ -18,7 +18,7 @@ from servicekit import ConfigError, setup_logging
 from servicekit.settings import value_of
 
 from . import commands as client_commands
-from . import statecmd, voicecmd
+from . import migratecmd, statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .config import Config, environment
 from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_up(commands)
     client_commands.add_all(commands)
     statecmd.add_state(commands)
+    migratecmd.add_migrate(commands)
     return parser
 
 

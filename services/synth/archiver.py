@@ -22,9 +22,9 @@ from castlog import (
     LogReader,
     archive,
     cast_id_of,
-    cast_key,
     claim_done,
     ensure_group,
+    keys,
     read_trash,
     take_done,
 )
@@ -138,7 +138,7 @@ class Archiver:
         """Every cast log once: archive what was missed, sweep what retention lets go, measure."""
         now = await self._now_ms()
         live = archived = archived_bytes = 0
-        async for key in self.redis.scan_iter(match=cast_key("*"), count=SCAN_COUNT, _type="stream"):
+        async for key in self.redis.scan_iter(match=keys.cast_key_pattern(), count=SCAN_COUNT, _type="stream"):
             cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
             if cast_id is None:
                 continue

@@ -41,6 +41,11 @@ class SynthConfig(Settings):
     consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="`hostname-pid`",
                             doc="the consumer name in group `synth` (a stable name re-reads its own pending jobs "
                                 "after a restart)")
+    wait_replicas: int = setting("SYNTH_WAIT_REPLICAS", 0, ge=0, doc="a job moved from its lane into `jobs` "
+                                 "is dropped from the lane only once this many Redis replicas have it (WAIT); 0: "
+                                 "no wait (a single Redis)")
+    wait_timeout_ms: int = setting("SYNTH_WAIT_TIMEOUT_MS", 1000, gt=0, doc="how long that WAIT may take (the lane "
+                                   "keeps the job beyond it, and it is moved again)")
     metrics_host: str = setting("SYNTH_METRICS_HOST", "127.0.0.1", doc="where `/metrics` and `/healthz` are served")
     metrics_port: int = setting("SYNTH_METRICS_PORT", 9100, ge=0, doc="their port")
     log_level: str = setting("SYNTH_LOG_LEVEL", "INFO", parse=str.upper, fallback="LOG_LEVEL", doc="log level")

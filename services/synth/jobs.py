@@ -155,8 +155,10 @@ async def refresh(redis: Redis, consumer: str, entry_ids: list[str], stream: str
 
 
 async def ack(redis: Redis, entry_id: str, stream: str = castlog.JOBS) -> None:
-    """The job is answered: acknowledge it and drop its tally, together."""
-    async with redis.pipeline(transaction=True) as pipe:
+    """The job is answered: acknowledge it, then drop its tally. Not one transaction: in a
+    cluster the tally and the stream are different slots; a tally left by a crash in between
+    expires (TALLY_TTL_S) and counts for nothing (its job is acknowledged)."""
+    async with redis.pipeline(transaction=False) as pipe:
         pipe.xack(stream, castlog.GROUP, entry_id)
         pipe.delete(castlog.tally_key(entry_id))
         await pipe.execute()

@@ -6,6 +6,10 @@ read with CLIENT UNBLOCK, ``castlog.BlockingRead``, so the connection stays), fe
 wakes the synth loop when a sentence is complete. An open cast waiting for text wants no chunk,
 so it holds up nobody and spends no attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is
 closed here (its rest is spoken, then `eos`), so an abandoned cast still ends.
+
+On a Redis Cluster a read's keys must share a slot, and the catalogs lie in their casts' lanes
+(castlog/keys.py): there the feed sends one short XREAD per lane at once (``LANE_BLOCK_MS``), so a
+lane's text never waits behind another lane's block, and no wake-up is needed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any, cast
 from redis.exceptions import RedisError
 
 from castlog import BlockingRead, LiveStore, TextEvent, catalog_key, content_id
+from castlog.keys import lane_of_key
 from castlog.live import text_events
+from servicekit.connect import is_cluster
 
 from .cast import ActiveCast, OpenText
 from .crew import Crew
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 
 # Entries read from one catalog per round trip.
 FEED_BATCH = 256
+# On a cluster each lane's catalogs are read apart, at once; each read blocks this long at most.
+LANE_BLOCK_MS = 50
 
 
 async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText | None:
@@ -74,19 +82,24 @@ class LiveFeed:
         }
 
     async def run(self) -> None:
+        if is_cluster(self.crew.redis):
+            await self._run(None)
+            return
         conn = self.crew.redis.client()  # one pooled connection held for the blocking read
-        blocking = BlockingRead(conn, self.crew.redis)
         try:
-            while True:
-                try:
-                    await self._step(blocking)
-                except RedisError as exc:
-                    log.warning("live feed: Redis error (%s); retrying", exc)
-                    await asyncio.sleep(self.crew.cfg.poll_s)
+            await self._run(BlockingRead(conn, self.crew.redis))
         finally:
             await conn.aclose()  # back to the pool
 
-    async def _step(self, blocking: BlockingRead) -> None:
+    async def _run(self, blocking: BlockingRead | None) -> None:
+        while True:
+            try:
+                await self._step(blocking)
+            except RedisError as exc:
+                log.warning("live feed: Redis error (%s); retrying", exc)
+                await asyncio.sleep(self.crew.cfg.poll_s)
+
+    async def _step(self, blocking: BlockingRead | None) -> None:
         crew, opened = self.crew, self.crew.held.opened  # set when an open cast is admitted
         following = self._open()
         opened.clear()
@@ -94,13 +107,15 @@ class LiveFeed:
             await _wait(opened, crew.cfg.poll_s)
             return
         streams: dict[Any, Any] = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
-        changed = asyncio.ensure_future(opened.wait())  # re-issue the read with its catalog in it
-        try:
-            reply = await blocking.xread(
-                streams, count=FEED_BATCH, block_ms=max(1, int(crew.cfg.poll_s * 1000)), wake=changed,
-            )
-        finally:
-            changed.cancel()
+        block_ms = max(1, int(crew.cfg.poll_s * 1000))
+        if blocking is None:
+            reply = await _lane_reads(crew, streams, min(block_ms, LANE_BLOCK_MS))
+        else:
+            changed = asyncio.ensure_future(opened.wait())  # re-issue the read with its catalog in it
+            try:
+                reply = await blocking.xread(streams, count=FEED_BATCH, block_ms=block_ms, wake=changed)
+            finally:
+                changed.cancel()
         now = crew.clock()
         for stream, rows in cast(Any, reply) or ():
             key = stream.decode() if isinstance(stream, bytes) else stream
@@ -125,6 +140,17 @@ class LiveFeed:
             log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
             await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice, key=self.crew.live.content_key))
             state.heard_at = now  # 'moved': text came meanwhile, and the next read brings it
+
+
+async def _lane_reads(crew: Crew, streams: dict[Any, Any], block_ms: int) -> list[Any]:
+    """A cluster's read: the catalogs grouped by lane, one XREAD per lane, all at once."""
+    lanes: dict[int | None, dict[Any, Any]] = {}
+    for key, after in streams.items():
+        lanes.setdefault(lane_of_key(key), {})[key] = after
+    replies = await asyncio.gather(*(
+        crew.redis.xread(group, count=FEED_BATCH, block=block_ms) for group in lanes.values()
+    ))
+    return [pair for reply in replies for pair in (reply.items() if isinstance(reply, dict) else reply or ())]
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> None:

@@ -38,6 +38,8 @@ from redis.exceptions import RedisError
 
 import castlog
 from castlog import CastStore, LiveStore, LogReader
+from castlog.lanes import LaneMover
+from servicekit.connect import is_cluster
 
 from . import jobs, scheduler
 from .admission import Admitter
@@ -46,7 +48,7 @@ from .cast import job_key
 from .config import SynthConfig
 from .crew import Crew
 from .dispatcher import Dispatcher
-from .holdings import Holdings
+from .holdings import REDIS_RETRY_S, Holdings
 from .inbox import Inbox
 from .lane import Lane
 from .livefeed import LiveFeed
@@ -100,6 +102,7 @@ class Worker:
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
         side.append(asyncio.create_task(self.cancels.run()))
+        side += [asyncio.create_task(self._move_loop())]
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]
         try:
@@ -143,6 +146,30 @@ class Worker:
     @property
     def stopping(self) -> bool:
         return self.crew.held.stopping
+
+    # ---- the key lanes' jobs ----------------------------------------------------------------
+
+    async def _move_loop(self) -> None:
+        """Move the key lanes' jobs into ``jobs`` / ``jobs/live`` (castlog/lanes.py; not the
+        synth lanes of ``self.lanes``); pending moves of this or a dead worker are taken up every
+        ``refresh_s``."""
+        cfg = self.crew.cfg
+        mover = LaneMover(self.crew.redis, cfg.consumer, lease_ms=cfg.lease_ms,
+                          single_redis=not is_cluster(self.crew.redis), replicas=cfg.wait_replicas,
+                          wait_ms=cfg.wait_timeout_ms)
+        last_pending = -float("inf")
+        while True:
+            try:
+                if last_pending == -float("inf"):
+                    await mover.open()
+                now = self.crew.clock()
+                pending = now - last_pending >= cfg.refresh_s
+                await mover.sweep(int(cfg.poll_s * 1000), pending=pending)
+                if pending:
+                    last_pending = now
+            except RedisError as exc:
+                log.warning("key lane mover: Redis error (%s)", exc)
+                await asyncio.sleep(REDIS_RETRY_S)
 
     # ---- leases -----------------------------------------------------------------------------
 

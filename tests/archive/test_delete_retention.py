@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import VOICES, CastStore, archive, cast_key, catalog_key
+from castlog import VOICES, CastStore, archive, cast_key, catalog_key, lane_jobs_of, read_jobs
 from intake import Config, create_app
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
@@ -50,7 +50,7 @@ async def test_delete_then_identical_submit_synthesizes_again(intake: Any, redis
     assert resp.status == 200 and (await resp.json()) == {"id": cid, "deleted": True}
     assert await redis.exists(cast_key(cid), catalog_key(cid)) == 0
     assert await submit(client) == (201, cid)  # synthesized again
-    assert await redis.xlen("jobs") == 2
+    assert len(await read_jobs(redis)) == 2
 
 
 async def test_delete_of_archived_cast_removes_its_blob(intake: Any, redis: Redis, store: CastStore,
@@ -66,7 +66,7 @@ async def test_delete_of_archived_cast_removes_its_blob(intake: Any, redis: Redi
     await worker.empty_trash()
     assert await blob_store.size(d.key) is None
     assert await redis.xlen(archive.TRASH) == 0
-    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", archive.TRASH, VOICES}
+    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", lane_jobs_of(cast.id), archive.TRASH, VOICES}
 
 
 @pytest.mark.parametrize("token,given", [(None, TOKEN), (None, ""), (TOKEN, "wrong"), (TOKEN, "")])

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import CastStore, LogReader, content_id
+from castlog import CastStore, LogReader, cast_key, content_id
 from intake import Config, create_app
 from tests.archive.test_edge_archived import _config_of
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
@@ -51,6 +51,6 @@ async def test_speech_of_an_archived_cast_is_the_audio_it_had_before(
         assert before == b"".join(CHUNKS)
     tail = await LogReader(redis).tail(cast_id)
     assert await archiver(redis, blob_store).archive_cast(cast_id) == "archived"
-    assert await redis.xlen(f"pub/casts/{cast_id}") == 1  # the log is its eos alone now
+    assert await redis.xlen(cast_key(cast_id)) == 1  # the log is its eos alone now
     assert await LogReader(redis).tail(cast_id) == tail
     assert await speech(client, fmt) == before

@@ -8,8 +8,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError
 
-from castlog import JOBS, CastStore, Meta, RateLimited, RateLimiter, cast_key, content_id
-from castlog.batching import ScriptBatcher
+from castlog import CastStore, Meta, RateLimited, RateLimiter, cast_key, content_id, read_jobs
+from castlog.batching import NotReplicated, ScriptBatcher
 from servicekit import client_for
 from streamtts.redisserver import free_port
 
@@ -110,6 +110,20 @@ async def test_batched_submits_keep_the_claim_exact(store: CastStore, redis: Red
     for cast in set(accepted):
         mine = [r for i, r in enumerate(results) if r != "limited" and i % 20 == cast]
         assert mine.count("new") == 1 and mine.count("existing") == len(mine) - 1
-    assert await redis.xlen(JOBS) == len(set(accepted))
+    assert len(await read_jobs(redis)) == len(set(accepted))
     for cast in set(accepted):
         assert await redis.xlen(cast_key(ids[cast])) == 1
+
+
+@pytest.mark.rule("ack-replicated")
+async def test_a_submit_waiting_for_a_replica_that_is_not_there_is_not_acknowledged(redis: Redis) -> None:
+    """INTAKE_WAIT_REPLICAS on a Redis with no replica: the script ran, WAIT saw 0 of 1, so the
+    caller hears NotReplicated (intake answers 503); the write stands and a retry is the same cast."""
+    text = "Waiting for a replica."
+    cast_id = content_id(text, "af_heart")
+    store = CastStore(redis, replicas=1, wait_ms=20)
+    with pytest.raises(NotReplicated) as refused:
+        await store.submit(cast_id, text, "af_heart", meta(text))
+    assert refused.value.answer == b"new" and (refused.value.replicas, refused.value.wanted) == (0, 1)
+    assert await CastStore(redis).submit(cast_id, text, "af_heart", meta(text)) == "existing"
+    assert len(await read_jobs(redis)) == 1

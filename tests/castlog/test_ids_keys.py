@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
 from castlog import MAX_SEQ_NUM, cast_id_of, content_id, entry_id, is_cast_id, seq_of
@@ -79,3 +81,19 @@ def test_a_keyed_content_id_is_an_hmac_of_the_same_material() -> None:
     want = hmac.new(key, b"af_heart\x00Hello.\x00speed=1.50", hashlib.sha256).digest()
     assert content_id(" Hello. ", "af_heart", 1.5, key=key) == base64.urlsafe_b64encode(want).decode()[:12]
     assert content_id("Hello.", "af_heart") != content_id("Hello.", "af_heart", key=key)
+
+
+@pytest.mark.rule("one-slot-per-step")
+def test_a_cast_s_keys_share_its_lane_s_hash_tag() -> None:
+    from castlog import keys
+
+    cid = "pHanHO6047OT"
+    lane = keys.lane_of(cid)
+    assert 0 <= lane < keys.LANES and lane == zlib.crc32(cid.encode()) % keys.LANES  # stable: a stored layout
+    tag = "{l%d}" % lane
+    assert keys.cast_key(cid) == f"pub/casts/{tag}/{cid}" and keys.catalog_key(cid) == f"catalog/{tag}/{cid}"
+    assert keys.cancel_key(cid) == f"cancel/{tag}/{cid}"
+    assert keys.lane_jobs_of(cid) == f"jobs/lane/{tag}" and keys.lane_live_jobs_of(cid) == f"jobs/live/lane/{tag}"
+    assert cast_id_of(keys.cast_key(cid)) == cid == cast_id_of(keys.public_name(cid))
+    assert cast_id_of(f"pub/casts/{{l{(lane + 1) % keys.LANES}}}/{cid}") is None  # a wrong lane is no cast log
+    assert keys.lane_of_key(keys.catalog_key(cid)) == lane and keys.lane_of_key("jobs") is None

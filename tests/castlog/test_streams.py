@@ -9,7 +9,6 @@ import pytest
 from redis.asyncio import Redis
 
 from castlog import (
-    ARCHIVE_PLAYED,
     ARCHIVE_TRASH,
     JOBS,
     JOBS_DEAD,
@@ -29,6 +28,7 @@ from castlog import (
     Trash,
     VoiceList,
     announce_done,
+    archive,
     cast_key,
     catalog_key,
     content_id,
@@ -36,6 +36,8 @@ from castlog import (
     decode_job,
     enqueue,
     ensure_group,
+    lane_jobs_of,
+    lane_live_jobs_of,
     publish_voices,
     read_dead,
     read_done,
@@ -43,7 +45,6 @@ from castlog import (
     read_recipe,
     read_trash,
     read_voices,
-    scripts,
     take_done,
     write_hash,
 )
@@ -64,7 +65,7 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     first, again = await read_jobs(redis)
     assert first.id == again.id == CAST and first.voice == again.voice == VOICE
     assert 0 < first.enqueued_at <= again.enqueued_at
-    rows = await redis.xrange(JOBS)
+    rows = await redis.xrange(lane_jobs_of(CAST))
     assert [decode_job(fields) for _, fields in rows] == [first, again]
     assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
     ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
@@ -75,7 +76,7 @@ async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) ->
     opened = await LiveStore(redis).open(VOICE, meta(live=True), speed=1.25)
     cast_id = opened.cast_id
     (job,) = await read_jobs(redis, JOBS_LIVE)
-    ((_, fields),) = await redis.xrange(JOBS_LIVE)
+    ((_, fields),) = await redis.xrange(lane_live_jobs_of(cast_id))
     assert {k.decode() for k in fields} == set(Job.__struct_fields__)
     ((_, recipe_fields),) = await redis.xrange(catalog_key(cast_id), count=1)
     assert {k.decode() for k in recipe_fields} == set(Recipe.__struct_fields__)
@@ -179,7 +180,6 @@ def test_unknown_fields_of_a_newer_writer_are_skipped() -> None:
 async def test_the_delete_script_trashes_what_trash_decodes_and_a_malformed_entry_is_flagged(redis: Redis) -> None:
     blob = "casts/AbCdEfGhIjKl/1-0123456789abcdef.bin"
     await redis.xadd(cast_key(CAST), {"e": "eos", "h": "{}", "ts": 1, "a": b"x", "k": blob}, id="0-3")
-    delete = redis.register_script(scripts.DELETE)
-    assert await delete(keys=[cast_key(CAST), catalog_key(CAST), ARCHIVE_TRASH, ARCHIVE_PLAYED], args=[CAST]) == 1
+    assert await archive.delete(redis, CAST)
     await redis.xadd(ARCHIVE_TRASH, {"blob": "misnamed"})
     assert [trash for _, trash in await read_trash(redis, 10)] == [Trash(key=blob), None]

@@ -1,4 +1,4 @@
-"""A rate-limited submit: the client's token and the submit in one script, one round trip."""
+"""A rate-limited submit: the client's token taken first (its own step: a bucket and a lane are\ndifferent slots in a cluster), then the submit; a refused client writes nothing but its bucket."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from redis.asyncio import Redis
 
 from castlog import (
-    JOBS,
     CastStore,
     Error,
     LogReader,
@@ -19,6 +18,7 @@ from castlog import (
     cast_key,
     catalog_key,
     content_id,
+    lane_jobs_of,
 )
 from castlog.ratelimit import RateLimited
 
@@ -46,17 +46,17 @@ async def lifecycle(store: CastStore, limiter: RateLimiter | None) -> list[Submi
 
 async def test_allowed_limited_submit_behaves_exactly_like_submit(store: CastStore, redis: Redis) -> None:
     plain = await lifecycle(store, None)
-    plain_state = [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), JOBS)]
+    plain_state = [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), lane_jobs_of(CAST))]
     plain_log = await LogReader(store.redis).read(CAST)
     await redis.flushall()
 
     limited = await lifecycle(store, RateLimiter(redis, "t", rate=1, burst=10))
     assert limited == plain == ["new", "existing", "reenqueued", "existing"]
-    assert [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), JOBS)] == plain_state == [3, 2, 2]
+    assert [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), lane_jobs_of(CAST))] == plain_state == [3, 2, 2]
     assert [e.record for e in await LogReader(store.redis).read(CAST)] == [e.record for e in plain_log]
     recipe = await store.recipe(CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")
-    assert await key_names(redis) == {cast_key(CAST), catalog_key(CAST), JOBS, f"rl/t/{CLIENT}"}
+    assert await key_names(redis) == {cast_key(CAST), catalog_key(CAST), lane_jobs_of(CAST), f"rl/t/{CLIENT}"}
 
 
 async def test_limited_submit_writes_nothing_but_the_bucket(store: CastStore, redis: Redis) -> None:
@@ -80,7 +80,7 @@ async def test_limited_submit_spends_the_same_bucket_as_take(store: CastStore, r
     with pytest.raises(RateLimited):
         await store.submit(other, "Another text.", VOICE, meta(), limit=(limiter, CLIENT))
     assert await store.submit(other, "Another text.", VOICE, meta(), limit=(limiter, "198.51.100.1")) == "new"
-    assert await redis.xlen(JOBS) == 2
+    assert await redis.xlen(lane_jobs_of(CAST)) + await redis.xlen(lane_jobs_of(other)) == 2
 
 
 async def test_concurrent_limited_submits_admit_exactly_the_burst(store: CastStore, redis: Redis) -> None:
@@ -94,4 +94,4 @@ async def test_concurrent_limited_submits_admit_exactly_the_burst(store: CastSto
 
     results = await asyncio.gather(*(attempt() for _ in range(60)))
     assert results.count("new") == 1 and results.count("existing") == 9 and results.count(None) == 50
-    assert await redis.xlen(JOBS) == 1 and await redis.xlen(cast_key(CAST)) == 1
+    assert await redis.xlen(lane_jobs_of(CAST)) == 1 and await redis.xlen(cast_key(CAST)) == 1

@@ -8,6 +8,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
+from castlog import CastStore, Meta, content_id, read_jobs
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster
@@ -76,5 +77,21 @@ async def test_a_block_longer_than_redis_py_s_default_socket_timeout(redis_clust
     try:
         await client.xadd("long/{l9}", {"e": "x"})
         assert not await client.xread({"long/{l9}": "$"}, block=5600)  # redis-py's default is 5 s
+    finally:
+        await client.aclose()
+
+
+async def test_a_valkey_cluster_takes_the_same_submits(valkey_cluster: Cluster) -> None:
+    """Valkey's cluster speaks the same protocol: found from the URL, the lanes' scripts run."""
+    valkey_cluster.flushall()
+    client = await connect(valkey_cluster.url)
+    try:
+        assert is_cluster(client)
+        store = CastStore(client, replicas=1, wait_ms=3000)
+        for i in range(6):
+            text = f"A cast on Valkey, number {i}."
+            meta = Meta(title="v", voice="af_heart", chars=len(text), sentences=1, created_at=0)
+            assert await store.submit(content_id(text, "af_heart"), text, "af_heart", meta) == "new"
+        assert len(await read_jobs(client)) == 6
     finally:
         await client.aclose()

@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import castlog
-from castlog import live, ratelimit, scripts, slots
+from castlog import live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
@@ -110,34 +110,40 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     admin.xadd("synth/voices", {"voices": "af_heart"})
     intake = client("intake")
     submit = intake.register_script(SUBMIT)
-    keys = [f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs"]
+    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_jobs_of(CAST)]
     args = [CAST, "af_heart", "Hello.", "Hello", "{}"]
     assert submit(keys=keys, args=args) == b"new"
     assert submit(keys=keys, args=args) == b"existing"  # the second identical claim loses
-    admin.xadd(f"pub/casts/{CAST}", {"e": "error"}, id="0-2")
+    admin.xadd(castlog.cast_key(CAST), {"e": "error"}, id="0-2")
     assert submit(keys=keys, args=args) == b"reenqueued"
     assert intake.xrevrange("synth/voices", count=1)[0][1] == {b"voices": b"af_heart"}
-    assert intake.xlen(f"pub/casts/{CAST}") == 2
+    assert intake.xlen(castlog.cast_key(CAST)) == 2
     take = intake.register_script(TAKE)
     assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
-    assert admin.xlen("jobs") == 2
+    assert admin.xlen(castlog.lane_jobs_of(CAST)) == 2
+    assert intake.wait(0, 10) == 0  # INTAKE_WAIT_REPLICAS: a submit waits for its replicas
+    assert intake.xadd("jobs/bell", {"s": castlog.lane_jobs_of(CAST)}, maxlen=100)  # a cluster's bell
     # intake's shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a stream joins
     assert not intake.client_unblock(intake.client_id())
 
 
 def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
-    """The per-client limits of #21: the open script's set of a client's open casts, the live text
-    bucket (in the fragment script), and the slots of live sessions and /v1 streams."""
+    """The per-client limits of #21: the client's set of open casts (opencap.py: it reads the held
+    casts' catalogs, then reserves in the client's slot), the open script in the cast's lane, the
+    live text bucket, and the slots of live sessions and /v1 streams."""
     intake = client("intake")
-    open_limited = intake.register_script(live.OPEN_LIMITED)
     mine = "rl/intake-live/203.0.113.9"
-    keys = [f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs/live", mine, "rl/intake/203.0.113.9"]
-    args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", 4, "catalog/", 60_000, 1, 30, 1]
-    assert open_limited(keys=keys, args=args) == [1, b"new"]
+    assert intake.xrevrange(castlog.catalog_key(CAST), count=1) == []  # a held cast's state
+    reserve = intake.register_script(opencap.RESERVE)
+    assert reserve(keys=[mine], args=[CAST, 4, 60_000, 60_000, "ZZZZZZZZZZZZ", "closed"]) == [1, 1]
     assert admin.zrange(mine, 0, -1) == [CAST.encode()]
-    fragment = intake.register_script(live.FRAGMENT_LIMITED)
-    answer = fragment(keys=[f"catalog/{CAST}", "rl/intake-text/203.0.113.9"], args=[0, "Hi.", 3, 100, "0", 2, 100, 3])
-    assert answer == [1, [b"ok", 3]]
+    opener = intake.register_script(live.OPEN)
+    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_live_jobs_of(CAST)]
+    assert opener(keys=keys, args=[CAST, "af_heart", "Live", "{}", "1.0", "hash"]) == b"new"
+    assert intake.zrem(mine, CAST) == 1  # OpenCap.give_back: an open that did not happen
+    fragment = intake.register_script(live.FRAGMENT)
+    assert intake.register_script(TAKE)(keys=["rl/intake-text/203.0.113.9"], args=[2, 100, 3]) == [1, 0]
+    assert fragment(keys=[castlog.catalog_key(CAST)], args=[0, "Hi.", 3, 100, "0"]) == [b"ok", 3]
     acquire = intake.register_script(slots.ACQUIRE)
     for scope in ("intake-sessions", "intake-speech"):
         assert acquire(keys=[f"rl/{scope}/203.0.113.9"], args=["me:1", 2, 30_000]) == [1, 1]
@@ -165,22 +171,33 @@ def test_intake_cannot_do_more(client: Callable[[str], redis.Redis], admin: redi
 
 def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis],
                                             admin: redis.Redis) -> None:
-    admin.xadd(f"catalog/{CAST}", {"text": "Hello.", "voice": "af_heart"})
-    admin.xadd(f"pub/casts/{CAST}", {"e": "meta", "ts": "1700000000000"}, id="0-1")
+    admin.xadd(castlog.catalog_key(CAST), {"text": "Hello.", "voice": "af_heart"})
+    admin.xadd(castlog.cast_key(CAST), {"e": "meta", "ts": "1700000000000"}, id="0-1")
     admin.xadd("jobs", {"id": CAST})
     synth = client("synth")
     synth.xgroup_create("jobs", "synth", id="0", mkstream=True)
+    # the lane mover: a lane's job read through group `lanes`, re-added to jobs, acked, dropped
+    lane = castlog.lane_jobs_of(CAST)
+    admin.xadd(lane, {"id": CAST})
+    synth.xgroup_create(lane, castlog.keys.LANE_GROUP, id="0", mkstream=True)
+    [[_, [(lane_id, lane_fields)]]] = synth.xreadgroup(castlog.keys.LANE_GROUP, "worker-1", {lane: ">"})
+    synth.xautoclaim(lane, castlog.keys.LANE_GROUP, "worker-1", min_idle_time=0)
+    assert synth.xack(lane, castlog.keys.LANE_GROUP, lane_id) == 1 and synth.xdel(lane, lane_id) == 1
+    assert lane_fields == {b"id": CAST.encode()}
+    assert synth.wait(0, 10) == 0  # SYNTH_WAIT_REPLICAS: a moved job leaves its lane once replicated
+    admin.xadd("jobs/bell", {"s": lane})
+    assert synth.xrevrange("jobs/bell", count=1) and synth.xread({"jobs/bell": "0-0"}, count=1)
     [[_, entries]] = synth.xreadgroup("synth", "worker-1", {"jobs": ">"}, count=1)
     # the live feed wakes its own blocking XREAD with CLIENT UNBLOCK when an open cast is admitted
     assert not synth.client_unblock(synth.client_id())
     job_id = entries[0][0]
-    assert synth.xrange(f"catalog/{CAST}")[0][1][b"text"] == b"Hello."
+    assert synth.xrange(castlog.catalog_key(CAST))[0][1][b"text"] == b"Hello."
     append = synth.register_script(APPEND)
-    ok, tail, stamp = append(keys=[f"pub/casts/{CAST}"], args=[1, "start", "{}", ""])  # [R:append-answers-stamp]
+    ok, tail, stamp = append(keys=[castlog.cast_key(CAST)], args=[1, "start", "{}", ""])  # [R:append-answers-stamp]
     assert (ok, tail) == (1, 2) and stamp > 0
-    assert append(keys=[f"pub/casts/{CAST}"], args=[1, "audio", "{}", "mp3"]) == [0, 2]  # fenced
+    assert append(keys=[castlog.cast_key(CAST)], args=[1, "audio", "{}", "mp3"]) == [0, 2]  # fenced
     # the append read its predecessor's stamp (an XREVRANGE inside the script) into `p`
-    [(_, appended)] = synth.xrange(f"pub/casts/{CAST}", min="0-2")
+    [(_, appended)] = synth.xrange(castlog.cast_key(CAST), min="0-2")
     assert appended[b"e"] == b"start" and appended[b"p"] == b"1700000000000"
     assert synth.xpending("jobs", "synth")["pending"] == 1
     assert synth.xpending_range("jobs", "synth", min=job_id, max=job_id, count=1)
@@ -196,11 +213,12 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
 
 
 def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
-    admin.xadd(f"catalog/{CAST}", {"text": "Hello."})
+    admin.xadd(castlog.catalog_key(CAST), {"text": "Hello."})
     synth = client("synth")
     # It may close an abandoned open cast's text (catalog/*) and delete casts (the archive's
-    # retention), but no queue, receipt or rate limit is its to change.
-    denied(lambda: synth.xadd("jobs", {"id": "forged"}))
+    # retention), and it moves the lanes' jobs into jobs (castlog/lanes.py), but no lane is its to
+    # write, and no receipt or rate limit is its to change.
+    denied(lambda: synth.xadd(castlog.lane_jobs_of(CAST), {"id": "forged"}))
     denied(lambda: synth.xrange("progress/done"))
     denied(lambda: synth.delete("jobs", "progress/done"))
     denied(lambda: synth.hset("rl/intake/x", "tokens", "99"))
@@ -208,19 +226,20 @@ def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis
     denied(lambda: synth.config_set("appendonly", "no"))
     denied(lambda: synth.register_script(WRITE_ANY)(keys=["progress/done"]))  # a forged receipt
     denied(lambda: synth.register_script(SUBMIT)(
-        keys=[f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs"], args=[CAST, "v", "t", "", "{}"]))
+        keys=[castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_jobs_of(CAST)],
+        args=[CAST, "v", "t", "", "{}"]))
     denied(lambda: synth.register_script(TAKE)(keys=["rl/x"], args=[1, 30, 1]))
 
 
 def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis],
                                            admin: redis.Redis) -> None:
     for n in range(3):
-        admin.xadd(f"pub/casts/{CAST}", {"e": "audio"}, id=f"0-{n + 1}")
+        admin.xadd(castlog.cast_key(CAST), {"e": "audio"}, id=f"0-{n + 1}")
     edge = client("edge")
-    assert len(edge.xrange(f"pub/casts/{CAST}", min="0-2")) == 2
-    assert edge.xrevrange(f"pub/casts/{CAST}", count=1)[0][0] == b"0-3"
-    assert edge.xlen(f"pub/casts/{CAST}") == 3
-    assert edge.xread({f"pub/casts/{CAST}": "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
+    assert len(edge.xrange(castlog.cast_key(CAST), min="0-2")) == 2
+    assert edge.xrevrange(castlog.cast_key(CAST), count=1)[0][0] == b"0-3"
+    assert edge.xlen(castlog.cast_key(CAST)) == 3
+    assert edge.xread({castlog.cast_key(CAST): "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
     assert edge.register_script(TAKE)(keys=["rl/edge/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
     # open-stream slots, shared by the replicas: take, renew, give back
     streams = "rl/edge-streams/203.0.113.9"
@@ -233,17 +252,17 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
 
 def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Redis],
                                                 admin: redis.Redis) -> None:
-    admin.xadd(f"catalog/{CAST}", {"text": "secret recipe"})
+    admin.xadd(castlog.catalog_key(CAST), {"text": "secret recipe"})
     admin.xadd("jobs", {"id": CAST})
     edge = client("edge")
-    denied(lambda: edge.xadd(f"pub/casts/{CAST}", {"e": "audio"}))
-    denied(lambda: edge.xrange(f"catalog/{CAST}"))
+    denied(lambda: edge.xadd(castlog.cast_key(CAST), {"e": "audio"}))
+    denied(lambda: edge.xrange(castlog.catalog_key(CAST)))
     denied(lambda: edge.xrange("jobs"))
     denied(lambda: edge.xrange("progress/done"))
-    denied(lambda: edge.delete(f"pub/casts/{CAST}"))
+    denied(lambda: edge.delete(castlog.cast_key(CAST)))
     append = edge.register_script(APPEND)
-    denied(lambda: append(keys=[f"pub/casts/{CAST}"], args=[0, "audio", "{}", ""]))
-    denied(lambda: edge.register_script(TAKE)(keys=[f"catalog/{CAST}"], args=[1, 30, 1]))
+    denied(lambda: append(keys=[castlog.cast_key(CAST)], args=[0, "audio", "{}", ""]))
+    denied(lambda: edge.register_script(TAKE)(keys=[castlog.catalog_key(CAST)], args=[1, 30, 1]))
     denied(lambda: edge.config_get("*"))
     # #21 finding 8: edge could write intake's buckets (and so lift a client's submit limit)
     denied(lambda: edge.hset("rl/intake/203.0.113.9", "tokens", "99"))
@@ -268,7 +287,7 @@ async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, ad
         offer = await castlog.read_voices(intake, 10)
         assert offer is not None and offer.voices == ("af_heart",)
         # layouts and a stream's last record come from headers alone (the HEADERS script), as edge
-        admin.xadd(f"pub/casts/{CAST}", {"e": "audio", "h": "{}", "b": b"x" * 10}, id="0-1")
+        admin.xadd(castlog.cast_key(CAST), {"e": "audio", "h": "{}", "b": b"x" * 10}, id="0-1")
         reader = castlog.LogReader(edge)
         assert (await reader.rows(CAST, "-", count=5, bodies=False))[0][1][b"n"] == b"10"
         assert await reader.tail(CAST) == 1
@@ -294,7 +313,7 @@ async def test_a_cancel_works_as_intake_and_is_heard_as_synth(redis_port: int, a
     """castlog.cancel as intake (the log's last record, the flag, the announcement in one script);
     the worker's reads of both as synth."""
     cast_id = "CaNcElMe0123"
-    admin.xadd(f"pub/casts/{cast_id}", {"e": "meta", "h": "{}"}, id="0-1")
+    admin.xadd(castlog.cast_key(cast_id), {"e": "meta", "h": "{}"}, id="0-1")
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
     try:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import redis
 
+import castlog
 from streamtts.proxy import Upstreams  # the launcher's table, used without Caddy
 from streamtts.redisserver import free_port
 
@@ -221,7 +222,7 @@ def test_finished_casts_are_archived_and_play_the_same_bytes(stack: Stack) -> No
     assert status == 200
     with redis.Redis(port=stack.redis, username="admin", password=PASSWORDS["ADMIN"]) as admin:
         deadline = time.monotonic() + CAST_DONE_S
-        while admin.xlen(f"pub/casts/{cast_id}") != 1:  # archived: the eos entry alone stays
+        while admin.xlen(castlog.cast_key(cast_id)) != 1:  # archived: the eos entry alone stays
             assert time.monotonic() < deadline, "the cast was never archived"
             time.sleep(0.2)
     status, after = call(stack, "GET", state["links"]["audio"])

@@ -142,7 +142,7 @@ async def test_listeners_joining_during_appends_get_no_gap_and_no_duplicate(
 
     tasks = [asyncio.create_task(listen(n)) for n in range(40)]
     await asyncio.gather(append(), *tasks)
-    total = len(await redis.xrange(f"pub/casts/{cid}"))
+    total = len(await redis.xrange(cast_key(cid)))
     assert len(got) == 40
     for n, seqs in got.items():
         assert seqs == list(range(starts[n], total)), n  # from where it asked: none skipped at the start

@@ -16,6 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
+import castlog
 from intake import Config
 from servicekit import ConfigError
 from streamtts.redisserver import free_port, start_server
@@ -162,4 +163,4 @@ async def test_python_m_intake_finishes_an_inflight_submit_on_sigterm_then_exits
             proc.wait()
     assert proc.returncode == 0, out.decode()
     assert b"intake stopped" in out
-    assert await redis.xlen("jobs") == 1
+    assert len(await castlog.read_jobs(redis)) == 1

@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import JOBS, Verdict
+from castlog import Verdict, read_jobs
 from intake.cooldown import Cooldowns
 
 from .conftest import MakeClient, key_names
@@ -32,7 +32,7 @@ async def test_client_over_its_burst_gets_429_with_retry_after(make_client: Make
     assert refused.status == 429
     assert await refused.json() == {"error": "rate_limited", "message": "too many submissions; retry in 100 s"}
     assert refused.headers["Retry-After"] == "100"
-    assert await redis.xlen(JOBS) == 2
+    assert len(await read_jobs(redis)) == 2
     assert "rl/intake/127.0.0.1" in await key_names(redis)
     metrics = await (await client.get("/metrics")).text()
     assert "streamtts_intake_rate_limited_total 1.0" in metrics

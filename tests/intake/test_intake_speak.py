@@ -28,10 +28,10 @@ SPEAK = "/v1/speak?model=aura-2-thalia-en&encoding={encoding}&sample_rate={rate}
 
 
 async def _next_cast(redis: Redis, seen: set[str]) -> str:
-    """The id of the next open cast a session opened (its job in jobs/live)."""
+    """The id of the next open cast a session opened (its job in its lane's jobs/live)."""
     for _ in range(200):
-        for _, fields in await redis.xrange(castlog.JOBS_LIVE):
-            cast_id = fields[b"id"].decode()
+        for job in await castlog.read_jobs(redis, castlog.JOBS_LIVE):
+            cast_id = job.id
             if cast_id not in seen:
                 seen.add(cast_id)
                 return cast_id

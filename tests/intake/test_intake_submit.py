@@ -11,7 +11,6 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import (
-    JOBS,
     Audio,
     CastStore,
     Eos,
@@ -23,6 +22,7 @@ from castlog import (
     catalog_key,
     content_id,
     count_chunks,
+    lane_jobs_of,
     read_jobs,
 )
 from intake.validate import default_title
@@ -44,7 +44,7 @@ async def test_new_cast_answers_201_with_its_link(client: Client, redis: Redis, 
     assert status == 201
     assert body == {"id": cast_id, "url": f"/c/{cast_id}", "status": "new"}
     assert headers["Location"] == f"/c/{cast_id}"
-    assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), JOBS}
+    assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), lane_jobs_of(cast_id)}
 
 
 @pytest.mark.rule("repeat-is-cache-hit")
@@ -53,7 +53,7 @@ async def test_second_identical_submit_gets_same_link(client: Client, redis: Red
     second = await post(client, {"text": texts["short"], "voice": "jf_alpha", "title": "other"})
     assert (first[0], second[0]) == (201, 200)
     assert second[1] == {**first[1], "status": "existing"}
-    assert await redis.xlen(JOBS) == 1
+    assert len(await read_jobs(redis)) == 1
 
 
 async def test_same_text_in_another_voice_is_another_cast(client: Client, texts: dict[str, str]) -> None:
@@ -75,13 +75,13 @@ async def test_200_concurrent_identical_posts_make_exactly_one_cast(
     ids = {r[1]["id"] for r in replies}
     cast_id = content_id(texts["article"], "af_heart")
     assert ids == {cast_id}
-    assert await redis.xlen(JOBS) == 1
+    assert len(await read_jobs(redis)) == 1
     jobs = await read_jobs(redis)
     assert jobs[0].id == cast_id and jobs[0].voice == "af_heart"
     entries = await LogReader(store.redis).read(cast_id)
     assert [e.kind for e in entries] == ["meta"]
     assert await redis.xlen(catalog_key(cast_id)) == 1
-    assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), JOBS}
+    assert await keys_besides_rate_limits(redis) == {cast_key(cast_id), catalog_key(cast_id), lane_jobs_of(cast_id)}
 
 
 @pytest.mark.rule("content-id")
@@ -206,7 +206,7 @@ async def test_resubmit_of_a_finished_cast_enqueues_nothing(client: Client, redi
     await store.append(cast_id, 1, [Start(1, 0, 1), Audio(0, "Done already.", 900, 0, b"mp3"), Eos(1, 900, 1)])
     status, again, _ = await post(client, {"text": "Done already.", "voice": "af_heart"})
     assert status == 200 and again["status"] == "existing"
-    assert await redis.xlen(JOBS) == 1
+    assert len(await read_jobs(redis)) == 1
     assert await LogReader(store.redis).tail(cast_id) == 4
 
 
@@ -230,11 +230,11 @@ async def test_form_post_answers_303_to_the_cast_page(client: Client, redis: Red
     cast_id = content_id("Pasted in a form.", "jm_kumo")
     assert resp.status == 303
     assert resp.headers["Location"] == f"/c/{cast_id}"
-    assert await redis.xlen(JOBS) == 1
+    assert len(await read_jobs(redis)) == 1
     form = {"text": "Pasted in a form.", "voice": "jm_kumo"}
     again = await client.post("/generate", data=form, allow_redirects=False)
     assert again.status == 303 and again.headers["Location"] == f"/c/{cast_id}"
-    assert await redis.xlen(JOBS) == 1
+    assert len(await read_jobs(redis)) == 1
 
 
 async def test_form_post_with_utf8_text_keeps_it(client: Client, store: CastStore) -> None:
@@ -264,7 +264,7 @@ async def test_with_a_content_key_an_id_does_not_tell_a_guessed_text(make_client
     resp = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
     cast_id = (await resp.json())["id"]
     assert cast_id == plain_id(text, "af_heart", key=key.encode()) != plain_id(text, "af_heart")
-    assert not await redis.exists(f"pub/casts/{plain_id(text, 'af_heart')}")  # the guess finds nothing
+    assert not await redis.exists(cast_key(plain_id(text, 'af_heart')))  # the guess finds nothing
     again = await client.post("/api/casts", json={"text": text, "voice": "af_heart"})
     assert (again.status, (await again.json())["id"]) == (200, cast_id)  # repeats stay one cast
-    assert await redis.exists(f"pub/casts/{old_id}")  # an existing link is untouched
+    assert await redis.exists(cast_key(old_id))  # an existing link is untouched

@@ -46,9 +46,9 @@ async def port(make_client: MakeClient) -> int:
 
 async def _cast_opened(redis: Redis) -> str:
     for _ in range(200):
-        jobs = await redis.xrange(castlog.JOBS_LIVE)
+        jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
         if jobs:
-            return str(jobs[-1][1][b"id"].decode())
+            return jobs[-1].id
         await asyncio.sleep(0.02)
     raise AssertionError("no cast was opened")
 
@@ -116,7 +116,7 @@ async def test_a_second_start_inside_a_streaming_request_is_refused(port: int, r
         event = await asyncio.wait_for(client.read_event(), 10)
         assert event is not None and WyomingError.is_type(event.type)
         assert WyomingError.from_event(event).code == "request_open"
-        assert len(await redis.xrange(castlog.JOBS_LIVE)) == 1, "no second cast was opened"
+        assert len(await castlog.read_jobs(redis, castlog.JOBS_LIVE)) == 1, "no second cast was opened"
 
 
 async def test_a_client_that_leaves_mid_stream_cancels_its_cast(port: int, redis: Redis) -> None:

@@ -86,6 +86,20 @@ class Cluster:
         node.process.send_signal(signal.SIGKILL)
         node.process.wait()
 
+    def restart(self, node: Node) -> None:
+        """Start a killed node again on its folder: it rejoins (as a replica, once failed over)."""
+        again = start_node(node.data_dir, find_server_binary(), port=node.port, bus_port=node.bus_port)
+        node.process = again.process
+
+    def failed_over(self, node: Node) -> bool:
+        """Another node now serves the slots ``node`` served (it is marked failed)."""
+        live = self.live()
+        if not live:
+            return False
+        nodes = self.cli(live[0].port, "CLUSTER", "NODES")
+        mine = next((line for line in nodes.splitlines() if f":{node.port}@" in line), "")
+        return "fail" in mine.split()[2] if mine else False
+
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until every live node says the cluster is ok and all 16384 slots are served."""
         deadline = time.monotonic() + timeout_s
@@ -130,9 +144,9 @@ def _cli_binary() -> str:
     return found
 
 
-def start_node(data_dir: Path, binary: str) -> Node:
+def start_node(data_dir: Path, binary: str, *, port: int = 0, bus_port: int = 0) -> Node:
     data_dir.mkdir(parents=True, exist_ok=True)
-    port, bus_port = free_port(), free_port()
+    port, bus_port = port or free_port(), bus_port or free_port()
     while bus_port == port:
         bus_port = free_port()
     args = [

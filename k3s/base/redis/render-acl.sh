@@ -39,6 +39,9 @@ admin=$(password_hash ADMIN)
 
 # What a client library sends on connect; deliberately not @connection, which holds CLIENT KILL.
 CONNECT="+auth +hello +ping +echo +select +reset +quit +client|setname +client|getname +client|id"
+# Cluster mode is found from INFO cluster; a cluster client learns the slots and the commands'
+# key positions (servicekit/connect.py).
+CONNECT="$CONNECT +info +cluster|slots +cluster|shards +cluster|nodes +command +readonly"
 SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
 # edge's rate limiters keep buckets and slots under rl/edge/* and rl/edge-streams/* (never
 # intake's rl/intake*); these categories hold only keyed commands, so the key patterns bound them.
@@ -55,33 +58,41 @@ DURABLE="~ds/* $SCRIPTS +hgetall +hget +hset +hincrby +del +pexpireat +persist +
 echo "user default on nopass resetkeys resetchannels -@all +ping"
 # For operators (backups, BGREWRITEAOF, debugging); no service uses it.
 echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
-# intake: one script takes the client's token (a hash under rl/intake/*) and writes catalog/*,
-# pub/casts/* and jobs, so one selector must cover all of those keys; it reads synth/voices.
-# Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: the shared tail
-# that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it when
-# a cast joins. A cancel: one script flags cancel/* and adds to cancels (after reading the log's
-# last record). The admin's delete: one script drops the log, the recipe and the claim, and hands
-# an archived blob to archive/trash. Per-client limits beside the submit bucket (rl/intake-*): the
-# open casts a client holds (a sorted set the open script keeps), its live text bucket, its live
-# sessions' and /v1 streams' slots (castlog.slots).
-echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time" \
-    "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* ~rl/intake-* %R~synth/voices" \
+# intake: takes the client's token (a hash under rl/intake/*) in its own step, then one script
+# writes catalog/*, pub/casts/* and the lane's jobs/lane/* (one lane: one slot); it reads
+# synth/voices. WAIT: a submit is answered once a replica has it (INTAKE_WAIT_REPLICAS). On a
+# cluster it then rings jobs/bell (XADD) for the movers.
+# Open casts: the same, with jobs/live/lane/*; their fragments go to catalog/*. XREAD: the shared
+# tail that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it
+# when a cast joins. A cancel: one script reads the log's last record and flags cancel/*, then
+# the id goes to cancels. The admin's delete: one script drops the log, the recipe and the
+# claim; an archived blob then goes to archive/trash. Per-client limits beside the submit bucket
+# (rl/intake-*): the open casts a client holds (a sorted set kept by castlog/opencap.py, which
+# reads the held casts' catalogs), its live text bucket, its live sessions' and /v1 streams' slots.
+echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time +wait" \
+    "~catalog/* ~pub/casts/* ~jobs/lane/* ~jobs/live/lane/* ~jobs/bell ~rl/intake/* ~rl/intake-*" \
+    "%R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
     "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)" \
     "($DURABLE +xadd +set)"
-# synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each
-# job's tally; receipts, dead letters, voices; reads recipes; appends to casts.
-# TIME: the scripts stamp records with Redis's clock. MULTI: an XACK drops its job's tally.
+# synth: moves the lanes' jobs into jobs and jobs/live (group lanes: read, re-add, WAIT for a
+# replica with SYNTH_WAIT_REPLICAS, ack, drop; on a cluster it waits on jobs/bell for a lane);
+# the group on jobs (scripts hand jobs back and remove consumers that are gone); each job's
+# tally; receipts, dead letters, voices; reads recipes; appends to casts. TIME: the scripts stamp
+# records with Redis's clock. MULTI: a tally's write and its expiry go together (one key).
 # The archiver: a group on progress/done; SCAN finds finished logs; one script rewrites a log as
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
 # Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
-echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
+echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +wait +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
+    "(~jobs/lane/* ~jobs/live/lane/* +xreadgroup +xack +xdel +xautoclaim +xgroup|create +xrange)" \
+    "(~jobs ~jobs/live +xadd)" \
+    "(~jobs/bell +xread +xrevrange)" \
     "(~synth/tally/* +hset +hgetall +hincrby +expire +del)" \
     "(~jobs/dead ~progress/done ~synth/voices +xadd)" \
     "(~catalog/* $SCRIPTS +xadd +xrange +xrevrange +xread)" \

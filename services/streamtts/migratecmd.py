@@ -1,0 +1,44 @@
+"""``streamtts migrate-keys``: move a Redis's data written before lanes to the lane layout.
+
+    streamtts migrate-keys [--redis-url URL]     (default $REDIS_URL)
+
+``streamtts up`` does the same at every start; compose and k3s operators run this once (as a
+one-off container or Job) before the new services take traffic. See castlog/migrate.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from castlog.migrate import migrate_to_lanes
+from servicekit import connect, redact
+
+from .config import environment
+from .launcher import redis_url
+
+
+def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mig = commands.add_parser("migrate-keys", help="rename cast logs and catalog entries written before lanes "
+                              "(pub/casts/<id>, catalog/<id>, cancel/<id>) to the lane layout; idempotent")
+    mig.add_argument("--redis-url", default=None, metavar="URL", help="the Redis to migrate (default $REDIS_URL)")
+    mig.set_defaults(func=run_migrate)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    url = args.redis_url or redis_url(environment())
+    if not url:
+        print("streamtts: give --redis-url or set REDIS_URL", file=sys.stderr)
+        return 2
+    moved = asyncio.run(_migrate(url))
+    print(f"{redact(url)}: {moved} key(s) moved to the lane layout")
+    return 0
+
+
+async def _migrate(url: str) -> int:
+    redis = await connect(url, attempts=3)
+    try:
+        return await migrate_to_lanes(redis)
+    finally:
+        await redis.aclose()
