@@ -11,6 +11,9 @@ Jobs waiting in ``jobs`` and ``jobs/live`` keep their names: workers still read 
 
 A cluster never held old keys (old code cannot run on one: CROSSSLOT), and RENAME across slots
 is refused there; data moved from a single Redis into a cluster goes through this first.
+
+:func:`migrate_keys` is what the command and ``up`` run: the casts' step, then the durable
+streams' (durable_keys.py: ``ds/meta/<path>`` ... to their family's hash-tagged names).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from . import keys
+from .durable_keys import migrate_durable_keys
 
 SCAN_COUNT = 500
 
@@ -37,3 +41,9 @@ async def migrate_to_lanes(redis: Redis) -> int:
         for old, new in found:  # not while scanning: a rename during SCAN may show a key twice
             moved += int(await redis.renamenx(old, new))
     return moved
+
+
+async def migrate_keys(redis: Redis) -> int:
+    """Every step of ``streamtts migrate-keys``: cast keys to lanes, durable streams to families;
+    returns how many keys (casts) and streams (durable) moved. Idempotent."""
+    return await migrate_to_lanes(redis) + await migrate_durable_keys(redis)

@@ -27,7 +27,7 @@ from aiohttp import ClientSession, ClientTimeout, web
 from redis.asyncio import Redis
 
 from blobstore import StoreConfig
-from castlog.migrate import migrate_to_lanes
+from castlog.migrate import migrate_keys
 from servicekit import connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
 from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
@@ -196,7 +196,7 @@ class Launcher:
             redis = await self._connect(redis_url)
             if redis is None:
                 return 0
-            moved = await migrate_to_lanes(redis)  # data written before lanes (castlog/migrate.py)
+            moved = await migrate_keys(redis)  # data written before lanes (castlog/migrate.py)
             if moved:
                 log.info("moved %d key(s) written before lanes to the lane layout", moved)
             for child in self.children:

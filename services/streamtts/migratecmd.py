@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import sys
 
-from castlog.migrate import migrate_to_lanes
+from castlog.migrate import migrate_keys
 from servicekit import connect, redact
 
 from .config import environment
@@ -21,7 +21,8 @@ from .launcher import redis_url
 
 def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mig = commands.add_parser("migrate-keys", help="rename cast logs and catalog entries written before lanes "
-                              "(pub/casts/<id>, catalog/<id>, cancel/<id>) to the lane layout; idempotent")
+                              "(pub/casts/<id>, catalog/<id>, cancel/<id>) to the lane layout, and durable "
+                              "streams (ds/meta/<path> ...) to their families' names; idempotent")
     mig.add_argument("--redis-url", default=None, metavar="URL", help="the Redis to migrate (default $REDIS_URL)")
     mig.set_defaults(func=run_migrate)
 
@@ -39,6 +40,6 @@ def run_migrate(args: argparse.Namespace) -> int:
 async def _migrate(url: str) -> int:
     redis = await connect(url, attempts=3)
     try:
-        return await migrate_to_lanes(redis)
+        return await migrate_keys(redis)
     finally:
         await redis.aclose()

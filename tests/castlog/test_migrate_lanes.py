@@ -24,7 +24,7 @@ from castlog import (
     read_jobs,
 )
 from castlog.keys import legacy_cancel_key, legacy_cast_key, legacy_catalog_key
-from castlog.migrate import migrate_to_lanes
+from castlog.migrate import migrate_keys, migrate_to_lanes
 
 TEXT, VOICE = "Written before lanes.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -74,3 +74,14 @@ async def test_the_migrate_keys_command(redis: Redis, redis_url: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "3 key(s) moved" in done.stdout
     assert len(await LogReader(redis).read(CAST)) == 3
+
+
+@pytest.mark.rule("keys-migrate")
+async def test_the_command_s_step_moves_casts_and_durable_streams_together(redis: Redis) -> None:
+    await write_the_old_layout(redis)
+    await redis.hset("ds/meta/notes", mapping={"ct": "text/plain", "created": "1"})
+    await redis.xadd("ds/log/notes", {"d": b"a"}, id="1001-0")
+    assert await migrate_keys(redis) == 3 + 1
+    assert not await redis.keys("ds/meta/*") and await redis.keys("ds/{notes}/meta/notes")
+    assert await LogReader(redis).read(CAST)
+    assert await migrate_keys(redis) == 0
