@@ -14,7 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,24 @@ class BlockingRead:
             raise
 
     async def _wake(self, read: asyncio.Future[Any], client_id: int) -> None:
-        for _ in range(WAKE_TRIES):
-            try:
-                if await self.redis.client_unblock(client_id):
-                    return
-            except (RedisError, OSError) as exc:
-                log.warning("CLIENT UNBLOCK failed (%s); the block timeout ends the read", exc)
-                return
-            await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
-            if read.done():
-                return
+        await unblock(self.redis, client_id, read)
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close (the caller owns ``conn``); :class:`~castlog.slotreads.SlotReads` has."""
+
+
+async def unblock(redis: Redis | RedisCluster, client_id: int, read: asyncio.Future[Any], **route: Any) -> bool:
+    """CLIENT UNBLOCK ``client_id`` through ``redis`` (``route``: a cluster client's
+    ``target_nodes``) until ``read`` returns; False when the unblock itself failed (then only the
+    block timeout, or dropping the connection, ends the read)."""
+    for _ in range(WAKE_TRIES):
+        try:
+            if await redis.client_unblock(client_id, **route):
+                return True
+        except (RedisError, OSError) as exc:
+            log.warning("CLIENT UNBLOCK failed (%s); the block timeout ends the read", exc)
+            return False
+        await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
+        if read.done():
+            return True
+    return read.done()

@@ -86,6 +86,10 @@ class Cluster:
         node.process.send_signal(signal.SIGKILL)
         node.process.wait()
 
+    def restart(self, node: Node) -> None:
+        """Start a killed node again on its folder and ports: it rejoins (a replica, once failed over)."""
+        node.process = start_node(node.data_dir, find_server_binary(), ports=(node.port, node.bus_port)).process
+
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until every live node says the cluster is ok and all 16384 slots are served."""
         deadline = time.monotonic() + timeout_s
@@ -130,11 +134,15 @@ def _cli_binary() -> str:
     return found
 
 
-def start_node(data_dir: Path, binary: str) -> Node:
+def start_node(data_dir: Path, binary: str, *, ports: tuple[int, int] | None = None) -> Node:
+    """A cluster node on ``ports`` (its port and bus port; None: two free ones)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    port, bus_port = free_port(), free_port()
-    while bus_port == port:
-        bus_port = free_port()
+    if ports is None:
+        port, bus_port = free_port(), free_port()
+        while bus_port == port:
+            bus_port = free_port()
+    else:
+        port, bus_port = ports
     args = [
         binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
         "--cluster-enabled", "yes", "--cluster-port", str(bus_port),
