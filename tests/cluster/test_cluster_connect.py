@@ -8,6 +8,8 @@ import asyncio
 
 from redis.asyncio import Redis
 
+from castlog import CastStore, LogReader, Meta, stamps
+from castlog.ids import content_id
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster
@@ -76,5 +78,24 @@ async def test_a_block_longer_than_redis_py_s_default_socket_timeout(redis_clust
     try:
         await client.xadd("long/{l9}", {"e": "x"})
         assert not await client.xread({"long/{l9}": "$"}, block=5600)  # redis-py's default is 5 s
+    finally:
+        await client.aclose()
+
+
+async def test_read_only_scripts_are_routed_without_command_getkeys(redis_cluster: Cluster) -> None:
+    """HEADERS (a layout without bodies), MARK and STAMPS (the tail's checks, one script per slot)."""
+    redis_cluster.flushall()
+    client = await connect(redis_cluster.url)
+    try:
+        ids = [content_id(f"read-only {n}", "af_heart") for n in range(6)]  # six slots, on every master
+        for cid in ids:
+            await CastStore(client).append(cid, 0, [Meta(title="t", voice="af_heart", chars=1, sentences=1, created_at=0)])
+        reader = LogReader(client)
+        before = getkeys_calls(redis_cluster)
+        for cid in ids:
+            assert (await reader.last_row(cid, bodies=False)) is not None  # HEADERS
+        found = await stamps(client, [(cid, 0) for cid in ids] + [(ids[0], 5)])
+        assert all(found[:-1]) and found[-1] is None
+        assert getkeys_calls(redis_cluster) == before
     finally:
         await client.aclose()
