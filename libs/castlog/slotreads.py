@@ -28,12 +28,18 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from .blocking import unblock
+from .blocking import BlockingRead, unblock
 
 log = logging.getLogger(__name__)
 
 # What a slot's connection takes over from the tail's own (the rest is the node's address).
 CONN_SETTINGS = ("username", "password", "client_name", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
+
+
+def choose_reads(conn: Redis, redis: Redis) -> BlockingRead | SlotReads:
+    """The blocked reads of a shared tail on ``redis`` (its pool): ONE XREAD on ``conn`` on a
+    single Redis, one per hash slot (``conn`` lending its settings) on a cluster."""
+    return SlotReads(conn, redis) if isinstance(redis, RedisCluster) else BlockingRead(conn, redis)
 
 
 class SlotRead:

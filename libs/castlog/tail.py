@@ -46,7 +46,7 @@ from .listener import STAMP_HISTORY, Item, Listener, Stamp
 from .marks import follows, holds, stamps
 from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from .records import decode_entry, is_terminal
-from .slotreads import SlotReads
+from .slotreads import SlotReads, choose_reads
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +121,9 @@ class Tail:
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
         self.redis = redis  # the shared pool
-        clustered = isinstance(redis, RedisCluster)
-        self.blocking: BlockingRead | SlotReads = SlotReads(conn, redis) if clustered else BlockingRead(conn, redis)
-        self.probe = redis if clustered else conn  # the cursors' checks (idle between reads on one Redis)
+        self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis)
+        # the cursors' checks: on one Redis the tail's own connection (idle between reads)
+        self.probe = redis if isinstance(redis, RedisCluster) else conn
         self.reader = reader  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size

@@ -6,7 +6,8 @@ read, ``COUNT 1``. An entry past a waiter's id wakes it (it then reads by offset
 reader does); nothing is decoded here and nothing is queued, so a waiter costs a future.
 
 A new stream (or a waiter behind the others) wakes the blocked XREAD with CLIENT UNBLOCK so
-that the next one includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does.
+that the next one includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does
+(on a Redis Cluster one read per hash slot with waiters, ``castlog.SlotReads``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import BlockingRead
+from castlog import choose_reads
 from castlog.durable import DurableStreams, id_key, log_key
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class Waiter:
 
 class DurableTail:
     def __init__(self, conn: Redis, pool: Redis, *, block_ms: int) -> None:
-        self.blocking = BlockingRead(conn, pool)  # conn sits in the XREAD; pool sends CLIENT UNBLOCK
+        self.blocking = choose_reads(conn, pool)  # conn sits in the XREAD; pool sends CLIENT UNBLOCK
         self.block_ms = block_ms
         self.waiters: dict[str, set[Waiter]] = {}  # log key -> who waits on it
         self._joined: asyncio.Future[None] | None = None
@@ -61,6 +62,7 @@ class DurableTail:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await self.blocking.aclose()
 
     @property
     def waiting(self) -> int:

@@ -73,7 +73,8 @@ async def open_log(store: CastStore, cid: str, sentences: int) -> Cast:
 @pytest.fixture
 async def edge(redis_cluster: Cluster) -> AsyncIterator[TestClient[Any, Any]]:
     redis_cluster.flushall()
-    cfg = Config(redis_url=redis_cluster.url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
+    cfg = Config(redis_url=redis_cluster.url, redis_connect_attempts=3,  # type: ignore[arg-type]
+                 tail_block_ms=60_000, **UNLIMITED)  # no block timeout within a test: every read counted is ours
     async with app_clients(create_app, cfg) as make:
         yield await make()
 
@@ -143,6 +144,41 @@ async def test_blocked_connections_stay_flat_as_listeners_grow(
     for cast in casts:
         await cast.append(*audio_records(["the one sentence"]))
         await cast.append(Eos(sentences=1, audio_ms=300, attempts=1))
+    for events in await asyncio.gather(*listeners):
+        assert events[-1].event == "eos"
+
+
+def node_calls(cluster: Cluster, port: int, command: str) -> int:
+    for line in cluster.cli(port, "INFO", "commandstats").splitlines():
+        if line.startswith(f"cmdstat_{command}:"):
+            return int(line.split("calls=", 1)[1].split(",", 1)[0])
+    return 0
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_a_join_ends_only_its_own_slot_s_read(
+    edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
+) -> None:
+    """The other slots' reads stay blocked (no wake-up, no new XREAD on their nodes); the
+    joined slot's read is ended by one CLIENT UNBLOCK on its node and read again with the new cast."""
+    groups = casts_sharing_slots()
+    store = CastStore(redis)
+    casts = {cid: await open_log(store, cid, 1) for group in groups for cid in group[:2]}
+    ports = [redis_cluster.master_of(cast_key(group[0])).port for group in groups]
+    tail = edge.app[EDGE].tail
+    listeners = [asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{g[0]}/events"), timeout_s=60))
+                 for g in groups]
+    await wait_until(lambda: len(tail.watches) == len(groups) and slot_reads(edge).blocked == len(groups))
+    before = {p: (node_calls(redis_cluster, p, "xread"), node_calls(redis_cluster, p, "client|unblock")) for p in ports}
+    joined = groups[0][1]  # the same slot as groups[0][0]
+    listeners.append(asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{joined}/events"), timeout_s=60)))
+    await wait_until(lambda: joined in tail.watches and slot_reads(edge).blocked == len(groups)
+                     and node_calls(redis_cluster, ports[0], "xread") > before[ports[0]][0])
+    after = {p: (node_calls(redis_cluster, p, "xread"), node_calls(redis_cluster, p, "client|unblock")) for p in ports}
+    assert after[ports[0]][1] == before[ports[0]][1] + 1  # one CLIENT UNBLOCK, on the joined slot's node
+    assert [after[p] for p in ports[1:]] == [before[p] for p in ports[1:]]  # the others stayed blocked
+    for cast in casts.values():
+        await cast.append(Eos(sentences=1, audio_ms=0, attempts=1))
     for events in await asyncio.gather(*listeners):
         assert events[-1].event == "eos"
 
