@@ -11,6 +11,10 @@ those of a single Redis. A slot whose streams changed (a cast joined or left) ha
 by CLIENT UNBLOCK on its node (the connection stays) and its reply dropped: XREAD takes nothing,
 so the new read returns the same rows.
 
+The connections are bounded by the slots with watched casts: the lane count (64) once the cast
+keys carry lanes; until then one per watched cast at most (itself bounded by each service's
+stream limits). A slot whose casts are all gone closes its connection.
+
 A read that fails (its node died, the slot moved: MOVED) closes its connection, the cluster client
 learns the slots again, and the error goes to the tail, which retries as after any lost
 connection: the next read goes to whichever node serves the slot then (the promoted replica).

@@ -45,6 +45,7 @@ class Node:
 class Cluster:
     nodes: list[Node] = field(default_factory=list)
     replicas: int = REPLICAS_PER_MASTER  # per master
+    binary: str = ""  # the server every node runs (empty: find_server_binary's)
 
     @property
     def url(self) -> str:
@@ -90,7 +91,8 @@ class Cluster:
 
     def restart(self, node: Node) -> None:
         """Start a killed node again on its folder and ports: it rejoins (a replica, once failed over)."""
-        node.process = start_node(node.data_dir, find_server_binary(), ports=(node.port, node.bus_port)).process
+        binary = self.binary or find_server_binary()
+        node.process = start_node(node.data_dir, binary, ports=(node.port, node.bus_port)).process
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until every live node says the cluster is ok and all 16384 slots are served."""
@@ -179,7 +181,7 @@ def start_cluster(
     """``masters`` nodes with ``replicas`` each; returns once every slot is served (and every
     replica is in sync)."""
     binary = binary or find_server_binary()
-    cluster = Cluster(replicas=replicas)
+    cluster = Cluster(replicas=replicas, binary=binary)
     try:
         for i in range(masters * (1 + replicas)):
             cluster.nodes.append(start_node(base / f"node{i}", binary))

