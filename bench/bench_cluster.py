@@ -5,6 +5,8 @@
 On loopback it starts one Redis, then a Redis Cluster of 3 masters (no replicas: the masters are
 what is compared), both with the AOF at everysec, and runs the same code against each:
 
+- lane submits/s: the same SUBMIT script with its keys tagged with one of 64 lanes, one call at a
+  time per submitter (unbatched on both): what a submit costs Redis with a lane key layout;
 - submits/s: concurrent submitters through CastStore (intake's write path). The submit script
   touches the cast's log, its catalog entry and a job stream in one step, so on a cluster it needs
   the lane key layout (castlog/keys.py) and a cluster-ready submit batch; in a tree without them
@@ -34,7 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, ResponseError
 
 import castlog
-from castlog import Audio, CastStore, Eos, Listener, LogReader, Meta, Start, Tail
+from castlog import Audio, CastStore, Eos, Listener, LogReader, Meta, Start, Tail, encode_headers, scripts
 from servicekit import connect
 from servicekit.connect import is_cluster
 from streamtts.rediscluster import start_cluster
@@ -48,6 +50,7 @@ CASTS_FOLLOWED = 40
 RECORDS_PER_CAST = 20
 BODY = bytes(2_000)  # a short chunk's MP3 bytes
 MASTERS = 3
+LANES = 64  # lane-tagged submits: as many hash tags as the lane layout has lanes
 TAIL_BLOCK_MS = 5_000
 TAIL_SOCKET_TIMEOUT_S = 6.0
 
@@ -117,6 +120,30 @@ async def submits_per_s(redis: Redis, seconds: float) -> float | None:
         if not isinstance(exc, RedisClusterException) and "CROSSSLOT" not in str(exc):
             raise
         return None  # the submit path is not cluster-ready in this tree (no lanes): not measured
+    return done / (time.perf_counter() - started)
+
+
+async def lane_submits_per_s(redis: Redis, seconds: float) -> float:
+    """The SUBMIT script (recipe, meta and job, one atomic step) with its three keys tagged with
+    one of LANES lanes, one call at a time per submitter: what a submit costs with a lane key
+    layout, on one Redis and on a cluster alike (no batching, which a cluster pipeline refuses)."""
+    submit = redis.register_script(scripts.SUBMIT)
+    headers = encode_headers(meta(1))
+    done, stop = 0, time.perf_counter() + seconds
+    counter = iter(range(10**9))
+
+    async def submitter() -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            n = next(counter)
+            cast_id = castlog.content_id(f"lane cast {n} {time.perf_counter_ns()}", VOICE)
+            tag = f"{{l{n % LANES}}}"
+            keys = [f"bench/{tag}/log/{cast_id}", f"bench/{tag}/catalog/{cast_id}", f"bench/{tag}/jobs"]
+            assert await submit(keys=keys, args=[cast_id, VOICE, "x", "bench", headers]) == b"new"
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
     return done / (time.perf_counter() - started)
 
 
@@ -194,6 +221,7 @@ async def measure(url: str, nodes: list[Redis], seconds: float, listener_counts:
     try:
         out: dict[str, Any] = {
             "submits_per_s": await submits_per_s(redis, seconds),
+            "lane_submits_per_s": await lane_submits_per_s(redis, seconds),
             "appends_per_s": await appends_per_s(redis, seconds),
         }
         for n in listener_counts:
@@ -229,7 +257,7 @@ def main() -> None:
     results = asyncio.run(run(args.seconds, [int(n) for n in args.listeners.split(",")]))
     single, cluster = results["single"], results["cluster"]
     rows: dict[str, object] = {}
-    for what in ("submits_per_s", "appends_per_s"):
+    for what in ("submits_per_s", "lane_submits_per_s", "appends_per_s"):
         rows[f"{what} 1 Redis"] = single[what]
         rows[f"{what} {MASTERS} masters"] = cluster[what] if cluster[what] is not None else "not measured (submit not cluster-ready)"
         if cluster[what] is not None:
