@@ -69,7 +69,10 @@ class Cluster:
 
     def master_of(self, key: str) -> Node:
         """The live node that serves ``key``'s slot now."""
-        slot = int(self.cli(self.live()[0].port, "CLUSTER", "KEYSLOT", key).strip())
+        return self.master_of_slot(int(self.cli(self.live()[0].port, "CLUSTER", "KEYSLOT", key).strip()))
+
+    def master_of_slot(self, slot: int) -> Node:
+        """The live node that serves ``slot`` now."""
         for line in self.cli(self.live()[0].port, "CLUSTER", "NODES").splitlines():
             parts = line.split()
             if "master" not in parts[2] or "fail" in parts[2]:
@@ -80,6 +83,19 @@ class Cluster:
                     port = int(parts[1].split("@")[0].rsplit(":", 1)[1])
                     return next(n for n in self.nodes if n.port == port)
         raise LookupError(f"no master serves slot {slot}")
+
+    def move_slot(self, slot: int, target: Node) -> None:
+        """Move ``slot`` and its keys to the master ``target``, the steps of ``redis-cli --cluster
+        reshard``: IMPORTING and MIGRATING, MIGRATE the keys, then every master names the new owner
+        (a client still asking the old one gets MOVED)."""
+        source = self.master_of_slot(slot)
+        source_id, target_id = (self.cli(n.port, "CLUSTER", "MYID").strip() for n in (source, target))
+        self.cli(target.port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", source_id)
+        self.cli(source.port, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", target_id)
+        while keys := self.cli(source.port, "CLUSTER", "GETKEYSINSLOT", str(slot), "100").split():
+            self.cli(source.port, "MIGRATE", "127.0.0.1", str(target.port), "", "0", "5000", "KEYS", *keys)
+        for node in (target, source, *(m for m in self.masters() if m not in (target, source))):
+            self.cli(node.port, "CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
 
     def live(self) -> list[Node]:
         return [n for n in self.nodes if n.alive()]

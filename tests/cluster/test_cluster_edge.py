@@ -213,6 +213,36 @@ async def append_through_failover(cast: Cast, *records: Any) -> None:
 
 
 @pytest.mark.rule("tail-per-slot")
+async def test_a_follower_reads_on_after_its_slot_moves_to_another_master(
+    edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
+) -> None:
+    """A slot migration: the blocked read on the old master is answered MOVED, the tail learns the
+    slots again and reads on from the new master, nothing skipped."""
+    store = CastStore(redis)
+    cast = await open_log(store, cast_id("moving-slot"), 6)
+    slot = key_slot(cast_key(cast.id).encode())
+    source = redis_cluster.master_of_slot(slot)
+    target = next(m for m in redis_cluster.masters() if m.port != source.port)
+    try:
+        listening = asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{cast.id}/events"), timeout_s=120))
+        for k in range(3):
+            await cast.append(*audio_records([f"before {k}"], start_i=k, start_o=300 * k))
+        await wait_until(lambda: slot_reads(edge).blocked == 1)  # the tail waits on the source
+        await asyncio.to_thread(redis_cluster.move_slot, slot, target)
+        assert redis_cluster.master_of_slot(slot).port == target.port
+        for k in range(3, 6):
+            await append_through_failover(cast, *audio_records([f"after {k}"], start_i=k, start_o=300 * k))
+        await append_through_failover(cast, Eos(sentences=6, audio_ms=1800, attempts=1))
+        events = await listening
+        assert [int(e.id) for e in events if e.id is not None] == list(range(cast.tail))
+        assert events[-1].event == "eos"
+    finally:
+        if redis_cluster.master_of_slot(slot).port != source.port:
+            await asyncio.to_thread(redis_cluster.move_slot, slot, source)
+        redis_cluster.wait_ready()
+
+
+@pytest.mark.rule("tail-per-slot")
 @pytest.mark.timeout(240)
 async def test_a_follower_reads_on_to_eos_after_its_slot_s_master_is_killed(
     edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
