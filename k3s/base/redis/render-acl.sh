@@ -40,7 +40,7 @@ admin=$(password_hash ADMIN)
 # What a client library sends on connect; deliberately not @connection, which holds CLIENT KILL.
 CONNECT="+auth +hello +ping +echo +select +reset +quit +client|setname +client|getname +client|id"
 # Cluster mode is found from INFO cluster; a cluster client learns the slots and the commands'
-# key positions (servicekit/connect.py; k3s/overlays/cluster).
+# key positions (servicekit/connect.py).
 CONNECT="$CONNECT +info +cluster|slots +cluster|shards +cluster|nodes +command +readonly"
 SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
 # edge's rate limiters keep buckets and slots under rl/edge/* and rl/edge-streams/* (never
