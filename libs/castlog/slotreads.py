@@ -8,8 +8,9 @@ the slot, with the tail connection's settings (credentials, client name, a socke
 the block). A read stays blocked across the tail's passes while its slot's casts and cursors are
 unchanged, so a record in one slot re-issues that slot's read only: the commands per record are
 those of a single Redis. A slot whose streams changed (a cast joined or left) has its read ended
-by CLIENT UNBLOCK on its node (the connection stays) and its reply dropped: XREAD takes nothing,
-so the new read returns the same rows.
+by CLIENT UNBLOCK on its node, or given a ``wake`` name by an XADD to the slot's own wake stream
+(``blocking.py``; its key carries a hash tag of that slot), the connection staying; its reply is
+dropped: XREAD takes nothing, so the new read returns the same rows.
 
 The connections are bounded by the slots with watched casts: the lane count (64) once the cast
 keys carry lanes; until then one per watched cast at most (itself bounded by each service's
@@ -23,16 +24,19 @@ connection: the next read goes to whichever node serves the slot then (the promo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from .blocking import BlockingRead, unblock
+from .blocking import BlockingRead, WakeStream, unblock, wake_key
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +44,29 @@ log = logging.getLogger(__name__)
 CONN_SETTINGS = ("username", "password", "client_name", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
 
 
-def choose_reads(conn: Redis, redis: Redis) -> BlockingRead | SlotReads:
+def choose_reads(conn: Redis, redis: Redis, wake: str | None = None) -> BlockingRead | SlotReads:
     """The blocked reads of a shared tail on ``redis`` (its pool): ONE XREAD on ``conn`` on a
-    single Redis, one per hash slot (``conn`` lending its settings) on a cluster."""
-    return SlotReads(conn, redis) if isinstance(redis, RedisCluster) else BlockingRead(conn, redis)
+    single Redis, one per hash slot (``conn`` lending its settings) on a cluster; woken by CLIENT
+    UNBLOCK, or given a ``wake`` name, by wake streams of their own."""
+    if isinstance(redis, RedisCluster):
+        return SlotReads(conn, redis, wake)
+    return BlockingRead(conn, redis, wake)
+
+
+@cache  # at most one per slot
+def slot_tag(slot: int) -> str:
+    """A hash tag whose keys lie in ``slot``: the first number that hashes there."""
+    return next(str(i) for i in itertools.count() if key_slot(str(i).encode()) == slot)
 
 
 class SlotRead:
-    """One slot's dedicated connection and the read in flight on it (None: none)."""
+    """One slot's dedicated connection, the read in flight on it (None: none) and the slot's
+    wake stream (None: woken by CLIENT UNBLOCK)."""
 
-    __slots__ = ("conn", "host", "port", "client_id", "streams", "read")
+    __slots__ = ("conn", "host", "port", "client_id", "streams", "read", "wake")
 
-    def __init__(self, conn: Redis, host: str, port: int, client_id: int) -> None:
-        self.conn, self.host, self.port, self.client_id = conn, host, port, client_id
+    def __init__(self, conn: Redis, host: str, port: int, client_id: int, wake: WakeStream | None) -> None:
+        self.conn, self.host, self.port, self.client_id, self.wake = conn, host, port, client_id, wake
         self.streams: dict[Any, Any] = {}
         self.read: asyncio.Future[Any] | None = None
 
@@ -61,8 +75,9 @@ class SlotReads:
     """XREADs over any keys of a cluster (``redis``), one per slot; ``conn`` (never used itself)
     lends its connection settings to each slot's connection."""
 
-    def __init__(self, conn: Redis, redis: Redis) -> None:
+    def __init__(self, conn: Redis, redis: Redis, wake: str | None = None) -> None:
         self.cluster = cast(RedisCluster, redis)
+        self.wake = wake
         pool = conn.connection_pool
         self.conn_class = pool.connection_class
         kwargs = pool.connection_kwargs
@@ -106,11 +121,12 @@ class SlotReads:
         """Start the slot's read, on its connection (made first if it has none)."""
         state = self.slots.get(slot)
         if state is None:
-            state = self.slots[slot] = await self._connect(next(iter(group)))
+            state = self.slots[slot] = await self._connect(slot, next(iter(group)))
         state.streams = group
-        state.read = asyncio.ensure_future(state.conn.xread(group, count=count, block=block_ms))
+        asked = state.wake.add_to(group) if state.wake is not None else group
+        state.read = asyncio.ensure_future(state.conn.xread(asked, count=count, block=block_ms))
 
-    async def _connect(self, key: Any) -> SlotRead:
+    async def _connect(self, slot: int, key: Any) -> SlotRead:
         node = self.cluster.get_node_from_key(key)
         if node is None:
             raise RedisError(f"no node serves the slot of {key!r} (the cluster is re-forming)")
@@ -124,23 +140,37 @@ class SlotReads:
         except BaseException:
             await conn.aclose(close_connection_pool=True)
             raise
-        return SlotRead(conn, node.host, int(node.port), client_id)
+        wake = WakeStream(wake_key(self.wake, slot_tag(slot))) if self.wake else None
+        return SlotRead(conn, node.host, int(node.port), client_id, wake)
 
     async def _end(self, slot: int) -> None:
-        """End the slot's read in flight and drop its reply; the connection stays when CLIENT
-        UNBLOCK on its node works (else it goes: a new one is made for the next read)."""
+        """End the slot's read in flight and drop its reply; the connection stays when the wake-up
+        works (else it goes: a new one is made for the next read)."""
         state = self.slots[slot]
         read, state.read = state.read, None
         if read is None:
             return
-        if not read.done():
-            node = self.cluster.get_node(state.host, state.port)
-            if node is None or not await unblock(self.cluster, state.client_id, read, target_nodes=node):
-                await self._drop([slot], read)
-                return
+        if not read.done() and not await self._wake(state, read):
+            await self._drop([slot], read)
+            return
         await asyncio.gather(read, return_exceptions=True)
         if read.exception() is not None:
             await self._drop([slot])
+        elif state.wake is not None:
+            state.wake.take(read.result())  # the wake-up seen: the next read waits past it
+
+    async def _wake(self, state: SlotRead, read: asyncio.Future[Any]) -> bool:
+        """End ``read`` (on ``state``'s connection) without dropping the connection; False when
+        that failed."""
+        if state.wake is not None:
+            try:
+                await state.wake.ring(self.cluster)  # routed by its key: the slot's node
+            except (RedisError, OSError) as exc:
+                log.warning("waking a slot's read failed (%s); its connection is dropped", exc)
+                return False
+            return True
+        node = self.cluster.get_node(state.host, state.port)
+        return node is not None and await unblock(self.cluster, state.client_id, read, target_nodes=node)
 
     async def _drop(self, slots: Iterable[int], *reads: asyncio.Future[Any]) -> None:
         """Close these slots' connections (a read in flight on one is cancelled: that drops it)."""
@@ -170,7 +200,8 @@ class SlotReads:
                 failed.append((slot, exc))
                 continue
             reply = read.result()
-            got += list(reply.items() if isinstance(reply, dict) else reply or ())
+            got += state.wake.take(reply) if state.wake is not None else list(
+                reply.items() if isinstance(reply, dict) else reply or ())
         if not failed:
             return got
         await self._drop(slot for slot, _ in failed)

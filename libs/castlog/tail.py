@@ -12,8 +12,9 @@ A :class:`~castlog.listener.Listener` (``listener.py``: one response following o
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
-A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), so the connection stays;
-the block timeout is only a safety net. On a Redis Cluster (``redis`` is a cluster client) the one
+A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), or, given a ``wake`` name,
+with an XADD to a wake stream of its own that the read includes (edge's: its Redis user has no
+CLIENT UNBLOCK), so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is a cluster client) the one
 read becomes one per hash slot with watched casts (``slotreads.py``: per lane, never per listener
 or per cast), woken on their own nodes, and the checks below run through the cluster client. Its counts go to a :class:`TailMetrics` (each service
 names its own metrics).
@@ -118,10 +119,12 @@ class Tail:
     def __init__(
         self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
+        wake: str | None = None,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
         self.redis = redis  # the shared pool
-        self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis)
+        # woken by CLIENT UNBLOCK, or given a ``wake`` name (its user lacks it), by wake streams
+        self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis, wake)
         # the cursors' checks: on one Redis the tail's own connection (idle between reads)
         self.probe = redis if isinstance(redis, RedisCluster) else conn
         self.reader = reader  # offset reads, archived logs included

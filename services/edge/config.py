@@ -26,7 +26,7 @@ class Config(Settings):
                                   "a listener that fills it goes back to reading by offset")
     sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
                                      doc="a comment line this often keeps idle streams open through proxies")
-    # A safety net only: joins wake the shared tail's XREAD with CLIENT UNBLOCK.
+    # A safety net only: joins wake the shared tail's XREAD (an XADD to its own wake stream).
     tail_block_ms: int = setting("EDGE_TAIL_BLOCK_MS", 5_000, gt=0,
                                  doc="the shared tail's longest blocking XREAD (new casts wake it at once)")
     read_batch: int = setting("EDGE_READ_BATCH", 100, gt=0, doc="records per cast per XREAD of the shared tail, "

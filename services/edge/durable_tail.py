@@ -7,7 +7,8 @@ reader does); nothing is decoded here and nothing is queued, so a waiter costs a
 
 A new stream (or a waiter behind the others) wakes the blocked XREAD with CLIENT UNBLOCK so
 that the next one includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does
-(on a Redis Cluster one read per hash slot with waiters, ``castlog.SlotReads``).
+(on a Redis Cluster one read per hash slot with waiters, ``castlog.SlotReads``); edge's reads wake
+through wake streams of their own (an XADD), as its Redis user has no CLIENT UNBLOCK.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 # The shared read's connection name (CLIENT LIST), and how much longer than its block its socket waits.
 TAIL_CLIENT_NAME = "edge-durable-tail"
 TAIL_SOCKET_MARGIN_S = 10.0
+# edge's blocked reads wake through streams of their own (its Redis user has no CLIENT UNBLOCK).
+WAKE_NAME = "edge"
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 
@@ -40,8 +43,9 @@ class Waiter:
 
 
 class DurableTail:
-    def __init__(self, conn: Redis, pool: Redis, *, block_ms: int) -> None:
-        self.blocking = choose_reads(conn, pool)  # conn sits in the XREAD; pool sends CLIENT UNBLOCK
+    def __init__(self, conn: Redis, pool: Redis, *, block_ms: int, wake: str | None = None) -> None:
+        # conn sits in the XREAD; pool wakes it (CLIENT UNBLOCK, or an XADD to the ``wake`` stream)
+        self.blocking = choose_reads(conn, pool, wake)
         self.block_ms = block_ms
         self.waiters: dict[str, set[Waiter]] = {}  # log key -> who waits on it
         self._joined: asyncio.Future[None] | None = None
@@ -143,7 +147,7 @@ class DurableReads:
         self.streams = DurableStreams(pool)
         self.conn = Redis.from_url(redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
                                    socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
-        self.tail = DurableTail(self.conn, pool, block_ms=block_ms)
+        self.tail = DurableTail(self.conn, pool, block_ms=block_ms, wake=WAKE_NAME)
         self.waiters = asyncio.Semaphore(max_waiters)
 
     @property

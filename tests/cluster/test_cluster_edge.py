@@ -173,12 +173,19 @@ def node_calls(cluster: Cluster, port: int, command: str) -> int:
     return 0
 
 
+def counts(cluster: Cluster, port: int) -> tuple[int, int, int]:
+    """XREAD, XADD and CLIENT UNBLOCK calls on one node so far."""
+    return tuple(node_calls(cluster, port, c) for c in ("xread", "xadd", "client|unblock"))  # type: ignore[return-value]
+
+
 @pytest.mark.rule("tail-per-slot")
+@pytest.mark.rule("tail-woken-by-own-stream")
 async def test_a_join_ends_only_its_own_slot_s_read(
     edge: TestClient[Any, Any], redis: Redis, redis_cluster: Cluster
 ) -> None:
-    """The other slots' reads stay blocked (no wake-up, no new XREAD on their nodes); the
-    joined slot's read is ended by one CLIENT UNBLOCK on its node and read again with the new cast."""
+    """The other slots' reads stay blocked (no wake-up, no new XREAD on their nodes); the joined
+    slot's read is ended by one XADD to that slot's wake stream (no CLIENT UNBLOCK: edge's Redis
+    user has none) and read again with the new cast."""
     groups = casts_sharing_slots()
     store = CastStore(redis)
     casts = {cid: await open_log(store, cid, 1) for group in groups for cid in group[:2]}
@@ -187,14 +194,14 @@ async def test_a_join_ends_only_its_own_slot_s_read(
     listeners = [asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{g[0]}/events"), timeout_s=60))
                  for g in groups]
     await wait_until(lambda: len(tail.watches) == len(groups) and slot_reads(edge).blocked == len(groups))
-    before = {p: (node_calls(redis_cluster, p, "xread"), node_calls(redis_cluster, p, "client|unblock")) for p in ports}
+    before = {p: counts(redis_cluster, p) for p in ports}
     joined = groups[0][1]  # the same slot as groups[0][0]
     listeners.append(asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{joined}/events"), timeout_s=60)))
     await wait_until(lambda: joined in tail.watches and slot_reads(edge).blocked == len(groups)
-                     and node_calls(redis_cluster, ports[0], "xread") > before[ports[0]][0])
-    after = {p: (node_calls(redis_cluster, p, "xread"), node_calls(redis_cluster, p, "client|unblock")) for p in ports}
-    assert after[ports[0]][1] == before[ports[0]][1] + 1  # one CLIENT UNBLOCK, on the joined slot's node
-    assert [after[p] for p in ports[1:]] == [before[p] for p in ports[1:]]  # the others stayed blocked
+                     and counts(redis_cluster, ports[0])[0] > before[ports[0]][0])  # the ended read done
+    _, xadd, unblock = counts(redis_cluster, ports[0])
+    assert (xadd, unblock) == (before[ports[0]][1] + 1, before[ports[0]][2])  # one wake-up, by XADD
+    assert [counts(redis_cluster, p) for p in ports[1:]] == [before[p] for p in ports[1:]]  # the others stayed blocked
     for cast in casts.values():
         await cast.append(Eos(sentences=1, audio_ms=0, attempts=1))
     for events in await asyncio.gather(*listeners):
