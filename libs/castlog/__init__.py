@@ -145,6 +145,8 @@ __all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader
 from .blocking import BlockingRead  # noqa: E402
 from .listener import Item, Listener  # noqa: E402
 from .rowcache import ROW_CACHE_BYTES, RowCache  # noqa: E402
+from .slotreads import SlotReads, choose_reads  # noqa: E402
 from .tail import LISTENER_QUEUE, Tail, TailMetrics  # noqa: E402
 
-__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "Item", "Listener", "RowCache", "Tail", "TailMetrics"]
+__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "Item", "Listener", "RowCache", "SlotReads", "Tail",
+            "TailMetrics", "choose_reads"]

@@ -6,15 +6,23 @@ new connection each time. Instead the read runs on a dedicated connection whose 
 known, and a wake-up sends ``CLIENT UNBLOCK <id>`` from the shared pool: the XREAD returns empty
 at once and the connection stays. The unblock is re-sent until the read returns (one that
 reaches Redis before the XREAD does nothing); the block timeout is only a safety net.
+
+A reader given a ``wake`` name wakes without CLIENT UNBLOCK, so its Redis user need not hold it
+(CLIENT UNBLOCK can end anyone's blocked read): its blocked XREAD also reads a wake stream of its
+own, ``tail/wake/<name>/<token>`` (:class:`WakeStream`), and a wake-up is an XADD there from the
+pool. An XADD that reaches Redis before the XREAD still ends it (the read asks for entries after
+the last one it saw), so nothing is re-sent; the stream keeps one entry and expires when unused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
+from collections.abc import Mapping
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -23,19 +31,63 @@ log = logging.getLogger(__name__)
 # reached Redis yet), at most this many times; then the block timeout ends it.
 WAKE_RETRY_S = 0.002
 WAKE_TRIES = 50
+# A process's wake streams: tail/wake/<name>/<token> (an ACL grants XADD on its name's only).
+WAKE_PREFIX = "tail/wake/"
+# A wake stream outlives its last wake-up by this much (a process that died leaves nothing for long).
+WAKE_TTL_MS = 3_600_000
+
+
+def wake_key(name: str, tag: str = "") -> str:
+    """A new wake stream's key for a reader of ``name`` (``tag``: a hash tag, to put it in one
+    slot of a Redis Cluster)."""
+    return f"{WAKE_PREFIX}{name}/{'{' + tag + '}/' if tag else ''}{secrets.token_hex(8)}"
+
+
+class WakeStream:
+    """A reader's own wake-up stream, read with its other streams (see the module's docstring)."""
+
+    __slots__ = ("key", "after")
+
+    def __init__(self, key: str) -> None:
+        self.key, self.after = key, "0-0"  # after: the last wake-up this reader saw
+
+    def add_to(self, streams: Mapping[Any, Any]) -> dict[Any, Any]:
+        return {**streams, self.key: self.after}
+
+    def take(self, reply: Any) -> list[tuple[Any, Any]]:
+        """The reply's rows but the wake stream's (whose last id it remembers)."""
+        out = []
+        for key, rows in reply.items() if isinstance(reply, dict) else reply or ():
+            if (key.decode() if isinstance(key, bytes) else key) != self.key:
+                out.append((key, rows))
+            elif rows:
+                last = rows[-1][0]
+                self.after = last.decode() if isinstance(last, bytes) else str(last)
+        return out
+
+    async def ring(self, redis: Redis | RedisCluster) -> None:
+        """Wake the read (XADD: it keeps one entry; the TTL renewed)."""
+        pipe = redis.pipeline(transaction=False)
+        pipe.xadd(self.key, {"w": "1"}, maxlen=1)
+        pipe.pexpire(self.key, WAKE_TTL_MS)
+        await pipe.execute()
 
 
 class BlockingRead:
-    """XREADs on ``conn`` (dedicated: nothing else may use it), woken through ``redis``."""
+    """XREADs on ``conn`` (dedicated: nothing else may use it), woken through ``redis``: by CLIENT
+    UNBLOCK, or given a ``wake`` name, by its own wake stream."""
 
-    def __init__(self, conn: Redis, redis: Redis) -> None:
+    def __init__(self, conn: Redis, redis: Redis, wake: str | None = None) -> None:
         self.conn, self.redis = conn, redis
+        self.stream = WakeStream(wake_key(wake)) if wake else None
         self._client_id: int | None = None
 
     async def xread(self, streams: dict[Any, Any], *, count: int, block_ms: int, wake: asyncio.Future[Any]) -> Any:
         """XREAD ``streams``, blocking up to ``block_ms``; ended early (empty) when ``wake``
         completes first (the caller owns ``wake``: it is never cancelled here). A failed read
         forgets the connection's id: a new connection has a new one."""
+        if self.stream is not None:
+            return await self._xread_woken_by_stream(self.stream, streams, count, block_ms, wake)
         try:
             if self._client_id is None:
                 self._client_id = int(await self.conn.client_id())
@@ -55,13 +107,40 @@ class BlockingRead:
             raise
 
     async def _wake(self, read: asyncio.Future[Any], client_id: int) -> None:
-        for _ in range(WAKE_TRIES):
-            try:
-                if await self.redis.client_unblock(client_id):
-                    return
-            except (RedisError, OSError) as exc:
-                log.warning("CLIENT UNBLOCK failed (%s); the block timeout ends the read", exc)
-                return
-            await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
-            if read.done():
-                return
+        await unblock(self.redis, client_id, read)
+
+    async def _xread_woken_by_stream(self, stream: WakeStream, streams: Mapping[Any, Any], count: int, block_ms: int,
+                                     wake: asyncio.Future[Any]) -> list[tuple[Any, Any]]:
+        read = asyncio.ensure_future(self.conn.xread(stream.add_to(streams), count=count, block=block_ms))
+        try:
+            await asyncio.wait((read, wake), return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                try:
+                    await stream.ring(self.redis)
+                except (RedisError, OSError) as exc:
+                    log.warning("waking the blocked read failed (%s); the block timeout ends it", exc)
+            return stream.take(await read)
+        finally:
+            if not read.done():  # the caller itself was cancelled: let the read unwind first
+                read.cancel()
+                await asyncio.gather(read, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close (the caller owns ``conn``); :class:`~castlog.slotreads.SlotReads` has."""
+
+
+async def unblock(redis: Redis | RedisCluster, client_id: int, read: asyncio.Future[Any], **route: Any) -> bool:
+    """CLIENT UNBLOCK ``client_id`` through ``redis`` (``route``: a cluster client's
+    ``target_nodes``) until ``read`` returns; False when the unblock itself failed (then only the
+    block timeout, or dropping the connection, ends the read)."""
+    for _ in range(WAKE_TRIES):
+        try:
+            if await redis.client_unblock(client_id, **route):
+                return True
+        except (RedisError, OSError) as exc:
+            log.warning("CLIENT UNBLOCK failed (%s); the block timeout ends the read", exc)
+            return False
+        await asyncio.wait((read,), timeout=WAKE_RETRY_S)  # not blocked yet: it is on its way
+        if read.done():
+            return True
+    return read.done()

@@ -5,13 +5,14 @@ Two small scripts; no bodies travel."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import NoScriptError
 
 from . import keys, scripts
@@ -52,11 +53,24 @@ class Mark:
 
 
 async def stamps(redis: Redis, asked: Sequence[tuple[str, int]]) -> list[int | None]:
-    """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip."""
+    """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip on
+    a single Redis; on a Redis Cluster one script per hash slot (a script's keys share one), at once."""
     if not asked:
         return []
-    reply = await read_only(redis, scripts.STAMPS, [keys.cast_key(c) for c, _ in asked], [s for _, s in asked])
-    return [_int(v) for v in reply]
+    names = [keys.cast_key(c) for c, _ in asked]
+    if not isinstance(redis, RedisCluster):
+        return [_int(v) for v in await read_only(redis, scripts.STAMPS, names, [s for _, s in asked])]
+    by_slot: dict[int, list[int]] = {}  # slot -> indexes into asked
+    for i, name in enumerate(names):
+        by_slot.setdefault(redis.keyslot(name), []).append(i)
+    replies = await asyncio.gather(*(
+        read_only(redis, scripts.STAMPS, [names[i] for i in idx], [asked[i][1] for i in idx]) for idx in by_slot.values()
+    ))
+    out: list[int | None] = [None] * len(asked)
+    for idx, reply in zip(by_slot.values(), replies):
+        for i, v in zip(idx, reply):
+            out[i] = _int(v)
+    return out
 
 
 async def mark(redis: Redis, cast_id: str, seq: int = -1) -> Mark:

@@ -12,8 +12,11 @@ A :class:`~castlog.listener.Listener` (``listener.py``: one response following o
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
-A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), so the connection stays;
-the block timeout is only a safety net. Its counts go to a :class:`TailMetrics` (each service
+A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), or, given a ``wake`` name,
+with an XADD to a wake stream of its own that the read includes (edge's: its Redis user has no
+CLIENT UNBLOCK), so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is a cluster client) the one
+read becomes one per hash slot with watched casts (``slotreads.py``: per lane, never per listener
+or per cast), woken on their own nodes, and the checks below run through the cluster client. Its counts go to a :class:`TailMetrics` (each service
 names its own metrics).
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
@@ -34,7 +37,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 from .archive import ARCHIVE_FIELD
@@ -44,6 +47,7 @@ from .listener import STAMP_HISTORY, Item, Listener, Stamp
 from .marks import follows, holds, stamps
 from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from .records import decode_entry, is_terminal
+from .slotreads import SlotReads, choose_reads
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +119,14 @@ class Tail:
     def __init__(
         self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
+        wake: str | None = None,
     ) -> None:
-        self.conn = conn  # dedicated: it sits in the blocking XREAD
+        self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
         self.redis = redis  # the shared pool
-        self.blocking = BlockingRead(conn, redis)
+        # woken by CLIENT UNBLOCK, or given a ``wake`` name (its user lacks it), by wake streams
+        self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis, wake)
+        # the cursors' checks: on one Redis the tail's own connection (idle between reads)
+        self.probe = redis if isinstance(redis, RedisCluster) else conn
         self.reader = reader  # offset reads, archived logs included
         self.metrics = metrics
         self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
@@ -141,6 +149,7 @@ class Tail:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await self.blocking.aclose()
 
     def close_listeners(self) -> None:
         """Shutdown: every streaming response ends now; its client resumes from its last id."""
@@ -248,7 +257,7 @@ class Tail:
         self._unchecked.clear()
         if not watches:
             return
-        found = await stamps(self.conn, [(c, w.cursor) for c, w in watches.items()])  # no bodies
+        found = await stamps(self.probe, [(c, w.cursor) for c, w in watches.items()])  # no bodies
         for (cast_id, watch), stamp in zip(watches.items(), found):
             if not holds(stamp, watch.cursor, watch.stamp):
                 await self._rewind(cast_id, watch)
@@ -256,7 +265,7 @@ class Tail:
     async def _rewind(self, cast_id: str, watch: Watch) -> None:
         """Move the watch's listeners back to the last delivered record that Redis still holds."""
         had = list(watch.stamps)
-        found = await stamps(self.conn, [(cast_id, seq) for seq, _ in had])
+        found = await stamps(self.probe, [(cast_id, seq) for seq, _ in had])
         keep = max((seq for (seq, ts), now in zip(had, found) if holds(now, seq, ts)), default=-1)
         log.warning("cast %s: the log no longer holds what the tail delivered after seq %d; "
                     "moving %d listener(s) back", cast_id, keep, len(watch.listeners))

@@ -128,6 +128,9 @@ class LaneCluster(RedisCluster):
       each one (a round trip, and a pooled connection taken while the read's own may be the
       last free one). Their slot is computed here from the STREAMS keys instead (all of one
       call's keys must share a slot anyway: one lane, castlog/keys.py).
+    - EVAL_RO / EVALSHA_RO (castlog's read-only scripts: HEADERS, STAMPS, MARK) would take the
+      same ``COMMAND GETKEYS`` detour (redis-py special-cases only EVAL / EVALSHA): routed by their
+      declared keys here too.
     - its default socket timeout (5 s) is shorter than a long ``BLOCK``: the caller's
       ``socket_timeout_s`` is passed on as is (None: unbounded, as for a single Redis), so a
       blocked read's connection must be given one above its BLOCK.
@@ -143,8 +146,11 @@ class LaneCluster(RedisCluster):
         self.pool_wait_s = pool_wait_s
 
     async def _determine_slot(self, command: str, *args: Any) -> int:
-        if command.upper() in ("XREAD", "XREADGROUP"):
+        name = command.upper()
+        if name in ("XREAD", "XREADGROUP"):
             return self._streams_slot(command, args)
+        if name in ("EVAL_RO", "EVALSHA_RO") and len(args) >= 2 and int(args[1]) > 0:
+            return self._same_slot(command, args[2 : 2 + int(args[1])])  # as redis-py does for EVALSHA
         return await super()._determine_slot(command, *args)
 
     def _streams_slot(self, command: str, args: tuple[Any, ...]) -> int:
@@ -153,10 +159,12 @@ class LaneCluster(RedisCluster):
         if at is None:
             raise ResponseError(f"{command} without STREAMS")
         rest = args[at + 1 :]
-        names = rest[: len(rest) // 2]
+        return self._same_slot(command, rest[: len(rest) // 2])
+
+    def _same_slot(self, command: str, names: Any) -> int:
         slots = {self.keyslot(name) for name in names}
         if len(slots) != 1:
-            raise ResponseError(f"{command} - all keys must map to the same key slot (one lane per read)")
+            raise ResponseError(f"{command} - all keys must map to the same key slot (one lane per call)")
         return slots.pop()
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from servicekit import EdgeLimits, Serving, add_security_headers, connect, opena
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
-from .durable_tail import DurableReads
+from .durable_tail import WAKE_NAME, DurableReads
 from .errors import middleware
 from .guards import Guard
 from .layout import LayoutCache
@@ -93,13 +93,12 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue, reader=reader)
+                queue_size=cfg.listener_queue, reader=reader, wake=WAKE_NAME)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
         guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),
         reader=reader, played=Played(redis, cfg.played_flush_s),
-        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters,
-                             cluster_poll_s=cfg.ds_cluster_poll_ms / 1000),
+        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters),
     )
     tail.start()
     app[EDGE].durable.tail.start()

@@ -26,7 +26,7 @@ class Config(Settings):
                                   "a listener that fills it goes back to reading by offset")
     sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
                                      doc="a comment line this often keeps idle streams open through proxies")
-    # A safety net only: joins wake the shared tail's XREAD with CLIENT UNBLOCK.
+    # A safety net only: joins wake the shared tail's XREAD (an XADD to its own wake stream).
     tail_block_ms: int = setting("EDGE_TAIL_BLOCK_MS", 5_000, gt=0,
                                  doc="the shared tail's longest blocking XREAD (new casts wake it at once)")
     read_batch: int = setting("EDGE_READ_BATCH", 100, gt=0, doc="records per cast per XREAD of the shared tail, "
@@ -70,8 +70,5 @@ class Config(Settings):
                                      "`/v1/stream/*` catch-up read (at least one append)")
     ds_max_waiters: int = setting("EDGE_DS_MAX_WAITERS", 1024, gt=0, doc="`/v1/stream/*` long-poll and SSE "
                                   "readers waiting at once per edge, on one shared read (503 beyond)")
-    ds_cluster_poll_ms: int = setting("EDGE_DS_CLUSTER_POLL_MS", 100, gt=0, doc="on a Redis Cluster, how often "
-                                      "the `/v1/stream/*` waiters' shared read asks each slot they wait on (one "
-                                      "XREAD per slot, none blocking; a single Redis blocks on one read instead)")
     ds_sse_max_s: float = setting("EDGE_DS_SSE_MAX_S", 60.0, gt=0, doc="an `/v1/stream/*` SSE response's "
                                   "lifetime; the client reconnects from its offset")

@@ -5,14 +5,11 @@ A long-poll at a stream's tail, or an SSE response between events, waits here: O
 read, ``COUNT 1``. An entry past a waiter's id wakes it (it then reads by offset, as every
 reader does); nothing is decoded here and nothing is queued, so a waiter costs a future.
 
-A new stream (or a waiter behind the others) wakes the blocked XREAD with CLIENT UNBLOCK so
-that the next one includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does.
-
-On a Redis Cluster one XREAD may only name keys of one slot, and the streams waited on are of
-any number of families (slots). There the tail reads each slot's logs with one XREAD that does not
-block, all slots at once, every EDGE_DS_CLUSTER_POLL_MS while nothing came (a joining waiter
-starts the next round at once): a command per slot with waiters per round, never one per waiter,
-and no connection held.
+A new stream (or a waiter behind the others) wakes the blocked XREAD so that the next one
+includes it: ``castlog.BlockingRead``, as castlog's shared tail of casts does; on a Redis Cluster,
+where one XREAD may only name keys of one slot and the streams waited on are of any number of
+families (slots), one blocked read per slot with waiters (``castlog.SlotReads``). Edge's reads
+wake through wake streams of their own (an XADD), as its Redis user has no CLIENT UNBLOCK.
 """
 
 from __future__ import annotations
@@ -22,18 +19,18 @@ import logging
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from castlog import BlockingRead
+from castlog import choose_reads
 from castlog.durable import DurableStreams, id_key
-from servicekit.connect import is_cluster
 
 log = logging.getLogger(__name__)
 
 # The shared read's connection name (CLIENT LIST), and how much longer than its block its socket waits.
 TAIL_CLIENT_NAME = "edge-durable-tail"
 TAIL_SOCKET_MARGIN_S = 10.0
+# edge's blocked reads wake through streams of their own (its Redis user has no CLIENT UNBLOCK).
+WAKE_NAME = "edge"
 ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 
@@ -47,11 +44,10 @@ class Waiter:
 
 
 class DurableTail:
-    def __init__(self, conn: Redis, pool: Redis, *, block_ms: int, poll_s: float | None = None) -> None:
-        self.blocking = BlockingRead(conn, pool)  # conn sits in the XREAD; pool sends CLIENT UNBLOCK
-        self.pool = pool
+    def __init__(self, conn: Redis, pool: Redis, *, block_ms: int, wake: str | None = None) -> None:
+        # conn sits in the XREAD; pool wakes it (CLIENT UNBLOCK, or an XADD to the ``wake`` stream)
+        self.blocking = choose_reads(conn, pool, wake)
         self.block_ms = block_ms
-        self.poll_s = poll_s  # a cluster's: a round of reads per slot this often (None: one blocked read)
         self.waiters: dict[str, set[Waiter]] = {}  # log key -> who waits on it
         self._joined: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -71,6 +67,7 @@ class DurableTail:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await self.blocking.aclose()
 
     @property
     def waiting(self) -> int:
@@ -124,21 +121,8 @@ class DurableTail:
             key: min((w.after for w in waiters), key=id_key) for key, waiters in self.waiters.items()
         }
         joined = self._joined = asyncio.get_running_loop().create_future()
-        if self.poll_s is not None:
-            return await self._poll(streams, joined, self.poll_s)
         reply = await self.blocking.xread(streams, count=1, block_ms=self.block_ms, wake=joined)
         return list(reply.items() if isinstance(reply, dict) else reply or ())
-
-    async def _poll(self, streams: dict[Any, Any], joined: asyncio.Future[None], poll_s: float) -> list[Any]:
-        """A cluster's round: one XREAD per slot, none blocking; nothing new: wait out the round."""
-        slots: dict[int, dict[Any, Any]] = {}
-        for key, after in streams.items():
-            slots.setdefault(key_slot(key.encode()), {})[key] = after
-        replies = await asyncio.gather(*(self.pool.xread(group, count=1) for group in slots.values()))
-        got = [item for reply in replies for item in (reply.items() if isinstance(reply, dict) else reply or ())]
-        if not got:
-            await asyncio.wait((joined,), timeout=poll_s)
-        return got
 
     def _ring(self, key: str, rows: list[Any]) -> None:
         """Wake the waiters of ``key`` that the entry read lies past."""
@@ -159,12 +143,11 @@ class DurableReads:
     """What edge's /v1/stream handlers need: the store on the shared pool, the waiters' shared
     read on its own connection, and the bound on waiters (``EDGE_DS_MAX_WAITERS``)."""
 
-    def __init__(self, redis_url: str, pool: Redis, *, block_ms: int, max_waiters: int, cluster_poll_s: float) -> None:
+    def __init__(self, redis_url: str, pool: Redis, *, block_ms: int, max_waiters: int) -> None:
         self.streams = DurableStreams(pool)
         self.conn = Redis.from_url(redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
-                                   socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)  # (a cluster's: unused)
-        self.tail = DurableTail(self.conn, pool, block_ms=block_ms,
-                                poll_s=cluster_poll_s if is_cluster(pool) else None)
+                                   socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
+        self.tail = DurableTail(self.conn, pool, block_ms=block_ms, wake=WAKE_NAME)
         self.waiters = asyncio.Semaphore(max_waiters)
 
     @property

@@ -8,7 +8,8 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from castlog import CastStore, Meta, content_id, read_jobs
+from castlog import CastStore, LogReader, Meta, read_jobs, stamps
+from castlog.ids import content_id
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster
@@ -93,5 +94,24 @@ async def test_a_valkey_cluster_takes_the_same_submits(valkey_cluster: Cluster) 
             meta = Meta(title="v", voice="af_heart", chars=len(text), sentences=1, created_at=0)
             assert await store.submit(content_id(text, "af_heart"), text, "af_heart", meta) == "new"
         assert len(await read_jobs(client)) == 6
+    finally:
+        await client.aclose()
+
+
+async def test_read_only_scripts_are_routed_without_command_getkeys(redis_cluster: Cluster) -> None:
+    """HEADERS (a layout without bodies), MARK and STAMPS (the tail's checks, one script per slot)."""
+    redis_cluster.flushall()
+    client = await connect(redis_cluster.url)
+    try:
+        ids = [content_id(f"read-only {n}", "af_heart") for n in range(6)]  # six slots, on every master
+        for cid in ids:
+            await CastStore(client).append(cid, 0, [Meta(title="t", voice="af_heart", chars=1, sentences=1, created_at=0)])
+        reader = LogReader(client)
+        before = getkeys_calls(redis_cluster)
+        for cid in ids:
+            assert (await reader.last_row(cid, bodies=False)) is not None  # HEADERS
+        found = await stamps(client, [(cid, 0) for cid in ids] + [(ids[0], 5)])
+        assert all(found[:-1]) and found[-1] is None
+        assert getkeys_calls(redis_cluster) == before
     finally:
         await client.aclose()

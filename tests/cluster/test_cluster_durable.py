@@ -89,8 +89,7 @@ async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redi
         created = await streams.create(path, Spec("text/plain"), [b"first"])
         assert created.meta is not None
         metas.append(created.meta)
-    reads = DurableReads(redis_cluster.url, cluster_client, block_ms=5000, max_waiters=100, cluster_poll_s=0.05)
-    assert reads.tail.poll_s == 0.05
+    reads = DurableReads(redis_cluster.url, cluster_client, block_ms=5000, max_waiters=100)
     reads.tail.start()
     try:
         waits = [asyncio.ensure_future(reads.tail.wait(m.log, m.tail, 30)) for m in metas]

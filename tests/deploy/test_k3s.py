@@ -13,7 +13,7 @@ import yaml
 from . import kustomize_lite
 from .tools import K3S, REPO, ROUTES, assert_patched_redis, require_tool, run
 
-OVERLAYS = ["jetson", "cpu"]
+OVERLAYS = ["jetson", "cpu", "cluster"]
 # The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
 KUBERNETES_VERSIONS = ["1.31.0", "1.34.0"]
 # Where the Ingress differs from Caddy: it cannot match the method, so these GETs reach intake
@@ -369,3 +369,24 @@ def test_the_base_schedules_on_stock_k3s(rendered: list[dict[str, Any]]) -> None
     for name in ("intake", "edge", "synth"):
         mounts = {m["mountPath"] for m in container(find(rendered, "Deployment", name)).get("volumeMounts", [])}
         assert "/var/lib/streamtts/archive" not in mounts
+
+
+def test_the_cluster_overlay_runs_a_redis_cluster(k3s_tree: Path) -> None:
+    """Six Redis nodes in cluster mode (3 masters, 3 replicas, joined once by a Job), spread by
+    anti-affinity, one down at a time at most; every service may learn the slots."""
+    rendered = kustomize_lite.render(k3s_tree / "overlays" / "cluster")
+    redis = find(rendered, "StatefulSet", "redis")
+    assert redis["spec"]["replicas"] == 6
+    args = container(redis)["args"]
+    assert args[args.index("--cluster-enabled") + 1] == "yes" and "--masterauth" in args
+    anti = pod_spec(redis)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    pdb = find(rendered, "PodDisruptionBudget", "redis")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    job = find(rendered, "Job", "redis-cluster-create")
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert "--cluster create" in script and "--cluster-replicas 1" in script
+    peers = find(rendered, "NetworkPolicy", "redis-cluster")["spec"]["ingress"][0]
+    assert {p["port"] for p in peers["ports"]} == {6379, 16379}  # replication and the cluster bus
+    acl = (k3s_tree / "base" / "redis" / "render-acl.sh").read_text()
+    assert "+info +cluster|slots +cluster|shards" in acl  # what a cluster client asks on connect

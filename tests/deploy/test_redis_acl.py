@@ -246,8 +246,15 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
     assert edge.register_script(slots.ACQUIRE)(keys=[streams], args=["me:1", 8, 30_000]) == [1, 1]
     assert edge.register_script(slots.RENEW)(keys=[streams], args=[30_000, "me:1"]) == 1
     assert edge.zrem(streams, "me:1") == 1
-    # The shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a listener joins.
-    assert not edge.client_unblock(edge.client_id())
+    # The shared tail's blocking XREAD includes its own wake stream; a join wakes it by an XADD
+    # there (no CLIENT UNBLOCK: it could end anyone's blocked read).
+    wake = "tail/wake/edge/{12}/0123456789abcdef"
+    assert edge.xread({f"pub/casts/{CAST}": "0-3", wake: "0-0"}, block=10) == []
+    edge.xadd(wake, {"w": "1"}, maxlen=1)
+    assert edge.pexpire(wake, 3_600_000)
+    assert edge.xread({f"pub/casts/{CAST}": "0-3", wake: "0-0"}, block=10)
+    denied(lambda: edge.client_unblock(edge.client_id()))
+    denied(lambda: edge.xadd("tail/wake/intake/0123456789abcdef", {"w": "1"}))  # another service's
 
 
 def test_edge_cannot_write_or_read_private_keys(client: Callable[[str], redis.Redis],

@@ -91,8 +91,12 @@ async def test_500_listeners_each_get_every_record_in_order_from_one_blocked_xre
     assert edge.server.app[EDGE].tail.watches == {}  # the watch ended with the eos
 
 
-async def test_a_cast_joining_wakes_the_blocked_xread_at_once(make_edge: Any, store: CastStore) -> None:
-    edge = await make_edge(tail_block_ms=60_000)  # only CLIENT UNBLOCK can wake it in time
+@pytest.mark.rule("tail-woken-by-own-stream")
+async def test_a_cast_joining_wakes_the_blocked_xread_at_once(make_edge: Any, store: CastStore, redis: Redis) -> None:
+    """By an XADD to the tail's own wake stream, which its blocked read includes: edge's Redis user
+    holds no CLIENT UNBLOCK (which could end anyone's blocked read)."""
+    edge = await make_edge(tail_block_ms=60_000)  # only the wake-up can end it in time
+    unblocks = (await command_calls(redis)).get("cmdstat_client|unblock", 0)
     first, second = Cast(store, cast_id(1)), Cast(store, cast_id(2))
     await first.submit(1)
     await second.submit(1)
@@ -105,6 +109,8 @@ async def test_a_cast_joining_wakes_the_blocked_xread_at_once(make_edge: Any, st
     await second.append(Start(attempt=1, resume_from=0, at=0))
     events = await reader  # would wait for the 60 s block without the wake-up
     assert [e.event for e in events] == ["meta", "start"]
+    assert (await command_calls(redis)).get("cmdstat_client|unblock", 0) == unblocks
+    assert [k async for k in redis.scan_iter("tail/wake/edge/*")]  # the wake stream, one entry
     one.close()
     two.close()
 
