@@ -31,7 +31,7 @@ async def test_waiters_on_streams_in_many_slots_are_woken_through_one_read_per_s
         assert len({key_slot(log_key(p).encode()) for p in paths}) == STREAMS  # one slot each
         for path in paths:
             await pool.xadd(log_key(path), {"d": "first"}, id="1-1")
-        waits = [asyncio.ensure_future(tail.wait(p, "1-1", 60)) for p in paths for _ in range(3)]
+        waits = [asyncio.ensure_future(tail.wait(log_key(p), "1-1", 60)) for p in paths for _ in range(3)]
         assert isinstance(tail.blocking, SlotReads)
         blocking = tail.blocking
         await wait_until(lambda: blocking.blocked == STREAMS)  # per slot, not per waiter (18)
