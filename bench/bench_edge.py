@@ -246,7 +246,7 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
 # --- orchestration -----------------------------------------------------------------------------
 
 
-def spawn(impl: str, port: int, redis_url: str, base: Path | None) -> subprocess.Popen[bytes]:
+def spawn(impl: str, port: int, redis_url: str, base: Path | None, profile: Path | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, REDIS_URL=redis_url, EDGE_HOST="127.0.0.1", EDGE_PORT=str(port),
                EDGE_MAX_STREAMS_PER_CLIENT="100000", EDGE_READ_RATE="100000", EDGE_READ_BURST="1000000",
                EDGE_LOG_LEVEL="WARNING",
@@ -256,6 +256,8 @@ def spawn(impl: str, port: int, redis_url: str, base: Path | None) -> subprocess
     if impl == "base" and base is not None:  # its packages first: they shadow this checkout's
         env["PYTHONPATH"] = os.pathsep.join([str(base / "libs"), str(base / "services"), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, __file__, "--serve-naive", str(port)] if impl == "naive" else [sys.executable, "-m", "edge"]
+    if impl == "edge" and profile is not None:  # cProfile's stats are written when it stops
+        cmd[1:1] = ["-m", "cProfile", "-o", str(profile)]
     return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -289,7 +291,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         cells: list[Cell] = []
         try:
             for impl, (port, _) in procs.items():
-                running[impl] = (port, spawn(impl, port, server.url, args.base))
+                running[impl] = (port, spawn(impl, port, server.url, args.base, args.profile))
             for port, _proc in running.values():
                 await wait_listening(port)
             serial = 0
@@ -400,6 +402,7 @@ def main() -> None:
     parser.add_argument("--skip-naive", action="store_true", help="leave the naive server out (with --base)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run each size this many times, the order reversed each round; ratios of medians")
+    parser.add_argument("--profile", type=Path, help="run this checkout's edge under cProfile; its stats to this file")
     parser.add_argument("--out", type=Path, default=RESULTS / "edge.json")
     parser.add_argument("--serve-naive", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-listeners", metavar="PORT:CAST:N", help=argparse.SUPPRESS)
