@@ -12,7 +12,9 @@ started here. For each size and server, a listener process (a plain epoll loop, 
 Python client) opens N SSE connections and waits until all of them have replayed the log; then
 this process appends records (sentences of the shared article text, with a filler body of
 ``--body-bytes``) one every ``--interval-ms`` and measures, per record and listener: the latency
-from just before the append to receipt (p50, p99), the server's CPU per delivered record, and
+from just before the append to receipt (p50, p99; receipt is when the listener process's epoll
+reported the bytes, so its own pass over thousands of sockets is not counted as the server's),
+the server's CPU per delivered record (its process CPU time), and
 the Redis commands the server issued per appended record (INFO commandstats, the append
 script's own commands left out or subtracted). The servers, the listeners and Redis share this
 machine's cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
@@ -109,10 +111,14 @@ def serve_listeners(port: int, cast_id: str, n: int) -> None:
         poll.register(sock.fileno(), select.EPOLLIN)
     ended = 0
     while ended < n:
-        for fd, _ in poll.poll(1.0):
-            now = time.time()
+        events = poll.poll(1.0)
+        # receipt: when epoll reported the bytes there, not when this loop reached their socket
+        # (its own pass over thousands of sockets would count as the server's delay)
+        now = time.time()
+        for fd, _ in events:
             data = socks[fd].recv(1 << 18)
-            buf = tails[fd] + data
+            tail = tails[fd]
+            buf = tail + data if tail else data
             cut = buf.rfind(b"\n\n")
             if cut < 0:
                 tails[fd] = buf
@@ -337,7 +343,13 @@ def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
     ratios: list[dict[str, Any]] = []
     base_ratios = compare_base(by) if ("base", counts[0]) in by else []
     if args.skip_naive:
-        return {"benchmark": "edge", "cells": [asdict(c) for c in cells], "ratios_edge_over_base": base_ratios}
+        for n in counts:
+            cell = by[("edge", n)]
+            print(f"edge at {n} listeners: p99 {cell.p99_ms} ms (target <= 100), "
+                  f"{cell.server_cpu_us_per_delivery} us server CPU per delivery (target <= 10)")
+        return {"benchmark": "edge", "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "settings": {"records": args.records, "interval_ms": args.interval_ms, "body_bytes": args.body_bytes},
+                "cells": [asdict(c) for c in cells], "ratios_edge_over_base": base_ratios}
     print("\nnaive / edge (higher: edge better)")
     print(f"{'listeners':>9} {'p50':>8} {'p99':>8} {'cpu/delivery':>13} {'redis cmd/record':>17}")
     for n in sorted({c.listeners for c in cells}):
@@ -354,10 +366,11 @@ def report(cells: list[Cell], args: argparse.Namespace) -> dict[str, Any]:
               f"{row['redis_commands_per_record']:>16}x")
     edge_cmds = [by[("edge", n)].redis_commands_per_record for n in sorted({c.listeners for c in cells})]
     print(f"\nedge Redis commands per record at each size: {edge_cmds} (independent of listeners)")
-    p99_1000 = by.get(("edge", 1000))
-    if p99_1000 is not None:
-        verdict = "meets" if p99_1000.p99_ms <= 100 else "MISSES"
-        print(f"edge p99 at 1000 listeners: {p99_1000.p99_ms} ms ({verdict} the 100 ms target)")
+    for n in counts:
+        cell = by[("edge", n)]
+        verdict = "meets" if cell.p99_ms <= 100 else "MISSES"
+        print(f"edge p99 at {n} listeners: {cell.p99_ms} ms ({verdict} the 100 ms target), "
+              f"{cell.server_cpu_us_per_delivery} us server CPU per delivery (target <= 10)")
     return {
         "benchmark": "edge",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

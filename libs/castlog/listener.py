@@ -154,13 +154,15 @@ class Listener:
 
     def offer(self, item: Item) -> bool:
         """The tail's hand-off; False when the queue is full (the listener is demoted)."""
-        if self.direct is not None and self._idle(item):
+        direct = self.direct
+        if direct is not None and self._idle(item):
             if item.seq < self.next_seq:
                 return True  # seen at the hand-over
-            if self._direct_pending or self.direct.ready():
-                if not self._direct_pending:
+            pending = self._direct_pending
+            if pending or direct.ready():
+                if not pending:
                     self.tail.flushes.append(self)
-                self._direct_pending.append(item)
+                pending.append(item)
                 self._deliver(item)
                 if self.finished:
                     self.flush()  # before the handler ends the response
