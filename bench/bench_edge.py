@@ -178,15 +178,17 @@ class Cell:
     p99_ms: float
     max_ms: float
     server_cpu_us_per_delivery: float
+    server_sys_us_per_delivery: float  # of which in the kernel (the socket writes)
     client_cpu_us_per_delivery: float  # the listener process, whole run: it competes for the cores
     redis_commands_per_record: float
     redis_cpu_us_per_record: float
     commands: dict[str, int]
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_split(pid: int) -> tuple[float, float]:
+    """The process's user and system (kernel: its socket writes) CPU seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 async def command_calls(redis: Redis) -> tuple[dict[str, int], float]:
@@ -206,7 +208,7 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
     await listeners.until("ready", READY_TIMEOUT_S)
     await asyncio.sleep(0.3)  # the last joins settle (edge: the shared tail's XREAD includes the cast)
     calls0, redis_cpu0 = await command_calls(redis)
-    cpu0 = cpu_seconds(pid)
+    user0, sys0 = cpu_split(pid)
     sent: dict[int, float] = {}
     body = bytes(args.body_bytes)
     for k in range(args.records):
@@ -215,7 +217,8 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
         tail = await store.append(cast_id, tail, [record])
         await asyncio.sleep(args.interval_ms / 1000)
     await listeners.until("all", DRAIN_TIMEOUT_S, seq=tail - 1)
-    cpu = cpu_seconds(pid) - cpu0
+    user1, sys1 = cpu_split(pid)
+    cpu, kernel = user1 - user0 + sys1 - sys0, sys1 - sys0
     calls1, redis_cpu1 = await command_calls(redis)
     await store.append(cast_id, tail, [Eos(sentences=args.records, audio_ms=1, attempts=1)])
     report = json.loads(await listeners.until("{", DRAIN_TIMEOUT_S))
@@ -242,6 +245,7 @@ async def run_cell(impl: str, n: int, port: int, pid: int, redis: Redis, args: a
         p99_ms=round(latencies[min(deliveries - 1, int(deliveries * 0.99))], 2),
         max_ms=round(latencies[-1], 2),
         server_cpu_us_per_delivery=round(cpu / deliveries * 1e6, 2),
+        server_sys_us_per_delivery=round(kernel / deliveries * 1e6, 2),
         client_cpu_us_per_delivery=round(client_cpu / (n * (len(sent) + 3)) * 1e6, 2),
         redis_commands_per_record=round(sum(commands.values()) / len(sent), 2),
         redis_cpu_us_per_record=round((redis_cpu1 - redis_cpu0) / len(sent) * 1e6, 1),
@@ -311,7 +315,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     cell = await run_cell(impl, n, port, proc.pid, redis, args, sentences, serial)
                     cells.append(cell)
                     print(f"{impl:>5} {n:>5} listeners: p50 {cell.p50_ms:7.1f} ms  p99 {cell.p99_ms:7.1f} ms  "
-                          f"cpu {cell.server_cpu_us_per_delivery:6.1f} us/delivery "
+                          f"cpu {cell.server_cpu_us_per_delivery:6.1f} us/delivery ({cell.server_sys_us_per_delivery:4.1f} sys) "
                           f"(listeners {cell.client_cpu_us_per_delivery:5.1f})  "
                           f"redis {cell.redis_commands_per_record:7.1f} cmd/record", flush=True)
                     await asyncio.sleep(0.5)

@@ -20,7 +20,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -116,3 +116,22 @@ class LoopHistogram(Collector):
             buckets.append((floatToGoString(bound), float(cumulative)))
         family.add_metric([], buckets, self.sum)
         yield family
+
+
+class LoopCounter(Collector):
+    """A counter incremented on the event loop's thread alone: no lock (see LoopHistogram)."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        # prometheus_client's convention: the family is named without "_total", its sample with it
+        self.name, self.documentation = name.removesuffix("_total"), documentation
+        self.value = 0
+        registry.register(self)
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, value=float(self.value))

@@ -11,7 +11,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter
 
 from servicekit import RequestCounter, ServiceMetrics
-from servicekit.metrics import LoopHistogram
+from servicekit.metrics import LoopCounter, LoopHistogram
 from servicekit.tailmetrics import TailCounters
 
 # Append -> written: from a few ms on the live edge to seconds for a slow proxy.
@@ -32,9 +32,7 @@ class EdgeMetrics(ServiceMetrics):
             "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",
             DELIVERY_BUCKETS, r,
         )
-        self.delivered = Counter(
-            "streamtts_edge_records_delivered_total", "records written to listeners", registry=r,
-        )
+        self.delivered = LoopCounter("streamtts_edge_records_delivered_total", "records written to listeners", r)
         self.rate_limited = Counter(
             "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,
         )
