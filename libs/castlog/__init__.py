@@ -139,8 +139,10 @@ __all__ += [
 __all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]
 
 from .blocking import BlockingRead  # noqa: E402
+from .items import ITEM_CACHE_BYTES, ItemCache  # noqa: E402
 from .listener import Item, Listener  # noqa: E402
 from .rowcache import ROW_CACHE_BYTES, RowCache  # noqa: E402
 from .tail import LISTENER_QUEUE, Tail, TailMetrics  # noqa: E402
 
 __all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "Item", "Listener", "RowCache", "Tail", "TailMetrics"]
+__all__ += ["ITEM_CACHE_BYTES", "ItemCache"]

@@ -10,8 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, RowCache, Start, Tail, cast_key
-from castlog.items import ItemCache
+from castlog import Audio, CastStore, Eos, Item, ItemCache, LogReader, Meta, RowCache, Start, Tail, cast_key
 from servicekit.tailmetrics import TailCounters
 
 CAST = "itemcacheAAA"
