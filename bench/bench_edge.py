@@ -1,4 +1,4 @@
-"""Benchmark: one cast fanned out to 100, 1000 and 2000 SSE listeners, edge vs a naive edge.
+"""Benchmark: one cast fanned out to 100, 1000, 2000 and 5000 SSE listeners, edge vs a naive edge.
 
   edge   ``python -m edge`` as shipped: one shared blocking XREAD per process, fanned out to
          bounded listener queues
@@ -19,7 +19,8 @@ the Redis commands the server issued per appended record (INFO commandstats, the
 script's own commands left out or subtracted). The servers, the listeners and Redis share this
 machine's cores. Prints the ratios naive / edge (and edge / base); writes bench/results/edge.json.
 
-    .venv/bin/python bench/bench_edge.py [--listeners 100,1000,2000] [--records 40] [--base OTHER_CHECKOUT]
+    .venv/bin/python bench/bench_edge.py [--listeners 100,1000,2000,5000] [--records 40] [--base OTHER_CHECKOUT]
+        [--rounds 2] [--skip-naive] [--profile STATS_FILE]
 """
 
 from __future__ import annotations
@@ -335,9 +336,11 @@ def medians(cells: list[Cell]) -> dict[tuple[str, int], Cell]:
         groups.setdefault((c.impl, c.listeners), []).append(c)
     return {key: replace(
         runs[0],
-        p50_ms=statistics.median(c.p50_ms for c in runs), p99_ms=statistics.median(c.p99_ms for c in runs),
-        server_cpu_us_per_delivery=statistics.median(c.server_cpu_us_per_delivery for c in runs),
-        redis_commands_per_record=statistics.median(c.redis_commands_per_record for c in runs),
+        p50_ms=round(statistics.median(c.p50_ms for c in runs), 2),
+        p99_ms=round(statistics.median(c.p99_ms for c in runs), 2),
+        server_cpu_us_per_delivery=round(statistics.median(c.server_cpu_us_per_delivery for c in runs), 2),
+        server_sys_us_per_delivery=round(statistics.median(c.server_sys_us_per_delivery for c in runs), 2),
+        redis_commands_per_record=round(statistics.median(c.redis_commands_per_record for c in runs), 2),
     ) for key, runs in groups.items()}
 
 
@@ -408,7 +411,7 @@ def compare_base(by: dict[tuple[str, int], Cell]) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = arguments(__doc__)
-    parser.add_argument("--listeners", default="100,1000,2000", help="comma-separated listener counts")
+    parser.add_argument("--listeners", default="100,1000,2000,5000", help="comma-separated listener counts")
     parser.add_argument("--records", type=int, default=40, help="records appended per cell")
     parser.add_argument("--interval-ms", type=float, default=100.0,
                         help="pause between appends (100: ten sentences a second, a worker far ahead)")
