@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import msgspec
 
 from .keys import Row, entry_id, seq_of
-from .records import Entry, decode_entry, is_terminal, public_dict
+from .records import Entry, is_terminal, public_dict
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -46,11 +46,14 @@ class Item:
     """One record on its way to listeners; the tail hands the same Item to every listener, so
     its JSON and its SSE frame are built once, by whichever listener writes it first."""
 
-    __slots__ = ("entry", "from_tail", "_json", "_sse", "_chunk")
+    __slots__ = ("entry", "from_tail", "stamp", "terminal", "_json", "_sse", "_chunk")
 
     def __init__(self, entry: Entry, *, from_tail: bool = False) -> None:
         self.entry = entry
         self.from_tail = from_tail  # came from the shared tail (not an offset read): counts for latency
+        # what each delivery of it notes, made once for every listener
+        self.stamp: Stamp = (entry.seq_num, entry.ts or None)
+        self.terminal = is_terminal(entry.record)
         self._json: bytes | None = None
         self._sse: bytes | None = None
         self._chunk: bytes | None = None
@@ -92,10 +95,14 @@ class Sink(Protocol):
 
 
 class Hub(Protocol):
-    """What a listener uses of the shared tail: its limits, the watched set and the offset read."""
+    """What a listener uses of the shared tail: its limits, the watched set, the offset read and
+    the records' shared Items, and the list of listeners with direct writes to flush."""
 
     queue_size: int  # records from the tail a listener may hold in its queue
     offset_batch: int  # records per offset read (what the offset backlog holds at most)
+    # Listeners holding direct writes of the tail's pass in progress: it flushes them after the
+    # pass over a cast's rows (one write per listener and read, no callback per listener).
+    flushes: list[Listener]
 
     def subscribe(self, listener: Listener) -> int:
         """Join the tail's feed; the seq the tail delivered up to (synchronous: no gap)."""
@@ -105,6 +112,11 @@ class Hub(Protocol):
 
     async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
         """A read by offset, archived logs included."""
+        ...
+
+    def items(self, cast_id: str, rows: list[Row]) -> list[Item]:
+        """The records of ``rows`` as Items shared by every listener that reads them by offset
+        (their JSON and frames built once); unknown kinds left out."""
         ...
 
 
@@ -142,16 +154,18 @@ class Listener:
 
     def offer(self, item: Item) -> bool:
         """The tail's hand-off; False when the queue is full (the listener is demoted)."""
-        if self.direct is not None and self._idle(item):
+        direct = self.direct
+        if direct is not None and self._idle(item):
             if item.seq < self.next_seq:
                 return True  # seen at the hand-over
-            if self._direct_pending or self.direct.ready():
-                if not self._direct_pending:
-                    asyncio.get_running_loop().call_soon(self._flush)
-                self._direct_pending.append(item)
+            pending = self._direct_pending
+            if pending or direct.ready():
+                if not pending:
+                    self.tail.flushes.append(self)
+                pending.append(item)
                 self._deliver(item)
                 if self.finished:
-                    self._flush()  # before the handler ends the response
+                    self.flush()  # before the handler ends the response
                     self._wake(True)
                 return True
         if len(self.queue) >= self.tail.queue_size:
@@ -161,7 +175,8 @@ class Listener:
         self._wake(True)
         return True
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the direct hand-offs of the tail's pass (the tail calls it after the pass)."""
         items, self._direct_pending = self._direct_pending, []
         if items and self.direct is not None:
             self.direct.write(items)
@@ -277,9 +292,8 @@ class Listener:
 
     def _deliver(self, item: Item) -> Item:
         self.next_seq = item.seq + 1
-        self.stamps.append((item.seq, item.entry.ts or None))
-        terminal = is_terminal(item.entry.record)
-        self._last_terminal = terminal
+        self.stamps.append(item.stamp)
+        terminal = self._last_terminal = item.terminal
         # from the tail: it saw nothing after it; offset: the read that returned it ended there
         if terminal and (item.from_tail or item.seq == self._end_after):
             self.finished = True
@@ -290,13 +304,10 @@ class Listener:
         high = entry_id(upto) if upto is not None else "+"
         count = self.tail.offset_batch
         rows = await self.tail.rows(self.cast_id, entry_id(self.next_seq), high, count)
-        for raw_id, fields in rows:
-            entry = decode_entry(raw_id, fields)
-            if entry is not None:
-                self.backlog.append(Item(entry))
+        self.backlog.extend(self.tail.items(self.cast_id, rows))
         if upto is None and rows and len(rows) < count and self.backlog:
             last = self.backlog[-1]
-            if is_terminal(last.entry.record):
+            if last.terminal:
                 self._end_after = last.seq
         if rows and not self.backlog:
             self.next_seq = seq_of(rows[-1][0]) + 1  # only unknown kinds: step over them

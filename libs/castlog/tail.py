@@ -42,11 +42,12 @@ from redis.exceptions import RedisError
 
 from .archive import ARCHIVE_FIELD
 from .blocking import BlockingRead
+from .items import ITEM_CACHE_BYTES, ItemCache
 from .keys import Row, cast_id_of, cast_key, entry_id, seq_of
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
 from .marks import follows, holds, stamps
 from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
-from .records import decode_entry, is_terminal
+from .records import decode_entry
 from .slotreads import SlotReads, choose_reads
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class Tail:
         self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
         wake: str | None = None,
+        item_bytes: int = ITEM_CACHE_BYTES,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
         self.redis = redis  # the shared pool
@@ -134,6 +136,8 @@ class Tail:
         self.offset_batch = min(batch, queue_size)
         self.watches: dict[str, Watch] = {}
         self.listeners: set[Listener] = set()
+        self.item_cache = ItemCache(item_bytes)  # offset reads' Items, built once per record
+        self.flushes: list[Listener] = []  # listeners with direct writes from the pass in progress
         self.closing = False
         self._unchecked: set[str] = set()  # casts whose cursor Redis has not confirmed yet
         self._joined: asyncio.Future[None] | None = None  # resolved when a cast joins
@@ -203,6 +207,10 @@ class Tail:
         """The one read by offset (listeners catching up, demoted or moved back), archived
         logs included."""
         return await self.reader.rows(cast_id, low, high, count)
+
+    def items(self, cast_id: str, rows: list[Row]) -> list[Item]:
+        """The offset read's rows as Items shared by every listener that reads them."""
+        return self.item_cache.items(cast_id, rows)
 
     # -- the tail -----------------------------------------------------------------------------
 
@@ -288,34 +296,46 @@ class Tail:
             watch = read_with.get(cast_id)
             if watch is None or self.watches.get(cast_id) is not watch:
                 continue
-            if self.reader.cache is not None and not any(ARCHIVE_FIELD in f for _, f in rows):
-                self.reader.cache.keep(cast_id, rows)  # listeners catching up read them from here
-            for raw_id, fields in rows:
-                entry = decode_entry(raw_id, fields)  # once per record, whoever listens
-                seq = entry.seq_num if entry is not None else seq_of(raw_id)
-                if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:
-                    # archived before this read reached it: the records between are in the
-                    # archive now, so every listener goes back to reading by offset (no gap)
-                    self.metrics.count_demoted(len(watch.listeners))
-                    for listener in watch.listeners:
-                        listener.demote()
-                    watch.listeners.clear()
-                    break
-                if entry is None:  # a kind this version does not know: its place and stamp only
-                    watch.delivered(seq, int(fields.get(b"ts", 0)) or None)
-                    continue
-                watch.delivered(seq, entry.ts or None)
-                item = Item(entry, from_tail=True)
-                # offer() never touches the watched set, so the set is walked as it is (no copy)
-                demoted = [listener for listener in watch.listeners if not listener.offer(item)]
-                if demoted:
-                    watch.listeners.difference_update(demoted)
-                    self.metrics.count_demoted(len(demoted))
-                if is_terminal(entry.record):
-                    watch.listeners.clear()  # each got the terminal record: their streams end
-                    break
-            if not watch.listeners:
-                del self.watches[cast_id]
+            try:
+                self._hand_out(cast_id, watch, rows)
+            finally:
+                self._flush()  # this cast's direct writes go out before the next cast's pass
+
+    def _flush(self) -> None:
+        flushes, self.flushes = self.flushes, []
+        for listener in flushes:
+            listener.flush()
+
+    def _hand_out(self, cast_id: str, watch: Watch, rows: list[Any]) -> None:
+        """One cast's rows to its watch's listeners, each record decoded once."""
+        if self.reader.cache is not None and not any(ARCHIVE_FIELD in f for _, f in rows):
+            self.reader.cache.keep(cast_id, rows)  # listeners catching up read them from here
+        for raw_id, fields in rows:
+            entry = decode_entry(raw_id, fields)  # once per record, whoever listens
+            seq = entry.seq_num if entry is not None else seq_of(raw_id)
+            if seq > watch.cursor + 1 and ARCHIVE_FIELD in fields:
+                # archived before this read reached it: the records between are in the
+                # archive now, so every listener goes back to reading by offset (no gap)
+                self.metrics.count_demoted(len(watch.listeners))
+                for listener in watch.listeners:
+                    listener.demote()
+                watch.listeners.clear()
+                break
+            if entry is None:  # a kind this version does not know: its place and stamp only
+                watch.delivered(seq, int(fields.get(b"ts", 0)) or None)
+                continue
+            item = Item(entry, from_tail=True)
+            watch.delivered(*item.stamp)
+            # offer() never touches the watched set, so the set is walked as it is (no copy)
+            demoted = [listener for listener in watch.listeners if not listener.offer(item)]
+            if demoted:
+                watch.listeners.difference_update(demoted)
+                self.metrics.count_demoted(len(demoted))
+            if item.terminal:
+                watch.listeners.clear()  # each got the terminal record: their streams end
+                break
+        if not watch.listeners:
+            del self.watches[cast_id]
 
 
 def _str(key: Any) -> str:

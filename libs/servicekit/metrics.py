@@ -4,6 +4,8 @@ it for ``/metrics``, and counts requests by route template and status."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 from typing import ClassVar
 
@@ -18,6 +20,9 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A source checkout that was never installed has no distribution metadata.
@@ -78,3 +83,55 @@ class RequestCounter:
         if series is None:
             series = self._series[route, status] = self.counter.labels(route, str(status))
         series.inc()
+
+
+class LoopHistogram(Collector):
+    """A histogram observed on the event loop's thread alone: no lock (prometheus_client's
+    takes one per bucket and sum), a few hundred nanoseconds an observation, for counts made
+    once per delivery to thousands of listeners. Scraped like any histogram."""
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float], registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = tuple(sorted(buckets))
+        self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound (+Inf)
+        self.sum = 0.0
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation)
+        cumulative, buckets = 0, []
+        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+            cumulative += n
+            buckets.append((floatToGoString(bound), float(cumulative)))
+        family.add_metric([], buckets, self.sum)
+        yield family
+
+
+class LoopCounter(Collector):
+    """A counter incremented on the event loop's thread alone: no lock (see LoopHistogram)."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        # prometheus_client's convention: the family is named without "_total", its sample with it
+        self.name, self.documentation = name.removesuffix("_total"), documentation
+        self.value = 0
+        registry.register(self)
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, value=float(self.value))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
 
 from servicekit import RequestCounter, ServiceMetrics
+from servicekit.metrics import LoopCounter, LoopHistogram
 from servicekit.tailmetrics import TailCounters
 
 # Append -> written: from a few ms on the live edge to seconds for a slow proxy.
@@ -26,13 +27,12 @@ class EdgeMetrics(ServiceMetrics):
         r = self.registry
         self.requests = RequestCounter("streamtts_edge_requests_total", r)
         self.tail = TailCounters(r, self.service, LISTENER_KINDS)  # the shared tail's (castlog.TailMetrics)
-        self.delivery = Histogram(
+        # observed once per record and listener, on the loop: the lock-free kind
+        self.delivery = LoopHistogram(
             "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",
-            buckets=DELIVERY_BUCKETS, registry=r,
+            DELIVERY_BUCKETS, r,
         )
-        self.delivered = Counter(
-            "streamtts_edge_records_delivered_total", "records written to listeners", registry=r,
-        )
+        self.delivered = LoopCounter("streamtts_edge_records_delivered_total", "records written to listeners", r)
         self.rate_limited = Counter(
             "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,
         )

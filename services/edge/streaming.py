@@ -59,19 +59,22 @@ class DirectSse:
         return not self.transport.is_closing() and not self.transport.get_write_buffer_size()
 
     def write(self, items: list[Item]) -> None:
-        if self.transport.is_closing():
+        transport = self.transport
+        if transport.is_closing():
             return  # the client left: its handler ends
-        self.transport.write(items[0].sse_chunk() if len(items) == 1 else b"".join(i.sse_chunk() for i in items))
+        transport.write(items[0].sse_chunk() if len(items) == 1 else b"".join(i.sse_chunk() for i in items))
         observe(self.metrics, items)
 
 
 def observe(metrics: EdgeMetrics, items: list[Item]) -> None:
-    """Count written records; latency only for those from the tail (a replay of old records is not late)."""
+    """Count written records; latency only for those from the tail (a replay of old records is
+    not late). Once per record and listener: kept to a few operations."""
     metrics.delivered.inc(len(items))
-    now = time.time()
+    now_ms = time.time() * 1000
+    delivery = metrics.delivery
     for item in items:
-        if item.from_tail:
-            metrics.observe_delivery(item.entry.ts, now)
+        if item.from_tail and item.entry.ts > 0:
+            delivery.observe(max(0.0, now_ms - item.entry.ts) / 1000)
 
 
 @contextmanager

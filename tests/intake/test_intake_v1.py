@@ -282,3 +282,49 @@ async def test_forty_speech_streams_of_one_cast_hold_one_blocked_read(
     await play_worker(store, cast_id, CHUNKS)
     bodies = [await (await p).read() for p in posts]
     assert len(set(bodies)) == 1 and bodies[0], "every stream got the whole cast"
+
+
+# The append script's own commands: the worker's, not intake's.
+APPEND_COMMANDS = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xadd", "cmdstat_xlen", "cmdstat_time"}
+FLAT_RECORDS = 12
+
+
+async def command_calls(redis: Redis) -> dict[str, int]:
+    stats = await redis.info("commandstats")
+    return {k: int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info"}
+
+
+@pytest.mark.rule("one-upstream-tail")
+@pytest.mark.parametrize("streams", [1, 60])
+async def test_redis_commands_per_record_stay_flat_as_speech_streams_grow(
+    make_client: MakeClient, store: CastStore, redis: Redis, streams: int
+) -> None:
+    """While N `/v1/audio/speech` streams of one cast follow it, each record costs intake's Redis
+    about one command (the shared tail's XREAD), whether one stream follows or sixty; counted at
+    Redis (INFO commandstats), from the first audio record until every stream has the last."""
+    client = await make_client(speech_streams_per_client=64)
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    posts = [asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH)) for _ in range(streams)]
+    tail = client.server.app[INTAKE].tail
+    while len(tail.listeners) < streams or not all(lsn.subscribed for lsn in tail.listeners):
+        await asyncio.sleep(0.02)
+    seq = await store.append(cast_id, 1, [Start(attempt=1, resume_from=0, at=0)])
+    while not all(lsn.next_seq == seq for lsn in tail.listeners):
+        await asyncio.sleep(0.01)
+    before = await command_calls(redis)
+    body = CHUNKS[0]
+    d = len(decode_chunk(body)) // 24
+    for i in range(FLAT_RECORDS):
+        seq = await store.append(cast_id, seq, [Audio(i=i, t=f"chunk {i}", d=d, o=d * i, body=body)])
+        await asyncio.sleep(0.005)
+    while not all(lsn.next_seq == seq for lsn in tail.listeners):  # every stream has the last record
+        await asyncio.sleep(0.01)
+    after = await command_calls(redis)
+    await store.append(cast_id, seq, [Eos(sentences=FLAT_RECORDS, audio_ms=d * FLAT_RECORDS, attempts=1)])
+    bodies = [await (await p).read() for p in posts]
+    assert len(set(bodies)) == 1 and len(bodies[0]) == FLAT_RECORDS * len(body)
+    calls = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0) and k not in APPEND_COMMANDS}
+    calls["cmdstat_xrevrange"] = calls.get("cmdstat_xrevrange", 0) - FLAT_RECORDS  # each append's own
+    reads = {k: n for k, n in calls.items() if n}
+    # one XREAD per record at most (fewer when one read brings several), and nothing per stream
+    assert set(reads) <= {"cmdstat_xread"} and reads.get("cmdstat_xread", 0) <= FLAT_RECORDS + 1, reads
