@@ -34,6 +34,7 @@ from .live import (
     OpenedCast,
     TextEvent,
     TooManyOpen,
+    client_tag,
     open_cast_id,
     write_hash,
     write_token,
@@ -76,7 +77,7 @@ __all__ = [
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
     "seq_of", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "TooManyOpen", "open_cast_id",
-    "write_hash", "write_token",
+    "client_tag", "write_hash", "write_token",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]

@@ -41,6 +41,8 @@ OPEN_ID_TRIES = 3
 
 # Random bytes of a write token (43 URL-safe characters): no guessing it.
 WRITE_TOKEN_BYTES = 32
+# Hex characters of a client tag (64 bits): tells clients apart, and no more.
+CLIENT_TAG_CHARS = 16
 # How long a client's set of open casts stands after its last open (a cast's text stays open
 # no longer: the worker closes one left without text).
 OPEN_SET_MS = 24 * 3600 * 1000
@@ -53,7 +55,8 @@ class TooManyOpen(Exception):
 # casts rl/intake-live/<client> (sorted set: id -> opened at)
 # ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed,
 # ARGV[6]: the write token's hash, ARGV[7]: the most open casts per client (0: no cap),
-# ARGV[8]: the catalog keys' prefix, ARGV[9]: ms the client's set stands unused
+# ARGV[8]: the catalog keys' prefix, ARGV[9]: ms the client's set stands unused,
+# ARGV[10]: the opener's client tag (client_tag: a hash, never the address; '' for none)
 # Claims a fresh random id: recipe (live, no text, the token's hash), meta and the job; 'taken'
 # if the id is used, 'too_many' when the client holds its cap of casts whose text is open (the
 # set forgets closed and vanished ones as it counts: at most the cap of short reads).
@@ -72,7 +75,7 @@ if cap > 0 then
   if open >= cap then return 'too_many' end
 end
 redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
-  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6])
+  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6], 'client', ARGV[10])
 redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
 if cap > 0 then
@@ -84,7 +87,7 @@ return 'new'
 )
 
 # KEYS[1..4]: OPEN's, then the client's bucket rl/<scope>/<client>
-# ARGV[1..9]: OPEN's, ARGV[10..12]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
+# ARGV[1..10]: OPEN's, ARGV[11..13]: TAKE's. Returns {1, OPEN's answer} or {0, wait ms}.
 OPEN_LIMITED = rate_limited(OPEN)
 
 # The state of an open cast's catalog: 'missing', 'not_live', 'closed' or 'open', and its end.
@@ -158,6 +161,15 @@ def write_token() -> str:
     return secrets.token_urlsafe(WRITE_TOKEN_BYTES)
 
 
+def client_tag(client: str, key: bytes = b"") -> str:
+    """What synth learns of an open cast's opener: an opaque tag (16 hex characters of SHA-256,
+    HMAC under the deployment's content key when there is one), the same for every cast the
+    client opens, so the worker can share its live turns by client without holding an address."""
+    data = b"client\x00" + client.encode("utf-8", "surrogatepass")
+    digest = hmac.new(key, data, hashlib.sha256) if key else hashlib.sha256(data)
+    return digest.hexdigest()[:CLIENT_TAG_CHARS]
+
+
 def write_hash(token: str) -> str:
     """What Redis keeps of a write token (hex SHA-256): a leaked catalog leaks no token."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -184,11 +196,13 @@ class TextEvent:
 
 @dataclass(frozen=True)
 class LiveText:
-    """An open cast's text as its catalog holds it."""
+    """An open cast's text as its catalog holds it (``client``: its opener's tag, '' when the
+    cast was opened without one)."""
 
     voice: str
     speed: float
     events: list[TextEvent]
+    client: str = ""
 
     @property
     def text(self) -> str:
@@ -237,17 +251,19 @@ class LiveStore:
         max_open: int = 0,
     ) -> OpenedCast:
         """Claim a fresh random id for an open cast: recipe (with the hash of a fresh write
-        token), ``meta`` and its job in one step; :class:`TooManyOpen` when the client (``limit``'s)
-        holds ``max_open`` casts whose text is open (0: no cap)."""
+        token and the opener's :func:`client_tag`), ``meta`` and its job in one step;
+        :class:`TooManyOpen` when the client (``limit``'s) holds ``max_open`` casts whose text
+        is open (0: no cap)."""
         token = write_token()
         client = limit[1] if limit is not None else ""
+        tag = client_tag(client, self.content_key) if client else ""
         for _ in range(OPEN_ID_TRIES):
             cast_id = open_cast_id()
             open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), JOBS_LIVE,
                          keys.limit_key(keys.INTAKE_LIVE_SCOPE, client)]
             args: list[str | bytes | float | int] = [
                 cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token),
-                max_open if limit is not None else 0, keys.CATALOG_PREFIX, OPEN_SET_MS,
+                max_open if limit is not None else 0, keys.CATALOG_PREFIX, OPEN_SET_MS, tag,
             ]
             if limit is None:
                 answer = await self._open(keys=open_keys, args=args)
@@ -308,7 +324,7 @@ class LiveStore:
         recipe = _recipe(rows[0][1]) if rows else None
         if recipe is None or not recipe.live:
             return None
-        return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]))
+        return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]), client=recipe.client)
 
     async def close_text(self, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[CloseAnswer, int, str]:
         """Close with the content id of the text as it stands, re-reading when a fragment lands

@@ -131,7 +131,7 @@ def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis
     open_limited = intake.register_script(live.OPEN_LIMITED)
     mine = "rl/intake-live/203.0.113.9"
     keys = [f"pub/casts/{CAST}", f"catalog/{CAST}", "jobs/live", mine, "rl/intake/203.0.113.9"]
-    args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", 4, "catalog/", 60_000, 1, 30, 1]
+    args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", 4, "catalog/", 60_000, live.client_tag("203.0.113.9"), 1, 30, 1]
     assert open_limited(keys=keys, args=args) == [1, b"new"]
     assert admin.zrange(mine, 0, -1) == [CAST.encode()]
     fragment = intake.register_script(live.FRAGMENT_LIMITED)
