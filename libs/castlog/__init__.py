@@ -7,10 +7,12 @@ Imports only ``redis`` and ``msgspec``; every service imports it, it imports no 
 from . import archive
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
 from .cancels import cancel, is_cancelled, last_cancel, read_cancels
+from .deletes import delete_proof, last_delete, proven, read_deletes, request_delete
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
     CANCELS,
     CAST_ID_LEN,
+    DELETES,
     GROUP,
     HANDED_BACK,
     JOBS,
@@ -83,6 +85,7 @@ __all__ = [
 ]
 __all__ += ["Chunker", "from_public", "public_dict"]
 __all__ += ["cancel", "is_cancelled", "last_cancel", "read_cancels", "CANCELS", "cancel_key"]
+__all__ += ["delete_proof", "last_delete", "proven", "read_deletes", "request_delete", "DELETES", "DeleteRequest"]
 __all__ += ["BlendError", "blend_parts", "canonical_voice", "is_blend", "voice_available"]
 
 # The shared streams' schemas (streams.py) and the key names that go with them.
@@ -106,6 +109,7 @@ from .keys import (  # noqa: E402
 )
 from .streams import (  # noqa: E402
     DeadLetter,
+    DeleteRequest,
     Done,
     Job,
     Malformed,

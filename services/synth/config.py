@@ -13,7 +13,7 @@ from typing import Literal
 
 from blobstore import StoreConfig
 from servicekit import ConfigError
-from servicekit.settings import CONTENT_KEY, REDIS_URL, Settings, setting
+from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, setting
 
 Backend = Literal["auto", "onnx", "torch"]
 
@@ -36,6 +36,7 @@ class ArchiverConfig(Settings):
 @dataclass(frozen=True)
 class SynthConfig(Settings):
     redis_url: str = REDIS_URL.field()
+    admin_token: str | None = ADMIN_TOKEN.field()  # intake's: a delete request is carried out only with its proof
     content_key: str = CONTENT_KEY.field()  # intake's: an idle open cast closed here is named as intake names it
     # A pod's stable name makes a restarted worker re-read its own pending jobs.
     consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="`hostname-pid`",

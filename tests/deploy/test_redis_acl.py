@@ -6,6 +6,7 @@ caller's permissions) and nothing beyond it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -396,3 +397,53 @@ def test_entrypoint_sizes_maxmemory_from_the_memory_it_has(tmp_path: Path) -> No
     assert 0 < maxmemory <= ceiling * 0.6 and maxmemory >= ceiling * 0.59
     fixed = run(["sh", str(REDIS_DIR / "entrypoint.sh")], env={**env, "REDIS_MAXMEMORY": "3gb"})
     assert "--maxmemory 3gb" in fixed.stdout
+
+
+@pytest.mark.rule("delete-by-worker")
+def test_intake_cannot_delete_a_cast_only_ask_for_it(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
+    """#21 finding 8: intake's user could DEL every cast (the admin delete ran as intake)."""
+    admin.xadd(f"pub/casts/{CAST}", {"e": "meta", "h": "{}"}, id="0-1")
+    admin.xadd(f"catalog/{CAST}", {"text": "Hello.", "voice": "af_heart"})
+    intake = client("intake")
+    for key in (f"pub/casts/{CAST}", f"catalog/{CAST}"):
+        denied(lambda k=key: intake.delete(k))  # type: ignore[misc]
+        denied(lambda k=key: intake.unlink(k))  # type: ignore[misc]
+    delete = intake.register_script(scripts.DELETE)
+    denied(lambda: delete(keys=[f"pub/casts/{CAST}", f"catalog/{CAST}", "archive/trash", "archive/played"], args=[CAST]))
+    denied(lambda: intake.register_script("return redis.call('DEL', KEYS[1])")(keys=[f"pub/casts/{CAST}"]))
+    assert intake.xadd("deletes", {"id": CAST, "proof": "p"})  # it may ask...
+    denied(lambda: intake.xrange("deletes"))  # ...and read nobody's requests back
+    denied(lambda: intake.xtrim("deletes", maxlen=0))
+    assert admin.exists(f"pub/casts/{CAST}", f"catalog/{CAST}") == 2
+
+
+@pytest.mark.rule("delete-by-worker")
+async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: int, admin: redis.Redis) -> None:
+    """The admin's DELETE through the real intake app as intake's user, carried out by synth's
+    delete watch as synth's user."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from intake import Config, create_app
+    from synth.deletewatch import DeleteWatch
+    from tests.support.waiting import wait_until
+
+    token = "an-admin-token-of-32-characters-0000"
+    admin.xadd("synth/voices", {"voices": '["af_heart"]', "default": "af_heart", "backend": "onnx", "at": "1"})
+    url = f"redis://intake:{PASSWORDS['INTAKE']}@127.0.0.1:{redis_port}/0"
+    cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token)  # type: ignore[call-arg]
+    synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
+    watch = DeleteWatch(synth, token, poll_s=0.05)
+    task = asyncio.create_task(watch.run())
+    try:
+        await wait_until(lambda: watch.after is not None)
+        async with TestClient(TestServer(create_app(cfg))) as http:
+            made = await http.post("/api/casts", json={"text": "Delete me.", "voice": "af_heart"})
+            assert made.status == 201, await made.text()
+            cid = (await made.json())["id"]
+            gone = await http.delete(f"/api/casts/{cid}", headers={"Authorization": f"Bearer {token}"})
+            assert gone.status == 200 and (await gone.json()) == {"id": cid, "deleted": True}
+        assert admin.exists(f"pub/casts/{cid}", f"catalog/{cid}") == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await synth.aclose()

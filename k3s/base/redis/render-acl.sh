@@ -54,16 +54,17 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # Open casts: the same, with jobs/live; their fragments go to catalog/*. XREAD: the shared tail
 # that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it when
 # a cast joins. A cancel: one script flags cancel/* and adds to cancels (after reading the log's
-# last record). The admin's delete: one script drops the log, the recipe and the claim, and hands
-# an archived blob to archive/trash. Per-client limits beside the submit bucket (rl/intake-*): the
+# last record). The admin's delete: intake only adds a request to deletes (no DEL, no read of it),
+# which a worker carries out when the admin token's proof comes with it. Per-client limits beside
+# the submit bucket (rl/intake-*): the
 # open casts a client holds (a sorted set the open script keeps), its live text bucket, its live
 # sessions' and /v1 streams' slots (castlog.slots).
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time" \
     "~catalog/* ~pub/casts/* ~jobs ~jobs/live ~rl/intake/* ~rl/intake-* %R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
-    "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
-    "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)"
+    "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)" \
+    "(~deletes +xadd)"
 # synth: the group on jobs (scripts hand jobs back and remove consumers that are gone); each
 # job's tally; receipts, dead letters, voices; reads recipes; appends to casts.
 # TIME: the scripts stamp records with Redis's clock. MULTI: an XACK drops its job's tally.
@@ -72,6 +73,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
 # Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
+# The admin's deletes: one blocking XREAD follows deletes; the archive's delete script (above).
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
@@ -83,7 +85,8 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
     "(~archive/played +zscore +zrem)" \
-    "(~cancel/* ~cancels +exists +xread +xrevrange)"
+    "(~cancel/* ~cancels +exists +xread +xrevrange)" \
+    "(~deletes +xread +xrevrange)"
 # edge: the public read path only reads pub/casts/*. CLIENT UNBLOCK: a new listener wakes the
 # shared tail's blocking XREAD so that it reads the new cast too. archive/played: reads, batched.
 echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT +client|unblock" \
