@@ -201,6 +201,7 @@ def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis
     # It may close an abandoned open cast's text (catalog/*) and delete casts (the archive's
     # retention), but no queue, receipt or rate limit is its to change.
     denied(lambda: synth.xadd("jobs", {"id": "forged"}))
+    denied(lambda: synth.xadd("deletes", {"id": CAST, "proof": "forged"}))  # it carries deletes out, never asks
     denied(lambda: synth.xrange("progress/done"))
     denied(lambda: synth.delete("jobs", "progress/done"))
     denied(lambda: synth.hset("rl/intake/x", "tokens", "99"))
