@@ -164,7 +164,7 @@ def write_token() -> str:
 def client_tag(client: str, key: bytes = b"") -> str:
     """What synth learns of an open cast's opener: an opaque tag (16 hex characters of SHA-256,
     HMAC under the deployment's content key when there is one), the same for every cast the
-    client opens, so the worker can share its live turns by client without holding an address."""
+    client opens, so the worker can serve open casts round robin by client without holding an address."""
     data = b"client\x00" + client.encode("utf-8", "surrogatepass")
     digest = hmac.new(key, data, hashlib.sha256) if key else hashlib.sha256(data)
     return digest.hexdigest()[:CLIENT_TAG_CHARS]

@@ -121,7 +121,7 @@ class ActiveCast:
 
     @property
     def client(self) -> str:
-        """Whose turn this cast's chunks are, among open casts: its opener's tag; a cast opened
+        """Which client this cast's chunks count for, round robin among open casts: its opener's tag; a cast opened
         without one (before tags, or a whole text) counts as a client of its own."""
         tag = self.open_text.client if self.open_text is not None else ""
         return tag or f"cast:{self.cast_id}"

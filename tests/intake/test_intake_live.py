@@ -465,7 +465,7 @@ async def test_a_close_reads_the_text_log_once(client: Client, redis: Redis) -> 
 async def test_every_open_carries_its_clients_tag_to_the_worker_never_its_address(
     client: Client, redis: Redis
 ) -> None:
-    """Synth shares live turns by client: the open (HTTP and the WebSocket session alike) writes
+    """Synth serves open casts round robin by client: the open (HTTP and the WebSocket session alike) writes
     the opener's tag into the recipe, the same for every cast of one client, and not the address."""
     by_http = await open_live(client)
     ws, by_session = await start(client)
