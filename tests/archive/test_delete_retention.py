@@ -28,7 +28,8 @@ TEXT = "A cast that will be deleted, then made again."
 
 @pytest.fixture
 async def intake(redis_url: str, redis: Redis) -> AsyncIterator[Any]:
-    cfg = Config(redis_url=redis_url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
+    # delete_wait_s: long, as the answer comes once the worker deleted (a test of 202 sets it short)
+    cfg = Config(redis_url=redis_url, redis_connect_attempts=3, delete_wait_s=30.0, **UNLIMITED)  # type: ignore[arg-type]
     await publish(redis, PUBLISHED_VOICES, "af_heart")  # intake takes voices a worker published
     async with app_clients(create_app, cfg) as make:
         yield make

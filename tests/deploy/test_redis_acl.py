@@ -431,7 +431,8 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     token = "an-admin-token-of-32-characters-0000"
     admin.xadd("synth/voices", {"voices": '["af_heart"]', "default": "af_heart", "backend": "onnx", "at": "1"})
     url = f"redis://intake:{PASSWORDS['INTAKE']}@127.0.0.1:{redis_port}/0"
-    cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token)  # type: ignore[call-arg]
+    # a long wait: the answer comes as soon as the worker has deleted (a loaded machine is slow)
+    cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     watch = DeleteWatch(synth, token, poll_s=0.05)
     task = asyncio.create_task(watch.run())
