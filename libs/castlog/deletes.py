@@ -3,7 +3,7 @@
 Intake's Redis user may not delete casts (a flaw in the public service must not reach every
 cast's keys). The admin's ``DELETE /api/casts/{id}`` (the admin token checked by intake) adds a
 :class:`~castlog.streams.DeleteRequest` to ``deletes``, the one thing intake may do with that
-stream; every worker follows it with a blocking read, as it follows ``cancels``, and carries out
+stream; every worker follows it (reading it every SYNTH_POLL_S), and carries out
 a request only when its proof is the HMAC of the cast id under the admin token the worker holds
 (STREAMTTS_ADMIN_TOKEN, the same in both): a request intake forged without the token deletes
 nothing. The delete itself is the archive's one script (:func:`castlog.archive.delete`: the log,
@@ -51,10 +51,10 @@ async def last_delete(redis: Redis) -> str:
 
 
 async def read_deletes(
-    redis: Redis, after: str, block_ms: int, count: int
+    redis: Redis, after: str, count: int, block_ms: int | None = None
 ) -> tuple[str, list[DeleteRequest | None]]:
-    """The requests after entry ``after`` (waiting up to ``block_ms``; None for one that does not
-    decode), and the new ``after``."""
+    """The requests after entry ``after`` (None for one that does not decode), at once or waiting
+    up to ``block_ms``, and the new ``after``."""
     reply = cast("list[tuple[bytes, Rows]]", await redis.xread({DELETES: after}, count=count, block=block_ms))
     out: list[DeleteRequest | None] = []
     for _, rows in reply or ():

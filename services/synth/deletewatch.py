@@ -1,4 +1,4 @@
-"""The admin's deletes, carried out: one blocking read of ``deletes`` for the whole worker.
+"""The admin's deletes, carried out: ``deletes`` read every SYNTH_POLL_S by the whole worker.
 
 Intake checks the admin token and adds a request; its Redis user cannot delete a cast itself.
 Here a request is carried out only when its proof is the admin token's (``castlog.proven``:
@@ -37,11 +37,14 @@ class DeleteWatch:
                     # Requests from before this worker ran were carried out, or answered 202 (ask
                     # again): an old one is never carried out late, after the cast was made again.
                     self.after = await last_delete(self.redis)
-                self.after, requests = await read_deletes(
-                    self.redis, self.after, block_ms=max(1, int(self.poll_s * 1000)), count=DELETE_BATCH
-                )
+                # A short read, then a sleep, not a blocking read: deletes are rare (intake waits
+                # seconds for one), and a task cancelled in a blocked XREAD can hang redis-py's
+                # client (it swallows the first cancel now and then), so the worker's stop could.
+                self.after, requests = await read_deletes(self.redis, self.after, count=DELETE_BATCH)
                 for request in requests:
                     await self.carry_out(request)
+                if len(requests) < DELETE_BATCH:
+                    await asyncio.sleep(self.poll_s)
             except RedisError as exc:
                 log.warning("delete watch: Redis error (%s); retrying", exc)
                 await asyncio.sleep(self.poll_s)

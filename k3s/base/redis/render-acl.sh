@@ -73,7 +73,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
 # Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
-# The admin's deletes: one blocking XREAD follows deletes; the archive's delete script (above).
+# The admin's deletes: XREAD of deletes every poll; the archive's delete script (above).
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
