@@ -7,10 +7,12 @@ Imports only ``redis`` and ``msgspec``; every service imports it, it imports no 
 from . import archive
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
 from .cancels import cancel, is_cancelled, last_cancel, read_cancels
+from .deletes import delete_proof, last_delete, proven, read_deletes, request_delete
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
     CANCELS,
     CAST_ID_LEN,
+    DELETES,
     GROUP,
     HANDED_BACK,
     JOBS,
@@ -38,6 +40,7 @@ from .live import (
     OpenedCast,
     TextEvent,
     TooManyOpen,
+    client_tag,
     open_cast_id,
     write_hash,
     write_token,
@@ -80,12 +83,13 @@ __all__ = [
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
     "seq_of", "split_text", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "TooManyOpen", "open_cast_id",
-    "write_hash", "write_token",
+    "client_tag", "write_hash", "write_token",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
 __all__ += ["Chunker", "from_public", "public_dict"]
 __all__ += ["cancel", "is_cancelled", "last_cancel", "read_cancels", "CANCELS", "cancel_key"]
+__all__ += ["delete_proof", "last_delete", "proven", "read_deletes", "request_delete", "DELETES", "DeleteRequest"]
 __all__ += ["BlendError", "blend_parts", "canonical_voice", "is_blend", "voice_available"]
 
 # The shared streams' schemas (streams.py) and the key names that go with them.
@@ -109,6 +113,7 @@ from .keys import (  # noqa: E402
 )
 from .streams import (  # noqa: E402
     DeadLetter,
+    DeleteRequest,
     Done,
     Job,
     Malformed,

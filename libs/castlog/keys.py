@@ -23,6 +23,7 @@ VOICES = "synth/voices"
 ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver to remove
 ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 CANCELS = "cancels"  # cast ids cancelled, for every worker to hear at once (cancels.py)
+DELETES = "deletes"  # the admin's deletes, for the workers to carry out (deletes.py): intake only adds
 GROUP = "synth"
 
 # Lanes: co-location of the keys one atomic step touches, for Redis Cluster (and the same layout

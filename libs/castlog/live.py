@@ -46,6 +46,8 @@ OPEN_ID_TRIES = 3
 
 # Random bytes of a write token (43 URL-safe characters): no guessing it.
 WRITE_TOKEN_BYTES = 32
+# Hex characters of a client tag (64 bits): tells clients apart, and no more.
+CLIENT_TAG_CHARS = 16
 
 
 class TooManyOpen(Exception):
@@ -53,7 +55,8 @@ class TooManyOpen(Exception):
 
 # KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id>, KEYS[3]: jobs/live/lane/{lN} (one lane)
 # ARGV[1]: id, ARGV[2]: voice, ARGV[3]: title, ARGV[4]: meta headers (JSON), ARGV[5]: speed,
-# ARGV[6]: the write token's hash
+# ARGV[6]: the write token's hash, ARGV[7]: the opener's client tag (client_tag: a hash, never
+# the address; '' for none)
 # Claims a fresh random id: recipe (live, no text, the token's hash), meta and the job; 'taken'
 # if the id is used. The opener's bucket and its cap of open casts are taken before, each in its
 # own step (opencap.py): they lie in the client's slot, not the cast's lane.
@@ -62,7 +65,7 @@ OPEN = (
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'taken' end
 redis.call('XADD', KEYS[2], '*', 'text', '', 'voice', ARGV[2], 'title', ARGV[3], 'created_at', now,
-  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6])
+  'live', '1', 'speed', ARGV[5], 'wh', ARGV[6], 'client', ARGV[7])
 redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[4], 'ts', now)
 redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
 return 'new'
@@ -137,6 +140,15 @@ def write_token() -> str:
     return secrets.token_urlsafe(WRITE_TOKEN_BYTES)
 
 
+def client_tag(client: str, key: bytes = b"") -> str:
+    """What synth learns of an open cast's opener: an opaque tag (16 hex characters of SHA-256,
+    HMAC under the deployment's content key when there is one), the same for every cast the
+    client opens, so the worker can serve open casts round robin by client without holding an address."""
+    data = b"client\x00" + client.encode("utf-8", "surrogatepass")
+    digest = hmac.new(key, data, hashlib.sha256) if key else hashlib.sha256(data)
+    return digest.hexdigest()[:CLIENT_TAG_CHARS]
+
+
 def write_hash(token: str) -> str:
     """What Redis keeps of a write token (hex SHA-256): a leaked catalog leaks no token."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -163,11 +175,13 @@ class TextEvent:
 
 @dataclass(frozen=True)
 class LiveText:
-    """An open cast's text as its catalog holds it."""
+    """An open cast's text as its catalog holds it (``client``: its opener's tag, '' when the
+    cast was opened without one)."""
 
     voice: str
     speed: float
     events: list[TextEvent]
+    client: str = ""
 
     @property
     def text(self) -> str:
@@ -218,10 +232,12 @@ class LiveStore:
         max_open: int = 0,
     ) -> OpenedCast:
         """Claim a fresh random id for an open cast: recipe (with the hash of a fresh write
-        token), ``meta`` and its job in one step; :class:`TooManyOpen` when the client (``limit``'s)
-        holds ``max_open`` casts whose text is open (0: no cap)."""
+        token and the opener's :func:`client_tag`), ``meta`` and its job in one step;
+        :class:`TooManyOpen` when the client (``limit``'s) holds ``max_open`` casts whose text
+        is open (0: no cap)."""
         token = write_token()
         client, capped = "", False
+        tag = client_tag(limit[1], self.content_key) if limit is not None else ""
         if limit is not None:  # its own step: a client's bucket and a cast's lane are different slots
             limiter, client = limit
             verdict = await limiter.take(client)
@@ -233,7 +249,8 @@ class LiveStore:
             if capped and not await self.cap.reserve(client, cast_id, max_open):
                 raise TooManyOpen(f"{client} holds {max_open} open casts")
             open_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.lane_live_jobs_of(cast_id)]
-            args: list[str | bytes] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token)]
+            args: list[str | bytes] = [cast_id, voice, meta.title, encode_headers(meta), repr(speed), write_hash(token),
+                                       tag]
             answer = ""
             try:
                 answer = _text(await self._open(keys=open_keys, args=args))
@@ -288,7 +305,7 @@ class LiveStore:
         recipe = _recipe(rows[0][1]) if rows else None
         if recipe is None or not recipe.live:
             return None
-        return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]))
+        return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]), client=recipe.client)
 
     async def close_text(self, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[CloseAnswer, int, str]:
         """Close with the content id of the text as it stands, re-reading when a fragment lands

@@ -13,6 +13,7 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
 | ``archive/trash`` | :class:`Trash` | archive.delete (after DELETE) | the archiver |
+| ``deletes`` | :class:`DeleteRequest` | intake (the admin's delete, deletes.py) | every worker |
 
 Readers skip fields they do not know (a newer writer) and take a missing optional field as its
 default; an entry that does not decode raises :class:`Malformed`.
@@ -145,6 +146,7 @@ class Recipe(TypedEntry, frozen=True, kw_only=True):
     live: bool = False
     speed: float = 1.0
     wh: str = ""  # an open cast's write token's hash (live.py); never sent to a client
+    client: str = ""  # an open cast's opener, as a tag (live.client_tag); '' in older recipes
 
 
 async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
@@ -157,6 +159,18 @@ async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
         return decode(Recipe, rows[0][1])
     except Malformed:
         return None
+
+
+# ---- deletes ---------------------------------------------------------------------------------
+
+
+class DeleteRequest(TypedEntry, frozen=True, kw_only=True):
+    """The admin's delete of cast ``id``, asked through intake, carried out by a worker only when
+    ``proof`` is the admin token's HMAC of it (deletes.py): intake's Redis user may add it and
+    nothing more, so it cannot delete a cast by itself."""
+
+    id: str
+    proof: str
 
 
 # ---- jobs/dead -------------------------------------------------------------------------------

@@ -127,6 +127,7 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
         ), "delete": op(
             "deleteCast", "intake", "Admin: delete a cast (its audio, log and claim); an identical submit makes it again",
             {"200": {"description": "deleted"},
+             "202": {"description": "asked, not confirmed in time (no worker running?): send it again if the cast stays"},
              "404": error_body("no such cast, or no admin token configured or given (Authorization: Bearer <token>)")},
             parameters=[_CAST_ID],
         )},

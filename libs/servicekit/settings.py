@@ -141,6 +141,11 @@ CONTENT_KEY: Setting[str] = Setting(
     "`streamtts up`: made once in the state dir", doc="the deployment's secret key of content ids (HMAC-SHA256): "
     "an id then tells nobody without it whether a guessed text was cast. intake and synth need the same one; "
     "changing it makes the next identical submit a new cast (existing links keep working)")
+ADMIN_TOKEN: Setting[str | None] = Setting(
+    "STREAMTTS_ADMIN_TOKEN", None, secret=True, min_len=MIN_SECRET_CHARS, doc="enables `DELETE /api/casts/{id}` "
+    "with `Authorization: Bearer <token>` (404 without): intake checks the request and asks the workers, a "
+    "worker deletes only what this token asked for (intake's Redis user deletes nothing); intake and synth need "
+    "the same one")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
     "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}),
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "

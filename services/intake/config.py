@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from blobstore import StoreConfig
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
-from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, MIN_SECRET_CHARS, REDIS_URL, Settings, setting
+from servicekit.settings import (
+    ADMIN_TOKEN,
+    CONTENT_KEY,
+    FORWARDED_ALLOW_IPS,
+    MIN_SECRET_CHARS,
+    REDIS_URL,
+    Settings,
+    setting,
+)
 
 
 def port_range(raw: str) -> tuple[int, int]:
@@ -117,8 +125,10 @@ class Config(Settings):
     webrtc_buffer_ms: int = setting("WEBRTC_BUFFER_MS", 1000, gt=0, doc="audio queued on a session's track "
                                     "before the next sentence waits for it to play")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
-    admin_token: str | None = setting("STREAMTTS_ADMIN_TOKEN", None, secret=True, min_len=MIN_SECRET_CHARS, doc="enables "
-                                      "`DELETE /api/casts/{id}` with `Authorization: Bearer <token>` (404 without)")
+    admin_token: str | None = ADMIN_TOKEN.field()
+    # A worker carries the delete out (castlog.deletes): a few of its polls at most, when one runs.
+    delete_wait_s: float = setting("INTAKE_DELETE_WAIT_S", 5.0, gt=0, doc="how long `DELETE /api/casts/{id}` waits "
+                                   "for a worker to delete the cast (200) before it answers 202 (asked, not done yet)")
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
                                       "responses streaming at once (429 beyond)")
     # N streams replaying one log read it from Redis about once (castlog.RowCache).

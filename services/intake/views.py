@@ -4,13 +4,15 @@ room's handlers (``/v1/*``) are in ``speech/``."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any
 
 import msgspec
 from aiohttp import web
+from redis.asyncio import Redis
 
-from castlog import archive, is_cast_id
+from castlog import cast_key, is_cast_id, request_delete
 from servicekit import Problem, client_address, json_response, probe, redis_answers
 
 from . import live
@@ -22,6 +24,8 @@ from .voices import warming_up
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
 encode = msgspec.json.Encoder().encode
+# How often a delete's answer looks whether the worker has removed the cast.
+DELETE_POLL_S = 0.05
 
 
 async def post_cast(request: web.Request) -> web.Response:
@@ -53,11 +57,14 @@ async def get_openapi(request: web.Request) -> web.Response:
 
 
 async def delete_cast(request: web.Request) -> web.Response:
-    """DELETE /api/casts/{id} (admin): the log, the catalog and the claim go in one step, the
-    archived audio after it; an identical submit then synthesizes again. 404 unless the
-    request carries ``Authorization: Bearer $STREAMTTS_ADMIN_TOKEN`` (and one is configured),
-    so that the route does not even show that it exists."""
-    cfg, failures = request.app[INTAKE].cfg, request.app[INTAKE].auth_failures
+    """DELETE /api/casts/{id} (admin): a worker removes the log, the catalog and the claim in one
+    step, the archived audio after it; an identical submit then synthesizes again. 404 unless
+    the request carries ``Authorization: Bearer $STREAMTTS_ADMIN_TOKEN`` (and one is
+    configured), so that the route does not even show that it exists. Intake only asks, with the
+    token's proof (castlog.deletes: its Redis user deletes nothing), and waits up to
+    INTAKE_DELETE_WAIT_S for the cast to be gone: 200, else 202 (asked, not confirmed)."""
+    intake = request.app[INTAKE]
+    cfg, failures = intake.cfg, intake.auth_failures
     token = cfg.admin_token
     given = request.headers.get("Authorization", "")
     client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
@@ -68,9 +75,24 @@ async def delete_cast(request: web.Request) -> web.Response:
             await failures.failed(client, "admin_token")
         raise Refusal(404, "not_found", "no such route")
     cast_id = request.match_info["id"]
-    if not is_cast_id(cast_id) or not await archive.delete(request.app[INTAKE].redis, cast_id):
+    if not is_cast_id(cast_id) or not await intake.redis.exists(cast_key(cast_id)):
         raise Refusal(404, "not_found", "no such cast")
-    return json_response({"id": cast_id, "deleted": True})
+    await request_delete(intake.redis, cast_id, token)
+    if await _gone(intake.redis, cast_id, cfg.delete_wait_s):
+        return json_response({"id": cast_id, "deleted": True})
+    return json_response({"id": cast_id, "deleted": False, "status": "asked", "message": "no worker confirmed "
+                          "the delete in time (workers carry out a request only while they run): GET the cast to "
+                          "see whether it is gone, and send the same DELETE again if not"}, 202)
+
+
+async def _gone(redis: Redis, cast_id: str, wait_s: float) -> bool:
+    """Whether the cast's log is gone within ``wait_s`` (polled: an admin's rare request)."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while await redis.exists(cast_key(cast_id)):
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(DELETE_POLL_S)
+    return True
 
 
 _REDIS_ANSWERS = redis_answers(

@@ -53,6 +53,7 @@ def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     up.add_argument("--wyoming-port", type=int, default=command.wyoming_port,
                     help="the Wyoming server's port for Home Assistant, on --host (default $STREAMTTS_WYOMING_PORT, "
                          "else 10210; 0: none)")
+    up.set_defaults(uploads_per_client=command.uploads_per_client)  # the proxy's, per client address
     statecmd.add_server_option(up)
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
@@ -91,7 +92,8 @@ def run_up(args: argparse.Namespace) -> int:
         voicecmd.first_start(state_dir)
     options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
                       redis_server=server, services=services, max_body_bytes=max_body, body_timeout_s=body_timeout,
-                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
+                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts,
+                      uploads_per_client=args.uploads_per_client)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

@@ -19,6 +19,9 @@ class Config(Settings):
                              "AOF, synth's model cache and the archive (`archive/`)")
     wyoming_port: int = setting("STREAMTTS_WYOMING_PORT", 10210, ge=0, doc="`streamtts up` only: the Wyoming "
                                 "server's port (Home Assistant) when `--wyoming-port` is not given; 0: none")
+    uploads_per_client: int = setting("STREAMTTS_UPLOADS_PER_CLIENT", 8, gt=0, doc="`streamtts up` only: "
+                                      "request bodies the local proxy takes in at once from one client address "
+                                      "(of 64 in all; 429 `too_many_uploads` beyond)")
     redis_server: str = setting("STREAMTTS_REDIS_SERVER", "", doc="`streamtts up` only: the state dir's Redis "
                                 "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
     test_model_dir: str = setting("STREAMTTS_TEST_MODEL_DIR", "", shown="~/.cache/streamtts/test-model",

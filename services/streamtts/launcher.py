@@ -34,7 +34,7 @@ from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, val
 from synth.config import SynthConfig
 
 from .config import environment
-from .proxy import BODY_TIMEOUT_S, MAX_BODY_BYTES, Upstreams, create_app, readiness
+from .proxy import BODY_TIMEOUT_S, MAX_BODY_BYTES, UPLOADS_PER_CLIENT, Upstreams, create_app, readiness
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 from .serverchoice import Server
 from .voicepacks import model_dir
@@ -90,6 +90,7 @@ class Options:
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
     wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
     hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
+    uploads_per_client: int = UPLOADS_PER_CLIENT  # the proxy's bodies per client (Config.uploads_per_client)
 
     def __post_init__(self) -> None:
         # Absolute before any use: children and Redis run in other working directories.
@@ -207,7 +208,8 @@ class Launcher:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
             app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts,
-                             body_timeout_s=self.options.body_timeout_s)
+                             body_timeout_s=self.options.body_timeout_s,
+                             uploads_per_client=self.options.uploads_per_client)
             runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
                                    access_log_format=ACCESS_LOG_FORMAT)
             await runner.setup()

@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 from redis.asyncio import Redis
 
-from servicekit import add_security_headers, healthy
+from servicekit import add_security_headers, client_address, healthy
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
 from . import wsrelay
@@ -50,9 +50,12 @@ HOP_BY_HOP = {
 REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
 # Bodies are buffered before they are relayed: the launcher sets these to INTAKE_MAX_BODY_BYTES and
 # INTAKE_BODY_TIMEOUT_S, so the proxy takes what intake takes, in the time intake gives. At most
-# MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy).
+# MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy), and at most
+# UPLOADS_PER_CLIENT of them one client's (429 beyond; `up` passes its setting), so one address with
+# many slow bodies cannot take every slot from the others.
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BUFFERED = 64
+UPLOADS_PER_CLIENT = 8
 BODY_TIMEOUT_S = 10.0
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
@@ -69,7 +72,36 @@ REDIS = web.AppKey("redis", Redis)
 MAX_BODY = web.AppKey("max_body_bytes", int)
 BODY_TIMEOUT = web.AppKey("body_timeout_s", float)
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
-BUFFERS = web.AppKey("buffers", asyncio.Semaphore)
+
+
+class Uploads:
+    """The bodies being buffered: at most ``total`` at once, ``per_client`` of them one client's
+    (its address, an IPv6 one's /64: servicekit.client_address). A client holds an entry only
+    while it holds a slot, so the map is never larger than ``total``."""
+
+    def __init__(self, total: int, per_client: int) -> None:
+        self.total, self.per_client = total, per_client
+        self.held: dict[str, int] = {}  # client -> bodies of its being buffered
+        self.count = 0
+
+    def take(self, client: str) -> str | None:
+        """None when a slot was taken for ``client``; else why not: ``too_many_uploads``, ``busy``."""
+        if self.held.get(client, 0) >= self.per_client:
+            return "too_many_uploads"
+        if self.count >= self.total:
+            return "busy"
+        self.held[client] = self.held.get(client, 0) + 1
+        self.count += 1
+        return None
+
+    def give(self, client: str) -> None:
+        self.count -= 1
+        left = self.held.pop(client) - 1
+        if left:
+            self.held[client] = left
+
+
+UPLOADS = web.AppKey("uploads", Uploads)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -172,13 +204,13 @@ async def forward(request: web.Request) -> web.StreamResponse:
     headers.setdefault("X-Forwarded-Proto", request.scheme)
     if wsrelay.is_upgrade(request):
         return await wsrelay.relay(request, base, request.app[SESSION], headers)
-    buffers = request.app[BUFFERS]
-    if request.can_read_body and buffers.locked():
-        return web.json_response({"error": "busy", "message": "too many uploads at once; retry in a moment"},
-                                 status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)})
     try:
-        async with buffers:
-            body = await asyncio.wait_for(request.read(), request.app[BODY_TIMEOUT]) if request.can_read_body else None
+        body = await _buffered(request) if request.can_read_body else None
+    except _Refused as refused:
+        return refused.response
+    except ConnectionResetError:  # the client went away while sending: nobody to answer, no error
+        log.debug("client left during its body: %s %s", request.method, request.path)
+        return web.Response(status=400)
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(
             {"error": "body_too_large",
@@ -212,6 +244,28 @@ async def forward(request: web.Request) -> web.StreamResponse:
             return await _relay(request, upstream)
     finally:
         relays.discard(upstream)
+
+
+class _Refused(Exception):
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+async def _buffered(request: web.Request) -> bytes:
+    """The request's body, read within the time given while holding one of its client's slots."""
+    uploads, client = request.app[UPLOADS], client_address(request.remote, None, frozenset())
+    refused = uploads.take(client)
+    if refused == "too_many_uploads":
+        raise _Refused(web.json_response(
+            {"error": "too_many_uploads", "message": f"your address is sending {uploads.per_client} bodies at once; "
+             "finish one first"}, status=429, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
+    if refused == "busy":
+        raise _Refused(web.json_response({"error": "busy", "message": "too many uploads at once; retry in a moment"},
+                                         status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
+    try:
+        return await asyncio.wait_for(request.read(), request.app[BODY_TIMEOUT])
+    finally:
+        uploads.give(client)
 
 
 def end_to_end(headers: Mapping[str, str], hop_by_hop: set[str]) -> CIMultiDict[str]:
@@ -274,13 +328,15 @@ async def _close_relays(app: web.Application) -> None:
 def create_app(
     redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES, hosts: frozenset[str] = frozenset(),
     max_buffered: int = MAX_BUFFERED, body_timeout_s: float = BODY_TIMEOUT_S,
+    uploads_per_client: int = UPLOADS_PER_CLIENT,
 ) -> web.Application:
-    """The proxy; a Host that names none of ``hosts`` is refused (empty: any)."""
+    """The proxy; a Host that names none of ``hosts`` is refused (empty: any). It buffers at most
+    ``max_buffered`` bodies at once, ``uploads_per_client`` of them from one client."""
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_known_host])
     app[MAX_BODY] = max_body_bytes
     app[BODY_TIMEOUT] = body_timeout_s
     app[HOSTS] = hosts
-    app[BUFFERS] = asyncio.Semaphore(max_buffered)
+    app[UPLOADS] = Uploads(max_buffered, uploads_per_client)
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()

@@ -27,6 +27,7 @@ class OpenText:
     closed: bool = False
     heard_at: float = 0.0  # clock time when text last came (for SYNTH_LIVE_IDLE_S)
     speed: float = 1.0
+    client: str = ""  # the opener's tag from the recipe (castlog.client_tag); '' in older casts
 
     @property
     def text(self) -> str:
@@ -119,6 +120,13 @@ class ActiveCast:
         return self.live and not self.closed and self.next_append < len(self.chunks)
 
     @property
+    def client(self) -> str:
+        """Which client this cast's chunks count for, round robin among open casts: its opener's tag; a cast opened
+        without one (before tags, or a whole text) counts as a client of its own."""
+        tag = self.open_text.client if self.open_text is not None else ""
+        return tag or f"cast:{self.cast_id}"
+
+    @property
     def typing(self) -> bool:
         """An open cast holds text that completes no sentence yet."""
         return self.open_text is not None and not self.open_text.closed and self.open_text.chunker.pending
@@ -174,7 +182,7 @@ class ActiveCast:
         """What the schedule sees of this cast now: an immutable snapshot."""
         return CastView(
             key=self.job.key, pace=self.pace, wants_chunk=self.wants_chunk, chunks_left=self.chunks_left,
-            live=self.live, in_flight=self.in_flight, typing=self.typing,
+            live=self.live, in_flight=self.in_flight, typing=self.typing, client=self.client,
         )
 
     def appended(self, audio: Audio, stamped: Stamped, now: float) -> None:
@@ -197,6 +205,7 @@ class CastView:
     live: bool
     in_flight: int
     typing: bool
+    client: str
 
 
 def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:

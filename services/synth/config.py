@@ -13,7 +13,7 @@ from typing import Literal
 
 from blobstore import StoreConfig
 from servicekit import ConfigError
-from servicekit.settings import CONTENT_KEY, REDIS_URL, Settings, setting
+from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, setting
 
 Backend = Literal["auto", "onnx", "torch"]
 
@@ -36,6 +36,7 @@ class ArchiverConfig(Settings):
 @dataclass(frozen=True)
 class SynthConfig(Settings):
     redis_url: str = REDIS_URL.field()
+    admin_token: str | None = ADMIN_TOKEN.field()  # intake's: a delete request is carried out only with its proof
     content_key: str = CONTENT_KEY.field()  # intake's: an idle open cast closed here is named as intake names it
     # A pod's stable name makes a restarted worker re-read its own pending jobs.
     consumer: str = setting("SYNTH_CONSUMER", factory=default_consumer, shown="`hostname-pid`",
@@ -104,8 +105,11 @@ class SynthConfig(Settings):
     max_live_held: int = setting("SYNTH_MAX_LIVE_HELD", 64, gt=0, doc="open casts a worker holds at once, those "
                                  "waiting for text included (each client holds at most "
                                  "`INTAKE_LIVE_MAX_OPEN_PER_CLIENT`)")
-    live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 120.0, gt=0, doc="an open cast without new text this long "
-                                 "is closed by the worker (its rest is spoken)")
+    # Short, but past the live WebSocket's own limit (INTAKE_LIVE_IDLE_S, 60 s, moved by every
+    # fragment: the talk page sends typed text every 150 ms), so a session ends its own text first
+    # and this closes only casts nobody watches (an HTTP opener gone, an intake that died).
+    live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 65.0, gt=0, doc="an open cast without new text this long "
+                                 "is closed by the worker (its rest is spoken) and its place freed")
     live_hold_lead_s: float = setting("SYNTH_LIVE_HOLD_LEAD_S", 10.0, gt=0, doc="while an open cast's next "
                                       "sentence is being typed, a cast leading its listener by more than this waits, "
                                       "keeping the model free for it")

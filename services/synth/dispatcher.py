@@ -21,7 +21,7 @@ from .cast import ActiveCast
 from .crew import Crew
 from .holdings import quietly, wait
 from .lane import NO_PCM, PCM, Lane, Synthesized, made_ms
-from .livesched import pick_next
+from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .scheduler import Made, Yielded
@@ -53,6 +53,7 @@ class Dispatcher:
         self.crew, self.synth = crew, synth
         self.lanes = lanes  # whole-text casts, open casts
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
+        self.rotation = Rotation()  # which client's open casts had the model last (livesched)
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False)
@@ -102,10 +103,15 @@ class Dispatcher:
         views = [c.view() for c in casts.values()]
         first_chunk_s = self.crew.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
         now = self.crew.clock()
-        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s)
+        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s,
+                             rotation=self.rotation.last)
         for newcomer in decision.yielded:
             casts[newcomer.key].note(Yielded(), now)
-        return None if decision.cast is None else casts[decision.cast.key]
+        if decision.cast is None:
+            return None
+        if decision.cast.live:
+            self.rotation.served(decision.cast.client)
+        return casts[decision.cast.key]
 
     def lane(self, cast: ActiveCast) -> Lane:
         whole, live = self.lanes

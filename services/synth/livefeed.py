@@ -45,7 +45,7 @@ async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText 
     text = await live.read_text(cast_id)
     if text is None:
         return None
-    state = OpenText(chunker=LiveChunks(), heard_at=now, speed=text.speed)
+    state = OpenText(chunker=LiveChunks(), heard_at=now, speed=text.speed, client=text.client)
     apply(state, text.events, now)
     return state
 

@@ -47,6 +47,7 @@ from .cancelwatch import CancelWatch
 from .cast import job_key
 from .config import SynthConfig
 from .crew import Crew
+from .deletewatch import DeleteWatch
 from .dispatcher import Dispatcher
 from .holdings import REDIS_RETRY_S, Holdings
 from .inbox import Inbox
@@ -86,6 +87,7 @@ class Worker:
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
         self.cancels = CancelWatch(crew, self.outcomes)
+        self.deletes = DeleteWatch(redis, cfg.admin_token, cfg.poll_s)  # the admin's, asked through intake
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
@@ -101,7 +103,7 @@ class Worker:
         await self.lanes[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
-        side.append(asyncio.create_task(self.cancels.run()))
+        side += [asyncio.create_task(self.cancels.run()), asyncio.create_task(self.deletes.run())]
         side += [asyncio.create_task(self._move_loop())]
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]

@@ -4,6 +4,7 @@ an identical submit synthesizes it again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,10 +13,23 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import VOICES, CastStore, archive, cast_key, catalog_key, lane_jobs_of, read_jobs
+from castlog import (
+    DELETES,
+    VOICES,
+    CastStore,
+    DeleteRequest,
+    archive,
+    cast_key,
+    catalog_key,
+    delete_proof,
+    lane_jobs_of,
+    read_jobs,
+)
 from intake import Config, create_app
+from synth.deletewatch import DeleteWatch
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
+from tests.support.waiting import wait_until
 
 from .archive_helpers import archiver, finished
 
@@ -25,10 +39,24 @@ TEXT = "A cast that will be deleted, then made again."
 
 @pytest.fixture
 async def intake(redis_url: str, redis: Redis) -> AsyncIterator[Any]:
-    cfg = Config(redis_url=redis_url, redis_connect_attempts=3, **UNLIMITED)  # type: ignore[arg-type]
+    # delete_wait_s: long, as the answer comes once the worker deleted (a test of 202 sets it short)
+    cfg = Config(redis_url=redis_url, redis_connect_attempts=3, delete_wait_s=30.0, **UNLIMITED)  # type: ignore[arg-type]
     await publish(redis, PUBLISHED_VOICES, "af_heart")  # intake takes voices a worker published
     async with app_clients(create_app, cfg) as make:
         yield make
+
+
+@contextlib.asynccontextmanager
+async def deleting(redis: Redis, token: str | None = TOKEN) -> AsyncIterator[DeleteWatch]:
+    """A worker's delete watch (the part of synth that carries out the admin's deletes), begun."""
+    watch = DeleteWatch(redis, token, poll_s=0.05)
+    task = asyncio.create_task(watch.run())
+    try:
+        await wait_until(lambda: watch.after is not None)
+        yield watch
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def admin(token: str = TOKEN) -> dict[str, str]:
@@ -46,7 +74,8 @@ async def test_delete_then_identical_submit_synthesizes_again(intake: Any, redis
     status, cid = await submit(client)
     assert status == 201
     assert (await submit(client))[0] == 200  # the claim holds
-    resp = await client.delete(f"/api/casts/{cid}", headers=admin())
+    async with deleting(redis):
+        resp = await client.delete(f"/api/casts/{cid}", headers=admin())
     assert resp.status == 200 and (await resp.json()) == {"id": cid, "deleted": True}
     assert await redis.exists(cast_key(cid), catalog_key(cid)) == 0
     assert await submit(client) == (201, cid)  # synthesized again
@@ -62,11 +91,12 @@ async def test_delete_of_archived_cast_removes_its_blob(intake: Any, redis: Redi
     d = archive.descriptor_of(last[0][1])
     assert d is not None and await blob_store.size(d.key) == d.size
     client = await intake(admin_token=TOKEN)
-    assert (await client.delete(f"/api/casts/{cast.id}", headers=admin())).status == 200
+    async with deleting(redis):
+        assert (await client.delete(f"/api/casts/{cast.id}", headers=admin())).status == 200
     await worker.empty_trash()
     assert await blob_store.size(d.key) is None
     assert await redis.xlen(archive.TRASH) == 0
-    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", lane_jobs_of(cast.id), archive.TRASH, VOICES}
+    assert {k.decode() for k in await redis.keys("*")} <= {"jobs", lane_jobs_of(cast.id), archive.TRASH, VOICES, DELETES}
 
 
 @pytest.mark.parametrize("token,given", [(None, TOKEN), (None, ""), (TOKEN, "wrong"), (TOKEN, "")])
@@ -77,6 +107,7 @@ async def test_delete_without_the_token_is_404_and_deletes_nothing(intake: Any, 
     resp = await client.delete(f"/api/casts/{cid}", headers=admin(given) if given else {})
     assert resp.status == 404 and (await resp.json())["error"] == "not_found"
     assert await redis.exists(cast_key(cid), catalog_key(cid)) == 2
+    assert await redis.exists(DELETES) == 0  # nothing asked of the workers
 
 
 @pytest.mark.parametrize("cid", ["nosuchcast00", "bad..id"])
@@ -84,7 +115,41 @@ async def test_delete_of_unknown_or_malformed_cast_is_404(intake: Any, redis: Re
     client = await intake(admin_token=TOKEN)
     resp = await client.delete(f"/api/casts/{cid}", headers=admin())
     assert resp.status == 404
-    assert await redis.exists(archive.TRASH) == 0
+    assert await redis.exists(archive.TRASH, DELETES) == 0
+
+
+@pytest.mark.rule("delete-by-worker")
+async def test_a_delete_request_without_the_admin_tokens_proof_deletes_nothing(redis: Redis, store: CastStore) -> None:
+    """Intake's Redis user may only add requests to `deletes`: one added without the admin token
+    (a flaw in the public service) is refused by the worker, as is any by a worker without it."""
+    kept, marker = await finished(store, 1), await finished(store, 2)
+    async with deleting(redis):
+        await redis.xadd(DELETES, {"id": kept.id, "proof": delete_proof("a-guess-" + "x" * 32, kept.id)})
+        await redis.xadd(DELETES, {"id": kept.id})  # no proof: it does not decode
+        await redis.xadd(DELETES, {"id": marker.id, "proof": delete_proof(TOKEN, marker.id)})
+        await wait_until(lambda: _gone(redis, marker.id))  # read in order: the two before it were refused
+    assert await redis.exists(cast_key(kept.id), catalog_key(kept.id)) == 2
+    blind = DeleteWatch(redis, None, poll_s=0.05)  # no STREAMTTS_ADMIN_TOKEN: nothing is proven
+    assert not await blind.carry_out(DeleteRequest(id=kept.id, proof=delete_proof(TOKEN, kept.id)))
+    assert await redis.exists(cast_key(kept.id)) == 1
+
+
+async def _gone(redis: Redis, cast_id: str) -> bool:
+    return not await redis.exists(cast_key(cast_id))
+
+
+@pytest.mark.rule("delete-by-worker")
+async def test_a_delete_no_worker_carries_out_is_answered_202_and_can_be_sent_again(intake: Any, redis: Redis) -> None:
+    client = await intake(admin_token=TOKEN, delete_wait_s=0.2)
+    _, cid = await submit(client)
+    resp = await client.delete(f"/api/casts/{cid}", headers=admin())
+    assert resp.status == 202 and (await resp.json())["deleted"] is False
+    assert await redis.exists(cast_key(cid)) == 1
+    async with deleting(redis):  # a worker that starts later does not carry out an old request...
+        await asyncio.sleep(0.2)
+        assert await redis.exists(cast_key(cid)) == 1
+        resp = await client.delete(f"/api/casts/{cid}", headers=admin())  # ...the same DELETE again does
+    assert resp.status == 200 and await redis.exists(cast_key(cid), catalog_key(cid)) == 0
 
 
 async def test_retention_deletes_unplayed_casts_and_keeps_played(redis: Redis, store: CastStore,

@@ -69,7 +69,7 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     assert [decode_job(fields) for _, fields in rows] == [first, again]
     assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
     ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
-    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed", "wh"}
+    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed", "wh", "client"}
 
 
 async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) -> None:

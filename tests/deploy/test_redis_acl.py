@@ -219,6 +219,7 @@ def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis
     # retention), and it moves the lanes' jobs into jobs (castlog/lanes.py), but no lane is its to
     # write, and no receipt or rate limit is its to change.
     denied(lambda: synth.xadd(castlog.lane_jobs_of(CAST), {"id": "forged"}))
+    denied(lambda: synth.xadd("deletes", {"id": CAST, "proof": "forged"}))  # it carries deletes out, never asks
     denied(lambda: synth.xrange("progress/done"))
     denied(lambda: synth.delete("jobs", "progress/done"))
     denied(lambda: synth.hset("rl/intake/x", "tokens", "99"))
@@ -470,3 +471,54 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
         await intake.aclose()
         await edge.aclose()
         await conn.aclose()
+
+
+@pytest.mark.rule("delete-by-worker")
+def test_intake_cannot_delete_a_cast_only_ask_for_it(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
+    """#21 finding 8: intake's user could DEL every cast (the admin delete ran as intake)."""
+    admin.xadd(castlog.cast_key(CAST), {"e": "meta", "h": "{}"}, id="0-1")
+    admin.xadd(castlog.catalog_key(CAST), {"text": "Hello.", "voice": "af_heart"})
+    intake = client("intake")
+    for key in (castlog.cast_key(CAST), castlog.catalog_key(CAST)):
+        denied(lambda k=key: intake.delete(k))  # type: ignore[misc]
+        denied(lambda k=key: intake.unlink(k))  # type: ignore[misc]
+    delete = intake.register_script(scripts.DELETE)
+    denied(lambda: delete(keys=[castlog.cast_key(CAST), castlog.catalog_key(CAST)]))
+    denied(lambda: intake.register_script("return redis.call('DEL', KEYS[1])")(keys=[castlog.cast_key(CAST)]))
+    assert intake.xadd("deletes", {"id": CAST, "proof": "p"})  # it may ask...
+    denied(lambda: intake.xrange("deletes"))  # ...and read nobody's requests back
+    denied(lambda: intake.xtrim("deletes", maxlen=0))
+    assert admin.exists(castlog.cast_key(CAST), castlog.catalog_key(CAST)) == 2
+
+
+@pytest.mark.rule("delete-by-worker")
+async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: int, admin: redis.Redis) -> None:
+    """The admin's DELETE through the real intake app as intake's user, carried out by synth's
+    delete watch as synth's user."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from intake import Config, create_app
+    from synth.deletewatch import DeleteWatch
+    from tests.support.waiting import wait_until
+
+    token = "an-admin-token-of-32-characters-0000"
+    admin.xadd("synth/voices", {"voices": '["af_heart"]', "default": "af_heart", "backend": "onnx", "at": "1"})
+    url = f"redis://intake:{PASSWORDS['INTAKE']}@127.0.0.1:{redis_port}/0"
+    # a long wait: the answer comes as soon as the worker has deleted (a loaded machine is slow)
+    cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
+    synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
+    watch = DeleteWatch(synth, token, poll_s=0.05)
+    task = asyncio.create_task(watch.run())
+    try:
+        await wait_until(lambda: watch.after is not None)
+        async with TestClient(TestServer(create_app(cfg))) as http:
+            made = await http.post("/api/casts", json={"text": "Delete me.", "voice": "af_heart"})
+            assert made.status == 201, await made.text()
+            cid = (await made.json())["id"]
+            gone = await http.delete(f"/api/casts/{cid}", headers={"Authorization": f"Bearer {token}"})
+            assert gone.status == 200 and (await gone.json()) == {"id": cid, "deleted": True}
+        assert admin.exists(castlog.cast_key(cid), castlog.catalog_key(cid)) == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await synth.aclose()

@@ -81,7 +81,7 @@ def compose_environment(service: str, tmp: Path, redis_port: int,
         settings["FORWARDED_ALLOW_IPS"] = "127.0.0.1"  # Caddy, here
     if "ARCHIVE_URL" in settings:
         settings["ARCHIVE_URL"] = (tmp / "archive").as_uri()  # the archive volume, here
-    if service == "intake":
+    if service in ("intake", "synth"):  # as streamtts.env gives every service: synth carries the delete out
         settings["STREAMTTS_ADMIN_TOKEN"] = ADMIN_TOKEN
     if service == "synth":
         settings["ARCHIVE_DELAY_S"] = "0"  # archive at once: the test waits for it

@@ -467,3 +467,22 @@ async def test_an_open_no_replica_confirmed_is_503_and_holds_no_place(make_clien
     resp = await client.post("/api/casts", json={"live": True})
     assert (resp.status, (await resp.json())["error"]) == (503, "busy")
     assert await redis.keys("rl/intake-live/*") == []  # its place among the client's open casts given back
+
+
+@pytest.mark.rule("live-fair")
+async def test_every_open_carries_its_clients_tag_to_the_worker_never_its_address(
+    client: Client, redis: Redis
+) -> None:
+    """Synth serves open casts round robin by client: the open (HTTP and the WebSocket session alike) writes
+    the opener's tag into the recipe, the same for every cast of one client, and not the address."""
+    by_http = await open_live(client)
+    ws, by_session = await start(client)
+    away = await client.post("/api/casts", json={"live": True}, headers={"X-Forwarded-For": "203.0.113.9"})
+    assert away.status == 201
+    recipes = [await castlog.read_recipe(redis, c) for c in (by_http, by_session, (await away.json())["id"])]
+    tags = [r.client for r in recipes if r is not None]
+    assert tags[0] == tags[1] == castlog.client_tag("127.0.0.1") != tags[2] == castlog.client_tag("203.0.113.9")
+    catalogs = [await redis.xrange(castlog.catalog_key(c)) for c in (by_http, by_session)]
+    stored = [v for rows in catalogs for _, fields in rows for v in fields.values()]
+    assert stored and not any(b"127.0.0.1" in v for v in stored)
+    await ws.close()

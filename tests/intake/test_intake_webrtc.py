@@ -69,6 +69,7 @@ async def test_a_session_writes_text_and_plays_each_sentence_then_done(client: C
         text = await closed_text(redis, cast_id)
         assert text.text == "Hello there. How are"
         assert [e.kind for e in text.events] == ["text", "text", "flush", "closed"]
+        assert text.client == castlog.client_tag("127.0.0.1")  # the worker serves open casts by client
         await peer.heard(10)
         assert peer.loud() == []  # silence, not an ended track, while no audio is there
         first = time.monotonic()

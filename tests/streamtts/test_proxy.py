@@ -6,11 +6,11 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import ClientPayloadError, ClientSession, WSMsgType, web
+from aiohttp import ClientPayloadError, ClientSession, TCPConnector, WSMsgType, web
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from streamtts.proxy import BUFFERS, MAX_BODY_BYTES, RELAYS, Upstreams, create_app
+from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Upstreams, create_app
 from streamtts.redisserver import free_port
 from tests.support.waiting import wait_until
 
@@ -464,6 +464,51 @@ async def test_a_body_that_does_not_arrive_in_the_time_given_is_a_json_408(redis
         body = await asyncio.wait_for(reader.readexactly(length), 10)
         writer.close()
         assert head.startswith("HTTP/1.1 408") and b'"body_timeout"' in body
-        assert not proxy.app[BUFFERS].locked()  # the slot is free again
+        assert proxy.app[UPLOADS].count == 0 and not proxy.app[UPLOADS].held  # the slot is free again
     finally:
         await proxy.close()
+
+
+@pytest.mark.rule("proxy-end-to-end")
+async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Redis) -> None:
+    """#21's leftover: the proxy's upload slots were shared by all clients, so one address with
+    slow bodies took them all. Two clients told apart by their loopback source addresses."""
+    import socket
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response({"got": len(await request.read())})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    upstream_server = TestServer(app)
+    await upstream_server.start_server()
+    base = str(upstream_server.make_url(""))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=4, uploads_per_client=2))
+    await proxy.start_server()
+    head = f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
+    slow = []
+    try:
+        for _ in range(2):  # 127.0.0.2 trickles two bodies: its share
+            sock = socket.create_connection(("127.0.0.1", proxy.port), source_address=("127.0.0.2", 0))
+            sock.sendall(f"{head}Content-Length: 100\r\n\r\n{{".encode())
+            slow.append(sock)
+        uploads = proxy.app[UPLOADS]
+        await wait_until(lambda: uploads.held.get("127.0.0.2") == 2)
+
+        async def post_from(address: str) -> tuple[int, dict[str, object]]:
+            async with ClientSession(connector=TCPConnector(local_addr=(address, 0))) as http:
+                async with http.post(proxy.make_url("/api/casts"), json={"text": "Hi."}) as response:
+                    return response.status, await response.json()
+
+        status, body = await post_from("127.0.0.2")  # a third from the same address: refused
+        assert (status, body["error"]) == (429, "too_many_uploads")
+        assert (await post_from("127.0.0.3"))[0] == 200  # the other address is served
+        for sock in slow:
+            sock.close()
+        await wait_until(lambda: uploads.count == 0)
+        assert (await post_from("127.0.0.2"))[0] == 200  # its slots came back
+    finally:
+        for sock in slow:
+            sock.close()
+        await proxy.close()
+        await upstream_server.close()

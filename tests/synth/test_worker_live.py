@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, LiveStore, Meta, Start
+from castlog import Audio, CastStore, LiveStore, Meta, RateLimiter, Start
 from synth.livechunks import LiveChunks
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -108,12 +108,19 @@ async def test_a_live_sentence_goes_before_batch_lead_work(redis: Redis, store: 
     assert "X" in model.calls[at:]
 
 
-async def test_idle_open_cast_is_closed_by_the_worker(redis: Redis, store: CastStore) -> None:
+async def test_idle_open_cast_is_closed_by_the_worker_and_its_place_freed(redis: Redis, store: CastStore) -> None:
     live, cast_id = await open_cast(redis)
-    async with running(Worker(config(live_idle_s=0.3), redis, StandIn())):
+    async with running(Worker(config(live_idle_s=0.3, max_live_held=1), redis, StandIn())):
         await feed(live, cast_id, 0, "Nobody closes this. Left unfinished")
+        _, waiting = await open_cast(redis)  # no place for it while the idle cast is held
+        await feed(live, waiting, 0, "Next in line.", flush=True)
         entries = await terminal(store, cast_id)
+        await wait_until(lambda: has_audio(store, waiting, 1))
+        await live.close_text(waiting, VOICE)
+        after = await terminal(store, waiting)
     assert [a.t for a in audio_of(entries)] == ["Nobody closes this.", "Left unfinished"]
+    started = next(e for e in after if isinstance(e.record, Start))
+    assert started.ts >= entries[-1].ts  # admitted once the idle cast had ended: its place was freed
     text = await live.read_text(cast_id)
     assert text is not None and text.closed is not None
     assert text.closed.cid == castlog.content_id("Nobody closes this. Left unfinished", VOICE)
@@ -207,7 +214,37 @@ async def test_idle_open_casts_never_keep_another_cast_from_its_first_audio(redi
             await terminal(store, cast_id)
 
 
-async def _all_started(store: CastStore, ids: list[str]) -> bool:
-    """Two of the hoard admitted (the worker's places at max_live=2 before the change)."""
+async def _all_started(store: CastStore, ids: list[str], *, every: bool = False) -> bool:
+    """Two of ``ids`` admitted (the worker's places at max_live=2 before the change), or all."""
     logs = [await log_of(store, cast_id) for cast_id in ids]
-    return sum(1 for entries in logs if any(isinstance(e.record, Start) for e in entries)) >= 2
+    started = sum(1 for entries in logs if any(isinstance(e.record, Start) for e in entries))
+    return started == len(ids) if every else started >= 2
+
+
+@pytest.mark.rule("live-fair")
+async def test_a_client_with_one_open_cast_is_served_within_one_turn_of_a_client_with_many(
+    redis: Redis, store: CastStore
+) -> None:
+    """#21's leftover: live turns went by cast, so one client's four open casts, each with text
+    ready, each went before another client's one. Counted in the model's chunks, not in time."""
+    limiter = RateLimiter(redis, castlog.INTAKE_SCOPE, 1000.0, 1000)  # as intake opens: by client
+    live = LiveStore(redis)
+    hoard = [(await live.open(VOICE, live_meta(), limit=(limiter, "127.0.0.2"))).cast_id for _ in range(4)]
+    mine = (await live.open(VOICE, live_meta(), limit=(limiter, "127.0.0.3"))).cast_id
+    for k, cast_id in enumerate(hoard):
+        await feed(live, cast_id, 0, f"Hoard {k} says one. Hoard {k} says two. Hoard {k} says three. And")
+    await feed(live, mine, 0, "Mine says one. Mine says two. And")
+    gate = threading.Event()  # the model waits until every cast is in hand with its text ready
+    model = StandIn(gate=gate)
+    async with running(Worker(config(), redis, model)):
+        await wait_until(lambda: _all_started(store, [*hoard, mine], every=True))
+        gate.set()
+        await wait_until(lambda: has_audio(store, mine, 1))
+        for cast_id in [*hoard, mine]:
+            await live.close_text(cast_id, VOICE)
+            await terminal(store, cast_id)
+    first_mine = next(i for i, text in enumerate(model.calls) if text.startswith("Mine"))
+    assert first_mine <= 1, model.calls  # by cast it came fifth, after one chunk of each of the four
+    recipes = [await castlog.read_recipe(redis, c) for c in [*hoard, mine]]
+    tags = {r.client for r in recipes if r is not None}
+    assert len(tags) == 2 and "127.0.0.2" not in str(tags)  # a tag per client, never the address

@@ -65,18 +65,18 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # Open casts: the same, with jobs/live/lane/*; their fragments go to catalog/*. XREAD: the shared
 # tail that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it
 # when a cast joins. A cancel: one script reads the log's last record and flags cancel/*, then
-# the id goes to cancels. The admin's delete: one script drops the log, the recipe and the
-# claim; an archived blob then goes to archive/trash. Per-client limits beside the submit bucket
-# (rl/intake-*): the open casts a client holds (a sorted set kept by castlog/opencap.py, which
+# the id goes to cancels. The admin's delete: intake only adds a request to deletes (no DEL, no
+# read of it), which a worker carries out when the admin token's proof comes with it. Per-client
+# limits beside the submit bucket (rl/intake-*): the open casts a client holds (a sorted set kept by castlog/opencap.py, which
 # reads the held casts' catalogs), its live text bucket, its live sessions' and /v1 streams' slots.
 echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time +wait" \
     "~catalog/* ~pub/casts/* ~jobs/lane/* ~jobs/live/lane/* ~jobs/bell ~rl/intake/* ~rl/intake-*" \
     "%R~synth/voices" \
     "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
-    "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +xadd +xrevrange +exists +zrem)" \
     "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)" \
-    "($DURABLE +xadd +set)"
+    "($DURABLE +xadd +set)" \
+    "(~deletes +xadd)"
 # synth: moves the lanes' jobs into jobs and jobs/live (group lanes: read, re-add, WAIT for a
 # replica with SYNTH_WAIT_REPLICAS, ack, drop; on a cluster it waits on jobs/bell for a lane);
 # the group on jobs (scripts hand jobs back and remove consumers that are gone); each job's
@@ -87,6 +87,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
 # Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
+# The admin's deletes: XREAD of deletes every poll; the archive's delete script (above).
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +wait +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
@@ -101,7 +102,8 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
     "(~archive/played +zscore +zrem)" \
-    "(~cancel/* ~cancels +exists +xread +xrevrange)"
+    "(~cancel/* ~cancels +exists +xread +xrevrange)" \
+    "(~deletes +xread +xrevrange)"
 # edge: the public read path only reads pub/casts/*. A new listener wakes the shared tail's
 # blocking XREAD (so that it reads the new cast too) by an XADD to the tail's own wake stream under
 # tail/wake/edge/*, which that XREAD includes: no CLIENT UNBLOCK, which could end anyone's blocked

@@ -1,0 +1,67 @@
+"""Deleting a cast at the admin's word, through a worker: intake asks, synth deletes.
+
+Intake's Redis user may not delete casts (a flaw in the public service must not reach every
+cast's keys). The admin's ``DELETE /api/casts/{id}`` (the admin token checked by intake) adds a
+:class:`~castlog.streams.DeleteRequest` to ``deletes``, the one thing intake may do with that
+stream; every worker follows it (reading it every SYNTH_POLL_S), and carries out
+a request only when its proof is the HMAC of the cast id under the admin token the worker holds
+(STREAMTTS_ADMIN_TOKEN, the same in both): a request intake forged without the token deletes
+nothing. The delete itself is the archive's one script (:func:`castlog.archive.delete`: the log,
+the catalog and the played mark, the archived blob trashed), idempotent, so that two workers
+carrying out one request delete once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import cast
+
+from redis.asyncio import Redis
+
+from .keys import DELETES, Rows, is_cast_id
+from .streams import DeleteRequest, Malformed, decode, encode
+
+# Entries kept in `deletes` (approximately): workers read it as it grows, never its history.
+DELETES_MAXLEN = 1_000
+
+
+def delete_proof(token: str, cast_id: str) -> str:
+    """What shows that the admin asked: the HMAC-SHA256 (hex) of the cast id under the token."""
+    message = b"delete\x00" + cast_id.encode()
+    return hmac.new(token.encode("utf-8", "surrogatepass"), message, hashlib.sha256).hexdigest()
+
+
+def proven(request: DeleteRequest, token: str | None) -> bool:
+    """Whether ``request`` comes with the admin token's proof (constant time); never without a token."""
+    return bool(token) and is_cast_id(request.id) and hmac.compare_digest(
+        delete_proof(token or "", request.id), request.proof)
+
+
+async def request_delete(redis: Redis, cast_id: str, token: str) -> None:
+    """Ask the workers to delete ``cast_id``, with the proof ``token`` (the admin's) gives."""
+    entry = encode(DeleteRequest(id=cast_id, proof=delete_proof(token, cast_id)))
+    await redis.xadd(DELETES, entry, maxlen=DELETES_MAXLEN, approximate=True)  # type: ignore[arg-type]
+
+
+async def last_delete(redis: Redis) -> str:
+    """Where a follower of ``deletes`` starts: after its newest entry ("0-0" when empty)."""
+    rows = cast(Rows, await redis.xrevrange(DELETES, count=1))
+    return rows[0][0].decode() if rows else "0-0"
+
+
+async def read_deletes(
+    redis: Redis, after: str, count: int, block_ms: int | None = None
+) -> tuple[str, list[DeleteRequest | None]]:
+    """The requests after entry ``after`` (None for one that does not decode), at once or waiting
+    up to ``block_ms``, and the new ``after``."""
+    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({DELETES: after}, count=count, block=block_ms))
+    out: list[DeleteRequest | None] = []
+    for _, rows in reply or ():
+        for entry_id, fields in rows:
+            after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            try:
+                out.append(decode(DeleteRequest, fields))
+            except Malformed:
+                out.append(None)
+    return after, out
