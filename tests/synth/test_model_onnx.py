@@ -110,3 +110,9 @@ def test_corrupted_cached_model_is_rebuilt(model_cache: Path, tmp_path: Path) ->
     path = onnx_model_path(tmp_path)
     path.write_bytes(b"not a model")
     assert onnx_model_path(tmp_path).stat().st_size == (model_cache / path.name).stat().st_size
+
+
+def test_the_session_threads_do_not_spin_after_a_run(synthesizer: Synthesizer) -> None:
+    """Spinning threads would hold the cores that the first chunk's encoding and append need."""
+    session = synthesizer._engine._session  # type: ignore[attr-defined]
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
