@@ -12,9 +12,10 @@ by tens of percent: medians of the ratios.
 1. five lone short texts ("Hello there, Ingrid Holm." ...), each its own one-chunk cast: first
    audio (from just before the POST to the first SSE audio event, and to the first byte of
    ``audio.mp3``) / the model's time for that chunk, G2P included (target <= 1.05), with a
-   per-stage trace timed from the POST: intake (POST to its job in Redis), the job's read in
-   synth, admission, the pick, G2P and model, hand-off, encoder, append, edge's wake to the
-   first SSE event and to the first MP3 byte; the same first audio over the worker's own model
+   per-stage trace timed from the POST: intake (the HTTP submit and its claim script, POST to
+   the job in Redis), the job's read in synth, admission, the pick, the chunk-in-hand write, the
+   way to the model thread, G2P, the model, hand-off, encoder, append, edge's wake to the first
+   SSE event and to the first MP3 byte; the same first audio over the worker's own model
    time for that chunk (the trace's: the machine's load cannot move between the two); a cast is
    deleted after its round, so that the next round's is new again;
 2. a paragraph (texts/paragraph.txt): first audio / model time of its first clause (target <= 1.2);
@@ -216,14 +217,19 @@ def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> dict[str, fl
     stamps, st.read_to = read_stamps(st.trace, st.read_to)
     cast = stamps[heard.cast_id]
     model = next(s for k, s in stamps.items() if k.startswith(chunk) and s.get("model", 0) >= cast["admitted"])
+    held = min((s for k, s in stamps.items() if k.startswith("hold-") and s["hold"] >= cast["admitted"]),
+               key=lambda s: s["hold"])
     encoded = min((s for k, s in stamps.items() if k.startswith("encode-") and s["encode"] >= model["model_done"]),
                   key=lambda s: s["encode"])
     points = [
         ("intake (POST to job)", heard.sent, enqueued),
         ("job read", enqueued, cast["read"]),
         ("admission", cast["read"], cast["admitted"]),
-        ("pick", cast["admitted"], model["model"]),
-        ("model (G2P included)", model["model"], model["model_done"]),
+        ("pick", cast["admitted"], held["hold"]),
+        ("hold (chunk in hand)", held["hold"], held["held"]),
+        ("to the model thread", held["held"], model["model"]),
+        ("G2P", model["model"], model.get("g2p_done", model["model"])),
+        ("model", model.get("g2p_done", model["model"]), model["model_done"]),
         ("hand-off", model["model_done"], encoded["encode"]),
         ("encoder", encoded["encode"], encoded["encoded"]),
         ("append", encoded["encoded"], cast["appended"]),
@@ -233,6 +239,7 @@ def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> dict[str, fl
     out = {name: round(1000 * (b - a), 1) for name, a, b in points}
     out["first SSE audio"] = round(1000 * heard.first_audio_s, 1)
     out["first MP3 byte"] = round(1000 * heard.first_mp3_s, 1)
+    out["model (G2P included)"] = round(1000 * (model["model_done"] - model["model"]), 1)
     out["outside the model (MP3)"] = round(out["first MP3 byte"] - out["model (G2P included)"], 1)
     return out
 

@@ -4,7 +4,8 @@ first chunk's way through it (time.time(), the client's clock: one machine) into
 The benchmark starts it once per source tree it compares (``python bench/bench_latency.py
 --worker TRACE``, with that tree's ``libs`` and ``services`` on PYTHONPATH), so the hooks below
 reach only names that both trees have: the admitter's ``admit``, the store's ``append_stamped``,
-``synth.jobs.read_new``, the lane's ``encode_chunk`` and the synthesizer's ``synthesize_timed``.
+``synth.jobs.read_new`` and ``hold``, the lane's ``encode_chunk``, the synthesizer's
+``synthesize_timed`` and its G2P's ``with_words``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ class TracedSynth(Wrapped):
     def __init__(self, real: Synthesizer, stamps: Stamps) -> None:
         super().__init__(real)
         self.stamps = stamps
+        g2p = getattr(real, "_g2p", None)  # KokoroSynthesizer's: its end splits G2P from the model
+        if g2p is not None:
+            with_words = g2p.with_words
+
+            def traced_with_words(text: str, voice: str) -> Any:
+                out = with_words(text, voice)
+                stamps.mark(text, "g2p_done")
+                return out
+
+            g2p.with_words = traced_with_words
 
     def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[npt.NDArray[np.float32], list[Word]]:
         self.stamps.mark(text, "model")
@@ -80,13 +91,18 @@ class TracedSynth(Wrapped):
 def trace_worker(worker: Worker, stamps: Stamps) -> None:
     """Stamp the job's read, admission, the encoder and the append of each cast's first audio."""
     admit, append = worker.admitter.admit, worker.store.append_stamped
-    read_new, encode = jobs_module.read_new, lane_module.encode_chunk
+    read_new, hold, encode = jobs_module.read_new, jobs_module.hold, lane_module.encode_chunk
 
     async def traced_read(*args: Any, **kwargs: Any) -> Any:
         entries = await read_new(*args, **kwargs)
         for _, fields in entries:
             stamps.mark(fields.get(b"id", b"").decode(), "read")
         return entries
+
+    async def traced_hold(redis: Any, entry_id: str, index: int) -> None:
+        stamps.mark(f"hold-{entry_id}", "hold")
+        await hold(redis, entry_id, index)
+        stamps.mark(f"hold-{entry_id}", "held")
 
     async def traced_admit(job: Any) -> None:
         stamps.mark(job.cast_id, "admit")
@@ -111,6 +127,7 @@ def trace_worker(worker: Worker, stamps: Stamps) -> None:
     worker.admitter.admit = traced_admit  # type: ignore[method-assign]
     worker.store.append_stamped = traced_append  # type: ignore[method-assign]
     jobs_module.read_new = traced_read  # type: ignore[assignment]
+    jobs_module.hold = traced_hold  # type: ignore[assignment]
     lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
 
 
