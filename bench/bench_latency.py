@@ -5,9 +5,9 @@ main's: ``git archive main libs services | tar -x -C DIR``) gets a throwaway Red
 edge as processes (``python -m intake``, ``python -m edge``) and a real synth ``Worker`` in a
 process of its own, traced (``latencytrace.py``): each loads the int8 ONNX model (``--threads``).
 A client POSTs to intake and follows the cast from edge, by SSE and by ``audio.mp3`` at once.
-Rounds alternate the trees, and each request is measured side by side with the model alone on the
-same first chunk right before it (in this process), because other load on the machine moves both
-by tens of percent: medians of the ratios.
+Rounds alternate the trees, and each request is measured side by side with the model alone (in
+this process, right after it) on what the worker's model read for its first chunk, because other
+load on the machine moves both by tens of percent: medians of the ratios.
 
 1. five lone short texts ("Hello there, Ingrid Holm." ...), each its own one-chunk cast: first
    audio (from just before the POST to the first SSE audio event, and to the first byte of
@@ -24,8 +24,8 @@ by tens of percent: medians of the ratios.
    clients (target <= 2); stall per client (audio arriving after a listener who started at the
    first audio ran dry) against the capacity bound (N x RTF - 1) x audio (target <= 1.1x,
    +0.5 s of slack for start-up);
-4. throughput (this checkout only): the model alone on a paragraph's chunks / the worker on that
-   cast, POST to its last audio (target >= 0.95).
+4. throughput (each tree): the model alone on a paragraph's chunks / the worker on that cast,
+   POST to its last audio (target >= 0.95; the worker also reads the words around a seam).
 
     python bench/bench_latency.py [--threads 2] [--rounds 3] [--parts 1234] [--base DIR]
 """
@@ -71,8 +71,9 @@ ARTICLE = repo_text("article").strip()
 THREE = (PARAGRAPH, ARTICLE.split("\n\n")[0], ARTICLE.split("\n\n")[2])
 # The stall target's slack: start-up costs that no capacity bound counts (seconds).
 STALL_SLACK_S = 0.5
-# The ratios of part 1 and 2: first audio (SSE, MP3) over the model alone, right before, on the
-# same chunk, and over the worker's own model time for it (the trace's: no load moved between).
+# The ratios of part 1 and 2: first audio (SSE, MP3) over the model alone, right after, on what
+# the worker's model read, and over the worker's own model time for it (the trace's: no load
+# moved between the two).
 RATIOS = {
     "sse": "first SSE audio / model alone on its first chunk",
     "mp3": "first MP3 byte / model alone on its first chunk",
@@ -212,11 +213,13 @@ async def forget(st: Stack, cast_id: str) -> None:
     await st.redis.delete(castlog.cast_key(cast_id), castlog.catalog_key(cast_id))
 
 
-def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> dict[str, float]:
-    """The first chunk's way, in ms per stage, from the client's POST to its first audio."""
+def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> tuple[dict[str, float], str]:
+    """The first chunk's way, in ms per stage, from the client's POST to its first audio; and
+    the text the worker's model read for it (the chunk, and the next words where its sentence
+    goes on: see synth.seams)."""
     stamps, st.read_to = read_stamps(st.trace, st.read_to)
     cast = stamps[heard.cast_id]
-    model = next(s for k, s in stamps.items() if k.startswith(chunk) and s.get("model", 0) >= cast["admitted"])
+    read, model = next((k, s) for k, s in stamps.items() if k.startswith(chunk) and s.get("model", 0) >= cast["admitted"])
     held = min((s for k, s in stamps.items() if k.startswith("hold-") and s["hold"] >= cast["admitted"]),
                key=lambda s: s["hold"])
     encoded = min((s for k, s in stamps.items() if k.startswith("encode-") and s["encode"] >= model["model_done"]),
@@ -241,7 +244,7 @@ def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> dict[str, fl
     out["first MP3 byte"] = round(1000 * heard.first_mp3_s, 1)
     out["model (G2P included)"] = round(1000 * (model["model_done"] - model["model"]), 1)
     out["outside the model (MP3)"] = round(out["first MP3 byte"] - out["model (G2P included)"], 1)
-    return out
+    return out, read
 
 
 # ---- the parts ------------------------------------------------------------------------------------
@@ -262,15 +265,15 @@ class Bench:
         return time.perf_counter() - started
 
     async def one(self, st: Stack, text: str) -> tuple[float, float, float, dict[str, float]]:
-        """(first SSE audio s, first MP3 byte s, model s of its first chunk, trace) for one text."""
-        chunk = first_chunk(text)
-        model = self.model_s(chunk)
+        """(first SSE audio s, first MP3 byte s, model s of its first chunk, trace) for one text;
+        the model alone reads what the worker's model read for it, right after (side by side)."""
         async with ClientSession(timeout=ClientTimeout(300)) as http:
             heard = await listen(st, http, text)
         jobs = await castlog.read_jobs(st.redis)
         enqueued = next(job.enqueued_at for job in reversed(jobs) if job.id == heard.cast_id) / 1000
         await forget(st, heard.cast_id)
-        return heard.first_audio_s, heard.first_mp3_s, model, stages(st, heard, chunk, enqueued)
+        trace, read = stages(st, heard, first_chunk(text), enqueued)
+        return heard.first_audio_s, heard.first_mp3_s, self.model_s(read), trace
 
     async def first_audio(self, name: str, texts: Sequence[str], target: float) -> tuple[list[Row], dict[str, Any]]:
         """Each text in each tree, alternating, ``rounds`` times: the median ratios and stages."""
@@ -317,20 +320,23 @@ class Bench:
                 stall / (bound + STALL_SLACK_S), 1.1, "<="),
         ]
 
-    async def throughput(self, text: str) -> Row:
-        st, ratios = self.stacks[0], []
-        for _ in range(self.rounds):
-            body = self.unique(text)
-            started = time.perf_counter()
-            for chunk in castlog.split_text(body):
-                infer(self.synth, chunk, VOICE)  # the worker's call
-            model = time.perf_counter() - started
-            async with ClientSession(timeout=ClientTimeout(600)) as http:
-                heard = await listen(st, http, body)
-            worker = heard.audio[-1][0] - heard.sent
-            ratios.append(model / worker)
-            print(f"  throughput: model {model:.2f} s, worker {worker:.2f} s -> {model / worker:.2f}", flush=True)
-        return row("throughput: model alone / worker (POST to last audio)", statistics.median(ratios), 0.95, ">=")
+    async def throughput(self, text: str) -> list[Row]:
+        ratios: dict[str, list[float]] = {st.name: [] for st in self.stacks}
+        for n in range(self.rounds):
+            for st in self.stacks[:: 1 if n % 2 == 0 else -1]:
+                body = self.unique(text)
+                started = time.perf_counter()
+                for chunk in castlog.split_text(body):
+                    infer(self.synth, chunk, VOICE)  # the worker's call
+                model = time.perf_counter() - started
+                async with ClientSession(timeout=ClientTimeout(600)) as http:
+                    heard = await listen(st, http, body)
+                worker = heard.audio[-1][0] - heard.sent
+                ratios[st.name].append(model / worker)
+                print(f"  throughput [{st.name}]: model {model:.2f} s, worker {worker:.2f} s -> {model / worker:.2f}",
+                      flush=True)
+        return [row(f"throughput [{name}]: model alone / worker (POST to last audio)", statistics.median(r), 0.95, ">=")
+                for name, r in ratios.items()]
 
 
 def row(what: str, ratio: float, target: float, sense: str) -> Row:
@@ -373,7 +379,7 @@ async def main() -> None:
             if "3" in args.parts:
                 rows += await bench.three()
             if "4" in args.parts:
-                rows.append(await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3])))
+                rows += await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3]))
     print()
     for r in rows:
         print(f"{'ok ' if r['met'] else 'MISS'} {r['ratio']:>7} (target {r['target']})  {r['what']}")
