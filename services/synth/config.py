@@ -58,6 +58,9 @@ class SynthConfig(Settings):
                                      "read before `KOKORO_MODEL_DIR/voices`; the synth image sets it to the packs it "
                                      "was built with")
     threads: int | None = setting("SYNTH_THREADS", None, gt=0, shown="the cores", doc="inference threads")
+    onnx_spin: bool = setting("SYNTH_ONNX_SPIN", False, doc="the onnx backend's threads spin-wait after a run "
+                              "(a dedicated CPU may gain a little per chunk; on a shared one they hold the cores that "
+                              "the first chunk's encoding, its append and the other services need)")
     default_voice: str = setting("SYNTH_DEFAULT_VOICE", "", doc="the voice offered first; unset or missing: "
                                  "`af_heart` when the model has it, else its first voice (a warning only when a voice "
                                  "set here is missing)")
