@@ -1,26 +1,33 @@
-"""First audio against the model's own time for the first chunk, through the whole stack.
+"""First audio against the model's own time for the first chunk, timed as a client times it.
 
-One run, one model loaded once (onnx, ``--threads``), a throwaway Redis, and every service in
-this process on loopback: a client POSTs through the front proxy (streamtts up's) to intake and
-follows the cast's SSE through the proxy from edge, while the synth worker makes it. Texts are
-made unique per request (a numbered last sentence) so that nothing is cached; the first chunk
-stays the same. Each ratio is measured side by side with the model alone on the same first
-chunk, right before, because other load on the machine moves both by tens of percent.
+Each source tree compared (this checkout, and with ``--base DIR`` another one side by side, e.g.
+main's: ``git archive main libs services | tar -x -C DIR``) gets a throwaway Redis, intake and
+edge as processes (``python -m intake``, ``python -m edge``) and a real synth ``Worker`` in a
+process of its own, traced (``latencytrace.py``): each loads the int8 ONNX model (``--threads``).
+A client POSTs to intake and follows the cast from edge, by SSE and by ``audio.mp3`` at once.
+Rounds alternate the trees, and each request is measured side by side with the model alone (in
+this process, right after it) on what the worker's model read for its first chunk, because other
+load on the machine moves both by tens of percent: medians of the ratios.
 
-1. one new short text (texts/short.txt): first audio at the client / model time of its first
-   chunk (target <= 1.15), with a per-stage trace of that request: intake, queue read,
-   admission, G2P, model, hand-off to the encoder, encoder, append, edge's wake-up, proxy;
-2. one client, a paragraph (texts/paragraph.txt): first audio / model time of its first clause
-   (target <= 1.2);
-3. three new paragraphs submitted together: the latest client's first audio / the model time of
-   one first clause (mean of the three; target <= 3.5); spread between the clients in first
-   clause times (target <= 2); stall per client (audio arriving after a listener who started at
-   the first audio ran dry) against the capacity bound (N x RTF - 1) x audio (target <= 1.1x,
+1. five lone short texts ("Hello there, Ingrid Holm." ...), each its own one-chunk cast: first
+   audio (from just before the POST to the first SSE audio event, and to the first byte of
+   ``audio.mp3``) / the model's time for that chunk, G2P included (target <= 1.05), with a
+   per-stage trace timed from the POST: intake (the HTTP submit and its claim script, POST to
+   the job in Redis), the job's read in synth, admission, the pick, the chunk-in-hand write, the
+   way to the model thread, G2P, the model, hand-off, encoder, append, edge's wake to the first
+   SSE event and to the first MP3 byte; the same first audio over the worker's own model
+   time for that chunk (the trace's: the machine's load cannot move between the two); a cast is
+   deleted after its round, so that the next round's is new again;
+2. a paragraph (texts/paragraph.txt): first audio / model time of its first clause (target <= 1.2);
+3. three new paragraphs submitted together (this checkout only): the latest client's first audio
+   / one first clause's model time (mean of the three; target <= 3.5); spread between the
+   clients (target <= 2); stall per client (audio arriving after a listener who started at the
+   first audio ran dry) against the capacity bound (N x RTF - 1) x audio (target <= 1.1x,
    +0.5 s of slack for start-up);
-4. throughput: the model alone on a paragraph's chunks / the worker on that cast, job to `eos`
-   (target >= 0.95).
+4. throughput (each tree): the model alone on a paragraph's chunks / the worker on that cast,
+   POST to its last audio (target >= 0.95; the worker also reads the words around a seam).
 
-    python bench/bench_latency.py [--threads 2] [--rounds 3] [--quick]
+    python bench/bench_latency.py [--threads 2] [--rounds 3] [--parts 1234] [--base DIR]
 """
 
 from __future__ import annotations
@@ -28,164 +35,101 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import ClientSession, ClientTimeout
 from redis.asyncio import Redis
 
 import castlog
 import servicekit
-import synth.lane as lane_module
-from edge.app import create_app as create_edge
-from edge.config import Config as EdgeConfig
-from intake.app import create_app as create_intake
-from intake.config import Config as IntakeConfig
-from streamtts.proxy import Upstreams
-from streamtts.proxy import create_app as create_proxy
-from streamtts.redisserver import free_port, start_server
-from synth.config import SynthConfig
+from streamtts.listening import english_model_dir
 from synth.dispatcher import infer
-from synth.model import Synthesizer, Wrapped, load_synthesizer
-from synth.model.base import Word
-from synth.worker import Worker
+from synth.model import Synthesizer, load_synthesizer
 
-from common import RESULTS, arguments, repo_text, write_results
+from common import READY_S, RESULTS, arguments, repo_text, services, temp_redis, write_results
+from latencytrace import VOICE, read_stamps, run_worker
 
-SHORT = repo_text("short").strip()
+SHORT_TEXTS = (
+    "Hello there, Ingrid Holm.",
+    "Your table for two is ready.",
+    "The train to Oslo leaves at nine.",
+    "Good morning, Dr. Okafor.",
+    "Please check the front door.",
+)
 PARAGRAPH = repo_text("paragraph").strip()
 ARTICLE = repo_text("article").strip()
 # Three paragraphs of different openings (a word cut, a clause, a sentence) for part 3.
 THREE = (PARAGRAPH, ARTICLE.split("\n\n")[0], ARTICLE.split("\n\n")[2])
 # The stall target's slack: start-up costs that no capacity bound counts (seconds).
 STALL_SLACK_S = 0.5
+# The ratios of part 1 and 2: first audio (SSE, MP3) over the model alone, right after, on what
+# the worker's model read, and over the worker's own model time for it (the trace's: no load
+# moved between the two).
+RATIOS = {
+    "sse": "first SSE audio / model alone on its first chunk",
+    "mp3": "first MP3 byte / model alone on its first chunk",
+    "sse-own": "first SSE audio / the worker's model time for it",
+    "mp3-own": "first MP3 byte / the worker's model time for it",
+}
+# How long a finished cast's job may take to be acknowledged before its keys are deleted.
+ACK_WAIT_S = 10.0
 Row = dict[str, object]
-
-
-def voice_of(synth: Synthesizer) -> str:
-    voices = synth.voices()
-    return "af_heart" if "af_heart" in voices else voices[0]
 
 
 def first_chunk(text: str) -> str:
     return castlog.split_text(text)[0]
 
 
-# ---- the trace: the worker's stages, stamped with time.time() in this process ---------------
-
-
-@dataclass
-class Trace:
-    """Stamps of the first chunk of each cast, by cast id (or chunk text for the model)."""
-
-    stamps: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def mark(self, key: str, stage: str) -> None:
-        self.stamps.setdefault(key, {}).setdefault(stage, time.time())
-
-
-class TracedSynth(Wrapped):
-    """The real synthesizer, stamping each first chunk's way through the model on the path the
-    worker takes (``synthesize_timed``: G2P and inference in one call, as in production)."""
-
-    def __init__(self, real: Synthesizer, trace: Trace, firsts: set[str]) -> None:
-        super().__init__(real)
-        self.trace, self.firsts = trace, firsts
-
-    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[npt.NDArray[np.float32], list[Word]]:
-        traced = text in self.firsts
-        if traced:
-            self.trace.mark(text, "model")
-        out = super().synthesize_timed(text, voice, speed)
-        if traced:
-            self.trace.mark(text, "model_done")
-        return out
-
-
-def trace_worker(worker: Worker, trace: Trace) -> None:
-    """Stamp admission, the encoder and the append of each cast's first audio."""
-    admit, append = worker.admitter.admit, worker.store.append_stamped  # the audio's appends
-    encode = lane_module.encode_chunk
-
-    async def traced_admit(job: Any) -> None:
-        trace.mark(job.cast_id, "admit")
-        await admit(job)
-        trace.mark(job.cast_id, "admitted")
-
-    def traced_encode(pcm: Any, *args: Any, **kwargs: Any) -> Any:
-        stamp = time.time()
-        out = encode(pcm, *args, **kwargs)
-        trace.stamps.setdefault(f"encode-{len(pcm)}", {"encode": stamp, "encoded": time.time()})
-        return out
-
-    async def traced_append(cast_id: str, tail: int, records: list[Any]) -> castlog.Stamped:
-        first = any(isinstance(r, castlog.Audio) and r.i == 0 for r in records)
-        if first:
-            trace.mark(cast_id, "append")
-        stamped = await append(cast_id, tail, records)
-        if first:
-            trace.mark(cast_id, "appended")
-        return stamped
-
-    worker.admitter.admit = traced_admit  # type: ignore[method-assign]
-    worker.store.append_stamped = traced_append  # type: ignore[method-assign]
-    lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
-
-
-# ---- the stack ---------------------------------------------------------------------------------
+# ---- a stack per source tree ------------------------------------------------------------------
 
 
 @dataclass
 class Stack:
+    name: str
     redis: Redis
-    proxy: str  # base URLs
+    intake: str  # base URLs
     edge: str
-    worker: Worker
-    trace: Trace
-    firsts: set[str]
+    trace: Path
+    read_to: int = 0  # how far the trace file has been read
 
 
 @asynccontextmanager
-async def serve(app: web.Application, port: int) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def stack(synth: Synthesizer, redis_url: str, voice: str) -> AsyncIterator[Stack]:
-    redis = servicekit.client_for(redis_url)
-    await redis.flushall()
-    trace, firsts = Trace(), set[str]()
-    cfg = SynthConfig(consumer="bench", poll_s=0.05, concurrency=3)
-    worker = Worker(cfg, redis, TracedSynth(synth, trace, firsts))  # type: ignore[arg-type]
-    trace_worker(worker, trace)
-    # as a worker's service does at start-up: intake takes only voices a worker has published
-    await castlog.publish_voices(redis, castlog.VoiceList(voices=(voice,), default=voice), maxlen=100)
-    intake_cfg = IntakeConfig(redis_url=redis_url, rate=1000.0, burst=1000, default_voice=voice)
-    ports = [free_port() for _ in range(3)]
-    async with serve(create_intake(intake_cfg), ports[0]) as intake, \
-            serve(create_edge(EdgeConfig(redis_url=redis_url)), ports[1]) as edge, \
-            serve(create_proxy(redis, Upstreams(intake=intake, edge=edge)), ports[2]) as proxy:
-        task = asyncio.create_task(worker.run())
+async def stack(name: str, tree: Path | None, threads: int, folder: Path) -> AsyncIterator[Stack]:
+    """Redis, the traced worker, intake and edge, all from ``tree`` (None: this checkout)."""
+    env = {} if tree is None else {"PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("libs", "services"))}
+    trace = folder / f"{name}.jsonl"
+    trace.touch()
+    with temp_redis() as server:
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--worker", str(trace), "--redis", server.url, "--threads", str(threads),
+            env=dict(os.environ, **env), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        )
         try:
-            yield Stack(redis, proxy, edge, worker, trace, firsts)
+            assert worker.stdout is not None
+            if (await asyncio.wait_for(worker.stdout.readline(), READY_S)).strip() != b"ready":
+                raise SystemExit(f"{name}: the traced worker did not start")
+            knobs = {"INTAKE_RATE": "1000", "INTAKE_BURST": "1000", "EDGE_READ_RATE": "1000", "EDGE_READ_BURST": "1000"}
+            async with services(server.url, ["intake", "edge"], quiet=True, **env, **knobs) as ports:
+                redis = servicekit.client_for(server.url)
+                try:
+                    base = "http://127.0.0.1:{}"
+                    yield Stack(name, redis, base.format(ports["intake"]), base.format(ports["edge"]), trace,
+                                trace.stat().st_size)
+                finally:
+                    await redis.aclose()
         finally:
-            worker.stop()
-            await task
-            await redis.aclose()
+            if worker.returncode is None:
+                worker.terminate()
+            await worker.wait()
 
 
 # ---- a client -----------------------------------------------------------------------------------
@@ -193,18 +137,22 @@ async def stack(synth: Synthesizer, redis_url: str, voice: str) -> AsyncIterator
 
 @dataclass
 class Heard:
-    """What one client saw: when it sent, when intake answered, and each audio record's arrival
-    (time.time()) with its duration, through the proxy; the first one also directly from edge."""
+    """What one client saw (time.time()): when it sent, when intake answered, each SSE audio
+    record's arrival with its duration, and the first byte of ``audio.mp3``."""
 
     cast_id: str = ""
     sent: float = 0.0
     answered: float = 0.0
     audio: list[tuple[float, int]] = field(default_factory=list)  # (arrival, duration ms)
-    direct_first: float = 0.0
+    first_mp3: float = 0.0
 
     @property
     def first_audio_s(self) -> float:
         return self.audio[0][0] - self.sent
+
+    @property
+    def first_mp3_s(self) -> float:
+        return self.first_mp3 - self.sent
 
     def stall_s(self) -> float:
         """How long a listener who started at the first audio waited for audio in all."""
@@ -230,80 +178,81 @@ async def follow(http: ClientSession, url: str, on_audio: Callable[[float, dict[
                 return
 
 
-async def listen(st: Stack, http: ClientSession, text: str, voice: str, *, until_eos: bool = True) -> Heard:
-    """One client: POST the text through the proxy, then follow its cast through the proxy (and
-    directly from edge, for the proxy's share of the trace)."""
+async def first_byte(http: ClientSession, url: str) -> float:
+    """When the first byte of the body at ``url`` arrived."""
+    async with http.get(url) as response:
+        await response.content.readany()
+        return time.time()
+
+
+async def listen(st: Stack, http: ClientSession, text: str) -> Heard:
+    """One client: POST the text to intake, then follow its cast from edge (SSE until `eos`, and
+    the first byte of its MP3)."""
     heard = Heard()
-    st.firsts.add(first_chunk(text))
     heard.sent = time.time()
-    async with http.post(f"{st.proxy}/api/casts", json={"text": text, "voice": voice, "title": "bench"}) as r:
+    async with http.post(f"{st.intake}/api/casts", json={"text": text, "voice": VOICE, "title": "bench"}) as r:
         heard.cast_id = (await r.json())["id"]
         heard.answered = time.time()
-    path = f"/api/casts/{heard.cast_id}/events"
-    got_first = asyncio.Event()
-
-    def on_proxied(at: float, record: dict[str, Any]) -> None:
-        heard.audio.append((at, int(record["headers"]["d"])))
-        got_first.set()
-
-    def on_direct(at: float, record: dict[str, Any]) -> None:
-        heard.direct_first = heard.direct_first or at
-
-    direct = asyncio.create_task(follow(http, st.edge + path, on_direct))
-    proxied = asyncio.create_task(follow(http, st.proxy + path, on_proxied))
+    cast = f"{st.edge}/api/casts/{heard.cast_id}"
+    mp3 = asyncio.create_task(first_byte(http, f"{cast}/audio.mp3"))
     try:
-        if until_eos:
-            await proxied
-        else:
-            first = asyncio.create_task(got_first.wait())
-            await asyncio.wait([first, proxied], return_when=asyncio.FIRST_COMPLETED)
-            first.cancel()
-            if proxied.done():
-                proxied.result()  # an error in the stream: raise it
-        if not heard.audio:
-            raise RuntimeError(f"cast {heard.cast_id} ended without audio")
+        await follow(http, f"{cast}/events", lambda at, record: heard.audio.append((at, int(record["headers"]["d"]))))
+        heard.first_mp3 = await mp3
     finally:
-        for task in (direct, proxied):
-            task.cancel()
-        await asyncio.gather(direct, proxied, return_exceptions=True)
+        mp3.cancel()
+    if not heard.audio:
+        raise RuntimeError(f"cast {heard.cast_id} ended without audio")
     return heard
 
 
-async def enqueued_at(redis: Redis) -> dict[str, float]:
-    return {job.id: job.enqueued_at / 1000 for job in await castlog.read_jobs(redis)}
+async def forget(st: Stack, cast_id: str) -> None:
+    """Once its job is acknowledged, delete the cast, so that the same text is new again."""
+    deadline = time.monotonic() + ACK_WAIT_S
+    while (await st.redis.xpending(castlog.JOBS, castlog.GROUP))["pending"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await st.redis.delete(castlog.cast_key(cast_id), castlog.catalog_key(cast_id))
 
 
-def stages(st: Stack, heard: Heard, text: str, queued: float) -> dict[str, float]:
-    """The first chunk's way, in ms per stage, from the client's POST to its first audio."""
-    cast, model = st.trace.stamps[heard.cast_id], st.trace.stamps[first_chunk(text)]
-    encoded = min(
-        (s for k, s in st.trace.stamps.items() if k.startswith("encode-") and s["encode"] >= model["model_done"]),
-        key=lambda s: s["encode"],
-    )
+def stages(st: Stack, heard: Heard, chunk: str, enqueued: float) -> tuple[dict[str, float], str]:
+    """The first chunk's way, in ms per stage, from the client's POST to its first audio; and
+    the text the worker's model read for it (the chunk, and the next words where its sentence
+    goes on: see synth.seams)."""
+    stamps, st.read_to = read_stamps(st.trace, st.read_to)
+    cast = stamps[heard.cast_id]
+    read, model = next((k, s) for k, s in stamps.items() if k.startswith(chunk) and s.get("model", 0) >= cast["admitted"])
+    held = min((s for k, s in stamps.items() if k.startswith("hold-") and s["hold"] >= cast["admitted"]),
+               key=lambda s: s["hold"])
+    encoded = min((s for k, s in stamps.items() if k.startswith("encode-") and s["encode"] >= model["model_done"]),
+                  key=lambda s: s["encode"])
     points = [
-        ("intake (POST to job)", heard.sent, queued),
-        ("queue read", queued, cast["admit"]),
-        ("admission", cast["admit"], cast["admitted"]),
-        ("pick", cast["admitted"], model["model"]),
-        ("model (G2P included)", model["model"], model["model_done"]),
+        ("intake (POST to job)", heard.sent, enqueued),
+        ("job read", enqueued, cast["read"]),
+        ("admission", cast["read"], cast["admitted"]),
+        ("pick", cast["admitted"], held["hold"]),
+        ("hold (chunk in hand)", held["hold"], held["held"]),
+        ("to the model thread", held["held"], model["model"]),
+        ("G2P", model["model"], model.get("g2p_done", model["model"])),
+        ("model", model.get("g2p_done", model["model"]), model["model_done"]),
         ("hand-off", model["model_done"], encoded["encode"]),
         ("encoder", encoded["encode"], encoded["encoded"]),
         ("append", encoded["encoded"], cast["appended"]),
-        ("edge wake-up", cast["appended"], heard.direct_first),
-        ("proxy", heard.direct_first, heard.audio[0][0]),
+        ("edge: append to SSE audio", cast["appended"], heard.audio[0][0]),
+        ("edge: append to MP3 byte", cast["appended"], heard.first_mp3),
     ]
     out = {name: round(1000 * (b - a), 1) for name, a, b in points}
-    out["total (first audio)"] = round(1000 * heard.first_audio_s, 1)
-    return out
+    out["first SSE audio"] = round(1000 * heard.first_audio_s, 1)
+    out["first MP3 byte"] = round(1000 * heard.first_mp3_s, 1)
+    out["model (G2P included)"] = round(1000 * (model["model_done"] - model["model"]), 1)
+    out["outside the model (MP3)"] = round(out["first MP3 byte"] - out["model (G2P included)"], 1)
+    return out, read
 
 
 # ---- the parts ------------------------------------------------------------------------------------
 
 
 class Bench:
-    def __init__(self, synth: Synthesizer, redis_url: str, rounds: int) -> None:
-        self.synth, self.redis_url, self.rounds = synth, redis_url, rounds
-        self.voice = voice_of(synth)
+    def __init__(self, synth: Synthesizer, stacks: Sequence[Stack], rounds: int) -> None:
+        self.synth, self.stacks, self.rounds = synth, stacks, rounds
         self.serial = 0
 
     def unique(self, text: str) -> str:
@@ -312,35 +261,49 @@ class Bench:
 
     def model_s(self, chunk: str) -> float:
         started = time.perf_counter()
-        infer(self.synth, chunk, self.voice)  # the worker's call
+        infer(self.synth, chunk, VOICE)  # the worker's call
         return time.perf_counter() - started
 
-    async def one(self, text: str, until_eos: bool = False) -> tuple[float, float, dict[str, float]]:
-        """(first audio s, model s of its first chunk, trace) for one new text, paired."""
-        body = self.unique(text)
-        model = self.model_s(first_chunk(body))
-        async with stack(self.synth, self.redis_url, self.voice) as st, ClientSession(timeout=ClientTimeout(300)) as http:
-            heard = await listen(st, http, body, self.voice, until_eos=until_eos)
-            queued = (await enqueued_at(st.redis))[heard.cast_id]
-            return heard.first_audio_s, model, stages(st, heard, body, queued)
+    async def one(self, st: Stack, text: str) -> tuple[float, float, float, dict[str, float]]:
+        """(first SSE audio s, first MP3 byte s, model s of its first chunk, trace) for one text;
+        the model alone reads what the worker's model read for it, right after (side by side)."""
+        async with ClientSession(timeout=ClientTimeout(300)) as http:
+            heard = await listen(st, http, text)
+        jobs = await castlog.read_jobs(st.redis)
+        enqueued = next(job.enqueued_at for job in reversed(jobs) if job.id == heard.cast_id) / 1000
+        await forget(st, heard.cast_id)
+        trace, read = stages(st, heard, first_chunk(text), enqueued)
+        return heard.first_audio_s, heard.first_mp3_s, self.model_s(read), trace
 
-    async def first_audio(self, name: str, text: str, target: float) -> tuple[Row, dict[str, float]]:
-        ratios, traces = [], []
-        for _ in range(self.rounds):
-            first, model, trace = await self.one(text)
-            ratios.append(first / model)
-            traces.append(trace)
-            print(f"  {name}: first audio {first:.3f} s, model {model:.3f} s -> {first / model:.2f}", flush=True)
-        ratio = statistics.median(ratios)
-        median_trace = {k: statistics.median(t[k] for t in traces) for k in traces[0]}
-        return row(f"{name}: first audio / model time of its first chunk", ratio, target, "<="), median_trace
+    async def first_audio(self, name: str, texts: Sequence[str], target: float) -> tuple[list[Row], dict[str, Any]]:
+        """Each text in each tree, alternating, ``rounds`` times: the median ratios and stages."""
+        ratios: dict[str, dict[str, list[float]]] = {st.name: {k: [] for k in RATIOS} for st in self.stacks}
+        traces: dict[str, list[dict[str, float]]] = {st.name: [] for st in self.stacks}
+        for n in range(self.rounds):
+            for text in texts:
+                for st in self.stacks[:: 1 if n % 2 == 0 else -1]:
+                    sse, mp3, model, trace = await self.one(st, text)
+                    own = trace["model (G2P included)"] / 1000
+                    for key, ratio in zip(RATIOS, (sse / model, mp3 / model, sse / own, mp3 / own)):
+                        ratios[st.name][key].append(ratio)
+                    traces[st.name].append({"model alone": round(1000 * model, 1), **trace})
+                    print(f"  {name} [{st.name}] {first_chunk(text)!r}: first audio {sse:.3f} s (MP3 {mp3:.3f} s), "
+                          f"model alone {model:.3f} s, in the worker {own:.3f} s -> {sse / model:.3f} "
+                          f"({mp3 / model:.3f}), {sse / own:.3f} ({mp3 / own:.3f})", flush=True)
+        rows, medians = [], {}
+        for st in self.stacks:
+            medians[st.name] = {k: statistics.median(t[k] for t in traces[st.name]) for k in traces[st.name][0]}
+            for key, what in RATIOS.items():
+                rows.append(row(f"{name} [{st.name}]: {what}", statistics.median(ratios[st.name][key]), target, "<="))
+        return rows, {"median ms": medians, "each": traces}
 
     async def three(self) -> list[Row]:
+        st = self.stacks[0]
         bodies = [self.unique(t) for t in THREE]
         clause = statistics.mean(self.model_s(first_chunk(b)) for b in bodies)
         model_all = sum(self.model_s(c) for b in bodies for c in castlog.split_text(b))
-        async with stack(self.synth, self.redis_url, self.voice) as st, ClientSession(timeout=ClientTimeout(900)) as http:
-            heard = await asyncio.gather(*(listen(st, http, b, self.voice) for b in bodies))
+        async with ClientSession(timeout=ClientTimeout(900)) as http:
+            heard = await asyncio.gather(*(listen(st, http, b) for b in bodies))
         firsts = [h.first_audio_s for h in heard]
         audio_s = [sum(ms for _, ms in h.audio) / 1000 for h in heard]
         rtf = model_all / sum(audio_s)
@@ -357,20 +320,23 @@ class Bench:
                 stall / (bound + STALL_SLACK_S), 1.1, "<="),
         ]
 
-    async def throughput(self, text: str) -> Row:
-        ratios = []
-        for _ in range(self.rounds):
-            body = self.unique(text)
-            started = time.perf_counter()
-            for chunk in castlog.split_text(body):
-                infer(self.synth, chunk, self.voice)  # the worker's call
-            model = time.perf_counter() - started
-            async with stack(self.synth, self.redis_url, self.voice) as st, ClientSession(timeout=ClientTimeout(600)) as http:
-                heard = await listen(st, http, body, self.voice)
-            worker = heard.audio[-1][0] - heard.answered
-            ratios.append(model / worker)
-            print(f"  throughput: model {model:.2f} s, worker {worker:.2f} s -> {model / worker:.2f}", flush=True)
-        return row("throughput: model alone / worker (job to last audio)", statistics.median(ratios), 0.95, ">=")
+    async def throughput(self, text: str) -> list[Row]:
+        ratios: dict[str, list[float]] = {st.name: [] for st in self.stacks}
+        for n in range(self.rounds):
+            for st in self.stacks[:: 1 if n % 2 == 0 else -1]:
+                body = self.unique(text)
+                started = time.perf_counter()
+                for chunk in castlog.split_text(body):
+                    infer(self.synth, chunk, VOICE)  # the worker's call
+                model = time.perf_counter() - started
+                async with ClientSession(timeout=ClientTimeout(600)) as http:
+                    heard = await listen(st, http, body)
+                worker = heard.audio[-1][0] - heard.sent
+                ratios[st.name].append(model / worker)
+                print(f"  throughput [{st.name}]: model {model:.2f} s, worker {worker:.2f} s -> {model / worker:.2f}",
+                      flush=True)
+        return [row(f"throughput [{name}]: model alone / worker (POST to last audio)", statistics.median(r), 0.95, ">=")
+                for name, r in ratios.items()]
 
 
 def row(what: str, ratio: float, target: float, sense: str) -> Row:
@@ -382,37 +348,46 @@ async def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="parts 1 and 2 only, one round")
-    parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 123")
+    parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 12")
+    parser.add_argument("--base", type=Path, help="a source tree (libs/, services/) to run side by side")
     parser.add_argument("--out", type=Path, default=RESULTS / "latency.json")
+    parser.add_argument("--worker", type=Path, help=argparse_internal())
+    parser.add_argument("--redis", help=argparse_internal())
     args = parser.parse_args()
+    if args.worker is not None:  # this script, started by itself as one tree's traced worker
+        await run_worker(args.worker, args.redis, args.threads)
+        return
     # a client that stops following mid-stream is normal here: not an error worth a traceback
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), aof=False)
-        try:
-            synth = load_synthesizer("onnx", cache_dir=str(Path(tmp) / "cache"), threads=args.threads)
-            synth.warm_up()
-            bench = Bench(synth, server.url, rounds)
-            print(f"voice {bench.voice}; first chunks: {[first_chunk(t) for t in (SHORT, PARAGRAPH, *THREE[1:])]}")
-            rows, traces = [], {}
-            parts = "12" if args.quick else args.parts
-            for part, name, text, target in (("1", "short text", SHORT, 1.15), ("2", "paragraph", PARAGRAPH, 1.2)):
-                if part in parts:
-                    r, traces[name] = await bench.first_audio(name, text, target)
-                    rows.append(r)
-                    print(f"  {name}, per stage (median ms): " + ", ".join(f"{k} {v:g}" for k, v in traces[name].items()))
-            if "3" in parts:
+        synth = load_synthesizer("onnx", model_dir=str(english_model_dir()), cache_dir=str(Path(tmp) / "cache"),
+                                 threads=args.threads)
+        synth.warm_up()
+        async with AsyncExitStack() as stacks:
+            trees = [("now", None)] + ([("base", args.base.resolve())] if args.base else [])
+            running = [await stacks.enter_async_context(stack(n, t, args.threads, Path(tmp))) for n, t in trees]
+            bench = Bench(synth, running, args.rounds)
+            rows: list[Row] = []
+            traces: dict[str, Any] = {}
+            for part, name, texts, target in (("1", "short text", SHORT_TEXTS, 1.05), ("2", "paragraph", (PARAGRAPH,), 1.2)):
+                if part in args.parts:
+                    got, traces[name] = await bench.first_audio(name, texts, target)
+                    rows += got
+                    for tree, medians in traces[name]["median ms"].items():
+                        print(f"  {name} [{tree}], per stage (median ms): "
+                              + ", ".join(f"{k} {v:g}" for k, v in medians.items()))
+            if "3" in args.parts:
                 rows += await bench.three()
-            if "4" in parts:
-                rows.append(await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3])))
-        finally:
-            server.stop()
+            if "4" in args.parts:
+                rows += await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3]))
     print()
     for r in rows:
         print(f"{'ok ' if r['met'] else 'MISS'} {r['ratio']:>7} (target {r['target']})  {r['what']}")
     write_results(args.out, {"rows": rows, "traces": traces, "threads": args.threads})
+
+
+def argparse_internal() -> str:
+    return "(internal: the traced worker's own command line)"
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from servicekit import ConfigError
 from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, setting
 
 Backend = Literal["auto", "onnx", "torch"]
+# LAME's quality scale (``-q``) runs from 0 (best, slowest) to this.
+MAX_LAME_QUALITY = 9
 
 
 def default_consumer() -> str:
@@ -62,10 +64,18 @@ class SynthConfig(Settings):
                                      "read before `KOKORO_MODEL_DIR/voices`; the synth image sets it to the packs it "
                                      "was built with")
     threads: int | None = setting("SYNTH_THREADS", None, gt=0, shown="the cores", doc="inference threads")
+    onnx_spin: bool = setting("SYNTH_ONNX_SPIN", False, doc="the onnx backend's threads spin-wait after a run "
+                              "(a dedicated CPU may gain a little per chunk; on a shared one they hold the cores that "
+                              "the first chunk's encoding, its append and the other services need)")
     default_voice: str = setting("SYNTH_DEFAULT_VOICE", "", doc="the voice offered first; unset or missing: "
                                  "`af_heart` when the model has it, else its first voice (a warning only when a voice "
                                  "set here is missing)")
     bitrate: int = setting("SYNTH_BITRATE", 48_000, gt=0, doc="MP3 bits per second (24 kHz mono)")
+    # A listener waits for the first chunk's encoding: LAME's -q 6 takes about 0.6x the time of
+    # its default 3, with its psychoacoustics and noise shaping kept (see mp3.py).
+    first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, doc="LAME's quality (`0` best and "
+                                     "slowest … `9`) of an attempt's first chunk, which its listener waits for; "
+                                     "later chunks, encoded while the model works, take LAME's default `3`")
     # The schedule
     concurrency: int = setting("SYNTH_CONCURRENCY", 3, gt=0,
                                doc="casts admitted while any of them is close to its listeners")
@@ -121,6 +131,8 @@ class SynthConfig(Settings):
         super().__post_init__()
         if self.max_active == 0:
             object.__setattr__(self, "max_active", 2 * self.concurrency)
+        if self.first_mp3_quality > MAX_LAME_QUALITY:
+            raise ConfigError(f"SYNTH_FIRST_MP3_QUALITY is LAME's 0..9, not {self.first_mp3_quality}")
         if self.max_active < self.concurrency:
             raise ConfigError("need SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY, not "
                               f"{self.max_active} < {self.concurrency}")

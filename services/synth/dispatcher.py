@@ -3,14 +3,18 @@
 The schedule is a pure function of the casts' snapshot (:func:`livesched.pick_next`, over
 :mod:`scheduler`); this loop applies its decision (newcomers that yielded are noted), marks the
 chunk as in hand (a worker's death now counts against it), runs the model in its own thread, and
-puts the chunk, or the news that it failed, on the cast's lane. A cast's first chunk is encoded
-before the next inference starts: on a CPU the two would share the cores.
+puts the chunk, or the news that it failed, on the cast's lane. An attempt's first chunk, which
+a listener waits for, is encoded on the model thread straight after its inference and put in the
+log before the next inference starts: no hop through the event loop and the lane's queue between
+the model and the encoder, and no inference sharing the CPU with the encoder and the append.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -20,16 +24,16 @@ from . import jobs, seams
 from .cast import ActiveCast
 from .crew import Crew
 from .holdings import quietly, wait
-from .lane import NO_PCM, PCM, Lane, Synthesized, made_ms
+from .lane import NO_PCM, PCM, Lane, Synthesized, encoder, encoding_failed, made_ms
 from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
+from .mp3 import EncodedChunk
 from .scheduler import Made, Yielded
 
 log = logging.getLogger(__name__)
 
-# The longest the model waits for a cast's first chunk to be encoded before it goes on.
-FIRST_ENCODE_WAIT_S = 1.0
+Encoding = Callable[[PCM], EncodedChunk]
 
 
 def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tuple[PCM, list[Word]]:
@@ -44,6 +48,22 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     if pcm.ndim != 1:
         raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
     return pcm, words
+
+
+def read_and_encode(
+    read: Callable[[], tuple[PCM, list[Word]]], encode: Encoding | None
+) -> tuple[PCM, list[Word], EncodedChunk | Exception | None, float]:
+    """On the model thread: the chunk, then, given ``encode``, its MP3 at once (or the encoder's
+    exception) and the seconds that took. A model failure raises."""
+    pcm, words = read()
+    if encode is None:
+        return pcm, words, None, 0.0
+    started = time.perf_counter()
+    try:
+        encoded: EncodedChunk | Exception = encode(pcm)
+    except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt (in the lane)
+        encoded = exc
+    return pcm, words, encoded, time.perf_counter() - started
 
 
 class Dispatcher:
@@ -72,28 +92,35 @@ class Dispatcher:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             index, text = cast.take_chunk()
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
+            first = index == cast.resume_from  # its listener waits: encoded and appended at once
             started = crew.clock()
             try:
                 speed = cast.open_text.speed if cast.open_text else cast.speed
                 behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
                 read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
-                pcm, words = await loop.run_in_executor(self.pool, read)
+                encode = encoder(crew.cfg, cast, index) if first else None
+                pcm, words, encoded, encode_s = await loop.run_in_executor(self.pool, read_and_encode, read, encode)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
                 await self.lane(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
-            took = crew.clock() - started
+            took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
             self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
-            item = Synthesized(cast, index, pcm, words=words)
-            await self.lane(cast).put(item)
-            if index == cast.resume_from:
-                # A listener waits for this first audio: encode it before the next inference,
-                # which on a CPU would share the cores with the encoder and slow it several-fold.
-                await wait(item.encoded, FIRST_ENCODE_WAIT_S)
+            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s)
+            if encoded is None:
+                await self.lane(cast).put(item)
+                continue
+            if isinstance(encoded, Exception):
+                item.failure = encoding_failed(index, encoded)
+            else:
+                item.ready = encoded
+            # In the log before the next inference, which on a CPU would share the cores with
+            # the append and with edge's delivery to the listener.
+            await self.lane(cast).land(item)
         for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
             await lane.put(None)
 

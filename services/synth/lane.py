@@ -7,12 +7,17 @@ failed in the model travels the same queue, so the chunks before it are appended
 
 The worker has two lanes: whole-text casts, and open casts, whose sentences never wait behind
 whole-text chunks in the encoder (one in flight per open cast keeps each in order).
+
+An attempt's first chunk comes encoded (the synth loop encodes it on the model thread at once)
+and lands past the queue (:meth:`Lane.land`): nothing of its attempt is before it, and its
+listener waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +29,7 @@ from redis.exceptions import RedisError
 from castlog import SeqMismatch
 
 from .cast import ActiveCast
+from .config import SynthConfig
 from .crew import Crew
 from .model import SAMPLE_RATE
 from .model.timing import Word
@@ -48,7 +54,19 @@ class Synthesized:
     pcm: PCM
     failure: str | None = None
     words: list[Word] = field(default_factory=list)  # (text, start ms, end ms) in ``pcm``
-    encoded: asyncio.Event = field(default_factory=asyncio.Event)  # set once encoded (or dropped)
+    ready: EncodedChunk | None = None  # its MP3, once encoded
+    encode_s: float = 0.0  # how long that took
+
+
+def encoder(cfg: SynthConfig, cast: ActiveCast, index: int) -> Callable[[PCM], EncodedChunk]:
+    """How chunk ``index`` of ``cast`` is encoded; an attempt's first, which its listener waits
+    for, at ``SYNTH_FIRST_MP3_QUALITY``."""
+    quality = cfg.first_mp3_quality if index == cast.resume_from else None
+    return partial(encode_chunk, bitrate=cfg.bitrate, trim_lead=cast.trims_lead(index), quality=quality)
+
+
+def encoding_failed(index: int, exc: BaseException) -> str:
+    return f"sentence {index}: encoding failed: {exc!r}"
 
 
 def made_ms(pcm: PCM) -> int:
@@ -81,31 +99,34 @@ class Lane:
         crew = self.crew
         while (item := await self.queue.get()) is not None:
             cast = item.cast
-            if cast.closed or cast.cancelled:  # a cancelled cast's chunks in flight are dropped
-                item.encoded.set()
-                continue
-            if item.failure is not None:
-                await self.outcomes.fail(cast, item.failure)
-                continue
-            started = crew.clock()
-            try:
-                encode = partial(encode_chunk, item.pcm, crew.cfg.bitrate, trim_lead=cast.trims_lead(item.index))
-                encoded = await loop.run_in_executor(self.pool, encode)
-            except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
-                item.encoded.set()
-                await self.outcomes.fail(cast, f"sentence {item.index}: encoding failed: {exc!r}")
-                continue
-            item.encoded.set()
-            crew.metrics.chunk_seconds.labels(stage="encode").observe(crew.clock() - started)
-            if cast.closed or cast.cancelled:  # lost or cancelled while encoding
-                continue
-            cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), crew.clock())
-            try:
-                await self._append(cast, item, encoded)
-            except SeqMismatch as exc:
-                self.outcomes.lose(cast, f"append refused ({exc})")
-            except RedisError as exc:  # not the cast's fault: try again soon, uncounted
-                self.outcomes.requeue(cast, f"sentence {item.index}: Redis error ({exc!r})")
+            if item.failure is None and not (cast.closed or cast.cancelled):
+                started = crew.clock()
+                try:
+                    encode = partial(encoder(crew.cfg, cast, item.index), item.pcm)
+                    item.ready = await loop.run_in_executor(self.pool, encode)
+                    item.encode_s = crew.clock() - started
+                except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
+                    item.failure = encoding_failed(item.index, exc)
+            await self.land(item)
+
+    async def land(self, item: Synthesized) -> None:
+        """An encoded chunk (or its failure) into its cast's log, and the cast finished when it
+        is complete: from the lane's loop, or at once from the synth loop for an attempt's first
+        chunk (nothing of its attempt is in the queue before it)."""
+        crew, cast, encoded = self.crew, item.cast, item.ready
+        if cast.closed or cast.cancelled:  # lost or cancelled meanwhile: its chunks are dropped
+            return
+        if item.failure is not None or encoded is None:
+            await self.outcomes.fail(cast, item.failure or f"sentence {item.index}: not encoded")
+            return
+        crew.metrics.chunk_seconds.labels(stage="encode").observe(item.encode_s)
+        cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), crew.clock())
+        try:
+            await self._append(cast, item, encoded)
+        except SeqMismatch as exc:
+            self.outcomes.lose(cast, f"append refused ({exc})")
+        except RedisError as exc:  # not the cast's fault: try again soon, uncounted
+            self.outcomes.requeue(cast, f"sentence {item.index}: Redis error ({exc!r})")
 
     async def _append(self, cast: ActiveCast, item: Synthesized, encoded: EncodedChunk) -> None:
         crew = self.crew

@@ -41,6 +41,8 @@ TAIL_KEEP_MS = 50
 # 270 ms of silence, a sentence's pause at a seam, wrong inside a sentence and a delay before
 # a cast's first word. With the tail kept and the encoder's delay, such a seam pauses ~130 ms.
 LEAD_KEEP_MS = 30
+# LAME's quality scale (``-q``): 0 slowest and best, 9 fastest; unset, LAME uses 3.
+LAME_QUALITIES = range(10)
 # Muxer options: no ID3v2/ID3v1 tag and no Xing/Info/LAME frame in front of the audio.
 _MUXER_OPTIONS = {"id3v2_version": "0", "write_id3v1": "0", "write_xing": "0"}
 
@@ -61,14 +63,16 @@ class EncodedChunk:
 
 
 def encode_chunk(
-    pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim: bool = True, trim_lead: bool = False
+    pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim: bool = True, trim_lead: bool = False,
+    quality: int | None = None,
 ) -> EncodedChunk:
     """24 kHz mono float PCM -> one standalone, concatenable MP3 chunk (CBR ``bitrate``).
 
     ``trim``: cut the trailing silence down to ``TAIL_KEEP_MS`` first; ``trim_lead``: the leading
     silence down to ``LEAD_KEEP_MS`` (a cast's first chunk, a chunk that continues a sentence).
     Both ends are faded. Empty input gives a few frames of silence (72 ms), so a chunk is never
-    empty.
+    empty. ``quality``: LAME's ``-q`` (None: its default, 3); the bytes differ, the frames and
+    the duration do not.
     """
     samples = np.clip(np.nan_to_num(np.asarray(pcm, dtype=np.float32).ravel()), -1.0, 1.0)
     if trim:
@@ -78,7 +82,7 @@ def encode_chunk(
     samples = fade_edges(samples)
     if samples.size == 0:
         samples = np.zeros(FRAME_SAMPLES, dtype=np.float32)
-    data = scrub_ancillary(_lame(samples, bitrate))
+    data = scrub_ancillary(_lame(samples, bitrate, quality))
     frames = len(frame_offsets(data))
     return EncodedChunk(data=data, duration_ms=frames * FRAME_MS, samples=frames * FRAME_SAMPLES)
 
@@ -135,10 +139,14 @@ def fade_edges(pcm: Pcm, fade_ms: int = FADE_MS) -> Pcm:
     return out
 
 
-def _lame(pcm: Pcm, bitrate: int) -> bytes:
+def _lame(pcm: Pcm, bitrate: int, quality: int | None = None) -> bytes:
+    if quality is not None and quality not in LAME_QUALITIES:
+        raise ValueError(f"LAME's quality is 0..9, not {quality}")
     buffer = io.BytesIO()
+    # libavcodec hands compression_level to lame_set_quality
+    options = {} if quality is None else {"compression_level": str(quality)}
     with av.open(buffer, "w", format="mp3", options=_MUXER_OPTIONS) as container:
-        stream = container.add_stream("libmp3lame", rate=SAMPLE_RATE, layout="mono")
+        stream = container.add_stream("libmp3lame", rate=SAMPLE_RATE, layout="mono", options=options)
         stream.bit_rate = bitrate  # a bit rate and no VBR option: libmp3lame encodes CBR
         frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="flt", layout="mono")
         frame.sample_rate = SAMPLE_RATE

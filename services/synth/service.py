@@ -33,7 +33,7 @@ Phase = Literal["loading", "warming", "running", "stopped", "failed"]
 
 def load_model(cfg: SynthConfig) -> Synthesizer:
     return load_synthesizer(cfg.backend, model_dir=cfg.model_dir, cache_dir=cfg.cache_dir, threads=cfg.threads,
-                             voices_dir=cfg.voices_dir)
+                             voices_dir=cfg.voices_dir, spin=cfg.onnx_spin)
 
 
 # The default when SYNTH_DEFAULT_VOICE is unset and the model has it; else the first voice.

@@ -12,7 +12,8 @@ letters and receipts:
   model thread (:mod:`synth.dispatcher`);
 - two *append loops*, one per lane (:mod:`synth.lane`), encode the chunks on threads of their own
   (overlapping the next inference), append them by conditional append at the tail they expect,
-  and finish complete casts;
+  and finish complete casts (an attempt's first chunk is encoded on the model thread and
+  appended by the synth loop itself, before the next inference);
 - the *live feed* reads the text of open casts as it grows (:mod:`synth.livefeed`);
 - the *cancel watch* cuts the casts in hand short when they are cancelled (:mod:`synth.cancelwatch`);
 - the *lease loop* (here) refreshes the leases of the jobs this worker holds.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from synth.model import (
     load_synthesizer,
 )
 from synth.model.assets import onnx_model_path
+from synth.model.onnx_backend import OnnxEngine
 
 pytestmark = pytest.mark.model
 
@@ -110,3 +112,13 @@ def test_corrupted_cached_model_is_rebuilt(model_cache: Path, tmp_path: Path) ->
     path = onnx_model_path(tmp_path)
     path.write_bytes(b"not a model")
     assert onnx_model_path(tmp_path).stat().st_size == (model_cache / path.name).stat().st_size
+
+
+def test_the_session_threads_do_not_spin_after_a_run_unless_asked(synthesizer: Synthesizer, model_cache: Path) -> None:
+    """Spinning threads would hold the cores that the first chunk's encoding and append need
+    (SYNTH_ONNX_SPIN turns them on, for a dedicated CPU)."""
+    def spinning(session: Any) -> str:
+        return str(session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning"))
+
+    assert spinning(synthesizer._engine._session) == "0"  # type: ignore[attr-defined]
+    assert spinning(OnnxEngine(onnx_model_path(model_cache), threads=1, spin=True)._session) == "1"

@@ -140,3 +140,17 @@ def test_encoding_is_much_faster_than_real_time(speech: list[np.ndarray]) -> Non
     audio_s = sum(chunk.duration_ms for chunk in encoded) / 1000
     print(f"mp3 encode: {elapsed / len(encoded) * 1000:.1f} ms per chunk, {elapsed / audio_s:.3f}x real time")
     assert elapsed / audio_s < 0.2
+
+
+def test_a_faster_lame_quality_gives_the_same_frames_and_duration(speech: list[np.ndarray]) -> None:
+    """A first chunk's quality (SYNTH_FIRST_MP3_QUALITY) changes LAME's effort, never the
+    chunk's shape: same frames, same duration, standalone and scrubbed as ever."""
+    pcm = speech[1]
+    default, fast = encode_chunk(pcm), encode_chunk(pcm, quality=6)
+    assert encode_chunk(pcm, quality=3).data == default.data  # LAME's own default
+    assert fast.data != default.data
+    assert (fast.duration_ms, fast.samples, len(fast.data)) == (default.duration_ms, default.samples, len(default.data))
+    assert len(decode_mp3(fast.data)) == fast.samples
+    assert not any(marker in fast.data for marker in MARKERS)
+    with pytest.raises(ValueError, match="0..9"):
+        encode_chunk(pcm, quality=10)

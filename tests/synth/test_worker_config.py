@@ -12,7 +12,8 @@ def test_defaults_match_the_documented_limits() -> None:
     cfg = SynthConfig.from_env({})
     assert (cfg.redis_url, cfg.metrics_host, cfg.metrics_port) == ("redis://127.0.0.1:6379/0", "127.0.0.1", 9100)
     assert (cfg.backend, cfg.model_dir, cfg.cache_dir, cfg.threads) == ("auto", None, None, None)
-    assert (cfg.default_voice, cfg.bitrate) == ("", 48_000)  # unset: af_heart if there, else the first
+    assert (cfg.default_voice, cfg.bitrate, cfg.first_mp3_quality) == ("", 48_000, 6)  # voice unset: af_heart if there
+    assert cfg.onnx_spin is False
     assert (cfg.concurrency, cfg.max_active, cfg.lead_threshold_s) == (3, 6, 15.0)
     assert (cfg.lease_s, cfg.max_attempts, cfg.grace_s) == (60.0, 3, 30.0)
     assert cfg.refresh_s == 20.0
@@ -27,7 +28,7 @@ def test_environment_overrides_every_setting() -> None:
             "SYNTH_CACHE_DIR": "/c", "SYNTH_THREADS": "4", "SYNTH_DEFAULT_VOICE": "jf_alpha",
             "SYNTH_BITRATE": "64000", "SYNTH_CONCURRENCY": "5", "SYNTH_LEAD_THRESHOLD_S": "7.5",
             "SYNTH_LEASE_S": "2", "SYNTH_MAX_ATTEMPTS": "4", "SYNTH_RETRY_BACKOFF_S": "0.5",
-            "SYNTH_GRACE_S": "10",
+            "SYNTH_GRACE_S": "10", "SYNTH_FIRST_MP3_QUALITY": "3", "SYNTH_ONNX_SPIN": "on",
         }
     )
     assert cfg.redis_url == "redis://r:1/2" and cfg.consumer == "box-1"
@@ -36,12 +37,14 @@ def test_environment_overrides_every_setting() -> None:
     assert (cfg.bitrate, cfg.concurrency, cfg.max_active, cfg.lead_threshold_s) == (64_000, 5, 10, 7.5)
     assert (cfg.lease_s, cfg.lease_ms, cfg.max_attempts, cfg.grace_s) == (2.0, 2000, 4, 10.0)
     assert [cfg.backoff_s(n) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
+    assert cfg.first_mp3_quality == 3 and cfg.onnx_spin is True
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
     [("SYNTH_BACKEND", "tpu"), ("SYNTH_CONCURRENCY", "0"), ("SYNTH_LEASE_S", "soon"), ("SYNTH_MAX_ATTEMPTS", "0"),
-     ("SYNTH_THREADS", "four"), ("SYNTH_THREADS", "0"), ("SYNTH_METRICS_PORT", "x")],
+     ("SYNTH_THREADS", "four"), ("SYNTH_THREADS", "0"), ("SYNTH_METRICS_PORT", "x"),
+     ("SYNTH_FIRST_MP3_QUALITY", "-1"), ("SYNTH_FIRST_MP3_QUALITY", "10")],
 )
 def test_bad_values_are_refused_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=name):

@@ -17,6 +17,7 @@ def load_synthesizer(
     cache_dir: str | None = None,
     threads: int | None = None,
     voices_dir: str | None = None,
+    spin: bool = False,
 ) -> Synthesizer:
     """Load a synthesizer; blocking (seconds; a first torch load may convert weights).
 
@@ -27,7 +28,8 @@ def load_synthesizer(
     are added, and torch loads its weights. ``cache_dir``: where the assembled ONNX and the
     converted torch weights live (default ``~/.cache/streamtts``). ``threads``: CPU threads
     for inference (default: the cores available). ``voices_dir``: a folder of more voice packs
-    (``<id>.bin``), read before ``model_dir``'s.
+    (``<id>.bin``), read before ``model_dir``'s. ``spin``: onnx's threads spin-wait after a run
+    (off: they would hold the cores the encoder and the append need next; torch ignores it).
 
     Raises ``BackendUnavailableError`` saying what to install or set.
     """
@@ -44,7 +46,7 @@ def load_synthesizer(
             log.warning("CUDA is available but the torch backend is not (%s): using onnx on the CPU", e)
     from .onnx_backend import load_onnx
 
-    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)
+    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir, spin=spin)
 
 
 def cuda_available() -> bool:
