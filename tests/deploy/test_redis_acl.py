@@ -139,7 +139,8 @@ def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis
     assert admin.zrange(mine, 0, -1) == [CAST.encode()]
     opener = intake.register_script(live.OPEN)
     keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_live_jobs_of(CAST)]
-    assert opener(keys=keys, args=[CAST, "af_heart", "Live", "{}", "1.0", "hash"]) == b"new"
+    args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", live.client_tag("203.0.113.9")]
+    assert opener(keys=keys, args=args) == b"new"
     assert intake.zrem(mine, CAST) == 1  # OpenCap.give_back: an open that did not happen
     fragment = intake.register_script(live.FRAGMENT)
     assert intake.register_script(TAKE)(keys=["rl/intake-text/203.0.113.9"], args=[2, 100, 3]) == [1, 0]

@@ -112,6 +112,8 @@ async def test_idle_open_cast_is_closed_by_the_worker_and_its_place_freed(redis:
     live, cast_id = await open_cast(redis)
     async with running(Worker(config(live_idle_s=0.3, max_live_held=1), redis, StandIn())):
         await feed(live, cast_id, 0, "Nobody closes this. Left unfinished")
+        # held first (jobs of two key lanes have no order between them: wait for it)
+        await wait_until(lambda: has_audio(store, cast_id, 1))
         _, waiting = await open_cast(redis)  # no place for it while the idle cast is held
         await feed(live, waiting, 0, "Next in line.", flush=True)
         entries = await terminal(store, cast_id)
