@@ -33,7 +33,7 @@ from . import keys
 from .batching import NotReplicated, ScriptBatcher
 from .ids import content_id
 from .keys import Rows
-from .lanes import ring
+from .lanes import Bell
 from .lua import FIELD
 from .opencap import OpenCap
 from .ratelimit import RateLimited, RateLimiter
@@ -223,6 +223,7 @@ class LiveStore:
         self.redis = redis
         self.content_key = content_key  # the deployment's key of content ids (ids.content_id)
         self._open = ScriptBatcher(redis, OPEN, replicas=replicas, wait_ms=wait_ms)
+        self.bell = Bell(redis)  # on a cluster: the movers' bell after each new job
         self._fragment = redis.register_script(FRAGMENT)
         self.cap = OpenCap(redis)
         self._close = redis.register_script(CLOSE)
@@ -256,13 +257,13 @@ class LiveStore:
                 answer = _text(await self._open(keys=open_keys, args=args))
             except NotReplicated as unconfirmed:  # its job stands all the same: ring for it
                 if _text(unconfirmed.answer) == "new":
-                    await ring(self.redis, open_keys[2])
+                    await self.bell.ring(open_keys[2])
                 raise
             finally:
                 if capped and answer != "new":  # an open that did not happen holds no place
                     await self.cap.give_back(client, cast_id)
             if answer == "new":
-                await ring(self.redis, open_keys[2])
+                await self.bell.ring(open_keys[2])
                 return OpenedCast(cast_id, token)
         raise RuntimeError(f"no free cast id after {OPEN_ID_TRIES} random tries")
 

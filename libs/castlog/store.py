@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from . import keys, scripts
 from .batching import NotReplicated, ScriptBatcher
 from .keys import Rows
-from .lanes import ring
+from .lanes import Bell
 from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, Record, encode_fields, encode_headers
 from .streams import Recipe, read_recipe
@@ -50,6 +50,7 @@ class CastStore:
         self._append = redis.register_script(scripts.APPEND)
         # Submits arrive many at a time on a busy intake: those of one loop turn share a round trip.
         self._submit = ScriptBatcher(redis, scripts.SUBMIT, replicas=replicas, wait_ms=wait_ms)
+        self.bell = Bell(redis)  # on a cluster: the movers' bell after each new job
 
     async def append(self, cast_id: str, match_seq_num: int, records: Sequence[Record]) -> int:
         """Append ``records`` at ``match_seq_num`` if the tail is exactly there; return the new tail.
@@ -118,10 +119,10 @@ class CastStore:
             result = _submit_result(await self._submit(keys=submit_keys, args=args))
         except NotReplicated as unconfirmed:  # the job stands all the same: ring for it
             if _submit_result(unconfirmed.answer) != "existing":
-                await ring(self.redis, submit_keys[2])
+                await self.bell.ring(submit_keys[2])
             raise
         if result != "existing":
-            await ring(self.redis, submit_keys[2])
+            await self.bell.ring(submit_keys[2])
         return result
 
     async def recipe(self, cast_id: str) -> Recipe | None:

@@ -4,6 +4,7 @@ back through the archive, on the same code as a single Redis."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from aiohttp.test_utils import TestClient
 
 import castlog
 from blobstore import StoreConfig, open_store
-from castlog import CastStore, LogReader, read_jobs
+from castlog import CastStore, LogReader, Meta, read_jobs
 from intake import Config, create_app
 from servicekit import connect
 from tests.archive.archive_helpers import archiver, finished
@@ -105,3 +106,23 @@ async def test_a_finished_cast_is_archived_and_reads_the_same(cluster_redis: Any
         assert not await cluster_redis.exists(castlog.cast_key(cast.id))
     finally:
         await blobs.close()
+
+
+async def test_concurrent_submits_share_round_trips_for_their_tokens_and_bells(cluster_redis: Any) -> None:
+    """Submits made at once take their tokens and ring jobs/bell in shared round trips (taken and
+    rung one by one, these steps cost more than the submit: bench_cluster.py), and each new job
+    is still rung exactly once, for its own lane."""
+    store = CastStore(cluster_redis)
+    limiter = castlog.RateLimiter(cluster_redis, castlog.INTAKE_SCOPE, 1000.0, 1000)
+    texts = [f"Submitted together, number {i}." for i in range(24)]
+    ids = [castlog.content_id(text, "af_heart") for text in texts]
+    answers = await asyncio.gather(*(
+        store.submit(cast_id, text, "af_heart", Meta(title=text, voice="af_heart", chars=len(text), sentences=1,
+                                                     created_at=0), limit=(limiter, f"client-{i % 3}"))
+        for i, (cast_id, text) in enumerate(zip(ids, texts))))
+    assert answers == ["new"] * len(ids)
+    bells = [fields[b"s"].decode() for _, fields in await cluster_redis.xrange(castlog.keys.JOBS_BELL)]
+    assert sorted(bells) == sorted(castlog.lane_jobs_of(cast_id) for cast_id in ids)
+    assert store.bell.rings is not None  # a cluster: every new job is rung
+    assert store.bell.rings.calls == len(ids) and store.bell.rings.round_trips < len(ids)
+    assert limiter.takes.calls == len(ids) and limiter.takes.round_trips < len(ids)

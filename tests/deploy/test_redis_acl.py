@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import castlog
-from castlog import live, opencap, ratelimit, scripts, slots
+from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
@@ -122,7 +122,8 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
     assert admin.xlen(castlog.lane_jobs_of(CAST)) == 2
     assert intake.wait(0, 10) == 0  # INTAKE_WAIT_REPLICAS: a submit waits for its replicas
-    assert intake.xadd("jobs/bell", {"s": castlog.lane_jobs_of(CAST)}, maxlen=100)  # a cluster's bell
+    ring = intake.register_script(lanes.RING)  # a cluster's bell (castlog.lanes.Bell)
+    assert ring(keys=["jobs/bell"], args=[castlog.lane_jobs_of(CAST), 100])
     # intake's shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a stream joins
     assert not intake.client_unblock(intake.client_id())
 
