@@ -22,6 +22,10 @@ VOICES = "synth/voices"
 ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver to remove
 ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 CANCELS = "cancels"  # cast ids cancelled, for every worker to hear at once (cancels.py)
+# Capacity-aware admission: each worker's measured capacity and its casts' needs (hash: consumer
+# -> JSON), and the lock of the one worker at a time that notes queued casts' places (string).
+SYNTH_CAPACITY = "synth/capacity"
+QUEUE_CLERK = "synth/queue-clerk"
 GROUP = "synth"
 
 CAST_PREFIX = "pub/casts/"

@@ -194,11 +194,25 @@ class ModelSpeed:
 
     s_per_char: float = 0.0
     rtf: float = 0.0
+    audio_s_per_char: float = 0.0  # the audio a character of text makes (admission's estimates)
 
     def observe(self, seconds: float, chars: int, audio_s: float) -> None:
         self.s_per_char = _smooth(self.s_per_char, seconds / max(1, chars))
         if audio_s > 0:
             self.rtf = _smooth(self.rtf, seconds / audio_s)
+            self.audio_s_per_char = _smooth(self.audio_s_per_char, audio_s / max(1, chars))
+
+    @property
+    def capacity(self) -> float:
+        """Audio seconds the model makes per wall second (1 / RTF); 0 until measured."""
+        return 1.0 / self.rtf if self.rtf > 0 else 0.0
+
+    def audio_s(self, chars: int, speed: float = 1.0) -> float:
+        """About how much audio ``chars`` characters of text make: as measured, else at
+        SPOKEN_CHARS_PER_S (at ``speed``) until the model has made some."""
+        if self.audio_s_per_char > 0:
+            return chars * self.audio_s_per_char
+        return chars / SPOKEN_CHARS_PER_S / max(speed, 0.01)
 
     def first_chunk_s(self, listeners: int) -> float:
         """About how long a first chunk (a first clause, as long as it gets) takes, for

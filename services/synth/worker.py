@@ -43,6 +43,7 @@ from . import jobs, scheduler
 from .admission import Admitter
 from .cancelwatch import CancelWatch
 from .cast import job_key
+from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
 from .dispatcher import Dispatcher
@@ -88,6 +89,7 @@ class Worker:
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
         self.dispatcher = Dispatcher(crew, synthesizer, self.lanes)
+        self.clerk = QueueClerk(crew, getattr(synthesizer, "name", "model"))
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -100,6 +102,8 @@ class Worker:
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
         side.append(asyncio.create_task(self.cancels.run()))
+        if self.crew.cfg.admission == "capacity":  # the line's places and estimates (SYNTH_ADMISSION)
+            side.append(asyncio.create_task(self.clerk.run()))
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]
         try:
