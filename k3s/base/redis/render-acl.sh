@@ -72,6 +72,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
 # Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
+# Admission: each worker's capacity in synth/capacity; the queue clerk's lock synth/queue-clerk.
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
@@ -83,7 +84,8 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
     "(~archive/played +zscore +zrem)" \
-    "(~cancel/* ~cancels +exists +xread +xrevrange)"
+    "(~cancel/* ~cancels +exists +xread +xrevrange)" \
+    "(~synth/capacity ~synth/queue-clerk +hset +hgetall +hdel +set +get +pexpire)"
 # edge: the public read path only reads pub/casts/*. CLIENT UNBLOCK: a new listener wakes the
 # shared tail's blocking XREAD so that it reads the new cast too. archive/played: reads, batched.
 echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT +client|unblock" \
