@@ -1,6 +1,8 @@
 """Admission and recovery: jobs from the inboxes become active casts, or are settled at once.
 
-The admitter takes jobs only while the schedule has room (:func:`scheduler.admissible`): first
+The admitter takes jobs only while the worker has room: while the admitted casts' demand leaves
+room within the model's measured capacity (:mod:`synth.capacity`), or, with
+``SYNTH_ADMISSION=even``, while the schedule has room (:func:`scheduler.admissible`): first
 its own pending entries (a restart), then retries whose backoff ran out, then entries of dead
 workers (XAUTOCLAIM after the lease), then new ones; jobs begun elsewhere go on at once, up to
 ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
@@ -51,7 +53,7 @@ class Admitter:
         cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.inbox
         while not held.stopping:
             try:
-                room = self.room()
+                room = self.openings()
                 if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
                     begun = await inbox.take_begun(cfg.max_active - len(held.casts), held.active(inbox))
                     await self._admit_all(begun, inbox)
@@ -73,7 +75,7 @@ class Admitter:
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
                     await quietly(jobs.ensure_group(self.crew.redis))
 
-    def room(self) -> int:
+    def openings(self) -> int:
         """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
         for within the measured capacity (``SYNTH_ADMISSION=capacity``; re-checked each round,
         never beyond ``SYNTH_MAX_ACTIVE``), else today's even sharing up to ``SYNTH_CONCURRENCY``."""

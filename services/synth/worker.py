@@ -6,8 +6,10 @@ clock. Every job leaves through :class:`~synth.outcomes.Outcomes`, the only writ
 letters and receipts:
 
 - the *admitters* turn jobs into active casts, recovering each from its log
-  (:mod:`synth.admission`): whole-text jobs only while the schedule has room
-  (:func:`scheduler.admissible`), open casts up to ``SYNTH_MAX_LIVE``;
+  (:mod:`synth.admission`): whole-text jobs only while they fit the model's measured capacity
+  (:mod:`synth.capacity`), open casts up to ``SYNTH_MAX_LIVE``;
+- the *queue clerk* publishes this worker's capacity and, on one worker at a time, tells the casts
+  waiting in line their place and when they start (:mod:`synth.clerk`);
 - the *synth loop* picks the cast with the lowest lead and runs exactly one chunk of it on the
   model thread (:mod:`synth.dispatcher`);
 - two *append loops*, one per lane (:mod:`synth.lane`), encode the chunks on threads of their own
