@@ -15,7 +15,10 @@ CPU: its real-time factor and audio per character over the paragraph's chunks, a
 a tone of that length handed out after that RTF times its duration; five real paragraphs twice
 over take the real model ~10 minutes on 2 shared cores. ``--real`` runs the real model instead.
 
-    python bench/bench_overload.py [--threads 2] [--real]
+``--rtf`` paces the stand-in at a given speed instead (the results then go to
+``overload_rtf<RTF>.json``): the model's speed on this CPU moves with the other load on it.
+
+    python bench/bench_overload.py [--threads 2] [--real | --rtf 0.4]
 """
 
 from __future__ import annotations
@@ -189,6 +192,8 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--real", action="store_true", help="the real model on both sides, not a stand-in")
+    parser.add_argument("--rtf", type=float, default=None,
+                        help="the stand-in's real-time factor instead of the one measured now (a quieter machine's)")
     args = parser.parse_args()
     print("loading the model (onnx) ...", flush=True)
     real = load_synthesizer("onnx", threads=args.threads)
@@ -197,18 +202,22 @@ def main() -> None:
     rtf, per_char = measure_model(real, voice)
     print(f"the model here: RTF {rtf:.3f}, {per_char * 1000:.1f} ms of audio a character "
           f"(capacity {1 / rtf:.2f} audio s per s)", flush=True)
-    synth: Any = real if args.real else Paced(rtf, per_char, real.voices())
-    print(f"running both sides with {'the real model' if args.real else 'a stand-in at that speed'} ...", flush=True)
+    paced_rtf = args.rtf or rtf
+    synth: Any = real if args.real else Paced(paced_rtf, per_char, real.voices())
+    what = "the real model" if args.real else f"a stand-in at RTF {paced_rtf:.3f}"
+    print(f"running both sides with {what} ...", flush=True)
     sides = asyncio.run(run(synth, voice))
     ratios = report(sides)
     payload = {
-        "model": "real onnx" if args.real else "stand-in at the real model's measured speed",
-        "model_rtf": rtf, "audio_s_per_char": per_char, "threads": args.threads, "machine": machine(),
+        "model": "real onnx" if args.real else "stand-in (a tone of the real model's length, paced)",
+        "model_rtf": rtf, "run_rtf": rtf if args.real else paced_rtf, "audio_s_per_char": per_char,
+        "threads": args.threads, "machine": machine(),
         "casts": len(OPENINGS), "chars_per_cast": len(PARAGRAPH) + len("Fifth part. "),
         "ratios": ratios, **sides,
     }
-    write_results(RESULTS / "overload.json", payload)
-    print(f"\nwritten to {RESULTS / 'overload.json'}")
+    path = RESULTS / ("overload.json" if args.rtf is None else f"overload_rtf{args.rtf:g}.json")
+    write_results(path, payload)
+    print(f"\nwritten to {path}")
 
 
 if __name__ == "__main__":
