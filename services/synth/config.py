@@ -63,13 +63,15 @@ class SynthConfig(Settings):
     bitrate: int = setting("SYNTH_BITRATE", 48_000, gt=0, doc="MP3 bits per second (24 kHz mono)")
     # The schedule
     concurrency: int = setting("SYNTH_CONCURRENCY", 3, gt=0,
-                               doc="casts admitted while any of them is close to its listeners")
+                               doc="with `SYNTH_ADMISSION=even`: casts admitted while any of them is close to its "
+                                   "listeners")
     # 0: twice the cap, room for new casts while the admitted ones are well ahead.
     max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
                               doc="hard bound on casts held at once, reached only while every cast leads "
                                   "(`0`: twice `SYNTH_CONCURRENCY`)")
     lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0, ge=0,
-                                      doc="a cast this far ahead of its listeners leaves room to admit more")
+                                      doc="with `SYNTH_ADMISSION=even`: a cast this far ahead of its listeners "
+                                          "leaves room to admit more")
     # Capacity-aware admission (docs/design.md, "Admission within capacity")
     admission: Admission = setting("SYNTH_ADMISSION", "capacity", parse=str.lower, doc="`capacity`: admit a "
                                    "whole-text cast while the admitted casts' demand fits the model's measured "
