@@ -67,8 +67,8 @@ class SynthConfig(Settings):
                                    "listeners")
     # 0: twice the cap, room for new casts while the admitted ones are well ahead.
     max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
-                              doc="hard bound on casts held at once, reached only while every cast leads "
-                                  "(`0`: twice `SYNTH_CONCURRENCY`)")
+                              doc="hard bound on whole-text casts held at once, whatever the capacity (even "
+                                  "sharing reaches it only while every cast leads; `0`: twice `SYNTH_CONCURRENCY`)")
     lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0, ge=0,
                                       doc="with `SYNTH_ADMISSION=even`: a cast this far ahead of its listeners "
                                           "leaves room to admit more")
