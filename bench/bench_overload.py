@@ -16,7 +16,8 @@ a tone of that length handed out after that RTF times its duration; five real pa
 over take the real model ~10 minutes on 2 shared cores. ``--real`` runs the real model instead.
 
 ``--rtf`` paces the stand-in at a given speed instead (the results then go to
-``overload_rtf<RTF>.json``): the model's speed on this CPU moves with the other load on it.
+``overload_rtf<RTF>.json``; ``--real``'s to ``overload_real.json``): the model's speed on this
+CPU moves with the other load on it.
 
     python bench/bench_overload.py [--threads 2] [--real | --rtf 0.4]
 """
@@ -215,7 +216,8 @@ def main() -> None:
         "casts": len(OPENINGS), "chars_per_cast": len(PARAGRAPH) + len("Fifth part. "),
         "ratios": ratios, **sides,
     }
-    path = RESULTS / ("overload.json" if args.rtf is None else f"overload_rtf{args.rtf:g}.json")
+    name = "overload_real" if args.real else "overload" if args.rtf is None else f"overload_rtf{args.rtf:g}"
+    path = RESULTS / f"{name}.json"
     write_results(path, payload)
     print(f"\nwritten to {path}")
 
