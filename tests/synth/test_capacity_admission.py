@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
 from synth.capacity import Need, Pool, demand, forecast, room
+from synth.scheduler import ModelSpeed
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
 from tests.synth.test_worker_live import feed, open_cast
@@ -171,3 +172,15 @@ async def test_a_note_between_the_admitters_read_and_its_start_does_not_lose_the
     assert [e.kind for e in entries[:4]] == ["meta", "queue", "queue", "start"]
     assert isinstance(entries[-1].record, castlog.Eos) and any(isinstance(e.record, Audio) for e in entries)
     await asyncio.sleep(0)
+
+
+@pytest.mark.rule("admit-within-capacity")
+def test_capacity_follows_a_slowdown_at_once_and_a_speedup_slowly() -> None:
+    speed = ModelSpeed()
+    assert speed.capacity == 0  # nothing measured: admission takes one cast to measure it
+    speed.observe(0.5, 20, 1.0)
+    assert speed.capacity == pytest.approx(2.0)
+    speed.observe(1.0, 20, 1.0)  # the machine got busy: admission knows at once
+    assert speed.capacity == pytest.approx(1.0)
+    speed.observe(0.25, 20, 1.0)  # one fast chunk does not undo it
+    assert 1.0 < speed.capacity < 1.2
