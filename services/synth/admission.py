@@ -87,7 +87,8 @@ class Admitter:
             )
         needs = capacity.needs_of(casts.values(), crew.speed, crew.clock())
         free = cfg.max_active - sum(1 for c in casts.values() if not c.live)
-        return max(0, min(free, capacity.room(needs, crew.speed.capacity, cfg.admit_headroom)))
+        known = capacity.known_capacity(crew.speed, cfg.capacity_measure_s)
+        return max(0, min(free, capacity.room(needs, known, cfg.admit_headroom)))
 
     async def run_live(self) -> None:
         """Open casts: admitted while fewer than SYNTH_MAX_LIVE of those held have something to

@@ -57,6 +57,12 @@ class Holding(Protocol):
     def next_synth(self) -> int: ...
 
 
+def known_capacity(speed: ModelSpeed, measure_s: float) -> float:
+    """The worker's capacity once its model has made ``measure_s`` seconds of audio (a first
+    chunk alone says little: short chunks run at another speed); 0 (unknown) until then."""
+    return speed.capacity if speed.measured_s >= measure_s else 0.0
+
+
 def needs_of(casts: Iterable[Holding], speed: ModelSpeed, now: float) -> list[Need]:
     """The needs of the casts in hand: the audio their chunks not yet made will give (at the
     model's measured audio per character), and their leads (0 before the first audio)."""

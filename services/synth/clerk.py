@@ -74,11 +74,12 @@ class QueueClerk:
 
     async def publish(self) -> None:
         crew = self.crew
+        known = capacity.known_capacity(crew.speed, crew.cfg.capacity_measure_s)
         state = {
-            "backend": self.backend, "capacity": round(crew.speed.capacity, 4), "at": castlog.now_ms(),
+            "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
             "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in self.needs()],
         }
-        crew.metrics.capacity.set(crew.speed.capacity)
+        crew.metrics.capacity.set(known)
         crew.metrics.demand.set(sum(capacity.demand(n) for n in self.needs()))
         await crew.redis.hset(castlog.SYNTH_CAPACITY, crew.cfg.consumer, json.dumps(state))
         await crew.redis.pexpire(castlog.SYNTH_CAPACITY, int(crew.cfg.queue_note_s * 1000 * STALE_ROUNDS))

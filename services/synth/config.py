@@ -79,6 +79,9 @@ class SynthConfig(Settings):
                                    "estimate; `even`: admit up to `SYNTH_CONCURRENCY` and share the model evenly")
     admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.85, gt=0, doc="the share of its measured "
                                     "capacity (audio seconds per second) that a worker lets its casts' demand use")
+    capacity_measure_s: float = setting("SYNTH_CAPACITY_MEASURE_S", 10.0, ge=0, doc="audio a worker's model "
+                                        "makes before admission trusts its measured capacity (until then it admits "
+                                        "one cast at a time)")
     queue_note_s: float = setting("SYNTH_QUEUE_NOTE_S", 2.0, gt=0, doc="how often a worker publishes its capacity "
                                   "and the casts waiting in line get their place and estimate (a `queue` record, "
                                   "written when either changed)")

@@ -200,10 +200,12 @@ class ModelSpeed:
     # Admission's RTF: a slower chunk counts at once, faster ones a little at a time, so that a
     # moment of speed (a shared machine's other load pausing) does not admit what it cannot keep.
     slow_rtf: float = 0.0
+    measured_s: float = 0.0  # audio made since the worker started: how much the speed rests on
 
     def observe(self, seconds: float, chars: int, audio_s: float) -> None:
         self.s_per_char = _smooth(self.s_per_char, seconds / max(1, chars))
         if audio_s > 0:
+            self.measured_s += audio_s
             rtf = seconds / audio_s
             self.rtf = _smooth(self.rtf, rtf)
             self.slow_rtf = max(rtf, self.slow_rtf + RECOVER_WEIGHT * (rtf - self.slow_rtf))

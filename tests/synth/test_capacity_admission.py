@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
-from synth.capacity import Need, Pool, demand, forecast, room
+from synth.capacity import Need, Pool, demand, forecast, known_capacity, room
+from synth.config import SynthConfig
 from synth.scheduler import ModelSpeed
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -29,8 +30,9 @@ TEXTS = tuple(
 RTF = 0.5
 
 
-def slow_config(consumer: str = "test-worker") -> object:
-    return config(consumer, queue_note_s=0.2)
+def slow_config(consumer: str = "test-worker") -> SynthConfig:
+    # the stand-in's speed is flat: two seconds of its audio tell it
+    return config(consumer, queue_note_s=0.2, capacity_measure_s=2.0)
 
 
 # ---- the rule, pure ----------------------------------------------------------------------------
@@ -144,7 +146,8 @@ async def test_an_open_cast_is_not_queued_behind_whole_texts_and_speaks_first(
 @pytest.mark.rule("admit-within-capacity")
 async def test_two_workers_capacities_add_up(redis: Redis, store: CastStore) -> None:
     ids = [await submit(store, text) for text in TEXTS[:4]]
-    one, two = Worker(slow_config("w1"), redis, StandIn(rtf=RTF)), Worker(slow_config("w2"), redis, StandIn(rtf=RTF))
+    one = Worker(slow_config("w1"), redis, StandIn(rtf=RTF))
+    two = Worker(slow_config("w2"), redis, StandIn(rtf=RTF))
     async with running(one), running(two):
         logs = [await terminal(store, cast_id, timeout_s=120) for cast_id in ids]
     spans = [(started_at(e), e[-1].ts) for e in logs]
@@ -180,6 +183,8 @@ def test_capacity_follows_a_slowdown_at_once_and_a_speedup_slowly() -> None:
     assert speed.capacity == 0  # nothing measured: admission takes one cast to measure it
     speed.observe(0.5, 20, 1.0)
     assert speed.capacity == pytest.approx(2.0)
+    assert known_capacity(speed, 10.0) == 0  # one second of audio: not enough to admit on
+    assert known_capacity(speed, 1.0) == pytest.approx(2.0)
     speed.observe(1.0, 20, 1.0)  # the machine got busy: admission knows at once
     assert speed.capacity == pytest.approx(1.0)
     speed.observe(0.25, 20, 1.0)  # one fast chunk does not undo it

@@ -27,7 +27,7 @@ async def test_jobs_read_in_one_batch_each_get_their_first_clause_before_any_sec
     worker = Worker(config(), redis, synth)
     # A worker that has measured its (instant) model: its capacity admits the whole batch at once
     # (one that has not admits one cast until its first chunk is timed).
-    worker.crew.speed.observe(0.001, 20, 1.0)
+    worker.crew.speed.observe(0.01, 200, 10.0)
     async with running(worker):
         for cast_id in ids:
             await terminal(store, cast_id)
