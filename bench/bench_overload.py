@@ -19,6 +19,8 @@ over take the real model ~10 minutes on 2 shared cores. ``--real`` runs the real
 ``overload_rtf<RTF>.json``; ``--real``'s to ``overload_real.json``): the model's speed on this
 CPU moves with the other load on it.
 
+The worker's other settings come from the environment (``SYNTH_ADMIT_HEADROOM=0.7 python ...``).
+
     python bench/bench_overload.py [--threads 2] [--real | --rtf 0.4]
 """
 
@@ -107,7 +109,7 @@ async def one_side(redis: Redis, synth: Any, voice: str, admission: str) -> dict
     """The five casts through a fresh worker with ``admission``; per listener figures."""
     await redis.flushdb()
     store, reader = CastStore(redis), LogReader(redis)
-    cfg = replace(SynthConfig(consumer=f"overload-{admission}"), admission=admission)
+    cfg = replace(SynthConfig.from_env(), consumer=f"overload-{admission}", admission=admission)  # SYNTH_* apply
     worker = Worker(cfg, redis, synth)
     ids = []
     began = castlog.now_ms()
@@ -215,7 +217,7 @@ def main() -> None:
         "model_rtf": rtf, "run_rtf": rtf if args.real else paced_rtf, "audio_s_per_char": per_char,
         "threads": args.threads, "machine": machine(),
         "casts": len(OPENINGS), "chars_per_cast": len(PARAGRAPH) + len("Fifth part. "),
-        "ratios": ratios, **sides,
+        "admit_headroom": SynthConfig.from_env().admit_headroom, "ratios": ratios, **sides,
     }
     name = "overload_real" if args.real else "overload" if args.rtf is None else f"overload_rtf{args.rtf:g}"
     path = RESULTS / f"{name}.json"

@@ -77,7 +77,7 @@ class SynthConfig(Settings):
                                    "whole-text cast while the admitted casts' demand fits the model's measured "
                                    "capacity, the rest wait before their first audio with a place in line and an "
                                    "estimate; `even`: admit up to `SYNTH_CONCURRENCY` and share the model evenly")
-    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.85, gt=0, doc="the share of its measured "
+    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, doc="the share of its measured "
                                     "capacity (audio seconds per second) that a worker lets its casts' demand use")
     capacity_measure_s: float = setting("SYNTH_CAPACITY_MEASURE_S", 10.0, ge=0, doc="audio a worker's model "
                                         "makes before admission trusts its measured capacity (until then it admits "
