@@ -20,6 +20,10 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
    its duration. Demand is then below capacity: lowest-lead scheduling (the worker) against
    first come, first served (one cast at a time), for underruns and the longest first-audio wait.
 
+Parts 3-5 measure the schedule with all casts admitted at once (``SYNTH_ADMISSION=even``, as
+before capacity-aware admission; bench_overload.py sets the two admissions side by side); parts 1
+and 2, one cast each, run the default.
+
     python bench/bench_synth.py [--threads 2] [--rounds 3] [--gpu-rtf 0.2]     (a few minutes on 2 cores)
 """
 
@@ -37,7 +41,7 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
-from synth.config import SynthConfig
+from synth.config import Admission, SynthConfig
 from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word
@@ -89,13 +93,14 @@ class Bench:
     # ---- the worker ----------------------------------------------------------------------
 
     async def worker_casts(
-        self, bodies: list[str], *, until: str = "eos", concurrency: int | None = None
+        self, bodies: list[str], *, until: str = "eos", concurrency: int | None = None,
+        admission: Admission = "capacity",
     ) -> dict[str, list[Entry]]:
         """Submit ``bodies`` at once to a fresh worker (live casts at most ``concurrency``, by
-        default all of them); cast id -> log once each has its first audio (``until="audio"``,
-        then the worker is stopped) or its `eos`."""
+        default all of them, with ``admission="even"``); cast id -> log once each has its first
+        audio (``until="audio"``, then the worker is stopped) or its `eos`."""
         await self.redis.flushall()
-        cfg = replace(self.cfg, concurrency=concurrency or max(3, len(bodies)))
+        cfg = replace(self.cfg, concurrency=concurrency or max(3, len(bodies)), admission=admission)
         worker = Worker(cfg, self.redis, self.synth)
         task = asyncio.create_task(worker.run())
         ids = [await self.submit(body) for body in bodies]
@@ -254,7 +259,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     step("three concurrent casts")
     paced = PacedReplay(b.synth, gpu_rtf)
     mixed_model_s = sum(paced.record(text, b.voice) for text in MIXED)
-    logs = await b.worker_casts(list(MIXED))
+    logs = await b.worker_casts(list(MIXED), admission="even")
     capacity = sum(audio_ms(entries) for entries in logs.values()) / 1000 / mixed_model_s
     out["three_casts"] = three_casts_row("3 concurrent casts of different lengths", logs, capacity,
                                          await b.first_audio_s(logs))
@@ -262,7 +267,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     for users, bodies in ((1, [FOUR]), (3, list(MIXED))):
         step(f"naive vs StreamTTS, {users} user(s)")
         naive = await b.naive_ttfa(bodies)
-        stream = await b.first_audio_s(await b.worker_casts(bodies, until="audio"))
+        stream = await b.first_audio_s(await b.worker_casts(bodies, until="audio", admission="even"))
         out[f"naive_{users}_user"] = {
             "what": f"first audio, {users} user(s): StreamTTS vs naive (mean s)",
             "streamtts": statistics.mean(stream), "reference": statistics.mean(naive),
@@ -273,7 +278,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     gpu_capacity = 1 / gpu_rtf
     for label, concurrency in (("lowest lead", None), ("one at a time", 1)):
         step(f"the schedule at rtf {gpu_rtf:g}: {label}")
-        logs = await g.worker_casts(list(MIXED), concurrency=concurrency)
+        logs = await g.worker_casts(list(MIXED), concurrency=concurrency, admission="even")
         key = "gpu_lowest_lead" if concurrency is None else "gpu_one_at_a_time"
         out[key] = three_casts_row(f"3 casts at rtf {gpu_rtf:g} (paced replay), {label}", logs, gpu_capacity,
                                    await g.first_audio_s(logs))

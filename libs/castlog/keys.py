@@ -24,6 +24,10 @@ ARCHIVE_TRASH = "archive/trash"  # blob keys of deleted casts, for the archiver 
 ARCHIVE_PLAYED = "archive/played"  # sorted set: cast id -> ms of its last read
 CANCELS = "cancels"  # cast ids cancelled, for every worker to hear at once (cancels.py)
 DELETES = "deletes"  # the admin's deletes, for the workers to carry out (deletes.py): intake only adds
+# Capacity-aware admission: each worker's measured capacity and its casts' needs (hash: consumer
+# -> JSON), and the lock of the one worker at a time that notes queued casts' places (string).
+SYNTH_CAPACITY = "synth/capacity"
+QUEUE_CLERK = "synth/queue-clerk"
 GROUP = "synth"
 
 # Lanes: co-location of the keys one atomic step touches, for Redis Cluster (and the same layout

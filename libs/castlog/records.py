@@ -66,8 +66,17 @@ class Error(_Record, tag="error", frozen=True):
     attempts: int
 
 
-Record = Meta | Start | Audio | Eos | Error
-KINDS = {"meta", "start", "audio", "eos", "error"}
+class Queued(_Record, tag="queue", frozen=True):
+    """The cast waits before its first audio, for a worker with room for it: ``pos`` is its place
+    in line (1: next), ``eta_ms`` about how long until its audio starts (omitted while unknown).
+    Only before a ``start`` (or after an ``error``, the cast submitted again)."""
+
+    pos: int
+    eta_ms: int = -1  # -1 (omitted): no worker has measured its speed yet
+
+
+Record = Meta | Start | Audio | Eos | Error | Queued
+KINDS = {"meta", "start", "audio", "eos", "error", "queue"}
 TERMINAL = {"eos", "error"}
 
 

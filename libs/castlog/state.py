@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .records import Audio, Entry, Eos, Error, Meta, Start
+from .records import Audio, Entry, Eos, Error, Meta, Queued, Start
 
 Status = Literal["queued", "generating", "done", "error"]
 
@@ -43,6 +43,11 @@ class CastState:
     error: str | None = None
     cancelled: bool = False  # ended by a cancel: what was spoken, and no more
     tail: int = 0  # the next seq_num
+    # Waiting before its first audio (the last `queue` note): its place in line and about how long
+    # until its audio starts, as of `queue_at` (ms since the epoch, the note's stamp); None otherwise.
+    queue_position: int | None = None
+    starts_in_ms: int | None = None
+    queue_at: int = 0
     _audio: dict[int, int] = field(default_factory=dict)  # sentence index -> duration ms
 
     @property
@@ -71,6 +76,11 @@ class CastState:
             self.resume_from = record.resume_from
             self._audio = {i: d for i, d in self._audio.items() if i < record.resume_from}
             self.status, self.error = "generating", None
+            self.queue_position = self.starts_in_ms = None
+        elif isinstance(record, Queued):
+            self.status, self.error = "queued", None
+            self.queue_position, self.queue_at = record.pos, entry.ts
+            self.starts_in_ms = record.eta_ms if record.eta_ms >= 0 else None
         elif isinstance(record, Audio):
             self._audio[record.i] = record.d
             self.planned = max(self.planned, record.n)
@@ -78,6 +88,7 @@ class CastState:
         elif isinstance(record, Eos):
             self.planned = max(self.planned, record.sentences)  # a live cast's plan is final here
             self.status, self.cancelled = "done", record.cancelled
+            self.queue_position = self.starts_in_ms = None
         elif isinstance(record, Error):
             self.status, self.error = "error", record.reason
             self.attempts = max(self.attempts, record.attempts)

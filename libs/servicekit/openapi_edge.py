@@ -39,6 +39,9 @@ _STATE_NOTES = {
     "tail": "the next seq_num",
     "resume_from": "the first sentence index the latest attempt writes",
     "cancelled": "the cast was cut short by a cancel: it replays what was spoken",
+    "queue_position": "waiting before its first audio: its place in line (1: next); null otherwise",
+    "starts_in_ms": "waiting: about how long until its audio starts, as of queue_at (null: not known yet)",
+    "queue_at": "ms since the epoch when the place and estimate were noted (0: never queued)",
 }
 
 

@@ -39,6 +39,9 @@ async def cast_state(request: web.Request) -> web.Response:
         "error": s.error,
         "cancelled": s.cancelled,
         "tail": s.tail,
+        "queue_position": s.queue_position,
+        "starts_in_ms": s.starts_in_ms,
+        "queue_at": s.queue_at,
         "links": {
             "player": f"/c/{cast_id}",
             "audio": f"/api/casts/{cast_id}/audio.mp3",

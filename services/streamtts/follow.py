@@ -118,6 +118,17 @@ def follow(api: Api, cast_id: str, sink: AudioSink, *, planned: int, seq_num: in
     raise ClientError(f"the cast's event stream ended before its end; resume with `streamtts follow {cast_id}`")
 
 
+def waiting_line(state: CastState) -> str:
+    """A cast waiting in line before its first audio: its place and about when it starts (as the
+    worker's last `queue` note said; empty once it started)."""
+    if state.queue_position is None:
+        return ""
+    place = "next in line" if state.queue_position == 1 else f"number {state.queue_position} in line"
+    if state.starts_in_ms is None:
+        return f"queued: {place}"
+    return f"queued: {place}, starts in about {max(1, round(state.starts_in_ms / 1000))} s"
+
+
 def _apply(entry: Entry, state: CastState, mp3: AudioSink, progress: Progress, task: TaskID) -> Outcome | None:
     """Fold one record into the cast's state (castlog's fold, as every reader's) and the file."""
     state.add(entry)
@@ -127,7 +138,8 @@ def _apply(entry: Entry, state: CastState, mp3: AudioSink, progress: Progress, t
     elif isinstance(record, Audio):
         mp3.add(record.i, record.body)
     audio_s = state.audio_ms / 1000
-    progress.update(task, total=state.planned or None, completed=state.finished, audio=audio_s)
+    progress.update(task, total=state.planned or None, completed=state.finished, audio=audio_s,
+                    description=waiting_line(state) or "making")
     if is_terminal(record):
         return Outcome(state.status, state.finished, audio_s, state.error)
     return None

@@ -1,6 +1,8 @@
 """Admission and recovery: jobs from the inboxes become active casts, or are settled at once.
 
-The admitter takes jobs only while the schedule has room (:func:`scheduler.admissible`): first
+The admitter takes jobs only while the worker has room: while the admitted casts' demand leaves
+room within the model's measured capacity (:mod:`synth.capacity`), or, with
+``SYNTH_ADMISSION=even``, while the schedule has room (:func:`scheduler.admissible`): first
 its own pending entries (a restart), then retries whose backoff ran out, then entries of dead
 workers (XAUTOCLAIM after the lease), then new ones; jobs begun elsewhere go on at once, up to
 ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
@@ -23,7 +25,7 @@ from redis.exceptions import RedisError
 import castlog
 from castlog import SeqMismatch, Start
 
-from . import jobs, scheduler
+from . import capacity, jobs, scheduler
 from .cast import ActiveCast, Assignment, plan
 from .crew import Crew
 from .holdings import REDIS_RETRY_S, quietly, wait
@@ -33,6 +35,9 @@ from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
 from .scheduler import Admitted
 
 log = logging.getLogger(__name__)
+
+# Appends of `start` tried again when only the queue clerk's notes moved the tail meanwhile.
+NOTE_RETRIES = 3
 
 
 class Admitter:
@@ -48,13 +53,7 @@ class Admitter:
         cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.inbox
         while not held.stopping:
             try:
-                room = scheduler.admissible(
-                    [c.view() for c in held.casts.values() if not c.live],
-                    self.crew.clock(),
-                    cap=cfg.concurrency,
-                    max_active=cfg.max_active,
-                    threshold_s=cfg.lead_threshold_s,
-                )
+                room = self.openings()
                 if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
                     begun = await inbox.take_begun(cfg.max_active - len(held.casts), held.active(inbox))
                     await self._admit_all(begun, inbox)
@@ -75,6 +74,21 @@ class Admitter:
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
                     await quietly(jobs.ensure_group(self.crew.redis))
+
+    def openings(self) -> int:
+        """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
+        for within the measured capacity (``SYNTH_ADMISSION=capacity``; re-checked each round,
+        never beyond ``SYNTH_MAX_ACTIVE``), else today's even sharing up to ``SYNTH_CONCURRENCY``."""
+        crew, cfg, casts = self.crew, self.crew.cfg, self.crew.held.casts
+        if cfg.admission == "even":
+            return scheduler.admissible(
+                [c.view() for c in casts.values() if not c.live], crew.clock(),
+                cap=cfg.concurrency, max_active=cfg.max_active, threshold_s=cfg.lead_threshold_s,
+            )
+        needs = capacity.needs_of(casts.values(), crew.speed, crew.clock())
+        free = cfg.max_active - sum(1 for c in casts.values() if not c.live)
+        known = capacity.known_capacity(crew.speed, cfg.capacity_measure_s)
+        return max(0, min(free, capacity.room(needs, known, cfg.admit_headroom)))
 
     async def run_live(self) -> None:
         """Open casts: admitted while fewer than SYNTH_MAX_LIVE of those held have something to
@@ -171,10 +185,19 @@ class Admitter:
         """`start` the attempt in the log, then hold the cast (or finish it: only `eos` was missing)."""
         job = cast.job
         start = Start(attempt=cast.attempt, resume_from=cast.resume_from, at=castlog.now_ms())
-        try:
-            cast.tail = await self.crew.store.append(job.cast_id, cast.tail, [start])
-        except SeqMismatch as exc:
-            log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
+        for _ in range(NOTE_RETRIES):
+            try:
+                cast.tail = await self.crew.store.append(job.cast_id, cast.tail, [start])
+                break
+            except SeqMismatch as exc:
+                moved = await self.crew.reader.read(job.cast_id, cast.tail)
+                if not moved or any(e.kind != "queue" for e in moved):
+                    log.warning("cast %s moved while admitting (%s): another worker owns it", job.cast_id, exc)
+                    return
+                cast.tail = moved[-1].seq_num + 1  # only the clerk's `queue` notes came: start after them
+        else:
+            log.warning("cast %s: the queue clerk kept noting it while admitting; retrying later", job.cast_id)
+            self.outcomes.retry_soon(job.entry_id, self.crew.held.inbox_of(job))
             return
         self.crew.metrics.attempts.inc()
         log.info(
@@ -189,8 +212,9 @@ class Admitter:
 
 
 def _settled(job: Assignment, entries: list[castlog.Entry]) -> Settlement | None:
-    """How to settle the job at once when its cast's log already answers it (or there is none)."""
-    last = entries[-1] if entries else None
+    """How to settle the job at once when its cast's log already answers it (or there is none).
+    The clerk's `queue` notes answer nothing: the record before them decides."""
+    last = next((e for e in reversed(entries) if e.kind != "queue"), None)
     if last is None:
         return GiveUp("the cast has no log (was it deleted?)", job.deliveries, None)
     if last.kind == "eos":

@@ -18,6 +18,7 @@ from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, s
 Backend = Literal["auto", "onnx", "torch"]
 # LAME's quality scale (``-q``) runs from 0 (best, slowest) to this.
 MAX_LAME_QUALITY = 9
+Admission = Literal["capacity", "even"]
 
 
 def default_consumer() -> str:
@@ -78,13 +79,32 @@ class SynthConfig(Settings):
                                      "later chunks, encoded while the model works, take LAME's default `3`")
     # The schedule
     concurrency: int = setting("SYNTH_CONCURRENCY", 3, gt=0,
-                               doc="casts admitted while any of them is close to its listeners")
+                               doc="with `SYNTH_ADMISSION=even`: casts admitted while any of them is close to its "
+                                   "listeners")
     # 0: twice the cap, room for new casts while the admitted ones are well ahead.
     max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
-                              doc="hard bound on casts held at once, reached only while every cast leads "
-                                  "(`0`: twice `SYNTH_CONCURRENCY`)")
+                              doc="hard bound on whole-text casts held at once, whatever the capacity (even "
+                                  "sharing reaches it only while every cast leads; `0`: twice `SYNTH_CONCURRENCY`)")
     lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0, ge=0,
-                                      doc="a cast this far ahead of its listeners leaves room to admit more")
+                                      doc="with `SYNTH_ADMISSION=even`: a cast this far ahead of its listeners "
+                                          "leaves room to admit more")
+    # Capacity-aware admission (docs/design.md, "Admission within capacity")
+    admission: Admission = setting("SYNTH_ADMISSION", "capacity", parse=str.lower, doc="`capacity`: admit a "
+                                   "whole-text cast while the admitted casts' demand fits the model's measured "
+                                   "capacity, the rest wait before their first audio with a place in line and an "
+                                   "estimate; `even`: admit up to `SYNTH_CONCURRENCY` and share the model evenly")
+    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, doc="the share of its measured "
+                                    "capacity (audio seconds per second) that a worker lets its casts' demand use")
+    capacity_measure_s: float = setting("SYNTH_CAPACITY_MEASURE_S", 10.0, ge=0, doc="audio a worker's model "
+                                        "makes before admission trusts its measured capacity (until then it admits "
+                                        "one cast at a time)")
+    queue_note_s: float = setting("SYNTH_QUEUE_NOTE_S", 2.0, gt=0, doc="how often a worker publishes its capacity "
+                                  "and the casts waiting in line get their place and estimate (a `queue` record, "
+                                  "written when either changed)")
+    queue_notes_max: int = setting("SYNTH_QUEUE_NOTES_MAX", 100, gt=0, doc="the casts at the head of the line "
+                                   "that get a `queue` record each round (those behind wait unnoted)")
+    queue_horizon_s: float = setting("SYNTH_QUEUE_HORIZON_S", 3600.0, gt=0, doc="an estimate further out than "
+                                     "this is left out of the `queue` record")
     poll_s: float = setting("SYNTH_POLL_S", 1.0, gt=0, doc="longest blocking read of `jobs` (and of the "
                             "archiver's receipts); how often the admitter re-checks")
     # A first sentence the model reads within this (its measured RTF) goes whole; a longer one is cut
@@ -136,6 +156,8 @@ class SynthConfig(Settings):
         if self.max_active < self.concurrency:
             raise ConfigError("need SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY, not "
                               f"{self.max_active} < {self.concurrency}")
+        if self.admit_headroom > 1:  # beyond the measured capacity some listener stalls for sure
+            raise ConfigError(f"SYNTH_ADMIT_HEADROOM={self.admit_headroom!r} is out of range: it must be 1 or less")
 
     @property
     def lease_ms(self) -> int:

@@ -60,6 +60,14 @@ class SynthMetrics(ServiceMetrics):
             "streamtts_synth_audio_seconds", "Audio synthesized, in seconds, summed over chunks", registry=r,
         )
         self.active_casts = Gauge("streamtts_synth_active_casts", "Casts being synthesized now", registry=r)
+        self.capacity = Gauge(
+            "streamtts_synth_capacity_ratio", "Audio seconds the model makes per second (1 / its measured RTF)",
+            registry=r,
+        )
+        self.demand = Gauge(
+            "streamtts_synth_demand_ratio", "Audio seconds per second the admitted casts need so that no listener "
+            "stalls", registry=r,
+        )
         self.lead_seconds = Histogram(
             "streamtts_synth_lead_seconds",
             "Lead of the scheduled cast when it was picked (casts without audio yet are not observed)",

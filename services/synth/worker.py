@@ -6,8 +6,10 @@ clock. Every job leaves through :class:`~synth.outcomes.Outcomes`, the only writ
 letters and receipts:
 
 - the *admitters* turn jobs into active casts, recovering each from its log
-  (:mod:`synth.admission`): whole-text jobs only while the schedule has room
-  (:func:`scheduler.admissible`), open casts up to ``SYNTH_MAX_LIVE``;
+  (:mod:`synth.admission`): whole-text jobs only while they fit the model's measured capacity
+  (:mod:`synth.capacity`), open casts up to ``SYNTH_MAX_LIVE``;
+- the *queue clerk* publishes this worker's capacity and, on one worker at a time, tells the casts
+  waiting in line their place and when they start (:mod:`synth.clerk`);
 - the *synth loop* picks the cast with the lowest lead and runs exactly one chunk of it on the
   model thread (:mod:`synth.dispatcher`);
 - two *append loops*, one per lane (:mod:`synth.lane`), encode the chunks on threads of their own
@@ -46,6 +48,7 @@ from . import jobs, scheduler
 from .admission import Admitter
 from .cancelwatch import CancelWatch
 from .cast import job_key
+from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
 from .deletewatch import DeleteWatch
@@ -93,6 +96,7 @@ class Worker:
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
         self.dispatcher = Dispatcher(crew, synthesizer, self.lanes)
+        self.clerk = QueueClerk(crew, getattr(synthesizer, "name", "model"))
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -106,6 +110,8 @@ class Worker:
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
         side += [asyncio.create_task(self.cancels.run()), asyncio.create_task(self.deletes.run())]
         side += [asyncio.create_task(self._move_loop())]
+        if self.crew.cfg.admission == "capacity":  # the line's places and estimates (SYNTH_ADMISSION)
+            side.append(asyncio.create_task(self.clerk.run()))
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]
         try:

@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Error, Meta, Start, content_id
+from castlog import Audio, CastStore, Eos, Error, Meta, Queued, Start, content_id
 from tests.edge import test_edge_browser as pages
 from tests.edge import test_edge_shrunk_log as shrunk
 from tests.edge.edge_helpers import Cast, mp3_chunk
@@ -227,4 +227,32 @@ async def test_a_failed_cast_shows_its_error(site: tuple[TestServer, Any], brows
     s = await wait_for(page, "s['position'] > 300 and s['ended']", timeout_s=10)  # played what exists
     assert s["look"] == "play" and s["line"] == ""  # and waits for nothing
     assert await page.get_attribute("#status", "data-status") == "error"
+    await page.close()
+
+
+@pytest.mark.rule("queue-noted")
+async def test_a_queued_cast_says_its_place_and_starts_in_about_then_plays(
+    site: tuple[TestServer, Any], browser: Any, store: CastStore
+) -> None:
+    server, _ = site
+    text = " ".join(SENTENCES[:2]) + " queued"
+    cast = Cast(store, content_id(text, pages.VOICES[0]))
+    meta = Meta(title="Queued", voice=pages.VOICES[0], chars=len(text), sentences=2, created_at=0)
+    assert await store.submit(cast.id, text, pages.VOICES[0], meta) == "new"
+    cast.tail = 1
+    await cast.append(Queued(pos=2, eta_ms=12_000))  # the worker's note
+    page = await browser.new_page()
+    await page.goto(str(server.make_url(f"/c/{cast.id}")))
+    s = await wait_for(page, "'starts in about' in s['line']")
+    assert s["status"] == "queued" and s["line"].startswith("Queued: 2nd in line, starts in about "), s["line"]
+    seconds = int(s["line"].split("about ")[1].split(" s")[0])
+    assert 0 < seconds <= 12  # counted down from the note's stamp
+    shown = await page.inner_text("#waiting")  # on the page, before anyone pressed play
+    assert shown.startswith("Queued: 2nd in line, starts in about "), shown
+    await cast.append(Queued(pos=1, eta_ms=4_000))
+    s = await wait_for(page, "'next in line' in s['line']")
+    assert "starts in about" in s["line"]
+    await cast.append(Start(attempt=1, resume_from=0, at=0), *audio(SENTENCES, 0, 2))
+    s = await wait_for(page, "s['status'] == 'generating'")
+    assert "Queued" not in s["line"]
     await page.close()

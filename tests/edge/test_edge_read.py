@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, Error, Start
+from castlog import CastStore, Eos, Error, Queued, Start
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 
 TEXTS = [f"Sentence number {i}." for i in range(7)]
@@ -184,3 +184,28 @@ async def test_head_of_a_live_stream_answers_at_once(edge: TestClient[Any, Any],
     for path in ("events", "audio.mp3"):
         resp = await asyncio.wait_for(edge.head(f"/api/casts/{cid}/{path}"), 5)
         assert resp.status == 200, path
+
+
+@pytest.mark.rule("queue-noted")
+async def test_a_queued_casts_place_and_estimate_are_in_its_state_and_its_events(
+    edge: TestClient[Any, Any], store: CastStore
+) -> None:
+    cid = cast_id()
+    cast = Cast(store, cid)
+    await cast.submit(len(TEXTS))
+    await cast.append(Queued(pos=3, eta_ms=41_000))
+    state = await (await edge.get(f"/api/casts/{cid}")).json()
+    assert (state["status"], state["queue_position"], state["starts_in_ms"]) == ("queued", 3, 41_000)
+    assert state["queue_at"] > 0
+    await cast.append(Queued(pos=1))  # the place moved; no worker has measured its speed
+    state = await (await edge.get(f"/api/casts/{cid}")).json()
+    assert (state["queue_position"], state["starts_in_ms"]) == (1, None)
+    resp = await edge.get(f"/api/casts/{cid}/events")
+    reader = asyncio.create_task(read_events(resp))
+    await cast.append(Start(attempt=1, resume_from=0, at=0), *audio_records(TEXTS[:1], body_bytes=10))
+    await cast.append(Eos(sentences=1, audio_ms=1, attempts=1))
+    events = await reader
+    assert [e.event for e in events] == ["meta", "queue", "queue", "start", "audio", "eos"]
+    assert [e.json()["headers"] for e in events[1:3]] == [{"pos": 3, "eta_ms": 41_000}, {"pos": 1}]
+    state = await (await edge.get(f"/api/casts/{cid}")).json()
+    assert (state["status"], state["queue_position"], state["starts_in_ms"]) == ("done", None, None)

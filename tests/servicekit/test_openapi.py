@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from openapi_spec_validator import validate
 
-from castlog import Audio, CastState, Eos, Error, Meta, Record, Start, encode_headers
+from castlog import Audio, CastState, Eos, Error, Meta, Queued, Record, Start, encode_headers
 from servicekit.openapi import EdgeLimits, IntakeLimits, document
 
 INTAKE = IntakeLimits(max_chars=1000, max_title_chars=50, max_body_bytes=9000)
@@ -49,7 +49,7 @@ def test_each_document_is_fresh_data_sharing_nothing() -> None:
 
 def test_record_and_state_schemas_follow_castlogs_types() -> None:
     schemas = document()["components"]["schemas"]
-    assert schemas["Record"]["properties"]["kind"]["enum"] == ["meta", "start", "audio", "eos", "error"]
+    assert schemas["Record"]["properties"]["kind"]["enum"] == ["meta", "start", "audio", "eos", "error", "queue"]
     state = schemas["CastState"]
     public = [f.name for f in dataclasses.fields(CastState) if not f.name.startswith("_")]
     assert set(public) <= set(state["properties"]) and set(public) <= set(state["required"])
@@ -63,6 +63,7 @@ def test_record_and_state_schemas_follow_castlogs_types() -> None:
     Audio(i=0, t="Hello.", d=800, o=0, w=(("Hello", 0, 400),), body=b"mp3"),
     Eos(sentences=1, audio_ms=800, attempts=1),
     Error(reason="boom", attempts=3),
+    Queued(pos=2, eta_ms=12_000),
 ])
 def test_stored_headers_validate_against_their_generated_schema(record: Record) -> None:
     doc = document()

@@ -24,7 +24,11 @@ async def test_jobs_read_in_one_batch_each_get_their_first_clause_before_any_sec
 ) -> None:
     ids = [await submit(store, text) for text in TEXTS]  # queued before the worker reads: one batch
     synth = StandIn()  # instant: a second chunk would be ready long before the third admission
-    async with running(Worker(config(), redis, synth)):
+    worker = Worker(config(), redis, synth)
+    # A worker that has measured its (instant) model: its capacity admits the whole batch at once
+    # (one that has not admits one cast until its first chunk is timed).
+    worker.crew.speed.observe(0.01, 200, 10.0)
+    async with running(worker):
         for cast_id in ids:
             await terminal(store, cast_id)
     firsts = [castlog.split_text(text)[0] for text in TEXTS]

@@ -19,7 +19,7 @@ const DECODE_AHEAD_MS = 120000;  // decoded audio costs ~190 KB/s: decode 2 minu
 const KEEP_BEHIND_MS = 30000;  // and forget decoded audio further behind than this
 const CONTIGUOUS_MS = 5;  // sentences closer than this on the timeline are back to back
 const TICK_MS = 50;
-const KINDS = ["meta", "start", "audio", "eos", "error"];
+const KINDS = ["meta", "queue", "start", "audio", "eos", "error"];
 // Read-out speed before any audio is known: ms of audio per character of text (14 chars/s).
 const PRIOR_MS_PER_CHAR = 1000 / 14;
 
@@ -50,6 +50,8 @@ class Player {
     this.planned = 0;
     this.chars = 0;  // characters of the whole text (meta): the live total's plan
     this.status = "connecting";
+    this.queuePos = null;  // its place in line while queued (a `queue` record), and when it starts (ms)
+    this.startsAt = null;
     this.errorReason = null;
     this.done = false;
     this.lastSeq = -1;
@@ -85,7 +87,13 @@ class Player {
       this.planned = h.sentences;
       this.chars = h.chars || 0;
       this.status = "queued";
+    } else if (rec.kind === "queue") {
+      // The worker's note: its place in line and about when its audio starts (from the record's stamp).
+      this.status = "queued";
+      this.queuePos = h.pos;
+      this.startsAt = h.eta_ms === undefined || h.eta_ms < 0 ? null : rec.ts + h.eta_ms;
     } else if (rec.kind === "start") {
+      this.queuePos = null;
       this.status = "generating";
       this.done = false;
       this.errorReason = null;
@@ -167,11 +175,22 @@ class Player {
 
   // The line under the bar while sound is wanted and not there: which sentence is awaited.
   waitingLine() {
+    const queued = this.queueLine();
+    if (queued) return queued;  // said before any play: how long until there is something to hear
     if (!this.playing || !this.stalled || this.ended || ["error", "missing"].includes(this.status)) return "";
     if (this.status === "queued" || this.status === "connecting") return "Queued: waiting for a free worker…";
     const next = this.missingAhead();
     if (next < 0 || (this.planned && next >= this.planned)) return "Loading audio…";
     return this.planned ? `Generating sentence ${next + 1} of ${this.planned}…` : `Generating sentence ${next + 1}…`;
+  }
+
+  // A cast waiting in line before its first audio: its place and the estimate, counted down.
+  queueLine() {
+    if (this.status !== "queued" || this.queuePos == null) return "";
+    const place = this.queuePos === 1 ? "next in line" : `${ordinal(this.queuePos)} in line`;
+    if (this.startsAt == null) return `Queued: ${place}…`;
+    const s = Math.round((this.startsAt - Date.now()) / 1000);
+    return s >= 1 ? `Queued: ${place}, starts in about ${s} s` : `Queued: ${place}, starts in a moment`;
   }
 
   knownEdge() {  // the end of the audio generated so far, back to back from the start
@@ -502,6 +521,12 @@ class View {
 }
 
 // -- word timings: the word being spoken, in the current sentence -----------------------------
+
+const ordinal = (n) => {
+  const tens = n % 100, ones = n % 10;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[ones] || "th");
+  return `${n}${suffix}`;
+};
 
 const plainWord = (s) => s.toLowerCase().replace(/[^\p{L}\p{N}]/gu, "");
 

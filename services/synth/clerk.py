@@ -1,0 +1,178 @@
+"""The queue clerk: tells the casts waiting in line their place and when they will start.
+
+Every ``SYNTH_QUEUE_NOTE_S`` each worker publishes its measured capacity and its casts' needs in
+``synth/capacity`` (one field per consumer). One worker at a time (whoever holds the lock
+``synth/queue-clerk``) then reads the line, the jobs of ``jobs`` the group has not delivered yet,
+replays admission forward over every worker's published state (:func:`capacity.forecast`) and
+appends to each waiting cast's log a ``queue`` record (:class:`castlog.Queued`) with its place
+and about how long until its audio starts, when either moved since its last note. The append is
+conditional at the tail the clerk read and only follows `meta`, `queue` or `error`: a cast a
+worker has begun meanwhile keeps its `start` last. [R:queue-noted]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+
+import castlog
+from castlog import Queued, SeqMismatch
+from castlog.cuts import FIRST_WORDS_CHARS
+
+from . import capacity, jobs
+from .capacity import Need, Pool
+from .crew import Crew
+
+log = logging.getLogger(__name__)
+
+# A note is written again when its place changed, or when the new estimate differs from the old
+# one counted down (what a client shows) by more than this many seconds, or this share of it.
+DRIFT_S = 2.0
+DRIFT_SHARE = 0.15
+# A worker's published state older than this many rounds belongs to a worker that is gone.
+STALE_ROUNDS = 3
+# Kinds after which a cast still waits for its first `start` (an `error`: submitted again).
+WAITING_KINDS = {"meta", "queue", "error"}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One cast in line: its id, its place (1: next), and the audio its whole text makes."""
+
+    cast_id: str
+    pos: int
+    audio_s: float
+
+
+class QueueClerk:
+    """Publishes this worker's capacity; while it holds the lock, notes the line's places."""
+
+    def __init__(self, crew: Crew, backend: str) -> None:
+        self.crew, self.backend = crew, backend
+        self._audio_s: dict[str, float] = {}  # cast id -> its text's audio, read once from `meta`
+
+    async def run(self) -> None:
+        cfg = self.crew.cfg
+        while not self.crew.held.stopping:
+            try:
+                await self.publish()
+                if await self.elected():
+                    await self.note_line()
+            except RedisError as exc:
+                log.warning("queue clerk: Redis error (%s)", exc)
+            await asyncio.sleep(cfg.queue_note_s)
+
+    # ---- this worker's state --------------------------------------------------------------
+
+    def needs(self) -> list[Need]:
+        return capacity.needs_of(self.crew.held.casts.values(), self.crew.speed, self.crew.clock())
+
+    async def publish(self) -> None:
+        crew = self.crew
+        known = capacity.known_capacity(crew.speed, crew.cfg.capacity_measure_s)
+        state = {
+            "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
+            "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in self.needs()],
+        }
+        crew.metrics.capacity.set(known)
+        crew.metrics.demand.set(sum(capacity.demand(n) for n in self.needs()))
+        await crew.redis.hset(castlog.SYNTH_CAPACITY, crew.cfg.consumer, json.dumps(state))
+        await crew.redis.pexpire(castlog.SYNTH_CAPACITY, int(crew.cfg.queue_note_s * 1000 * STALE_ROUNDS))
+
+    async def elected(self) -> bool:
+        """Whether this worker is the clerk now (takes or keeps the lock for a few rounds)."""
+        redis, me = self.crew.redis, self.crew.cfg.consumer
+        ttl_ms = int(self.crew.cfg.queue_note_s * 1000 * STALE_ROUNDS)
+        if await redis.set(castlog.QUEUE_CLERK, me, nx=True, px=ttl_ms):
+            return True
+        owner = await redis.get(castlog.QUEUE_CLERK)
+        if owner is not None and jobs.as_str(owner) == me:
+            await redis.pexpire(castlog.QUEUE_CLERK, ttl_ms)
+            return True
+        return False
+
+    # ---- the line ---------------------------------------------------------------------------
+
+    async def pools(self) -> list[Pool]:
+        """Every live worker's capacity and needs, as published; those gone are dropped."""
+        redis, now = self.crew.redis, castlog.now_ms()
+        stale_ms = self.crew.cfg.queue_note_s * 1000 * STALE_ROUNDS
+        pools, gone = [], []
+        for consumer, raw in (await redis.hgetall(castlog.SYNTH_CAPACITY)).items():
+            try:
+                state = json.loads(raw)
+                if now - int(state["at"]) > stale_ms:
+                    gone.append(consumer)
+                    continue
+                needs = [Need(float(left), float(lead), bool(live)) for left, lead, live in state["needs"]]
+                pools.append(Pool(float(state["capacity"]), needs))
+            except (ValueError, KeyError, TypeError):
+                gone.append(consumer)  # not a worker's state: nobody reads it
+        if gone:
+            await redis.hdel(castlog.SYNTH_CAPACITY, *gone)
+        return pools
+
+    async def line(self) -> list[Waiting]:
+        """The casts waiting in line, first first: jobs the group has not delivered yet."""
+        redis = self.crew.redis
+        group = next((g for g in await redis.xinfo_groups(castlog.JOBS)
+                      if jobs.as_str(g["name"]) == castlog.GROUP), None)
+        if group is None:
+            return []
+        after = "(" + jobs.as_str(group["last-delivered-id"])
+        rows: Any = await redis.xrange(castlog.JOBS, min=after, count=self.crew.cfg.queue_notes_max)
+        out: list[Waiting] = []
+        for entry_id, fields in rows:
+            job = jobs.parse_job(jobs.as_str(entry_id), fields, 0)
+            if job is None or any(w.cast_id == job.cast_id for w in out):
+                continue
+            out.append(Waiting(job.cast_id, len(out) + 1, await self._audio_of(job.cast_id)))
+        self._audio_s = {w.cast_id: self._audio_s[w.cast_id] for w in out if w.cast_id in self._audio_s}
+        return out
+
+    async def _audio_of(self, cast_id: str) -> float:
+        if cast_id not in self._audio_s:
+            first = await self.crew.reader.read(cast_id, 0, 1)
+            meta = first[0].record if first else None
+            chars = meta.chars if isinstance(meta, castlog.Meta) else 0
+            speed = meta.speed if isinstance(meta, castlog.Meta) else 1.0
+            self._audio_s[cast_id] = self.crew.speed.audio_s(chars, speed)
+        return self._audio_s[cast_id]
+
+    async def note_line(self) -> None:
+        """Note each waiting cast's place and estimate where they moved."""
+        crew, cfg = self.crew, self.crew.cfg
+        waiting = await self.line()
+        if not waiting:
+            return
+        first_s = crew.speed.s_per_char * FIRST_WORDS_CHARS
+        starts = capacity.forecast(await self.pools(), [w.audio_s for w in waiting],
+                                   headroom=cfg.admit_headroom, first_s=first_s, horizon_s=cfg.queue_horizon_s)
+        for w, start in zip(waiting, starts):
+            await self._note(w, -1 if start is None else round(start * 1000))
+
+    async def _note(self, w: Waiting, eta_ms: int) -> None:
+        last = await self.crew.reader.last(w.cast_id, bodies=False)
+        if last is None or last.kind not in WAITING_KINDS:
+            return  # begun (or gone) meanwhile
+        if isinstance(last.record, Queued) and not _moved(last.record, last.ts, w.pos, eta_ms):
+            return
+        try:
+            await self.crew.store.append(w.cast_id, last.seq_num + 1, [Queued(pos=w.pos, eta_ms=eta_ms)])
+        except SeqMismatch:
+            pass  # a worker began it meanwhile: its `start` stands
+
+
+def _moved(old: Queued, noted_at_ms: int, pos: int, eta_ms: int) -> bool:
+    """Whether a new note says something a client counting the old one down would not show."""
+    if old.pos != pos or (old.eta_ms < 0) != (eta_ms < 0):
+        return True
+    if eta_ms < 0:
+        return False
+    shown = max(0, old.eta_ms - (castlog.now_ms() - noted_at_ms))
+    return abs(eta_ms - shown) > max(DRIFT_S * 1000, DRIFT_SHARE * eta_ms)
