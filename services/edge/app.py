@@ -11,7 +11,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import LogReader, RowCache, Tail
+from castlog import LogReader, RowCache, Tail, cancel_and_wait
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views
@@ -108,8 +108,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        renewals.cancel()
-        played.cancel()
+        await cancel_and_wait(renewals, played)
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
         await app[EDGE].durable.aclose()

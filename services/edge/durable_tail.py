@@ -21,7 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import choose_reads
+from castlog import cancel_and_wait, choose_reads
 from castlog.durable import DurableStreams, id_key
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,7 @@ class DurableTail:
                     waiter.woken.set_result(None)
         self.waiters.clear()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
         await self.blocking.aclose()
 
     @property

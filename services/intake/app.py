@@ -25,6 +25,7 @@ from castlog import (
     RateLimiter,
     RowCache,
     Tail,
+    cancel_and_wait,
 )
 from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
@@ -144,9 +145,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        for task in renewers:
-            task.cancel()
-        await asyncio.gather(*renewers, return_exceptions=True)
+        await cancel_and_wait(*renewers)
         await tail.stop()
         await conn.aclose()
     if blobs is not None:

@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, LiveStore, LogReader
+from castlog import CastStore, LiveStore, LogReader, cancel_and_wait
 from castlog.lanes import LaneMover
 from servicekit.connect import is_cluster
 
@@ -121,9 +121,7 @@ class Worker:
                 for task in done:
                     task.result()  # a loop ended by an exception is a bug: surface it
         finally:
-            for task in side + main:
-                task.cancel()
-            await asyncio.gather(*side, *main, return_exceptions=True)
+            await cancel_and_wait(*side, *main)  # a loop on a blocking read may outlive one cancel
             if self.stopping:
                 await self._hand_back()
             self.dispatcher.shutdown()
