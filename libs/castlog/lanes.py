@@ -123,15 +123,21 @@ class LaneMover:
         return out
 
     async def _move(self, rows: list[tuple[str, list[Any]]]) -> int:
-        moved = 0
+        """Re-add the jobs read to their target in arrival order across the lanes (entry ids are
+        Redis's clock: a burst of submits into several lanes is queued as it came, so admission's
+        first come, first served and the places in line hold; two lanes' jobs of one millisecond
+        may swap), then acknowledge and drop them."""
+        found: dict[str, list[tuple[tuple[int, int], str, Any, Any]]] = {}
         for stream, entries in rows:
-            entries = [(i, f) for i, f in entries if f]  # a deleted entry's hole
-            if not entries:
-                continue
-            target = self._target[stream]
+            for entry_id, fields in entries:
+                if fields:  # (a deleted entry's hole has none)
+                    found.setdefault(self._target[stream], []).append((_id_key(entry_id), stream, entry_id, fields))
+        moved = 0
+        for target, jobs in found.items():
+            jobs.sort(key=lambda job: job[0])
             # the re-adds and their WAIT on one connection (a cluster pipeline: one per node)
             pipe = self.redis.pipeline(transaction=False)
-            for _, fields in entries:
+            for _, _, _, fields in jobs:
                 pipe.xadd(target, fields)
             if self.replicas:
                 where = {} if self.single_redis else {"target_nodes": cast(RedisCluster, self.redis).get_node_from_key(target)}
@@ -139,13 +145,16 @@ class LaneMover:
             replies = await pipe.execute()
             if self.replicas and int(replies[-1]) < self.replicas:
                 continue  # not known to survive a failover: left pending, moved again later
-            ids = [i for i, _ in entries]
-            # the lane's slot: acknowledge and drop in one round trip (a transit, not a log)
+            by_lane: dict[str, list[Any]] = {}
+            for _, stream, entry_id, _ in jobs:
+                by_lane.setdefault(stream, []).append(entry_id)
+            # each lane's slot: acknowledge and drop in one round trip (a transit, not a log)
             pipe = self.redis.pipeline(transaction=False)
-            pipe.xack(stream, keys.LANE_GROUP, *ids)
-            pipe.xdel(stream, *ids)
+            for stream, ids in by_lane.items():
+                pipe.xack(stream, keys.LANE_GROUP, *ids)
+                pipe.xdel(stream, *ids)
             await pipe.execute()
-            moved += len(entries)
+            moved += len(jobs)
         return moved
 
 
@@ -181,6 +190,11 @@ async def lane_jobs(redis: Redis, *, live: bool = False) -> list[tuple[str, Any]
         stream = keys.jobs_live_lane_key(n) if live else keys.jobs_lane_key(n)
         out += [(stream, row) for row in list(await redis.xrange(stream) or ())]
     return out
+
+
+def _id_key(entry_id: bytes | str) -> tuple[int, int]:
+    ms, _, seq = _str(entry_id).partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _str(value: bytes | str) -> str:

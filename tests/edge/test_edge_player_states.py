@@ -253,6 +253,6 @@ async def test_a_queued_cast_says_its_place_and_starts_in_about_then_plays(
     s = await wait_for(page, "'next in line' in s['line']")
     assert "starts in about" in s["line"]
     await cast.append(Start(attempt=1, resume_from=0, at=0), *audio(SENTENCES, 0, 2))
-    s = await wait_for(page, "s['status'] == 'generating'")
-    assert "Queued" not in s["line"]
+    # the line is drawn on the player's next frame after the status moves: wait for both
+    s = await wait_for(page, "s['status'] == 'generating' and 'Queued' not in s['line']")
     await page.close()

@@ -30,6 +30,16 @@ TEXTS = tuple(
 RTF = 0.5
 
 
+async def submit_in_turn(store: CastStore, texts: tuple[str, ...]) -> list[str]:
+    """One after another, each in a millisecond of its own: jobs of two key lanes in the same
+    millisecond have no order between them (castlog/lanes.py), later ones do."""
+    ids = []
+    for text in texts:
+        ids.append(await submit(store, text))
+        await asyncio.sleep(0.002)
+    return ids
+
+
 def slow_config(consumer: str = "test-worker") -> SynthConfig:
     # the stand-in's speed is flat: two seconds of its audio tell it
     return config(consumer, queue_note_s=0.2, capacity_measure_s=2.0)
@@ -85,7 +95,7 @@ def notes(entries: list[Entry]) -> list[tuple[int, Queued]]:
 async def test_overload_admits_in_order_and_the_rest_wait_with_a_falling_place_and_estimate(
     redis: Redis, store: CastStore
 ) -> None:
-    ids = [await submit(store, text) for text in TEXTS]
+    ids = await submit_in_turn(store, TEXTS)
     worker = Worker(slow_config(), redis, StandIn(rtf=RTF))
     async with running(worker):
         await wait_until(lambda: has_audio(store, ids[0], 1))
@@ -116,7 +126,7 @@ async def test_overload_admits_in_order_and_the_rest_wait_with_a_falling_place_a
 async def test_even_sharing_setting_admits_up_to_the_concurrency_at_once_without_notes(
     redis: Redis, store: CastStore
 ) -> None:
-    ids = [await submit(store, text) for text in TEXTS[:4]]
+    ids = await submit_in_turn(store, TEXTS[:4])
     worker = Worker(config(admission="even", concurrency=3), redis, StandIn(rtf=0.05))
     async with running(worker):
         logs = [await terminal(store, cast_id) for cast_id in ids]
@@ -129,7 +139,7 @@ async def test_even_sharing_setting_admits_up_to_the_concurrency_at_once_without
 async def test_an_open_cast_is_not_queued_behind_whole_texts_and_speaks_first(
     redis: Redis, store: CastStore
 ) -> None:
-    ids = [await submit(store, text) for text in TEXTS[:4]]
+    ids = await submit_in_turn(store, TEXTS[:4])
     async with running(Worker(slow_config(), redis, StandIn(rtf=RTF))):
         await wait_until(lambda: has_audio(store, ids[0], 2))
         live, live_id = await open_cast(redis)
@@ -145,7 +155,7 @@ async def test_an_open_cast_is_not_queued_behind_whole_texts_and_speaks_first(
 
 @pytest.mark.rule("admit-within-capacity")
 async def test_two_workers_capacities_add_up(redis: Redis, store: CastStore) -> None:
-    ids = [await submit(store, text) for text in TEXTS[:4]]
+    ids = await submit_in_turn(store, TEXTS[:4])
     one = Worker(slow_config("w1"), redis, StandIn(rtf=RTF))
     two = Worker(slow_config("w2"), redis, StandIn(rtf=RTF))
     async with running(one), running(two):
