@@ -160,10 +160,13 @@ async def test_two_workers_capacities_add_up(redis: Redis, store: CastStore) -> 
     two = Worker(slow_config("w2"), redis, StandIn(rtf=RTF))
     async with running(one), running(two):
         logs = [await terminal(store, cast_id, timeout_s=120) for cast_id in ids]
+        assert await redis.hlen(castlog.SYNTH_CAPACITY) == 2  # each published its own capacity
+        assert await redis.get(castlog.QUEUE_CLERK) in (b"w1", b"w2")  # one of them notes the line
     spans = [(started_at(e), e[-1].ts) for e in logs]
     assert any(sum(1 for a, b in spans if a <= s < b) >= 2 for s, _ in spans), spans  # type: ignore[operator]
     assert all(s is not None for s, _ in spans)
-    assert await redis.hlen(castlog.SYNTH_CAPACITY) == 2  # each published its own capacity
+    # stopped: neither counts in a forecast any more, and the clerk's lock is free at once
+    assert await redis.exists(castlog.SYNTH_CAPACITY, castlog.QUEUE_CLERK) == 0
 
 
 async def test_a_note_between_the_admitters_read_and_its_start_does_not_lose_the_cast(
