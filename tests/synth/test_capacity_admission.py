@@ -202,3 +202,13 @@ def test_capacity_follows_a_slowdown_at_once_and_a_speedup_slowly() -> None:
     assert speed.capacity == pytest.approx(1.0)
     speed.observe(0.25, 20, 1.0)  # one fast chunk does not undo it
     assert 1.0 < speed.capacity < 1.2
+
+
+@pytest.mark.rule("admit-within-capacity")
+def test_the_audio_a_text_will_make_counts_its_speed() -> None:
+    speed = ModelSpeed()
+    assert speed.audio_s(30, 2.0) == pytest.approx(speed.audio_s(30) / 2)  # before any chunk
+    speed.observe(0.5, 20, 1.0, speed=2.0)  # 20 characters read at twice the speed: a second
+    assert speed.audio_s(20) == pytest.approx(2.0)  # at speed 1, twice that
+    assert speed.audio_s(20, 2.0) == pytest.approx(1.0)
+    assert speed.audio_s(20, 0.5) == pytest.approx(4.0)  # a slow reader's text makes more to wait for
