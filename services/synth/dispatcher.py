@@ -95,7 +95,7 @@ class Dispatcher:
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             started = crew.clock()
             try:
-                speed = cast.open_text.speed if cast.open_text else cast.speed
+                speed = cast.reading_speed
                 behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
                 read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
                 encode = encoder(crew.cfg, cast, index) if first else None

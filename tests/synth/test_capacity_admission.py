@@ -12,8 +12,10 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
-from synth.capacity import Need, Pool, demand, forecast, known_capacity, room
+from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_of, room
+from synth.cast import ActiveCast, Assignment, OpenText
 from synth.config import SynthConfig
+from synth.livechunks import LiveChunks
 from synth.scheduler import ModelSpeed
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -212,3 +214,10 @@ def test_the_audio_a_text_will_make_counts_its_speed() -> None:
     assert speed.audio_s(20) == pytest.approx(2.0)  # at speed 1, twice that
     assert speed.audio_s(20, 2.0) == pytest.approx(1.0)
     assert speed.audio_s(20, 0.5) == pytest.approx(4.0)  # a slow reader's text makes more to wait for
+    # an open cast is read at its recipe's speed, which its `meta` does not carry
+    job = Assignment("1-0", "c" * 16, 0, 1, castlog.JOBS_LIVE)
+    whole = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
+                       offset_ms=0, first_audio_ts=None, speed=0.5)
+    live = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
+                      offset_ms=0, first_audio_ts=None, open_text=OpenText(LiveChunks(), speed=2.0))
+    assert [n.left_s for n in needs_of([whole, live], speed, 0.0)] == pytest.approx([4.0, 1.0])
