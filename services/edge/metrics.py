@@ -6,8 +6,6 @@ servicekit's shape: a class per app on its own registry, so that several apps in
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client import CollectorRegistry, Counter
 
 from servicekit import RequestCounter, ServiceMetrics
@@ -36,9 +34,3 @@ class EdgeMetrics(ServiceMetrics):
         self.rate_limited = Counter(
             "streamtts_edge_rate_limited_total", "requests answered 429", registry=r,
         )
-
-    def observe_delivery(self, ts_ms: int, now_s: float | None = None) -> None:
-        """The latency of one written record; ``ts_ms`` is its append time on Redis's clock."""
-        if ts_ms > 0:
-            now = time.time() if now_s is None else now_s
-            self.delivery.observe(max(0.0, now - ts_ms / 1000))

@@ -50,7 +50,7 @@ class Holding(Protocol):
     @property
     def closed(self) -> bool: ...
     @property
-    def speed(self) -> float: ...
+    def reading_speed(self) -> float: ...
     @property
     def chunks(self) -> list[str]: ...
     @property
@@ -70,7 +70,7 @@ def needs_of(casts: Iterable[Holding], speed: ModelSpeed, now: float) -> list[Ne
     for cast in casts:
         if cast.closed:
             continue
-        left = speed.audio_s(sum(len(c) for c in cast.chunks[cast.next_synth:]), cast.speed)
+        left = speed.audio_s(sum(len(c) for c in cast.chunks[cast.next_synth:]), cast.reading_speed)
         lead = cast.pace.lead(now)
         out.append(Need(left, lead if math.isfinite(lead) else 0.0, cast.live))
     return out

@@ -120,6 +120,11 @@ class ActiveCast:
         return self.live and not self.closed and self.next_append < len(self.chunks)
 
     @property
+    def reading_speed(self) -> float:
+        """The speed its chunks are read at: an open cast's from its recipe, else its `meta`'s."""
+        return self.open_text.speed if self.open_text is not None else self.speed
+
+    @property
     def client(self) -> str:
         """Which client this cast's chunks count for, round robin among open casts: its opener's tag; a cast opened
         without one (before tags, or a whole text) counts as a client of its own."""

@@ -39,6 +39,21 @@ STALE_ROUNDS = 3
 # Kinds after which a cast still waits for its first `start` (an `error`: submitted again).
 WAITING_KINDS = {"meta", "queue", "error"}
 
+# KEYS[1]: the clerk's lock; ARGV[1]: this worker, ARGV[2]: how long it holds (ms). Taken when
+# free, kept when ours, in one step: between a GET and a PEXPIRE the lock could pass to another
+# worker, whose lease this one would then stretch while both noted the line.
+ELECT = """
+local owner = redis.call('GET', KEYS[1])
+if owner and owner ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+# The lock let go at a stop, when ours: another worker notes the line at its next round.
+RESIGN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 
 @dataclass(frozen=True)
 class Waiting:
@@ -55,6 +70,8 @@ class QueueClerk:
     def __init__(self, crew: Crew, backend: str) -> None:
         self.crew, self.backend = crew, backend
         self._audio_s: dict[str, float] = {}  # cast id -> its text's audio, read once from `meta`
+        self._elect = crew.redis.register_script(ELECT)
+        self._resign = crew.redis.register_script(RESIGN)
 
     async def run(self) -> None:
         cfg = self.crew.cfg
@@ -75,26 +92,26 @@ class QueueClerk:
     async def publish(self) -> None:
         crew = self.crew
         known = capacity.known_capacity(crew.speed, crew.cfg.capacity_measure_s)
+        needs = self.needs()
         state = {
             "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
-            "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in self.needs()],
+            "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in needs],
         }
         crew.metrics.capacity.set(known)
-        crew.metrics.demand.set(sum(capacity.demand(n) for n in self.needs()))
+        crew.metrics.demand.set(sum(capacity.demand(n) for n in needs))
         await crew.redis.hset(castlog.SYNTH_CAPACITY, crew.cfg.consumer, json.dumps(state))
         await crew.redis.pexpire(castlog.SYNTH_CAPACITY, int(crew.cfg.queue_note_s * 1000 * STALE_ROUNDS))
 
     async def elected(self) -> bool:
         """Whether this worker is the clerk now (takes or keeps the lock for a few rounds)."""
-        redis, me = self.crew.redis, self.crew.cfg.consumer
         ttl_ms = int(self.crew.cfg.queue_note_s * 1000 * STALE_ROUNDS)
-        if await redis.set(castlog.QUEUE_CLERK, me, nx=True, px=ttl_ms):
-            return True
-        owner = await redis.get(castlog.QUEUE_CLERK)
-        if owner is not None and jobs.as_str(owner) == me:
-            await redis.pexpire(castlog.QUEUE_CLERK, ttl_ms)
-            return True
-        return False
+        return bool(await self._elect(keys=[castlog.QUEUE_CLERK], args=[self.crew.cfg.consumer, ttl_ms]))
+
+    async def resign(self) -> None:
+        """At a stop: this worker's capacity withdrawn and the lock let go (when ours), so that the
+        line is not forecast with a worker gone, nor left unnoted, for the rounds they would stand."""
+        await self.crew.redis.hdel(castlog.SYNTH_CAPACITY, self.crew.cfg.consumer)
+        await self._resign(keys=[castlog.QUEUE_CLERK], args=[self.crew.cfg.consumer])
 
     # ---- the line ---------------------------------------------------------------------------
 

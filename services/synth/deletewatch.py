@@ -40,9 +40,12 @@ class DeleteWatch:
                 # A short read, then a sleep, not a blocking read: deletes are rare (intake waits
                 # seconds for one), and a task cancelled in a blocked XREAD can hang redis-py's
                 # client (it swallows the first cancel now and then), so the worker's stop could.
-                self.after, requests = await read_deletes(self.redis, self.after, count=DELETE_BATCH)
+                after, requests = await read_deletes(self.redis, self.after, count=DELETE_BATCH)
                 for request in requests:
                     await self.carry_out(request)
+                # Past a batch only once it is carried out: one that a Redis error cut short is
+                # read again (a delete is idempotent), never skipped.
+                self.after = after
                 if len(requests) < DELETE_BATCH:
                     await asyncio.sleep(self.poll_s)
             except RedisError as exc:

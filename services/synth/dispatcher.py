@@ -95,7 +95,7 @@ class Dispatcher:
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             started = crew.clock()
             try:
-                speed = cast.open_text.speed if cast.open_text else cast.speed
+                speed = cast.reading_speed
                 behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
                 read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
                 encode = encoder(crew.cfg, cast, index) if first else None
@@ -108,7 +108,7 @@ class Dispatcher:
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE)
+            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s)
             if encoded is None:
@@ -144,9 +144,9 @@ class Dispatcher:
         whole, live = self.lanes
         return live if cast.live else whole
 
-    def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float) -> None:
-        """The model's speed on this chunk: for the schedule, the metrics and the receipt."""
-        self.crew.speed.observe(took, chars, audio_s)
+    def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float) -> None:
+        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the receipt."""
+        self.crew.speed.observe(took, chars, audio_s, speed)
         metrics = self.crew.metrics
         metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:

@@ -196,20 +196,22 @@ class ModelSpeed:
 
     s_per_char: float = 0.0
     rtf: float = 0.0
-    audio_s_per_char: float = 0.0  # the audio a character of text makes (admission's estimates)
+    audio_s_per_char: float = 0.0  # the audio a character makes at speed 1 (admission's estimates)
     # Admission's RTF: a slower chunk counts at once, faster ones a little at a time, so that a
     # moment of speed (a shared machine's other load pausing) does not admit what it cannot keep.
     slow_rtf: float = 0.0
     measured_s: float = 0.0  # audio made since the worker started: how much the speed rests on
 
-    def observe(self, seconds: float, chars: int, audio_s: float) -> None:
+    def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0) -> None:
+        """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``."""
         self.s_per_char = _smooth(self.s_per_char, seconds / max(1, chars))
         if audio_s > 0:
             self.measured_s += audio_s
             rtf = seconds / audio_s
             self.rtf = _smooth(self.rtf, rtf)
             self.slow_rtf = max(rtf, self.slow_rtf + RECOVER_WEIGHT * (rtf - self.slow_rtf))
-            self.audio_s_per_char = _smooth(self.audio_s_per_char, audio_s / max(1, chars))
+            # at speed 1: a cast read at another speed makes its audio at that rate
+            self.audio_s_per_char = _smooth(self.audio_s_per_char, audio_s * speed / max(1, chars))
 
     @property
     def capacity(self) -> float:
@@ -217,11 +219,10 @@ class ModelSpeed:
         return 1.0 / self.slow_rtf if self.slow_rtf > 0 else 0.0
 
     def audio_s(self, chars: int, speed: float = 1.0) -> float:
-        """About how much audio ``chars`` characters of text make: as measured, else at
-        SPOKEN_CHARS_PER_S (at ``speed``) until the model has made some."""
-        if self.audio_s_per_char > 0:
-            return chars * self.audio_s_per_char
-        return chars / SPOKEN_CHARS_PER_S / max(speed, 0.01)
+        """About how much audio ``chars`` characters of text make at ``speed``: as measured, else
+        at SPOKEN_CHARS_PER_S until the model has made some."""
+        per_char = self.audio_s_per_char or 1 / SPOKEN_CHARS_PER_S
+        return chars * per_char / max(speed, 0.01)
 
     def first_chunk_s(self, listeners: int) -> float:
         """About how long a first chunk (a first clause, as long as it gets) takes, for

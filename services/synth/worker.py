@@ -53,7 +53,7 @@ from .config import SynthConfig
 from .crew import Crew
 from .deletewatch import DeleteWatch
 from .dispatcher import Dispatcher
-from .holdings import REDIS_RETRY_S, Holdings
+from .holdings import REDIS_RETRY_S, Holdings, quietly
 from .inbox import Inbox
 from .lane import Lane
 from .livefeed import LiveFeed
@@ -124,6 +124,8 @@ class Worker:
             await cancel_and_wait(*side, *main)  # a loop on a blocking read may outlive one cancel
             if self.stopping:
                 await self._hand_back()
+                if self.crew.cfg.admission == "capacity":
+                    await quietly(self.clerk.resign())
             self.dispatcher.shutdown()
             for lane in self.lanes:
                 lane.shutdown()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from blobstore import BlobStore
 from castlog import (
@@ -19,10 +20,12 @@ from castlog import (
     CastStore,
     DeleteRequest,
     archive,
+    cancel_and_wait,
     cast_key,
     catalog_key,
     delete_proof,
     lane_jobs_of,
+    last_delete,
     read_jobs,
 )
 from intake import Config, create_app
@@ -132,6 +135,35 @@ async def test_a_delete_request_without_the_admin_tokens_proof_deletes_nothing(r
     blind = DeleteWatch(redis, None, poll_s=0.05)  # no STREAMTTS_ADMIN_TOKEN: nothing is proven
     assert not await blind.carry_out(DeleteRequest(id=kept.id, proof=delete_proof(TOKEN, kept.id)))
     assert await redis.exists(cast_key(kept.id)) == 1
+
+
+class FlakyWatch(DeleteWatch):
+    """A delete watch whose first delete meets a Redis failure (the connection lost mid-batch)."""
+
+    failed = False
+
+    async def carry_out(self, request: DeleteRequest | None) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise RedisError("connection lost")
+        return await super().carry_out(request)
+
+
+@pytest.mark.rule("delete-by-worker")
+async def test_a_batch_a_redis_error_cut_short_is_read_again(redis: Redis, store: CastStore) -> None:
+    """A Redis error while carrying out a batch of requests leaves none of it skipped."""
+    first, second = await finished(store, 1), await finished(store, 2)
+    watch = FlakyWatch(redis, TOKEN, poll_s=0.05)
+    watch.after = await last_delete(redis)
+    for cast_id in (first.id, second.id):
+        await redis.xadd(DELETES, {"id": cast_id, "proof": delete_proof(TOKEN, cast_id)})
+    task = asyncio.create_task(watch.run())
+    try:
+        await wait_until(lambda: _gone(redis, first.id))
+        await wait_until(lambda: _gone(redis, second.id))
+    finally:
+        await cancel_and_wait(task)
+    assert watch.failed
 
 
 async def _gone(redis: Redis, cast_id: str) -> bool:

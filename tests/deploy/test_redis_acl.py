@@ -23,6 +23,7 @@ from redis.retry import Retry
 import castlog
 from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
+from synth import clerk
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
@@ -212,6 +213,16 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     synth.xadd("synth/voices", {"voices": "af_heart"}, maxlen=100, approximate=True)
     assert synth.xack("jobs", "synth", job_id) == 1
     assert synth.info("memory")["used_memory"] > 0
+    # capacity admission: its published state, and the queue clerk's lock, taken, kept, let go
+    synth.hset(castlog.SYNTH_CAPACITY, "worker-1", "{}")
+    synth.pexpire(castlog.SYNTH_CAPACITY, 6000)
+    assert synth.hgetall(castlog.SYNTH_CAPACITY) and synth.hdel(castlog.SYNTH_CAPACITY, "worker-1") == 1
+    elect, resign = synth.register_script(clerk.ELECT), synth.register_script(clerk.RESIGN)
+    assert elect(keys=[castlog.QUEUE_CLERK], args=["worker-1", 6000]) == 1
+    assert elect(keys=[castlog.QUEUE_CLERK], args=["worker-1", 6000]) == 1  # kept
+    assert elect(keys=[castlog.QUEUE_CLERK], args=["worker-2", 6000]) == 0  # another's
+    assert resign(keys=[castlog.QUEUE_CLERK], args=["worker-2"]) == 0
+    assert resign(keys=[castlog.QUEUE_CLERK], args=["worker-1"]) == 1
 
 
 def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:

@@ -12,8 +12,10 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
-from synth.capacity import Need, Pool, demand, forecast, known_capacity, room
+from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_of, room
+from synth.cast import ActiveCast, Assignment, OpenText
 from synth.config import SynthConfig
+from synth.livechunks import LiveChunks
 from synth.scheduler import ModelSpeed
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -160,10 +162,13 @@ async def test_two_workers_capacities_add_up(redis: Redis, store: CastStore) -> 
     two = Worker(slow_config("w2"), redis, StandIn(rtf=RTF))
     async with running(one), running(two):
         logs = [await terminal(store, cast_id, timeout_s=120) for cast_id in ids]
+        assert await redis.hlen(castlog.SYNTH_CAPACITY) == 2  # each published its own capacity
+        assert await redis.get(castlog.QUEUE_CLERK) in (b"w1", b"w2")  # one of them notes the line
     spans = [(started_at(e), e[-1].ts) for e in logs]
     assert any(sum(1 for a, b in spans if a <= s < b) >= 2 for s, _ in spans), spans  # type: ignore[operator]
     assert all(s is not None for s, _ in spans)
-    assert await redis.hlen(castlog.SYNTH_CAPACITY) == 2  # each published its own capacity
+    # stopped: neither counts in a forecast any more, and the clerk's lock is free at once
+    assert await redis.exists(castlog.SYNTH_CAPACITY, castlog.QUEUE_CLERK) == 0
 
 
 async def test_a_note_between_the_admitters_read_and_its_start_does_not_lose_the_cast(
@@ -199,3 +204,20 @@ def test_capacity_follows_a_slowdown_at_once_and_a_speedup_slowly() -> None:
     assert speed.capacity == pytest.approx(1.0)
     speed.observe(0.25, 20, 1.0)  # one fast chunk does not undo it
     assert 1.0 < speed.capacity < 1.2
+
+
+@pytest.mark.rule("admit-within-capacity")
+def test_the_audio_a_text_will_make_counts_its_speed() -> None:
+    speed = ModelSpeed()
+    assert speed.audio_s(30, 2.0) == pytest.approx(speed.audio_s(30) / 2)  # before any chunk
+    speed.observe(0.5, 20, 1.0, speed=2.0)  # 20 characters read at twice the speed: a second
+    assert speed.audio_s(20) == pytest.approx(2.0)  # at speed 1, twice that
+    assert speed.audio_s(20, 2.0) == pytest.approx(1.0)
+    assert speed.audio_s(20, 0.5) == pytest.approx(4.0)  # a slow reader's text makes more to wait for
+    # an open cast is read at its recipe's speed, which its `meta` does not carry
+    job = Assignment("1-0", "c" * 16, 0, 1, castlog.JOBS_LIVE)
+    whole = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
+                       offset_ms=0, first_audio_ts=None, speed=0.5)
+    live = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
+                      offset_ms=0, first_audio_ts=None, open_text=OpenText(LiveChunks(), speed=2.0))
+    assert [n.left_s for n in needs_of([whole, live], speed, 0.0)] == pytest.approx([4.0, 1.0])
