@@ -99,6 +99,14 @@ async def test_a_header_that_is_not_json_is_refused(make_client: MakeClient) -> 
     await _refused_with(reader, writer, "bad_frame")
 
 
+async def test_json_nested_past_the_parsers_depth_is_refused(make_client: MakeClient) -> None:
+    port = await _serve(make_client)
+    reader, writer = await _connect(port)
+    data = b"[" * 10_000  # within INTAKE_WYOMING_MAX_DATA_BYTES, deeper than json's recursion
+    writer.write(json.dumps({"type": "synthesize", "data_length": len(data)}).encode() + b"\n" + data)
+    await _refused_with(reader, writer, "bad_frame")
+
+
 async def test_a_payload_within_its_limit_is_read_and_the_connection_goes_on(make_client: MakeClient) -> None:
     port = await _serve(make_client)
     reader, writer = await _connect(port)
