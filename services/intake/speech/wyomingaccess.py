@@ -12,29 +12,9 @@ its /64, as everywhere).
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
-import ipaddress
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
-
-
-@functools.lru_cache(maxsize=16)
-def _networks(allowed: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(a, strict=False) for a in allowed)
-
-
-def allowed_by_address(address: str | None, allowed: frozenset[str]) -> bool:
-    """Whether ``address`` (the peer's own, not a client key) is in INTAKE_WYOMING_ALLOW_FROM."""
-    if not address:
-        return False
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # a dual-stack socket names an IPv4 client ::ffff:a.b.c.d
-    return any(ip.version == net.version and ip in net for net in _networks(allowed))
 
 
 def key_matches(given: object, keys: frozenset[str]) -> bool:

@@ -33,7 +33,7 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from castlog import SAMPLE_RATE, describe_voice
-from servicekit import client_address
+from servicekit import address_in, client_address
 
 from .. import live
 from ..cancel import cancel_cast
@@ -41,7 +41,7 @@ from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
-from .wyomingaccess import KEY_FIELD, Connections, allowed_by_address, key_matches
+from .wyomingaccess import KEY_FIELD, Connections, key_matches
 from .wyomingframes import BadFrame, FrameLimits, read_event
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class Handler:
         intake = self.app[INTAKE]
         keys = intake.cfg.api_keys
         given = event.data.pop(KEY_FIELD, None)  # never passed on with the request
-        if not keys or allowed_by_address(self.address, intake.cfg.wyoming_allow_from):
+        if not keys or address_in(self.address, intake.cfg.wyoming_allow_from):
             return
         intake.auth_failures.check(self.client)
         if key_matches(given, keys):
