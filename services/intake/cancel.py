@@ -7,14 +7,13 @@ worker holding it stops at the chunk in hand and ends the log as cancelled.
 
 from __future__ import annotations
 
-import hmac
-
 from aiohttp import web
 
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
 from servicekit import client_address, json_response
 
+from .authfail import key_matches
 from .claim import cast_url
 from .context import INTAKE
 from .validate import Refusal
@@ -27,10 +26,8 @@ def may_cancel(request: web.Request, cast_id: str) -> bool:
     cfg = request.app[INTAKE].cfg
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     allowed = sorted(cfg.api_keys) + ([cfg.admin_token] if cfg.admin_token else [])
-    given = token.strip().encode()
-    # compare with every secret, so the time taken does not tell which one nearly matched
-    matches = [hmac.compare_digest(given, secret.encode()) for secret in allowed]
-    return scheme.lower() == "bearer" and any(matches)
+    matches = key_matches(token.strip(), allowed)
+    return scheme.lower() == "bearer" and matches
 
 
 async def cancel_cast(app: web.Application, cast_id: str) -> CancelAnswer:

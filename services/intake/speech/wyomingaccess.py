@@ -12,18 +12,8 @@ its /64, as everywhere).
 from __future__ import annotations
 
 import asyncio
-import hmac
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
-
-
-def key_matches(given: object, keys: frozenset[str]) -> bool:
-    """``given`` is one of ``keys``, compared with every key in constant time."""
-    if not isinstance(given, str):
-        return False
-    raw = given.encode()
-    matches = [hmac.compare_digest(raw, key.encode()) for key in keys]
-    return any(matches)
 
 
 class Connections:

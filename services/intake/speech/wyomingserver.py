@@ -36,12 +36,13 @@ from castlog import SAMPLE_RATE, describe_voice
 from servicekit import address_in, client_address
 
 from .. import live
+from ..authfail import key_matches
 from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
-from .wyomingaccess import KEY_FIELD, Connections, key_matches
+from .wyomingaccess import KEY_FIELD, Connections
 from .wyomingframes import BadFrame, FrameLimits, read_event
 
 log = logging.getLogger(__name__)
