@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
+from servicekit import ClientHolds
+
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
 
 
@@ -21,30 +23,21 @@ class Connections:
     Each is a task, so a stop can end them all."""
 
     def __init__(self, most: int, per_client: int) -> None:
-        self.most, self.per_client = most, per_client
-        self.by_client: dict[str, int] = {}
+        self.holds = ClientHolds(most, per_client)
         self.tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def held(self) -> int:
-        return sum(self.by_client.values())
 
     def enter(self, client: str) -> str | None:
         """Count one more for ``client``; or the reason it is refused (nothing counted)."""
-        if self.held >= self.most:
-            return f"the Wyoming port holds {self.most} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
-        if self.by_client.get(client, 0) >= self.per_client:
-            return (f"your address holds {self.per_client} Wyoming connections "
+        refused = self.holds.take(client)
+        if refused == "client":
+            return (f"your address holds {self.holds.per_client} Wyoming connections "
                     "(INTAKE_WYOMING_CONNECTIONS_PER_CLIENT); close one first")
-        self.by_client[client] = self.by_client.get(client, 0) + 1
+        if refused == "total":
+            return f"the Wyoming port holds {self.holds.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
         return None
 
     def leave(self, client: str) -> None:
-        left = self.by_client.get(client, 0) - 1
-        if left > 0:
-            self.by_client[client] = left
-        else:
-            self.by_client.pop(client, None)
+        self.holds.give(client)
 
     async def close_all(self) -> None:
         for task in list(self.tasks):
