@@ -11,11 +11,11 @@ from aiohttp import web
 
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
-from servicekit import client_address, json_response
+from servicekit import json_response
 
 from .authfail import key_matches
 from .claim import cast_url
-from .context import INTAKE
+from .context import INTAKE, request_client
 from .validate import Refusal
 
 
@@ -40,7 +40,7 @@ async def post_cancel(request: web.Request) -> web.Response:
     if not is_cast_id(cast_id):
         raise Refusal(404, "not_found", "no such cast")
     intake = request.app[INTAKE]
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+    client = request_client(request)
     intake.auth_failures.check(client)  # guessing the admin token or a key here runs at the same limit
     if not may_cancel(request, cast_id):
         if "Authorization" in request.headers:  # a credential given and wrong: a guess
