@@ -10,6 +10,7 @@ import contextlib
 import json
 import socket
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from redis.asyncio import Redis
@@ -105,6 +106,25 @@ async def test_json_nested_past_the_parsers_depth_is_refused(make_client: MakeCl
     data = b"[" * 10_000  # within INTAKE_WYOMING_MAX_DATA_BYTES, deeper than json's recursion
     writer.write(json.dumps({"type": "synthesize", "data_length": len(data)}).encode() + b"\n" + data)
     await _refused_with(reader, writer, "bad_frame")
+
+
+async def test_a_request_with_fields_of_the_wrong_type_is_answered_and_the_connection_goes_on(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    port = await _serve(make_client)
+    reader, writer = await _connect(port)
+    try:
+        for data in ({}, {"text": 5}, {"text": "Hi.", "voice": {"language": 5}}, {"text": "Hi.", "voice": {"name": []}}):
+            writer.write(_frame("synthesize", data))
+            assert await _next(reader) == ("error", {"text": ANY, "code": "bad_request"}), data
+        writer.write(_frame("synthesize-start"))
+        writer.write(_frame("synthesize-chunk", {"text": ["a"]}))
+        assert await _next(reader) == ("error", {"text": ANY, "code": "bad_request"})
+        writer.write(_frame("describe"))
+        assert (await _next(reader) or ("",))[0] == "info"
+    finally:
+        writer.close()
+    assert len(await redis.keys("catalog/*")) == 1  # the streaming start's cast; no refused request opened one
 
 
 async def test_a_payload_within_its_limit_is_read_and_the_connection_goes_on(make_client: MakeClient) -> None:

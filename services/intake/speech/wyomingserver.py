@@ -157,6 +157,7 @@ class Handler:
             return True
 
     async def _handle(self, event: Event) -> bool:
+        check_fields(event)
         if Describe.is_type(event.type):
             voices = await self.app[INTAKE].voices.required(None)
             await self.write_event(voice_info(voices.names).event())
@@ -225,6 +226,18 @@ class Handler:
             self.follower.cancel()
             if self.cast_id:
                 await asyncio.shield(cancel_cast(self.app, self.cast_id))
+
+
+def check_fields(event: Event) -> None:
+    """The fields the wyoming classes read without a check (``text``, ``voice``'s ``name`` and
+    ``language``), checked first: a hostile value is an ``error`` event (400 ``bad_request``), not
+    an exception in the connection, and opens no cast."""
+    data = event.data
+    if (Synthesize.is_type(event.type) or SynthesizeChunk.is_type(event.type)) and not isinstance(data.get("text"), str):
+        raise Refusal(400, "bad_request", "the event's data needs `text`, a string")
+    voice = data.get("voice")
+    if isinstance(voice, dict) and not all(isinstance(voice.get(f), (str, type(None))) for f in ("name", "language")):
+        raise Refusal(400, "bad_request", "`voice`'s `name` and `language` are strings")
 
 
 async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> None:
