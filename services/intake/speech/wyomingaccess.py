@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from castlog import cancel_and_wait
 from servicekit import ClientHolds
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
@@ -40,6 +41,6 @@ class Connections:
         self.holds.give(client)
 
     async def close_all(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        """A stop: every connection's task cancelled until it has ended (castlog.cancel_and_wait:
+        one that swallows a cancel mid-Redis-call is cancelled again, not waited on for ever)."""
+        await cancel_and_wait(*self.tasks)
