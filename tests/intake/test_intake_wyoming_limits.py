@@ -255,15 +255,6 @@ async def test_wrong_keys_on_the_port_run_into_the_failure_limit(make_client: Ma
     assert codes[:2] == ["invalid_api_key", "invalid_api_key"] and codes[2:] == ["too_many_failures"] * 2
 
 
-def test_the_allow_list_is_checked_and_none_empties_it() -> None:
-    from intake.config import networks
-
-    assert networks("none") == frozenset()
-    assert networks("10.0.0.0/8, ::1") == frozenset({"10.0.0.0/8", "::1"})
-    with pytest.raises(ValueError):
-        networks("10.0.0.300")
-
-
 async def test_a_client_that_takes_no_bytes_is_cut_off(make_client: MakeClient) -> None:
     port = await _serve(make_client, wyoming_write_timeout_s=0.5)
     reader, writer = await _connect(port)
