@@ -86,6 +86,8 @@ def json_entry(body: bytes, creating: bool) -> bytes | None:
         value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise BadJson(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:  # nested past the parser's depth: a hostile body, not a server fault
+        raise BadJson("the body's JSON is nested too deep") from None
     messages = value if isinstance(value, list) else [value]
     if not messages:
         if creating:

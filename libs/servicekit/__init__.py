@@ -6,12 +6,13 @@ address behind a proxy, JSON errors, health and readiness, the metrics registry,
 library imports it (and aiohttp, prometheus_client), and no service.
 """
 
-from .address import client_address
+from .address import address_in, client_address
 from .connect import client_for, connect, healthy, redact
 from .crosssite import cross_site_guard
 from .errors import Refusal, error_response, json_errors, json_response
 from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
+from .holds import ClientHolds
 from .logs import setup_logging
 from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
@@ -20,9 +21,9 @@ from .runner import Serving, run
 from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
 
 __all__ = [
-    "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
+    "ClientHolds", "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
     "Setting", "Settings",
-    "add_security_headers", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "error_response", "flag", "healthy",
+    "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "error_response", "flag", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "run", "setting",
     "setup_logging",
 ]

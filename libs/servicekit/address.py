@@ -16,7 +16,7 @@ def client_address(remote: str | None, forwarded_for: str | None, trusted: froze
     the ingress has no fixed address).
     """
     peer = _plain(remote) if remote else "unknown"
-    if forwarded_for and (peer in trusted or _in_networks(peer, trusted)):
+    if forwarded_for and address_in(peer, trusted):
         hop = forwarded_for.split(",")[-1].strip()
         try:
             return _keyed(_plain(hop, strict=True))
@@ -40,20 +40,31 @@ def _keyed(address: str) -> str:
         return address
 
 
-def _in_networks(address: str, trusted: frozenset[str]) -> bool:
-    networks = _networks(trusted)
-    if not networks:
+def address_in(address: str | None, allowed: frozenset[str]) -> bool:
+    """Whether ``address`` (a peer's own, not a client key) is one of ``allowed``'s addresses or in
+    one of its networks (CIDR); an IPv4-mapped IPv6 peer (a dual-stack socket's) as its IPv4."""
+    if not address:
         return False
+    plain = _plain(address.split("%", 1)[0])  # an IPv6 zone (fe80::1%eth0) names no other host
+    if plain in allowed:
+        return True
     try:
-        ip = ipaddress.ip_address(address)
+        ip = ipaddress.ip_address(plain)
     except ValueError:
         return False
-    return any(ip in net for net in networks)
+    return any(ip.version == net.version and ip in net for net in _networks(allowed))
 
 
 @functools.lru_cache(maxsize=16)
-def _networks(trusted: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(t, strict=False) for t in trusted if "/" in t)
+def _networks(allowed: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Each entry that is an address or a network, as a network (a bare address: its /32 or /128)."""
+    out = []
+    for entry in allowed:
+        try:
+            out.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:  # a name only ever matched as written
+            continue
+    return tuple(out)
 
 
 # Clients come back, and behind a proxy every request names two addresses: each is parsed once.

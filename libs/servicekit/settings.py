@@ -19,6 +19,7 @@ settings tables from the same declarations.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import types
 import typing
@@ -49,6 +50,17 @@ def comma_list(raw: str) -> tuple[str, ...]:
 def comma_set(raw: str) -> frozenset[str]:
     """A comma-separated set of names (as ``comma_list``, order and repeats dropped)."""
     return frozenset(comma_list(raw))
+
+
+def networks(raw: str) -> frozenset[str]:
+    """Comma-separated addresses or networks (CIDR), each checked (a typo stops the start, not a
+    request); ``none``: no address at all."""
+    if raw.strip().lower() == "none":
+        return frozenset()
+    names = comma_set(raw)
+    for name in names:
+        ipaddress.ip_network(name, strict=False)  # a ValueError names the bad one
+    return names
 
 
 def flag(raw: str) -> bool:
@@ -147,7 +159,7 @@ ADMIN_TOKEN: Setting[str | None] = Setting(
     "worker deletes only what this token asked for (intake's Redis user deletes nothing); intake and synth need "
     "the same one")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
-    "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}),
+    "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}), parse=networks,
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "
         "for per-client rate limits")
 

@@ -5,7 +5,6 @@ shape on ``/v1/*``) and the API keys' check; ``serving(cfg)``: how ``python -m i
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator
 
@@ -44,7 +43,7 @@ from servicekit import (
 )
 
 from . import cancel, durable, live, speech, views
-from .authfail import AuthFailures
+from .authfail import AuthFailures, key_matches
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
 from .cooldown import Cooldowns
@@ -169,10 +168,8 @@ def _guarded(request: web.Request) -> bool:
 
 def _authorized(request: web.Request) -> bool:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    given = token.strip().encode()
-    # compare with every key, so the time taken does not tell which one nearly matched
-    matches = [hmac.compare_digest(given, key.encode()) for key in request.app[CONFIG].api_keys]
-    return scheme.lower() in ("bearer", "token") and any(matches)  # Token: Deepgram's clients (/v1/speak)
+    matches = key_matches(token.strip(), request.app[CONFIG].api_keys)
+    return scheme.lower() in ("bearer", "token") and matches  # Token: Deepgram's clients (/v1/speak)
 
 
 @web.middleware

@@ -7,16 +7,15 @@ worker holding it stops at the chunk in hand and ends the log as cancelled.
 
 from __future__ import annotations
 
-import hmac
-
 from aiohttp import web
 
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
-from servicekit import client_address, json_response
+from servicekit import json_response
 
+from .authfail import key_matches
 from .claim import cast_url
-from .context import INTAKE
+from .context import INTAKE, request_client
 from .validate import Refusal
 
 
@@ -27,10 +26,8 @@ def may_cancel(request: web.Request, cast_id: str) -> bool:
     cfg = request.app[INTAKE].cfg
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     allowed = sorted(cfg.api_keys) + ([cfg.admin_token] if cfg.admin_token else [])
-    given = token.strip().encode()
-    # compare with every secret, so the time taken does not tell which one nearly matched
-    matches = [hmac.compare_digest(given, secret.encode()) for secret in allowed]
-    return scheme.lower() == "bearer" and any(matches)
+    matches = key_matches(token.strip(), allowed)
+    return scheme.lower() == "bearer" and matches
 
 
 async def cancel_cast(app: web.Application, cast_id: str) -> CancelAnswer:
@@ -43,7 +40,7 @@ async def post_cancel(request: web.Request) -> web.Response:
     if not is_cast_id(cast_id):
         raise Refusal(404, "not_found", "no such cast")
     intake = request.app[INTAKE]
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+    client = request_client(request)
     intake.auth_failures.check(client)  # guessing the admin token or a key here runs at the same limit
     if not may_cancel(request, cast_id):
         if "Authorization" in request.headers:  # a credential given and wrong: a guess

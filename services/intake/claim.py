@@ -18,9 +18,8 @@ from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, content_id
 from castlog.batching import NotReplicated
-from servicekit import client_address
 
-from .context import INTAKE, Intake
+from .context import INTAKE, Intake, request_client
 from .validate import CastForm, Limits, Refusal, check
 
 
@@ -61,7 +60,7 @@ class Admission:
         """The client's address, once it may go on."""
         intake, request = self._intake, self._request
         try:
-            client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+            client = request_client(request)
             wait = intake.cooldowns.wait_s(client)
             if wait:
                 raise rate_limited(wait)  # refused a moment ago: not worth reading the body for

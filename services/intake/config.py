@@ -6,7 +6,6 @@ README's settings table is generated from these lines (``scripts/settings_doc.py
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
@@ -19,6 +18,7 @@ from servicekit.settings import (
     MIN_SECRET_CHARS,
     REDIS_URL,
     Settings,
+    networks,
     setting,
 )
 
@@ -30,16 +30,6 @@ def port_range(raw: str) -> tuple[int, int]:
     if not 0 < ports[0] <= ports[1] < 65536:
         raise ValueError("want first-last, 1 <= first <= last <= 65535")
     return ports
-
-
-def networks(raw: str) -> frozenset[str]:
-    """Comma-separated addresses or networks (CIDR), each checked; ``none``: no address at all."""
-    if raw.strip().lower() == "none":
-        return frozenset()
-    names = frozenset(name.strip() for name in raw.split(",") if name.strip())
-    for name in names:
-        ipaddress.ip_network(name, strict=False)  # a ValueError names the bad one
-    return names
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
 from castlog.durable import DurableStreams
+from servicekit import client_address
 
 from .authfail import AuthFailures
 from .config import Config
@@ -73,3 +74,10 @@ CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 # The public origin's OpenAPI document as served: JSON, built once with this config's limits.
 OPENAPI = web.AppKey("openapi", bytes)
+
+
+def request_client(request: web.Request) -> str:
+    """The request's client, the key its per-client limits count under: its address, or the last
+    hop a proxy of FORWARDED_ALLOW_IPS put in X-Forwarded-For (servicekit.client_address)."""
+    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
+    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)

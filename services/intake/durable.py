@@ -25,11 +25,11 @@ from castlog.durable import (
     normal_type,
     valid_path,
 )
-from servicekit import Refusal, client_address
+from servicekit import Refusal
 from servicekit import dshttp as ds
 
 from .claim import read_body
-from .context import CONFIG, INTAKE
+from .context import CONFIG, INTAKE, request_client
 
 OCTET_STREAM = "application/octet-stream"
 _MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
@@ -54,22 +54,17 @@ def setup(app: web.Application) -> None:
     app.router.add_delete(ds.ROUTE, delete)
 
 
-def _client(request: web.Request) -> str:
-    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
-    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
-
-
 async def _peek_quota(request: web.Request, creating: bool) -> None:
     """With no API keys: refused before the body is read if the client's quota cannot pay [R:ds-quota]."""
     quota = request.app[INTAKE].ds_quota
     if quota is not None:
-        await quota.peek(_client(request), creating=creating, declared_bytes=request.content_length)
+        await quota.peek(request_client(request), creating=creating, declared_bytes=request.content_length)
 
 
 async def _take_quota(request: web.Request, creating: bool, entries: list[bytes]) -> None:
     quota = request.app[INTAKE].ds_quota
     if quota is not None:
-        await quota.take(_client(request), creating=creating, size=sum(len(e) for e in entries))
+        await quota.take(request_client(request), creating=creating, size=sum(len(e) for e in entries))
 
 
 def _writable(request: web.Request) -> str:

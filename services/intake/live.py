@@ -20,10 +20,10 @@ from aiohttp import web
 
 from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
 from castlog.batching import NotReplicated
-from servicekit import client_address, json_response
+from servicekit import json_response
 
 from .claim import cast_url, not_replicated, read_body
-from .context import INTAKE
+from .context import INTAKE, request_client
 from .validate import Refusal, normalise_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
@@ -207,11 +207,6 @@ def _cast_id(request: web.Request) -> str:
     return cast_id
 
 
-def _client(request: web.Request) -> str:
-    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
-    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
-
-
 def _bearer(request: web.Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
@@ -227,7 +222,7 @@ async def check_writer(request: web.Request, cast_id: str) -> None:
     token = _bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
-    failures, client = request.app[INTAKE].auth_failures, _client(request)
+    failures, client = request.app[INTAKE].auth_failures, request_client(request)
     failures.check(client)
     answer = await request.app[INTAKE].live.writer(cast_id, token)
     if answer == "forbidden":
@@ -267,7 +262,7 @@ async def post_text(request: web.Request) -> web.Response:
     form: TextForm = _decode(
         await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
-    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=_client(request))
+    status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=request_client(request))
     return json_response({"id": cast_id, "status": status, "offset": end})
 
 
@@ -277,7 +272,7 @@ async def post_close(request: web.Request) -> web.Response:
     _json_body(request)
     await check_writer(request, cast_id)
     form: CloseForm = _decode(await read_body(request), CloseForm, 'send {} or {"offset": integer}')
-    await charge_close(request.app, _client(request))
+    await charge_close(request.app, request_client(request))
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
     if text is None:

@@ -13,11 +13,11 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import cast_key, is_cast_id, request_delete
-from servicekit import Problem, client_address, json_response, probe, redis_answers
+from servicekit import Problem, json_response, probe, redis_answers
 
 from . import live
 from .claim import Admission, Claimed, cast_url, read_body, submit
-from .context import INTAKE, OPENAPI
+from .context import INTAKE, OPENAPI, request_client
 from .validate import BodyKind, Refusal, body_kind, parse_form, parse_json
 from .voices import warming_up
 
@@ -67,7 +67,7 @@ async def delete_cast(request: web.Request) -> web.Response:
     cfg, failures = intake.cfg, intake.auth_failures
     token = cfg.admin_token
     given = request.headers.get("Authorization", "")
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+    client = request_client(request)
     if token is not None and given:
         failures.check(client)
     if token is None or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):

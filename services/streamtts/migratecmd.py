@@ -12,6 +12,8 @@ import argparse
 import asyncio
 import sys
 
+from redis.exceptions import RedisError
+
 from castlog.migrate import migrate_keys
 from servicekit import connect, redact
 
@@ -32,7 +34,14 @@ def run_migrate(args: argparse.Namespace) -> int:
     if not url:
         print("streamtts: give --redis-url or set REDIS_URL", file=sys.stderr)
         return 2
-    moved = asyncio.run(_migrate(url))
+    try:
+        moved = asyncio.run(_migrate(url))
+    except ConnectionError as exc:  # nothing answers there (the message names the URL)
+        print(f"streamtts: {exc}", file=sys.stderr)
+        return 1
+    except RedisError as exc:  # e.g. a user that may not SCAN and RENAME
+        print(f"streamtts: {redact(url)}: {exc} (migrate-keys needs the admin user)", file=sys.stderr)
+        return 1
     print(f"{redact(url)}: {moved} key(s) moved to the lane layout")
     return 0
 

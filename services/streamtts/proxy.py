@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 from redis.asyncio import Redis
 
-from servicekit import add_security_headers, client_address, healthy
+from servicekit import ClientHolds, add_security_headers, client_address, healthy
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
 from . import wsrelay
@@ -74,34 +74,8 @@ BODY_TIMEOUT = web.AppKey("body_timeout_s", float)
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 
 
-class Uploads:
-    """The bodies being buffered: at most ``total`` at once, ``per_client`` of them one client's
-    (its address, an IPv6 one's /64: servicekit.client_address). A client holds an entry only
-    while it holds a slot, so the map is never larger than ``total``."""
-
-    def __init__(self, total: int, per_client: int) -> None:
-        self.total, self.per_client = total, per_client
-        self.held: dict[str, int] = {}  # client -> bodies of its being buffered
-        self.count = 0
-
-    def take(self, client: str) -> str | None:
-        """None when a slot was taken for ``client``; else why not: ``too_many_uploads``, ``busy``."""
-        if self.held.get(client, 0) >= self.per_client:
-            return "too_many_uploads"
-        if self.count >= self.total:
-            return "busy"
-        self.held[client] = self.held.get(client, 0) + 1
-        self.count += 1
-        return None
-
-    def give(self, client: str) -> None:
-        self.count -= 1
-        left = self.held.pop(client) - 1
-        if left:
-            self.held[client] = left
-
-
-UPLOADS = web.AppKey("uploads", Uploads)
+# The bodies being buffered: MAX_BUFFERED in all, UPLOADS_PER_CLIENT of them one client's.
+UPLOADS = web.AppKey("uploads", ClientHolds)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -255,11 +229,11 @@ async def _buffered(request: web.Request) -> bytes:
     """The request's body, read within the time given while holding one of its client's slots."""
     uploads, client = request.app[UPLOADS], client_address(request.remote, None, frozenset())
     refused = uploads.take(client)
-    if refused == "too_many_uploads":
+    if refused == "client":
         raise _Refused(web.json_response(
             {"error": "too_many_uploads", "message": f"your address is sending {uploads.per_client} bodies at once; "
              "finish one first"}, status=429, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
-    if refused == "busy":
+    if refused == "total":
         raise _Refused(web.json_response({"error": "busy", "message": "too many uploads at once; retry in a moment"},
                                          status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
     try:
@@ -336,7 +310,7 @@ def create_app(
     app[MAX_BODY] = max_body_bytes
     app[BODY_TIMEOUT] = body_timeout_s
     app[HOSTS] = hosts
-    app[UPLOADS] = Uploads(max_buffered, uploads_per_client)
+    app[UPLOADS] = ClientHolds(max_buffered, uploads_per_client)
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()

@@ -25,6 +25,7 @@ from castlog import (
 )
 from castlog.keys import legacy_cancel_key, legacy_cast_key, legacy_catalog_key
 from castlog.migrate import migrate_keys, migrate_to_lanes
+from streamtts.redisserver import free_port
 
 TEXT, VOICE = "Written before lanes.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -74,6 +75,12 @@ async def test_the_migrate_keys_command(redis: Redis, redis_url: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "3 key(s) moved" in done.stdout
     assert len(await LogReader(redis).read(CAST)) == 3
+
+    # nobody listens there: one line, no traceback
+    done = subprocess.run([sys.executable, "-m", "streamtts", "migrate-keys", "--redis-url",
+                           f"redis://127.0.0.1:{free_port()}/0"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("streamtts: Redis at redis://127.0.0.1:"), done.stderr
 
 
 @pytest.mark.rule("keys-migrate")

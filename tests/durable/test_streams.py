@@ -56,6 +56,10 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
         async with http.put(f"{origin}/v1/stream/j", headers={"Content-Type": "application/json"},
                             data=b"{nope") as response:
             assert response.status == 400
+        async with http.put(f"{origin}/v1/stream/j", headers={"Content-Type": "application/json"},
+                            data=b"[" * 100_000) as response:  # deeper than json's recursion
+            assert response.status == 400
+            assert (await response.json())["error"]["code"] == "bad_request"
         async with http.put(f"{origin}/v1/stream/big", headers={"Content-Type": "text/plain"},
                             data=io.BytesIO(b"x" * (1024 * 1024 + 1))) as response:
             assert response.status == 413

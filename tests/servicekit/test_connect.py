@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from servicekit import client_address, connect, healthy, redact
+from servicekit import address_in, client_address, connect, healthy, redact
 from streamtts.redisserver import free_port, start_server
 
 
@@ -53,6 +53,17 @@ def test_forwarded_for_is_honoured_only_from_trusted_proxies() -> None:
     pods = frozenset({"10.42.0.0/16", "::1"})
     assert client_address("10.42.3.17", "198.51.100.2", pods) == "198.51.100.2"
     assert client_address("10.43.0.1", "198.51.100.2", pods) == "10.43.0.1"
+
+
+def test_an_address_is_in_an_allow_list_by_address_or_network() -> None:
+    """One check for FORWARDED_ALLOW_IPS and INTAKE_WYOMING_ALLOW_FROM."""
+    allowed = frozenset({"127.0.0.1", "::1", "10.42.0.0/16", "a-name"})
+    assert address_in("127.0.0.1", allowed) and address_in("::ffff:127.0.0.1", allowed)  # a dual-stack socket's
+    assert address_in("0:0::1", allowed)  # the same address written otherwise
+    assert address_in("10.42.3.17", allowed) and not address_in("10.43.0.1", allowed)
+    assert address_in("a-name", allowed)  # a name only as written
+    assert not address_in("127.0.0.2", allowed) and not address_in(None, allowed) and not address_in("", allowed)
+    assert not address_in("fe80::1%eth0", allowed) and address_in("fe80::1%eth0", frozenset({"fe80::/10"}))
 
 
 @pytest.mark.rule("client-keyed")

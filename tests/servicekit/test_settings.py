@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 
 from servicekit import ConfigError, Settings, comma_list, comma_set, flag, setting
-from servicekit.settings import Setting, declaration, is_set, value_of
+from servicekit.settings import Setting, declaration, is_set, networks, value_of
 
 ANSWER = Setting("ANSWER", 42, doc="shared by two groups")
 
@@ -140,3 +140,19 @@ def test_keys_and_tokens_shorter_than_32_characters_refuse_to_start() -> None:
         assert "short" not in str(refused.value).replace("shorter", "") and "admin" not in str(refused.value)
     cfg = IntakeConfig.from_env({"STREAMTTS_API_KEYS": long_key, "STREAMTTS_ADMIN_TOKEN": long_key})
     assert cfg.api_keys == {long_key} and cfg.admin_token == long_key
+
+
+def test_address_lists_are_checked_at_start_and_none_empties_them() -> None:
+    """FORWARDED_ALLOW_IPS and INTAKE_WYOMING_ALLOW_FROM: a typo stops the start (it used to fail
+    each forwarded request, or be ignored)."""
+    from edge.config import Config as EdgeConfig
+    from intake.config import Config as IntakeConfig
+
+    assert networks("none") == frozenset()
+    assert networks("10.0.0.0/8, ::1") == frozenset({"10.0.0.0/8", "::1"})
+    for config in (IntakeConfig, EdgeConfig):
+        assert config.from_env({"FORWARDED_ALLOW_IPS": "10.42.0.0/16"}).forwarded_allow_ips == {"10.42.0.0/16"}
+        with pytest.raises(ConfigError, match="FORWARDED_ALLOW_IPS"):
+            config.from_env({"FORWARDED_ALLOW_IPS": "10.42.0.0/33"})
+    with pytest.raises(ConfigError, match="INTAKE_WYOMING_ALLOW_FROM"):
+        IntakeConfig.from_env({"INTAKE_WYOMING_ALLOW_FROM": "10.0.0.300"})

@@ -25,12 +25,11 @@ from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
 from castlog.slots import Slot
-from servicekit import client_address
 
 from .. import live
 from ..cancel import cancel_cast
 from ..claim import cast_url
-from ..context import INTAKE
+from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
 
@@ -58,8 +57,7 @@ class SlowReader(Exception):
 class Session:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
         self.app, self.ws = request.app, ws
-        cfg = self.app[INTAKE].cfg
-        self.client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        self.client = request_client(request)
         self.cast_id = ""
         self.voice = ""
         self.format = "mp3"

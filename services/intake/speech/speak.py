@@ -21,11 +21,9 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from servicekit import client_address
-
 from .. import live
 from ..cancel import cancel_cast
-from ..context import INTAKE
+from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
@@ -80,8 +78,7 @@ class Turn:
 class SpeakSession:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
         self.app, self.ws, self.voice, self.encoding, self.rate = request.app, ws, voice, encoding, rate
-        cfg = self.app[INTAKE].cfg
-        self.client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        self.client = request_client(request)
         self.turns: asyncio.Queue[Turn | None] = asyncio.Queue(MAX_TURNS)
         self.open: list[Turn] = []  # turns whose audio is not all out
         self.current: Turn | None = None  # the turn taking text

@@ -14,10 +14,10 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 
 from castlog import Error, canonical_voice
-from servicekit import client_address, json_response
+from servicekit import json_response
 
 from ..claim import Admission, Claimed, read_body, submit
-from ..context import INTAKE
+from ..context import INTAKE, request_client
 from ..validate import CastForm
 from . import v1
 from .stream import stream_cast
@@ -31,7 +31,7 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
     if slots.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), intake.cfg.forwarded_allow_ips)
+    client = request_client(request)
     async with slots, _client_stream(request, client):
         speech, claimed, headers = await _claim(request)
         reader = intake.reader

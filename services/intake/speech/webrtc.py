@@ -24,10 +24,8 @@ from typing import Any, cast
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
-from servicekit import client_address
-
 from ..config import Config
-from ..context import INTAKE
+from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, confine
@@ -200,7 +198,7 @@ async def post_webrtc(request: web.Request) -> web.Response:
     sdp = await _offer(request)
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
-    client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+    client = request_client(request)
     _check_waiting(intake.live_waiting, client)
     pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
     track = SpeechTrack(cfg.webrtc_buffer_ms)

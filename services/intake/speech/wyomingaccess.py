@@ -12,38 +12,11 @@ its /64, as everywhere).
 from __future__ import annotations
 
 import asyncio
-import functools
-import hmac
-import ipaddress
+
+from castlog import cancel_and_wait
+from servicekit import ClientHolds
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
-
-
-@functools.lru_cache(maxsize=16)
-def _networks(allowed: frozenset[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(a, strict=False) for a in allowed)
-
-
-def allowed_by_address(address: str | None, allowed: frozenset[str]) -> bool:
-    """Whether ``address`` (the peer's own, not a client key) is in INTAKE_WYOMING_ALLOW_FROM."""
-    if not address:
-        return False
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # a dual-stack socket names an IPv4 client ::ffff:a.b.c.d
-    return any(ip.version == net.version and ip in net for net in _networks(allowed))
-
-
-def key_matches(given: object, keys: frozenset[str]) -> bool:
-    """``given`` is one of ``keys``, compared with every key in constant time."""
-    if not isinstance(given, str):
-        return False
-    raw = given.encode()
-    matches = [hmac.compare_digest(raw, key.encode()) for key in keys]
-    return any(matches)
 
 
 class Connections:
@@ -51,32 +24,23 @@ class Connections:
     Each is a task, so a stop can end them all."""
 
     def __init__(self, most: int, per_client: int) -> None:
-        self.most, self.per_client = most, per_client
-        self.by_client: dict[str, int] = {}
+        self.holds = ClientHolds(most, per_client)
         self.tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def held(self) -> int:
-        return sum(self.by_client.values())
 
     def enter(self, client: str) -> str | None:
         """Count one more for ``client``; or the reason it is refused (nothing counted)."""
-        if self.held >= self.most:
-            return f"the Wyoming port holds {self.most} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
-        if self.by_client.get(client, 0) >= self.per_client:
-            return (f"your address holds {self.per_client} Wyoming connections "
+        refused = self.holds.take(client)
+        if refused == "client":
+            return (f"your address holds {self.holds.per_client} Wyoming connections "
                     "(INTAKE_WYOMING_CONNECTIONS_PER_CLIENT); close one first")
-        self.by_client[client] = self.by_client.get(client, 0) + 1
+        if refused == "total":
+            return f"the Wyoming port holds {self.holds.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
         return None
 
     def leave(self, client: str) -> None:
-        left = self.by_client.get(client, 0) - 1
-        if left > 0:
-            self.by_client[client] = left
-        else:
-            self.by_client.pop(client, None)
+        self.holds.give(client)
 
     async def close_all(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        """A stop: every connection's task cancelled until it has ended (castlog.cancel_and_wait:
+        one that swallows a cancel mid-Redis-call is cancelled again, not waited on for ever)."""
+        await cancel_and_wait(*self.tasks)

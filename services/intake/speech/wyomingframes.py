@@ -48,7 +48,7 @@ def _length(header: dict[str, Any], name: str, most: int) -> int:
 def _object(raw: bytes, what: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError both
+    except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError; nesting past the parser's depth
         raise BadFrame("bad_frame", f"the {what} is not JSON") from None
     if not isinstance(value, dict):
         raise BadFrame("bad_frame", f"the {what} is not a JSON object")

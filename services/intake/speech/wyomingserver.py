@@ -33,15 +33,16 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from castlog import SAMPLE_RATE, describe_voice
-from servicekit import client_address
+from servicekit import address_in, client_address
 
 from .. import live
+from ..authfail import key_matches
 from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
-from .wyomingaccess import KEY_FIELD, Connections, allowed_by_address, key_matches
+from .wyomingaccess import KEY_FIELD, Connections
 from .wyomingframes import BadFrame, FrameLimits, read_event
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class Handler:
         intake = self.app[INTAKE]
         keys = intake.cfg.api_keys
         given = event.data.pop(KEY_FIELD, None)  # never passed on with the request
-        if not keys or allowed_by_address(self.address, intake.cfg.wyoming_allow_from):
+        if not keys or address_in(self.address, intake.cfg.wyoming_allow_from):
             return
         intake.auth_failures.check(self.client)
         if key_matches(given, keys):
@@ -156,6 +157,7 @@ class Handler:
             return True
 
     async def _handle(self, event: Event) -> bool:
+        check_fields(event)
         if Describe.is_type(event.type):
             voices = await self.app[INTAKE].voices.required(None)
             await self.write_event(voice_info(voices.names).event())
@@ -224,6 +226,18 @@ class Handler:
             self.follower.cancel()
             if self.cast_id:
                 await asyncio.shield(cancel_cast(self.app, self.cast_id))
+
+
+def check_fields(event: Event) -> None:
+    """The fields the wyoming classes read without a check (``text``, ``voice``'s ``name`` and
+    ``language``), checked first: a hostile value is an ``error`` event (400 ``bad_request``), not
+    an exception in the connection, and opens no cast."""
+    data = event.data
+    if (Synthesize.is_type(event.type) or SynthesizeChunk.is_type(event.type)) and not isinstance(data.get("text"), str):
+        raise Refusal(400, "bad_request", "the event's data needs `text`, a string")
+    voice = data.get("voice")
+    if isinstance(voice, dict) and not all(isinstance(voice.get(f), (str, type(None))) for f in ("name", "language")):
+        raise Refusal(400, "bad_request", "`voice`'s `name` and `language` are strings")
 
 
 async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> None:
