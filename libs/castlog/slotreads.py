@@ -83,6 +83,10 @@ class SlotReads:
         kwargs = pool.connection_kwargs
         self.settings = {k: v for k, v in kwargs.items() if k in CONN_SETTINGS or k.startswith("ssl_")}
         self.slots: dict[int, SlotRead] = {}
+        # Each slot's wake stream, kept for the process's life (one per slot with watched casts
+        # ever: a lane's): a slot that empties and fills again rings the same key, not a new one
+        # that lingers WAKE_TTL_MS in Redis after each round.
+        self.wakes: dict[int, WakeStream] = {}
 
     @property
     def blocked(self) -> int:
@@ -140,8 +144,15 @@ class SlotReads:
         except BaseException:
             await conn.aclose(close_connection_pool=True)
             raise
-        wake = WakeStream(wake_key(self.wake, slot_tag(slot))) if self.wake else None
-        return SlotRead(conn, node.host, int(node.port), client_id, wake)
+        return SlotRead(conn, node.host, int(node.port), client_id, self._wake_stream(slot))
+
+    def _wake_stream(self, slot: int) -> WakeStream | None:
+        if not self.wake:
+            return None
+        stream = self.wakes.get(slot)
+        if stream is None:
+            stream = self.wakes[slot] = WakeStream(wake_key(self.wake, slot_tag(slot)))
+        return stream
 
     async def _end(self, slot: int) -> None:
         """End the slot's read in flight and drop its reply; the connection stays when the wake-up
