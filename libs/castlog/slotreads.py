@@ -87,6 +87,9 @@ class SlotReads:
         # ever: a lane's): a slot that empties and fills again rings the same key, not a new one
         # that lingers WAKE_TTL_MS in Redis after each round.
         self.wakes: dict[int, WakeStream] = {}
+        # The keys of the slots whose read the last xread saw end empty, at its block timeout:
+        # only their casts' cursors need the idle check (not every slot's, at each slot's timeout).
+        self.timed_out: list[Any] = []
 
     @property
     def blocked(self) -> int:
@@ -98,6 +101,7 @@ class SlotReads:
         """Every slot's rows after the ids in ``streams`` once a read returns (or at once when one
         already has); empty when ``wake`` completes first (a join: the caller reads again with
         its new streams; the reads it left unchanged stay blocked)."""
+        self.timed_out = []
         wanted: dict[int, dict[Any, Any]] = {}
         for key, after in streams.items():
             wanted.setdefault(self.cluster.keyslot(key), {})[key] = after
@@ -211,8 +215,11 @@ class SlotReads:
                 failed.append((slot, exc))
                 continue
             reply = read.result()
-            got += state.wake.take(reply) if state.wake is not None else list(
+            rows = state.wake.take(reply) if state.wake is not None else list(
                 reply.items() if isinstance(reply, dict) else reply or ())
+            if not rows:
+                self.timed_out += state.streams
+            got += rows
         if not failed:
             return got
         await self._drop(slot for slot, _ in failed)

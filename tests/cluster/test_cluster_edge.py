@@ -311,3 +311,28 @@ async def test_a_slot_that_empties_and_fills_again_rings_the_same_wake_stream(
     finally:
         await reads.aclose()
         await conn.aclose()
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_a_slot_s_block_timeout_names_only_its_own_streams(redis: Redis, redis_cluster: Cluster) -> None:
+    """The tail re-checks the cursors of the casts whose read ended idle: on a cluster, those of
+    the slot whose read timed out, not every slot's at each slot's timeout."""
+    redis_cluster.flushall()
+    conn = Redis.from_url(redis_cluster.url)
+    reads = SlotReads(conn, redis)
+    quiet, short = "{t}a", "{u}c"
+    assert key_slot(quiet.encode()) != key_slot(short.encode())
+    try:
+        woken = asyncio.get_running_loop().create_future()
+        first = asyncio.ensure_future(reads.xread({quiet: "0-0"}, count=10, block_ms=60_000, wake=woken))
+        await asyncio.sleep(0.05)
+        woken.set_result(None)
+        assert await first == [] and reads.timed_out == []  # woken: nothing timed out
+        never = asyncio.get_running_loop().create_future()
+        # the quiet slot's read stays blocked (60 s); the new slot's read ends at its 200 ms
+        assert await reads.xread({quiet: "0-0", short: "0-0"}, count=10, block_ms=200, wake=never) == []
+        assert reads.timed_out == [short]
+        assert reads.blocked == 1  # the quiet slot's read goes on
+    finally:
+        await reads.aclose()
+        await conn.aclose()
