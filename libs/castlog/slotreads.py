@@ -61,7 +61,7 @@ def slot_tag(slot: int) -> str:
 
 class SlotRead:
     """One slot's dedicated connection, the read in flight on it (None: none) and the slot's
-    wake stream (None: woken by CLIENT UNBLOCK)."""
+    wake stream (None: woken by CLIENT UNBLOCK, of ``client_id``; 0 with a wake stream)."""
 
     __slots__ = ("conn", "host", "port", "client_id", "streams", "read", "wake")
 
@@ -143,12 +143,15 @@ class SlotReads:
             **self.settings,
         )
         conn = Redis(connection_pool=pool, single_connection_client=True)
+        wake = self._wake_stream(slot)
+        if wake is not None:  # woken by its wake stream: no CLIENT ID to learn (the read connects)
+            return SlotRead(conn, node.host, int(node.port), 0, wake)
         try:
             client_id = int(await conn.client_id())
         except BaseException:
             await conn.aclose(close_connection_pool=True)
             raise
-        return SlotRead(conn, node.host, int(node.port), client_id, self._wake_stream(slot))
+        return SlotRead(conn, node.host, int(node.port), client_id, None)
 
     def _wake_stream(self, slot: int) -> WakeStream | None:
         if not self.wake:

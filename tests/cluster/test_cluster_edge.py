@@ -297,6 +297,8 @@ async def test_a_slot_that_empties_and_fills_again_rings_the_same_wake_stream(
         woken.set_result(None)
         assert await task == []
 
+    port = redis_cluster.master_of(one).port
+    ids_before = node_calls(redis_cluster, port, "client|id")
     try:
         await read({one: "0-0"})
         await read({one: "0-0", two: "0-0"})  # a join in the slot: its read rung awake
@@ -308,6 +310,7 @@ async def test_a_slot_that_empties_and_fills_again_rings_the_same_wake_stream(
         await read({one: "0-0", two: "0-0"})  # filled again, and rung again
         again = reads.slots[slot].wake
         assert again is not None and again.key == rung.key
+        assert node_calls(redis_cluster, port, "client|id") == ids_before  # woken by XADD: no CLIENT ID asked
     finally:
         await reads.aclose()
         await conn.aclose()
