@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
 KeyT = str | bytes
 ArgT = str | bytes | int | float
@@ -70,7 +70,12 @@ class ScriptBatcher:
         try:
             while self._queue:
                 batch, self._queue = self._queue[: self._max], self._queue[self._max :]
-                await self._send(batch)
+                try:
+                    await self._send(batch)
+                except Exception as exc:  # whatever went wrong, its callers hear it: none waits forever
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
         finally:
             self._sender = None
 
@@ -94,7 +99,7 @@ class ScriptBatcher:
                 if not future.done():
                     future.set_exception(exc)
             return
-        acked = self._acked(batch, waits, answers[len(batch) :])
+        acked = self._acked(len(batch), waits, answers[len(batch) :])
         for (keys, args, future), answer, reached in zip(batch, answers, acked):
             if isinstance(answer, NoScriptError):  # Redis restarted or SCRIPT FLUSH: load, run
                 await self._again(keys, args, future)
@@ -109,27 +114,27 @@ class ScriptBatcher:
 
 
     def _waits(self, pipe: Any, batch: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]]) -> list[Any]:
-        """Queue one WAIT per node the batch wrote to (one on a single Redis); the nodes, in order."""
+        """Queue one WAIT per node the batch wrote to (one on a single Redis); each call's node
+        (its name; None on a single Redis), found once, in the batch's order."""
         if not self.replicas:
             return []
         if not isinstance(self._redis, RedisCluster):
             pipe.execute_command("WAIT", self.replicas, self.wait_ms)
-            return [None]
-        nodes = list({self._redis.get_node_from_key(keys[0]).name: self._redis.get_node_from_key(keys[0])
-                      for keys, _, _ in batch}.values())
-        for node in nodes:
+            return [None] * len(batch)
+        nodes = [self._redis.get_node_from_key(keys[0]) for keys, _, _ in batch]
+        if any(node is None for node in nodes):  # (raised before the send: every call fails)
+            raise RedisError("no node serves a call's slot (the cluster is re-forming)")
+        for node in {node.name: node for node in nodes}.values():
             pipe.execute_command("WAIT", self.replicas, self.wait_ms, target_nodes=node)
-        return nodes
+        return [node.name for node in nodes]
 
-    def _acked(self, batch: list[tuple[Sequence[KeyT], Sequence[ArgT], asyncio.Future[Any]]], waits: list[Any],
-               replies: list[Any]) -> list[int]:
-        """Per call, the replicas its node's WAIT reported (``replicas`` when none was asked)."""
-        if not self.replicas:
-            return [0] * len(batch)
-        by_node = {(n.name if n is not None else None): r if isinstance(r, int) else 0 for n, r in zip(waits, replies)}
-        if not isinstance(self._redis, RedisCluster):
-            return [by_node[None]] * len(batch)
-        return [by_node.get(self._redis.get_node_from_key(keys[0]).name, 0) for keys, _, _ in batch]
+    def _acked(self, size: int, homes: list[Any], replies: list[Any]) -> list[int]:
+        """Per call, the replicas its node's WAIT reported (0 each when none was asked)."""
+        if not homes:
+            return [0] * size
+        # the WAITs went out one per node, in the order the nodes first came in the batch
+        reached = {home: r if isinstance(r, int) else 0 for home, r in zip(dict.fromkeys(homes), replies)}
+        return [reached[home] for home in homes]
 
     async def _again(self, keys: Sequence[KeyT], args: Sequence[ArgT], future: asyncio.Future[Any]) -> None:
         """A call whose script the server did not know: load it, then run it (and its WAIT) again."""

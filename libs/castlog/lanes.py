@@ -112,14 +112,19 @@ class LaneMover:
         return rung
 
     async def _pending(self) -> list[tuple[str, list[Any]]]:
-        out: list[tuple[str, list[Any]]] = []
+        """This consumer's unacknowledged entries and those claimed from dead movers, every lane
+        in one pipeline (a cluster pipeline: one round trip per node), each entry once."""
+        pipe = self.redis.pipeline(transaction=False)
         for stream, _ in self.streams:
-            own = await self.redis.xreadgroup(keys.LANE_GROUP, self.consumer, {stream: "0"}, count=MOVE_BATCH)
-            out += _rows(own)
-            _, claimed, *_ = await self.redis.xautoclaim(
-                stream, keys.LANE_GROUP, self.consumer, self.lease_ms, "0-0", count=MOVE_BATCH
-            )
-            out.append((stream, claimed))
+            pipe.xreadgroup(keys.LANE_GROUP, self.consumer, {stream: "0"}, count=MOVE_BATCH)
+            pipe.xautoclaim(stream, keys.LANE_GROUP, self.consumer, self.lease_ms, "0-0", count=MOVE_BATCH)
+        replies = await pipe.execute()
+        out: list[tuple[str, list[Any]]] = []
+        for (stream, _), own, (_, claimed, *_) in zip(self.streams, replies[::2], replies[1::2]):
+            entries = [e for _, rows in _rows(own) for e in rows]
+            seen = {e[0] for e in entries}
+            entries += [e for e in claimed if e[0] not in seen]  # an own entry idle past the lease: once
+            out.append((stream, entries))
         return out
 
     async def _move(self, rows: list[tuple[str, list[Any]]]) -> int:

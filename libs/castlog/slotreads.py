@@ -61,7 +61,7 @@ def slot_tag(slot: int) -> str:
 
 class SlotRead:
     """One slot's dedicated connection, the read in flight on it (None: none) and the slot's
-    wake stream (None: woken by CLIENT UNBLOCK)."""
+    wake stream (None: woken by CLIENT UNBLOCK, of ``client_id``; 0 with a wake stream)."""
 
     __slots__ = ("conn", "host", "port", "client_id", "streams", "read", "wake")
 
@@ -83,6 +83,13 @@ class SlotReads:
         kwargs = pool.connection_kwargs
         self.settings = {k: v for k, v in kwargs.items() if k in CONN_SETTINGS or k.startswith("ssl_")}
         self.slots: dict[int, SlotRead] = {}
+        # Each slot's wake stream, kept for the process's life (one per slot with watched casts
+        # ever: a lane's): a slot that empties and fills again rings the same key, not a new one
+        # that lingers WAKE_TTL_MS in Redis after each round.
+        self.wakes: dict[int, WakeStream] = {}
+        # The keys of the slots whose read the last xread saw end empty, at its block timeout:
+        # only their casts' cursors need the idle check (not every slot's, at each slot's timeout).
+        self.timed_out: list[Any] = []
 
     @property
     def blocked(self) -> int:
@@ -94,6 +101,7 @@ class SlotReads:
         """Every slot's rows after the ids in ``streams`` once a read returns (or at once when one
         already has); empty when ``wake`` completes first (a join: the caller reads again with
         its new streams; the reads it left unchanged stay blocked)."""
+        self.timed_out = []
         wanted: dict[int, dict[Any, Any]] = {}
         for key, after in streams.items():
             wanted.setdefault(self.cluster.keyslot(key), {})[key] = after
@@ -135,13 +143,23 @@ class SlotReads:
             **self.settings,
         )
         conn = Redis(connection_pool=pool, single_connection_client=True)
+        wake = self._wake_stream(slot)
+        if wake is not None:  # woken by its wake stream: no CLIENT ID to learn (the read connects)
+            return SlotRead(conn, node.host, int(node.port), 0, wake)
         try:
             client_id = int(await conn.client_id())
         except BaseException:
             await conn.aclose(close_connection_pool=True)
             raise
-        wake = WakeStream(wake_key(self.wake, slot_tag(slot))) if self.wake else None
-        return SlotRead(conn, node.host, int(node.port), client_id, wake)
+        return SlotRead(conn, node.host, int(node.port), client_id, None)
+
+    def _wake_stream(self, slot: int) -> WakeStream | None:
+        if not self.wake:
+            return None
+        stream = self.wakes.get(slot)
+        if stream is None:
+            stream = self.wakes[slot] = WakeStream(wake_key(self.wake, slot_tag(slot)))
+        return stream
 
     async def _end(self, slot: int) -> None:
         """End the slot's read in flight and drop its reply; the connection stays when the wake-up
@@ -200,8 +218,11 @@ class SlotReads:
                 failed.append((slot, exc))
                 continue
             reply = read.result()
-            got += state.wake.take(reply) if state.wake is not None else list(
+            rows = state.wake.take(reply) if state.wake is not None else list(
                 reply.items() if isinstance(reply, dict) else reply or ())
+            if not rows:
+                self.timed_out += state.streams
+            got += rows
         if not failed:
             return got
         await self._drop(slot for slot, _ in failed)

@@ -222,8 +222,7 @@ class Tail:
                 continue
             try:
                 got, read_with, idle = await self._read()
-                if idle:
-                    self._unchecked.update(self.watches)  # a cursor past a shrunk log reads nothing
+                self._unchecked.update(idle)  # a cursor past a shrunk log reads nothing
                 await self._check(self._unproven(got, read_with) | self._unchecked)
             except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
                 self._unchecked.update(self.watches)  # the server may have restarted with less
@@ -234,9 +233,10 @@ class Tail:
             backoff = ERROR_BACKOFF_S
             self._fan_out(got, read_with)
 
-    async def _read(self) -> tuple[list[tuple[str, Any]], dict[str, Watch], bool]:
+    async def _read(self) -> tuple[list[tuple[str, Any]], dict[str, Watch], list[str]]:
         """One XREAD after every watch's cursor: its rows per cast id, the watches it was issued
-        for, and whether it ended idle (the block timeout, not a join and not a record)."""
+        for, and the casts whose read ended idle (the block timeout, not a join and not a
+        record): every watch's on a single Redis, the timed-out slots' only on a cluster."""
         read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
         streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
         joined = self._joined = asyncio.get_running_loop().create_future()
@@ -244,7 +244,11 @@ class Tail:
         self.metrics.count_read()
         by_key = reply.items() if isinstance(reply, dict) else reply or ()
         got = [(cast_id_of(_str(key)) or "", rows) for key, rows in by_key]  # each key parsed once
-        return got, read_with, not got and not joined.done()
+        if isinstance(self.blocking, SlotReads):
+            idle = [c for c in (cast_id_of(_str(key)) for key in self.blocking.timed_out) if c]
+        else:
+            idle = list(read_with) if not got and not joined.done() else []
+        return got, read_with, idle
 
     def _unproven(self, got: list[tuple[str, Any]], read_with: dict[str, Watch]) -> set[str]:
         """The casts read whose rows do not prove by themselves that the log still holds the

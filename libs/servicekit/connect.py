@@ -64,11 +64,15 @@ async def connect(
             await client.ping()
             if not await cluster_enabled(client):
                 return client
-            await client.aclose()
             cluster = client_for(
                 url, max_connections, pool_timeout_s=pool_timeout_s, socket_timeout_s=socket_timeout_s, cluster=True
             )
-            await cluster.ping()  # (RedisCluster learns the slots on its first command)
+            try:
+                await cluster.ping()  # (RedisCluster learns the slots on its first command)
+            except BaseException:
+                await cluster.aclose()  # its nodes' connections go; the plain client stays for the retry
+                raise
+            await client.aclose()
             return cluster
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             if attempt == attempts:

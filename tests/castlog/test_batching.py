@@ -127,3 +127,16 @@ async def test_a_submit_waiting_for_a_replica_that_is_not_there_is_not_acknowled
     assert refused.value.answer == b"new" and (refused.value.replicas, refused.value.wanted) == (0, 1)
     assert await CastStore(redis).submit(cast_id, text, "af_heart", meta(text)) == "existing"
     assert len(await read_jobs(redis)) == 1
+
+
+async def test_a_batch_that_fails_after_its_send_fails_its_calls_and_never_hangs(redis: Redis) -> None:
+    batcher = ScriptBatcher(redis, "return 1", replicas=1, wait_ms=1)
+
+    def broken(*_: object) -> list[int]:
+        raise RuntimeError("reading the WAIT replies failed")
+
+    batcher._acked = broken  # type: ignore[method-assign]  # a failure past the pipeline's own try
+    calls = [asyncio.ensure_future(batcher(keys=["k"])) for _ in range(3)]
+    done, pending = await asyncio.wait(calls, timeout=30)  # a guard against the hang, not a timing
+    assert not pending
+    assert all(isinstance(call.exception(), RuntimeError) for call in done)

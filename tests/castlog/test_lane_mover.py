@@ -38,3 +38,28 @@ async def test_a_burst_over_many_lanes_is_moved_in_arrival_order(redis: Redis) -
     queued = [fields[b"id"].decode() for _, fields in await redis.xrange(keys.JOBS)]
     assert queued == ids
     assert [await redis.xlen(stream) for stream, _ in mover.streams] == [0] * len(mover.streams)  # dropped
+
+
+@pytest.mark.rule("one-slot-per-step")
+async def test_a_dead_movers_jobs_are_moved_once_by_the_pending_sweep(redis: Redis) -> None:
+    store = CastStore(redis)
+    ids = []
+    for n in range(6):
+        text = f"Orphan number {n}."
+        cid = content_id(text, VOICE)
+        assert await store.submit(cid, text, VOICE, Meta(title="o", voice=VOICE, chars=len(text), sentences=1,
+                                                          created_at=0)) == "new"
+        ids.append(cid)
+        await asyncio.sleep(0.002)
+    dead = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
+    await dead.open()
+    # it read every lane, then died before moving: the entries wait in its pending list
+    await redis.xreadgroup(keys.LANE_GROUP, "mover-dead", {s: ">" for s, _ in dead.streams}, count=100)
+    assert await redis.xlen(keys.JOBS) == 0
+    # a restarted mover of the same name finds its own entries AND claims them (idle past lease 0)
+    again = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
+    await again.open()
+    assert await again.sweep(10, pending=True) == len(ids)
+    queued = [fields[b"id"].decode() for _, fields in await redis.xrange(keys.JOBS)]
+    assert queued == ids  # each once, in arrival order
+    assert [await redis.xlen(stream) for stream, _ in again.streams] == [0] * len(again.streams)

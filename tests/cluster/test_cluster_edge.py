@@ -275,3 +275,67 @@ async def test_a_follower_reads_on_to_eos_after_its_slot_s_master_is_killed(
         if not victim.alive():
             redis_cluster.restart(victim)
         redis_cluster.wait_ready()
+
+
+@pytest.mark.rule("tail-woken-by-own-stream")
+async def test_a_slot_that_empties_and_fills_again_rings_the_same_wake_stream(
+    redis: Redis, redis_cluster: Cluster
+) -> None:
+    """A slot's wake stream is one for the process's life: casts coming and going in a lane leave
+    no trail of wake streams waiting out their TTL in Redis."""
+    redis_cluster.flushall()
+    conn = Redis.from_url(redis_cluster.url)  # lends its settings only
+    reads = SlotReads(conn, redis, wake="test")
+    one, two, elsewhere = "{t}a", "{t}b", "{u}c"
+    slot = key_slot(one.encode())
+    assert key_slot(two.encode()) == slot != key_slot(elsewhere.encode())
+
+    async def read(streams: dict[str, str]) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(reads.xread(streams, count=10, block_ms=60_000, wake=woken))
+        await asyncio.sleep(0.05)
+        woken.set_result(None)
+        assert await task == []
+
+    port = redis_cluster.master_of(one).port
+    ids_before = node_calls(redis_cluster, port, "client|id")
+    try:
+        await read({one: "0-0"})
+        await read({one: "0-0", two: "0-0"})  # a join in the slot: its read rung awake
+        rung = reads.slots[slot].wake
+        assert rung is not None and await redis.exists(rung.key) == 1
+        await read({elsewhere: "0-0"})  # the slot's casts all left: its connection closed
+        assert slot not in reads.slots
+        await read({one: "0-0"})
+        await read({one: "0-0", two: "0-0"})  # filled again, and rung again
+        again = reads.slots[slot].wake
+        assert again is not None and again.key == rung.key
+        assert node_calls(redis_cluster, port, "client|id") == ids_before  # woken by XADD: no CLIENT ID asked
+    finally:
+        await reads.aclose()
+        await conn.aclose()
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_a_slot_s_block_timeout_names_only_its_own_streams(redis: Redis, redis_cluster: Cluster) -> None:
+    """The tail re-checks the cursors of the casts whose read ended idle: on a cluster, those of
+    the slot whose read timed out, not every slot's at each slot's timeout."""
+    redis_cluster.flushall()
+    conn = Redis.from_url(redis_cluster.url)
+    reads = SlotReads(conn, redis)
+    quiet, short = "{t}a", "{u}c"
+    assert key_slot(quiet.encode()) != key_slot(short.encode())
+    try:
+        woken = asyncio.get_running_loop().create_future()
+        first = asyncio.ensure_future(reads.xread({quiet: "0-0"}, count=10, block_ms=60_000, wake=woken))
+        await asyncio.sleep(0.05)
+        woken.set_result(None)
+        assert await first == [] and reads.timed_out == []  # woken: nothing timed out
+        never = asyncio.get_running_loop().create_future()
+        # the quiet slot's read stays blocked (60 s); the new slot's read ends at its 200 ms
+        assert await reads.xread({quiet: "0-0", short: "0-0"}, count=10, block_ms=200, wake=never) == []
+        assert reads.timed_out == [short]
+        assert reads.blocked == 1  # the quiet slot's read goes on
+    finally:
+        await reads.aclose()
+        await conn.aclose()
