@@ -53,6 +53,9 @@ SAMPLE_WIDTH, CHANNELS = 2, 1
 LISTENER_KIND = "wyoming"  # streamtts_intake_listeners{kind}
 # How long the last word to a client that broke a limit may take to go out before the cut.
 FAREWELL_S = 2.0
+# What a refused client may have sent that is read and dropped before the socket closes (a close
+# with unread input sends a reset, which can destroy the refusal on its way to the client).
+LINGER_BYTES = 64 * 1024
 
 
 def voice_info(names: tuple[str, ...]) -> Info:
@@ -246,6 +249,22 @@ async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> Non
         await asyncio.wait_for(async_write_event(WyomingError(text=message, code=code).event(), writer), FAREWELL_S)
 
 
+async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Close a refused socket without a reset: half-close, drop what the client had sent (at most
+    LINGER_BYTES, within FAREWELL_S, until it closes too), then close."""
+    with suppress(ConnectionError, OSError, asyncio.TimeoutError):
+        if writer.can_write_eof():
+            writer.write_eof()
+        await asyncio.wait_for(_drop_input(reader), FAREWELL_S)
+    writer.close()
+
+
+async def _drop_input(reader: asyncio.StreamReader) -> None:
+    left = LINGER_BYTES
+    while left > 0 and (chunk := await reader.read(min(left, 4096))):
+        left -= len(chunk)
+
+
 async def _connection(app: web.Application, connections: Connections,
                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """One accepted socket: counted (or refused ``busy`` and closed at once), then served."""
@@ -255,7 +274,7 @@ async def _connection(app: web.Application, connections: Connections,
     refused = connections.enter(client)
     if refused is not None:
         await farewell(writer, "busy", refused)
-        writer.close()
+        await hang_up(reader, writer)
         return
     task = asyncio.current_task()
     assert task is not None
