@@ -179,6 +179,8 @@ class Worker:
             except RedisError as exc:
                 log.warning("key lane mover: Redis error (%s)", exc)
                 await asyncio.sleep(REDIS_RETRY_S)
+                if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
+                    last_pending = -float("inf")  # open the lanes' group again, then sweep all
 
     # ---- leases -----------------------------------------------------------------------------
 

@@ -274,7 +274,11 @@ async def test_duplicate_job_for_an_active_cast_is_acknowledged_without_restarti
 
 async def test_worker_recreates_its_group_when_redis_lost_its_data(redis: Redis, store: CastStore) -> None:
     async with running(Worker(config(), redis, StandIn())):
-        await wait_until(lambda: redis.exists(castlog.JOBS))
+        # the queue's group and the key lanes' group are both made (keys.jobs_lane_key: the mover's)
+        async def both_groups() -> bool:
+            return await redis.exists(castlog.JOBS, castlog.keys.jobs_lane_key(castlog.keys.LANES - 1)) == 2
+
+        await wait_until(both_groups)
         await redis.flushall()  # a Redis restart without persistence
         cast_id = await submit(store, TEXT)
         entries = await terminal(store, cast_id)
