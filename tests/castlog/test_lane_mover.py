@@ -16,17 +16,27 @@ from castlog.lanes import LaneMover
 VOICE = "af_heart"
 
 
+async def submit_in_turn(redis: Redis, n: int, word: str) -> list[str]:
+    """``n`` casts submitted one after another, each in a millisecond of its own (two lanes' jobs
+    of one millisecond have no order): their ids, in arrival order."""
+    store, ids = CastStore(redis), []
+    for k in range(n):
+        text = f"{word} number {k}."
+        cid = content_id(text, VOICE)
+        meta = Meta(title=word, voice=VOICE, chars=len(text), sentences=1, created_at=0)
+        assert await store.submit(cid, text, VOICE, meta) == "new"
+        ids.append(cid)
+        await asyncio.sleep(0.002)
+    return ids
+
+
+async def queued_ids(redis: Redis) -> list[str]:
+    return [fields[b"id"].decode() for _, fields in await redis.xrange(keys.JOBS)]
+
+
 @pytest.mark.rule("one-slot-per-step")
 async def test_a_burst_over_many_lanes_is_moved_in_arrival_order(redis: Redis) -> None:
-    store = CastStore(redis)
-    ids = []
-    for n in range(40):
-        text = f"Burst number {n}."
-        cid = content_id(text, VOICE)
-        assert await store.submit(cid, text, VOICE, Meta(title="b", voice=VOICE, chars=len(text), sentences=1,
-                                                          created_at=0)) == "new"
-        ids.append(cid)
-        await asyncio.sleep(0.002)  # a new millisecond: two lanes' jobs of one millisecond have no order
+    ids = await submit_in_turn(redis, 40, "Burst")
     assert len({keys.lane_of(c) for c in ids}) > 20  # spread over the lanes, as casts are
     mover = LaneMover(redis, "mover-1", lease_ms=60_000, single_redis=True)
     await mover.open()
@@ -35,22 +45,13 @@ async def test_a_burst_over_many_lanes_is_moved_in_arrival_order(redis: Redis) -
         got = await mover.sweep(100)
         assert got, "every job is moved"
         moved += got
-    queued = [fields[b"id"].decode() for _, fields in await redis.xrange(keys.JOBS)]
-    assert queued == ids
+    assert await queued_ids(redis) == ids
     assert [await redis.xlen(stream) for stream, _ in mover.streams] == [0] * len(mover.streams)  # dropped
 
 
 @pytest.mark.rule("one-slot-per-step")
 async def test_a_dead_movers_jobs_are_moved_once_by_the_pending_sweep(redis: Redis) -> None:
-    store = CastStore(redis)
-    ids = []
-    for n in range(6):
-        text = f"Orphan number {n}."
-        cid = content_id(text, VOICE)
-        assert await store.submit(cid, text, VOICE, Meta(title="o", voice=VOICE, chars=len(text), sentences=1,
-                                                          created_at=0)) == "new"
-        ids.append(cid)
-        await asyncio.sleep(0.002)
+    ids = await submit_in_turn(redis, 6, "Orphan")
     dead = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
     await dead.open()
     # it read every lane, then died before moving: the entries wait in its pending list
@@ -60,6 +61,5 @@ async def test_a_dead_movers_jobs_are_moved_once_by_the_pending_sweep(redis: Red
     again = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
     await again.open()
     assert await again.sweep(10, pending=True) == len(ids)
-    queued = [fields[b"id"].decode() for _, fields in await redis.xrange(keys.JOBS)]
-    assert queued == ids  # each once, in arrival order
+    assert await queued_ids(redis) == ids  # each once, in arrival order
     assert [await redis.xlen(stream) for stream, _ in again.streams] == [0] * len(again.streams)
