@@ -176,14 +176,20 @@ async def test_keys_guard_v1_and_submits_but_not_reads(make_client: MakeClient, 
     assert [m["id"] for m in (await resp.json())["data"]] == ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
 
 
-async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: CastStore) -> None:
-    client = await make_client(max_speech_streams=1)
+async def one_stream_held_then_refused(client: Any, store: CastStore) -> tuple[str, asyncio.Task[Any]]:
+    """A /v1 stream held open (its cast claimed), then a second one refused 429 `too_many_streams`."""
     cast_id = content_id(SPEECH["input"], "jf_alpha")
     first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
     while await LogReader(store.redis).tail(cast_id) == 0:
         await asyncio.sleep(0.01)
     resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
     assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
+    return cast_id, first
+
+
+async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: CastStore) -> None:
+    client = await make_client(max_speech_streams=1)
+    cast_id, first = await one_stream_held_then_refused(client, store)
     await play_worker(store, cast_id, CHUNKS[:1])
     assert (await first).status == 200
 
@@ -192,12 +198,7 @@ async def test_too_many_speech_streams_is_429(make_client: MakeClient, store: Ca
 async def test_one_client_holds_at_most_its_cap_of_speech_streams(make_client: MakeClient, store: CastStore) -> None:
     """Finding 4 of #21: the 64 /v1 streams could all be held by one client."""
     client = await make_client(speech_streams_per_client=1)
-    cast_id = content_id(SPEECH["input"], "jf_alpha")
-    first = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH))
-    while await LogReader(store.redis).tail(cast_id) == 0:
-        await asyncio.sleep(0.01)
-    resp = await client.post("/v1/audio/speech", json={**SPEECH, "input": "Another."})
-    assert resp.status == 429 and openai_error(await resp.json())["code"] == "too_many_streams"
+    cast_id, first = await one_stream_held_then_refused(client, store)
     other = asyncio.create_task(client.post("/v1/audio/speech", json=SPEECH, headers={"X-Forwarded-For": "203.0.113.9"}))
     await play_worker(store, cast_id, CHUNKS[:1])
     served = [await first, await other]
