@@ -20,6 +20,7 @@ from tests.edge.test_edge_browser import browser  # noqa: F401 - the fixture
 ACTIVE = ("text/html", "application/javascript", "text/javascript", "image/svg+xml", "application/xhtml+xml",
           "text/xml", "text/plain;a=b,text/html", "TEXT/HTML; charset=utf-8")
 STOLEN = "stolen"
+OWNER = "addr:127.0.0.1"  # intake.durable.stream_owner of this test's client
 # What the attack stored: a page that loads a script stream, which sends the page's key away.
 PAGE = b'<script src="/v1/stream/legacy/evil.js"></script><script>window.pwned = "inline"</script>'
 SCRIPT = (b"window.pwned = 'script'; fetch('/v1/stream/" + STOLEN.encode()
@@ -27,10 +28,11 @@ SCRIPT = (b"window.pwned = 'script'; fetch('/v1/stream/" + STOLEN.encode()
 
 
 async def _legacy(redis: Redis) -> None:
-    """Streams of active types as a server before the allow-list stored them."""
+    """Streams of active types as a server before the allow-list stored them (this test's own:
+    created from 127.0.0.1 through the proxy)."""
     streams = DurableStreams(redis)
-    assert (await streams.create("legacy/evil.html", Spec("text/html"), [PAGE])).status == "created"
-    assert (await streams.create("legacy/evil.js", Spec("application/javascript"), [SCRIPT])).status == "created"
+    for path, kind, body in (("legacy/evil.html", "text/html", PAGE), ("legacy/evil.js", "application/javascript", SCRIPT)):
+        assert (await streams.create(path, Spec(kind, owner=OWNER), [body])).status == "created"
 
 
 @pytest.mark.rule("ds-passive-types", "ds-security-headers")
