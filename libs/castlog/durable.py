@@ -35,6 +35,20 @@ MAX_FORK_DEPTH = 32
 # Entries per XRANGE while a read gathers its bytes.
 RANGE_BATCH = 100
 JSON_TYPE = "application/json"
+OCTET_STREAM = "application/octet-stream"
+# The content types a stream may have: passive ones, that no browser renders as a page or runs
+# as script (text/html, image/svg+xml, application/javascript, text/xml ... are refused at
+# create), so no stream served on this origin becomes active content [R:ds-passive-types].
+STREAM_TYPES = frozenset({
+    "text/plain", "text/csv", "text/markdown", JSON_TYPE, "application/ndjson", "application/x-ndjson",
+    "application/jsonl", OCTET_STREAM, "application/x-protobuf", "application/protobuf", "application/cbor",
+    "application/msgpack", "application/x-msgpack", "audio/mpeg", "audio/ogg", "audio/opus", "audio/wav",
+    "audio/webm", "audio/aac", "audio/flac", "audio/pcm", "image/png", "image/jpeg", "image/gif", "image/webp",
+    "video/mp4", "video/webm",
+})
+# A parameter list (`; charset=utf-8`) of plain tokens: no comma, which a browser reads as a
+# second media type (`text/plain;a=b,text/html` is HTML to Fetch's MIME sniffing rules).
+_PARAMS = re.compile(r"(?:\s*;\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+=[A-Za-z0-9!#$%&'*+.^_`|~-]+)*\s*")
 
 
 def valid_path(path: str) -> bool:
@@ -65,6 +79,18 @@ def id_key(entry: str) -> tuple[int, int]:
 def normal_type(content_type: str) -> str:
     """``text/Plain; charset=utf-8`` -> ``text/plain``: what matching compares."""
     return content_type.split(";", 1)[0].strip().lower()
+
+
+def passive_type(content_type: str) -> bool:
+    """A type a stream may have: one of ``STREAM_TYPES``, with plain parameters only."""
+    kind, _, params = content_type.partition(";")
+    return kind.strip().lower() in STREAM_TYPES and _PARAMS.fullmatch(";" + params if params else "") is not None
+
+
+def served_type(content_type: str) -> str:
+    """The type a read answers with: the stream's own, or ``application/octet-stream`` for one
+    that is not passive (stored before the list, or a fork of such a stream)."""
+    return content_type if passive_type(content_type) else OCTET_STREAM
 
 
 def is_json(content_type: str) -> bool:
@@ -122,6 +148,7 @@ class Meta:
     gone: bool  # soft-deleted: forks still read it
     depth: int  # forks between it and the first stream of its chain
     family: str  # whose hash tag its keys carry (durable_keys.py): its own path, or its source's family
+    owner: str  # who writes it (intake names it); "" for a stream stored before owners
 
     @property
     def log(self) -> str:
@@ -144,7 +171,7 @@ class Meta:
             ttl=int(m["ttl"]) if "ttl" in m else None, expires_at=m.get("exp"), closed="closed" in m,
             closed_by=m.get("cby"), tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
             fork_sub=int(m.get("fsub", "0")), refs=int(m.get("refs", "0")),
-            gone="gone" in m, depth=int(m.get("depth", "0")), family=family,
+            gone="gone" in m, depth=int(m.get("depth", "0")), family=family, owner=m.get("own", ""),
         )
 
 
@@ -160,6 +187,7 @@ class Spec:
     source: str | None = None
     fork_at: str | None = None  # entry id
     fork_sub: int = 0
+    owner: str = ""  # who may write it (intake names every stream's; "": a library caller's own)
 
 
 @dataclass(frozen=True)
@@ -208,13 +236,15 @@ class DurableStreams:
         self._link = redis.register_script(durable_lua.LINK)
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
-        """``created`` or ``exists`` (with the meta to compare), ``gone``, ``nosrc``, ``srcgone``,
-        ``too_big``, ``too_deep`` (a fork past ``MAX_FORK_DEPTH``), ``elsewhere`` (a fork at a path
-        that an earlier fork of another family holds)."""
+        """``created`` or ``exists`` (with the meta to compare, its owner included), ``gone``,
+        ``nosrc``, ``srcgone``, ``not_owner`` (a fork of another owner's stream), ``too_big``,
+        ``too_deep`` (a fork past ``MAX_FORK_DEPTH``), ``elsewhere`` (a fork at a path that an
+        earlier fork of another family holds)."""
         args = [
             spec.content_type, normal_type(spec.content_type), _opt(spec.ttl), spec.expires_at or "",
             _opt(spec.deadline_ms), "1" if spec.closed else "", spec.source or "", spec.fork_at or "",
-            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), str(MAX_FORK_DEPTH), *entries,
+            str(spec.fork_sub) if spec.fork_sub else "", str(self.max_stream_bytes), str(MAX_FORK_DEPTH), spec.owner,
+            *entries,
         ]
         wanted = await self.family_of(spec.source) if spec.source else self.links.family(path)
         family = wanted
@@ -261,6 +291,8 @@ class DurableStreams:
             return "nosrc"
         if source.gone:
             return "srcgone"
+        if source.owner != spec.owner:
+            return "not_owner"
         return "too_deep" if source.depth + 1 > MAX_FORK_DEPTH else None
 
     async def _claim(self, path: str, family: str) -> str | None:
@@ -282,31 +314,32 @@ class DurableStreams:
         return await self.links.read(self.redis, path) or path
 
     async def append(
-        self, path: str, content_type: str, entries: Sequence[bytes], *, stream_seq: str | None = None,
+        self, path: str, content_type: str, entries: Sequence[bytes], *, owner: str = "", stream_seq: str | None = None,
         producer: tuple[str, int, int] | None = None, close: bool = False,
     ) -> Outcome:
-        """``ok``, ``duplicate`` (detail: the producer's last seq), ``closed``, ``ct_mismatch``,
-        ``stale_epoch`` (detail: the current epoch), ``gap`` (detail: expected, received),
+        """``ok``, ``not_owner`` (``owner`` is not the stream's), ``duplicate`` (detail: the
+        producer's last seq), ``closed``, ``ct_mismatch``, ``stale_epoch`` (detail: the current
+        epoch), ``epoch_jump`` (detail: the current epoch), ``gap`` (detail: expected, received),
         ``epoch_seq``, ``seq_conflict``, ``too_big``, ``missing``, ``gone``."""
         pid, epoch, seq = producer if producer else ("", "", "")
         args = [normal_type(content_type) if entries else "", stream_seq or "", pid, str(epoch), str(seq),
-                "1" if close else "", str(self.max_stream_bytes), *entries]
+                "1" if close else "", str(self.max_stream_bytes), owner, *entries]
         return await self._located(path, self._append, args)
 
     async def open(self, path: str, *, touch: bool) -> Outcome:
         """``ok`` with the meta (a read slides the TTL; a HEAD does not), ``missing`` or ``gone``."""
         return await self._located(path, self._open, ["1" if touch else "0"])
 
-    async def delete(self, path: str) -> str:
-        """``deleted``, ``soft`` (forks still read it), ``missing`` or ``gone``."""
+    async def delete(self, path: str, owner: str = "") -> str:
+        """``deleted``, ``soft`` (forks still read it), ``not_owner``, ``missing`` or ``gone``."""
         family = self.links.family(path)
-        status = await self._delete_at(path, family)
+        status = await self._delete_at(path, family, owner)
         if status == "missing" and family == path and (linked := await self.links.read(self.redis, path)):
-            status = await self._delete_at(path, linked)
+            status = await self._delete_at(path, linked, owner)
         return status
 
-    async def _delete_at(self, path: str, family: str) -> str:
-        reply = await self._delete(keys=keys_of(path, family))
+    async def _delete_at(self, path: str, family: str, owner: str) -> str:
+        reply = await self._delete(keys=keys_of(path, family), args=[owner])
         status = _status(reply)
         if status in ("deleted", "missing") and len(reply) > 1:
             await self._release_chain(_words(reply[1:2])[0], family)

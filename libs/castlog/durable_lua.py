@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from .lua import NOW_MS
 
+# A producer's epoch grows by at most this much at a time (and a new producer starts at most
+# this high), so that no append can set it out of its producer's reach: 2^53-1 takes billions.
+MAX_EPOCH_STEP = 1_000_000
 # Native expiry of an idle stream's keys this long after its deadline: a backstop for streams
 # that nobody touches again (the lazy check answers every request on time).
 BACKSTOP_MS = 3_600_000
@@ -92,10 +95,11 @@ end
 # ARGV[1..9]: ct (as given), ctn (normalised), ttl, exp (as given), dl (ms), closed, src (fork
 # source path), fofs (fork offset, an entry id), fsub, in that order ('' for absent);
 # ARGV[10]: the most bytes the stream may hold; ARGV[11]: the most forks a chain may hold (a
-# read walks the chain); ARGV[12..]: the initial entries' bytes.
+# read walks the chain); ARGV[12]: its owner (who may write it, and fork it: a fork keeps its
+# source while it lives); ARGV[13..]: the initial entries' bytes.
 # A new stream: {'created', flat meta}. An existing live one: {'exists', flat meta} (the caller
 # compares configurations); soft-deleted: {'gone'}. A fork whose source is missing: {'nosrc'},
-# soft-deleted: {'srcgone'}, one fork too deep: {'too_deep'}. A lapsed stream at the path is removed first: {..., src} tells the
+# soft-deleted: {'srcgone'}, of another owner: {'not_owner'}, one fork too deep: {'too_deep'}. A lapsed stream at the path is removed first: {..., src} tells the
 # caller which source to release (last element, '' for none) [R:ds-create] [R:ds-fork].
 # A path linked to another family meanwhile: {'linked', family}: the caller creates it there.
 CREATE = (
@@ -114,15 +118,16 @@ if m then
   released = s[2]
 end
 local names = {'ct', 'ctn', 'ttl', 'exp', 'dl', 'closed', 'src', 'fofs', 'fsub'}
-m = {top = '0-0', refs = '0'}
+m = {top = '0-0', refs = '0', own = ARGV[12]}
 for i = 1, #names do if ARGV[i] ~= '' then m[names[i]] = ARGV[i] end end
 local size = 0
-for i = 12, #ARGV do size = size + #ARGV[i] end
+for i = 13, #ARGV do size = size + #ARGV[i] end
 if size > tonumber(ARGV[10]) then return {'too_big', released} end
 if m.src then
   local src = load(KEYS[4])
   if not src then return {'nosrc', released} end
   if src.gone then return {'srcgone', released} end
+  if (src.own or '') ~= m.own then return {'not_owner', released} end
   local depth = tonumber(src.depth or '0') + 1
   if depth > tonumber(ARGV[11]) then return {'too_deep', released} end
   m.depth = tostring(depth)
@@ -133,7 +138,7 @@ end
 m.tail = m.top
 m.size = tostring(size)
 redis.call('DEL', KEYS[2], KEYS[3])
-for i = 12, #ARGV do m.tail = add(m, ARGV[i], 'd') end
+for i = 13, #ARGV do m.tail = add(m, ARGV[i], 'd') end
 m.created = string.format('%d', now)
 redis.call('HSET', KEYS[1], unpack(flat(m)))
 touch(m)
@@ -143,9 +148,11 @@ return {'created', flat(m), released}
 
 # ARGV[1]: the request's content type, normalised ('' when the body is empty)
 # ARGV[2]: Stream-Seq ('' none); ARGV[3..5]: producer id, epoch, seq ('' none); ARGV[6]: '1' to
-# close; ARGV[7]: the most bytes the stream may hold; ARGV[8..]: the entries' bytes (none: close
-# only).
-# Checks in the protocol's order (closed, content type, producer, Stream-Seq), then appends,
+# close; ARGV[7]: the most bytes the stream may hold; ARGV[8]: who asks; ARGV[9..]: the entries'
+# bytes (none: close only).
+# Only the stream's owner writes ({'not_owner'}, before anything else is told; a stream stored
+# before owners has none: only a caller of castlog that names none, never a client of intake). Then the checks in the protocol's order (closed,
+# content type, producer, Stream-Seq), then appends,
 # records the producer's and the writer's sequence, and closes, all at once [R:ds-append]
 # [R:ds-producer] [R:ds-close]. Replies {status, flat meta, detail...}.
 APPEND = (
@@ -156,7 +163,8 @@ local s = settle(m)
 if s then return s end
 local pid, epoch, pseq = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local closing = ARGV[6] == '1'
-local has_body = #ARGV >= 8
+local has_body = #ARGV >= 9
+if (m.own or '') ~= ARGV[8] then return {'not_owner', flat(m)} end
 if m.closed then
   if pid ~= '' and m.cby == ARGV[4] .. ':' .. ARGV[5] .. ':' .. pid then
     return {'duplicate', flat(m), ARGV[5]}
@@ -168,15 +176,20 @@ if has_body and ARGV[1] ~= m.ctn then return {'ct_mismatch', flat(m)} end
 if pid ~= '' then
   local state = redis.call('HGET', KEYS[3], pid)
   if state then
-    local se, ss = string.match(state, '^(%d+):(%d+)$')
-    se = tonumber(se); ss = tonumber(ss)
-    if epoch < se then return {'stale_epoch', flat(m), tostring(se)} end
+    -- the numbers go back as the strings they were stored as (tostring of one past 10^14 is a float's)
+    local se_text, ss_text = string.match(state, '^(%d+):(%d+)$')
+    local se, ss = tonumber(se_text), tonumber(ss_text)
+    if epoch < se then return {'stale_epoch', flat(m), se_text} end
     if epoch == se then
-      if pseq <= ss then return {'duplicate', flat(m), tostring(ss)} end
-      if pseq ~= ss + 1 then return {'gap', flat(m), tostring(ss + 1), ARGV[5]} end
+      if pseq <= ss then return {'duplicate', flat(m), ss_text} end
+      if pseq ~= ss + 1 then return {'gap', flat(m), string.format('%d', ss + 1), ARGV[5]} end
+    elseif epoch - se > """ + str(MAX_EPOCH_STEP) + """ then
+      return {'epoch_jump', flat(m), se_text}
     elseif pseq ~= 0 then
       return {'epoch_seq', flat(m)}
     end
+  elseif epoch > """ + str(MAX_EPOCH_STEP) + """ then
+    return {'epoch_jump', flat(m), '0'}
   elseif pseq ~= 0 then
     return {'gap', flat(m), '0', ARGV[5]}
   end
@@ -185,11 +198,11 @@ if ARGV[2] ~= '' then
   if m.sseq and bytes_le(ARGV[2], m.sseq) then return {'seq_conflict', flat(m)} end
 end
 local size = tonumber(m.size or '0')
-for i = 8, #ARGV do size = size + #ARGV[i] end
+for i = 9, #ARGV do size = size + #ARGV[i] end
 if size > tonumber(ARGV[7]) then return {'too_big', flat(m)} end
 if ARGV[2] ~= '' then m.sseq = ARGV[2] end
 m.size = tostring(size)
-for i = 8, #ARGV do m.tail = add(m, ARGV[i], 'd') end
+for i = 9, #ARGV do m.tail = add(m, ARGV[i], 'd') end
 if pid ~= '' then redis.call('HSET', KEYS[3], pid, ARGV[4] .. ':' .. ARGV[5]) end
 if closing then
   m.closed = '1'
@@ -215,6 +228,7 @@ return {'ok', flat(m)}
 """
 )
 
+# ARGV[1]: who asks: only the owner deletes ({'not_owner'}).
 # A stream with forks reading it is soft-deleted (410 from now on, its data kept); else its keys
 # go: {'deleted', source} tells the caller which source to release [R:ds-delete].
 DELETE = (
@@ -223,6 +237,7 @@ DELETE = (
 local m = load(KEYS[1])
 local s = settle(m)
 if s then return s end
+if (m.own or '') ~= ARGV[1] then return {'not_owner'} end
 if tonumber(m.refs or '0') > 0 then
   redis.call('HSET', KEYS[1], 'gone', '1')
   return {'soft'}

@@ -38,8 +38,12 @@ PRODUCER_SEQ = "Producer-Seq"
 PRODUCER_EXPECTED_SEQ = "Producer-Expected-Seq"
 PRODUCER_RECEIVED_SEQ = "Producer-Received-Seq"
 
-# Every answer under the prefix, errors included [R:ds-security-headers].
-SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin"}
+# Every answer under the prefix, errors included [R:ds-security-headers]. A stream's bytes are
+# its writer's: opened as a page they get an opaque origin that runs nothing and loads nothing
+# (the CSP's sandbox), and they are never sniffed into another type.
+STREAM_CSP = "sandbox; default-src 'none'"
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin",
+                    "Content-Security-Policy": STREAM_CSP}
 EXPOSED = ", ".join((NEXT_OFFSET, CURSOR, UP_TO_DATE, CLOSED, PRODUCER_EPOCH, PRODUCER_SEQ, PRODUCER_EXPECTED_SEQ,
                      PRODUCER_RECEIVED_SEQ, SSE_ENCODING, "ETag", "Content-Type", "Location"))
 
@@ -144,9 +148,23 @@ def public_url(request: web.Request) -> str:
     return f"{proto}://{host}{request.path}"
 
 
+def is_cast(path: str) -> bool:
+    """A path (under the prefix) of the read-only casts' streams."""
+    return path == CASTS or path.startswith(CASTS + "/")
+
+
 async def secure(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: the protocol's browser security headers and CORS exposure."""
-    if request.path.startswith(PREFIX):
-        response.headers.update(SECURITY_HEADERS)
+    """``on_response_prepare``: the protocol's browser security headers; CORS for the casts only.
+
+    A cast's streams are public to whoever has its link (an unguessable id), as its MP3 is; the
+    general streams have guessable names, so no other site's page may read them through a
+    visitor's browser (a server on a private network included): no ``Access-Control-Allow-Origin``
+    [R:ds-cors-casts-only]. A stream's read is a download when opened directly."""
+    if not request.path.startswith(PREFIX):
+        return
+    response.headers.update(SECURITY_HEADERS)
+    if is_cast(request.path[len(PREFIX):]):
         response.headers.setdefault("Access-Control-Allow-Origin", "*")
         response.headers.setdefault("Access-Control-Expose-Headers", EXPOSED)
+    elif request.method in ("GET", "HEAD"):
+        response.headers.setdefault("Content-Disposition", "attachment")

@@ -21,7 +21,8 @@ _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"
 _STATE = {h: {"schema": {"type": "string"}} for h in ("Stream-Next-Offset", "Stream-Up-To-Date", "Stream-Closed",
                                                        "Stream-Cursor", "ETag")}
 _BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
-_REFUSED = {"400": error_body("a bad offset, header or body"), "404": error_body("no such stream"),
+_REFUSED = {"400": error_body("a bad offset (one past the tail too), header or body"),
+            "404": error_body("no such stream"),
             "429": error_body("too many reads", retry_after=True),
             "503": error_body("too many readers wait on this edge (a live read)", retry_after=True)}
 
@@ -46,14 +47,19 @@ def _read(operation_id: str, summary: str, params: list[Json], media: str | None
 
 def durable_paths() -> Json:
     general: dict[str, Any] = _read("readStream", "read a durable stream (catch-up, long-poll, SSE)", [_PATH])
+    for read in (general["get"], general["head"]):  # the casts' streams want none
+        read["responses"]["401"] = error_body("with STREAMTTS_API_KEYS set, a key is wanted (invalid_api_key)")
     written = {"201": {"description": "created"}, "200": {"description": "appended (a producer's new data)"},
                "204": {"description": "appended, closed, deleted, or a producer's duplicate"},
                "400": error_body("a bad name, header or body"),
                "401": error_body("a key is wanted (STREAMTTS_API_KEYS)"),
-               "403": error_body("a stale producer epoch, or a write from another site's page (cross_site)"),
+               "403": error_body("a stale producer epoch, a stream of another owner (not_owner: only its creator "
+                                 "writes, closes, deletes or forks it), or a write from another site's page "
+                                 "(cross_site)"),
                "408": error_body("the body took longer than INTAKE_BODY_TIMEOUT_S to arrive"),
                "409": {"description": "another configuration, content type, sequence, or a closed stream"},
                "410": {"description": "deleted while forks still read it"},
+               "415": error_body("a create's Content-Type is not one a stream may have (unsupported_type)"),
                "413": error_body("the body, or the stream, is too large; or, with no API keys set, the client's "
                                  "bytes per hour are spent (bytes_quota)", retry_after=True),
                "429": error_body("with no API keys set, the client's streams per hour are spent (streams_quota)",

@@ -158,6 +158,11 @@ ADMIN_TOKEN: Setting[str | None] = Setting(
     "with `Authorization: Bearer <token>` (404 without): intake checks the request and asks the workers, a "
     "worker deletes only what this token asked for (intake's Redis user deletes nothing); intake and synth need "
     "the same one")
+API_KEYS: Setting[frozenset[str]] = Setting(
+    "STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)", secret=True, min_len=MIN_SECRET_CHARS,
+    doc="comma-separated keys (each of 32 characters or more: shorter ones refuse to start): when set, `/v1/*` "
+        "and the submits want `Authorization: Bearer <key>` (401 otherwise), and so do reads of the general "
+        "durable streams (`/v1/stream/*` but `casts/`); intake and edge need the same ones")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
     "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}), parse=networks,
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "

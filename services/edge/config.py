@@ -12,7 +12,7 @@ from blobstore import StoreConfig
 from castlog import ITEM_CACHE_BYTES
 from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from servicekit.connect import CONNECT_ATTEMPTS
-from servicekit.settings import FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
+from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Config(Settings):
     redis_pool: int = setting("EDGE_REDIS_POOL", 64, gt=0, doc="Redis connections per process "
                               "(offset reads, state, rate limits); a request waits for one")
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
+    api_keys: frozenset[str] = API_KEYS.field()  # intake's: reads of the general durable streams want one
     shutdown_timeout_s: float = setting("EDGE_SHUTDOWN_TIMEOUT_S", 5.0, ge=0, doc="how long a stop waits; "
                                         "live streams are closed at once with a resumable id")
     log_level: str = setting("EDGE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")

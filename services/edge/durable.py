@@ -13,9 +13,10 @@ import time
 
 from aiohttp import web
 
-from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of
+from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
 from servicekit import Refusal
 from servicekit import dshttp as ds
+from servicekit.keys import bearer_key
 
 from . import durable_casts
 from .context import CONFIG, EDGE
@@ -38,7 +39,12 @@ async def _stop_waiters(app: web.Application) -> None:
 
 
 async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pass]:
-    """The stream's meta, after the client's read token (the same buckets as casts' reads)."""
+    """The stream's meta, after the client's key where keys are set [R:ds-read-keys] and its
+    read token (the same buckets as casts' reads)."""
+    keys = request.app[CONFIG].api_keys
+    if keys and not bearer_key(request, keys):
+        raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
+                                              "Authorization: Bearer <key> (casts' streams are public)")
     admitted = await request.app[EDGE].guard.admit(request)
     found = await request.app[EDGE].durable.streams.open(path, touch=touch)
     if found.meta is None:
@@ -47,7 +53,7 @@ async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pas
 
 
 def _meta_headers(meta: Meta) -> dict[str, str]:
-    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: meta.tail_offset}
+    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: meta.tail_offset}
     if meta.closed:
         headers[ds.CLOSED] = "true"
     return headers
@@ -76,6 +82,9 @@ async def read(request: web.Request) -> web.StreamResponse:
     meta, admitted = await _open(request, path, touch=True)
     after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
     assert after is not None
+    if id_key(after) > id_key(meta.tail):  # no offset this stream sent: a long-poll would wait for ever
+        raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
+                     "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
     if live == "sse":
         return await _sse(request, admitted, meta, after)
     if offset == "now" and live != "long-poll":
@@ -138,7 +147,7 @@ def _timed_out(request: web.Request, meta: Meta) -> web.Response:
 def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, live: bool) -> web.Response:
     end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
     closed = meta.closed and got.complete and end == meta.tail_offset
-    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: end}
+    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: end}
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"
     if closed:

@@ -9,28 +9,16 @@ cast's write token runs at INTAKE_AUTH_FAILURES_PER_MIN at most.
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Iterable
-
 from redis.asyncio import Redis
 
 from castlog import INTAKE_AUTH_SCOPE, RateLimiter
+from servicekit.keys import key_matches as key_matches  # its callers import it from here
 
 from .cooldown import Cooldowns
 from .metrics import Metrics
 from .validate import Refusal
 
 CREDENTIALS = ("api_key", "write_token", "admin_token")
-
-
-def key_matches(given: object, keys: Iterable[str]) -> bool:
-    """``given`` is one of ``keys`` (API keys, the admin token): compared with every one, so the
-    time taken does not tell which one nearly matched."""
-    if not isinstance(given, str):
-        return False
-    raw = given.encode()
-    matches = [hmac.compare_digest(raw, key.encode()) for key in keys]
-    return any(matches)
 
 
 def too_many(wait_s: int) -> Refusal:

@@ -13,9 +13,9 @@ from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
 from servicekit.settings import (
     ADMIN_TOKEN,
+    API_KEYS,
     CONTENT_KEY,
     FORWARDED_ALLOW_IPS,
-    MIN_SECRET_CHARS,
     REDIS_URL,
     Settings,
     networks,
@@ -132,10 +132,7 @@ class Config(Settings):
     auth_failures_per_min: int = setting("INTAKE_AUTH_FAILURES_PER_MIN", 10, gt=0, doc="refused credentials "
                                          "(API key, write token, admin token) per minute per client, sustained and "
                                          "at once; beyond, 429 `too_many_failures` before any is compared")
-    api_keys: frozenset[str] = setting("STREAMTTS_API_KEYS", frozenset(), shown="empty (no auth)",
-                                       secret=True, min_len=MIN_SECRET_CHARS, doc="comma-separated keys (each of "
-                                       "32 characters or more: shorter ones refuse to start): when set, `/v1/*` and the submits "
-                                       "want `Authorization: Bearer <key>` (401 otherwise)")
+    api_keys: frozenset[str] = API_KEYS.field()
     ds_max_stream_bytes: int = setting("INTAKE_DS_MAX_STREAM_BYTES", 64 * 1024 * 1024, gt=0, doc="bytes one "
                                        "durable stream (`/v1/stream/*`) may hold; an append past it is refused (413)")
     # With no keys anyone may write /v1/stream: a client's share of Redis, refilled over an hour.

@@ -5,6 +5,7 @@ edge's (``edge/durable.py``). The API keys' check covers these routes like every
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime, timezone
 
@@ -12,6 +13,8 @@ from aiohttp import web
 
 from castlog.durable import (
     MAX_FORK_DEPTH,
+    OCTET_STREAM,
+    STREAM_TYPES,
     BadJson,
     DurableStreams,
     Meta,
@@ -23,15 +26,17 @@ from castlog.durable import (
     json_entry,
     json_messages,
     normal_type,
+    passive_type,
+    served_type,
     valid_path,
 )
+from castlog.durable_lua import MAX_EPOCH_STEP
 from servicekit import Refusal
 from servicekit import dshttp as ds
 
 from .claim import read_body
 from .context import CONFIG, INTAKE, request_client
 
-OCTET_STREAM = "application/octet-stream"
 _MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -44,6 +49,8 @@ MAX_TTL_S = 10**12
 # that an append of one byte cannot store kilobytes of header beside it.
 MAX_TOKEN_CHARS = 256
 READ_ONLY = {"Allow": "GET, HEAD"}
+# An owner's name from its API key: the key's SHA-256, this many hex digits (Redis never holds a key).
+KEY_OWNER_DIGITS = 32
 
 
 def setup(app: web.Application) -> None:
@@ -67,9 +74,25 @@ async def _take_quota(request: web.Request, creating: bool, entries: list[bytes]
         await quota.take(request_client(request), creating=creating, size=sum(len(e) for e in entries))
 
 
+def stream_owner(request: web.Request) -> str:
+    """Who a write comes from, the one name a stream's owner is compared with [R:ds-owners]: the
+    API key's hash while keys are set (the auth middleware let only a key's holder through), else
+    the client's address (the same as its quota's), the one thing the protocol's clients carry
+    on every request without being told."""
+    if request.app[CONFIG].api_keys:
+        token = request.headers.get("Authorization", "").partition(" ")[2].strip()
+        return "key:" + hashlib.sha256(token.encode()).hexdigest()[:KEY_OWNER_DIGITS]
+    return "addr:" + request_client(request)
+
+
+def not_owner() -> Refusal:
+    return Refusal(403, "not_owner", "this stream is another client's: only its creator (the same API key; without "
+                   "keys, the same address) writes, closes, deletes or forks it; create your own at another path")
+
+
 def _writable(request: web.Request) -> str:
     path = ds.stream_path(request)
-    if path == ds.CASTS or path.startswith(ds.CASTS + "/"):
+    if ds.is_cast(path):
         raise Refusal(405, "read_only", "casts are read-only durable streams", READ_ONLY)  # [R:ds-casts-read-only]
     return path
 
@@ -107,6 +130,8 @@ async def create(request: web.Request) -> web.Response:
     source = request.headers.get(ds.FORKED_FROM)
     given = request.headers.get("Content-Type", "").strip()
     content_type: str | None = given if _MEDIA_TYPE.match(given) else None
+    if content_type is not None and not passive_type(content_type):
+        raise _active_type(content_type)
     ttl = _decimal(request, ds.TTL, MAX_TTL_S)
     expires_at = request.headers.get(ds.EXPIRES_AT)
     if ttl is not None and expires_at is not None:
@@ -123,7 +148,7 @@ async def create(request: web.Request) -> web.Response:
     body = await read_body(request)  # INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S
     closed = ds.flag(request, ds.CLOSED)
     prefix: list[bytes] = []
-    spec = Spec(content_type or OCTET_STREAM, ttl, expires_at, deadline, closed)
+    spec = Spec(content_type or OCTET_STREAM, ttl, expires_at, deadline, closed, owner=stream_owner(request))
     if source is not None:
         spec, prefix = await _fork_spec(streams, spec, content_type, source, fork_at, sub or 0)
     entries = prefix + _initial(spec.content_type, body)
@@ -136,11 +161,15 @@ async def create(request: web.Request) -> web.Response:
         return web.Response(status=201, headers=headers)
     if outcome.status == "exists":
         assert outcome.meta is not None
+        if outcome.meta.owner != spec.owner:
+            raise not_owner()
         if not _same(outcome.meta, spec, fork_at):
             raise Refusal(409, "conflict", "a stream with another configuration is at this path")
         return web.Response(status=200, headers=_created_headers(outcome.meta))
     if outcome.status == "nosrc":
         raise Refusal(404, "not_found", "no such source stream")
+    if outcome.status == "not_owner":
+        raise not_owner()
     if outcome.status == "too_big":
         raise _too_big(request)
     if outcome.status == "elsewhere":
@@ -148,6 +177,13 @@ async def create(request: web.Request) -> web.Response:
     if outcome.status == "too_deep":
         raise ds.bad(f"a fork of a fork is at most {MAX_FORK_DEPTH} deep")
     raise Refusal(409, "conflict", "a deleted stream that forks still read holds this path (or the source)")
+
+
+def _active_type(content_type: str) -> Refusal:
+    """415 for a type a browser could render or run from this origin [R:ds-passive-types]."""
+    return Refusal(415, "unsupported_type", f"a stream's Content-Type is one of {', '.join(sorted(STREAM_TYPES))} "
+                   f"(parameters as plain name=value tokens); {normal_type(content_type)!r} is not: send one of "
+                   "them, application/octet-stream for any other bytes")
 
 
 def _initial(content_type: str, body: bytes) -> list[bytes]:
@@ -176,6 +212,8 @@ async def _fork_spec(
     if found.meta is None:
         raise Refusal(404, "not_found", "no such source stream")
     src = found.meta
+    if src.owner != spec.owner:  # a fork holds its source (and its name) while it lives: the owner's call
+        raise not_owner()
     if content_type is not None and normal_type(content_type) != normal_type(src.content_type):
         raise Refusal(409, "conflict", "a fork has its source's content type")
     at = fork_at or src.tail
@@ -189,7 +227,7 @@ async def _fork_spec(
         ttl = src.ttl
         if src.expires_at is not None:
             expires_at, deadline = src.expires_at, _deadline_ms(src.expires_at)
-    return Spec(src.content_type, ttl, expires_at, deadline, spec.closed, name, at, sub), prefix
+    return Spec(src.content_type, ttl, expires_at, deadline, spec.closed, name, at, sub, spec.owner), prefix
 
 
 async def _cut(streams: DurableStreams, src: Meta, at: str, sub: int) -> bytes:
@@ -215,7 +253,7 @@ def _same(meta: Meta, spec: Spec, fork_at: str | None) -> bool:
 
 
 def _created_headers(meta: Meta) -> dict[str, str]:
-    headers = {"Content-Type": meta.content_type, ds.NEXT_OFFSET: meta.tail_offset}
+    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: meta.tail_offset}
     if meta.closed:
         headers[ds.CLOSED] = "true"
     return headers
@@ -246,6 +284,7 @@ async def append(request: web.Request) -> web.Response:
     streams = request.app[INTAKE].durable
     closing = ds.flag(request, ds.CLOSED)
     producer = _producer(request)
+    owner = stream_owner(request)
     stream_seq = request.headers.get(ds.SEQ)
     if stream_seq is not None and len(stream_seq) > MAX_TOKEN_CHARS:
         raise ds.bad(f"{ds.SEQ} has at most {MAX_TOKEN_CHARS} characters")
@@ -261,10 +300,10 @@ async def append(request: web.Request) -> web.Response:
         try:
             entries = [_json_or_raw(content_type, body)]
         except BadJson as exc:
-            await _refuse_state_first(streams, path, content_type)
+            await _refuse_state_first(streams, path, content_type, owner)
             raise ds.bad(str(exc)) from None
     await _take_quota(request, False, entries)
-    outcome = await streams.append(path, content_type, entries, stream_seq=stream_seq,
+    outcome = await streams.append(path, content_type, entries, owner=owner, stream_seq=stream_seq,
                                    producer=producer, close=closing)
     if outcome.status == "too_big":
         raise _too_big(request)
@@ -284,11 +323,13 @@ def _json_or_raw(content_type: str, body: bytes) -> bytes:
     return entry
 
 
-async def _refuse_state_first(streams: DurableStreams, path: str, content_type: str) -> None:
-    """A bad JSON body on a stream that is closed or of another type: those answers come first."""
+async def _refuse_state_first(streams: DurableStreams, path: str, content_type: str, owner: str) -> None:
+    """A bad JSON body on a stream that is another's, closed or of another type: those answers come first."""
     found = await streams.open(path, touch=False)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
+    if found.meta.owner != owner:
+        raise not_owner()
     if found.meta.closed:
         raise _closed(found.meta)
     if normal_type(content_type) != normal_type(found.meta.content_type):
@@ -303,6 +344,8 @@ def _answer(outcome: Outcome, producer: tuple[str, int, int] | None, appended: b
     status, meta = outcome.status, outcome.meta
     if meta is None:
         raise ds.gone() if status == "gone" else ds.missing()
+    if status == "not_owner":
+        raise not_owner()
     headers = {ds.NEXT_OFFSET: meta.tail_offset}
     if meta.closed:
         headers[ds.CLOSED] = "true"
@@ -322,6 +365,9 @@ def _answer(outcome: Outcome, producer: tuple[str, int, int] | None, appended: b
     if status == "gap":
         raise Refusal(409, "sequence_gap", "a producer sequence number is missing",
                       {ds.PRODUCER_EXPECTED_SEQ: outcome.detail[0], ds.PRODUCER_RECEIVED_SEQ: outcome.detail[1]})
+    if status == "epoch_jump":
+        raise ds.bad(f"{ds.PRODUCER_EPOCH} grows by at most {MAX_EPOCH_STEP} at a time (a new producer starts at "
+                     f"most that high); the current one is {outcome.detail[0]}")
     if status == "epoch_seq":
         raise ds.bad("a new producer epoch starts at Producer-Seq 0")
     if status == "seq_conflict":
@@ -331,7 +377,9 @@ def _answer(outcome: Outcome, producer: tuple[str, int, int] | None, appended: b
 
 async def delete(request: web.Request) -> web.Response:
     """DELETE: gone now, or soft-deleted while forks read it [R:ds-delete]."""
-    status = await request.app[INTAKE].durable.delete(_writable(request))
+    status = await request.app[INTAKE].durable.delete(_writable(request), stream_owner(request))
+    if status == "not_owner":
+        raise not_owner()
     if status == "missing":
         raise ds.missing()
     if status == "gone":

@@ -26,9 +26,10 @@ from tests.edge.edge_helpers import calls_between, command_calls
 from tests.support.waiting import wait_until
 
 
-@pytest.mark.rule("ds-write-keys")
-async def test_writes_need_a_key_when_keys_are_set_and_reads_do_not(redis: Redis, redis_url: str) -> None:
-    async with serving_origin(redis, redis_url, intake_changes={"api_keys": frozenset({"k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})}) as base, \
+@pytest.mark.rule("ds-write-keys", "ds-read-keys")
+async def test_writes_and_reads_need_a_key_when_keys_are_set(redis: Redis, redis_url: str) -> None:
+    keys = {"api_keys": frozenset({"k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})}
+    async with serving_origin(redis, redis_url, intake_changes=keys, edge_changes=keys) as base, \
             ClientSession() as http:
         url = f"{base}/v1/stream/keyed"
         async with http.put(url, headers={"Content-Type": "text/plain"}) as response:
@@ -41,6 +42,8 @@ async def test_writes_need_a_key_when_keys_are_set_and_reads_do_not(redis: Redis
         async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"more") as response:
             assert response.status == 401
         async with http.get(url) as response:
+            assert response.status == 401
+        async with http.get(url, headers={"Authorization": "Bearer k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) as response:
             assert response.status == 200
             assert await response.read() == b"hello"
 
@@ -93,8 +96,8 @@ async def test_a_cursor_no_server_sent_counts_as_none(origin: str) -> None:
                 assert int(response.headers["Stream-Cursor"]) - int(clock) in (0, 1), cursor
 
 
-@pytest.mark.rule("cross-site-refused")
-async def test_a_cross_site_page_cannot_write_a_stream_and_may_read_one(origin: str, redis: Redis) -> None:
+@pytest.mark.rule("cross-site-refused", "ds-cors-casts-only")
+async def test_a_cross_site_page_can_neither_write_nor_read_a_stream(origin: str, redis: Redis) -> None:
     async with ClientSession() as http:
         url = f"{origin}/v1/stream/x"
         evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
@@ -105,8 +108,29 @@ async def test_a_cross_site_page_cannot_write_a_stream_and_may_read_one(origin: 
         assert await redis.keys("ds/*") == []
         async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"hi") as response:
             assert response.status == 201
-        async with http.get(url, headers={"Origin": "https://evil.example"}) as response:
-            assert response.status == 200 and await response.read() == b"hi"
+        # answered (no browser is asked), but with no Access-Control-Allow-Origin: a page of another
+        # site never sees it; the casts' streams, public by their links, carry one
+        for path in ("x", "casts/AAAAAAAAAAAA"):
+            for method in ("GET", "HEAD", "OPTIONS"):
+                async with http.request(method, f"{origin}/v1/stream/{path}",
+                                        headers={"Origin": "https://evil.example"}) as response:
+                    allowed = response.headers.get("Access-Control-Allow-Origin")
+                    assert allowed == (None if path == "x" else "*"), (path, method)
+
+
+@pytest.mark.rule("ds-catch-up")
+async def test_an_offset_past_the_tail_is_refused(origin: str) -> None:
+    async with ClientSession() as http:
+        url = f"{origin}/v1/stream/short"
+        async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
+            tail = response.headers["Stream-Next-Offset"]
+        async with http.get(url, params={"offset": tail}) as response:  # at the tail: nothing more, 200
+            assert response.status == 200 and await response.read() == b""
+        beyond = offset_of(f"{id_key(entry_of(tail) or '')[0] + 1}-0")
+        for live in ({}, {"live": "long-poll"}, {"live": "sse"}):
+            async with http.get(url, params={"offset": beyond, **live}) as response:
+                assert response.status == 400, live
+                assert "past the stream's tail" in (await response.json())["message"]
 
 
 @pytest.mark.rule("ds-bounded")

@@ -62,8 +62,8 @@ async def test_a_client_writes_at_most_its_bytes_then_413_and_nothing_is_appende
     assert found.meta is not None
     got = await streams.read(found.meta, "0-0", 10_000)
     assert b"".join(d for _, d in got.entries) == b"a" * 600 + b"b" * 300
-    response = await client.post("/v1/stream/b", headers=_from("10.0.0.2"), data=b"d" * 300)
-    assert response.status == 204, "another client keeps its own bytes"
+    response = await client.put("/v1/stream/b2", headers=_from("10.0.0.2"), data=b"d" * 300)  # (b is 10.0.0.1's)
+    assert response.status == 201, "another client keeps its own bytes"
 
 
 async def test_a_spent_quota_refuses_before_the_body_is_read(make_client: MakeClient) -> None:
