@@ -101,6 +101,7 @@ class Job(TypedEntry, frozen=True, kw_only=True):
     id: CastId
     voice: str = ""
     enqueued_at: int = 0  # ms, Redis's clock; 0 when unknown
+    client: str = ""  # who submitted it, as a tag (live.client_tag); workers admit clients in turn
 
 
 def decode_job(fields: Fields) -> Job:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from castlog import Meta, RateLimited, SubmitResult, content_id
+from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
 
 from .context import INTAKE, Intake, request_client
@@ -124,7 +124,8 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     )
     asked_at = intake.cooldowns.clock()
     try:
-        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client))
+        tag = client_tag(client, cfg.content_key.encode())  # the worker admits clients in turn by it
+        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client), client=tag)
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise rate_limited(limited.verdict.retry_after_s) from None
