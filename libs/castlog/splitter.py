@@ -246,19 +246,27 @@ def _decided(buf: str, start: int, dot: int, after: int, end: int) -> bool:
 def _abbreviation_continues(buf: str, start: int, dot: int, after: int, end: int) -> bool:
     """Whether the full stop at ``dot`` belongs to an abbreviation that does not end the sentence
     (``after``: where the text after the stop's run begins)."""
-    kind = _kind_of_word_before(buf, start, dot)
+    return _word_continues(_word_before(buf, start, dot), buf, after, end)
+
+
+def _word_continues(before: str, buf: str, after: int, end: int) -> bool:
+    """Whether a full stop after the word ``before`` (see _word_before) continues the sentence,
+    given the text after the stop's run."""
+    kind = _kind_of(before)
     if kind != "initialism":
         return kind == "title"
     word = _NEXT_LETTERS.match(buf, after, end)
     if word is None or not word.group(1)[0].isupper():
         return True
-    before = _word_before(buf, start, dot)
     return before not in _TIMES and word.group(1).lower() not in _OPENERS
 
 
 def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
+    return _kind_of(_word_before(buf, start, dot))
+
+
+def _kind_of(word: str) -> str:
     """"title" (never ends a sentence), "initialism" (ends one before some words), or ""."""
-    word = _word_before(buf, start, dot)
     if word in _TITLES or (len(word) == 1 and word.isalpha()):
         return "title"
     if word in _TIMES or word in _ENDINGS or _INITIALISM.fullmatch(word):

@@ -18,17 +18,14 @@ from castlog.cuts import (
     MIN_CUT_CHARS,
 )
 from castlog.phrases import _ENGLISH, FUNCTION_WORDS, STRONG_OPENERS, WEAK_OPENERS
-from castlog.splitter import (
-    _ENDINGS,
-    _INITIALISM,
+from castlog.splitter import (  # how a word before a stop is judged did not change: only finding it
     _LINE_BREAK,
     _NEXT_LETTERS,
     _NEXT_WORD,
-    _OPENERS,
     _RUN,
     _STOP,
-    _TIMES,
-    _TITLES,
+    _kind_of,
+    _word_continues,
 )
 
 _END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)""")
@@ -123,23 +120,11 @@ def _decided(buf: str, start: int, dot: int, end: int) -> bool:
 
 
 def _abbreviation_continues(buf: str, start: int, dot: int, after: int, end: int) -> bool:
-    kind = _kind_of_word_before(buf, start, dot)
-    if kind != "initialism":
-        return kind == "title"
-    word = _NEXT_LETTERS.match(buf, after, end)
-    if word is None or not word.group(1)[0].isupper():
-        return True
-    before = _word_before(buf, start, dot)
-    return before not in _TIMES and word.group(1).lower() not in _OPENERS
+    return _word_continues(_word_before(buf, start, dot), buf, after, end)
 
 
 def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
-    word = _word_before(buf, start, dot)
-    if word in _TITLES or (len(word) == 1 and word.isalpha()):
-        return "title"
-    if word in _TIMES or word in _ENDINGS or _INITIALISM.fullmatch(word):
-        return "initialism"
-    return ""
+    return _kind_of(_word_before(buf, start, dot))
 
 
 def _word_before(buf: str, start: int, dot: int) -> str:
