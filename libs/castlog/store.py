@@ -103,9 +103,9 @@ class CastStore:
         limit: tuple[RateLimiter, str] | None = None,
         client: str = "",
     ) -> SubmitResult:
-        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step; the job
-        carries ``client``, the submitter's :func:`~castlog.live.client_tag` (workers admit
-        clients in turn).
+        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step; the job and
+        a new recipe carry ``client``, the submitter's :func:`~castlog.live.client_tag` (workers
+        admit clients in turn; only the same tenant's key cancels the cast).
 
         With ``limit`` (a limiter and a client) the client's token is taken first, in its own
         step (a client's bucket and a cast's lane are different slots in a cluster); when the

@@ -19,6 +19,7 @@ from aiohttp import web
 from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
 
+from .authfail import key_matches
 from .context import INTAKE, Intake, request_client
 from .validate import CastForm, Limits, Refusal, check
 
@@ -108,8 +109,26 @@ async def read_body(request: web.Request) -> bytes:
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
-async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
-    """Validate, then take the token and write in one atomic step; the histogram covers this."""
+def tenant_key(request: web.Request) -> str | None:
+    """The key of STREAMTTS_API_KEYS the request carries (Bearer, or Deepgram's Token), if any."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    key = token.strip()
+    ok = scheme.lower() in ("bearer", "token") and key_matches(key, request.app[INTAKE].cfg.api_keys)
+    return key if ok else None
+
+
+def request_tag(request: web.Request, client: str) -> str:
+    """Who the request is, as an opaque tag: with API keys its key's tenant (a key's holder may
+    send from many addresses), else its client address. A submit records it: workers admit
+    tags in turn, a key cancels only its own casts, /v1/audio/voices lists only its blends."""
+    key = tenant_key(request)
+    who = f"key\x00{key}" if key is not None else client
+    return client_tag(who, request.app[INTAKE].cfg.content_key.encode())
+
+
+async def submit(intake: Intake, client: str, form: CastForm, tag: str) -> Claimed:
+    """Validate, then take the token and write in one atomic step (``tag``: the submitter's
+    :func:`request_tag`); the histogram covers this."""
     cfg = intake.cfg
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
@@ -124,7 +143,6 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     )
     asked_at = intake.cooldowns.clock()
     try:
-        tag = client_tag(client, cfg.content_key.encode())  # the worker admits clients in turn by it
         result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client), client=tag)
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
