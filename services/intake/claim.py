@@ -20,7 +20,7 @@ from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
 
 from .authfail import key_matches
-from .context import INTAKE, Intake, request_client
+from .context import INTAKE, request_client
 from .validate import CastForm, Limits, Refusal, check
 
 
@@ -121,19 +121,34 @@ def request_tag(request: web.Request, client: str) -> str:
     """Who the request is, as an opaque tag: with API keys its key's tenant (a key's holder may
     send from many addresses), else its client address. A submit records it: workers admit
     tags in turn, a key cancels only its own casts, /v1/audio/voices lists only its blends."""
-    key = tenant_key(request)
-    who = f"key\x00{key}" if key is not None else client
-    return client_tag(who, request.app[INTAKE].cfg.content_key.encode())
+    key, content_key = tenant_key(request), request.app[INTAKE].cfg.content_key.encode()
+    return key_tag(key, content_key) if key is not None else client_tag(client, content_key)
 
 
-async def submit(intake: Intake, client: str, form: CastForm, tag: str) -> Claimed:
-    """Validate, then take the token and write in one atomic step (``tag``: the submitter's
-    :func:`request_tag`); the histogram covers this."""
+def key_tag(key: str, content_key: bytes) -> str:
+    """An API key's tenant, as an opaque tag."""
+    return client_tag(f"key\x00{key}", content_key)
+
+
+def cache_key(content_key: bytes, tenant: str | None) -> bytes:
+    """The key content ids are made under: the deployment's STREAMTTS_CONTENT_KEY, and with API
+    keys set the tenant's tag (:func:`key_tag`) too, so that each tenant has a cache of its own:
+    submitting a guessed text answers `existing` only for a text the same tenant cast (another
+    tenant's cast, its title and time, stay unknown to it)."""
+    return content_key + b"\x00tenant\x00" + tenant.encode() if tenant is not None else content_key
+
+
+async def submit(request: web.Request, client: str, form: CastForm) -> Claimed:
+    """Validate, then take the token and write in one atomic step; the histogram covers this.
+    The job and recipe carry the submitter's :func:`request_tag`."""
+    intake = request.app[INTAKE]
+    tag = request_tag(request, client)
     cfg = intake.cfg
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cfg.content_key.encode())
+    tenant = tag if tenant_key(request) is not None else None
+    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cache_key(cfg.content_key.encode(), tenant))
     sentences = await intake.planner.sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")

@@ -16,7 +16,7 @@ from castlog import cast_key, is_cast_id, request_delete
 from servicekit import Problem, json_response, probe, redis_answers
 
 from . import live
-from .claim import Admission, Claimed, cast_url, read_body, request_tag, submit
+from .claim import Admission, Claimed, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
 from .validate import BodyKind, Refusal, body_kind, parse_form, parse_json
 from .voices import warming_up
@@ -132,4 +132,4 @@ async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | li
         if kind is BodyKind.JSON and live.asks_live(body):
             return await live.open_from_body(request.app, client, body), kind
         form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
-        return await submit(request.app[INTAKE], client, form, request_tag(request, client)), kind
+        return await submit(request, client, form), kind

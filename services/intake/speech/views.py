@@ -87,9 +87,8 @@ async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str
         speech = parsed.request
         voice = resolve_voice(speech.voice, installed, speech.lang_code)
         form = CastForm(text=speech.input, voice=voice, speed=speech.speed)
-        tag = request_tag(request, client)
-        claimed = await submit(intake, client, form, tag)
-        v1.note_blend(intake.blends, tag, canonical_voice(voice))
+        claimed = await submit(request, client, form)
+        v1.note_blend(intake.blends, request_tag(request, client), canonical_voice(voice))
         headers = v1.field_headers(parsed, v1.took_lang(voice, speech.lang_code))
         if speech.return_download_link:
             headers[v1.DOWNLOAD_HEADER] = f"/api/casts/{claimed.cast_id}/audio.mp3"
