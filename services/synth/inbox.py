@@ -3,10 +3,10 @@ restart), its retries whose backoff ran out, jobs handed back by a stopping work
 entries of dead workers (XAUTOCLAIM after the lease), and finally new entries.
 
 New entries are taken in turn by client (the job's ``client``, who submitted it), not first come
-first served: the inbox reads up to ``fair_window`` new entries ahead (pending to this consumer,
-their leases refreshed like any held entry) and hands them out one client at a time, round robin,
-each client's own in order. A burst of one client delays another's job by at most one of its
-own per turn (docs/security.md, "Fair queues").
+first served: the inbox reads up to ``fair_window`` (SYNTH_FAIR_WINDOW) new entries ahead
+(pending to this consumer, their leases refreshed like any held entry) and hands them out one
+client at a time, round robin, each client's own in order. A burst of one client delays another's
+job by at most one of its own per turn (docs/security.md, "Fair queues and text in linear time").
 
 Jobs already begun elsewhere (handed back, or a dead worker's) are taken even without admission
 room (:meth:`Inbox.take_begun`): their listeners are waiting now."""
@@ -24,15 +24,12 @@ from redis.asyncio import Redis
 import castlog
 
 from . import jobs
+from .config import FAIR_WINDOW
 
 log = logging.getLogger(__name__)
 
 # XAUTOCLAIM calls per take-over round; each scans 10 pending entries per free slot.
 MAX_CLAIM_SCANS = 20
-# New entries read ahead of admission to take clients in turn: fairness reaches this deep into
-# the queue (two clients' allowed bursts are 60), and a worker holds at most this many waiting
-# jobs that other workers cannot take until it stops or dies.
-FAIR_WINDOW = 256
 
 
 @dataclass(frozen=True)
