@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from .phrases import phrase_ends
+from .textsteps import spend
 
 MAX_CHUNK_CHARS = 300
 # After the first clause, chunk k (k >= 1) may be FIRST_CHUNK_CHARS * 2**(k-1) long (up to
@@ -39,69 +40,86 @@ def cut_sentence(
     ``index``, and the rest of the sentence. A first sentence of at most ``whole_first_chars``
     characters (as much as the model reads within the first-audio target) is not cut for speed:
     only, like any chunk, to fit ``first_chars``."""
+    head, at = next_cut(sentence, 0, index, first_chars=first_chars, max_chars=max_chars,
+                        whole_first_chars=whole_first_chars)
+    return head, sentence[at:].strip()
+
+
+def next_cut(
+    sentence: str, start: int, index: int, *, first_chars: int, max_chars: int, whole_first_chars: int = 0
+) -> tuple[str, int]:
+    """:func:`cut_sentence` of ``sentence[start:]`` without copying it: the chunk and where it
+    ends in ``sentence`` (the rest follows, past white space). Each cut reads only the chunk's
+    window, so cutting a long sentence is linear in it."""
     cap = min(first_chars, max_chars)
-    if index == 0 and len(sentence) > whole_first_chars:
-        return _first_clause(sentence, cap)
-    return _cut(sentence, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
+    if index == 0 and len(sentence) - start > whole_first_chars:
+        at = _first_clause(sentence, start, cap)
+    else:
+        at = _cut(sentence, start, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
+    spend(at - start)
+    return sentence[start:at].strip(), at
 
 
-def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
-    """The cast's first chunk: the whole sentence when it is short, else its first clause of
-    about a second, else its first phrase up to a phrase end near FIRST_WORDS_CHARS (before a
-    preposition or conjunction rather than before an article or pronoun), else no cut."""
+def _first_clause(sentence: str, start: int, cap: int) -> int:
+    """The end of the cast's first chunk: the whole sentence when it is short, else its first
+    clause of about a second, else its first phrase up to a phrase end near FIRST_WORDS_CHARS
+    (before a preposition or conjunction rather than before an article or pronoun), else no cut."""
     words = min(cap, FIRST_WORDS_CHARS)
-    if len(sentence) <= words:
-        return sentence, ""
-    clause = _earliest(sentence, _CLAUSES, FIRST_CLAUSE_MIN_CHARS, min(cap, FIRST_CLAUSE_MAX_CHARS))
+    if len(sentence) - start <= words:
+        return len(sentence)
+    clause = _earliest(sentence, start, _CLAUSES, FIRST_CLAUSE_MIN_CHARS, min(cap, FIRST_CLAUSE_MAX_CHARS))
     if clause:
-        return sentence[:clause].strip(), sentence[clause:].strip()
-    ends = [(strong, end) for end, strong in phrase_ends(sentence, FIRST_CLAUSE_MIN_CHARS, words)
+        return clause
+    ends = [(strong, end) for end, strong in phrase_ends(sentence, FIRST_CLAUSE_MIN_CHARS, words, start=start)
             if len(sentence) - end >= MIN_CUT_CHARS]
     if ends:
-        end = max(ends)[1]
-        return sentence[:end].strip(), sentence[end:].strip()
-    return _cut(sentence, cap)  # no phrase end: whole when it fits the first chunk
+        return max(ends)[1]
+    return _cut(sentence, start, cap)  # no phrase end: whole when it fits the first chunk
 
 
-def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:
-    """The end of the earliest cut point whose head is ``low`` to ``high`` characters long and
-    leaves a rest of at least MIN_CUT_CHARS; 0 when there is none."""
-    window = sentence[: high + 1]
+def _earliest(sentence: str, start: int, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:
+    """The end of the earliest cut point whose head (from ``start``) is ``low`` to ``high``
+    characters long and leaves a rest of at least MIN_CUT_CHARS; 0 when there is none."""
+    window = sentence[start : start + high + 1]
+    spend(len(window) * len(patterns))
     ends = [m.end() for p in patterns for m in p.finditer(window) if low <= len(window[: m.end()].rstrip()) <= high]
-    ends = [e for e in ends if len(sentence) - e >= MIN_CUT_CHARS]
-    return min(ends, default=0)
+    ends = [e for e in ends if len(sentence) - start - e >= MIN_CUT_CHARS]
+    return start + min(ends) if ends else 0
 
 
-def _cut(sentence: str, limit: int) -> tuple[str, str]:
-    """A good head of at most ``limit`` characters, and the rest.
+def _cut(sentence: str, start: int, limit: int) -> int:
+    """The end of a good head of ``sentence[start:]`` of at most ``limit`` characters.
 
     A long run is cut into pieces of about equal length (not one full piece and a stub): at
     clause punctuation between half that length and the limit if there is any, else at the last
     phrase end (see :mod:`phrases`) near that length, else at the last word boundary.
     """
-    if len(sentence) <= limit:
-        return sentence, ""
-    pieces = -(-len(sentence) // limit)
-    target = min(limit, -(-len(sentence) // pieces) + MIN_CUT_CHARS)
+    size = len(sentence) - start
+    if size <= limit:
+        return len(sentence)
+    pieces = -(-size // limit)
+    target = min(limit, -(-size // pieces) + MIN_CUT_CHARS)
     for pattern, low in ((_CLAUSES[0], target // 2), (_CLAUSES[1], target // 2), (None, target // 2),
                          (_SPACE, MIN_CUT_CHARS)):
         for bound in (target, limit):
             if pattern is None:
-                at = max((e for e, _ in phrase_ends(sentence, max(low, MIN_CUT_CHARS), bound)), default=0)
+                ends = phrase_ends(sentence, max(low, MIN_CUT_CHARS), bound, start=start)
+                at = max((e for e, _ in ends), default=0)
             else:
-                at = _last_fit(sentence, pattern, max(low, MIN_CUT_CHARS), bound)
+                at = _last_fit(sentence, start, pattern, max(low, MIN_CUT_CHARS), bound)
             if at:
-                return sentence[:at].strip(), sentence[at:].strip()
-    return sentence[:limit].strip(), sentence[limit:].strip()
+                return at
+    return start + limit
 
 
-def _last_fit(sentence: str, pattern: re.Pattern[str], low: int, bound: int) -> int:
-    """The end of the last cut point at or after ``low`` whose head, stripped, fits in ``bound``;
-    0 when there is none. Ends grow along finditer: an end within the bound always fits, only
-    one just past it (a space right at the bound) is checked."""
+def _last_fit(sentence: str, start: int, pattern: re.Pattern[str], low: int, bound: int) -> int:
+    """The end of the last cut point whose head (from ``start``) is at least ``low`` long and,
+    stripped, fits in ``bound``; 0 when there is none. Ends grow along finditer: an end within
+    the bound always fits, only one just past it (a space right at the bound) is checked."""
     at = 0
-    for m in pattern.finditer(sentence, 0, bound + 1):
-        e = m.end()
-        if e >= low and (e <= bound or len(sentence[:e].rstrip()) <= bound):
-            at = e
+    spend(bound + 1)
+    for m in pattern.finditer(sentence, start, start + bound + 1):
+        e = m.end() - start
+        if e >= low and (e <= bound or len(sentence[start : start + e].rstrip()) <= bound):
+            at = start + e
     return at

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .textsteps import spend
+
 _ARTICLES = "a an the"
 _DETERMINERS = (
     "this that these those each every either neither some any no all both half several many much more most few "
@@ -49,15 +51,20 @@ FUNCTION_WORDS = frozenset(
 STRONG_OPENERS = frozenset(f"{_PREPOSITIONS} {_CONJUNCTIONS}".split()) | {"that", "which", "who", "whose"}
 WEAK_OPENERS = frozenset(f"{_ARTICLES} {_DETERMINERS} {_POSSESSIVES} {_PRONOUNS}".split()) - STRONG_OPENERS
 
+OPENERS = STRONG_OPENERS | WEAK_OPENERS
+
 _WORD = re.compile(r"\S+")
-_BARE = re.compile(r"^[\"'“‘(\[]*(.*?)[\"'”’)\].,;:!?…]*$")
+# What bare() strips: str.strip with these is linear where a lazy regex was quadratic on a token
+# such as "....x".
+_OPENING = "\"'“‘(["
+_CLOSING = "\"'”’)].,;:!?…"
 _ENGLISH = re.compile(r"[A-Za-z][A-Za-z'’.-]*")
 
 
 def bare(token: str) -> str:
-    """A token without its surrounding quotes, brackets and punctuation, lower-cased."""
-    m = _BARE.match(token)
-    return (m.group(1) if m else token).lower().replace("’", "'")
+    """A token (no white space) without its surrounding quotes, brackets and punctuation, lower-cased."""
+    spend(len(token))
+    return token.lstrip(_OPENING).rstrip(_CLOSING).lower().replace("’", "'")
 
 
 def ends_phrase(before: str, after: str, *, first: bool) -> bool:
@@ -66,7 +73,7 @@ def ends_phrase(before: str, after: str, *, first: bool) -> bool:
     word, nxt = bare(before), bare(after)
     if not _ENGLISH.fullmatch(word) or not _ENGLISH.fullmatch(nxt):
         return False  # digits ("5 p.m."), symbols, other scripts: no phrase end known
-    if word in FUNCTION_WORDS or nxt not in STRONG_OPENERS | WEAK_OPENERS:
+    if word in FUNCTION_WORDS or nxt not in OPENERS:
         return False
     if before[-1:] in "-–—":  # "well-" | "known"
         return False
@@ -74,14 +81,25 @@ def ends_phrase(before: str, after: str, *, first: bool) -> bool:
     return not (not first and before[:1].isupper() and after[:1].isupper())
 
 
-def phrase_ends(sentence: str, low: int, high: int) -> list[tuple[int, bool]]:
-    """Where a phrase of ``sentence`` ends with a head of ``low`` to ``high`` characters:
-    (end of the head, whether the next phrase opens strongly), in order."""
-    tokens = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(sentence)]
-    out = []
-    for k in range(len(tokens) - 1):
-        _, end, before = tokens[k]
-        after = tokens[k + 1][2]
-        if low <= end <= high and ends_phrase(before, after, first=k == 0):
-            out.append((end, bare(after) in STRONG_OPENERS))
+def phrase_ends(sentence: str, low: int, high: int, *, start: int = 0) -> list[tuple[int, bool]]:
+    """Where a phrase of ``sentence[start:]`` ends with a head of ``low`` to ``high`` characters:
+    (end of the head in ``sentence``, whether the next phrase opens strongly), in order.
+
+    Reads only the words up to ``high`` and the one after (a long sentence is cut many times:
+    reading all of it at every cut was quadratic)."""
+    out: list[tuple[int, bool]] = []
+    window = start + high + 1  # a word reaching this far ends past high: no later word is a head's end
+    words = _WORD.finditer(sentence, start, window)
+    before = next(words, None)
+    first = True
+    while before is not None and before.end() < window:
+        spend(before.end() - before.start() + 1)
+        after = next(words, None)
+        if after is None or after.end() == window:  # the next word, whole, wherever it ends
+            after = _WORD.search(sentence, before.end())
+        if after is None:
+            break
+        if low <= before.end() - start and ends_phrase(before.group(0), after.group(0), first=first):
+            out.append((before.end(), bare(after.group(0)) in STRONG_OPENERS))
+        before, first = after, False
     return out

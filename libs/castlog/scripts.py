@@ -35,7 +35,9 @@ return {1, tail, now}
 )
 
 # KEYS[1]: pub/casts/{lN}/<id>, KEYS[2]: catalog/{lN}/<id>, KEYS[3]: jobs/lane/{lN} (one lane: one slot)
-# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: text, ARGV[4]: title, ARGV[5]: meta headers (JSON)
+# ARGV[1]: id, ARGV[2]: voice, ARGV[3]: text, ARGV[4]: title, ARGV[5]: meta headers (JSON),
+# ARGV[6]: the submitter's tag (the job carries it: workers admit clients in turn; the recipe keeps
+# it: only its tenant's key cancels the cast)
 # An empty log: write the recipe, meta at seq 0 and the job, answer 'new'. A log that ended
 # in `error`: enqueue one new job per error record (the catalog remembers which error it
 # answered, so concurrent resubmits enqueue once), answer 'reenqueued'. Else 'existing'.
@@ -43,11 +45,13 @@ SUBMIT = (
     NOW_MS
     + FIELD
     + """
+local client = ARGV[6] or ''
 local n = redis.call('XLEN', KEYS[1])
 if n == 0 then
-  redis.call('XADD', KEYS[2], '*', 'text', ARGV[3], 'voice', ARGV[2], 'title', ARGV[4], 'created_at', now)
+  redis.call('XADD', KEYS[2], '*', 'text', ARGV[3], 'voice', ARGV[2], 'title', ARGV[4], 'created_at', now,
+             'client', client)
   redis.call('XADD', KEYS[1], '0-1', 'e', 'meta', 'h', ARGV[5], 'ts', now)
-  redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+  redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now, 'client', client)
   return 'new'
 end
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
@@ -56,7 +60,7 @@ local error_seq = tostring(n - 1)
 local mark = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
 if field(mark, 'requeued_for') == error_seq then return 'existing' end
 redis.call('XADD', KEYS[2], '*', 'requeued_for', error_seq, 'at', now)
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now)
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[1], 'voice', ARGV[2], 'enqueued_at', now, 'client', client)
 return 'reenqueued'
 """
 )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .cuts import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MIN_CUT_CHARS, cut_sentence
+from .cuts import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MIN_CUT_CHARS, next_cut
+from .textsteps import spend
 
 # Kokoro's window is 510 phonemes. English averages under one phoneme per character, so a
 # chunk of at most MAX_CHUNK_CHARS characters fits; the worker still re-splits on phoneme
@@ -32,13 +33,21 @@ _OPENERS = frozenset(
 # The next word after a stop, when it starts with a letter.
 _NEXT_LETTERS = re.compile(r"\s*([^\W\d_]+)[\w'’]*")
 # A sentence ends after . ! ? … (and closing quotes or brackets) followed by white space,
-# or after CJK full stops with or without space.
-_END = re.compile(r"""([.!?…]+["'”’)\]]*)(?=\s)|([。！？]+[」』）]*)""")
-# Where an _END match can start. Searching for these first is several times faster than
-# letting _END scan: re finds a leading character class quickly, an alternation slowly.
+# or after CJK full stops with or without space. Each run is matched once from its first stop
+# (matching it again from every stop of a run of 16 000 was quadratic).
+_LATIN_STOPS = re.compile(r"[.!?…]+")
+_LATIN_CLOSERS = re.compile(r"""["'”’)\]]*""")
+_CJK_END = re.compile(r"[。！？]+[」』）]*")
+# Where a sentence's end can start.
 _STOP = re.compile(r"[.!?…。！？]")
-# A stop's run with its closing quotes and brackets: what _END looks at before the next character.
+# A stop's run with its closing quotes and brackets: what decides a stop is the character after it.
 _RUN = re.compile(r"""[.!?…。！？]+["'”’)\]」』）]*""")
+# How a run read up to the end of the text so far goes on when more comes (a live cast fed a run
+# of stops piece by piece reads each piece once): more stops and closers after a stop, more
+# closers after a closer.
+_RUN_AFTER_STOP = re.compile(r"""[.!?…。！？]*["'”’)\]」』）]*""")
+_RUN_AFTER_CLOSER = re.compile(r"""["'”’)\]」』）]*""")
+_STOPS = ".!?…。！？"
 # Line breaks as str.splitlines sees them; a line break ends a sentence.
 _LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # The first character of the next word, past white space.
@@ -89,6 +98,7 @@ class Chunker:
         self._whole_first_chars = whole_first_chars  # see cuts.cut_sentence
         self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
         self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
+        self._run_end = 0  # the end of the run of stops last read in _buf (_RUN): read on, not again
         self._count = 0
         self._out: list[str] = []
         self._continued: list[bool] = []
@@ -121,6 +131,7 @@ class Chunker:
             start = self._pos = brk.end()
         start = self._scan(start, len(buf), final=final)
         self._buf, self._pos = buf[start:], self._pos - start
+        self._run_end = max(self._run_end - start, 0)
         return self._take()
 
     def flush(self) -> list[str]:
@@ -135,24 +146,27 @@ class Chunker:
         """Complete the sentences of ``_buf[start:end]``, a line's unfinished part (``final``: the
         line has ended); return where the unfinished sentence now starts. Linear in the text: no
         step copies the rest of a line (a book chapter pasted as one line is one line of 100 000
-        characters)."""
+        characters), and each run of stops is read once."""
         buf, pos = self._buf, max(self._pos, start)
-        stop_at, end_at, next_word = _STOP.search, _END.match, _NEXT_WORD.match
-        while (stop := stop_at(buf, pos, end)) is not None:
+        while (stop := _STOP.search(buf, pos, end)) is not None:
             dot = stop.start()
-            if not final and not _decided(buf, start, dot, end):
-                pos = dot  # look at this stop again once more text has come
-                break
-            m = end_at(buf, dot, end)
-            if m is None:  # e.g. "3.14" or "e.g.x": not followed by white space
-                pos = dot + 1
+            spend(dot - pos + 1)
+            if not final:
+                run_end = self._run_end = _run_end(buf, dot, self._run_end, end)
+                if not _decided(buf, start, dot, run_end, end):
+                    pos = dot  # look at this stop again once more text has come
+                    break
+            latin, after = _sentence_end(buf, dot, end)
+            if after < 0:  # e.g. "3.14" or "e.g.x": not followed by white space
+                pos = -after  # nor is any later stop of this run
                 continue
-            pos = m.end()
-            if m.group(1):
+            pos = after
+            if latin:
                 if buf[dot] == "." and _abbreviation_continues(buf, start, dot, pos, end):
                     continue
                 # a lower-case word after the stop ("Wait... what?") continues the sentence
-                word = next_word(buf, pos, end)
+                word = _NEXT_WORD.match(buf, pos, end)
+                spend(word.end() - pos if word else end - pos)
                 if word is not None and word.group(1).islower():
                     continue
             self._sentence(buf[start:pos])
@@ -166,24 +180,57 @@ class Chunker:
         return start
 
     def _sentence(self, text: str) -> None:
+        spend(len(text))
         sentence = " ".join(text.split())
         continues = False
-        while sentence:
-            head, sentence = cut_sentence(
-                sentence, self._count, first_chars=self._first_chars, max_chars=self._max_chars,
+        at = 0
+        while at < len(sentence):
+            head, at = next_cut(
+                sentence, at, self._count, first_chars=self._first_chars, max_chars=self._max_chars,
                 whole_first_chars=self._whole_first_chars,
             )
+            at += sentence.startswith(" ", at)  # the rest starts past the space (collapsed: one)
             self._out.append(head)
             self._continued.append(continues)
             self._count += 1
             continues = True
 
 
-def _decided(buf: str, start: int, dot: int, end: int) -> bool:
+def _run_end(buf: str, dot: int, known: int, end: int) -> int:
+    """Where the run of stops and closers (``_RUN``) at ``dot`` ends, given that the run last
+    read ended at ``known``: a stop inside that run shares its end, read on from there only."""
+    if dot >= known:
+        after = _RUN.match(buf, dot, end).end()  # type: ignore[union-attr]  # a stop is at dot
+        spend(after - dot)
+        return after
+    more = _RUN_AFTER_STOP if buf[known - 1] in _STOPS else _RUN_AFTER_CLOSER
+    after = more.match(buf, known, end).end()  # type: ignore[union-attr]  # matches empty
+    spend(after - known + 1)
+    return after
+
+
+def _sentence_end(buf: str, dot: int, end: int) -> tuple[bool, int]:
+    """Whether the stop at ``dot`` is a Latin one, and where the sentence it may end ends: past
+    the stops and closing quotes or brackets when white space follows them (Latin), or past the
+    stops and closers (CJK). Negative when it ends none: then minus where the run of Latin stops
+    ends, since no later stop of the run ends one either (each has the same closers after it)."""
+    if buf[dot] in "。！？":
+        after = _CJK_END.match(buf, dot, end).end()  # type: ignore[union-attr]  # a CJK stop is at dot
+        spend(after - dot)
+        return False, after
+    stops = _LATIN_STOPS.match(buf, dot, end).end()  # type: ignore[union-attr]  # a Latin stop is at dot
+    after = _LATIN_CLOSERS.match(buf, stops, end).end()  # type: ignore[union-attr]  # matches empty
+    spend(after - dot + 1)
+    if after < end and buf[after].isspace():
+        return True, after
+    return True, -stops
+
+
+def _decided(buf: str, start: int, dot: int, after: int, end: int) -> bool:
     """Whether the stop at ``dot`` can be judged from ``buf[:end]`` alone: the characters after
-    its run of stops and closers are there, up to the next word if white space comes first (the
-    whole next word after an initialism: "U.S. Then" ends a sentence, "U.S. Army" does not)."""
-    after = _RUN.match(buf, dot, end).end()  # type: ignore[union-attr]  # _STOP matched at dot
+    its run of stops and closers (which ends at ``after``) are there, up to the next word if
+    white space comes first (the whole next word after an initialism: "U.S. Then" ends a
+    sentence, "U.S. Army" does not)."""
     if after == end:
         return False
     if not buf[after].isspace():
@@ -199,19 +246,27 @@ def _decided(buf: str, start: int, dot: int, end: int) -> bool:
 def _abbreviation_continues(buf: str, start: int, dot: int, after: int, end: int) -> bool:
     """Whether the full stop at ``dot`` belongs to an abbreviation that does not end the sentence
     (``after``: where the text after the stop's run begins)."""
-    kind = _kind_of_word_before(buf, start, dot)
+    return _word_continues(_word_before(buf, start, dot), buf, after, end)
+
+
+def _word_continues(before: str, buf: str, after: int, end: int) -> bool:
+    """Whether a full stop after the word ``before`` (see _word_before) continues the sentence,
+    given the text after the stop's run."""
+    kind = _kind_of(before)
     if kind != "initialism":
         return kind == "title"
     word = _NEXT_LETTERS.match(buf, after, end)
     if word is None or not word.group(1)[0].isupper():
         return True
-    before = _word_before(buf, start, dot)
     return before not in _TIMES and word.group(1).lower() not in _OPENERS
 
 
 def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
+    return _kind_of(_word_before(buf, start, dot))
+
+
+def _kind_of(word: str) -> str:
     """"title" (never ends a sentence), "initialism" (ends one before some words), or ""."""
-    word = _word_before(buf, start, dot)
     if word in _TITLES or (len(word) == 1 and word.isalpha()):
         return "title"
     if word in _TIMES or word in _ENDINGS or _INITIALISM.fullmatch(word):
@@ -221,6 +276,15 @@ def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
 
 def _word_before(buf: str, start: int, dot: int) -> str:
     """The word before the full stop at ``dot``, lower-cased, without opening quotes. It begins
-    after white space or at the sentence's ``start`` (found without copying the line)."""
-    begin = max(buf.rfind(" ", start, dot), buf.rfind("\t", start, dot), start - 1) + 1
+    after a space or tab or at the sentence's ``start`` (found without copying the line).
+
+    Read back only to the nearest white space of any kind: a word holding other white space
+    (a no-break space) is no abbreviation, and "" says so. Reading on to a space instead was
+    quadratic on "Mr.\u00a0" repeated; now each stop reads only its own stretch of text."""
+    begin = dot
+    while begin > start and not buf[begin - 1].isspace():
+        begin -= 1
+    spend(dot - begin + 1)
+    if begin > start and buf[begin - 1] not in " \t":
+        return ""
     return buf[begin:dot].lower().lstrip("\"'“‘([")

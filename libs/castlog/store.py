@@ -101,15 +101,18 @@ class CastStore:
         meta: Meta,
         *,
         limit: tuple[RateLimiter, str] | None = None,
+        client: str = "",
     ) -> SubmitResult:
-        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step.
+        """Claim the cast, write its recipe, ``meta`` and one job in one atomic step; the job and
+        a new recipe carry ``client``, the submitter's :func:`~castlog.live.client_tag` (workers
+        admit clients in turn; only the same tenant's key cancels the cast).
 
         With ``limit`` (a limiter and a client) the client's token is taken first, in its own
         step (a client's bucket and a cast's lane are different slots in a cluster); when the
         bucket has none nothing else is written and :class:`RateLimited` is raised.
         """
         submit_keys = [keys.cast_key(cast_id), keys.catalog_key(cast_id), keys.lane_jobs_of(cast_id)]
-        args: list[str | bytes | float | int] = [cast_id, voice, text, meta.title, encode_headers(meta)]
+        args: list[str | bytes | float | int] = [cast_id, voice, text, meta.title, encode_headers(meta), client]
         if limit is not None:
             limiter, client = limit
             verdict = await limiter.take(client)

@@ -101,6 +101,7 @@ class Job(TypedEntry, frozen=True, kw_only=True):
     id: CastId
     voice: str = ""
     enqueued_at: int = 0  # ms, Redis's clock; 0 when unknown
+    client: str = ""  # who submitted it, as a tag (live.client_tag); workers admit clients in turn
 
 
 def decode_job(fields: Fields) -> Job:
@@ -146,7 +147,7 @@ class Recipe(TypedEntry, frozen=True, kw_only=True):
     live: bool = False
     speed: float = 1.0
     wh: str = ""  # an open cast's write token's hash (live.py); never sent to a client
-    client: str = ""  # an open cast's opener, as a tag (live.client_tag); '' in older recipes
+    client: str = ""  # its opener or submitter, as a tag (live.client_tag); '' in older recipes
 
 
 async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:

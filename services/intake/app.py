@@ -128,7 +128,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         live=LiveStore(redis, cfg.content_key.encode(), replicas=cfg.wait_replicas, wait_ms=cfg.wait_timeout_ms),
         reader=reader, limiter=RateLimiter(redis, INTAKE_SCOPE, cfg.rate, cfg.burst),
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
-        gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(),
+        gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(budget_s=cfg.plan_budget_s),
         tail=tail,
         speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),

@@ -14,20 +14,26 @@ from castlog.cancels import CancelAnswer
 from servicekit import json_response
 
 from .authfail import key_matches
-from .claim import cast_url
+from .claim import cast_url, request_tag, tenant_key
 from .context import INTAKE, request_client
 from .validate import Refusal
 
 
-def may_cancel(request: web.Request, cast_id: str) -> bool:
-    """Whether the request may cancel ``cast_id``: it carries the admin token or a key of
-    STREAMTTS_API_KEYS as ``Authorization: Bearer``. The one check, so that a cast's own write
-    token can take its place."""
-    cfg = request.app[INTAKE].cfg
+async def may_cancel(request: web.Request, cast_id: str) -> bool | None:
+    """Whether the request may cancel ``cast_id``: it carries the admin token (any cast) or a key
+    of STREAMTTS_API_KEYS as ``Authorization: Bearer`` (only casts submitted with that key: a
+    tenant does not cancel another's). None: no credential that cancels at all. The one check,
+    so that a cast's own write token can take its place."""
+    intake = request.app[INTAKE]
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    allowed = sorted(cfg.api_keys) + ([cfg.admin_token] if cfg.admin_token else [])
-    matches = key_matches(token.strip(), allowed)
-    return scheme.lower() == "bearer" and matches
+    if scheme.lower() != "bearer":
+        return None
+    if intake.cfg.admin_token and key_matches(token.strip(), [intake.cfg.admin_token]):
+        return True
+    if tenant_key(request) is None:
+        return None
+    recipe = await intake.store.recipe(cast_id)
+    return recipe is not None and recipe.client == request_tag(request, request_client(request))
 
 
 async def cancel_cast(app: web.Application, cast_id: str) -> CancelAnswer:
@@ -42,10 +48,14 @@ async def post_cancel(request: web.Request) -> web.Response:
     intake = request.app[INTAKE]
     client = request_client(request)
     intake.auth_failures.check(client)  # guessing the admin token or a key here runs at the same limit
-    if not may_cancel(request, cast_id):
+    allowed = await may_cancel(request, cast_id)
+    if allowed is None:
         if "Authorization" in request.headers:  # a credential given and wrong: a guess
             await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(401, "unauthorized", "send the admin token or an API key as Authorization: Bearer <token>")
+    if not allowed:  # another tenant's cast answers as a missing one: the key learns nothing of it
+        raise Refusal(404, "not_found", "no such cast among those submitted with this key; the admin token "
+                      "cancels any")
     answer = await cancel_cast(request.app, cast_id)
     if answer == "missing":
         raise Refusal(404, "not_found", "no such cast")

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from castlog import Meta, RateLimited, SubmitResult, content_id
+from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
 
-from .context import INTAKE, Intake, request_client
+from .authfail import key_matches
+from .context import INTAKE, request_client
 from .validate import CastForm, Limits, Refusal, check
 
 
@@ -108,13 +109,46 @@ async def read_body(request: web.Request) -> bytes:
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
-async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
-    """Validate, then take the token and write in one atomic step; the histogram covers this."""
+def tenant_key(request: web.Request) -> str | None:
+    """The key of STREAMTTS_API_KEYS the request carries (Bearer, or Deepgram's Token), if any."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    key = token.strip()
+    ok = scheme.lower() in ("bearer", "token") and key_matches(key, request.app[INTAKE].cfg.api_keys)
+    return key if ok else None
+
+
+def request_tag(request: web.Request, client: str) -> str:
+    """Who the request is, as an opaque tag: with API keys its key's tenant (a key's holder may
+    send from many addresses), else its client address. A submit records it: workers admit
+    tags in turn, a key cancels only its own casts, /v1/audio/voices lists only its blends."""
+    key, content_key = tenant_key(request), request.app[INTAKE].cfg.content_key.encode()
+    return key_tag(key, content_key) if key is not None else client_tag(client, content_key)
+
+
+def key_tag(key: str, content_key: bytes) -> str:
+    """An API key's tenant, as an opaque tag."""
+    return client_tag(f"key\x00{key}", content_key)
+
+
+def cache_key(content_key: bytes, tenant: str | None) -> bytes:
+    """The key content ids are made under: the deployment's STREAMTTS_CONTENT_KEY, and with API
+    keys set the tenant's tag (:func:`key_tag`) too, so that each tenant has a cache of its own:
+    submitting a guessed text answers `existing` only for a text the same tenant cast (another
+    tenant's cast, its title and time, stay unknown to it)."""
+    return content_key + b"\x00tenant\x00" + tenant.encode() if tenant is not None else content_key
+
+
+async def submit(request: web.Request, client: str, form: CastForm) -> Claimed:
+    """Validate, then take the token and write in one atomic step; the histogram covers this.
+    The job and recipe carry the submitter's :func:`request_tag`."""
+    intake = request.app[INTAKE]
+    tag = request_tag(request, client)
     cfg = intake.cfg
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
     sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
-    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cfg.content_key.encode())
+    tenant = tag if tenant_key(request) is not None else None
+    cast_id = content_id(sub.text, sub.voice, sub.speed, key=cache_key(cfg.content_key.encode(), tenant))
     sentences = await intake.planner.sentences(cast_id, sub.text)
     if sentences == 0:
         raise Refusal(422, "empty_text", "the text has nothing to read out; send some words")
@@ -124,7 +158,7 @@ async def submit(intake: Intake, client: str, form: CastForm) -> Claimed:
     )
     asked_at = intake.cooldowns.clock()
     try:
-        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client))
+        result = await intake.store.submit(cast_id, sub.text, sub.voice, meta, limit=(intake.limiter, client), client=tag)
     except RateLimited as limited:
         intake.cooldowns.refused(client, asked_at, limited.verdict)
         raise rate_limited(limited.verdict.retry_after_s) from None

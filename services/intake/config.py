@@ -32,6 +32,12 @@ def port_range(raw: str) -> tuple[int, int]:
     return ports
 
 
+# How long the planning of one text may take. The longest text allowed plans in well under a
+# tenth of this, its worst case included (the splitter is linear): the budget is there for a
+# regression or a starved host, so that a submit never waits on planning without end.
+PLAN_BUDGET_S = 5.0
+
+
 @dataclass(frozen=True)
 class Config(Settings):
     host: str = setting("INTAKE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
@@ -47,6 +53,8 @@ class Config(Settings):
                                   "beyond); `streamtts up`'s front proxy takes as much")
     body_timeout_s: float = setting("INTAKE_BODY_TIMEOUT_S", 10.0, gt=0, doc="how long a request body may take "
                                     "to arrive (408 beyond; the slot it holds is freed)")
+    plan_budget_s: float = setting("INTAKE_PLAN_BUDGET_S", PLAN_BUDGET_S, gt=0, doc="how long planning one text "
+                                   "(in a worker thread) may take (422 beyond)")
     max_title_chars: int = setting("INTAKE_MAX_TITLE_CHARS", 200, gt=0, doc="longest title (422 beyond)")
     # A cast costs GPU minutes: one per second sustained per client, 30 at once.
     rate: float = setting("INTAKE_RATE", 1.0, gt=0, doc="submissions per second sustained, per client (429 beyond)")

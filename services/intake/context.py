@@ -65,8 +65,9 @@ class Intake:
     speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
     auth_failures: AuthFailures  # refused credentials per client
     live_waiting: dict[str, int]  # live sockets per client not started yet (this process)
-    # voice blends this process has claimed casts with, newest last (GET /v1/audio/voices lists them)
-    blends: dict[str, None] = field(default_factory=dict)
+    # voice blends this process has claimed casts with, by tenant (claim.request_tag), newest last
+    # (GET /v1/audio/voices lists a tenant's own)
+    blends: dict[str, dict[str, None]] = field(default_factory=dict)
 
 
 INTAKE = web.AppKey("intake", Intake)

@@ -132,4 +132,4 @@ async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | li
         if kind is BodyKind.JSON and live.asks_live(body):
             return await live.open_from_body(request.app, client, body), kind
         form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
-        return await submit(request.app[INTAKE], client, form), kind
+        return await submit(request, client, form), kind

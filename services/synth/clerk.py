@@ -2,8 +2,9 @@
 
 Every ``SYNTH_QUEUE_NOTE_S`` each worker publishes its measured capacity and its casts' needs in
 ``synth/capacity`` (one field per consumer). One worker at a time (whoever holds the lock
-``synth/queue-clerk``) then reads the line, the jobs of ``jobs`` the group has not delivered yet,
-replays admission forward over every worker's published state (:func:`capacity.forecast`) and
+``synth/queue-clerk``) then reads the line (the jobs workers read ahead to admit clients in turn,
+as each publishes them in its order of admission, then the jobs of ``jobs`` the group has not
+delivered yet), replays admission forward over every worker's published state (:func:`capacity.forecast`) and
 appends to each waiting cast's log a ``queue`` record (:class:`castlog.Queued`) with its place
 and about how long until its audio starts, when either moved since its last note. The append is
 conditional at the tail the clerk read and only follows `meta`, `queue` or `error`: a cast a
@@ -96,6 +97,7 @@ class QueueClerk:
         state = {
             "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
             "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in needs],
+            "waiting": crew.held.inbox.waiting(),  # read ahead, in the order of admission (fair turns)
         }
         crew.metrics.capacity.set(known)
         crew.metrics.demand.set(sum(capacity.demand(n) for n in needs))
@@ -135,7 +137,9 @@ class QueueClerk:
         return pools
 
     async def line(self) -> list[Waiting]:
-        """The casts waiting in line, first first: jobs the group has not delivered yet."""
+        """The casts waiting in line, first first: the jobs workers read ahead (published in the
+        order each admits them, the workers' lists interleaved), then jobs the group has not
+        delivered yet."""
         redis = self.crew.redis
         group = next((g for g in await redis.xinfo_groups(castlog.JOBS)
                       if jobs.as_str(g["name"]) == castlog.GROUP), None)
@@ -143,14 +147,29 @@ class QueueClerk:
             return []
         after = "(" + jobs.as_str(group["last-delivered-id"])
         rows: Any = await redis.xrange(castlog.JOBS, min=after, count=self.crew.cfg.queue_notes_max)
-        out: list[Waiting] = []
+        ids = await self._read_ahead()
         for entry_id, fields in rows:
             job = jobs.parse_job(jobs.as_str(entry_id), fields, 0)
-            if job is None or any(w.cast_id == job.cast_id for w in out):
-                continue
-            out.append(Waiting(job.cast_id, len(out) + 1, await self._audio_of(job.cast_id)))
+            if job is not None:
+                ids.append(job.cast_id)
+        out: list[Waiting] = []
+        for cast_id in ids[: self.crew.cfg.queue_notes_max]:
+            if castlog.is_cast_id(cast_id) and all(w.cast_id != cast_id for w in out):
+                out.append(Waiting(cast_id, len(out) + 1, await self._audio_of(cast_id)))
         self._audio_s = {w.cast_id: self._audio_s[w.cast_id] for w in out if w.cast_id in self._audio_s}
         return out
+
+    async def _read_ahead(self) -> list[str]:
+        """The cast ids every worker has read ahead, as published: round ``r`` is each worker's
+        ``r``-th (each admits its own in parallel)."""
+        lists = []
+        for raw in (await self.crew.redis.hgetall(castlog.SYNTH_CAPACITY)).values():
+            try:
+                lists.append([str(i) for i in json.loads(raw).get("waiting", [])])
+            except (ValueError, AttributeError, TypeError):
+                continue  # not a worker's state: pools() drops it
+        deepest = max((len(ids) for ids in lists), default=0)
+        return [ids[r] for r in range(deepest) for ids in lists if r < len(ids)]
 
     async def _audio_of(self, cast_id: str) -> float:
         if cast_id not in self._audio_s:

@@ -26,6 +26,12 @@ def default_consumer() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# New jobs a worker reads ahead to admit clients in turn: fairness reaches this deep into the
+# queue (two clients' allowed bursts are 60), and a worker holds at most this many waiting jobs
+# that other workers cannot take until it stops or dies.
+FAIR_WINDOW = 256
+
+
 @dataclass(frozen=True)
 class ArchiverConfig(Settings):
     delay_s: float = setting("ARCHIVE_DELAY_S", 30.0, ge=0, doc="a finished cast is archived this long after "
@@ -128,6 +134,8 @@ class SynthConfig(Settings):
     stats_interval_s: float = setting("SYNTH_STATS_INTERVAL_S", 5.0, gt=0,
                                       doc="how often queue depth, lag and Redis memory are polled")
     voices_maxlen: int = 100  # entries kept in `synth/voices` (approximate trim)
+    fair_window: int = setting("SYNTH_FAIR_WINDOW", FAIR_WINDOW, gt=0, doc="new jobs a worker reads ahead to admit "
+                               "clients in turn (1: first come, first served; another worker does not take them)")
     # Open (live) casts
     max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts with something to say that a "
                             "worker admits at once, apart from `SYNTH_CONCURRENCY` (one waiting for text holds no place)")

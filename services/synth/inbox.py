@@ -2,6 +2,12 @@
 restart), its retries whose backoff ran out, jobs handed back by a stopping worker (at once),
 entries of dead workers (XAUTOCLAIM after the lease), and finally new entries.
 
+New entries are taken in turn by client (the job's ``client``, who submitted it), not first come
+first served: the inbox reads up to ``fair_window`` (SYNTH_FAIR_WINDOW) new entries ahead
+(pending to this consumer, their leases refreshed like any held entry) and hands them out one
+client at a time, round robin, each client's own in order. A burst of one client delays another's
+job by at most one of its own per turn (docs/security.md, "Fair queues and text in linear time").
+
 Jobs already begun elsewhere (handed back, or a dead worker's) are taken even without admission
 room (:meth:`Inbox.take_begun`): their listeners are waiting now."""
 
@@ -9,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
@@ -17,6 +24,7 @@ from redis.asyncio import Redis
 import castlog
 
 from . import jobs
+from .config import FAIR_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +50,11 @@ class Inbox:
         poll_s: float,
         clock: Callable[[], float] = time.monotonic,
         stream: str = castlog.JOBS,
+        fair_window: int = FAIR_WINDOW,
     ) -> None:
         self.redis, self.consumer, self.stream = redis, consumer, stream
+        self.fair_window = fair_window
+        self._waiting = Turns()  # new entries read ahead, by client
         self.lease_ms, self.claim_every_s, self.poll_s = lease_ms, claim_every_s, poll_s
         self._clock = clock
         self._backlog: list[jobs.StreamEntry] = []
@@ -64,12 +75,18 @@ class Inbox:
 
     def held(self) -> list[str]:
         """Entries this consumer holds without working on them yet (their leases need refreshing)."""
-        return list(self._retrying) + [entry_id for entry_id, _ in self._backlog]
+        return list(self._retrying) + [entry_id for entry_id, _ in self._backlog] + self._waiting.entry_ids()
+
+    def waiting(self) -> list[str]:
+        """The cast ids of the new jobs read ahead, in the order they will be admitted (the queue
+        clerk's line starts with them)."""
+        return [fields.get(b"id", b"").decode(errors="replace") for _, fields in self._waiting.order()]
 
     def forget(self, entry_id: str) -> None:
         """The entry is no longer ours (taken over or acknowledged elsewhere)."""
         self._retrying.pop(entry_id, None)
         self._backlog = [(i, f) for i, f in self._backlog if i != entry_id]
+        self._waiting.remove(entry_id)
 
     async def take(self, room: int, active: Container[str]) -> list[Delivery]:
         """Up to ``room`` deliveries; waits at most ``poll_s`` (less when a retry is due sooner)."""
@@ -89,9 +106,12 @@ class Inbox:
         if len(out) < room:
             out += await self.take_begun(room - len(out), active)
         if not out:
-            block_ms = max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
-            new = await jobs.read_new(self.redis, self.consumer, room, block_ms, self.stream)
-            out = [Delivery(i, f, 1) for i, f in new]
+            ahead = self.fair_window - len(self._waiting)
+            if ahead > 0:  # wait for a new entry only when none is waiting
+                block_ms = None if self._waiting else max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
+                for entry in await jobs.read_new(self.redis, self.consumer, ahead, block_ms, self.stream):
+                    self._waiting.add(entry)
+            out = [Delivery(i, f, 1) for i, f in self._waiting.take(room)]
         return out
 
     async def take_begun(self, room: int, active: Container[str]) -> list[Delivery]:
@@ -131,3 +151,54 @@ class Inbox:
         if not self._retrying:
             return self.poll_s
         return max(0.001, min(self._retrying.values()) - self._clock())
+
+
+class Turns:
+    """Entries waiting by client, handed out round robin: each client's oldest in its turn."""
+
+    def __init__(self) -> None:
+        self._queues: dict[bytes, deque[jobs.StreamEntry]] = {}
+        self._turns: deque[bytes] = deque()  # clients with entries, whose turn comes first first
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def add(self, entry: jobs.StreamEntry) -> None:
+        client = entry[1].get(b"client", b"")
+        if client not in self._queues:
+            self._queues[client] = deque()
+            self._turns.append(client)
+        self._queues[client].append(entry)
+
+    def take(self, count: int) -> list[jobs.StreamEntry]:
+        out: list[jobs.StreamEntry] = []
+        while self._turns and len(out) < count:
+            client = self._turns.popleft()
+            queue = self._queues[client]
+            out.append(queue.popleft())
+            if queue:
+                self._turns.append(client)
+            else:
+                del self._queues[client]
+        return out
+
+    def entry_ids(self) -> list[str]:
+        return [entry_id for q in self._queues.values() for entry_id, _ in q]
+
+    def order(self) -> list[jobs.StreamEntry]:
+        """Every waiting entry in the order :meth:`take` hands them out: round ``r`` is each
+        client's ``r``-th, the clients in turn."""
+        queues = [self._queues[client] for client in self._turns]
+        deepest = max((len(q) for q in queues), default=0)
+        return [q[r] for r in range(deepest) for q in queues if r < len(q)]
+
+    def remove(self, entry_id: str) -> None:
+        for client, queue in list(self._queues.items()):
+            kept = deque(e for e in queue if e[0] != entry_id)
+            if len(kept) < len(queue):
+                if kept:
+                    self._queues[client] = kept
+                else:
+                    del self._queues[client]
+                    self._turns.remove(client)
+                return

@@ -91,9 +91,9 @@ async def read_own_pending(redis: Redis, consumer: str, stream: str = castlog.JO
 
 
 async def read_new(
-    redis: Redis, consumer: str, count: int, block_ms: int, stream: str = castlog.JOBS
+    redis: Redis, consumer: str, count: int, block_ms: int | None, stream: str = castlog.JOBS
 ) -> list[StreamEntry]:
-    """Up to ``count`` never-delivered entries, waiting at most ``block_ms`` for one."""
+    """Up to ``count`` never-delivered entries, waiting at most ``block_ms`` for one (None: not at all)."""
     reply: Any = await redis.xreadgroup(
         castlog.GROUP, consumer, {stream: ">"}, count=count, block=block_ms
     )

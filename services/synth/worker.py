@@ -77,7 +77,7 @@ class Worker:
         metrics = metrics or SynthMetrics()
         def inbox(stream: str) -> Inbox:
             return Inbox(redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s,
-                         clock=clock, stream=stream)
+                         clock=clock, stream=stream, fair_window=cfg.fair_window)
 
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
         held = Holdings(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)

@@ -69,7 +69,7 @@ async def test_jobs_written_by_submit_and_its_reenqueue_decode_as_jobs(store: Ca
     assert [decode_job(fields) for _, fields in rows] == [first, again]
     assert all({k.decode() for k in fields} == set(Job.__struct_fields__) for _, fields in rows)  # no field unread
     ((_, recipe),) = await redis.xrange(catalog_key(CAST), count=1)
-    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed", "wh", "client"}
+    assert {k.decode() for k in recipe} == set(Recipe.__struct_fields__) - {"live", "speed", "wh"}
 
 
 async def test_job_and_recipe_written_by_the_open_script_decode(redis: Redis) -> None:
@@ -109,7 +109,7 @@ def test_job_with_an_unreadable_time_is_a_job_of_unknown_time() -> None:
 async def test_a_job_added_by_hand_has_the_scripts_fields(redis: Redis) -> None:
     await enqueue(redis, Job(id=CAST, voice=VOICE, enqueued_at=7))
     ((_, fields),) = await redis.xrange(JOBS)
-    assert fields == {b"id": CAST.encode(), b"voice": VOICE.encode(), b"enqueued_at": b"7"}
+    assert fields == {b"id": CAST.encode(), b"voice": VOICE.encode(), b"enqueued_at": b"7", b"client": b""}
 
 
 async def test_dead_letter_keeps_its_field_names_and_reads_back(redis: Redis) -> None:

@@ -17,8 +17,10 @@ from castlog import (
     SubmitResult,
     cast_key,
     catalog_key,
+    client_tag,
     content_id,
     lane_jobs_of,
+    read_jobs,
 )
 from castlog.ratelimit import RateLimited
 
@@ -95,3 +97,12 @@ async def test_concurrent_limited_submits_admit_exactly_the_burst(store: CastSto
     results = await asyncio.gather(*(attempt() for _ in range(60)))
     assert results.count("new") == 1 and results.count("existing") == 9 and results.count(None) == 50
     assert await redis.xlen(lane_jobs_of(CAST)) == 1 and await redis.xlen(cast_key(CAST)) == 1
+
+
+async def test_the_job_names_its_client_for_fair_admission(store: CastStore, redis: Redis) -> None:
+    tag = client_tag(CLIENT)
+    await store.submit(CAST, TEXT, VOICE, meta(), client=tag)
+    await store.append(CAST, 1, [Start(attempt=1, resume_from=0, at=0), Error(reason="x", attempts=1)])
+    await store.submit(CAST, TEXT, VOICE, meta(), client=tag)
+    jobs = await read_jobs(redis, lane_jobs_of(CAST))
+    assert [job.client for job in jobs] == [tag, tag]  # the first job and the one re-enqueued

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 import castlog
 from synth import jobs
-from synth.inbox import Inbox
+from synth.inbox import Inbox, Turns
 
 LEASE_MS = 300
 
@@ -36,3 +36,40 @@ async def test_take_over_reaches_a_dead_workers_jobs_behind_many_live_ones(redis
     owners = await jobs.pending(redis, live + dead)
     assert {owners[i].consumer for i in live} == {"live"}
     assert owners[dead[0]].consumer == "heir" and owners[dead[1]].consumer == "dead"
+
+
+@pytest.mark.rule("fair-queues")
+async def test_new_jobs_are_taken_in_turn_by_client_not_first_come(redis: Redis) -> None:
+    await jobs.ensure_group(redis)
+    burst = [await castlog.enqueue(redis, castlog.Job(id=f"a{n:011d}", voice="af_heart", client="192.0.2.1"))
+             for n in range(96)]
+    other = await castlog.enqueue(redis, castlog.Job(id=f"b{0:011d}", voice="af_heart", client="192.0.2.2"))
+    inbox = Inbox(redis, "w1", lease_ms=LEASE_MS, claim_every_s=60, poll_s=0.01)
+    await inbox.open()
+    taken = [d.entry_id for _ in range(4) for d in await inbox.take(1, set())]
+    # B's one job comes after at most one of A's, and A's own keep their order.
+    assert taken == [burst[0], other, burst[1], burst[2]]
+    # The rest of A's read-ahead is held (pending to this worker, its lease refreshed).
+    assert set(inbox.held()) == set(burst[3:])
+    owners = await jobs.pending(redis, burst)
+    assert {owners[i].consumer for i in burst} == {"w1"}
+
+
+async def test_a_waiting_job_taken_over_elsewhere_is_forgotten(redis: Redis) -> None:
+    await jobs.ensure_group(redis)
+    ids = [await castlog.enqueue(redis, castlog.Job(id=f"a{n:011d}", voice="af_heart", client=c))
+           for n, c in enumerate(["x", "x", "y"])]
+    inbox = Inbox(redis, "w1", lease_ms=LEASE_MS, claim_every_s=60, poll_s=0.01)
+    await inbox.open()
+    assert [d.entry_id for d in await inbox.take(1, set())] == [ids[0]]
+    inbox.forget(ids[2])
+    assert [d.entry_id for d in await inbox.take(2, set())] == [ids[1]]
+
+
+def test_the_published_line_is_the_order_of_admission() -> None:
+    turns = Turns()
+    for n, client in enumerate(["a", "a", "a", "b", "c", "c"]):
+        turns.add((f"{n}-0", {b"id": f"cast{n}".encode(), b"client": client.encode()}))
+    order = [entry_id for entry_id, _ in turns.order()]
+    assert order == ["0-0", "3-0", "4-0", "1-0", "5-0", "2-0"]
+    assert [entry_id for entry_id, _ in turns.take(6)] == order

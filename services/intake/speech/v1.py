@@ -64,8 +64,10 @@ UNKNOWN_HEADER = "X-Unknown-Fields"
 DOWNLOAD_HEADER = "X-Download-Path"  # Kokoro-FastAPI's, for `return_download_link`
 # Unknown field names listed in the header at most (a body may hold thousands).
 LISTED_UNKNOWN = 16
-# Voice blends GET /v1/audio/voices lists once used (the newest; per intake process).
+# Voice blends GET /v1/audio/voices lists once used (the newest; per tenant, per intake process).
 LISTED_BLENDS = 32
+# Tenants whose blends are remembered (the most recent; without API keys a tenant is an address).
+BLEND_TENANTS = 1024
 # OpenAI's error types by status.
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
 
@@ -228,13 +230,19 @@ def _resolve_blend(voice: str, installed: tuple[str, ...], lang_code: str | None
     return "+".join(f"{name}({weight:g})" for name, weight in resolved)
 
 
-def note_blend(blends: dict[str, None], voice: str) -> None:
-    """Remember a blend a cast was claimed with (the newest LISTED_BLENDS)."""
-    if is_blend(voice):
-        blends.pop(voice, None)
-        blends[voice] = None
-        while len(blends) > LISTED_BLENDS:
-            blends.pop(next(iter(blends)))
+def note_blend(blends: dict[str, dict[str, None]], tenant: str, voice: str) -> None:
+    """Remember a blend ``tenant`` claimed a cast with (its newest LISTED_BLENDS, for the newest
+    BLEND_TENANTS tenants): another tenant's are not listed to it."""
+    if not is_blend(voice):
+        return
+    own = blends.pop(tenant, {})
+    blends[tenant] = own
+    own.pop(voice, None)
+    own[voice] = None
+    while len(own) > LISTED_BLENDS:
+        own.pop(next(iter(own)))
+    while len(blends) > BLEND_TENANTS:
+        blends.pop(next(iter(blends)))
 
 
 def voice_list(installed: tuple[str, ...], blends: Iterable[str] = ()) -> list[dict[str, str]]:

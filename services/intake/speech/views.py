@@ -16,7 +16,7 @@ from aiohttp import web
 from castlog import Error, canonical_voice
 from servicekit import json_response
 
-from ..claim import Admission, Claimed, read_body, submit
+from ..claim import Admission, Claimed, read_body, request_tag, submit
 from ..context import INTAKE, request_client
 from ..validate import CastForm
 from . import v1
@@ -87,8 +87,8 @@ async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str
         speech = parsed.request
         voice = resolve_voice(speech.voice, installed, speech.lang_code)
         form = CastForm(text=speech.input, voice=voice, speed=speech.speed)
-        claimed = await submit(intake, client, form)
-        v1.note_blend(intake.blends, canonical_voice(voice))
+        claimed = await submit(request, client, form)
+        v1.note_blend(intake.blends, request_tag(request, client), canonical_voice(voice))
         headers = v1.field_headers(parsed, v1.took_lang(voice, speech.lang_code))
         if speech.return_download_link:
             headers[v1.DOWNLOAD_HEADER] = f"/api/casts/{claimed.cast_id}/audio.mp3"
@@ -98,7 +98,8 @@ async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str
 async def get_v1_voices(request: web.Request) -> web.Response:
     """Open WebUI's and Kokoro-FastAPI's shape: ``{"voices": [{"id", "name"}]}``."""
     voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
-    blends = list(request.app[INTAKE].blends)
+    tag = request_tag(request, request_client(request))
+    blends = list(request.app[INTAKE].blends.get(tag, ()))  # only those this tenant used
     return json_response({"voices": v1.voice_list(voices.names, blends), "default": voices.default})
 
 
