@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # edge: the public read path, pages, SSE and live MP3 (python -m edge). Build from the repo root:
 #   docker build -f docker/edge.Dockerfile -t streamtts/edge .
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm

@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # intake: validation, content ids and the claim (python -m intake). Build from the repo root:
 #   docker build -f docker/intake.Dockerfile -t streamtts/intake .
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
@@ -20,8 +19,12 @@ COPY services/ services/
 RUN pip install -c constraints.txt ".[intake,s3,webrtc]" && python3 -c "import castlog, intake, intake.speech.formats, intake.speech.webrtc, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
+# The archive volume's mount point, owned as edge's and synth's are: whichever container mounts
+# the empty volume first gives it this owner, and synth must be able to write there.
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \
-        --shell /usr/sbin/nologin streamtts
+        --shell /usr/sbin/nologin streamtts \
+    && mkdir -p /var/lib/streamtts/archive \
+    && chown 10001:10001 /var/lib/streamtts/archive
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

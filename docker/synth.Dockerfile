@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # synth: the Kokoro worker (python -m synth). Build from the repo root; the base image picks the
 # hardware (compose passes these):
 #   Jetson, JetPack 6:   BASE_IMAGE=nvcr.io/nvidia/pytorch:24.08-py3-igpu          KOKORO_TORCH=true

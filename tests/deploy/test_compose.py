@@ -104,7 +104,8 @@ def test_redis_is_private_durable_and_checked(variant: str) -> None:
     data = [v for v in redis["volumes"] if v["target"] == "/data"]
     assert data and data[0]["type"] == "volume" and data[0]["source"] in config["volumes"]
     assert redis["environment"]["REDIS_APPENDFSYNC"] == "always"
-    assert redis["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -qx PONG"]
+    assert redis["healthcheck"]["test"] == [
+        "CMD-SHELL", 'REDISCLI_AUTH="$REDIS_PASSWORD_ADMIN" redis-cli --user admin ping | grep -qx PONG']
     assert_patched_redis(redis["image"])
     conf = (REDIS_FILES / "redis.conf").read_text()
     assert re.search(r"^appendonly yes$", conf, re.M)

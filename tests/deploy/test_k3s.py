@@ -144,7 +144,8 @@ def test_redis_is_durable(rendered: list[dict[str, Any]]) -> None:
     limit = container(redis)["resources"]["limits"]["memory"]
     assert limit.endswith("Gi") and int(maxmemory[:-2]) < int(limit[:-2])
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container(redis)[kind]["exec"]["command"] == ["sh", "-c", "redis-cli ping | grep -qx PONG"]
+        assert container(redis)[kind]["exec"]["command"] == [
+            "sh", "-c", 'REDISCLI_AUTH="$REDIS_PASSWORD_ADMIN" redis-cli --user admin ping | grep -qx PONG']
     assert container(redis)["startupProbe"]["failureThreshold"] * container(redis)["startupProbe"]["periodSeconds"] >= 300
     assert_patched_redis(container(redis)["image"])
 

@@ -208,8 +208,8 @@ def redis_as_deployed(tmp: Path, port: int, passwords: Mapping[str, str]) -> Ite
         "REDIS_ACL_DIR": str(tmp / "acl"),
     }
 
-    def pong() -> bool:
-        with redis.Redis(port=port) as client:
+    def pong() -> bool:  # as the health checks do: `default` is off
+        with redis.Redis(port=port, username="admin", password=passwords["ADMIN"]) as client:
             return bool(client.ping())
 
     def answers() -> bool:

@@ -54,8 +54,11 @@ RATE_LIMIT="$RATE_LIMIT +time"
 # the hash and DEL commands but adds no entry.
 DURABLE="~ds/* $SCRIPTS +hgetall +hget +hset +hincrby +del +pexpireat +persist +get +xrange"
 
-# Unauthenticated connections may only PING: the container and pod health checks need no secret.
-echo "user default on nopass resetkeys resetchannels -@all +ping"
+# `default` is off: an unauthenticated connection may run nothing (the health checks log in as
+# admin). It keeps every permission all the same, because Redis 7.x replays the AOF as this user
+# and checks each MULTI/EXEC against it (redis/redis#14541, fixed after 7.4.6): with fewer rights,
+# every script's writes (replicated as MULTI/EXEC) would vanish at the next restart.
+echo "user default off nopass resetkeys resetchannels ~* &* +@all"
 # For operators (backups, BGREWRITEAOF, debugging); no service uses it.
 echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # intake: takes the client's token (a hash under rl/intake/*) in its own step, then one script
