@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from blobstore import open_store
 from castlog import LogReader, RowCache, Tail, cancel_and_wait
+from durablestreams.openapi import durable_part
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views
@@ -49,7 +50,8 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
-    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
+    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s),
+                                                           parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)

@@ -1,5 +1,5 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
-reads, long-poll and SSE. Parse, call ``castlog.durable``, answer; writes are intake's.
+reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's.
 
 Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on the one
 upstream read of ``durable_tail.py``; at most ``EDGE_DS_MAX_WAITERS`` at once (503 beyond).
@@ -13,9 +13,9 @@ import time
 
 from aiohttp import web
 
-from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
+from durablestreams import protocol as ds
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
 from servicekit import Refusal
-from servicekit import dshttp as ds
 from servicekit.keys import bearer_key
 
 from . import durable_casts

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from castlog import cancel_and_wait, choose_reads
-from castlog.durable import DurableStreams, id_key
+from durablestreams.streams import DurableStreams, id_key
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from castlog.durable import DurableStreams, Spec
-from castlog.durable_keys import OLD_META_PREFIX, keys_of
+from durablestreams.keys import OLD_META_PREFIX, keys_of
+from durablestreams.streams import DurableStreams, Spec
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from castlog import SlotReads
-from castlog.durable import log_key
+from durablestreams.streams import log_key
 from edge.durable_tail import DurableTail
 from servicekit import connect
 from tests.support.cluster import Cluster

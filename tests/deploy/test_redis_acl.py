@@ -443,8 +443,8 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
     """/v1/stream as deployed: intake creates, forks (in the source's family), appends, closes,
     deletes and takes its per-client quota; edge opens (sliding the TTL), reads and waits; edge
     writes no data."""
-    from castlog.durable import DurableStreams, Spec
-    from castlog.durable_keys import keys_of
+    from durablestreams.keys import keys_of
+    from durablestreams.streams import DurableStreams, Spec
     from edge.durable_tail import DurableTail
     from intake.dsquota import DurableQuota
 

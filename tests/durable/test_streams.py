@@ -18,9 +18,9 @@ from yarl import URL
 
 import edge
 import intake
-from castlog.durable import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
-from castlog.durable_keys import link_key, meta_key
-from servicekit import dshttp
+from durablestreams import protocol
+from durablestreams.keys import link_key, meta_key
+from durablestreams.streams import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import calls_between, command_calls
 from tests.support.waiting import wait_until
@@ -89,7 +89,7 @@ async def test_a_cursor_no_server_sent_counts_as_none(origin: str) -> None:
         url = f"{origin}/v1/stream/c"
         async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
             assert response.status == 201
-        clock = dshttp.cursor_after(None)
+        clock = protocol.cursor_after(None)
         for cursor in ("9" * 5000, "\u00b2", "1" * 16):
             async with http.get(url, params={"offset": "-1", "cursor": cursor}) as response:
                 assert response.status == 200, cursor
