@@ -62,6 +62,8 @@ ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 # Records from the tail a listener may hold in its queue before it is demoted to offset reads.
 LISTENER_QUEUE = 64
+# Entries per stream of one XREAD while waiters (waiters.py) wait: they need to know of one.
+WAITED_ENTRIES_PER_READ = 1
 
 
 def after_id(cursor: int) -> str:
@@ -252,8 +254,12 @@ class Tail:
         read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
         streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
         streams.update(self.waiters.streams())
+        # XREAD's COUNT is one for every key: while waiters wait, one entry per stream per read, so
+        # that a stream of large entries (a durable append is a whole request body) never hands
+        # the casts' fan-out a reply of `batch` of them
+        count = WAITED_ENTRIES_PER_READ if self.waiters.keys else self.batch
         joined = self._joined = asyncio.get_running_loop().create_future()
-        reply = await self.blocking.xread(streams, count=self.batch, block_ms=self.block_ms, wake=joined)
+        reply = await self.blocking.xread(streams, count=count, block_ms=self.block_ms, wake=joined)
         self.metrics.count_read()
         by_key = list(reply.items() if isinstance(reply, dict) else reply or ())
         got = []
