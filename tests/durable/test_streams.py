@@ -273,7 +273,7 @@ async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis
         before = await command_calls(redis)
         polls = [asyncio.create_task(http.get(url, params={"offset": tails[url], "live": "long-poll"}))
                  for url in urls]
-        await wait_until(lambda: _blocked_on_durable_tail(redis), timeout_s=10)
+        await wait_until(lambda: _blocked_on_edges_tail(redis), timeout_s=10)
         for url in set(urls):
             async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"news") as response:
                 assert response.status == 204
@@ -286,7 +286,7 @@ async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis
     assert reads <= 3 * streams, reads
 
 
-async def _blocked_on_durable_tail(redis: Redis) -> bool:
+async def _blocked_on_edges_tail(redis: Redis) -> bool:
     return await _blocked_reads(redis) == [TAIL_CLIENT_NAME]
 
 
@@ -322,7 +322,7 @@ async def test_a_durable_long_poll_an_sse_read_and_a_cast_follow_share_edges_one
             follow = await http.get(str(server.make_url(f"/api/casts/{cid}/events")))
             assert sse.status == follow.status == 200
             await wait_until(lambda: tail.waiters.waiting == 2 and cid in tail.watches)
-            await wait_until(lambda: _blocked_on_durable_tail(redis))
+            await wait_until(lambda: _blocked_on_edges_tail(redis))
             names = [c.get("name") for c in await redis.client_list()]
             assert names.count(TAIL_CLIENT_NAME) == 1 and "edge-durable-tail" not in names  # one tail connection
             assert (await streams.append("beside/a-cast", "text/plain", [b"b"])).status == "ok"
