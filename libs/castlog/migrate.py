@@ -12,8 +12,8 @@ Jobs waiting in ``jobs`` and ``jobs/live`` keep their names: workers still read 
 A cluster never held old keys (old code cannot run on one: CROSSSLOT), and RENAME across slots
 is refused there; data moved from a single Redis into a cluster goes through this first.
 
-:func:`migrate_keys` is what the command and ``up`` run: the casts' step, then the durable
-streams' (durable_keys.py: ``ds/meta/<path>`` ... to their family's hash-tagged names).
+``streamtts migrate-keys`` and ``up`` run this step, then the durable streams' (the
+``durablestreams`` library's ``migrate_durable_keys``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from . import keys
-from .durable_keys import migrate_durable_keys
 
 SCAN_COUNT = 500
 
@@ -42,8 +41,3 @@ async def migrate_to_lanes(redis: Redis) -> int:
             moved += int(await redis.renamenx(old, new))
     return moved
 
-
-async def migrate_keys(redis: Redis) -> int:
-    """Every step of ``streamtts migrate-keys``: cast keys to lanes, durable streams to families;
-    returns how many keys (casts) and streams (durable) moved. Idempotent."""
-    return await migrate_to_lanes(redis) + await migrate_durable_keys(redis)

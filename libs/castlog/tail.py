@@ -12,6 +12,10 @@ A :class:`~castlog.listener.Listener` (``listener.py``: one response following o
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
+The same read follows streams that are not casts for readers that only wait for an entry past an
+id (``waiters.py``: Durable Streams' long polls and SSE, :attr:`Tail.waiters`): one blocked read
+per process whatever it follows.
+
 A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), or, given a ``wake`` name,
 with an XADD to a wake stream of its own that the read includes (edge's: its Redis user has no
 CLIENT UNBLOCK), so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is a cluster client) the one
@@ -49,6 +53,7 @@ from .marks import follows, holds, stamps
 from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from .records import decode_entry
 from .slotreads import SlotReads, choose_reads
+from .waiters import Waiters
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,8 @@ ERROR_BACKOFF_S = 0.2
 ERROR_BACKOFF_MAX_S = 5.0
 # Records from the tail a listener may hold in its queue before it is demoted to offset reads.
 LISTENER_QUEUE = 64
+# Entries per stream of one XREAD while waiters (waiters.py) wait: they need to know of one.
+WAITED_ENTRIES_PER_READ = 1
 
 
 def after_id(cursor: int) -> str:
@@ -114,8 +121,8 @@ class TailMetrics(Protocol):
 
 
 class Tail:
-    """The one follower of cast logs in a process (its connection ``conn`` sits in the one
-    blocking XREAD; ``redis`` is the shared pool)."""
+    """The one follower of cast logs, and of the streams its ``waiters`` wait on, in a process
+    (its connection ``conn`` sits in the one blocking XREAD; ``redis`` is the shared pool)."""
 
     def __init__(
         self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
@@ -136,6 +143,7 @@ class Tail:
         self.offset_batch = min(batch, queue_size)
         self.watches: dict[str, Watch] = {}
         self.listeners: set[Listener] = set()
+        self.waiters = Waiters(self._wake_read)  # other streams' readers, woken by an entry past their id
         self.item_cache = ItemCache(item_bytes)  # offset reads' Items, built once per record
         self.flushes: list[Listener] = []  # listeners with direct writes from the pass in progress
         self.closing = False
@@ -160,6 +168,7 @@ class Tail:
         for listener in list(self.listeners):
             listener.close()
         self.watches.clear()
+        self.waiters.close()
 
     @property
     def running(self) -> bool:
@@ -190,10 +199,14 @@ class Tail:
             cursor = listener.next_seq - 1
             watch = self.watches[listener.cast_id] = Watch(cursor, listener.stamps_upto(cursor))
             self._unchecked.add(listener.cast_id)
-            if self._joined is not None and not self._joined.done():
-                self._joined.set_result(None)
+            self._wake_read()
         watch.listeners.add(listener)
         return watch.cursor
+
+    def _wake_read(self) -> None:
+        """A cast or a waiter joined: the blocked read ends, and the next one names it."""
+        if self._joined is not None and not self._joined.done():
+            self._joined.set_result(None)
 
     def unsubscribe(self, listener: Listener) -> None:
         watch = self.watches.get(listener.cast_id)
@@ -216,7 +229,7 @@ class Tail:
     async def _run(self) -> None:
         backoff = ERROR_BACKOFF_S
         while True:
-            if not self.watches:
+            if not self.watches and not self.waiters.keys:
                 self._joined = asyncio.get_running_loop().create_future()
                 await self._joined
                 continue
@@ -236,18 +249,30 @@ class Tail:
     async def _read(self) -> tuple[list[tuple[str, Any]], dict[str, Watch], list[str]]:
         """One XREAD after every watch's cursor: its rows per cast id, the watches it was issued
         for, and the casts whose read ended idle (the block timeout, not a join and not a
-        record): every watch's on a single Redis, the timed-out slots' only on a cluster."""
+        record): every watch's on a single Redis, the timed-out slots' only on a cluster. The
+        waiters' keys are read in the same XREAD, and their waiters woken here."""
         read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
         streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
+        streams.update(self.waiters.streams())
+        # XREAD's COUNT is one for every key: while waiters wait, one entry per stream per read, so
+        # that a stream of large entries (a durable append is a whole request body) never hands
+        # the casts' fan-out a reply of `batch` of them
+        count = WAITED_ENTRIES_PER_READ if self.waiters.keys else self.batch
         joined = self._joined = asyncio.get_running_loop().create_future()
-        reply = await self.blocking.xread(streams, count=self.batch, block_ms=self.block_ms, wake=joined)
+        reply = await self.blocking.xread(streams, count=count, block_ms=self.block_ms, wake=joined)
         self.metrics.count_read()
-        by_key = reply.items() if isinstance(reply, dict) else reply or ()
-        got = [(cast_id_of(_str(key)) or "", rows) for key, rows in by_key]  # each key parsed once
+        by_key = list(reply.items() if isinstance(reply, dict) else reply or ())
+        got = []
+        for key, rows in by_key:
+            cast_id = cast_id_of(_str(key))  # each key parsed once
+            if cast_id is None:
+                self.waiters.ring(_str(key), rows)
+            else:
+                got.append((cast_id, rows))
         if isinstance(self.blocking, SlotReads):
             idle = [c for c in (cast_id_of(_str(key)) for key in self.blocking.timed_out) if c]
         else:
-            idle = list(read_with) if not got and not joined.done() else []
+            idle = list(read_with) if not by_key and not joined.done() else []
         return got, read_with, idle
 
     def _unproven(self, got: list[tuple[str, Any]], read_with: dict[str, Watch]) -> set[str]:

@@ -2,27 +2,38 @@
 
 Intake serves it at ``/api/openapi.json`` (the front proxy sends that path to intake) and edge
 the same document at ``/api/edge/openapi.json``. Services never import each other, so both route
-tables live here. Each service fills in the limits it knows from its own config; a limit of the
+tables live here; a library above servicekit (durablestreams) gives its part through the services
+(``parts``). Each service fills in the limits it knows from its own config; a limit of the
 other service is named by its setting instead of a number the serving process cannot know.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
-from .openapi_durable import TAG as DURABLE_TAG
-from .openapi_durable import durable_paths
 from .openapi_edge import edge_paths, edge_schemas
 from .openapi_intake import intake_paths, intake_schemas
 from .openapi_live import LIVE_SCHEMAS, WRITE_TOKEN_SCHEME, live_paths
-from .openapi_parts import API_VERSION, COMMON_SCHEMAS, OPENAPI_VERSION, OPS_PATHS, EdgeLimits, IntakeLimits, Json
+from .openapi_parts import (
+    API_VERSION,
+    COMMON_SCHEMAS,
+    OPENAPI_VERSION,
+    OPS_PATHS,
+    ApiPart,
+    EdgeLimits,
+    IntakeLimits,
+    Json,
+)
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 
-__all__ = ["EdgeLimits", "IntakeLimits", "document"]
+__all__ = ["ApiPart", "EdgeLimits", "IntakeLimits", "document"]
 
 
-def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None) -> Json:
-    """A fresh document of every public route, with the limits given (a caller may change it freely)."""
+def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None, parts: Sequence[ApiPart] = ()) -> Json:
+    """A fresh document of every public route, ``parts``' too, with the limits given (a caller may
+    change it freely)."""
     doc = {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -36,9 +47,10 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None)
             {"name": "edge", "description": "The read path and the pages: answered by edge"},
             {"name": "ops", "description": "Each service answers these on its port; the public origin's are edge's"},
             {"name": "openai", "description": "OpenAI-compatible speech API: answered by intake"},
-            {"name": DURABLE_TAG, "description": "Durable Streams (/v1/stream/*): reads by edge, writes by intake"},
+            *(part.tag for part in parts),
         ],
-        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS, **durable_paths()},
+        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
+                  **{path: ops for part in parts for path, ops in part.paths.items()}},
         "components": {"schemas": {
             **COMMON_SCHEMAS, **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,
         }, "securitySchemes": {"writeToken": WRITE_TOKEN_SCHEME}},

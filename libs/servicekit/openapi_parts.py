@@ -20,6 +20,15 @@ CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
 Json = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ApiPart:
+    """A library's own routes (Durable Streams'), handed to :func:`openapi.document` by the services
+    that serve them: servicekit imports no library above it."""
+
+    tag: Json  # {"name": ..., "description": ...}
+    paths: Json
+
+
 
 @dataclass(frozen=True)
 class IntakeLimits:

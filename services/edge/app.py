@@ -12,12 +12,13 @@ from redis.asyncio import Redis
 
 from blobstore import open_store
 from castlog import LogReader, RowCache, Tail, cancel_and_wait
+from durablestreams import DurableStreams
+from durablestreams.openapi import durable_part
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
-from .durable_tail import WAKE_NAME, DurableReads
 from .errors import middleware
 from .guards import Guard
 from .layout import LayoutCache
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # The tail's connection name, so that CLIENT LIST shows which connection is edge's XREAD.
 TAIL_CLIENT_NAME = "edge-tail"
+# The tail's blocked read wakes through wake streams of its own: edge's Redis user has no CLIENT UNBLOCK.
+WAKE_NAME = "edge"
 # A request waits this long for a pooled connection before failing (a 500, logged).
 POOL_WAIT_S = 10.0
 # Socket timeouts: a plain read answers quickly; the tail's read blocks for block_ms first.
@@ -49,7 +52,8 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
-    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s)))
+    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s),
+                                                           parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)
@@ -98,10 +102,9 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
         guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),
         reader=reader, played=Played(redis, cfg.played_flush_s),
-        durable=DurableReads(cfg.redis_url, redis, block_ms=cfg.tail_block_ms, max_waiters=cfg.ds_max_waiters),
+        durable=DurableStreams(redis), ds_waiters=asyncio.Semaphore(cfg.ds_max_waiters),
     )
     tail.start()
-    app[EDGE].durable.tail.start()
     renewals = asyncio.create_task(app[EDGE].guard.renew_forever(), name="stream-slot-renewals")
     played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
@@ -111,7 +114,6 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         await cancel_and_wait(renewals, played)
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
-        await app[EDGE].durable.aclose()
         await app[EDGE].guard.drain()  # streams closed at shutdown give their slots back
         await conn.aclose()
         await redis.aclose()  # closes its pool too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -9,9 +10,9 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import Layout, LogReader, Tail
+from durablestreams import DurableStreams
 
 from .config import Config
-from .durable_tail import DurableReads
 from .errors import not_found
 from .guards import Guard, Pass
 from .layout import LayoutCache
@@ -29,7 +30,8 @@ class Edge:
     layouts: LayoutCache
     reader: LogReader  # every read of a cast log, archived logs included
     played: Played  # casts read lately, for retention
-    durable: DurableReads  # /v1/stream's reads: the store and the waiters' one shared read
+    durable: DurableStreams  # /v1/stream's reads (its waiters wait on ``tail``)
+    ds_waiters: asyncio.Semaphore  # EDGE_DS_MAX_WAITERS: the /v1/stream readers waiting at once
 
 
 EDGE = web.AppKey("edge", Edge)

@@ -1,8 +1,9 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
-reads, long-poll and SSE. Parse, call ``castlog.durable``, answer; writes are intake's.
+reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's.
 
-Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on the one
-upstream read of ``durable_tail.py``; at most ``EDGE_DS_MAX_WAITERS`` at once (503 beyond).
+Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on edge's one
+shared tail (``castlog.Tail.waiters``), as the casts' followers do; at most ``EDGE_DS_MAX_WAITERS``
+at once (503 beyond). The tail's graceful stop wakes them: each answers what there is and ends.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import time
 
 from aiohttp import web
 
-from castlog.durable import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
+from durablestreams import protocol as ds
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
 from servicekit import Refusal
-from servicekit import dshttp as ds
 from servicekit.keys import bearer_key
 
 from . import durable_casts
@@ -24,18 +25,12 @@ from .guards import Pass
 
 
 def setup(app: web.Application) -> None:
-    """Routes (casts' first) and the graceful stop of the waiters (``Edge.durable``)."""
-    app.on_shutdown.append(_stop_waiters)
+    """Routes (casts' first) and the protocol's security headers."""
     app.on_response_prepare.append(ds.secure)
     durable_casts.add_routes(app.router)
     app.router.add_get(ds.ROUTE, read, allow_head=False)
     app.router.add_head(ds.ROUTE, head)
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
-
-
-async def _stop_waiters(app: web.Application) -> None:
-    if EDGE in app:
-        await app[EDGE].durable.tail.stop()  # waiters wake, answer what there is, and end
 
 
 async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pass]:
@@ -46,7 +41,7 @@ async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pas
         raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
                                               "Authorization: Bearer <key> (casts' streams are public)")
     admitted = await request.app[EDGE].guard.admit(request)
-    found = await request.app[EDGE].durable.streams.open(path, touch=touch)
+    found = await request.app[EDGE].durable.open(path, touch=touch)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
     return found.meta, admitted
@@ -91,8 +86,7 @@ async def read(request: web.Request) -> web.StreamResponse:
         headers = _meta_headers(meta)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
         return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
-    reads = request.app[EDGE].durable
-    got = await reads.streams.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
+    got = await request.app[EDGE].durable.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
     if live == "long-poll" and not got.entries:
         meta, got = await _long_poll(request, admitted, meta, after)
         if not got.entries:
@@ -105,17 +99,18 @@ async def _long_poll(request: web.Request, admitted: Pass, meta: Meta, after: st
     cfg = request.app[CONFIG]
     deadline = time.monotonic() + cfg.ds_long_poll_s
     empty = Slice([], complete=True)
+    tail = request.app[EDGE].tail
     async with _slot(request), admitted.stream_slot():
-        while not meta.closed:
+        while not meta.closed and not tail.closing:  # a stopping edge answers what there is
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             await _wait(request, meta, after, remaining)
-            found = await request.app[EDGE].durable.streams.open(meta.path, touch=True)
+            found = await request.app[EDGE].durable.open(meta.path, touch=True)
             if found.meta is None:
                 raise ds.gone() if found.status == "gone" else ds.missing()
             meta = found.meta
-            got = await request.app[EDGE].durable.streams.read(meta, after, cfg.ds_read_max_bytes)
+            got = await request.app[EDGE].durable.read(meta, after, cfg.ds_read_max_bytes)
             if got.entries:
                 return meta, got
     return meta, empty
@@ -123,7 +118,7 @@ async def _long_poll(request: web.Request, admitted: Pass, meta: Meta, after: st
 
 def _slot(request: web.Request) -> asyncio.Semaphore:
     """The waiters' semaphore, once it is sure to have room (a waiter never queues)."""
-    waiters = request.app[EDGE].durable.waiters
+    waiters = request.app[EDGE].ds_waiters
     if waiters.locked():
         raise Refusal(503, "busy", "too many readers wait on this edge; retry shortly", {"Retry-After": "1"})
     return waiters
@@ -132,7 +127,7 @@ def _slot(request: web.Request) -> asyncio.Semaphore:
 async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
     """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
     since = max(after, meta.tail, key=id_key)
-    return await request.app[EDGE].durable.tail.wait(meta.log, since, seconds)
+    return await request.app[EDGE].tail.waiters.wait(meta.log, since, seconds)
 
 
 def _timed_out(request: web.Request, meta: Meta) -> web.Response:
@@ -194,11 +189,11 @@ async def _events(
     request: web.Request, response: web.StreamResponse, meta: Meta, after: str, binary: bool
 ) -> None:
     cfg = request.app[CONFIG]
-    reads = request.app[EDGE].durable
+    streams, tail = request.app[EDGE].durable, request.app[EDGE].tail
     ends = time.monotonic() + cfg.ds_sse_max_s
     cursor = request.query.get("cursor")
-    while not reads.stopping:
-        got = await reads.streams.read(meta, after, cfg.ds_read_max_bytes)
+    while not tail.closing:
+        got = await streams.read(meta, after, cfg.ds_read_max_bytes)
         out: list[bytes] = []
         at_tail = got.complete
         for n, (entry, data) in enumerate(got.entries):  # a control event after every data event
@@ -218,7 +213,7 @@ async def _events(
         if at_tail:
             after = max(after, meta.tail, key=id_key)
             await _wait(request, meta, after, min(remaining, cfg.sse_heartbeat_s))
-        found = await reads.streams.open(meta.path, touch=True)
+        found = await streams.open(meta.path, touch=True)
         if found.meta is None:
             break
         meta = found.meta

@@ -23,8 +23,8 @@ import msgspec
 from aiohttp import web
 
 from castlog import Layout, public_dict
-from castlog.durable import entry_of, id_key, offset_of
-from servicekit import dshttp as ds
+from durablestreams import protocol as ds
+from durablestreams.streams import entry_of, id_key, offset_of
 
 from .context import CONFIG, EDGE, Edge, known_cast
 from .params import cast_id_from

@@ -26,8 +26,9 @@ from castlog import (
     Tail,
     cancel_and_wait,
 )
-from castlog.durable import DurableStreams
 from castlog.reader import FOLLOW_BLOCK_MS
+from durablestreams import DurableStreams
+from durablestreams.openapi import durable_part
 from servicekit import (
     IntakeLimits,
     Refusal,
@@ -86,7 +87,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
-    app[OPENAPI] = views.encode(openapi_document(intake=limits))
+    app[OPENAPI] = views.encode(openapi_document(intake=limits, parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_ctx)
     add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)

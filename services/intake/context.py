@@ -13,7 +13,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
-from castlog.durable import DurableStreams
+from durablestreams.streams import DurableStreams
 from servicekit import client_address
 
 from .authfail import AuthFailures

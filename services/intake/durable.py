@@ -1,5 +1,5 @@
 """The write side of the Durable Streams protocol under ``/v1/stream/<path>``: create (PUT, forks
-included), append and close (POST), delete. Parse, call ``castlog.durable``, answer; reads are
+included), append and close (POST), delete. Parse, call ``durablestreams``, answer; reads are
 edge's (``edge/durable.py``). The API keys' check covers these routes like every ``/v1/*`` one.
 """
 
@@ -11,7 +11,9 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
-from castlog.durable import (
+from durablestreams import protocol as ds
+from durablestreams.scripts import MAX_EPOCH_STEP
+from durablestreams.streams import (
     MAX_FORK_DEPTH,
     OCTET_STREAM,
     STREAM_TYPES,
@@ -30,9 +32,7 @@ from castlog.durable import (
     served_type,
     valid_path,
 )
-from castlog.durable_lua import MAX_EPOCH_STEP
 from servicekit import Refusal
-from servicekit import dshttp as ds
 
 from .claim import read_body
 from .context import CONFIG, INTAKE, request_client

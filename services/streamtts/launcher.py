@@ -27,7 +27,8 @@ from aiohttp import ClientSession, ClientTimeout, web
 from redis.asyncio import Redis
 
 from blobstore import StoreConfig
-from castlog.migrate import migrate_keys
+from castlog.migrate import migrate_to_lanes
+from durablestreams.keys import migrate_durable_keys
 from servicekit import connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
 from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
@@ -197,7 +198,7 @@ class Launcher:
             redis = await self._connect(redis_url)
             if redis is None:
                 return 0
-            moved = await migrate_keys(redis)  # data written before lanes (castlog/migrate.py)
+            moved = await migrate_keys(redis)  # data written before lanes (migrate_keys below)
             if moved:
                 log.info("moved %d key(s) written before lanes to the lane layout", moved)
             for child in self.children:
@@ -324,3 +325,10 @@ async def _answers(session: ClientSession, url: str) -> bool:
             return response.status == 200
     except (OSError, asyncio.TimeoutError):
         return False
+
+
+async def migrate_keys(redis: Redis) -> int:
+    """Every step of ``streamtts migrate-keys`` (and of ``up`` at start): cast keys to lanes
+    (castlog/migrate.py), durable streams to families (durablestreams/keys.py); returns how many
+    keys (casts) and streams (durable) moved. Idempotent."""
+    return await migrate_to_lanes(redis) + await migrate_durable_keys(redis)

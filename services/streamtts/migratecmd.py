@@ -3,7 +3,7 @@
     streamtts migrate-keys [--redis-url URL]     (default $REDIS_URL)
 
 ``streamtts up`` does the same at every start; compose and k3s operators run this once (as a
-one-off container or Job) before the new services take traffic. See castlog/migrate.py.
+one-off container or Job) before the new services take traffic. See launcher.migrate_keys.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import sys
 
 from redis.exceptions import RedisError
 
-from castlog.migrate import migrate_keys
 from servicekit import connect, redact
 
 from .config import environment
-from .launcher import redis_url
+from .launcher import migrate_keys, redis_url
 
 
 def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

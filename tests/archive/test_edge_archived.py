@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import CastStore, LogReader, cast_key
-from castlog.durable import offset_of
+from durablestreams.streams import offset_of
 from edge import Config, create_app
 from tests.edge.conftest import UNLIMITED
 from tests.edge.edge_helpers import read_events, write_cast

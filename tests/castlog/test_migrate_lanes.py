@@ -24,7 +24,8 @@ from castlog import (
     read_jobs,
 )
 from castlog.keys import legacy_cancel_key, legacy_cast_key, legacy_catalog_key
-from castlog.migrate import migrate_keys, migrate_to_lanes
+from castlog.migrate import migrate_to_lanes
+from streamtts.launcher import migrate_keys
 from streamtts.redisserver import free_port
 
 TEXT, VOICE = "Written before lanes.", "af_heart"

@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from castlog.durable import DurableStreams, Spec
-from castlog.durable_keys import OLD_META_PREFIX, keys_of
+from durablestreams.keys import OLD_META_PREFIX, keys_of
+from durablestreams.streams import DurableStreams, Spec
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster
@@ -80,7 +80,9 @@ async def test_streams_spread_over_the_masters_and_expire(cluster_client: Redis,
 
 @pytest.mark.rule("ds-one-upstream-read")
 async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redis, redis_cluster: Cluster) -> None:
-    from edge.durable_tail import DurableReads  # edge's shared read of the waiters, on the cluster
+    from castlog import LogReader, Tail  # edge's shared tail, its waiters' read on the cluster
+    from edge.app import TAIL_CLIENT_NAME, WAKE_NAME
+    from edge.metrics import EdgeMetrics
 
     streams = DurableStreams(cluster_client)
     paths = [f"wait/{n}" for n in range(6)]  # families on every master
@@ -89,17 +91,21 @@ async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redi
         created = await streams.create(path, Spec("text/plain"), [b"first"])
         assert created.meta is not None
         metas.append(created.meta)
-    reads = DurableReads(redis_cluster.url, cluster_client, block_ms=5000, max_waiters=100)
-    reads.tail.start()
+    conn = Redis.from_url(redis_cluster.url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
+                          socket_timeout=15)
+    tail = Tail(conn, cluster_client, EdgeMetrics().tail, reader=LogReader(cluster_client), block_ms=5000,
+                wake=WAKE_NAME)
+    tail.start()
     try:
-        waits = [asyncio.ensure_future(reads.tail.wait(m.log, m.tail, 30)) for m in metas]
+        waits = [asyncio.ensure_future(tail.waiters.wait(m.log, m.tail, 30)) for m in metas]
         await asyncio.sleep(0.2)
         assert not any(w.done() for w in waits), "nothing new yet"
         for path in paths:
             assert (await streams.append(path, "text/plain", [b"next"])).status == "ok"
         assert await asyncio.gather(*waits) == [True] * len(paths)  # each woken (not timed out)
     finally:
-        await reads.aclose()
+        await tail.stop()
+        await conn.aclose()
 
 
 async def test_the_v1_stream_routes_run_on_a_cluster(cluster_client: Redis, redis_cluster: Cluster) -> None:

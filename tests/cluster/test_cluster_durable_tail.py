@@ -1,6 +1,6 @@
-"""edge's shared read for Durable Streams waiters (``/v1/stream/*`` long polls and SSE) on a real
-Redis Cluster: one blocked read per hash slot with waiters (castlog's slotreads.py), each waiter
-woken by an entry past its offset, whatever slot its stream's log lies in."""
+"""The shared tail's waiters for Durable Streams (``/v1/stream/*`` long polls and SSE: edge's) on a
+real Redis Cluster: one blocked read per hash slot with waiters (castlog's slotreads.py), each
+waiter woken by an entry past its offset, whatever slot its stream's log lies in."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import asyncio
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from castlog import SlotReads
-from castlog.durable import log_key
-from edge.durable_tail import DurableTail
+from castlog import LogReader, SlotReads, Tail
+from durablestreams.streams import log_key
+from edge.metrics import EdgeMetrics
 from servicekit import connect
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
@@ -24,14 +24,14 @@ async def test_waiters_on_streams_in_many_slots_are_woken_through_one_read_per_s
     redis_cluster.flushall()
     pool = await connect(redis_cluster.url)
     conn = Redis.from_url(redis_cluster.url, single_connection_client=True, socket_timeout=BLOCK_MS / 1000 + 10)
-    tail = DurableTail(conn, pool, block_ms=BLOCK_MS)
+    tail = Tail(conn, pool, EdgeMetrics().tail, reader=LogReader(pool), block_ms=BLOCK_MS)
     tail.start()
     try:
         paths = [f"cluster/waiters/{n}" for n in range(STREAMS)]
         assert len({key_slot(log_key(p).encode()) for p in paths}) == STREAMS  # one slot each
         for path in paths:
             await pool.xadd(log_key(path), {"d": "first"}, id="1-1")
-        waits = [asyncio.ensure_future(tail.wait(log_key(p), "1-1", 60)) for p in paths for _ in range(3)]
+        waits = [asyncio.ensure_future(tail.waiters.wait(log_key(p), "1-1", 60)) for p in paths for _ in range(3)]
         assert isinstance(tail.blocking, SlotReads)
         blocking = tail.blocking
         await wait_until(lambda: blocking.blocked == STREAMS)  # per slot, not per waiter (18)

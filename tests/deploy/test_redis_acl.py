@@ -458,9 +458,11 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
     """/v1/stream as deployed: intake creates, forks (in the source's family), appends, closes,
     deletes and takes its per-client quota; edge opens (sliding the TTL), reads and waits; edge
     writes no data."""
-    from castlog.durable import DurableStreams, Spec
-    from castlog.durable_keys import keys_of
-    from edge.durable_tail import DurableTail
+    from castlog import LogReader, Tail
+    from durablestreams.keys import keys_of
+    from durablestreams.streams import DurableStreams, Spec
+    from edge.app import WAKE_NAME
+    from edge.metrics import EdgeMetrics
     from intake.dsquota import DurableQuota
 
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
@@ -480,10 +482,10 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
         assert found.meta is not None and found.meta.family == "acl"
         got = await reads.read(found.meta, "0-0", 1 << 20)
         assert b"".join(d for _, d in got.entries) == b"abc"
-        tail = DurableTail(conn, edge, block_ms=1000)
+        tail = Tail(conn, edge, EdgeMetrics().tail, reader=LogReader(edge), block_ms=1000, wake=WAKE_NAME)
         tail.start()
         try:
-            waiting = asyncio.ensure_future(tail.wait(found.meta.log, found.meta.tail, 10))
+            waiting = asyncio.ensure_future(tail.waiters.wait(found.meta.log, found.meta.tail, 10))
             await asyncio.sleep(0.1)
             assert (await writes.append("acl/fork", "text/plain", [b"d"])).status == "ok"
             assert await waiting

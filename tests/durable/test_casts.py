@@ -13,7 +13,7 @@ from aiohttp import ClientSession
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Start
-from castlog.durable import offset_of
+from durablestreams.streams import offset_of
 from tests.durable.conftest import serving_origin
 from tests.edge.edge_helpers import audio_records, cast_id, write_cast
 

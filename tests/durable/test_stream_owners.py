@@ -16,8 +16,8 @@ import pytest
 from aiohttp import ClientSession, TCPConnector
 from redis.asyncio import Redis
 
-from castlog.durable_keys import link_key, producers_key
-from castlog.durable_lua import MAX_EPOCH_STEP
+from durablestreams.keys import link_key, producers_key
+from durablestreams.scripts import MAX_EPOCH_STEP
 from tests.durable.conftest import serving_origin
 
 A, B = "127.0.0.2", "127.0.0.3"

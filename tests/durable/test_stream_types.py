@@ -12,8 +12,8 @@ import pytest
 from aiohttp import ClientSession
 from redis.asyncio import Redis
 
-from castlog.durable import DurableStreams, Spec
-from servicekit import dshttp
+from durablestreams import protocol
+from durablestreams.streams import DurableStreams, Spec
 from tests.durable.conftest import serving_origin
 from tests.edge.test_edge_browser import browser  # noqa: F401 - the fixture
 
@@ -55,7 +55,7 @@ async def test_an_active_type_is_refused_and_one_stored_before_is_served_as_byte
                     assert response.status == 200, (name, method)
                     assert response.headers["Content-Type"] == kind, (name, method)
                     assert response.headers["X-Content-Type-Options"] == "nosniff"
-                    assert response.headers.getall("Content-Security-Policy") == [dshttp.STREAM_CSP]
+                    assert response.headers.getall("Content-Security-Policy") == [protocol.STREAM_CSP]
                     assert response.headers["Content-Disposition"] == "attachment"
         async with http.put(f"{base}/v1/stream/legacy/fork", headers={"Stream-Forked-From": "/v1/stream/legacy/evil.html"},
                             skip_auto_headers=["Content-Type"]) as response:  # a fork takes its source's type

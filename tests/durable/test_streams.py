@@ -18,11 +18,14 @@ from yarl import URL
 
 import edge
 import intake
-from castlog.durable import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
-from castlog.durable_keys import link_key, meta_key
-from servicekit import dshttp
-from tests.durable.conftest import serving_origin
-from tests.edge.edge_helpers import calls_between, command_calls
+from castlog import CastStore, Start
+from durablestreams import protocol
+from durablestreams.keys import link_key, meta_key
+from durablestreams.streams import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
+from edge.app import TAIL_CLIENT_NAME
+from edge.context import EDGE
+from tests.durable.conftest import UNLIMITED, serving_origin
+from tests.edge.edge_helpers import Cast, audio_records, calls_between, cast_id, command_calls, read_events
 from tests.support.waiting import wait_until
 
 
@@ -89,7 +92,7 @@ async def test_a_cursor_no_server_sent_counts_as_none(origin: str) -> None:
         url = f"{origin}/v1/stream/c"
         async with http.put(url, headers={"Content-Type": "text/plain"}, data=b"x") as response:
             assert response.status == 201
-        clock = dshttp.cursor_after(None)
+        clock = protocol.cursor_after(None)
         for cursor in ("9" * 5000, "\u00b2", "1" * 16):
             async with http.get(url, params={"offset": "-1", "cursor": cursor}) as response:
                 assert response.status == 200, cursor
@@ -270,7 +273,7 @@ async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis
         before = await command_calls(redis)
         polls = [asyncio.create_task(http.get(url, params={"offset": tails[url], "live": "long-poll"}))
                  for url in urls]
-        await wait_until(lambda: _blocked_on_durable_tail(redis), timeout_s=10)
+        await wait_until(lambda: _blocked_on_edges_tail(redis), timeout_s=10)
         for url in set(urls):
             async with http.post(url, headers={"Content-Type": "text/plain"}, data=b"news") as response:
                 assert response.status == 204
@@ -283,9 +286,58 @@ async def test_many_long_polls_share_one_upstream_read(origin: str, redis: Redis
     assert reads <= 3 * streams, reads
 
 
-async def _blocked_on_durable_tail(redis: Redis) -> bool:
-    clients = await redis.client_list()
-    return any(c.get("name") == "edge-durable-tail" and c.get("cmd") == "xread" for c in clients)
+async def _blocked_on_edges_tail(redis: Redis) -> bool:
+    return await _blocked_reads(redis) == [TAIL_CLIENT_NAME]
+
+
+async def _blocked_reads(redis: Redis) -> list[str]:
+    """The names of the connections blocked in an XREAD (CLIENT LIST's cmd=xread, flag b)."""
+    return [c.get("name", "") for c in await redis.client_list() if c.get("cmd") == "xread" and "b" in c["flags"]]
+
+
+@pytest.mark.rule("ds-one-upstream-read", "one-upstream-tail")
+async def test_a_durable_long_poll_an_sse_read_and_a_cast_follow_share_edges_one_blocked_read(
+    redis: Redis, redis_url: str, store: CastStore
+) -> None:
+    """#34: edge held a second blocked connection for the durable streams' waiters; now they wait
+    on its one shared tail, beside the casts' listeners."""
+    streams = DurableStreams(redis)
+    made = await streams.create("beside/a-cast", Spec("text/plain"), [b"a"])
+    assert made.meta is not None
+    offset = made.meta.tail_offset
+    cid = cast_id("beside a durable stream")
+    cast = Cast(store, cid)
+    await cast.submit(2)
+    await cast.append(Start(attempt=1, resume_from=0, at=0))
+    # a long wait: the polls are answered by the appends below, however slow the machine
+    cfg = edge.Config(redis_url=redis_url, redis_connect_attempts=3, ds_long_poll_s=60, **UNLIMITED)
+    server = TestServer(edge.create_app(cfg), host="127.0.0.1")
+    await server.start_server()
+    tail = server.app[EDGE].tail
+    url = str(server.make_url("/v1/stream/beside/a-cast"))
+    try:
+        async with ClientSession() as http:
+            poll = asyncio.ensure_future(http.get(url, params={"offset": offset, "live": "long-poll"}))
+            sse = await http.get(url, params={"offset": offset, "live": "sse"})
+            follow = await http.get(str(server.make_url(f"/api/casts/{cid}/events")))
+            assert sse.status == follow.status == 200
+            await wait_until(lambda: tail.waiters.waiting == 2 and cid in tail.watches)
+            await wait_until(lambda: _blocked_on_edges_tail(redis))
+            names = [c.get("name") for c in await redis.client_list()]
+            assert names.count(TAIL_CLIENT_NAME) == 1 and "edge-durable-tail" not in names  # one tail connection
+            assert (await streams.append("beside/a-cast", "text/plain", [b"b"])).status == "ok"
+            await cast.append(*audio_records(["one"]))
+            async with await poll as polled:
+                assert polled.status == 200 and await polled.read() == b"b"
+            durable_events = await read_events(sse, limit=3)  # the control event, then b's data and control
+            assert [e.data for e in durable_events if e.event == "data"] == ["b"]
+            cast_events = await read_events(follow, limit=3)  # meta, start, then the audio from the tail
+            assert [e.event for e in cast_events] == ["meta", "start", "audio"]
+            assert len(await _blocked_reads(redis)) <= 1
+            sse.close()
+            follow.close()
+    finally:
+        await server.close()
 
 
 @pytest.mark.rule("ds-append", "ds-json")

@@ -15,6 +15,7 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
 from castlog import CastStore
+from durablestreams.openapi import durable_part
 from edge import Config, create_app
 from edge.config import ConfigError
 from servicekit.openapi import EdgeLimits, document
@@ -51,7 +52,7 @@ async def test_openapi_document_is_the_public_origins_and_lists_every_route(
     assert resp.status == 200
     doc = await resp.json()
     validate(doc)
-    assert doc == document(edge=EdgeLimits(edge_config.max_records_limit, edge_config.max_wait_s))
+    assert doc == document(edge=EdgeLimits(edge_config.max_records_limit, edge_config.max_wait_s), parts=[durable_part()])
     routes = {
         (route_path(r.resource), r.method.lower())
         for r in edge.server.app.router.routes()

@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog.durable import DurableStreams
+from durablestreams.streams import DurableStreams
 
 from .conftest import MakeClient
 

@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
+from durablestreams.openapi import durable_part
 from intake import Config
 from servicekit.openapi import IntakeLimits, document
 
@@ -54,7 +55,8 @@ async def test_served_document_is_a_valid_openapi_31_document_of_both_services(
     assert EDGE_ROUTES <= operations(doc)
     assert {("/api/casts", "post"), ("/generate", "post"), ("/api/voices", "get")} <= operations(doc)
     cfg = intake_config
-    assert doc == document(intake=IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes))
+    assert doc == document(intake=IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes),
+                           parts=[durable_part()])
 
 
 async def test_document_lists_every_route_of_the_app(client: Client) -> None:

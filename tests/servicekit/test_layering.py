@@ -47,6 +47,14 @@ def test_castlog_imports_only_redis_msgspec_and_the_standard_library() -> None:
         assert outside_stdlib(names) <= {"redis", "msgspec", "castlog"}, module
 
 
+def test_durablestreams_sits_above_castlog_and_servicekit_and_below_the_services() -> None:
+    allowed = {"castlog", "servicekit", "durablestreams", "redis", "aiohttp"}
+    modules = imported(REPO / "libs" / "durablestreams")
+    assert {"castlog", "servicekit", "redis"} <= set().union(*modules.values())
+    for module, names in modules.items():
+        assert outside_stdlib(names) <= allowed, module
+
+
 def test_servicekit_imports_castlog_and_its_http_tools_but_no_service() -> None:
     allowed = {"castlog", "servicekit", "redis", "msgspec", "aiohttp", "prometheus_client"}
     for module, names in imported(REPO / "libs" / "servicekit").items():
@@ -199,7 +207,7 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
 
 
 def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
-    assert {"castlog", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
+    assert {"castlog", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
     assert {"castlog.scripts", "synth.model.loader", "castlog.tail", "intake.app"} <= set(MODULES)
     assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
     assert "synth.mp3" in GRAPH["streamtts.listening"]  # inside a function

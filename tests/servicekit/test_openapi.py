@@ -10,6 +10,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from castlog import Audio, CastState, Eos, Error, Meta, Queued, Record, Start, encode_headers
+from durablestreams.openapi import durable_part
 from servicekit.openapi import EdgeLimits, IntakeLimits, document
 
 INTAKE = IntakeLimits(max_chars=1000, max_title_chars=50, max_body_bytes=9000)
@@ -18,7 +19,7 @@ EDGE = EdgeLimits(max_records_limit=25, max_wait_s=12.5)
 
 @pytest.mark.parametrize(("intake", "edge"), [(None, None), (INTAKE, None), (None, EDGE), (INTAKE, EDGE)])
 def test_document_is_valid_whichever_limits_are_known(intake: IntakeLimits | None, edge: EdgeLimits | None) -> None:
-    doc = document(intake, edge)
+    doc = document(intake, edge, [durable_part()])
     validate(doc)
     operation_ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
     # 15, the live casts' 4 (WebRTC's offer), the cancel, /v1/speak, the delete, /v1's 5, captions, /docs 2, /readyz,

@@ -1,7 +1,7 @@
 """Durable streams on Redis Streams: the storage side of the Durable Streams protocol.
 
 One stream per path: its meta hash, its log (one entry per append) and its producers' hash
-(scripts in ``durable_lua.py``), named with its family's hash tag (``durable_keys.py``): a fork
+(scripts in ``scripts.py``), named with its family's hash tag (``keys.py``): a fork
 lives in its source's family, so every script's keys share one slot of a Redis Cluster. An offset is the entry id of the last entry read, written as two
 fixed-width decimal numbers so that offsets sort as strings the way the ids sort [R:ds-offsets].
 A fork keeps no copy of its source: its log starts above the fork point and reads stitch the
@@ -18,8 +18,8 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from . import durable_lua
-from .durable_keys import Links, keys_of, link_key, log_key, meta_key
+from . import scripts
+from .keys import Links, keys_of, link_key, log_key, meta_key
 
 # A path is this long at most, in characters; its segments are URL-safe and never . or ..
 MAX_PATH_CHARS = 256
@@ -147,7 +147,7 @@ class Meta:
     refs: int
     gone: bool  # soft-deleted: forks still read it
     depth: int  # forks between it and the first stream of its chain
-    family: str  # whose hash tag its keys carry (durable_keys.py): its own path, or its source's family
+    family: str  # whose hash tag its keys carry (keys.py): its own path, or its source's family
     owner: str  # who writes it (intake names it); "" for a stream stored before owners
 
     @property
@@ -228,12 +228,12 @@ class DurableStreams:
         self.redis = redis
         self.max_stream_bytes = max_stream_bytes
         self.links = Links()
-        self._create = redis.register_script(durable_lua.CREATE)
-        self._append = redis.register_script(durable_lua.APPEND)
-        self._open = redis.register_script(durable_lua.OPEN)
-        self._delete = redis.register_script(durable_lua.DELETE)
-        self._release = redis.register_script(durable_lua.RELEASE)
-        self._link = redis.register_script(durable_lua.LINK)
+        self._create = redis.register_script(scripts.CREATE)
+        self._append = redis.register_script(scripts.APPEND)
+        self._open = redis.register_script(scripts.OPEN)
+        self._delete = redis.register_script(scripts.DELETE)
+        self._release = redis.register_script(scripts.RELEASE)
+        self._link = redis.register_script(scripts.LINK)
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
         """``created`` or ``exists`` (with the meta to compare, its owner included), ``gone``,

@@ -1,17 +1,17 @@
-"""The Lua scripts of the durable streams (``durable.py``): each one atomic step of one stream.
+"""The Lua scripts of the durable streams (``streams.py``): each one atomic step of one stream.
 
 Every script takes the stream's three keys first: KEYS[1] its meta hash ``ds/{<family>}/meta/<path>``,
 KEYS[2] its log ``ds/{<family>}/log/<path>`` (one entry per append: ``d`` the bytes; a close-only
 marker ``c`` wakes blocking readers), KEYS[3] its producers hash ``ds/{<family>}/prod/<path>`` (id
 -> epoch:seq). Every key a script is given carries the same family tag, so each runs in one slot
-of a Redis Cluster (``durable_keys.py``).
+of a Redis Cluster (``keys.py``).
 Times are Redis's own clock (``NOW_MS``); a stream lapses lazily when a script meets it past
 its deadline ``dl`` [R:ds-expiry].
 """
 
 from __future__ import annotations
 
-from .lua import NOW_MS
+from castlog.lua import NOW_MS
 
 # A producer's epoch grows by at most this much at a time (and a new producer starts at most
 # this high), so that no append can set it out of its producer's reach: 2^53-1 takes billions.
@@ -151,7 +151,7 @@ return {'created', flat(m), released}
 # close; ARGV[7]: the most bytes the stream may hold; ARGV[8]: who asks; ARGV[9..]: the entries'
 # bytes (none: close only).
 # Only the stream's owner writes ({'not_owner'}, before anything else is told; a stream stored
-# before owners has none: only a caller of castlog that names none, never a client of intake). Then the checks in the protocol's order (closed,
+# before owners has none: only a caller of this library that names none, never a client of intake). Then the checks in the protocol's order (closed,
 # content type, producer, Stream-Seq), then appends,
 # records the producer's and the writer's sequence, and closes, all at once [R:ds-append]
 # [R:ds-producer] [R:ds-close]. Replies {status, flat meta, detail...}.

@@ -9,8 +9,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from castlog.durable import DurableStreams, Spec
-from castlog.durable_keys import keys_of, link_key, migrate_durable_keys
+from durablestreams.keys import keys_of, link_key, migrate_durable_keys
+from durablestreams.streams import DurableStreams, Spec
 
 pytestmark = pytest.mark.rule("ds-families")
 

@@ -10,7 +10,7 @@ family's name), which sits in the path's own slot beside the keys it would have 
 the script that claims a path for a family sees both at once. A link is set once and never
 changes (a later stream at that path, fork or not, lives in the same family): a process may keep
 the links it has read for good. A path has a live stream at home or a link, never both.
-Stream paths hold no braces (``durable.valid_path``), so the tag is the whole family name.
+Stream paths hold no braces (``streams.valid_path``), so the tag is the whole family name.
 """
 
 from __future__ import annotations

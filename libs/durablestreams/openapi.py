@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .openapi_parts import CAST_ID_PATTERN, Json, error_body, op
+from servicekit.openapi_parts import CAST_ID_PATTERN, ApiPart, Json, error_body, op
 
 TAG = "durable-streams"
 _OFFSET = {"name": "offset", "in": "query", "required": False,
@@ -82,3 +82,9 @@ def durable_paths() -> Json:
             "readCastRecordsStream", "a cast's records (no bodies) as a read-only JSON-mode durable stream",
             [_ID], "application/json"),
     }
+
+
+def durable_part() -> ApiPart:
+    """The part both services give ``servicekit.openapi_document`` (``parts``)."""
+    return ApiPart({"name": TAG, "description": "Durable Streams (/v1/stream/*): reads by edge, writes by intake"},
+                   durable_paths())

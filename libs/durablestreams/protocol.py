@@ -1,6 +1,6 @@
 """The Durable Streams protocol's HTTP vocabulary, shared by edge (reads) and intake (writes):
 header names, the route prefix, the security headers every answer carries, and the refusals
-that carry protocol headers. The storage side is ``castlog.durable``.
+that carry protocol headers. The storage side is ``streams.py``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import time
 
 from aiohttp import web
 
-from castlog.durable import entry_of, valid_path
+from servicekit import Refusal
 
-from .errors import Refusal
+from .streams import entry_of, valid_path
 
 PREFIX = "/v1/stream/"
 ROUTE = PREFIX + "{path:.+}"
