@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,24 +21,10 @@ from redis.asyncio import Redis
 from servicekit import ClientHolds, add_security_headers, client_address, healthy
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
-from . import wsrelay
+from . import routes, wsrelay
 
 log = logging.getLogger(__name__)
 
-# Routes that belong to intake; everything else is edge's.
-INTAKE_ROUTES = {
-    ("POST", "/generate"),
-    ("POST", "/api/casts"),
-    ("GET", "/api/voices"),
-    ("GET", "/api/openapi.json"),
-    ("GET", "/v1/audio/speech/live"),  # the live WebSocket
-}
-# An open cast's text and close (POST only; GETs under /api/casts/<id>/ are edge's).
-INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
-# Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
-INTAKE_PREFIX = "/v1/"
-# Durable Streams (/v1/stream/<path>): reads are edge's, writes intake's.
-DURABLE_PREFIX = "/v1/stream/"
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1). A request's
 # Content-Length is the client's (its body is sent again, in pieces); a response's is kept, with
 # the range headers, so that a finished MP3 keeps its length and seeking through the proxy.
@@ -88,16 +73,10 @@ class Upstreams:
     intake: str  # base URL, e.g. http://127.0.0.1:8081
     edge: str
 
-    def pick(self, method: str, path: str) -> str:
-        if method == "DELETE" and path.startswith("/api/casts/"):
-            return self.intake  # the admin's delete (intake owns the claim)
-        if path.startswith(DURABLE_PREFIX):
-            return self.edge if method in ("GET", "HEAD", "OPTIONS") else self.intake  # durable streams' reads and writes
-        if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
-            return self.intake
-        if path.startswith(INTAKE_PREFIX):
-            return self.intake
-        return self.edge
+    def pick(self, method: str, path: str) -> str | None:
+        """The base URL that answers ``method path`` (routes.TABLE), or None: not public."""
+        service = routes.pick(method, path)
+        return None if service == routes.HIDDEN else self.intake if service == routes.INTAKE else self.edge
 
 
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
@@ -169,6 +148,8 @@ async def _known_host(request: web.Request, handler: Handler) -> web.StreamRespo
 
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
+    if base is None:
+        return web.json_response({"error": "not_found", "message": "no such route here"}, status=404)
     # Host goes on: intake compares a write's Origin with the origin the browser asked for
     headers = end_to_end(request.headers, REQUEST_HOP_BY_HOP | {"x-forwarded-for"})
     peer = request.remote or ""
