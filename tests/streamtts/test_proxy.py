@@ -11,7 +11,8 @@ from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
 from streamtts import routes
-from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Upstreams, create_app
+from streamtts.config import Config
+from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Limits, Upstreams, create_app
 from streamtts.redisserver import free_port
 from tests.support.routetable import front_door_cases
 from tests.support.waiting import wait_until
@@ -186,7 +187,8 @@ async def test_the_body_limit_is_the_one_given_so_it_matches_intakes(redis: Redi
     seen: list[tuple[str, str, str, str]] = []
     intake = TestServer(upstream("intake", seen))
     await intake.start_server()
-    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))), 3 * MAX_BODY_BYTES))
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))),
+                                  Limits(max_body_bytes=3 * MAX_BODY_BYTES)))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -398,7 +400,7 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=1))  # one body buffered at once
+    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(max_buffered=1)))  # one body buffered at once
     await proxy.start_server()
     try:
         # raw HTTP: a client library would fold the repeated request headers itself
@@ -432,8 +434,8 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
 async def test_a_body_that_does_not_arrive_in_the_time_given_is_a_json_408(redis: Redis) -> None:
     """The proxy gives a body the time intake gives it (the launcher passes INTAKE_BODY_TIMEOUT_S),
     and frees its buffer slot for other uploads."""
-    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"), max_buffered=1,
-                                  body_timeout_s=0.3))
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"),
+                                  Limits(max_buffered=1, body_timeout_s=0.3)))
     await proxy.start_server()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
@@ -464,7 +466,7 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=4, uploads_per_client=2))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(Config(uploads_per_client=2), max_buffered=4)))
     await proxy.start_server()
     head = f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
     slow = []
