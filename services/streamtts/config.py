@@ -20,15 +20,17 @@ class Config(Settings):
     wyoming_port: int = setting("STREAMTTS_WYOMING_PORT", 10210, ge=0, doc="`streamtts up` only: the Wyoming "
                                 "server's port (Home Assistant) when `--wyoming-port` is not given; 0: none")
     # The local front proxy's bounds (docs/security.md, "What each front door bounds").
-    uploads_per_client: int = setting("STREAMTTS_UPLOADS_PER_CLIENT", 2, gt=0, doc="`streamtts up` only: "
+    uploads_per_client: int = setting("STREAMTTS_UPLOADS_PER_CLIENT", 8, gt=0, doc="`streamtts up` only: "
                                       "request bodies the local proxy takes in at once from one client address "
                                       "(of 64 in all; 429 `too_many_uploads` beyond)")
     proxy_connections_per_client: int = setting(
-        "STREAMTTS_PROXY_CONNECTIONS_PER_CLIENT", 64, gt=0, doc="`streamtts up` only: open connections the local "
-        "proxy keeps from one client address; one more is answered 429 `too_many_connections` and closed")
+        "STREAMTTS_PROXY_CONNECTIONS_PER_CLIENT", 256, gt=0, doc="`streamtts up` only: open connections the local "
+        "proxy keeps from one client address (above its relays: each needs one); one more is answered 429 "
+        "`too_many_connections` and closed")
     proxy_relays_per_client: int = setting(
-        "STREAMTTS_PROXY_RELAYS_PER_CLIENT", 16, gt=0, doc="`streamtts up` only: requests, streams (SSE, audio) and "
-        "WebSockets the local proxy relays at once for one client address (429 `too_many_relays` beyond)")
+        "STREAMTTS_PROXY_RELAYS_PER_CLIENT", 128, gt=0, doc="`streamtts up` only: requests, streams (SSE, audio, "
+        "long polls) and WebSockets the local proxy relays at once for one client address (429 `too_many_relays` "
+        "beyond); above the services' own (`EDGE_READ_BURST`), so it refuses only what they would")
     proxy_header_timeout_s: float = setting(
         "STREAMTTS_PROXY_HEADER_TIMEOUT_S", 10.0, gt=0, doc="`streamtts up` only: a new connection's first request "
         "head must arrive whole within this (a slow-loris is closed); later ones within `STREAMTTS_PROXY_IDLE_S`")
