@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import socket
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,7 +204,7 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
             return _unreachable(request.app, base, exc)
         limits = request.app[LIMITS]
         return await wsrelay.relay(request, upstream_ws, limits.max_message_bytes,
-                                   limits.settings.proxy_heartbeat_s, limits.settings.proxy_write_timeout_s)
+                                   limits.settings.proxy_heartbeat_s, limits.settings.proxy_write_timeout_s, reset)
     try:
         body = await _buffered(request) if request.can_read_body else None
     except _Refused as refused:
@@ -323,12 +325,21 @@ async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamRe
         # The client went away mid-stream (a closed tab, a stopped player): not an error.
         log.debug("client left %s %s", request.method, request.path)
     except asyncio.TimeoutError:
-        # The client stopped reading: cut it now (abort frees the kernel's send buffer at once,
-        # where a close would wait to flush it), and the upstream with it.
         log.debug("client stopped reading %s %s for %gs; cut", request.method, request.path, write_timeout_s)
-        if request.transport is not None:
-            request.transport.abort()
+        reset(request)
     return response
+
+
+def reset(request: web.Request) -> None:
+    """Cut a client that stopped reading with a reset: a close would leave the kernel sending what
+    it holds for that socket (megabytes) until the client reads it or TCP gives up, long after."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 async def _name_the_server(request: web.Request, response: web.StreamResponse) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import ClientResponse, ClientSession, WSMsgType, web
@@ -70,7 +70,8 @@ async def connect(request: web.Request, base: str, headers: Mapping[str, str]) -
 
 
 async def relay(request: web.Request, upstream: Any, max_message_bytes: int, heartbeat_s: float,
-                write_timeout_s: float) -> web.StreamResponse:
+                write_timeout_s: float, cut: Callable[[web.Request], None]) -> web.StreamResponse:
+    """Relay until either end closes; ``cut`` ends a client that takes nothing for ``write_timeout_s``."""
     client = web.WebSocketResponse(max_msg_size=max_message_bytes, heartbeat=heartbeat_s)
     await client.prepare(request)
     sockets = request.app[SOCKETS]
@@ -82,9 +83,9 @@ async def relay(request: web.Request, upstream: Any, max_message_bytes: int, hea
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if down in done and isinstance(down.exception(), asyncio.TimeoutError) and request.transport is not None:
+        if down in done and isinstance(down.exception(), asyncio.TimeoutError):
             log.debug("websocket client stopped reading for %gs; cut", write_timeout_s)
-            request.transport.abort()  # its unread audio leaves the kernel's buffers now
+            cut(request)  # its unread audio leaves the kernel's buffers now
     finally:
         sockets.discard(client)
         await upstream.close()
