@@ -288,18 +288,13 @@ def rule_matches(rule: str, method: str, path: str) -> bool:
         position = token.end()
     tokens.append((None, None, "end"))
 
-    def either(i: int) -> tuple[bool, int]:
-        value, i = both(i)
-        while tokens[i][2] == "||":
-            other, i = both(i + 1)
-            value = value or other
-        return value, i
-
-    def both(i: int) -> tuple[bool, int]:
-        value, i = one(i)
-        while tokens[i][2] == "&&":
-            other, i = one(i + 1)
-            value = value and other
+    def chain(i: int, operator: str = "||") -> tuple[bool, int]:
+        """Operands joined by ``operator``: ``||`` joins ``&&`` chains, ``&&`` joins single terms."""
+        operand = (lambda at: chain(at, "&&")) if operator == "||" else one
+        value, i = operand(i)
+        while tokens[i][2] == operator:
+            other, i = operand(i + 1)
+            value = value or other if operator == "||" else value and other
         return value, i
 
     def one(i: int) -> tuple[bool, int]:
@@ -308,14 +303,14 @@ def rule_matches(rule: str, method: str, path: str) -> bool:
             value, i = one(i + 1)
             return not value, i
         if operator == "(":
-            value, i = either(i + 1)
+            value, i = chain(i + 1)
             assert tokens[i][2] == ")", rule
             return value, i + 1
         matched = {"Path": path == argument, "PathPrefix": path.startswith(argument or ""),
                    "Method": method == argument}[name or ""]
         return matched, i + 1
 
-    value, end = either(0)
+    value, end = chain(0)
     assert tokens[end][2] == "end", rule
     return value
 
