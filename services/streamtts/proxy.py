@@ -265,10 +265,13 @@ def _too_many(refused: str, error: str, message: str) -> web.Response:
 async def _buffered(request: web.Request) -> bytes:
     """The request's body, read within the time given while holding one of its client's slots."""
     uploads, client = request.app[UPLOADS], client_address(request.remote, None, frozenset())
-    refused = uploads.take(client)
+    # Past half the slots, a client that holds one already is refused: a few addresses trickling
+    # bodies then fill half of them, and each further address gets one at most.
+    crowded = uploads.count >= uploads.total // 2 and uploads.held.get(client, 0) >= 1
+    refused = "client" if crowded else uploads.take(client)
     if refused is not None:
         raise _Refused(_too_many(refused, "too_many_uploads",
-                                 f"your address is sending {uploads.per_client} bodies at once; finish one first"))
+                                 "your address is sending as many bodies at once as it may now; finish one first"))
     try:
         return await asyncio.wait_for(request.read(), request.app[LIMITS].body_timeout_s)
     finally:

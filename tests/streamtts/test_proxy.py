@@ -423,8 +423,9 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
         slow = socket.create_connection(("127.0.0.1", proxy.port))
         slow.sendall(f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
                      "Content-Length: 100\r\n\r\n{".encode())
-        await asyncio.sleep(0.2)
-        async with ClientSession() as http:
+        await wait_until(lambda: proxy.app[UPLOADS].count == 1)
+        # another address: the one slot is taken (503 busy); the same one would be told 429
+        async with ClientSession(connector=TCPConnector(local_addr=("127.0.0.3", 0))) as http:
             async with http.post(proxy.make_url("/api/casts"), json={"text": "Hi."}) as response:
                 assert response.status == 503 and (await response.json())["error"] == "busy"
         slow.close()

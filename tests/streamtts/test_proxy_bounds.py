@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from streamtts import doorway
 from streamtts.config import Config
-from streamtts.proxy import RELAY_HOLDS, RELAYS, SERVER_NAME, Limits, Upstreams, create_app, runner
+from streamtts.proxy import RELAY_HOLDS, RELAYS, SERVER_NAME, UPLOADS, Limits, Upstreams, create_app, runner
 from streamtts.redisserver import free_port
 from tests.support.waiting import wait_until
 
@@ -76,7 +76,7 @@ def sse_upstream(piece: bytes = b"data: x\n\n", asked: list[str] | None = None) 
 
     app = web.Application()
     app.router.add_get("/api/casts/{id}/events", events)
-    app.router.add_get("/{tail:.*}", echo)
+    app.router.add_route("*", "/{tail:.*}", echo)
     return app
 
 
@@ -254,3 +254,28 @@ async def test_the_proxy_names_itself_and_replaces_the_clients_forwarded_host_an
         assert seen == {"X-Forwarded-Host": f"127.0.0.1:{door.port}", "X-Forwarded-Proto": "http"}
         async with http.get(door.url("/healthz")) as response:
             assert response.headers["Server"] == SERVER_NAME
+
+
+@pytest.mark.rule("front-door-bounded")
+async def test_past_half_the_upload_slots_each_address_gets_one(redis: Redis) -> None:
+    """#35 item 6: eight addresses trickling eight bodies each took all 64 upload slots."""
+    limits = Limits(dataclasses.replace(SETTINGS, uploads_per_client=8), max_buffered=8)
+    async with front_door(redis, sse_upstream(), limits) as door:
+        uploads = door.app[UPLOADS]
+        head = b"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        trickling, answers = [], []
+        for address, bodies in ((ATTACKER, 8), ("127.0.0.4", 2), ("127.0.0.5", 1)):
+            for _ in range(bodies):
+                reader, writer = await opened(door, address)
+                writer.write(head)  # 1 byte of 100, then nothing
+                trickling.append(writer)
+                answers.append(reader)
+        # ATTACKER holds half the slots, 127.0.0.4 one of its two, 127.0.0.5 its one: 6 of 8
+        await wait_until(lambda: uploads.held == {ATTACKER: 4, "127.0.0.4": 1, "127.0.0.5": 1})
+        refused = [await asyncio.wait_for(reader.read(), 30) for reader in answers[4:8] + answers[9:10]]
+        assert all(b" 429 " in r.split(b"\r\n")[0] and b'"too_many_uploads"' in r for r in refused)
+        async with ClientSession(connector=TCPConnector(local_addr=(OTHER, 0))) as http:
+            async with http.post(door.url("/api/casts"), json={"text": "Hi."}) as response:
+                assert response.status == 200  # another address still gets a slot
+        for writer in trickling:
+            writer.close()
