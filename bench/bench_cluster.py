@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
+from rediscluster import start_cluster
 
 import castlog
 from castlog import Audio, CastStore, Eos, Listener, LogReader, Meta, RateLimiter, Start, Tail
@@ -47,7 +48,6 @@ from castlog.keys import INTAKE_SCOPE, JOBS_BELL
 from castlog.lanes import LaneMover
 from servicekit import connect
 from servicekit.connect import is_cluster
-from streamtts.rediscluster import start_cluster
 
 from common import RESULTS, arguments, machine, print_rows, temp_redis, write_results
 

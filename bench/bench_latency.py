@@ -47,11 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout
+from listening import english_model_dir
 from redis.asyncio import Redis
 
 import castlog
 import servicekit
-from streamtts.listening import english_model_dir
 from synth.dispatcher import infer
 from synth.model import Synthesizer, load_synthesizer
 

@@ -8,7 +8,7 @@ silence inside a chunk and the pauses at the seams between chunks (ms of audio).
     python bench/bench_listen.py [--voices af_heart,am_michael,…] [--texts short,paragraph] [--quick]
     python bench/bench_listen.py --seams [--voices af_heart]
 
-``--seams``: the outside sentences (``streamtts.seamcheck.OUTSIDE_SENTENCES``, none from texts/), each
+``--seams``: the outside sentences (``seamcheck.OUTSIDE_SENTENCES``, none from texts/), each
 read whole and with its first chunk cut as a slow model's worker cuts it: per sentence the
 transcript of both, WER, the seam's pause and the pitch and length of the first chunk's last
 words against the same words read whole; the cut may not raise the set's WER by more than one
@@ -27,7 +27,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from streamtts import listening, seamcheck
+import listening
+import seamcheck
+
 from synth.model import load_synthesizer
 
 from common import RESULTS, repo_texts

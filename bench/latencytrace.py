@@ -19,12 +19,12 @@ from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
+from listening import english_model_dir
 
 import castlog
 import servicekit
 import synth.jobs as jobs_module
 import synth.lane as lane_module
-from streamtts.listening import english_model_dir
 from synth.config import SynthConfig
 from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word

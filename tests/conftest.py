@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from listening import english_model_dir
 from redis.asyncio import Redis
 
 from castlog import CastStore
 from servicekit import client_for
-from streamtts.listening import english_model_dir
 from streamtts.redisserver import RedisServer, start_server
 from tests.support import outside
 from tests.support.cluster import Cluster, start_cluster

@@ -22,6 +22,7 @@ from . import migratecmd, statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .config import Config, environment
 from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
+from .proxy import Limits
 
 
 def version() -> str:
@@ -53,7 +54,6 @@ def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     up.add_argument("--wyoming-port", type=int, default=command.wyoming_port,
                     help="the Wyoming server's port for Home Assistant, on --host (default $STREAMTTS_WYOMING_PORT, "
                          "else 10210; 0: none)")
-    up.set_defaults(uploads_per_client=command.uploads_per_client)  # the proxy's, per client address
     statecmd.add_server_option(up)
     up.add_argument("--only", default=",".join(SERVICES),
                     help=f"comma-separated services to run (default {','.join(SERVICES)})")
@@ -76,8 +76,10 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
 
-        max_body = int(value_of(IntakeConfig, "max_body_bytes", environment()))  # the proxy takes what intake takes
-        body_timeout = float(value_of(IntakeConfig, "body_timeout_s", environment()))  # in the time it gives
+        intake = {name: value_of(IntakeConfig, name, environment())  # the proxy takes what intake takes, in its time
+                  for name in ("max_body_bytes", "body_timeout_s", "live_max_message_bytes")}
+        limits = Limits(Config.from_env(), intake["max_body_bytes"], intake["body_timeout_s"],
+                        intake["live_max_message_bytes"])
         hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
@@ -91,9 +93,8 @@ def run_up(args: argparse.Namespace) -> int:
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
     options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
-                      redis_server=server, services=services, max_body_bytes=max_body, body_timeout_s=body_timeout,
-                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts,
-                      uploads_per_client=args.uploads_per_client)
+                      redis_server=server, services=services, limits=limits,
+                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

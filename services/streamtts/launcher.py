@@ -34,8 +34,9 @@ from servicekit.crosssite import ALLOWED_HOSTS, host_name
 from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
 from synth.config import SynthConfig
 
+from . import doorway
 from .config import environment
-from .proxy import BODY_TIMEOUT_S, MAX_BODY_BYTES, UPLOADS_PER_CLIENT, Upstreams, create_app, readiness
+from .proxy import Limits, Upstreams, create_app, readiness, runner
 from .redisserver import RedisServer, die_with_parent, free_port, start_server
 from .serverchoice import Server
 from .voicepacks import model_dir
@@ -86,12 +87,10 @@ class Options:
     redis_url: str | None = None
     redis_server: Server | None = None  # the state dir's server (serverchoice.choose), when no redis_url
     services: tuple[str, ...] = SERVICES
-    max_body_bytes: int = MAX_BODY_BYTES  # INTAKE_MAX_BODY_BYTES: the proxy takes what intake takes
-    body_timeout_s: float = BODY_TIMEOUT_S  # INTAKE_BODY_TIMEOUT_S: ... in the time intake gives
+    limits: Limits = field(default_factory=Limits)  # the proxy's: its settings, and what intake takes
     access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
     wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
     hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
-    uploads_per_client: int = UPLOADS_PER_CLIENT  # the proxy's bodies per client (Config.uploads_per_client)
 
     def __post_init__(self) -> None:
         # Absolute before any use: children and Redis run in other working directories.
@@ -192,7 +191,7 @@ class Launcher:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
         redis: Redis | None = None
-        runner: web.AppRunner | None = None
+        serving: doorway.Serving | None = None
         try:
             redis_url = self._redis()
             redis = await self._connect(redis_url)
@@ -208,18 +207,19 @@ class Launcher:
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
             upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
-            app = create_app(redis, upstreams, self.options.max_body_bytes, self.options.hosts,
-                             body_timeout_s=self.options.body_timeout_s,
-                             uploads_per_client=self.options.uploads_per_client)
-            runner = web.AppRunner(app, access_log=log_access if self.options.access_log else None,
-                                   access_log_format=ACCESS_LOG_FORMAT)
-            await runner.setup()
-            await web.TCPSite(runner, self.options.host, self.options.port).start()
+            limits = self.options.limits
+            app = create_app(redis, upstreams, limits, self.options.hosts)
+            app_runner = runner(app, access_log=log_access if self.options.access_log else None,
+                                access_log_format=ACCESS_LOG_FORMAT)
+            await app_runner.setup()
+            serving = await doorway.serve(app_runner, self.options.host, self.options.port,
+                                          limits.settings.proxy_header_timeout_s,
+                                          limits.settings.proxy_connections_per_client)
             log.info("proxy on %s; waiting for the services", self.options.origin)
             return await self._watch(app)
         finally:
-            if runner is not None:
-                await runner.cleanup()
+            if serving is not None:
+                await serving.close()
             await self._stop_children()
             if redis is not None:
                 await redis.aclose()

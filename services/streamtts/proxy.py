@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import re
+import socket
+import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
@@ -22,24 +23,11 @@ from redis.asyncio import Redis
 from servicekit import ClientHolds, add_security_headers, client_address, healthy
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
 
-from . import wsrelay
+from . import routes, wsrelay
+from .config import Config
 
 log = logging.getLogger(__name__)
 
-# Routes that belong to intake; everything else is edge's.
-INTAKE_ROUTES = {
-    ("POST", "/generate"),
-    ("POST", "/api/casts"),
-    ("GET", "/api/voices"),
-    ("GET", "/api/openapi.json"),
-    ("GET", "/v1/audio/speech/live"),  # the live WebSocket
-}
-# An open cast's text and close (POST only; GETs under /api/casts/<id>/ are edge's).
-INTAKE_POSTS = re.compile(r"/api/casts/[A-Za-z0-9_-]{12}/(?:text|close)")
-# Every route under this prefix is intake's: the OpenAI-compatible API (/v1/audio/speech, ...).
-INTAKE_PREFIX = "/v1/"
-# Durable Streams (/v1/stream/<path>): reads are edge's, writes intake's.
-DURABLE_PREFIX = "/v1/stream/"
 # Hop-by-hop headers are the proxy's own business, never forwarded (RFC 9110 7.6.1). A request's
 # Content-Length is the client's (its body is sent again, in pieces); a response's is kept, with
 # the range headers, so that a finished MP3 keeps its length and seeking through the proxy.
@@ -51,12 +39,16 @@ REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
 # Bodies are buffered before they are relayed: the launcher sets these to INTAKE_MAX_BODY_BYTES and
 # INTAKE_BODY_TIMEOUT_S, so the proxy takes what intake takes, in the time intake gives. At most
 # MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy), and at most
-# UPLOADS_PER_CLIENT of them one client's (429 beyond; `up` passes its setting), so one address with
-# many slow bodies cannot take every slot from the others.
+# STREAMTTS_UPLOADS_PER_CLIENT of them one client's (429 beyond), so one address with many slow
+# bodies cannot take every slot from the others.
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BUFFERED = 64
-UPLOADS_PER_CLIENT = 8
 BODY_TIMEOUT_S = 10.0
+# The largest WebSocket message a client may send: intake's INTAKE_LIVE_MAX_MESSAGE_BYTES (the
+# launcher passes it), so nothing intake would refuse is held here first.
+MAX_MESSAGE_BYTES = 64 * 1024
+# What the proxy calls itself: never aiohttp's name and version, nor a service's.
+SERVER_NAME = "StreamTTS"
 UPSTREAM_CONNECT_S = 5.0
 UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
 # How long /readyz waits for each service's own /readyz.
@@ -67,15 +59,30 @@ NOT_READY_RETRY_S = 2
 # The probes answer whatever Host asks (a load balancer's checks name an address or nothing).
 PROBES = frozenset({"/healthz", "/readyz"})
 
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Everything the local front door bounds (docs/security.md): ``up``'s own settings, and what
+    intake takes, which the launcher reads from intake's settings."""
+    settings: Config = field(default_factory=Config)
+    max_body_bytes: int = MAX_BODY_BYTES
+    body_timeout_s: float = BODY_TIMEOUT_S
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_buffered: int = MAX_BUFFERED
+
+
 SESSION = web.AppKey("session", ClientSession)
 REDIS = web.AppKey("redis", Redis)
-MAX_BODY = web.AppKey("max_body_bytes", int)
-BODY_TIMEOUT = web.AppKey("body_timeout_s", float)
+LIMITS = web.AppKey("limits", Limits)
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
 
 
-# The bodies being buffered: MAX_BUFFERED in all, UPLOADS_PER_CLIENT of them one client's.
+# The bodies being buffered: MAX_BUFFERED in all, STREAMTTS_UPLOADS_PER_CLIENT of them one client's.
 UPLOADS = web.AppKey("uploads", ClientHolds)
+# Requests and WebSockets being relayed: UPSTREAM_CONNECTIONS in all, STREAMTTS_PROXY_RELAYS_PER_CLIENT
+# of them one client's, so that one address cannot hold every upstream connection.
+RELAY_HOLDS = web.AppKey("relay_holds", ClientHolds)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
 # a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
@@ -88,16 +95,10 @@ class Upstreams:
     intake: str  # base URL, e.g. http://127.0.0.1:8081
     edge: str
 
-    def pick(self, method: str, path: str) -> str:
-        if method == "DELETE" and path.startswith("/api/casts/"):
-            return self.intake  # the admin's delete (intake owns the claim)
-        if path.startswith(DURABLE_PREFIX):
-            return self.edge if method in ("GET", "HEAD", "OPTIONS") else self.intake  # durable streams' reads and writes
-        if (method, path) in INTAKE_ROUTES or (method == "POST" and INTAKE_POSTS.fullmatch(path)):
-            return self.intake
-        if path.startswith(INTAKE_PREFIX):
-            return self.intake
-        return self.edge
+    def pick(self, method: str, path: str) -> str | None:
+        """The base URL that answers ``method path`` (routes.TABLE), or None: not public."""
+        service = routes.pick(method, path)
+        return None if service == routes.HIDDEN else self.intake if service == routes.INTAKE else self.edge
 
 
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
@@ -169,15 +170,41 @@ async def _known_host(request: web.Request, handler: Handler) -> web.StreamRespo
 
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
-    # Host goes on: intake compares a write's Origin with the origin the browser asked for
-    headers = end_to_end(request.headers, REQUEST_HOP_BY_HOP | {"x-forwarded-for"})
+    if base is None:
+        return web.json_response({"error": "not_found", "message": "no such route here"}, status=404)
+    holds, client = request.app[RELAY_HOLDS], client_address(request.remote, None, frozenset())
+    refused = holds.take(client)
+    if refused is not None:
+        return _too_many(refused, "too_many_relays", f"your address has {holds.per_client} requests or streams "
+                         "open through this origin; close one first")
+    try:
+        return await _forward(request, base)
+    finally:
+        holds.give(client)
+
+
+async def _forward(request: web.Request, base: str) -> web.StreamResponse:
+    # Host goes on: intake compares a write's Origin with the origin the browser asked for. The
+    # X-Forwarded-Host and -Proto a client sent are replaced, never believed: the services build
+    # redirects (Location) from them.
+    headers = end_to_end(request.headers, REQUEST_HOP_BY_HOP | {"x-forwarded-for", "x-forwarded-host",
+                                                                "x-forwarded-proto"})
     peer = request.remote or ""
     prior = ", ".join(request.headers.getall("X-Forwarded-For", []))
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
-    headers.setdefault("X-Forwarded-Host", request.host)
-    headers.setdefault("X-Forwarded-Proto", request.scheme)
+    headers["X-Forwarded-Host"] = request.host
+    headers["X-Forwarded-Proto"] = request.scheme
     if wsrelay.is_upgrade(request):
-        return await wsrelay.relay(request, base, request.app[SESSION], headers)
+        try:
+            upstream_ws = await wsrelay.connect(request, base, headers)
+        except wsrelay.UpgradeRefused as refused:  # the service's own answer: its status and body
+            return web.Response(status=refused.status, reason=refused.reason, body=refused.body,
+                                headers=end_to_end(refused.headers, HOP_BY_HOP | {"content-length"}))
+        except (ClientError, OSError, asyncio.TimeoutError) as exc:
+            return _unreachable(request.app, base, exc)
+        limits = request.app[LIMITS]
+        return await wsrelay.relay(request, upstream_ws, limits.max_message_bytes,
+                                   limits.settings.proxy_heartbeat_s, limits.settings.proxy_write_timeout_s, reset)
     try:
         body = await _buffered(request) if request.can_read_body else None
     except _Refused as refused:
@@ -188,12 +215,13 @@ async def forward(request: web.Request) -> web.StreamResponse:
     except web.HTTPRequestEntityTooLarge:
         return web.json_response(
             {"error": "body_too_large",
-             "message": f"the body is larger than {request.app[MAX_BODY]} bytes; send a shorter text"},
+             "message": f"the body is larger than {request.app[LIMITS].max_body_bytes} bytes; send a shorter text"},
             status=413,
         )
     except asyncio.TimeoutError:
         return web.json_response(
-            {"error": "body_timeout", "message": f"the body took longer than {request.app[BODY_TIMEOUT]:g} s; send it at once"},
+            {"error": "body_timeout",
+             "message": f"the body took longer than {request.app[LIMITS].body_timeout_s:g} s; send it at once"},
             status=408, headers={"Connection": "close"})
     try:
         upstream = await request.app[SESSION].request(
@@ -225,19 +253,27 @@ class _Refused(Exception):
         self.response = response
 
 
+def _too_many(refused: str, error: str, message: str) -> web.Response:
+    """A client past its share (429 ``error``), or everyone's share taken (503 busy)."""
+    if refused == "client":
+        return web.json_response({"error": error, "message": message}, status=429,
+                                 headers={"Retry-After": str(NOT_READY_RETRY_S)})
+    return web.json_response({"error": "busy", "message": "too many clients at once; retry in a moment"},
+                             status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)})
+
+
 async def _buffered(request: web.Request) -> bytes:
     """The request's body, read within the time given while holding one of its client's slots."""
     uploads, client = request.app[UPLOADS], client_address(request.remote, None, frozenset())
-    refused = uploads.take(client)
-    if refused == "client":
-        raise _Refused(web.json_response(
-            {"error": "too_many_uploads", "message": f"your address is sending {uploads.per_client} bodies at once; "
-             "finish one first"}, status=429, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
-    if refused == "total":
-        raise _Refused(web.json_response({"error": "busy", "message": "too many uploads at once; retry in a moment"},
-                                         status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)}))
+    # Past half the slots, a client that holds one already is refused: a few addresses trickling
+    # bodies then fill half of them, and each further address gets one at most.
+    crowded = uploads.count >= uploads.total // 2 and uploads.held.get(client, 0) >= 1
+    refused = "client" if crowded else uploads.take(client)
+    if refused is not None:
+        raise _Refused(_too_many(refused, "too_many_uploads",
+                                 "your address is sending as many bodies at once as it may now; finish one first"))
     try:
-        return await asyncio.wait_for(request.read(), request.app[BODY_TIMEOUT])
+        return await asyncio.wait_for(request.read(), request.app[LIMITS].body_timeout_s)
     finally:
         uploads.give(client)
 
@@ -274,12 +310,13 @@ def _unreachable(app: web.Application, base: str, exc: BaseException) -> web.Res
 async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     response.headers.extend(end_to_end(upstream.headers, HOP_BY_HOP))
+    write_timeout_s = request.app[LIMITS].settings.proxy_write_timeout_s
     try:
         await response.prepare(request)
         try:
             # stream as it arrives: SSE and live MP3 must not wait for the end
             async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+                await asyncio.wait_for(response.write(chunk), write_timeout_s)
         except ClientError as exc:
             if isinstance(exc, ConnectionResetError):
                 raise  # the client's side (aiohttp's ClientConnectionResetError): below
@@ -290,7 +327,27 @@ async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamRe
     except ConnectionResetError:
         # The client went away mid-stream (a closed tab, a stopped player): not an error.
         log.debug("client left %s %s", request.method, request.path)
+    except asyncio.TimeoutError:
+        log.debug("client stopped reading %s %s for %gs; cut", request.method, request.path, write_timeout_s)
+        reset(request)
     return response
+
+
+def reset(request: web.Request) -> None:
+    """Cut a client that stopped reading with a reset: a close would leave the kernel sending what
+    it holds for that socket (megabytes) until the client reads it or TCP gives up, long after."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def _name_the_server(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer names this proxy, not aiohttp's version nor the service's that made it."""
+    response.headers["Server"] = SERVER_NAME
 
 
 async def _close_relays(app: web.Application) -> None:
@@ -299,18 +356,17 @@ async def _close_relays(app: web.Application) -> None:
         relays.pop().close()
 
 
-def create_app(
-    redis: Redis, upstreams: Upstreams, max_body_bytes: int = MAX_BODY_BYTES, hosts: frozenset[str] = frozenset(),
-    max_buffered: int = MAX_BUFFERED, body_timeout_s: float = BODY_TIMEOUT_S,
-    uploads_per_client: int = UPLOADS_PER_CLIENT,
-) -> web.Application:
-    """The proxy; a Host that names none of ``hosts`` is refused (empty: any). It buffers at most
-    ``max_buffered`` bodies at once, ``uploads_per_client`` of them from one client."""
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_known_host])
-    app[MAX_BODY] = max_body_bytes
-    app[BODY_TIMEOUT] = body_timeout_s
+def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
+               hosts: frozenset[str] = frozenset()) -> web.Application:
+    """The proxy, bounded by ``limits``; a Host that names none of ``hosts`` is refused (empty: any).
+    Serve it with ``doorway.serve`` (``runner`` below), which bounds connections before aiohttp."""
+    limits = limits or Limits()
+    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[_known_host])
+    app[LIMITS] = limits
     app[HOSTS] = hosts
-    app[UPLOADS] = ClientHolds(max_buffered, uploads_per_client)
+    app[UPLOADS] = ClientHolds(limits.max_buffered, limits.settings.uploads_per_client)
+    app[RELAY_HOLDS] = ClientHolds(UPSTREAM_CONNECTIONS, limits.settings.proxy_relays_per_client)
+    app.on_response_prepare.append(_name_the_server)
     app[REDIS] = redis
     app[UPSTREAMS] = upstreams
     app[RELAYS] = set()
@@ -324,11 +380,19 @@ def create_app(
         app[SESSION] = ClientSession(
             timeout=timeout, connector=TCPConnector(limit=UPSTREAM_CONNECTIONS), auto_decompress=False
         )
+        app[wsrelay.UPGRADES] = ClientSession(timeout=timeout, connector=TCPConnector(limit=UPSTREAM_CONNECTIONS),
+                                              response_class=wsrelay.UpgradeResponse)
         yield
         await app[SESSION].close()
+        await app[wsrelay.UPGRADES].close()
 
     app.cleanup_ctx.append(session_ctx)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_route("*", "/{tail:.*}", forward)
     return app
+
+
+def runner(app: web.Application, **kwargs: Any) -> web.AppRunner:
+    """The app's runner, with the keep-alive timeout of its limits (aiohttp's own is an hour)."""
+    return web.AppRunner(app, keepalive_timeout=app[LIMITS].settings.proxy_idle_s, **kwargs)

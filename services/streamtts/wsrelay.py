@@ -1,56 +1,91 @@
-"""WebSocket upgrades through the local front proxy (the live speech route): one upstream
+"""WebSocket upgrades through the local front proxy (the live speech routes): one upstream
 WebSocket per client, messages relayed both ways as they come, and the closing side's code and
 reason handed on, so that a client told "slow reader, resume at seq_num N" hears it through here.
-Pings are each hop's own (aiohttp answers them)."""
+
+A refused upgrade (intake's 422 for an unknown voice, a 401, a 404) reaches the client as the
+service sent it, status, headers and JSON body, as Caddy passes it: never as the proxy's own 502.
+Each hop pings its own peer: the proxy pings the client (``STREAMTTS_PROXY_HEARTBEAT_S``), so a
+dead client behind it ends its session upstream; a client's message is at most what intake takes.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, WSMsgType, web
-from multidict import CIMultiDict
+from aiohttp import ClientResponse, ClientSession, WSMsgType, web
+from multidict import CIMultiDict, CIMultiDictProxy
 
 log = logging.getLogger(__name__)
 
-# The largest message relayed; intake's own limit (INTAKE_LIVE_MAX_MESSAGE_BYTES) is below it.
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# The largest message relayed from a service (audio comes in big pieces); a client's are bounded
+# by Limits.max_message_bytes, intake's own limit.
+MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024
+# The most of a refusal's body handed on (intake's are a few hundred bytes of JSON).
+MAX_REFUSAL_BYTES = 64 * 1024
 SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("websockets")
+# Upstream handshakes: a session whose responses keep a refusal's body (UpgradeResponse).
+UPGRADES = web.AppKey("upgrades", ClientSession)
 # Either end: aiohttp's server and client sockets share receive, send_str, send_bytes and close.
 Socket = Any
 _ENDS = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
+
+
+class UpgradeRefused(Exception):
+    """The service answered an upgrade with something other than 101: its answer, to hand on."""
+
+    def __init__(self, status: int, reason: str | None, headers: CIMultiDictProxy[str], body: bytes) -> None:
+        super().__init__(status)
+        self.status, self.reason, self.headers, self.body = status, reason, headers, body
+
+
+class UpgradeResponse(ClientResponse):
+    """aiohttp's client drops a refused handshake's body; this keeps it (up to MAX_REFUSAL_BYTES)."""
+
+    async def start(self, connection: Any) -> ClientResponse:
+        await super().start(connection)
+        if self.status != 101:
+            body = b""
+            while len(body) < MAX_REFUSAL_BYTES:
+                piece = await self.content.read(MAX_REFUSAL_BYTES - len(body))
+                if not piece:
+                    break
+                body += piece
+            raise UpgradeRefused(self.status, self.reason, self.headers, body)
+        return self
 
 
 def is_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
-async def relay(
-    request: web.Request, base: str, session: ClientSession, headers: Mapping[str, str]
-) -> web.StreamResponse:
+async def connect(request: web.Request, base: str, headers: Mapping[str, str]) -> Any:
+    """The upstream WebSocket; UpgradeRefused with the service's answer, or a ClientError/OSError
+    when it cannot be reached."""
     url = base.replace("http", "ws", 1) + request.rel_url.raw_path_qs
     forwarded = CIMultiDict((k, v) for k, v in headers.items() if not k.lower().startswith("sec-websocket"))
-    try:
-        upstream = await session.ws_connect(url, headers=forwarded, max_msg_size=MAX_MESSAGE_BYTES)
-    except (ClientError, OSError, asyncio.TimeoutError) as exc:
-        log.warning("websocket upstream %s unreachable: %s", url, exc)
-        return web.json_response(
-            {"error": "upstream_unavailable", "message": "the service is starting or down; retry in a moment"},
-            status=502,
-        )
-    client = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
+    return await request.app[UPGRADES].ws_connect(url, headers=forwarded, max_msg_size=MAX_UPSTREAM_MESSAGE_BYTES)
+
+
+async def relay(request: web.Request, upstream: Any, max_message_bytes: int, heartbeat_s: float,
+                write_timeout_s: float, cut: Callable[[web.Request], None]) -> web.StreamResponse:
+    """Relay until either end closes; ``cut`` ends a client that takes nothing for ``write_timeout_s``."""
+    client = web.WebSocketResponse(max_msg_size=max_message_bytes, heartbeat=heartbeat_s)
     await client.prepare(request)
     sockets = request.app[SOCKETS]
     sockets.add(client)
     try:
-        down = asyncio.ensure_future(_pump(upstream, client))
-        up = asyncio.ensure_future(_pump(client, upstream))
+        down = asyncio.ensure_future(_pump(upstream, client, write_timeout_s))
+        up = asyncio.ensure_future(_pump(client, upstream, write_timeout_s))
         done, pending = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        if down in done and isinstance(down.exception(), asyncio.TimeoutError):
+            log.debug("websocket client stopped reading for %gs; cut", write_timeout_s)
+            cut(request)  # its unread audio leaves the kernel's buffers now
     finally:
         sockets.discard(client)
         await upstream.close()
@@ -58,18 +93,22 @@ async def relay(
     return client
 
 
-async def _pump(src: Socket, dst: Socket) -> None:
-    """Messages from ``src`` to ``dst`` until ``src`` closes; then close ``dst`` the same way."""
+async def _pump(src: Socket, dst: Socket, write_timeout_s: float) -> None:
+    """Messages from ``src`` to ``dst`` until ``src`` closes; then close ``dst`` the same way. A
+    ``dst`` that takes nothing for ``write_timeout_s`` ends it (asyncio.TimeoutError)."""
     while True:
         msg = await src.receive()
         if msg.type == WSMsgType.TEXT:
-            await dst.send_str(msg.data)
+            await asyncio.wait_for(dst.send_str(msg.data), write_timeout_s)
         elif msg.type == WSMsgType.BINARY:
-            await dst.send_bytes(msg.data)
+            await asyncio.wait_for(dst.send_bytes(msg.data), write_timeout_s)
         elif msg.type in _ENDS:
+            # a message past the client's limit closes it with 1009 (aiohttp): intake hears the same
             code = msg.data if msg.type == WSMsgType.CLOSE and isinstance(msg.data, int) else 1000
             reason = (msg.extra or "").encode() if msg.type == WSMsgType.CLOSE else b""
-            await dst.close(code=code, message=reason)
+            if msg.type == WSMsgType.ERROR:
+                code = getattr(src, "close_code", None) or 1011
+            await asyncio.wait_for(dst.close(code=code, message=reason), write_timeout_s)
             return
 
 

@@ -234,7 +234,7 @@ def test_the_chunker_says_which_chunks_continue_a_sentence() -> None:
     assert chunker.continued == [False, True, False]
 
 
-from streamtts.seamcheck import OUTSIDE_SENTENCES  # noqa: E402
+from seamcheck import OUTSIDE_SENTENCES  # noqa: E402
 
 
 def ends_on_a_function_word(chunk: str) -> bool:

@@ -37,7 +37,7 @@ CLUSTER_SCOPED = {
 }
 NAMESPACED = {
     "ConfigMap", "Secret", "Service", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob",
-    "PodDisruptionBudget", "HorizontalPodAutoscaler", "Ingress", "NetworkPolicy",
+    "PodDisruptionBudget", "HorizontalPodAutoscaler", "Ingress", "IngressRoute", "NetworkPolicy",
     "ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
 }
 ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$")

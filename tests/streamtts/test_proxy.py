@@ -10,8 +10,13 @@ from aiohttp import ClientPayloadError, ClientSession, TCPConnector, WSMsgType, 
 from aiohttp.test_utils import TestServer
 from redis.asyncio import Redis
 
-from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Upstreams, create_app
+from streamtts import routes
+from streamtts.config import Config
+from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Limits, Upstreams, create_app
 from streamtts.redisserver import free_port
+from tests.support.frontdoor import API_KEY, REFUSALS, Refused, answer, service_of
+from tests.support.origin import running_origin
+from tests.support.routetable import front_door_cases
 from tests.support.waiting import wait_until
 
 
@@ -48,39 +53,18 @@ async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str,
         await server.close()
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "owner"),
-    [
-        ("POST", "/generate", "intake"),
-        ("POST", "/api/casts", "intake"),
-        ("GET", "/api/voices", "intake"),
-        ("GET", "/api/openapi.json", "intake"),
-        ("GET", "/api/casts/pHanHO6047OT", "edge"),
-        ("GET", "/c/pHanHO6047OT", "edge"),
-        ("GET", "/", "edge"),
-        ("GET", "/generate", "edge"),
-        ("POST", "/api/casts/pHanHO6047OT/text", "intake"),
-        ("POST", "/api/casts/pHanHO6047OT/close", "intake"),
-        ("GET", "/api/casts/pHanHO6047OT/text", "edge"),
-        ("GET", "/v1/audio/speech/live", "intake"),
-        ("POST", "/v1/audio/speech", "intake"),
-        ("GET", "/v1/audio/voices", "intake"),
-        # Durable Streams: reads are edge's, writes intake's
-        ("GET", "/v1/stream/a/b", "edge"),
-        ("OPTIONS", "/v1/stream/a/b", "edge"),
-        ("GET", "/v1/stream/casts/pHanHO6047OT", "edge"),
-        ("PUT", "/v1/stream/a/b", "intake"),
-        ("POST", "/v1/stream/a/b", "intake"),
-        ("DELETE", "/v1/stream/a/b", "intake"),
-    ],
-)
-async def test_writes_go_to_intake_and_reads_to_edge(proxied, method: str, path: str, owner: str) -> None:
+@pytest.mark.rule("one-route-table")
+@pytest.mark.parametrize(("method", "path", "owner"), front_door_cases())
+async def test_requests_reach_the_service_the_route_table_names(proxied, method: str, path: str, owner: str) -> None:
+    """#34 item 8: POST /api/casts/<id>/cancel reached edge (404)."""
     base, seen = proxied
     async with ClientSession() as http:
         async with http.request(method, base.rstrip("/") + path + "?q=1", data=b"body") as response:
-            payload = await response.json()
-    assert payload["by"] == owner
-    assert seen[-1][2] == path + "?q=1"
+            status = response.status
+    if owner == routes.HIDDEN:
+        assert status == 404 and seen == []
+        return
+    assert seen[-1][:3] == (owner, method, path + "?q=1")
     assert seen[-1][3] == "127.0.0.1"  # the proxy tells the service who the client is
 
 
@@ -205,7 +189,8 @@ async def test_the_body_limit_is_the_one_given_so_it_matches_intakes(redis: Redi
     seen: list[tuple[str, str, str, str]] = []
     intake = TestServer(upstream("intake", seen))
     await intake.start_server()
-    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))), 3 * MAX_BODY_BYTES))
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))),
+                                  Limits(max_body_bytes=3 * MAX_BODY_BYTES)))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -417,7 +402,7 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=1))  # one body buffered at once
+    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(max_buffered=1)))  # one body buffered at once
     await proxy.start_server()
     try:
         # raw HTTP: a client library would fold the repeated request headers itself
@@ -438,8 +423,9 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
         slow = socket.create_connection(("127.0.0.1", proxy.port))
         slow.sendall(f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
                      "Content-Length: 100\r\n\r\n{".encode())
-        await asyncio.sleep(0.2)
-        async with ClientSession() as http:
+        await wait_until(lambda: proxy.app[UPLOADS].count == 1)
+        # another address: the one slot is taken (503 busy); the same one would be told 429
+        async with ClientSession(connector=TCPConnector(local_addr=("127.0.0.3", 0))) as http:
             async with http.post(proxy.make_url("/api/casts"), json={"text": "Hi."}) as response:
                 assert response.status == 503 and (await response.json())["error"] == "busy"
         slow.close()
@@ -451,8 +437,8 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
 async def test_a_body_that_does_not_arrive_in_the_time_given_is_a_json_408(redis: Redis) -> None:
     """The proxy gives a body the time intake gives it (the launcher passes INTAKE_BODY_TIMEOUT_S),
     and frees its buffer slot for other uploads."""
-    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"), max_buffered=1,
-                                  body_timeout_s=0.3))
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"),
+                                  Limits(max_buffered=1, body_timeout_s=0.3)))
     await proxy.start_server()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
@@ -483,7 +469,7 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), max_buffered=4, uploads_per_client=2))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(Config(uploads_per_client=2), max_buffered=4)))
     await proxy.start_server()
     head = f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
     slow = []
@@ -512,3 +498,14 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
             sock.close()
         await proxy.close()
         await upstream_server.close()
+
+
+@pytest.mark.rule("refusals-pass-through")
+@pytest.mark.parametrize("refused", REFUSALS, ids=str)
+async def test_a_refusal_reaches_the_client_as_the_service_answered_it(redis: Redis, redis_url: str,
+                                                                       refused: Refused) -> None:
+    """#33: every refused upgrade became the proxy's 502 "the service is starting or down"."""
+    async with running_origin(redis, redis_url, api_keys=frozenset({API_KEY})) as origin, ClientSession() as http:
+        direct = await answer(http, service_of(refused, origin.intake, origin.edge), refused)
+        assert direct[0] == refused.status and direct[1] == "application/json"
+        assert await answer(http, origin.url, refused) == direct

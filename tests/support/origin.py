@@ -23,6 +23,8 @@ from tests.synth.support import StandIn, config, wait_until
 @dataclass
 class Origin:
     url: str
+    intake: str = ""  # the services' own origins, behind the proxy (for a front door of one's own)
+    edge: str = ""
 
 
 async def _serve(app: web.Application) -> TestServer:
@@ -43,7 +45,7 @@ async def running_origin(redis: Redis, redis_url: str, api_keys: frozenset[str] 
         servers.append(await _serve(edge.create_app(edge.Config(redis_url=redis_url, redis_connect_attempts=3))))
         upstreams = proxy.Upstreams(*(f"http://127.0.0.1:{s.port}" for s in servers[1:]))
         servers.append(await _serve(proxy.create_app(redis, upstreams)))
-        yield Origin(f"http://127.0.0.1:{servers[-1].port}")
+        yield Origin(f"http://127.0.0.1:{servers[-1].port}", upstreams.intake, upstreams.edge)
     finally:
         for server in reversed(servers):
             await server.close()

@@ -1,12 +1,12 @@
-"""Listening checks: the real model's English read back by Whisper tiny.en (streamtts/listening.py)."""
+"""Listening checks: the real model's English read back by Whisper tiny.en (bench/listening.py)."""
 
 from __future__ import annotations
 
+import listening
 import numpy as np
 import pytest
+import seamcheck as seams
 
-from streamtts import listening
-from streamtts import seamcheck as seams
 from synth.model import Synthesizer
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+import listening
 import pytest
 
-from streamtts import listening
 from synth.model import Synthesizer
 from synth.model.english import EnglishG2P
 from synth.model.mapped import Mapped

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
+import listening
 import numpy as np
 import pytest
 from aiohttp import ClientSession, ClientTimeout
@@ -19,7 +20,6 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from streamtts import listening
 from streamtts.redisserver import free_port
 from tests.support.system import System, running_system
 

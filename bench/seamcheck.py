@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import listening as asr
 import numpy as np
 import numpy.typing as npt
 
 from castlog import Chunker
-
-from . import listening as asr
 
 OUTSIDE_SENTENCES = (
     'The children built a castle of sand on the beach before lunch.',

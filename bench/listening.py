@@ -22,9 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from castlog import Chunker
-
-from . import voicepacks
-from .config import Config
+from streamtts import voicepacks
+from streamtts.config import Config
 
 WHISPER_RATE = 16_000
 MODEL_RATE = 24_000

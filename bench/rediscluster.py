@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .redisserver import die_with_parent, find_server_binary, free_port
+from streamtts.redisserver import die_with_parent, find_server_binary, free_port
 
 MASTERS = 3
 REPLICAS_PER_MASTER = 1
