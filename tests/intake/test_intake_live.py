@@ -220,15 +220,16 @@ async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketR
     return ws, str(event["id"])
 
 
-async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool) -> None:
-    """The records a worker would append: a start, audio per sentence, and eos."""
+async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool,
+                        audio_ms: int = 0) -> None:
+    """The records a worker would append: a start, audio per sentence, and eos (saying ``audio_ms``)."""
     tail = await LogReader(store.redis).tail(cast_id)
     records: list[castlog.Record] = [] if tail > 1 else [Start(attempt=1, resume_from=0, at=0)]
     done = sum(1 for e in await LogReader(store.redis).read(cast_id, 0, 1000) if e.kind == "audio")
     for k, (text, body) in enumerate(audio):
         records.append(Audio(i=done + k, t=text, d=24 * (k + 1), o=0, n=done + k + 1, body=body))
     if end:
-        records.append(Eos(sentences=done + len(audio), audio_ms=0, attempts=1))
+        records.append(Eos(sentences=done + len(audio), audio_ms=audio_ms, attempts=1))
     await store.append(cast_id, tail, records)
 
 
