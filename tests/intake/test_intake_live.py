@@ -487,3 +487,37 @@ async def test_every_open_carries_its_clients_tag_to_the_worker_never_its_addres
     stored = [v for rows in catalogs for _, fields in rows for v in fields.values()]
     assert stored and not any(b"127.0.0.1" in v for v in stored)
     await ws.close()
+
+
+async def until_cancelled(redis: Redis, cast_id: str) -> bool:
+    """Whether the cast gets its cancel flag (a hang-up's cancel is on its way when the client is gone)."""
+    for _ in range(250):
+        if await castlog.is_cancelled(redis, cast_id):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.mark.rule("cancel-cuts-short")
+async def test_a_client_that_hangs_up_after_close_cancels_what_is_not_yet_spoken(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "Hello there. Goodbye."})
+    await ws.send_json({"type": "close"})
+    for _ in range(100):  # the close is taken: the text is complete, none of it spoken yet
+        if (await text_of(redis, cast_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
+    await ws.close()
+    assert await until_cancelled(redis, cast_id)
+
+
+@pytest.mark.rule("live-metered")
+async def test_pongs_to_the_servers_pings_do_not_keep_an_idle_session(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 2 of #35: aiohttp's receive(timeout) restarted at every pong, so a client that
+    answers pings (as every client library does) and says nothing was held for ever."""
+    client = await make_client(live_idle_s=0.6, live_ping_s=0.1)
+    ws, cast_id = await start(client)
+    event = await receive_json(ws)  # (aiohttp's client answers each ping while it waits here)
+    assert event["error"] == "idle"
+    assert (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.CLOSE and ws.close_code == 4408
+    assert (await text_of(redis, cast_id)).closed is not None

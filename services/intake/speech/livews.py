@@ -32,6 +32,7 @@ from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
+from .session import Waiting, deadline, receive_by
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429,
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 # How long the closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
-# Sockets one client may hold before their `start` (they count in no session cap until then).
-WAITING_PER_CLIENT = 4
 
 encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
@@ -68,7 +67,8 @@ class Session:
         self.gone = False  # the client closed or dropped the connection
         self.ended = False  # the cast log ended (eos or error)
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
-        self.waiting = True  # counted in the client's sockets before start
+        # one of the client's sockets before start (they count in no session cap until then)
+        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)
         self._send_lock = asyncio.Lock()
 
     # ---- sending -------------------------------------------------------------------------------
@@ -119,26 +119,17 @@ class Session:
                 await asyncio.shield(self.leave())
             elif self.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
-            self._started()
+            self.waiting.done()
             await self.app[INTAKE].session_slots.release(self.slot)
-
-    def _started(self) -> None:
-        """No longer one of the client's sockets waiting for start (whether it started or not)."""
-        if self.waiting:
-            self.waiting = False
-            waiting = self.app[INTAKE].live_waiting
-            waiting[self.client] -= 1
-            if not waiting[self.client]:
-                del waiting[self.client]
 
     async def _start(self) -> bool:
         """The first message must be ``start``; then the client's session slot; answer with the
         ``cast`` event."""
         intake = self.app[INTAKE]
-        msg = await self._receive(_deadline(intake.cfg.live_idle_s))
+        msg = await self._receive(deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
-        self._started()
+        self.waiting.done()
         if msg.get("type") != "start":
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
@@ -196,11 +187,12 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
-    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
+    async def receive_frame(self, until: float | None) -> str | bytes | None:
         """The transport's next message: text, anything else (bytes), None once the client is gone;
-        asyncio.TimeoutError past ``timeout_s``. (WebRTC's session, ``webrtc.py``, reads a data channel.)"""
-        msg = await self.ws.receive(timeout=timeout_s)
-        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+        asyncio.TimeoutError past the loop time ``until`` (pongs do not move it). (WebRTC's session,
+        ``webrtc.py``, reads a data channel.)"""
+        msg = await receive_by(self.ws, until)
+        if msg is None:
             return None
         return msg.data if msg.type == WSMsgType.TEXT else b""
 
@@ -208,9 +200,8 @@ class Session:
         """The next JSON message; None once the client is gone (or idle past ``deadline``, a
         loop time: frames that are no message, pings included, do not move it)."""
         while True:
-            timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
             try:
-                data = await self.receive_frame(timeout_s)
+                data = await self.receive_frame(deadline)
             except asyncio.TimeoutError:
                 idle_s = self.app[INTAKE].cfg.live_idle_s
                 await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
@@ -232,16 +223,16 @@ class Session:
 
     async def _read(self) -> None:
         idle_s = self.app[INTAKE].cfg.live_idle_s
-        deadline = _deadline(idle_s)  # moved by real messages only: junk and pings keep no session
-        while (msg := await self._receive(deadline if self.text_open else None)) is not None:
+        until = deadline(idle_s)  # moved by real messages only: junk and pings keep no session
+        while (msg := await self._receive(until if self.text_open else None)) is not None:
             kind = msg.get("type")
             if kind == "text" and isinstance(msg.get("text"), str):
-                deadline = _deadline(idle_s)
+                until = deadline(idle_s)
                 await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
             elif kind == "text":
                 await self.error("invalid_field", 'send {"type": "text", "text": string}')
             elif kind == "flush":
-                deadline = _deadline(idle_s)
+                until = deadline(idle_s)
                 await self._text("", flush=True)
             elif kind == "close":
                 await self.end_text()
@@ -308,10 +299,6 @@ class Session:
                 self.seq_num = entry.seq_num + 1
 
 
-def _deadline(after_s: float) -> float:
-    return asyncio.get_running_loop().time() + after_s
-
-
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -322,12 +309,10 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
     session = Session(request, ws)
-    waiting = intake.live_waiting
-    if len(sessions) >= cfg.live_max_sessions or waiting.get(session.client, 0) >= WAITING_PER_CLIENT:
+    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
         return ws
-    waiting[session.client] = waiting.get(session.client, 0) + 1
     try:
         await session.run()
     finally:

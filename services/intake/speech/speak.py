@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +22,15 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
+from castlog.slots import Slot
+
 from .. import live
 from ..cancel import cancel_cast
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
+from .session import Waiting, deadline, receive_by
 from .v1 import V1Refusal
 
 log = logging.getLogger(__name__)
@@ -36,7 +40,7 @@ MODEL_VERSION = "kokoro-82m-v1.0"
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}
 # Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
 MAX_TURNS = 16
-CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD = 1000, 1001, 4400
+CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD, CLOSE_BUSY = 1000, 1001, 4400, 4503
 # Deepgram's Aura voices -> Kokoro's English voices: by accent and gender.
 _AURA_BRITISH = {"athena": "bf_emma", "helios": "bm_george", "pandora": "bf_isabella", "draco": "bm_fable"}
 _AURA_MALE = frozenset(
@@ -85,6 +89,8 @@ class SpeakSession:
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
         self.sending: asyncio.Future[None] | None = None  # the turn whose audio is going out
+        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)  # until its first message
+        self.slot: Slot | None = None  # the client's session slot, from its first message
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         timeout = self.app[INTAKE].cfg.live_send_timeout_s
@@ -101,12 +107,16 @@ class SpeakSession:
         gone = True
         try:
             gone = await self._read()
-            if not gone:  # Close: the turns in hand are spoken, then the socket closes
+            if not gone:  # Close: the turns in hand are spoken while the socket is watched, then it closes
                 await self.turns.put(None)
-                await sender
-                await self.close(CLOSE_DONE)
+                gone = await _first_ends(sender, self._hang_up())
+                if not gone:
+                    await self.close(CLOSE_DONE)
         except (ConnectionError, asyncio.TimeoutError):
             gone = True
+        except asyncio.CancelledError:
+            gone = True  # the client dropped the connection (aiohttp cancels its handler)
+            raise
         finally:
             if gone and not self.keep:  # first: the casts are cut short before the sender stops
                 await asyncio.shield(self._cancel_open())
@@ -114,16 +124,19 @@ class SpeakSession:
             await asyncio.gather(sender, return_exceptions=True)
 
     async def _read(self) -> bool:
-        """Take the client's messages until Close (False) or the client is gone (True)."""
+        """Take the client's messages until Close (False) or the client is gone (True). The first
+        takes the client's session slot; the idle limit runs from the last message (pongs and
+        junk do not move it)."""
         idle = self.app[INTAKE].cfg.live_idle_s
+        until = deadline(idle)
         while True:
             try:
-                msg = await self.ws.receive(timeout=idle)
+                msg = await receive_by(self.ws, until)
             except asyncio.TimeoutError:
-                await self.warn("IDLE", f"no message for {idle:g} s; closing")
+                await self.warn("IDLE", f"no message for {idle:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()
                 return False
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            if msg is None:
                 return True
             try:
                 body = _decode(msg.data) if msg.type == WSMsgType.TEXT else None
@@ -132,11 +145,34 @@ class SpeakSession:
             if not isinstance(body, dict):
                 await self.warn("INVALID_MESSAGE", 'each message is one JSON object with a "type"')
                 continue
+            until = deadline(idle)
+            if not await self._seated():
+                return False
             kind = body.get("type")
             if kind == "Close":
                 await self.end_text()
                 return False
             await self._message(kind, body)
+
+    async def _seated(self) -> bool:
+        """The client's session slot from its first message on (INTAKE_LIVE_SESSIONS_PER_CLIENT,
+        shared with its live sessions); False, once told, when it holds them all."""
+        if not self.waiting.held:
+            return True
+        self.waiting.done()
+        self.slot = await self.app[INTAKE].session_slots.acquire(self.client)
+        if self.slot is None:
+            cap = self.app[INTAKE].session_slots.cap
+            await self.send({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": f"your address has "
+                             f"{cap} sessions open (INTAKE_LIVE_SESSIONS_PER_CLIENT); end one first"})
+            await self.close(CLOSE_BUSY)
+            return False
+        return True
+
+    async def _hang_up(self) -> None:
+        """Back once the client is gone (what it says after Close is dropped)."""
+        while await receive_by(self.ws, None) is not None:
+            pass
 
     async def _message(self, kind: object, body: dict[str, Any]) -> None:
         if kind == "Speak":
@@ -240,6 +276,19 @@ class SpeakSession:
             pass
 
 
+async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:
+    """Whether the client hung up before ``sender`` was done (an error of the sender's is raised)."""
+    watch = asyncio.ensure_future(hang_up)
+    try:
+        await asyncio.wait({sender, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if sender.done():
+        sender.result()
+        return False
+    return True
+
+
 def _query(request: web.Request) -> tuple[str, str, int]:
     """(model, encoding, sample_rate) from the query, or a 400/422 before the upgrade."""
     q = request.query
@@ -263,15 +312,17 @@ async def speak_socket(request: web.Request) -> web.StreamResponse:
     voice = voice_of(model, voices.names, voices.default)
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    if len(sessions) >= cfg.live_max_sessions:
+    session = SpeakSession(request, ws, voice, encoding, rate)
+    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
         await ws.send_str(encode({"type": "Error", "description": "too many sessions; retry soon",
                                   "err_code": "BUSY"}).decode())
         await ws.close(code=CLOSE_GOING_AWAY)
         return ws
-    session = SpeakSession(request, ws, voice, encoding, rate)
     sessions.add(session)
     try:
         await session.run(model)
     finally:
         sessions.discard(session)
+        session.waiting.done()
+        await intake.session_slots.release(session.slot)
     return ws

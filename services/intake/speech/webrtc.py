@@ -24,12 +24,15 @@ from typing import Any, cast
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
+from servicekit import ClientHolds
+
 from ..config import Config
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, confine
 from .rtctrack import SpeechTrack
+from .session import left
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,6 @@ class RtcSession(livews.Session):
 
     def __init__(self, request: web.Request, pc: RTCPeerConnection, track: SpeechTrack) -> None:
         super().__init__(request, cast(web.WebSocketResponse, None))
-        self.waiting = False  # post_webrtc counts it among the client's sessions waiting for start
         self.pc, self.track = pc, track
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
@@ -91,10 +93,10 @@ class RtcSession(livews.Session):
             raise ConnectionError("the control channel is closed")
         self.channel.send(livews.encode(message).decode())
 
-    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
+    async def receive_frame(self, until: float | None) -> str | bytes | None:
         if self.channel is None or self.channel.readyState != "open":
             return None
-        return await asyncio.wait_for(self.inbox.get(), timeout_s)
+        return await asyncio.wait_for(self.inbox.get(), left(until))
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         if self.cancelled:  # nothing more for a cancelled session but its "closed"
@@ -156,7 +158,7 @@ class RtcSession(livews.Session):
                 if self.cancelled:
                     await self.close(livews.CLOSE_DONE)
         finally:
-            self._started()  # no longer waiting for start, whether it ran or its peer never came
+            self.waiting.done()  # no longer waiting for start, whether it ran or its peer never came
             self.track.stop()
             await asyncio.shield(self.pc.close())
 
@@ -168,12 +170,17 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
             else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
 
 
-def _check_waiting(waiting: dict[str, int], client: str) -> None:
+def _check_waiting(waiting: ClientHolds, client: str) -> None:
     """A client's offers whose peer has not started yet are capped as its WebSockets are: one
     client's unanswered offers cannot hold every session and media port for the connect timeout."""
-    if waiting.get(client, 0) >= livews.WAITING_PER_CLIENT:
-        raise Refusal(429, "too_many_sessions", f"your address has {livews.WAITING_PER_CLIENT} sessions waiting "
-                      "for start; start or end one first", headers={"Retry-After": "1"})
+    if waiting.held.get(client, 0) >= waiting.per_client or waiting.count >= waiting.total:
+        raise _waiting_full(waiting)
+
+
+def _waiting_full(waiting: ClientHolds) -> Refusal:
+    return Refusal(429, "too_many_sessions", f"your address has {waiting.per_client} sessions waiting "
+                      "for start (INTAKE_SESSIONS_WAITING_PER_CLIENT); start or end one first",
+                      headers={"Retry-After": "1"})
 
 
 async def _offer(request: web.Request) -> str:
@@ -199,7 +206,7 @@ async def post_webrtc(request: web.Request) -> web.Response:
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
     client = request_client(request)
-    _check_waiting(intake.live_waiting, client)
+    _check_waiting(intake.session_waiting, client)
     pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
     track = SpeechTrack(cfg.webrtc_buffer_ms)
     session = RtcSession(request, pc, track)
@@ -216,14 +223,14 @@ async def post_webrtc(request: web.Request) -> web.Response:
             await pc.setLocalDescription(await pc.createAnswer())
         except NoFreePort:
             raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
-        _check_waiting(intake.live_waiting, client)  # again: the client's other offers came on meanwhile
+        # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts
+        # it); the client's other offers may have come on meanwhile
+        if not session.waiting.take():
+            raise _waiting_full(intake.session_waiting)
     except BaseException:
         track.stop()
         await pc.close()
         raise
-    # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts it)
-    intake.live_waiting[client] = intake.live_waiting.get(client, 0) + 1
-    session.waiting = True
     sessions.add(session)
     session.task = asyncio.ensure_future(session.hold())
     session.task.add_done_callback(lambda _: sessions.discard(session))
