@@ -521,3 +521,26 @@ async def test_pongs_to_the_servers_pings_do_not_keep_an_idle_session(make_clien
     assert event["error"] == "idle"
     assert (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.CLOSE and ws.close_code == 4408
     assert (await text_of(redis, cast_id)).closed is not None
+
+
+@pytest.mark.parametrize(("message", "code", "names"), [
+    ({"type": "text", "text": 5}, "invalid_field", "$.text"),
+    ({"type": "text", "text": "Hi.", "flush": "yes"}, "invalid_field", "$.flush"),
+    ({"type": "shout"}, "unknown_type", "text, flush"),
+    ({"text": "Hi."}, "unknown_type", "text, flush"),
+    ([1, 2], "malformed_json", "JSON object"),
+])
+async def test_a_message_that_is_not_one_is_one_clear_error_and_the_session_goes_on(
+    client: Client, redis: Redis, message: Any, code: str, names: str
+) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json(message)
+    error = await receive_json(ws)
+    assert error["error"] == code and names in error["message"], error
+    await ws.send_json({"type": "text", "text": "Still here."})
+    for _ in range(250):
+        if (await text_of(redis, cast_id)).text:
+            break
+        await asyncio.sleep(0.02)
+    assert (await text_of(redis, cast_id)).text == "Still here."
+    await ws.close()

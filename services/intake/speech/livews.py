@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -46,7 +47,60 @@ LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 CLOSE_TIMEOUT_S = 2.0
 
 encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+# ---- the client's messages: one tagged union, one decoder --------------------------------------
+
+
+class Start(msgspec.Struct, frozen=True, tag="start", tag_field="type"):
+    voice: str | None = None
+    title: str | None = None
+    speed: float = 1.0
+    format: str | None = None  # mp3 when not given
+    keep: bool = False  # the cast goes on when the client disconnects (else it is cancelled)
+
+
+class Text(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+    text: str
+    flush: bool = False
+
+
+class Flush(msgspec.Struct, frozen=True, tag="flush", tag_field="type"):
+    pass
+
+
+class Close(msgspec.Struct, frozen=True, tag="close", tag_field="type"):
+    pass
+
+
+class Cancel(msgspec.Struct, frozen=True, tag="cancel", tag_field="type"):
+    pass
+
+
+Message = Start | Text | Flush | Close | Cancel
+_decode = msgspec.json.Decoder(Message).decode
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A message that is not one of ``Message``: the ``error`` event that answers it."""
+
+    code: str
+    message: str
+
+
+def decode_message(data: str) -> Message | Invalid:
+    try:
+        return _decode(data)
+    except msgspec.ValidationError as exc:  # JSON, but not a message: which part is wrong
+        where = str(exc)
+        if where.endswith("`$.type`") or where.endswith("field `type`"):
+            return Invalid("unknown_type", "type is one of start (first, once), text, flush, close, cancel")
+        if " - at `$." in where:
+            return Invalid("invalid_field", f"{where}: see the message's fields in docs/design.md")
+        return Invalid("malformed_json", 'each message is one JSON object with a "type"')
+    except (msgspec.DecodeError, RecursionError):
+        return Invalid("malformed_json", 'each message is one JSON object with a "type"')
 
 
 class SlowReader(Exception):
@@ -130,7 +184,11 @@ class Session:
         if msg is None:
             return False
         self.waiting.done()
-        if msg.get("type") != "start":
+        if isinstance(msg, Invalid) and msg.code == "invalid_field":  # a start with a field of the wrong type
+            await self.error(msg.code, msg.message)
+            await self.close(CLOSE_BAD_REQUEST)
+            return False
+        if not isinstance(msg, Start):
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
             return False
@@ -145,22 +203,19 @@ class Session:
             await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
             await self.close(CLOSE_BUSY)
             return False
-        fmt = msg.get("format") or "mp3"
-        speed, voice, title = msg.get("speed", 1.0), msg.get("voice"), msg.get("title")
+        fmt = msg.format or "mp3"
         try:
             if fmt not in FORMATS:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(FORMATS)}")
             if fmt == "pcm" and not pcm.available():
                 raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
-            if not _is_number(speed) or not all(v is None or isinstance(v, str) for v in (voice, title)):
-                raise Refusal(422, "invalid_field", "voice and title are strings, speed a number")
-            opened = await live.open_cast(self.app, self.client, voice, title, float(speed))
+            opened = await live.open_cast(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
         self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
-        self.keep = msg.get("keep") is True
+        self.keep = msg.keep
         await self.send({
             "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
             "format": self.format, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
@@ -196,9 +251,9 @@ class Session:
             return None
         return msg.data if msg.type == WSMsgType.TEXT else b""
 
-    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
-        """The next JSON message; None once the client is gone (or idle past ``deadline``, a
-        loop time: frames that are no message, pings included, do not move it)."""
+    async def _receive(self, deadline: float | None) -> Message | Invalid | None:
+        """The next message (Invalid: JSON that is not one); None once the client is gone (or idle
+        past ``deadline``, a loop time: frames that are no message, pings included, do not move it)."""
         while True:
             try:
                 data = await self.receive_frame(deadline)
@@ -214,37 +269,32 @@ class Session:
             if not isinstance(data, str):
                 await self.error("expected_json", "send JSON text messages")
                 continue
-            try:
-                body = _decode(data)
-            except (msgspec.DecodeError, RecursionError):
-                await self.error("malformed_json", 'each message is one JSON object with a "type"')
+            msg = decode_message(data)
+            if isinstance(msg, Invalid) and msg.code == "malformed_json":
+                await self.error(msg.code, msg.message)
                 continue
-            return body
+            return msg
 
     async def _read(self) -> None:
         idle_s = self.app[INTAKE].cfg.live_idle_s
         until = deadline(idle_s)  # moved by real messages only: junk and pings keep no session
         while (msg := await self._receive(until if self.text_open else None)) is not None:
-            kind = msg.get("type")
-            if kind == "text" and isinstance(msg.get("text"), str):
+            if isinstance(msg, Text):
                 until = deadline(idle_s)
-                await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
-            elif kind == "text":
-                await self.error("invalid_field", 'send {"type": "text", "text": string}')
-            elif kind == "flush":
+                await self._text(msg.text, flush=msg.flush)
+            elif isinstance(msg, Flush):
                 until = deadline(idle_s)
                 await self._text("", flush=True)
-            elif kind == "close":
+            elif isinstance(msg, Close):
                 await self.end_text()
-            elif kind == "cancel":
+            elif isinstance(msg, Cancel):
                 await self.cancel()
+            elif isinstance(msg, Invalid):
+                await self.error(msg.code, msg.message)
             else:
                 await self.error("unknown_type", "type is one of text, flush, close, cancel (start comes once)")
 
-    async def _text(self, text: object, *, flush: bool) -> None:
-        if not isinstance(text, str):
-            await self.error("invalid_field", 'send {"type": "text", "text": string}')
-            return
+    async def _text(self, text: str, *, flush: bool) -> None:
         if not self.text_open:
             await self.error("cast_closed", "the text is closed; open a new session for more")
             return
@@ -297,10 +347,6 @@ class Session:
                     self.ended = True
                     await self.error("synthesis_failed", record.reason)
                 self.seq_num = entry.seq_num + 1
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 async def live_socket(request: web.Request) -> web.StreamResponse:

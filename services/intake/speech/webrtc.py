@@ -134,11 +134,11 @@ class RtcSession(livews.Session):
         self.format = "pcm"  # the follower decodes each sentence's MP3 for the track
         return started
 
-    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
+    async def _receive(self, deadline: float | None) -> livews.Message | livews.Invalid | None:
         """A cancel stops the audio now and cancels the cast (its link replays what was spoken);
         the session closes with ``"cancelled": true`` (``close``)."""
         msg = await super()._receive(deadline)
-        if msg is not None and msg.get("type") == "cancel":
+        if isinstance(msg, livews.Cancel):
             self.cancelled = True
             self.track.clear()
             await self.cancel()  # the cast itself stops at the chunk in hand ([R:cancel-cuts-short])
