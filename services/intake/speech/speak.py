@@ -49,7 +49,39 @@ _AURA_MALE = frozenset(
 )
 
 encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+# ---- the client's messages, as Deepgram documents them: one tagged union, one decoder ----------
+
+
+class Speak(msgspec.Struct, frozen=True, tag="Speak", tag_field="type"):
+    text: str
+
+
+class Flush(msgspec.Struct, frozen=True, tag="Flush", tag_field="type"):
+    pass
+
+
+class Clear(msgspec.Struct, frozen=True, tag="Clear", tag_field="type"):
+    pass
+
+
+class Close(msgspec.Struct, frozen=True, tag="Close", tag_field="type"):
+    pass
+
+
+Message = Speak | Flush | Clear | Close
+_decode = msgspec.json.Decoder(Message).decode
+
+
+def decode_message(data: str | bytes) -> Message | str:
+    """The message, or the ``Warning``'s description saying what is wrong with it."""
+    try:
+        return _decode(data)
+    except msgspec.ValidationError as exc:
+        return f"{exc}: the type is one of Speak (with text, a string), Flush, Clear, Close"
+    except (msgspec.DecodeError, RecursionError):
+        return 'each message is one JSON object with a "type"'
 
 
 def voice_of(model: str | None, installed: tuple[str, ...], default: str) -> str:
@@ -138,21 +170,17 @@ class SpeakSession:
                 return False
             if msg is None:
                 return True
-            try:
-                body = _decode(msg.data) if msg.type == WSMsgType.TEXT else None
-            except (msgspec.DecodeError, RecursionError):
-                body = None
-            if not isinstance(body, dict):
-                await self.warn("INVALID_MESSAGE", 'each message is one JSON object with a "type"')
+            body = decode_message(msg.data) if msg.type == WSMsgType.TEXT else "send JSON text messages"
+            if isinstance(body, str):
+                await self.warn("INVALID_MESSAGE", body)
                 continue
             until = deadline(idle)
             if not await self._seated():
                 return False
-            kind = body.get("type")
-            if kind == "Close":
+            if isinstance(body, Close):
                 await self.end_text()
                 return False
-            await self._message(kind, body)
+            await self._message(body)
 
     async def _seated(self) -> bool:
         """The client's session slot from its first message on (INTAKE_LIVE_SESSIONS_PER_CLIENT,
@@ -174,20 +202,15 @@ class SpeakSession:
         while await receive_by(self.ws, None) is not None:
             pass
 
-    async def _message(self, kind: object, body: dict[str, Any]) -> None:
-        if kind == "Speak":
-            text = body.get("text")
-            if not isinstance(text, str):
-                await self.warn("INVALID_MESSAGE", 'send {"type": "Speak", "text": string}')
-            elif text:
-                await self._speak(text)
-        elif kind == "Flush":
+    async def _message(self, body: Speak | Flush | Clear) -> None:
+        if isinstance(body, Speak):
+            if body.text:
+                await self._speak(body.text)
+        elif isinstance(body, Flush):
             await self._flush()
-        elif kind == "Clear":
+        else:
             await self._cancel_open()
             await self.send({"type": "Cleared", "sequence_id": self.sequence})
-        else:
-            await self.warn("INVALID_MESSAGE", "type is one of Speak, Flush, Clear, Close")
 
     async def _speak(self, text: str) -> None:
         try:
