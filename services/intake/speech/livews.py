@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from aiohttp import WSMsgType, web
@@ -107,10 +108,75 @@ class SlowReader(Exception):
     """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
 
 
+class Transport(Protocol):
+    """What carries a live session: a WebSocket (``Socket`` here) or a peer connection's data
+    channel and audio track (``webrtc.py``)."""
+
+    async def receive(self, until: float | None) -> str | bytes | None:
+        """The next message: text, anything else (bytes), None once the client is gone;
+        asyncio.TimeoutError past the loop time ``until`` (pongs do not move it)."""
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        """One JSON event (SlowReader when the client makes no room for it in time)."""
+
+    async def send_audio(self, audio: bytes) -> None:
+        """One sentence's audio in the session's format."""
+
+    def audio_format(self, asked: str) -> str:
+        """The format the follower hands ``send_audio``, for the one the client asked for."""
+
+    def cancel(self) -> bool:
+        """The client cancelled: whether that ends the session now (WebRTC stops its audio at
+        once), or ``done`` with ``cancelled`` follows (WebSocket)."""
+
+    async def close(self, code: int, reason: dict[str, Any] | None) -> None: ...
+
+
+class Socket:
+    """The live WebSocket as a session's transport."""
+
+    def __init__(self, ws: web.WebSocketResponse, send_timeout_s: float) -> None:
+        self.ws, self.send_timeout_s = ws, send_timeout_s
+        self._send_lock = asyncio.Lock()
+
+    async def receive(self, until: float | None) -> str | bytes | None:
+        msg = await receive_by(self.ws, until)
+        if msg is None:
+            return None
+        return msg.data if msg.type == WSMsgType.TEXT else b""
+
+    async def _send(self, frame: Awaitable[None]) -> None:
+        async with self._send_lock:
+            try:
+                await asyncio.wait_for(frame, self.send_timeout_s)
+            except asyncio.TimeoutError:
+                raise SlowReader from None
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self._send(self.ws.send_str(encode(event).decode()))
+
+    async def send_audio(self, audio: bytes) -> None:
+        await self._send(self.ws.send_bytes(audio))
+
+    def audio_format(self, asked: str) -> str:
+        return asked
+
+    def cancel(self) -> bool:
+        return False
+
+    async def close(self, code: int, reason: dict[str, Any] | None) -> None:
+        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
+        try:
+            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+
+
 class Session:
-    def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
-        self.app, self.ws = request.app, ws
-        self.client = request_client(request)
+    """One live session, whatever carries it (``Transport``)."""
+
+    def __init__(self, app: web.Application, client: str, transport: Transport) -> None:
+        self.app, self.client, self.transport = app, client, transport
         self.cast_id = ""
         self.voice = ""
         self.format = "mp3"
@@ -123,20 +189,13 @@ class Session:
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
         # one of the client's sockets before start (they count in no session cap until then)
         self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)
-        self._send_lock = asyncio.Lock()
+        self.cancelled = False  # a cancel ended the session (on a transport whose cancel ends it)
 
     # ---- sending -------------------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        """One frame, or SlowReader when the client has not made room for it in time."""
-        async with self._send_lock:
-            frame = self.ws.send_bytes(message) if isinstance(message, bytes) else self.ws.send_str(
-                encode(message).decode()
-            )
-            try:
-                await asyncio.wait_for(frame, self.app[INTAKE].cfg.live_send_timeout_s)
-            except asyncio.TimeoutError:
-                raise SlowReader from None
+    async def send(self, message: dict[str, Any]) -> None:
+        """One event, or SlowReader when the client has not made room for it in time."""
+        await self.transport.send_event(message)
 
     async def error(self, code: str, message: str) -> None:
         await self.send({"type": "error", "error": code, "message": message})
@@ -147,11 +206,9 @@ class Session:
         await self.send({"type": "error", **refusal.body()})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
-        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
-        try:
-            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
+        if self.cancelled:  # whatever ended it after, the client learns it was a cancel
+            code, reason = CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num}
+        await self.transport.close(code, reason)
 
     # ---- the session ---------------------------------------------------------------------------
 
@@ -159,6 +216,8 @@ class Session:
         try:
             if await self._start():
                 await self._tracks()
+                if self.cancelled:
+                    await self.close(CLOSE_DONE)
         except SlowReader:
             await self.end_text()
             log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
@@ -214,11 +273,11 @@ class Session:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
-        self.keep = msg.keep
+        self.cast_id, self.voice, self.text_open = opened.cast_id, opened.voice, True
+        self.format, self.keep = self.transport.audio_format(fmt), msg.keep
         await self.send({
             "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
-            "format": self.format, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
+            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
         })
         return True
 
@@ -242,21 +301,12 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
-    async def receive_frame(self, until: float | None) -> str | bytes | None:
-        """The transport's next message: text, anything else (bytes), None once the client is gone;
-        asyncio.TimeoutError past the loop time ``until`` (pongs do not move it). (WebRTC's session,
-        ``webrtc.py``, reads a data channel.)"""
-        msg = await receive_by(self.ws, until)
-        if msg is None:
-            return None
-        return msg.data if msg.type == WSMsgType.TEXT else b""
-
     async def _receive(self, deadline: float | None) -> Message | Invalid | None:
         """The next message (Invalid: JSON that is not one); None once the client is gone (or idle
         past ``deadline``, a loop time: frames that are no message, pings included, do not move it)."""
         while True:
             try:
-                data = await self.receive_frame(deadline)
+                data = await self.transport.receive(deadline)
             except asyncio.TimeoutError:
                 idle_s = self.app[INTAKE].cfg.live_idle_s
                 await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
@@ -288,7 +338,10 @@ class Session:
             elif isinstance(msg, Close):
                 await self.end_text()
             elif isinstance(msg, Cancel):
+                self.cancelled = self.transport.cancel()  # then the session closes with "cancelled": true
                 await self.cancel()
+                if self.cancelled:
+                    return
             elif isinstance(msg, Invalid):
                 await self.error(msg.code, msg.message)
             else:
@@ -336,7 +389,7 @@ class Session:
                 if isinstance(record, Audio) and record.i not in sent:
                     await self.send({"type": "sentence", "index": record.i, "text": record.t})
                     body = record.body if self.format == "mp3" else await pcm.decode(record.body)
-                    await self.send(body)
+                    await self.transport.send_audio(body)
                     await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
@@ -354,7 +407,7 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     cfg, sessions = intake.cfg, intake.live_sessions
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    session = Session(request, ws)
+    session = Session(request.app, request_client(request), Socket(ws, cfg.live_send_timeout_s))
     if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
