@@ -30,7 +30,7 @@ from intake.speech.formats import decode_chunk
 from streamtts.redisserver import free_port
 
 from .conftest import PUBLISHED_VOICES, MakeClient
-from .test_intake_live import worker_writes
+from .test_intake_live import until_cancelled, worker_writes
 from .test_intake_v1 import CHUNKS
 
 Client = TestClient[Any, Any]
@@ -146,19 +146,7 @@ async def test_a_client_that_leaves_mid_stream_cancels_its_cast(port: int, redis
         await client.write_event(SynthesizeStart().event())
         await client.write_event(SynthesizeChunk(text="Never mind. ").event())
         cast_id = await _cast_opened(redis)
-    for _ in range(100):
-        if await castlog.is_cancelled(redis, cast_id):
-            break
-        await asyncio.sleep(0.02)
-    assert await castlog.is_cancelled(redis, cast_id)
-
-
-async def _cancelled(redis: Redis, cast_id: str) -> bool:
-    for _ in range(250):
-        if await castlog.is_cancelled(redis, cast_id):
-            return True
-        await asyncio.sleep(0.02)
-    return False
+    assert await until_cancelled(redis, cast_id)
 
 
 async def test_a_client_that_leaves_during_a_one_shots_answer_cancels_its_cast(port: int, redis: Redis) -> None:
@@ -169,7 +157,7 @@ async def test_a_client_that_leaves_during_a_one_shots_answer_cancels_its_cast(p
         while (event := await asyncio.wait_for(client.read_event(), 10)) is not None:
             if AudioChunk.is_type(event.type):
                 break  # the first sentence heard: the user walks away
-    assert await _cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
     text = await castlog.LiveStore(redis).read_text(cast_id)
     assert text is not None and text.closed is not None
 
@@ -187,14 +175,14 @@ async def test_a_client_that_leaves_after_synthesize_stop_cancels_what_is_not_ye
             if text is not None and text.closed is not None:
                 break
             await asyncio.sleep(0.02)
-    assert await _cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
 
 
 async def test_a_client_that_leaves_before_its_one_shot_is_read_cancels_it(port: int, redis: Redis) -> None:
     async with wyoming_client.AsyncTcpClient("127.0.0.1", port) as client:
         await client.write_event(Synthesize(text=TEXT).event())
         cast_id = await _cast_opened(redis)
-    assert await _cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
 
 
 async def test_a_refused_text_ends_its_request_and_leaves_no_open_cast(make_client: MakeClient, redis: Redis) -> None:

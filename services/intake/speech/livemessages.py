@@ -22,15 +22,15 @@ class Text(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
 
 
 class Flush(msgspec.Struct, frozen=True, tag="flush", tag_field="type"):
-    pass
+    """Speak what the text holds now, however short."""
 
 
 class Close(msgspec.Struct, frozen=True, tag="close", tag_field="type"):
-    pass
+    """The text is complete: the rest is spoken, then ``done``."""
 
 
 class Cancel(msgspec.Struct, frozen=True, tag="cancel", tag_field="type"):
-    pass
+    """Barge-in: the text not yet spoken is dropped, the cast ends at the chunk in hand."""
 
 
 Message = Start | Text | Flush | Close | Cancel

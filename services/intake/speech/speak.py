@@ -59,15 +59,15 @@ class Speak(msgspec.Struct, frozen=True, tag="Speak", tag_field="type"):
 
 
 class Flush(msgspec.Struct, frozen=True, tag="Flush", tag_field="type"):
-    pass
+    """The turn's text ends: it is spoken, then ``Flushed``."""
 
 
 class Clear(msgspec.Struct, frozen=True, tag="Clear", tag_field="type"):
-    pass
+    """Barge-in: every turn not yet out is cancelled, then ``Cleared``."""
 
 
 class Close(msgspec.Struct, frozen=True, tag="Close", tag_field="type"):
-    pass
+    """The turns in hand are spoken, then the socket closes."""
 
 
 Message = Speak | Flush | Clear | Close
