@@ -27,14 +27,12 @@ from aiohttp import WSMsgType, web
 from castlog import Audio, Eos, Error
 from castlog.slots import Slot
 
-from .. import live
-from ..cancel import cancel_cast
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
 from .livemessages import Cancel, Close, Flush, Invalid, Message, Start, Text, decode_message
-from .session import Waiting, deadline, receive_by
+from .session import OpenCast, Waiting, deadline, receive_by
 
 log = logging.getLogger(__name__)
 
@@ -123,15 +121,11 @@ class Session:
 
     def __init__(self, app: web.Application, client: str, transport: Transport) -> None:
         self.app, self.client, self.transport = app, client, transport
-        self.cast_id = ""
-        self.voice = ""
+        self.cast = OpenCast(app, client)  # opened by start
         self.format = "mp3"
-        self.offset = 0  # characters of text sent so far: the next fragment's offset
-        self.text_open = False
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
-        self.ended = False  # the cast log ended (eos or error)
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
         # one of the client's sockets before start (they count in no session cap until then)
         self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)
@@ -153,7 +147,7 @@ class Session:
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
         if self.cancelled:  # whatever ended it after, the client learns it was a cancel
-            code, reason = CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num}
+            code, reason = CLOSE_DONE, {"cancelled": True, "id": self.cast.cast_id, "seq_num": self.seq_num}
         await self.transport.close(code, reason)
 
     # ---- the session ---------------------------------------------------------------------------
@@ -166,8 +160,8 @@ class Session:
                     await self.close(CLOSE_DONE)
         except SlowReader:
             await self.end_text()
-            log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
-            await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast_id, "seq_num": self.seq_num})
+            log.info("live cast %s: slow reader cut off at seq_num %d", self.cast.cast_id, self.seq_num)
+            await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast.cast_id, "seq_num": self.seq_num})
         except ConnectionError:
             self.gone = True
         except asyncio.CancelledError:
@@ -176,7 +170,7 @@ class Session:
         finally:
             if self.gone:  # cancelled, unless kept (a stop keeps every cast: close_sessions)
                 await asyncio.shield(self.leave())
-            elif self.text_open:  # failed: the text ends, the cast finishes
+            elif self.cast.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
             self.waiting.done()
             await self.app[INTAKE].session_slots.release(self.slot)
@@ -214,16 +208,15 @@ class Session:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(FORMATS)}")
             if fmt == "pcm" and not pcm.available():
                 raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
-            opened = await live.open_cast(self.app, self.client, msg.voice, msg.title, msg.speed)
+            self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        self.cast_id, self.voice, self.text_open = opened.cast_id, opened.voice, True
         self.format, self.keep = self.transport.audio_format(fmt), msg.keep
         await self.send({
-            "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
-            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
+            "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
+            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": write_token,
         })
         return True
 
@@ -257,7 +250,7 @@ class Session:
                 idle_s = self.app[INTAKE].cfg.live_idle_s
                 await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()  # before the close, so a client told "idle" finds the text closed
-                await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
+                await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast.cast_id, "seq_num": self.seq_num})
                 return None
             if data is None:
                 self.gone = True  # the client left (a disconnect cancels the cast unless it asked to keep it)
@@ -274,7 +267,7 @@ class Session:
     async def _read(self) -> None:
         idle_s = self.app[INTAKE].cfg.live_idle_s
         until = deadline(idle_s)  # moved by real messages only: junk and pings keep no session
-        while (msg := await self._receive(until if self.text_open else None)) is not None:
+        while (msg := await self._receive(until if self.cast.text_open else None)) is not None:
             if isinstance(msg, Text):
                 until = deadline(idle_s)
                 await self._text(msg.text, flush=msg.flush)
@@ -294,31 +287,24 @@ class Session:
                 await self.error("unknown_type", "type is one of text, flush, close, cancel (start comes once)")
 
     async def _text(self, text: str, *, flush: bool) -> None:
-        if not self.text_open:
+        if not self.cast.text_open:
             await self.error("cast_closed", "the text is closed; open a new session for more")
             return
         try:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush, client=self.client)
+            await self.cast.say(text, flush=flush)
         except Refusal as refusal:
             await self.refuse(refusal)
 
     async def end_text(self) -> None:
-        if not self.text_open:
-            return
-        self.text_open = False
-        try:
-            await live.close_text(self.app, self.cast_id, self.voice)
-        except live.TextRefusal as refusal:
-            log.warning("live cast %s: close refused (%s)", self.cast_id, refusal.message)
+        await self.cast.close()
 
     async def cancel(self) -> None:
         """Barge-in: the text not yet spoken is dropped; ``done`` follows with ``cancelled``."""
-        self.text_open = False
-        await cancel_cast(self.app, self.cast_id)
+        await self.cast.cancel()
 
     async def leave(self) -> None:
         """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
-        if self.gone and not self.keep and not self.ended:
+        if self.gone and not self.keep and not self.cast.ended:
             await asyncio.shield(self.cancel())
         await self.end_text()
 
@@ -326,7 +312,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async with self.app[INTAKE].tail.listen(self.cast_id, self.seq_num, LISTENER_KIND) as listener:
+        async with self.app[INTAKE].tail.listen(self.cast.cast_id, self.seq_num, LISTENER_KIND) as listener:
             while not listener.done:
                 item = await listener.next(None)
                 if item is None:
@@ -339,11 +325,11 @@ class Session:
                     await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
-                    self.ended = True
+                    self.cast.ended = True
                     done = {"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms}
                     await self.send({**done, "cancelled": True} if record.cancelled else done)
                 elif isinstance(record, Error):
-                    self.ended = True
+                    self.cast.ended = True
                     await self.error("synthesis_failed", record.reason)
                 self.seq_num = entry.seq_num + 1
 

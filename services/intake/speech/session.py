@@ -1,7 +1,7 @@
-"""What every speech session shares, whatever its protocol (live WebSocket, WebRTC, ``/v1/speak``;
-Wyoming keeps its own frames, ``wyomingserver.py``, and the same seats, ``seats.py``): a client's
-place while it has sent nothing yet, and the client's messages read by a deadline that only its
-own messages move.
+"""What every speech session shares, whatever its protocol (live WebSocket, WebRTC, ``/v1/speak``,
+Wyoming): the open cast it feeds (``OpenCast``), a client's place while it has sent nothing yet
+(Wyoming's seats: ``seats.py``), and the client's messages read by a deadline that only its own
+messages move.
 
 aiohttp's ``receive(timeout)`` restarts its timeout at every pong answering the server's own
 heartbeat, so a client that answers pings and says nothing would be held for ever: here the
@@ -11,10 +11,17 @@ deadline is a loop time, and the wait for the next message is bounded by what is
 from __future__ import annotations
 
 import asyncio
+import logging
+from dataclasses import dataclass
 
 from aiohttp import WSMessage, WSMsgType, web
 
 from servicekit import ClientHolds
+
+from .. import live
+from ..cancel import cancel_cast
+
+log = logging.getLogger(__name__)
 
 CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 # Connections of every client together that have sent nothing yet (a socket and a few KiB each):
@@ -57,3 +64,45 @@ class Waiting:
         if self.held:
             self.held = False
             self.holds.give(self.client)
+
+
+@dataclass(eq=False)
+class OpenCast:
+    """One open cast a session feeds, whatever its protocol (a live session's, a ``/v1/speak``
+    turn's, a Wyoming request's): open it, say fragments and flushes, close its text, cancel it."""
+
+    app: web.Application
+    client: str
+    cast_id: str = ""
+    voice: str = ""
+    offset: int = 0  # characters sent so far: the next fragment's offset
+    text_open: bool = False
+    ended: bool = False  # its log ended (eos or error): nothing is left to cut short
+
+    @classmethod
+    async def open(cls, app: web.Application, client: str, voice: str | None, title: str | None,
+                   speed: float = 1.0) -> tuple[OpenCast, str]:
+        """A new open cast, and the write token that the live WebSocket hands its client."""
+        opened = await live.open_cast(app, client, voice, title, speed)
+        return cls(app, client, opened.cast_id, opened.voice, text_open=True), opened.write_token
+
+    async def say(self, text: str, *, flush: bool = False) -> None:
+        """One fragment (and a flush) at the text's end; a Refusal when the text log refuses it."""
+        _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush, client=self.client)
+
+    async def close(self) -> None:
+        """The text is complete, the rest is spoken (at most once; a refused close is logged: the
+        worker closes a text left open)."""
+        if not self.text_open:
+            return
+        self.text_open = False
+        try:
+            await live.close_text(self.app, self.cast_id, self.voice)
+        except live.TextRefusal as refusal:
+            log.warning("cast %s: close refused (%s)", self.cast_id, refusal.message)
+
+    async def cancel(self) -> None:
+        """Cut short: the text not yet spoken is dropped and the worker stops at the chunk in hand."""
+        self.text_open = False
+        if self.cast_id and not self.ended:
+            await cancel_cast(self.app, self.cast_id)

@@ -12,7 +12,6 @@ order; ``Clear`` cancels every turn not yet out (barge-in), and so does a client
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import Coroutine
 from contextlib import aclosing
@@ -24,16 +23,12 @@ from aiohttp import WSMsgType, web
 
 from castlog.slots import Slot
 
-from .. import live
-from ..cancel import cancel_cast
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
-from .session import Waiting, deadline, receive_by
+from .session import OpenCast, Waiting, deadline, receive_by
 from .v1 import V1Refusal
-
-log = logging.getLogger(__name__)
 
 ROUTE = "/v1/speak"
 MODEL_VERSION = "kokoro-82m-v1.0"
@@ -104,11 +99,9 @@ def voice_of(model: str | None, installed: tuple[str, ...], default: str) -> str
 class Turn:
     """The text up to a Flush: one live cast (none for a Flush with nothing before it)."""
 
-    cast_id: str = ""
-    offset: int = 0  # characters sent so far: the next fragment's offset
+    cast: OpenCast | None = None
     sequence_id: int | None = None  # set by its Flush
     cleared: bool = False
-    done: bool = False  # its log ended
 
 
 class SpeakSession:
@@ -215,19 +208,19 @@ class SpeakSession:
     async def _speak(self, text: str) -> None:
         try:
             if self.current is None:
-                opened = await live.open_cast(self.app, self.client, self.voice, None, 1.0)
-                self.current = Turn(cast_id=opened.cast_id)
+                cast, _ = await OpenCast.open(self.app, self.client, self.voice, None)
+                self.current = Turn(cast)
                 self.open.append(self.current)
                 await self.turns.put(self.current)
-            _, self.current.offset = await live.add_text(self.app, self.current.cast_id, self.current.offset, text,
-                                                         False, client=self.client)
+            assert self.current.cast is not None  # (a turn taking text has its cast)
+            await self.current.cast.say(text)
         except Refusal as refusal:
             await self.warn(refusal.code.upper(), refusal.message)
 
     async def _flush(self) -> None:
         """Flush: the turn's text ends; its audio follows, then Flushed with its sequence id (at
         once, in its place in the order, when nothing was spoken since the last Flush)."""
-        turn = self.current or Turn(done=True)
+        turn = self.current or Turn()
         if self.current is None:
             await self.turns.put(turn)
         await self.end_text()
@@ -237,12 +230,8 @@ class SpeakSession:
     async def end_text(self) -> None:
         """The turn taking text ends (Flush, Close, the idle limit, a stop): it is spoken whole."""
         turn, self.current = self.current, None
-        if turn is None:
-            return
-        try:
-            await live.close_text(self.app, turn.cast_id, self.voice)
-        except live.TextRefusal as refusal:
-            log.warning("speak turn %s: close refused (%s)", turn.cast_id, refusal.message)
+        if turn is not None and turn.cast is not None:
+            await turn.cast.close()
 
     async def _cancel_open(self) -> None:
         """Barge-in: every turn not yet out stops now and its cast is cut short."""
@@ -252,13 +241,13 @@ class SpeakSession:
         if self.sending is not None:
             self.sending.cancel()  # its audio stops now, not when its cast's end comes by
         for turn in turns:
-            if turn.cast_id and not turn.done:
-                await cancel_cast(self.app, turn.cast_id)
+            if turn.cast is not None:
+                await turn.cast.cancel()
 
     async def _send_turns(self) -> None:
         while (turn := await self.turns.get()) is not None:
-            if turn.cast_id and not turn.cleared:
-                self.sending = asyncio.ensure_future(self._send_turn(turn))
+            if turn.cast is not None and not turn.cleared:
+                self.sending = asyncio.ensure_future(self._send_turn(turn, turn.cast))
                 try:
                     await self.sending
                 except asyncio.CancelledError:
@@ -271,12 +260,12 @@ class SpeakSession:
             if turn.sequence_id is not None and not turn.cleared:
                 await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
 
-    async def _send_turn(self, turn: Turn) -> None:
+    async def _send_turn(self, turn: Turn, cast: OpenCast) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
         intake = self.app[INTAKE]
         loop = asyncio.get_running_loop()
         try:
-            async with aclosing(cast_audio(intake.tail, intake.reader, turn.cast_id, -1, LISTENER_KIND)) as records:
+            async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
                     if turn.cleared:
                         break
@@ -287,7 +276,7 @@ class SpeakSession:
             await self.warn("SYNTHESIS_FAILED", failed.reason)
         except TailClosed:
             await self.warn("SHUTTING_DOWN", "intake is stopping")
-        turn.done = True
+        cast.ended = True
         rest = audio.close()
         if rest and not turn.cleared:
             await self.send(rest)

@@ -42,14 +42,13 @@ from wyoming.tts import SynthesizeStopped
 from castlog import SAMPLE_RATE, describe_voice
 from servicekit import address_in, client_address
 
-from .. import live
 from ..authfail import key_matches
-from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
 from .seats import Seat
+from .session import OpenCast
 from .wyomingaccess import KEY_FIELD, Connections
 from .wyomingframes import (
     BadFrame,
@@ -112,12 +111,8 @@ def pick_voice(wanted: Voice | None, names: tuple[str, ...], default: str) -> st
 class Answer:
     """One request's cast and the audio that answers it (requests are answered in order)."""
 
-    cast_id: str
-    voice: str
+    cast: OpenCast
     streaming: bool  # one group per sentence and synthesize-stopped; else one group for the whole text
-    offset: int = 0  # characters of text sent so far
-    text_open: bool = True
-    spoken: bool = False  # its log ended: nothing left to cut short
     stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its text is complete
     follower: asyncio.Task[None] | None = None
 
@@ -240,9 +235,9 @@ class Handler:
             raise Refusal(429, "too_many_requests", f"{MAX_ANSWERS} answers are still going out on this "
                           "connection; wait for one to end")
         voices = await self.app[INTAKE].voices.required(None)
-        opened = await live.open_cast(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
-                                      "Wyoming", 1.0)
-        answer = Answer(opened.cast_id, opened.voice, streaming)
+        cast, _ = await OpenCast.open(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
+                                      "Wyoming")
+        answer = Answer(cast, streaming)
         before = self.answers[-1].follower if self.answers else None
         answer.follower = asyncio.ensure_future(self._follow(answer, before))
         self.answers.append(answer)
@@ -250,20 +245,17 @@ class Handler:
 
     async def _text(self, answer: Answer, text: str) -> None:
         """A refused text ends its request: its cast is cut short, nothing of it stays open."""
-        if not text or not answer.text_open:
+        if not text or not answer.cast.text_open:
             return
         try:
-            _, answer.offset = await live.add_text(self.app, answer.cast_id, answer.offset, text, False,
-                                                   client=self.client)
+            await answer.cast.say(text)
         except Refusal:
             await asyncio.shield(self._cut(answer))
             raise
 
     async def _end(self, answer: Answer) -> None:
         """The text is complete: the rest is spoken (the follower answers the end)."""
-        if answer.text_open:
-            answer.text_open = False
-            await live.close_text(self.app, answer.cast_id, answer.voice)
+        await answer.cast.close()
         answer.stopped.set()
 
     async def _follow(self, answer: Answer, before: asyncio.Task[None] | None) -> None:
@@ -292,7 +284,7 @@ class Handler:
             await answer.stopped.wait()
             await self.write_event(AudioStart(**audio).event())
         try:
-            async with aclosing(cast_audio(intake.tail, intake.reader, answer.cast_id, -1, LISTENER_KIND)) as records:
+            async with aclosing(cast_audio(intake.tail, intake.reader, answer.cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
                     chunk = AudioChunk(**audio, audio=await pcm.decode(record.body)).event()
                     if answer.streaming:
@@ -302,7 +294,7 @@ class Handler:
                         await self.write_event(AudioStop().event())
         except CastFailed as failed:
             await self.write_event(WyomingError(text=failed.reason, code="synthesis_failed").event())
-        answer.spoken = True
+        answer.cast.ended = True
 
     async def _cut(self, answer: Answer) -> None:
         """The request is over before its audio: its cast is cut short and its text closed."""
@@ -312,12 +304,8 @@ class Handler:
             self.answers.remove(answer)
         if self.open is answer:
             self.open = None
-        if not answer.spoken:
-            await cancel_cast(self.app, answer.cast_id)
-        if answer.text_open:
-            answer.text_open = False
-            with suppress(live.TextRefusal):
-                await live.close_text(self.app, answer.cast_id, answer.voice)
+        await answer.cast.close()  # (closed, the text holds no place among the client's open casts)
+        await answer.cast.cancel()
 
     async def disconnect(self) -> None:
         """The client left (or was cut off, or intake stops): every answer not yet spoken is cut short."""
