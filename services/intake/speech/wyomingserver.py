@@ -157,7 +157,7 @@ class Handler:
             pass  # the client went away mid-write
         finally:
             try:
-                await asyncio.shield(self.disconnect())
+                await self.disconnect()
             finally:  # a stop cancels this task: the socket is closed all the same
                 self.writer.close()
 
