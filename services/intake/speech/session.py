@@ -1,7 +1,8 @@
 """What every speech session shares, whatever its protocol (live WebSocket, WebRTC, ``/v1/speak``,
-Wyoming): the open cast it feeds (``OpenCast``), a client's place while it has sent nothing yet
-(Wyoming's seats: ``seats.py``), and the client's messages read by a deadline that only its own
-messages move.
+Wyoming): the open cast it feeds (``OpenCast``), the answers that go out one after another while
+the client is read (``InOrder``: ``/v1/speak``'s turns, Wyoming's requests), a client's place
+while it has sent nothing yet (Wyoming's seats: ``seats.py``), and the client's messages read by
+a deadline that only its own messages move.
 
 aiohttp's ``receive(timeout)`` restarts its timeout at every pong answering the server's own
 heartbeat, so a client that answers pings and says nothing would be held for ever: here the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import WSMessage, WSMsgType, web
@@ -106,3 +108,65 @@ class OpenCast:
         self.text_open = False
         if self.cast_id and not self.ended:
             await cancel_cast(self.app, self.cast_id)
+
+
+class InOrder:
+    """A session's answers, each one cast's audio going out after the one before it, while the
+    client's next messages are read (``/v1/speak``'s turns, Wyoming's requests). ``cut`` (a
+    barge-in, a hang-up) stops every answer not yet out and cuts its cast short."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most  # answers in hand at once
+        self.held: list[tuple[asyncio.Task[None], OpenCast | None]] = []
+        self.failed: BaseException | None = None  # the first answer that broke (its client went away)
+
+    def full(self) -> bool:
+        return len(self.held) >= self.most
+
+    def busy(self) -> set[asyncio.Task[None]]:
+        return {task for task, _ in self.held if not task.done()}
+
+    def add(self, cast: OpenCast | None, answer: Callable[[], Awaitable[None]]) -> None:
+        """``answer`` runs once every answer before it has ended."""
+        before = self.held[-1][0] if self.held else None
+        entry = (asyncio.ensure_future(self._after(before, answer)), cast)
+        self.held.append(entry)
+        entry[0].add_done_callback(lambda task: self._ended(entry))
+
+    @staticmethod
+    async def _after(before: asyncio.Task[None] | None, answer: Callable[[], Awaitable[None]]) -> None:
+        if before is not None:
+            await asyncio.wait({before})
+        await answer()
+
+    def _ended(self, entry: tuple[asyncio.Task[None], OpenCast | None]) -> None:
+        if entry in self.held:
+            self.held.remove(entry)
+        task = entry[0]
+        if not task.cancelled() and task.exception() is not None and self.failed is None:
+            self.failed = task.exception()
+
+    async def room(self) -> None:
+        """Back once fewer than ``most`` answers are in hand (a client that asks faster than they are
+        spoken waits)."""
+        while self.full():
+            await asyncio.wait({self.held[0][0]})
+
+    async def done(self) -> None:
+        """Back once every answer is out; the error of one that broke."""
+        while self.held:
+            await asyncio.wait({self.held[-1][0]})
+        if self.failed is not None:
+            raise self.failed
+
+    async def cut(self, cast: OpenCast | None = None, *, cancel: bool = True) -> None:
+        """Every answer not yet out (``cast``'s alone, if given) stops now, and its cast is cut
+        short unless ``cancel`` is False (a stop: the casts go on)."""
+        entries = [e for e in self.held if cast is None or e[1] is cast]
+        for entry in entries:
+            self.held.remove(entry)
+            entry[0].cancel()
+        await asyncio.gather(*(task for task, _ in entries), return_exceptions=True)
+        for _, held in entries:
+            if held is not None and cancel:
+                await held.cancel()

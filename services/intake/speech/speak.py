@@ -27,7 +27,7 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
-from .session import OpenCast, Waiting, deadline, receive_by
+from .session import InOrder, OpenCast, Waiting, deadline, receive_by
 from .v1 import V1Refusal
 
 ROUTE = "/v1/speak"
@@ -101,19 +101,16 @@ class Turn:
 
     cast: OpenCast | None = None
     sequence_id: int | None = None  # set by its Flush
-    cleared: bool = False
 
 
 class SpeakSession:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
         self.app, self.ws, self.voice, self.encoding, self.rate = request.app, ws, voice, encoding, rate
         self.client = request_client(request)
-        self.turns: asyncio.Queue[Turn | None] = asyncio.Queue(MAX_TURNS)
-        self.open: list[Turn] = []  # turns whose audio is not all out
+        self.turns = InOrder(MAX_TURNS)  # turns whose audio is not all out
         self.current: Turn | None = None  # the turn taking text
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
-        self.sending: asyncio.Future[None] | None = None  # the turn whose audio is going out
         self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)  # until its first message
         self.slot: Slot | None = None  # the client's session slot, from its first message
 
@@ -128,13 +125,11 @@ class SpeakSession:
     async def run(self, model: str) -> None:
         await self.send({"type": "Metadata", "request_id": str(uuid.uuid4()), "model_name": model or self.voice,
                          "model_version": MODEL_VERSION, "model_uuid": self.voice})
-        sender = asyncio.ensure_future(self._send_turns())
         gone = True
         try:
             gone = await self._read()
             if not gone:  # Close: the turns in hand are spoken while the socket is watched, then it closes
-                await self.turns.put(None)
-                gone = await _first_ends(sender, self._hang_up())
+                gone = await _first_ends(asyncio.ensure_future(self.turns.done()), self._hang_up())
                 if not gone:
                     await self.close(CLOSE_DONE)
         except (ConnectionError, asyncio.TimeoutError):
@@ -142,11 +137,8 @@ class SpeakSession:
         except asyncio.CancelledError:
             gone = True  # the client dropped the connection (aiohttp cancels its handler)
             raise
-        finally:
-            if gone and not self.keep:  # first: the casts are cut short before the sender stops
-                await asyncio.shield(self._cancel_open())
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+        finally:  # the turns not out stop; their casts are cut short, unless a stop keeps them
+            await asyncio.shield(self.turns.cut(cancel=gone and not self.keep))
 
     async def _read(self) -> bool:
         """Take the client's messages until Close (False) or the client is gone (True). The first
@@ -201,17 +193,18 @@ class SpeakSession:
                 await self._speak(body.text)
         elif isinstance(body, Flush):
             await self._flush()
-        else:
-            await self._cancel_open()
+        else:  # Clear (barge-in): every turn not yet out stops now and its cast is cut short
+            self.current = None
+            await self.turns.cut()
             await self.send({"type": "Cleared", "sequence_id": self.sequence})
 
     async def _speak(self, text: str) -> None:
         try:
             if self.current is None:
+                await self.turns.room()
                 cast, _ = await OpenCast.open(self.app, self.client, self.voice, None)
-                self.current = Turn(cast)
-                self.open.append(self.current)
-                await self.turns.put(self.current)
+                self.current = turn = Turn(cast)
+                self.turns.add(cast, lambda: self._answer(turn))
             assert self.current.cast is not None  # (a turn taking text has its cast)
             await self.current.cast.say(text)
         except Refusal as refusal:
@@ -222,7 +215,8 @@ class SpeakSession:
         once, in its place in the order, when nothing was spoken since the last Flush)."""
         turn = self.current or Turn()
         if self.current is None:
-            await self.turns.put(turn)
+            await self.turns.room()
+            self.turns.add(None, lambda: self._answer(turn))
         await self.end_text()
         turn.sequence_id = self.sequence
         self.sequence += 1
@@ -233,44 +227,23 @@ class SpeakSession:
         if turn is not None and turn.cast is not None:
             await turn.cast.close()
 
-    async def _cancel_open(self) -> None:
-        """Barge-in: every turn not yet out stops now and its cast is cut short."""
-        turns, self.current = list(self.open), None
-        for turn in turns:
-            turn.cleared = True
-        if self.sending is not None:
-            self.sending.cancel()  # its audio stops now, not when its cast's end comes by
-        for turn in turns:
-            if turn.cast is not None:
-                await turn.cast.cancel()
+    async def _answer(self, turn: Turn) -> None:
+        """The turn's audio, then Flushed with its sequence id (at once, in its place in the
+        order, when nothing was spoken since the last Flush)."""
+        if turn.cast is not None:
+            await self._send_turn(turn.cast)
+        if turn.sequence_id is not None:
+            await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
 
-    async def _send_turns(self) -> None:
-        while (turn := await self.turns.get()) is not None:
-            if turn.cast is not None and not turn.cleared:
-                self.sending = asyncio.ensure_future(self._send_turn(turn, turn.cast))
-                try:
-                    await self.sending
-                except asyncio.CancelledError:
-                    if not turn.cleared:
-                        raise  # the session ends, not the turn
-                finally:
-                    self.sending = None
-            if turn in self.open:
-                self.open.remove(turn)
-            if turn.sequence_id is not None and not turn.cleared:
-                await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
-
-    async def _send_turn(self, turn: Turn, cast: OpenCast) -> None:
+    async def _send_turn(self, cast: OpenCast) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
         intake = self.app[INTAKE]
         loop = asyncio.get_running_loop()
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    if turn.cleared:
-                        break
                     data = await loop.run_in_executor(None, audio.feed, record.body)
-                    if data and not turn.cleared:
+                    if data:
                         await self.send(data)
         except CastFailed as failed:
             await self.warn("SYNTHESIS_FAILED", failed.reason)
@@ -278,7 +251,7 @@ class SpeakSession:
             await self.warn("SHUTTING_DOWN", "intake is stopping")
         cast.ended = True
         rest = audio.close()
-        if rest and not turn.cleared:
+        if rest:
             await self.send(rest)
 
     async def close(self, code: int) -> None:
@@ -295,7 +268,9 @@ async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any,
         await asyncio.wait({sender, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watch.cancel()
-    if sender.done():
+        if not sender.done():
+            sender.cancel()  # (the turns themselves stop with the session)
+    if sender.done() and not sender.cancelled():
         sender.result()
         return False
     return True

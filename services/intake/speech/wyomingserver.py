@@ -48,7 +48,7 @@ from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
 from .seats import Seat
-from .session import OpenCast
+from .session import InOrder, OpenCast
 from .wyomingaccess import KEY_FIELD, Connections
 from .wyomingframes import (
     BadFrame,
@@ -114,7 +114,6 @@ class Answer:
     cast: OpenCast
     streaming: bool  # one group per sentence and synthesize-stopped; else one group for the whole text
     stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its text is complete
-    follower: asyncio.Task[None] | None = None
 
 
 class Handler:
@@ -125,7 +124,7 @@ class Handler:
                  writer: asyncio.StreamWriter, address: str | None, client: str) -> None:
         self.app, self.connections, self.reader, self.writer = app, connections, reader, writer
         self.address, self.client = address, client  # the peer's own address; its client key (an IPv6 /64)
-        self.answers: list[Answer] = []  # not yet all out, oldest first
+        self.answers = InOrder(MAX_ANSWERS)  # not yet all out
         self.open: Answer | None = None  # the streaming request taking text
         self.deadline = 0.0  # the loop time the connection is idle at (answers going out suspend it)
 
@@ -171,7 +170,7 @@ class Handler:
         read = asyncio.ensure_future(read_event(self.reader, limits))
         try:
             while not read.done():
-                busy = {a.follower for a in self.answers if a.follower is not None and not a.follower.done()}
+                busy = self.answers.busy()
                 left = None if busy else self.deadline - loop.time()
                 if left is not None and left <= 0:
                     idle_s = self.app[INTAKE].cfg.wyoming_idle_s
@@ -231,16 +230,14 @@ class Handler:
         return True
 
     async def _begin(self, wanted: Voice | None, *, streaming: bool) -> Answer:
-        if len(self.answers) >= MAX_ANSWERS:
+        if self.answers.full():
             raise Refusal(429, "too_many_requests", f"{MAX_ANSWERS} answers are still going out on this "
                           "connection; wait for one to end")
         voices = await self.app[INTAKE].voices.required(None)
         cast, _ = await OpenCast.open(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
                                       "Wyoming")
         answer = Answer(cast, streaming)
-        before = self.answers[-1].follower if self.answers else None
-        answer.follower = asyncio.ensure_future(self._follow(answer, before))
-        self.answers.append(answer)
+        self.answers.add(cast, lambda: self._follow(answer))
         return answer
 
     async def _text(self, answer: Answer, text: str) -> None:
@@ -258,12 +255,10 @@ class Handler:
         await answer.cast.close()
         answer.stopped.set()
 
-    async def _follow(self, answer: Answer, before: asyncio.Task[None] | None) -> None:
-        """The answer's audio once the one before it is out (through intake's shared tail: no
+    async def _follow(self, answer: Answer) -> None:
+        """The answer's audio, once the one before it is out (through intake's shared tail: no
         blocked read of its own per connection): a one-shot's as one audio-start .. audio-stop,
         a streaming request's one group per sentence, then synthesize-stopped."""
-        if before is not None:
-            await asyncio.wait({before})
         try:
             await self._speak(answer)
             await answer.stopped.wait()  # (a cast ends only once its text does: at once)
@@ -273,8 +268,6 @@ class Handler:
         except (ConnectionError, OSError):
             pass  # the client went away or took nothing in time: the serve loop ends with it
         finally:
-            if answer in self.answers:
-                self.answers.remove(answer)
             self._idle_from_now()  # the client heard its answer: idle from here
 
     async def _speak(self, answer: Answer) -> None:
@@ -298,19 +291,16 @@ class Handler:
 
     async def _cut(self, answer: Answer) -> None:
         """The request is over before its audio: its cast is cut short and its text closed."""
-        if answer.follower is not None:
-            answer.follower.cancel()
-        if answer in self.answers:
-            self.answers.remove(answer)
         if self.open is answer:
             self.open = None
         await answer.cast.close()  # (closed, the text holds no place among the client's open casts)
-        await answer.cast.cancel()
+        await self.answers.cut(answer.cast)
 
     async def disconnect(self) -> None:
         """The client left (or was cut off, or intake stops): every answer not yet spoken is cut short."""
-        for answer in list(self.answers):
-            await self._cut(answer)
+        if self.open is not None:
+            await self.open.cast.close()
+        await self.answers.cut()
 
 
 async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> None:
