@@ -241,7 +241,10 @@ async def test_websocket_writes_fragments_and_sends_each_sentence_then_done(clie
     await ws.send_json({"type": "flush"})
     await ws.send_json({"type": "text", "text": " you?"})
     await ws.send_json({"type": "close"})
-    await asyncio.sleep(0.2)
+    for _ in range(250):  # every message is taken once the text is closed
+        if (await text_of(redis, cast_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
     text = await text_of(redis, cast_id)
     assert text.text == "Hello there. How are you?" and text.closed is not None
     assert [e.kind for e in text.events] == ["text", "text", "flush", "text", "closed"]
