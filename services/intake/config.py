@@ -81,8 +81,8 @@ class Config(Settings):
                                             "`too_many_sessions` beyond)")
     sessions_waiting_per_client: int = setting("INTAKE_SESSIONS_WAITING_PER_CLIENT", 4, gt=0, doc="connections "
                                                "one client may hold before its first message: live WebSockets, WebRTC "
-                                               "offers and `/v1/speak` sockets together, and as many on the Wyoming "
-                                               "port; they hold no session until it comes (`busy` beyond)")
+                                               "offers, `/v1/speak` sockets and Wyoming connections together; they "
+                                               "hold no session until it comes (`busy` beyond)")
     live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
                                  "closes after this long without a client message (code 4408)")
     live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from intake.speech.seats import Seat, Seats
 from intake.speech.session import InOrder
+from servicekit import ClientHolds
 
 
 async def test_answers_go_out_one_after_another_and_a_cut_stops_those_not_out() -> None:
@@ -53,7 +54,7 @@ async def test_a_broken_answer_is_raised_by_done() -> None:
 
 
 def test_waiting_connections_hold_no_seat_and_are_capped_per_client() -> None:
-    seats = Seats(total=2, per_client=2, waiting_per_client=2)
+    seats = Seats(total=2, per_client=2, waiting=ClientHolds(total=8, per_client=2))
     strangers = [seats.arrive("10.0.0.2") for _ in range(2)]
     assert all(isinstance(s, Seat) for s in strangers)
     assert seats.arrive("10.0.0.2") == "client"  # two held: a third could never sit

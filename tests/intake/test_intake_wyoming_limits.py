@@ -12,10 +12,12 @@ import socket
 from typing import Any
 from unittest.mock import ANY
 
+import aiohttp
 import pytest
 from redis.asyncio import Redis
 
 from castlog import JOBS_LIVE
+from intake.context import INTAKE
 from streamtts.redisserver import free_port
 
 from .conftest import MakeClient
@@ -312,3 +314,28 @@ async def test_silent_sockets_wait_without_a_seat_and_are_capped_per_client(make
     finally:
         for _, w in [*strangers, *served]:
             w.close()
+
+
+async def test_a_clients_silent_sockets_count_together_on_every_protocol(make_client: MakeClient) -> None:
+    """One pool of waiting places per client: its silent live WebSockets leave it no silent
+    Wyoming connection, while another address is still served on both."""
+    port = free_port()
+    client = await make_client(wyoming_port=port, sessions_waiting_per_client=2)
+    live_url = client.make_url("/v1/audio/speech/live")
+    connector = aiohttp.TCPConnector(local_addr=(STRANGER, 0))
+    async with aiohttp.ClientSession(connector=connector) as stranger:
+        silent = [await stranger.ws_connect(live_url) for _ in range(2)]
+        waiting = client.app[INTAKE].session_waiting
+        for _ in range(250):  # the server has counted both
+            if waiting.held.get(STRANGER) == 2:
+                break
+            await asyncio.sleep(0.02)
+        reader, writer = await _connect(port, STRANGER)
+        await _refused_with(reader, writer, "busy")
+        other_reader, other_writer = await _connect(port, "127.0.0.3")
+        other_writer.write(_frame("describe"))
+        event = await _next(other_reader)
+        other_writer.close()
+        assert event is not None and event[0] == "info"
+        for ws in silent:
+            await ws.close()

@@ -1,6 +1,6 @@
-"""Who holds a session, the same on every protocol: a client's connection first *waits* (before
-its first message: at most ``waiting_per_client`` of them per client), then holds a *seat* (at most
-``per_client`` per client, ``total`` in all). A waiting connection holds no seat, so a stranger
+"""Who holds a Wyoming connection: it first *waits* (before its first message, in intake's one pool
+of waiting places, ``Intake.session_waiting``: INTAKE_SESSIONS_WAITING_PER_CLIENT per client,
+whatever the protocol), then holds a *seat* (at most ``per_client`` per client, ``total`` in all). A waiting connection holds no seat, so a stranger
 that opens sockets and says nothing (or cannot say the key) never keeps a served client out; a
 client with no seat left is refused at once, before it waits."""
 
@@ -16,10 +16,9 @@ Bound = Literal["waiting", "client", "total"]
 class Seats:
     """One protocol's sessions in this process."""
 
-    def __init__(self, total: int, per_client: int, waiting_per_client: int) -> None:
+    def __init__(self, total: int, per_client: int, waiting: ClientHolds) -> None:
         self.seated = ClientHolds(total, per_client)
-        # as many waiting as a full house of clients could hold: strangers fill it only from many addresses
-        self.waiting = ClientHolds(total * waiting_per_client, waiting_per_client)
+        self.waiting = waiting
 
     def arrive(self, client: str) -> Seat | Bound:
         """A new connection of ``client``, waiting for its first message; or the bound that refuses it."""

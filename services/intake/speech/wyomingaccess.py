@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from castlog import cancel_and_wait
+from servicekit import ClientHolds
 
 from .seats import Bound, Seat, Seats
 
@@ -22,11 +23,11 @@ KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its 
 
 class Connections:
     """The connections this process holds (``seats.py``): before its first event a connection
-    waits (at most ``waiting_per_client`` per client), then takes a seat (at most ``most`` in all
+    waits (in ``waiting``, intake's one pool of waiting places), then takes a seat (at most ``most`` in all
     and ``per_client`` per client). Each is a task, so a stop can end them all."""
 
-    def __init__(self, most: int, per_client: int, waiting_per_client: int) -> None:
-        self.seats = Seats(most, per_client, waiting_per_client)
+    def __init__(self, most: int, per_client: int, waiting: ClientHolds) -> None:
+        self.seats = Seats(most, per_client, waiting)
         self.tasks: set[asyncio.Task[None]] = set()
 
     def enter(self, client: str) -> Seat | str:
@@ -44,7 +45,7 @@ class Connections:
             return (f"your address holds {self.seats.seated.per_client} Wyoming connections "
                     "(INTAKE_WYOMING_CONNECTIONS_PER_CLIENT); close one first")
         if bound == "waiting":
-            return (f"your address has {self.seats.waiting.per_client} Wyoming connections that sent nothing yet "
+            return (f"your address has {self.seats.waiting.per_client} connections that sent nothing yet "
                     "(INTAKE_SESSIONS_WAITING_PER_CLIENT); send a request on one or close it")
         return f"the Wyoming port holds {self.seats.seated.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
 

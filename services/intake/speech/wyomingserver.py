@@ -353,7 +353,7 @@ async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[INTAKE].cfg
     host = cfg.wyoming_host or cfg.host
     connections = Connections(cfg.wyoming_max_connections, cfg.wyoming_connections_per_client,
-                              cfg.sessions_waiting_per_client)
+                              app[INTAKE].session_waiting)
     try:  # the stream's limit bounds a header line (wyomingframes.py)
         server = await asyncio.start_server(partial(_connection, app, connections), host, cfg.wyoming_port,
                                             limit=cfg.wyoming_max_header_bytes)
