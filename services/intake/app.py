@@ -30,6 +30,7 @@ from castlog.reader import FOLLOW_BLOCK_MS
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from servicekit import (
+    ClientHolds,
     IntakeLimits,
     Refusal,
     Serving,
@@ -53,6 +54,7 @@ from .gate import InflightGate
 from .meter import ClientSlots
 from .metrics import Metrics
 from .plan import Planner
+from .speech.session import MAX_WAITING
 from .voices import VoiceBook
 
 log = logging.getLogger(__name__)
@@ -137,7 +139,8 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
         session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
         speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
-        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min), live_waiting={},
+        auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
+        session_waiting=ClientHolds(MAX_WAITING, cfg.sessions_waiting_per_client),
     )
     tail.start()
     renewers = [asyncio.ensure_future(s.renew_forever())

@@ -84,9 +84,13 @@ class Config(Settings):
     # The live WebSocket: each session holds one Redis connection for its audio.
     live_max_sessions: int = setting("INTAKE_LIVE_MAX_SESSIONS", 256, gt=0, doc="live sessions at once, "
                                      "WebSocket and WebRTC together (each holds one Redis connection)")
-    live_sessions_per_client: int = setting("INTAKE_LIVE_SESSIONS_PER_CLIENT", 4, gt=0, doc="live WebSocket "
-                                            "sessions one client may hold once started, across replicas (code 4503 "
+    live_sessions_per_client: int = setting("INTAKE_LIVE_SESSIONS_PER_CLIENT", 4, gt=0, doc="live sessions "
+                                            "(WebSocket, WebRTC, `/v1/speak`) one client may hold once started, across replicas (code 4503 "
                                             "`too_many_sessions` beyond)")
+    sessions_waiting_per_client: int = setting("INTAKE_SESSIONS_WAITING_PER_CLIENT", 4, gt=0, doc="connections "
+                                               "one client may hold before its first message: live WebSockets, WebRTC "
+                                               "offers, `/v1/speak` sockets and Wyoming connections together; they "
+                                               "hold no session until it comes (`busy` beyond)")
     live_idle_s: float = setting("INTAKE_LIVE_IDLE_S", 60.0, gt=0, doc="a live session whose text is open "
                                  "closes after this long without a client message (code 4408)")
     live_ping_s: float = setting("INTAKE_LIVE_PING_S", 20.0, gt=0, doc="WebSocket ping interval of a live "

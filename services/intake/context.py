@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
 from durablestreams.streams import DurableStreams
-from servicekit import client_address
+from servicekit import ClientHolds, client_address
 
 from .authfail import AuthFailures
 from .config import Config
@@ -64,7 +64,8 @@ class Intake:
     session_slots: ClientSlots  # live sessions per client, once started
     speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
     auth_failures: AuthFailures  # refused credentials per client
-    live_waiting: dict[str, int]  # live sockets per client not started yet (this process)
+    # connections per client before their first message, live WebSocket, WebRTC and /v1/speak (this process)
+    session_waiting: ClientHolds
     # voice blends this process has claimed casts with, by tenant (claim.request_tag), newest last
     # (GET /v1/audio/voices lists a tenant's own)
     blends: dict[str, dict[str, None]] = field(default_factory=dict)

@@ -17,18 +17,10 @@ import castlog
 from castlog import CastStore, Eos, LogReader
 
 from .conftest import MakeClient
-from .test_intake_live import receive_json, start, text_of, worker_writes
+from .test_intake_live import receive_json, start, text_of, until_cancelled, worker_writes
 
 Client = TestClient[Any, Any]
 ADMIN = "admin-token-for-tests-0123456789abcdef"
-
-
-async def cancelled(redis: Redis, cast_id: str) -> bool:
-    for _ in range(100):
-        if await castlog.is_cancelled(redis, cast_id):
-            return True
-        await asyncio.sleep(0.02)
-    return False
 
 
 async def announced(redis: Redis) -> list[str]:
@@ -82,7 +74,7 @@ async def test_websocket_cancel_drops_the_text_and_done_says_cancelled(client: C
     ws, cast_id = await start(client)
     await ws.send_json({"type": "text", "text": "One sentence. And a second one that"})
     await ws.send_json({"type": "cancel"})
-    assert await cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
     await ws.send_json({"type": "text", "text": " goes on."})
     assert (await receive_json(ws))["error"] == "cast_closed", "no text after a cancel"
     await worker_writes(CastStore(redis), cast_id, [("One sentence.", b"mp3-one")], end=False)
@@ -99,7 +91,7 @@ async def test_a_client_that_disconnects_mid_cast_cancels_it_unless_it_keeps_it(
     await ws.send_json({"type": "text", "text": "Talking over me. Stop"})
     await asyncio.sleep(0.1)
     await ws.close()
-    assert await cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
     assert (await text_of(redis, cast_id)).closed is None, "the text is dropped, not closed"
     kept, kept_id = await start(client, keep=True)
     await kept.send_json({"type": "text", "text": "Keep going."})

@@ -220,15 +220,16 @@ async def start(client: Client, **fields: Any) -> tuple[aiohttp.ClientWebSocketR
     return ws, str(event["id"])
 
 
-async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool) -> None:
-    """The records a worker would append: a start, audio per sentence, and eos."""
+async def worker_writes(store: CastStore, cast_id: str, audio: list[tuple[str, bytes]], *, end: bool,
+                        audio_ms: int = 0) -> None:
+    """The records a worker would append: a start, audio per sentence, and eos (saying ``audio_ms``)."""
     tail = await LogReader(store.redis).tail(cast_id)
     records: list[castlog.Record] = [] if tail > 1 else [Start(attempt=1, resume_from=0, at=0)]
     done = sum(1 for e in await LogReader(store.redis).read(cast_id, 0, 1000) if e.kind == "audio")
     for k, (text, body) in enumerate(audio):
         records.append(Audio(i=done + k, t=text, d=24 * (k + 1), o=0, n=done + k + 1, body=body))
     if end:
-        records.append(Eos(sentences=done + len(audio), audio_ms=0, attempts=1))
+        records.append(Eos(sentences=done + len(audio), audio_ms=audio_ms, attempts=1))
     await store.append(cast_id, tail, records)
 
 
@@ -240,7 +241,10 @@ async def test_websocket_writes_fragments_and_sends_each_sentence_then_done(clie
     await ws.send_json({"type": "flush"})
     await ws.send_json({"type": "text", "text": " you?"})
     await ws.send_json({"type": "close"})
-    await asyncio.sleep(0.2)
+    for _ in range(250):  # every message is taken once the text is closed
+        if (await text_of(redis, cast_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
     text = await text_of(redis, cast_id)
     assert text.text == "Hello there. How are you?" and text.closed is not None
     assert [e.kind for e in text.events] == ["text", "text", "flush", "text", "closed"]
@@ -485,4 +489,61 @@ async def test_every_open_carries_its_clients_tag_to_the_worker_never_its_addres
     catalogs = [await redis.xrange(castlog.catalog_key(c)) for c in (by_http, by_session)]
     stored = [v for rows in catalogs for _, fields in rows for v in fields.values()]
     assert stored and not any(b"127.0.0.1" in v for v in stored)
+    await ws.close()
+
+
+async def until_cancelled(redis: Redis, cast_id: str) -> bool:
+    """Whether the cast gets its cancel flag (a hang-up's cancel is on its way when the client is gone)."""
+    for _ in range(250):
+        if await castlog.is_cancelled(redis, cast_id):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.mark.rule("cancel-cuts-short")
+async def test_a_client_that_hangs_up_after_close_cancels_what_is_not_yet_spoken(client: Client, redis: Redis) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json({"type": "text", "text": "Hello there. Goodbye."})
+    await ws.send_json({"type": "close"})
+    for _ in range(100):  # the close is taken: the text is complete, none of it spoken yet
+        if (await text_of(redis, cast_id)).closed is not None:
+            break
+        await asyncio.sleep(0.02)
+    await ws.close()
+    assert await until_cancelled(redis, cast_id)
+
+
+@pytest.mark.rule("live-metered")
+async def test_pongs_to_the_servers_pings_do_not_keep_an_idle_session(make_client: MakeClient, redis: Redis) -> None:
+    """Finding 2 of #35: aiohttp's receive(timeout) restarted at every pong, so a client that
+    answers pings (as every client library does) and says nothing was held for ever."""
+    client = await make_client(live_idle_s=0.6, live_ping_s=0.1)
+    ws, cast_id = await start(client)
+    event = await receive_json(ws)  # (aiohttp's client answers each ping while it waits here)
+    assert event["error"] == "idle"
+    assert (await asyncio.wait_for(ws.receive(), 10)).type == aiohttp.WSMsgType.CLOSE and ws.close_code == 4408
+    assert (await text_of(redis, cast_id)).closed is not None
+
+
+@pytest.mark.parametrize(("message", "code", "names"), [
+    ({"type": "text", "text": 5}, "invalid_field", "$.text"),
+    ({"type": "text", "text": "Hi.", "flush": "yes"}, "invalid_field", "$.flush"),
+    ({"type": "shout"}, "unknown_type", "text, flush"),
+    ({"text": "Hi."}, "unknown_type", "text, flush"),
+    ([1, 2], "malformed_json", "JSON object"),
+])
+async def test_a_message_that_is_not_one_is_one_clear_error_and_the_session_goes_on(
+    client: Client, redis: Redis, message: Any, code: str, names: str
+) -> None:
+    ws, cast_id = await start(client)
+    await ws.send_json(message)
+    error = await receive_json(ws)
+    assert error["error"] == code and names in error["message"], error
+    await ws.send_json({"type": "text", "text": "Still here."})
+    for _ in range(250):
+        if (await text_of(redis, cast_id)).text:
+            break
+        await asyncio.sleep(0.02)
+    assert (await text_of(redis, cast_id)).text == "Still here."
     await ws.close()

@@ -16,11 +16,12 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import CastStore
+from intake.context import INTAKE
 from intake.speech.formats import decode_chunk
 from intake.speech.speak import voice_of
 
 from .conftest import MakeClient
-from .test_intake_live import worker_writes
+from .test_intake_live import until_cancelled, worker_writes
 from .test_intake_v1 import CHUNKS
 
 Client = TestClient[Any, Any]
@@ -118,11 +119,7 @@ async def test_a_client_that_leaves_mid_turn_cancels_it(client: Client, redis: R
     await ws.send_json({"type": "Speak", "text": "Talking to nobody."})
     cast_id = await _next_cast(redis, set())
     await ws.close()
-    for _ in range(100):
-        if await castlog.is_cancelled(redis, cast_id):
-            break
-        await asyncio.sleep(0.02)
-    assert await castlog.is_cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
 
 
 async def test_bad_queries_are_refused_before_the_upgrade(client: Client) -> None:
@@ -139,4 +136,85 @@ async def test_keys_want_a_token(make_client: MakeClient) -> None:
     assert caught.value.status == 401
     ws = await client.ws_connect("/v1/speak", headers={"Authorization": "Token k1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
     assert msgspec.json.decode((await ws.receive()).data)["type"] == "Metadata"
+    await ws.close()
+
+
+@pytest.mark.parametrize("last", ["Flush", "Close"])
+async def test_a_client_that_hangs_up_after_flush_or_close_cancels_what_is_not_yet_spoken(
+    client: Client, redis: Redis, last: str
+) -> None:
+    ws = await client.ws_connect(SPEAK.format(encoding="linear16", rate=24_000))
+    await ws.receive()
+    await ws.send_json({"type": "Speak", "text": "An answer nobody will hear."})
+    cast_id = await _next_cast(redis, set())
+    await ws.send_json({"type": last})
+    for _ in range(100):  # the turn's text is complete, none of it spoken yet
+        text = await castlog.LiveStore(redis).read_text(cast_id)
+        if text is not None and text.closed is not None:
+            break
+        await asyncio.sleep(0.02)
+    await ws.close()
+    assert await until_cancelled(redis, cast_id)
+
+
+def _from(source: str) -> aiohttp.ClientSession:
+    """A client whose sockets come from the loopback address ``source`` (a client of its own)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(source, 0)))
+
+
+async def _event(ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    msg = await asyncio.wait_for(ws.receive(), 10)
+    assert msg.type == aiohttp.WSMsgType.TEXT, msg
+    return dict(msgspec.json.decode(msg.data))
+
+
+async def test_one_address_holds_at_most_its_sessions_and_another_is_still_served(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    """Finding 1 of #35: one address opened every socket of the process. Now its silent sockets
+    are capped (INTAKE_SESSIONS_WAITING_PER_CLIENT), and its sessions once they speak
+    (INTAKE_LIVE_SESSIONS_PER_CLIENT), while another address is served."""
+    client = await make_client(live_sessions_per_client=2, sessions_waiting_per_client=2)
+    url = client.make_url(SPEAK.format(encoding="linear16", rate=24_000))
+    async with _from("127.0.0.2") as hostile, _from("127.0.0.3") as other:
+        silent = [await hostile.ws_connect(url) for _ in range(2)]
+        for ws in silent:
+            assert (await _event(ws))["type"] == "Metadata"
+        refused = await hostile.ws_connect(url)
+        assert (await _event(refused))["err_code"] == "BUSY"  # a third silent socket
+        for ws in silent:
+            await ws.close()
+        for _ in range(250):  # their places are given back as their sessions end
+            if not client.app[INTAKE].session_waiting.held:
+                break
+            await asyncio.sleep(0.02)
+        speaking = [await hostile.ws_connect(url) for _ in range(2)]
+        for ws in speaking:
+            assert (await _event(ws))["type"] == "Metadata"
+            await ws.send_json({"type": "Speak", "text": "Mine. "})
+        seen = {await _next_cast(redis, set()) for _ in range(1)}
+        await _next_cast(redis, seen)
+        third = await hostile.ws_connect(url)
+        assert (await _event(third))["type"] == "Metadata"
+        await third.send_json({"type": "Speak", "text": "One more. "})
+        assert (await _event(third))["err_code"] == "TOO_MANY_SESSIONS"
+        served = await other.ws_connect(url)
+        assert (await _event(served))["type"] == "Metadata"
+        await served.send_json({"type": "Speak", "text": "Still served."})
+        await served.send_json({"type": "Flush"})
+        cast_id = await _next_cast(redis, seen)
+        await worker_writes(CastStore(redis), cast_id, [("Still served.", CHUNKS[0])], end=True)
+        audio, flushed = await _until_flushed(served)
+        assert flushed["sequence_id"] == 0 and audio
+        for ws in (refused, *speaking, third, served):
+            await ws.close()
+
+
+async def test_pongs_to_the_servers_pings_do_not_keep_an_idle_session(make_client: MakeClient) -> None:
+    """Finding 2 of #35: the idle limit runs from the client's last message, pongs aside."""
+    client = await make_client(live_idle_s=0.6, live_ping_s=0.1)
+    ws = await client.ws_connect(SPEAK.format(encoding="linear16", rate=24_000))
+    assert (await _event(ws))["type"] == "Metadata"
+    await ws.send_json({"type": "Speak", "text": "Hello. "})
+    assert (await _event(ws))["code"] == "IDLE"  # (aiohttp's client answers each ping while it waits here)
     await ws.close()

@@ -19,12 +19,11 @@ from redis.asyncio import Redis
 import castlog
 from castlog import CastStore, LiveStore, LiveText
 from intake.context import INTAKE
-from intake.speech.livews import WAITING_PER_CLIENT
 from synth.mp3 import encode_chunk
 from tests.support.rtcpeer import LOUD, SDP, Peer, connect, offer
 
 from .conftest import MakeClient, keys_besides_rate_limits
-from .test_intake_live import worker_writes
+from .test_intake_live import until_cancelled, worker_writes
 
 Client = TestClient[Any, Any]
 ROUTE = "/v1/audio/speech/webrtc"
@@ -227,15 +226,16 @@ async def test_one_clients_unanswered_offers_are_capped_as_its_waiting_sockets(
     make_client: MakeClient, redis: Redis
 ) -> None:
     """Offers whose peer never starts hold a session and a port each until WEBRTC_CONNECT_TIMEOUT_S:
-    one client holds at most livews.WAITING_PER_CLIENT of them, so it cannot fill the process's
+    one client holds at most INTAKE_SESSIONS_WAITING_PER_CLIENT of them, so it cannot fill the process's
     live sessions for everyone; another address is not refused."""
     client = await make_client(live_max_sessions=10)
+    waiting = client.app[INTAKE].cfg.sessions_waiting_per_client
     pc = RTCPeerConnection()
     try:
         sdp, _ = await offer(pc)
         statuses = [(await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})).status
-                    for _ in range(WAITING_PER_CLIENT + 1)]
-        assert statuses == [201] * WAITING_PER_CLIENT + [429]
+                    for _ in range(waiting + 1)]
+        assert statuses == [201] * waiting + [429]
         resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
         assert resp.status == 429 and (await resp.json())["error"]["code"] == "too_many_sessions"
         other = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.9"})
@@ -261,7 +261,7 @@ async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, re
                 break
             await asyncio.sleep(0.02)
         assert not sessions
-        assert not client.app[INTAKE].live_waiting, "a dropped offer no longer counts as waiting"
+        assert not client.app[INTAKE].session_waiting.held, "a dropped offer no longer counts as waiting"
     finally:
         await pc.close()
     assert await keys_besides_rate_limits(redis) == set()
@@ -283,3 +283,14 @@ async def test_a_stop_closes_the_text_and_says_going_away(make_client: MakeClien
         assert (await closed_text(redis, cast_id)).text == "Half a sent"
     finally:
         await peer.close()
+
+
+async def test_a_peer_that_hangs_up_after_close_cancels_what_is_not_yet_spoken(client: Client, redis: Redis) -> None:
+    peer, cast_id = await started(client)
+    try:
+        peer.send({"type": "text", "text": "An answer nobody will hear."})
+        peer.send({"type": "close"})
+        await closed_text(redis, cast_id)
+    finally:
+        await peer.close()
+    assert await until_cancelled(redis, cast_id)

@@ -12,10 +12,12 @@ import socket
 from typing import Any
 from unittest.mock import ANY
 
+import aiohttp
 import pytest
 from redis.asyncio import Redis
 
 from castlog import JOBS_LIVE
+from intake.context import INTAKE
 from streamtts.redisserver import free_port
 
 from .conftest import MakeClient
@@ -109,12 +111,13 @@ async def test_json_nested_past_the_parsers_depth_is_refused(make_client: MakeCl
 
 
 async def test_a_request_with_fields_of_the_wrong_type_is_answered_and_the_connection_goes_on(
-    make_client: MakeClient, redis: Redis
+    make_client: MakeClient, redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = await _serve(make_client)
     reader, writer = await _connect(port)
     try:
-        for data in ({}, {"text": 5}, {"text": "Hi.", "voice": {"language": 5}}, {"text": "Hi.", "voice": {"name": []}}):
+        for data in ({}, {"text": 5}, {"text": "Hi.", "voice": {"language": 5}}, {"text": "Hi.", "voice": {"name": []}},
+                     {"text": "Hi.", "voice": "af_heart"}, {"text": "Hi.", "voice": 5}):
             writer.write(_frame("synthesize", data))
             assert await _next(reader) == ("error", {"text": ANY, "code": "bad_request"}), data
         writer.write(_frame("synthesize-start"))
@@ -125,6 +128,7 @@ async def test_a_request_with_fields_of_the_wrong_type_is_answered_and_the_conne
     finally:
         writer.close()
     assert len(await redis.keys("catalog/*")) == 1  # the streaming start's cast; no refused request opened one
+    assert not [r for r in caplog.records if r.exc_info], "a bad field is the client's error, not a traceback"
 
 
 async def test_a_payload_within_its_limit_is_read_and_the_connection_goes_on(make_client: MakeClient) -> None:
@@ -176,12 +180,31 @@ async def test_a_frame_trickled_in_does_not_reset_the_idle_limit(make_client: Ma
 async def test_real_requests_keep_a_connection_past_the_idle_limit(make_client: MakeClient) -> None:
     port = await _serve(make_client, wyoming_idle_s=0.6)
     reader, writer = await _connect(port)
-    for _ in range(4):  # 1.6 s, a request every 0.4 s
+    writer.write(_frame("synthesize-start"))
+    for _ in range(4):  # 1.6 s, a piece of text every 0.4 s
         await asyncio.sleep(0.4)
-        writer.write(_frame("describe"))
-        event = await _next(reader)
-        assert event is not None and event[0] == "info"
+        writer.write(_frame("synthesize-chunk", {"text": "Hello. "}))
+    writer.write(_frame("describe"))
+    event = await _next(reader)
+    assert event is not None and event[0] == "info"
     writer.close()
+
+
+async def test_describe_does_not_keep_a_connection_past_the_idle_limit(make_client: MakeClient) -> None:
+    port = await _serve(make_client, wyoming_idle_s=0.6)
+    reader, writer = await _connect(port)
+    try:
+        for _ in range(40):
+            writer.write(_frame("describe"))
+            event = await _next(reader)
+            assert event is not None
+            if event[0] == "error":
+                assert event[1]["code"] == "idle"
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("describe kept the connection open")
+    finally:
+        writer.close()
 
 
 async def test_one_client_holds_at_most_its_connections_and_others_still_get_in(make_client: MakeClient) -> None:
@@ -272,3 +295,47 @@ async def test_a_client_that_takes_no_bytes_is_cut_off(make_client: MakeClient) 
             await reader.readexactly(header.get("data_length", 0))
     writer.close()
     assert answers < asked, "the server wrote every answer to a client that read none"
+
+
+async def test_silent_sockets_wait_without_a_seat_and_are_capped_per_client(make_client: MakeClient) -> None:
+    port = await _serve(make_client, api_keys=frozenset({KEY}), wyoming_max_connections=2,
+                        sessions_waiting_per_client=2)
+    strangers = [await _connect(port, source) for source in ("127.0.0.2", "127.0.0.2", "127.0.0.3")]
+    reader, writer = await _connect(port, "127.0.0.2")  # past its waiting cap
+    await _refused_with(reader, writer, "busy")
+    served: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        for _ in range(2):  # Home Assistant, on the allowed address, still gets both seats
+            served.append(await _connect(port))
+            reader, writer = served[-1]
+            writer.write(_frame("describe"))
+            event = await _next(reader)
+            assert event is not None and event[0] == "info", event
+    finally:
+        for _, w in [*strangers, *served]:
+            w.close()
+
+
+async def test_a_clients_silent_sockets_count_together_on_every_protocol(make_client: MakeClient) -> None:
+    """One pool of waiting places per client: its silent live WebSockets leave it no silent
+    Wyoming connection, while another address is still served on both."""
+    port = free_port()
+    client = await make_client(wyoming_port=port, sessions_waiting_per_client=2)
+    live_url = client.make_url("/v1/audio/speech/live")
+    connector = aiohttp.TCPConnector(local_addr=(STRANGER, 0))
+    async with aiohttp.ClientSession(connector=connector) as stranger:
+        silent = [await stranger.ws_connect(live_url) for _ in range(2)]
+        waiting = client.app[INTAKE].session_waiting
+        for _ in range(250):  # the server has counted both
+            if waiting.held.get(STRANGER) == 2:
+                break
+            await asyncio.sleep(0.02)
+        reader, writer = await _connect(port, STRANGER)
+        await _refused_with(reader, writer, "busy")
+        other_reader, other_writer = await _connect(port, "127.0.0.3")
+        other_writer.write(_frame("describe"))
+        event = await _next(other_reader)
+        other_writer.close()
+        assert event is not None and event[0] == "info"
+        for ws in silent:
+            await ws.close()

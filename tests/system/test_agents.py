@@ -15,11 +15,14 @@ import listening
 import numpy as np
 import pytest
 from aiohttp import ClientSession, ClientTimeout
+from redis.asyncio import Redis
 from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
+import castlog
+from castlog import LogReader
 from streamtts.redisserver import free_port
 from tests.support.system import System, running_system
 
@@ -60,6 +63,32 @@ async def test_home_assistants_streaming_request_is_spoken_per_sentence(system: 
     heard = listening.transcribe(np.frombuffer(b"".join(sentences), "<i2").astype(np.float32) / 32768)
     assert listening.wer("The kitchen lights are now on. Anything else?", heard) <= 0.15, heard
     assert "*" not in heard
+
+
+async def test_home_assistants_one_shot_read_to_the_first_audio_stop_is_the_whole_answer(system: System) -> None:
+    """Home Assistant before 2025.7 (and every non-streaming client) sends one `synthesize` and
+    plays what comes up to the first `audio-stop`: that must be the whole answer, as long as the
+    cast's own `eos` says it is."""
+    async with AsyncTcpClient("127.0.0.1", WYOMING_PORT) as client:
+        await client.write_event(Synthesize(text=ANSWER, voice=SynthesizeVoice(name="af_heart")).event())
+        starts, audio = 0, b""
+        while (event := await asyncio.wait_for(client.read_event(), 300)) is not None:
+            if event.type == "audio-start":
+                starts += 1
+            elif AudioChunk.is_type(event.type):
+                audio += AudioChunk.from_event(event).audio
+            elif event.type == "audio-stop":
+                break
+    redis = Redis.from_url(system.redis.url)
+    try:
+        jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)  # this request's cast is the newest
+        last = (await LogReader(redis).read(jobs[-1].id, 0, 1000))[-1].record
+    finally:
+        await redis.aclose()
+    assert starts == 1 and isinstance(last, castlog.Eos) and not last.cancelled
+    assert abs(len(audio) // 48 - last.audio_ms) <= 50, (len(audio) // 48, last.audio_ms)  # 24 kHz s16le: 48 B/ms
+    heard = listening.transcribe(np.frombuffer(audio, "<i2").astype(np.float32) / 32768)
+    assert listening.wer("The kitchen lights are now on. Anything else?", heard) <= 0.15, heard
 
 
 async def test_a_deepgram_client_speaks_two_turns_each_a_cast(system: System) -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import msgspec
 from aiohttp import WSMsgType, web
@@ -26,12 +27,12 @@ from aiohttp import WSMsgType, web
 from castlog import Audio, Eos, Error
 from castlog.slots import Slot
 
-from .. import live
-from ..cancel import cancel_cast
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
+from .livemessages import Cancel, Close, Flush, Invalid, Message, Start, Text, decode_message
+from .session import OpenCast, Waiting, deadline, receive_by
 
 log = logging.getLogger(__name__)
 
@@ -43,46 +44,98 @@ CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429,
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 # How long the closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
-# Sockets one client may hold before their `start` (they count in no session cap until then).
-WAITING_PER_CLIENT = 4
 
 encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class SlowReader(Exception):
     """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
 
 
+class Transport(Protocol):
+    """What carries a live session: a WebSocket (``Socket`` here) or a peer connection's data
+    channel and audio track (``webrtc.py``)."""
+
+    async def receive(self, until: float | None) -> str | bytes | None:
+        """The next message: text, anything else (bytes), None once the client is gone;
+        asyncio.TimeoutError past the loop time ``until`` (pongs do not move it)."""
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        """One JSON event (SlowReader when the client makes no room for it in time)."""
+
+    async def send_audio(self, audio: bytes) -> None:
+        """One sentence's audio in the session's format."""
+
+    def audio_format(self, asked: str) -> str:
+        """The format the follower hands ``send_audio``, for the one the client asked for."""
+
+    def cancel(self) -> bool:
+        """The client cancelled: whether that ends the session now (WebRTC stops its audio at
+        once), or ``done`` with ``cancelled`` follows (WebSocket)."""
+
+    async def close(self, code: int, reason: dict[str, Any] | None) -> None: ...
+
+
+class Socket:
+    """The live WebSocket as a session's transport."""
+
+    def __init__(self, ws: web.WebSocketResponse, send_timeout_s: float) -> None:
+        self.ws, self.send_timeout_s = ws, send_timeout_s
+        self._send_lock = asyncio.Lock()
+
+    async def receive(self, until: float | None) -> str | bytes | None:
+        msg = await receive_by(self.ws, until)
+        if msg is None:
+            return None
+        return msg.data if msg.type == WSMsgType.TEXT else b""
+
+    async def _send(self, frame: Awaitable[None]) -> None:
+        async with self._send_lock:
+            try:
+                await asyncio.wait_for(frame, self.send_timeout_s)
+            except asyncio.TimeoutError:
+                raise SlowReader from None
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self._send(self.ws.send_str(encode(event).decode()))
+
+    async def send_audio(self, audio: bytes) -> None:
+        await self._send(self.ws.send_bytes(audio))
+
+    def audio_format(self, asked: str) -> str:
+        return asked
+
+    def cancel(self) -> bool:
+        return False
+
+    async def close(self, code: int, reason: dict[str, Any] | None) -> None:
+        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
+        try:
+            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+
+
 class Session:
-    def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
-        self.app, self.ws = request.app, ws
-        self.client = request_client(request)
-        self.cast_id = ""
-        self.voice = ""
+    """One live session, whatever carries it (``Transport``)."""
+
+    def __init__(self, app: web.Application, client: str, transport: Transport) -> None:
+        self.app, self.client, self.transport = app, client, transport
+        self.cast = OpenCast(app, client)  # opened by start
         self.format = "mp3"
-        self.offset = 0  # characters of text sent so far: the next fragment's offset
-        self.text_open = False
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
-        self.ended = False  # the cast log ended (eos or error)
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
-        self.waiting = True  # counted in the client's sockets before start
-        self._send_lock = asyncio.Lock()
+        # one of the client's sockets before start (they count in no session cap until then)
+        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)
+        self.cancelled = False  # a cancel ended the session (on a transport whose cancel ends it)
 
     # ---- sending -------------------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        """One frame, or SlowReader when the client has not made room for it in time."""
-        async with self._send_lock:
-            frame = self.ws.send_bytes(message) if isinstance(message, bytes) else self.ws.send_str(
-                encode(message).decode()
-            )
-            try:
-                await asyncio.wait_for(frame, self.app[INTAKE].cfg.live_send_timeout_s)
-            except asyncio.TimeoutError:
-                raise SlowReader from None
+    async def send(self, message: dict[str, Any]) -> None:
+        """One event, or SlowReader when the client has not made room for it in time."""
+        await self.transport.send_event(message)
 
     async def error(self, code: str, message: str) -> None:
         await self.send({"type": "error", "error": code, "message": message})
@@ -93,11 +146,9 @@ class Session:
         await self.send({"type": "error", **refusal.body()})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
-        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
-        try:
-            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
+        if self.cancelled:  # whatever ended it after, the client learns it was a cancel
+            code, reason = CLOSE_DONE, {"cancelled": True, "id": self.cast.cast_id, "seq_num": self.seq_num}
+        await self.transport.close(code, reason)
 
     # ---- the session ---------------------------------------------------------------------------
 
@@ -105,10 +156,12 @@ class Session:
         try:
             if await self._start():
                 await self._tracks()
+                if self.cancelled:
+                    await self.close(CLOSE_DONE)
         except SlowReader:
             await self.end_text()
-            log.info("live cast %s: slow reader cut off at seq_num %d", self.cast_id, self.seq_num)
-            await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast_id, "seq_num": self.seq_num})
+            log.info("live cast %s: slow reader cut off at seq_num %d", self.cast.cast_id, self.seq_num)
+            await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast.cast_id, "seq_num": self.seq_num})
         except ConnectionError:
             self.gone = True
         except asyncio.CancelledError:
@@ -117,29 +170,24 @@ class Session:
         finally:
             if self.gone:  # cancelled, unless kept (a stop keeps every cast: close_sessions)
                 await asyncio.shield(self.leave())
-            elif self.text_open:  # failed: the text ends, the cast finishes
+            elif self.cast.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
-            self._started()
+            self.waiting.done()
             await self.app[INTAKE].session_slots.release(self.slot)
-
-    def _started(self) -> None:
-        """No longer one of the client's sockets waiting for start (whether it started or not)."""
-        if self.waiting:
-            self.waiting = False
-            waiting = self.app[INTAKE].live_waiting
-            waiting[self.client] -= 1
-            if not waiting[self.client]:
-                del waiting[self.client]
 
     async def _start(self) -> bool:
         """The first message must be ``start``; then the client's session slot; answer with the
         ``cast`` event."""
         intake = self.app[INTAKE]
-        msg = await self._receive(_deadline(intake.cfg.live_idle_s))
+        msg = await self._receive(deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
-        self._started()
-        if msg.get("type") != "start":
+        self.waiting.done()
+        if isinstance(msg, Invalid) and msg.code == "invalid_field":  # a start with a field of the wrong type
+            await self.error(msg.code, msg.message)
+            await self.close(CLOSE_BAD_REQUEST)
+            return False
+        if not isinstance(msg, Start):
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
             return False
@@ -154,25 +202,21 @@ class Session:
             await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
             await self.close(CLOSE_BUSY)
             return False
-        fmt = msg.get("format") or "mp3"
-        speed, voice, title = msg.get("speed", 1.0), msg.get("voice"), msg.get("title")
+        fmt = msg.format or "mp3"
         try:
             if fmt not in FORMATS:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(FORMATS)}")
             if fmt == "pcm" and not pcm.available():
                 raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
-            if not _is_number(speed) or not all(v is None or isinstance(v, str) for v in (voice, title)):
-                raise Refusal(422, "invalid_field", "voice and title are strings, speed a number")
-            opened = await live.open_cast(self.app, self.client, voice, title, float(speed))
+            self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        self.cast_id, self.voice, self.format, self.text_open = opened.cast_id, opened.voice, fmt, True
-        self.keep = msg.get("keep") is True
+        self.format, self.keep = self.transport.audio_format(fmt), msg.keep
         await self.send({
-            "type": "cast", "id": self.cast_id, "url": cast_url(self.cast_id), "voice": self.voice,
-            "format": self.format, "sample_rate": pcm.SAMPLE_RATE, "write_token": opened.write_token,
+            "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
+            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": write_token,
         })
         return True
 
@@ -196,26 +240,17 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
-    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
-        """The transport's next message: text, anything else (bytes), None once the client is gone;
-        asyncio.TimeoutError past ``timeout_s``. (WebRTC's session, ``webrtc.py``, reads a data channel.)"""
-        msg = await self.ws.receive(timeout=timeout_s)
-        if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-            return None
-        return msg.data if msg.type == WSMsgType.TEXT else b""
-
-    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
-        """The next JSON message; None once the client is gone (or idle past ``deadline``, a
-        loop time: frames that are no message, pings included, do not move it)."""
+    async def _receive(self, deadline: float | None) -> Message | Invalid | None:
+        """The next message (Invalid: JSON that is not one); None once the client is gone (or idle
+        past ``deadline``, a loop time: frames that are no message, pings included, do not move it)."""
         while True:
-            timeout_s = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
             try:
-                data = await self.receive_frame(timeout_s)
+                data = await self.transport.receive(deadline)
             except asyncio.TimeoutError:
                 idle_s = self.app[INTAKE].cfg.live_idle_s
                 await self.error("idle", f"no message for {idle_s:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()  # before the close, so a client told "idle" finds the text closed
-                await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast_id, "seq_num": self.seq_num})
+                await self.close(CLOSE_IDLE, {"error": "idle", "id": self.cast.cast_id, "seq_num": self.seq_num})
                 return None
             if data is None:
                 self.gone = True  # the client left (a disconnect cancels the cast unless it asked to keep it)
@@ -223,62 +258,53 @@ class Session:
             if not isinstance(data, str):
                 await self.error("expected_json", "send JSON text messages")
                 continue
-            try:
-                body = _decode(data)
-            except (msgspec.DecodeError, RecursionError):
-                await self.error("malformed_json", 'each message is one JSON object with a "type"')
+            msg = decode_message(data)
+            if isinstance(msg, Invalid) and msg.code == "malformed_json":
+                await self.error(msg.code, msg.message)
                 continue
-            return body
+            return msg
 
     async def _read(self) -> None:
         idle_s = self.app[INTAKE].cfg.live_idle_s
-        deadline = _deadline(idle_s)  # moved by real messages only: junk and pings keep no session
-        while (msg := await self._receive(deadline if self.text_open else None)) is not None:
-            kind = msg.get("type")
-            if kind == "text" and isinstance(msg.get("text"), str):
-                deadline = _deadline(idle_s)
-                await self._text(msg.get("text"), flush=bool(msg.get("flush", False)))
-            elif kind == "text":
-                await self.error("invalid_field", 'send {"type": "text", "text": string}')
-            elif kind == "flush":
-                deadline = _deadline(idle_s)
+        until = deadline(idle_s)  # moved by real messages only: junk and pings keep no session
+        while (msg := await self._receive(until if self.cast.text_open else None)) is not None:
+            if isinstance(msg, Text):
+                until = deadline(idle_s)
+                await self._text(msg.text, flush=msg.flush)
+            elif isinstance(msg, Flush):
+                until = deadline(idle_s)
                 await self._text("", flush=True)
-            elif kind == "close":
+            elif isinstance(msg, Close):
                 await self.end_text()
-            elif kind == "cancel":
+            elif isinstance(msg, Cancel):
+                self.cancelled = self.transport.cancel()  # then the session closes with "cancelled": true
                 await self.cancel()
+                if self.cancelled:
+                    return
+            elif isinstance(msg, Invalid):
+                await self.error(msg.code, msg.message)
             else:
                 await self.error("unknown_type", "type is one of text, flush, close, cancel (start comes once)")
 
-    async def _text(self, text: object, *, flush: bool) -> None:
-        if not isinstance(text, str):
-            await self.error("invalid_field", 'send {"type": "text", "text": string}')
-            return
-        if not self.text_open:
+    async def _text(self, text: str, *, flush: bool) -> None:
+        if not self.cast.text_open:
             await self.error("cast_closed", "the text is closed; open a new session for more")
             return
         try:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, flush, client=self.client)
+            await self.cast.say(text, flush=flush)
         except Refusal as refusal:
             await self.refuse(refusal)
 
     async def end_text(self) -> None:
-        if not self.text_open:
-            return
-        self.text_open = False
-        try:
-            await live.close_text(self.app, self.cast_id, self.voice)
-        except live.TextRefusal as refusal:
-            log.warning("live cast %s: close refused (%s)", self.cast_id, refusal.message)
+        await self.cast.close()
 
     async def cancel(self) -> None:
         """Barge-in: the text not yet spoken is dropped; ``done`` follows with ``cancelled``."""
-        self.text_open = False
-        await cancel_cast(self.app, self.cast_id)
+        await self.cast.cancel()
 
     async def leave(self) -> None:
         """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
-        if self.gone and not self.keep and not self.ended:
+        if self.gone and not self.keep and not self.cast.ended:
             await asyncio.shield(self.cancel())
         await self.end_text()
 
@@ -286,7 +312,7 @@ class Session:
 
     async def _follow(self) -> None:
         sent: set[int] = set()
-        async with self.app[INTAKE].tail.listen(self.cast_id, self.seq_num, LISTENER_KIND) as listener:
+        async with self.app[INTAKE].tail.listen(self.cast.cast_id, self.seq_num, LISTENER_KIND) as listener:
             while not listener.done:
                 item = await listener.next(None)
                 if item is None:
@@ -295,25 +321,17 @@ class Session:
                 if isinstance(record, Audio) and record.i not in sent:
                     await self.send({"type": "sentence", "index": record.i, "text": record.t})
                     body = record.body if self.format == "mp3" else await pcm.decode(record.body)
-                    await self.send(body)
+                    await self.transport.send_audio(body)
                     await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
-                    self.ended = True
+                    self.cast.ended = True
                     done = {"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms}
                     await self.send({**done, "cancelled": True} if record.cancelled else done)
                 elif isinstance(record, Error):
-                    self.ended = True
+                    self.cast.ended = True
                     await self.error("synthesis_failed", record.reason)
                 self.seq_num = entry.seq_num + 1
-
-
-def _deadline(after_s: float) -> float:
-    return asyncio.get_running_loop().time() + after_s
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 async def live_socket(request: web.Request) -> web.StreamResponse:
@@ -321,13 +339,11 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     cfg, sessions = intake.cfg, intake.live_sessions
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    session = Session(request, ws)
-    waiting = intake.live_waiting
-    if len(sessions) >= cfg.live_max_sessions or waiting.get(session.client, 0) >= WAITING_PER_CLIENT:
+    session = Session(request.app, request_client(request), Socket(ws, cfg.live_send_timeout_s))
+    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
         return ws
-    waiting[session.client] = waiting.get(session.client, 0) + 1
     try:
         await session.run()
     finally:

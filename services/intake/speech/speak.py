@@ -12,8 +12,8 @@ order; ``Clear`` cancels every turn not yet out (barge-in), and so does a client
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
+from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -21,22 +21,21 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from .. import live
-from ..cancel import cancel_cast
+from castlog.slots import Slot
+
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
+from .session import InOrder, OpenCast, Waiting, deadline, receive_by
 from .v1 import V1Refusal
-
-log = logging.getLogger(__name__)
 
 ROUTE = "/v1/speak"
 MODEL_VERSION = "kokoro-82m-v1.0"
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}
 # Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
 MAX_TURNS = 16
-CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD = 1000, 1001, 4400
+CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD, CLOSE_BUSY = 1000, 1001, 4400, 4503
 # Deepgram's Aura voices -> Kokoro's English voices: by accent and gender.
 _AURA_BRITISH = {"athena": "bf_emma", "helios": "bm_george", "pandora": "bf_isabella", "draco": "bm_fable"}
 _AURA_MALE = frozenset(
@@ -45,7 +44,39 @@ _AURA_MALE = frozenset(
 )
 
 encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+# ---- the client's messages, as Deepgram documents them: one tagged union, one decoder ----------
+
+
+class Speak(msgspec.Struct, frozen=True, tag="Speak", tag_field="type"):
+    text: str
+
+
+class Flush(msgspec.Struct, frozen=True, tag="Flush", tag_field="type"):
+    """The turn's text ends: it is spoken, then ``Flushed``."""
+
+
+class Clear(msgspec.Struct, frozen=True, tag="Clear", tag_field="type"):
+    """Barge-in: every turn not yet out is cancelled, then ``Cleared``."""
+
+
+class Close(msgspec.Struct, frozen=True, tag="Close", tag_field="type"):
+    """The turns in hand are spoken, then the socket closes."""
+
+
+Message = Speak | Flush | Clear | Close
+_decode = msgspec.json.Decoder(Message).decode
+
+
+def decode_message(data: str | bytes) -> Message | str:
+    """The message, or the ``Warning``'s description saying what is wrong with it."""
+    try:
+        return _decode(data)
+    except msgspec.ValidationError as exc:
+        return f"{exc}: the type is one of Speak (with text, a string), Flush, Clear, Close"
+    except (msgspec.DecodeError, RecursionError):
+        return 'each message is one JSON object with a "type"'
 
 
 def voice_of(model: str | None, installed: tuple[str, ...], default: str) -> str:
@@ -68,23 +99,20 @@ def voice_of(model: str | None, installed: tuple[str, ...], default: str) -> str
 class Turn:
     """The text up to a Flush: one live cast (none for a Flush with nothing before it)."""
 
-    cast_id: str = ""
-    offset: int = 0  # characters sent so far: the next fragment's offset
+    cast: OpenCast | None = None
     sequence_id: int | None = None  # set by its Flush
-    cleared: bool = False
-    done: bool = False  # its log ended
 
 
 class SpeakSession:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
         self.app, self.ws, self.voice, self.encoding, self.rate = request.app, ws, voice, encoding, rate
         self.client = request_client(request)
-        self.turns: asyncio.Queue[Turn | None] = asyncio.Queue(MAX_TURNS)
-        self.open: list[Turn] = []  # turns whose audio is not all out
+        self.turns = InOrder(MAX_TURNS)  # turns whose audio is not all out
         self.current: Turn | None = None  # the turn taking text
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
-        self.sending: asyncio.Future[None] | None = None  # the turn whose audio is going out
+        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)  # until its first message
+        self.slot: Slot | None = None  # the client's session slot, from its first message
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         timeout = self.app[INTAKE].cfg.live_send_timeout_s
@@ -97,80 +125,98 @@ class SpeakSession:
     async def run(self, model: str) -> None:
         await self.send({"type": "Metadata", "request_id": str(uuid.uuid4()), "model_name": model or self.voice,
                          "model_version": MODEL_VERSION, "model_uuid": self.voice})
-        sender = asyncio.ensure_future(self._send_turns())
         gone = True
         try:
             gone = await self._read()
-            if not gone:  # Close: the turns in hand are spoken, then the socket closes
-                await self.turns.put(None)
-                await sender
-                await self.close(CLOSE_DONE)
+            if not gone:  # Close: the turns in hand are spoken while the socket is watched, then it closes
+                gone = await _first_ends(asyncio.ensure_future(self.turns.done()), self._hang_up())
+                if not gone:
+                    await self.close(CLOSE_DONE)
         except (ConnectionError, asyncio.TimeoutError):
             gone = True
-        finally:
-            if gone and not self.keep:  # first: the casts are cut short before the sender stops
-                await asyncio.shield(self._cancel_open())
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+        except asyncio.CancelledError:
+            gone = True  # the client dropped the connection (aiohttp cancels its handler)
+            raise
+        finally:  # the turns not out stop; their casts are cut short, unless a stop keeps them
+            await asyncio.shield(self.turns.cut(cancel=gone and not self.keep))
 
     async def _read(self) -> bool:
-        """Take the client's messages until Close (False) or the client is gone (True)."""
+        """Take the client's messages until Close (False) or the client is gone (True). The first
+        takes the client's session slot; the idle limit runs from the last message (pongs and
+        junk do not move it)."""
         idle = self.app[INTAKE].cfg.live_idle_s
+        until = deadline(idle)
         while True:
             try:
-                msg = await self.ws.receive(timeout=idle)
+                msg = await receive_by(self.ws, until)
             except asyncio.TimeoutError:
-                await self.warn("IDLE", f"no message for {idle:g} s; closing")
+                await self.warn("IDLE", f"no message for {idle:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()
                 return False
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            if msg is None:
                 return True
-            try:
-                body = _decode(msg.data) if msg.type == WSMsgType.TEXT else None
-            except (msgspec.DecodeError, RecursionError):
-                body = None
-            if not isinstance(body, dict):
-                await self.warn("INVALID_MESSAGE", 'each message is one JSON object with a "type"')
+            body = decode_message(msg.data) if msg.type == WSMsgType.TEXT else "send JSON text messages"
+            if isinstance(body, str):
+                await self.warn("INVALID_MESSAGE", body)
                 continue
-            kind = body.get("type")
-            if kind == "Close":
+            until = deadline(idle)
+            if not await self._seated():
+                return False
+            if isinstance(body, Close):
                 await self.end_text()
                 return False
-            await self._message(kind, body)
+            await self._message(body)
 
-    async def _message(self, kind: object, body: dict[str, Any]) -> None:
-        if kind == "Speak":
-            text = body.get("text")
-            if not isinstance(text, str):
-                await self.warn("INVALID_MESSAGE", 'send {"type": "Speak", "text": string}')
-            elif text:
-                await self._speak(text)
-        elif kind == "Flush":
+    async def _seated(self) -> bool:
+        """The client's session slot from its first message on (INTAKE_LIVE_SESSIONS_PER_CLIENT,
+        shared with its live sessions); False, once told, when it holds them all."""
+        if not self.waiting.held:
+            return True
+        self.waiting.done()
+        self.slot = await self.app[INTAKE].session_slots.acquire(self.client)
+        if self.slot is None:
+            cap = self.app[INTAKE].session_slots.cap
+            await self.send({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": f"your address has "
+                             f"{cap} sessions open (INTAKE_LIVE_SESSIONS_PER_CLIENT); end one first"})
+            await self.close(CLOSE_BUSY)
+            return False
+        return True
+
+    async def _hang_up(self) -> None:
+        """Back once the client is gone (what it says after Close is dropped)."""
+        while await receive_by(self.ws, None) is not None:
+            pass
+
+    async def _message(self, body: Speak | Flush | Clear) -> None:
+        if isinstance(body, Speak):
+            if body.text:
+                await self._speak(body.text)
+        elif isinstance(body, Flush):
             await self._flush()
-        elif kind == "Clear":
-            await self._cancel_open()
+        else:  # Clear (barge-in): every turn not yet out stops now and its cast is cut short
+            self.current = None
+            await self.turns.cut()
             await self.send({"type": "Cleared", "sequence_id": self.sequence})
-        else:
-            await self.warn("INVALID_MESSAGE", "type is one of Speak, Flush, Clear, Close")
 
     async def _speak(self, text: str) -> None:
         try:
             if self.current is None:
-                opened = await live.open_cast(self.app, self.client, self.voice, None, 1.0)
-                self.current = Turn(cast_id=opened.cast_id)
-                self.open.append(self.current)
-                await self.turns.put(self.current)
-            _, self.current.offset = await live.add_text(self.app, self.current.cast_id, self.current.offset, text,
-                                                         False, client=self.client)
+                await self.turns.room()
+                cast, _ = await OpenCast.open(self.app, self.client, self.voice, None)
+                self.current = turn = Turn(cast)
+                self.turns.add(cast, lambda: self._answer(turn))
+            assert self.current.cast is not None  # (a turn taking text has its cast)
+            await self.current.cast.say(text)
         except Refusal as refusal:
             await self.warn(refusal.code.upper(), refusal.message)
 
     async def _flush(self) -> None:
         """Flush: the turn's text ends; its audio follows, then Flushed with its sequence id (at
         once, in its place in the order, when nothing was spoken since the last Flush)."""
-        turn = self.current or Turn(done=True)
+        turn = self.current or Turn()
         if self.current is None:
-            await self.turns.put(turn)
+            await self.turns.room()
+            self.turns.add(None, lambda: self._answer(turn))
         await self.end_text()
         turn.sequence_id = self.sequence
         self.sequence += 1
@@ -178,59 +224,34 @@ class SpeakSession:
     async def end_text(self) -> None:
         """The turn taking text ends (Flush, Close, the idle limit, a stop): it is spoken whole."""
         turn, self.current = self.current, None
-        if turn is None:
-            return
-        try:
-            await live.close_text(self.app, turn.cast_id, self.voice)
-        except live.TextRefusal as refusal:
-            log.warning("speak turn %s: close refused (%s)", turn.cast_id, refusal.message)
+        if turn is not None and turn.cast is not None:
+            await turn.cast.close()
 
-    async def _cancel_open(self) -> None:
-        """Barge-in: every turn not yet out stops now and its cast is cut short."""
-        turns, self.current = list(self.open), None
-        for turn in turns:
-            turn.cleared = True
-        if self.sending is not None:
-            self.sending.cancel()  # its audio stops now, not when its cast's end comes by
-        for turn in turns:
-            if turn.cast_id and not turn.done:
-                await cancel_cast(self.app, turn.cast_id)
+    async def _answer(self, turn: Turn) -> None:
+        """The turn's audio, then Flushed with its sequence id (at once, in its place in the
+        order, when nothing was spoken since the last Flush)."""
+        if turn.cast is not None:
+            await self._send_turn(turn.cast)
+        if turn.sequence_id is not None:
+            await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
 
-    async def _send_turns(self) -> None:
-        while (turn := await self.turns.get()) is not None:
-            if turn.cast_id and not turn.cleared:
-                self.sending = asyncio.ensure_future(self._send_turn(turn))
-                try:
-                    await self.sending
-                except asyncio.CancelledError:
-                    if not turn.cleared:
-                        raise  # the session ends, not the turn
-                finally:
-                    self.sending = None
-            if turn in self.open:
-                self.open.remove(turn)
-            if turn.sequence_id is not None and not turn.cleared:
-                await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
-
-    async def _send_turn(self, turn: Turn) -> None:
+    async def _send_turn(self, cast: OpenCast) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
         intake = self.app[INTAKE]
         loop = asyncio.get_running_loop()
         try:
-            async with aclosing(cast_audio(intake.tail, intake.reader, turn.cast_id, -1, LISTENER_KIND)) as records:
+            async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    if turn.cleared:
-                        break
                     data = await loop.run_in_executor(None, audio.feed, record.body)
-                    if data and not turn.cleared:
+                    if data:
                         await self.send(data)
         except CastFailed as failed:
             await self.warn("SYNTHESIS_FAILED", failed.reason)
         except TailClosed:
             await self.warn("SHUTTING_DOWN", "intake is stopping")
-        turn.done = True
+        cast.ended = True
         rest = audio.close()
-        if rest and not turn.cleared:
+        if rest:
             await self.send(rest)
 
     async def close(self, code: int) -> None:
@@ -238,6 +259,21 @@ class SpeakSession:
             await asyncio.wait_for(self.ws.close(code=code), 2.0)
         except (asyncio.TimeoutError, ConnectionError):
             pass
+
+
+async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:
+    """Whether the client hung up before ``sender`` was done (an error of the sender's is raised)."""
+    watch = asyncio.ensure_future(hang_up)
+    try:
+        await asyncio.wait({sender, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not sender.done():
+            sender.cancel()  # (the turns themselves stop with the session)
+    if sender.done() and not sender.cancelled():
+        sender.result()
+        return False
+    return True
 
 
 def _query(request: web.Request) -> tuple[str, str, int]:
@@ -263,15 +299,17 @@ async def speak_socket(request: web.Request) -> web.StreamResponse:
     voice = voice_of(model, voices.names, voices.default)
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
-    if len(sessions) >= cfg.live_max_sessions:
+    session = SpeakSession(request, ws, voice, encoding, rate)
+    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
         await ws.send_str(encode({"type": "Error", "description": "too many sessions; retry soon",
                                   "err_code": "BUSY"}).decode())
         await ws.close(code=CLOSE_GOING_AWAY)
         return ws
-    session = SpeakSession(request, ws, voice, encoding, rate)
     sessions.add(session)
     try:
         await session.run(model)
     finally:
         sessions.discard(session)
+        session.waiting.done()
+        await intake.session_slots.release(session.slot)
     return ws

@@ -2,8 +2,8 @@
 
 The offer carries a data channel labelled ``control`` and an audio transceiver the client receives
 on. The data channel carries exactly the live WebSocket's JSON messages both ways (``livews.py``'s
-session, whose transport steps this one replaces: a message in is a data channel message, a JSON
-event out is one, a sentence's audio goes to the track); the audio track (``rtctrack.py``) plays
+session, over a ``Peer`` as its transport: a message in is a data channel message, a JSON event
+out is one, a sentence's audio goes to the track); the audio track (``rtctrack.py``) plays
 the cast's PCM as Opus, sentence after sentence, silence while waiting for text. Every session is
 a live cast with a link, as on the WebSocket.
 
@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+
+from servicekit import ClientHolds
 
 from ..config import Config
 from ..context import INTAKE, request_client
@@ -30,6 +32,7 @@ from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, confine
 from .rtctrack import SpeechTrack
+from .session import left
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +43,22 @@ OPUS_RATE = 48_000
 INBOX = 256
 # How long the last queued audio may take to play out after ``done`` before the connection closes.
 PLAYOUT_MARGIN_S = 2.0
+# The sessions' tasks (hold), referenced while they run.
+HOLDS: set[asyncio.Future[None]] = set()
 
 
-class RtcSession(livews.Session):
-    """A live session whose transport is a peer connection (the WebSocket's methods that touch
-    ``ws`` are all replaced here)."""
+class Peer:
+    """A live session's transport over a peer connection: the control channel's messages both
+    ways, each sentence's PCM onto the track (``livews.Transport``)."""
 
-    def __init__(self, request: web.Request, pc: RTCPeerConnection, track: SpeechTrack) -> None:
-        super().__init__(request, cast(web.WebSocketResponse, None))
-        self.waiting = False  # post_webrtc counts it among the client's sessions waiting for start
-        self.pc, self.track = pc, track
+    def __init__(self, app: web.Application, pc: RTCPeerConnection, track: SpeechTrack) -> None:
+        self.app, self.pc, self.track = app, pc, track
         self.channel: RTCDataChannel | None = None
         self.inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(INBOX + 1)
         self.opened = asyncio.Event()
         self.channel_gone = asyncio.Event()  # the control channel closed
-        self.cancelled = False
         self.closing = False
-        self.task: asyncio.Future[None] | None = None  # hold(), referenced while the session lives
-
-    # ---- the transport -------------------------------------------------------------------------
+        self.stopped = False  # cancelled: nothing more goes out but "closed"
 
     def attach(self, channel: RTCDataChannel) -> None:
         if channel.label != CHANNEL or self.channel is not None:
@@ -81,37 +81,47 @@ class RtcSession(livews.Session):
 
     def _gone(self) -> None:
         self.opened.set()  # a waiter for the channel learns it is gone
-        self.gone = True  # the peer left: as a WebSocket's disconnect (cancelled unless kept)
         self.channel_gone.set()
         if not self.inbox.full():
-            self.inbox.put_nowait(None)
+            self.inbox.put_nowait(None)  # the peer left: as a WebSocket's disconnect (cancelled unless kept)
+
+    def is_open(self) -> bool:
+        return self.channel is not None and self.channel.readyState == "open"
 
     def _send_now(self, message: dict[str, Any]) -> None:
-        if self.channel is None or self.channel.readyState != "open":
+        if self.channel is None or not self.is_open():
             raise ConnectionError("the control channel is closed")
         self.channel.send(livews.encode(message).decode())
 
-    async def receive_frame(self, timeout_s: float | None) -> str | bytes | None:
-        if self.channel is None or self.channel.readyState != "open":
+    async def receive(self, until: float | None) -> str | bytes | None:
+        if not self.is_open():
             return None
-        return await asyncio.wait_for(self.inbox.get(), timeout_s)
+        return await asyncio.wait_for(self.inbox.get(), left(until))
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        if self.cancelled:  # nothing more for a cancelled session but its "closed"
+    async def send_event(self, event: dict[str, Any]) -> None:
+        if self.stopped:
             return
-        if isinstance(message, bytes):  # PCM (the session asks the follower for it): onto the track
-            await self.track.push(message)
-            return
-        if message.get("type") == "cast":  # the audio is the track's, whatever format was asked
-            message = {**message, "format": "opus", "sample_rate": OPUS_RATE}
-        self._send_now(message)
+        if event.get("type") == "cast":  # the audio is the track's, whatever format was asked
+            event = {**event, "format": "opus", "sample_rate": OPUS_RATE}
+        self._send_now(event)
 
-    async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
+    async def send_audio(self, audio: bytes) -> None:
+        if not self.stopped:
+            await self.track.push(audio)
+
+    def audio_format(self, asked: str) -> str:
+        return "pcm"  # the follower decodes each sentence's MP3 for the track
+
+    def cancel(self) -> bool:
+        """The audio stops now (the next frame is silence) and the session ends."""
+        self.stopped = True
+        self.track.clear()
+        return True
+
+    async def close(self, code: int, reason: dict[str, Any] | None) -> None:
         if self.closing:  # the follower's end and a cancel may both close: the first one says why
             return
         self.closing = True
-        if self.cancelled:
-            code, reason = livews.CLOSE_DONE, {"cancelled": True, "id": self.cast_id, "seq_num": self.seq_num}
         if code == livews.CLOSE_DONE:  # the last sentences still play out first
             await self.track.played(self.track.queued_ms() / 1000 + PLAYOUT_MARGIN_S)
         try:
@@ -125,40 +135,21 @@ class RtcSession(livews.Session):
                 pass
         await self.pc.close()
 
-    # ---- the session's steps that differ -------------------------------------------------------
 
-    async def _start(self) -> bool:
-        started = await super()._start()
-        self.format = "pcm"  # the follower decodes each sentence's MP3 for the track
-        return started
-
-    async def _receive(self, deadline: float | None) -> dict[str, Any] | None:
-        """A cancel stops the audio now and cancels the cast (its link replays what was spoken);
-        the session closes with ``"cancelled": true`` (``close``)."""
-        msg = await super()._receive(deadline)
-        if msg is not None and msg.get("type") == "cancel":
-            self.cancelled = True
-            self.track.clear()
-            await self.cancel()  # the cast itself stops at the chunk in hand ([R:cancel-cuts-short])
-            return None
-        return msg
-
-    async def hold(self) -> None:
-        """The whole session: wait for the control channel, run it, close the connection."""
-        timeout_s = self.app[INTAKE].cfg.webrtc_connect_timeout_s
-        try:
-            await asyncio.wait_for(self.opened.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            log.info("webrtc peer %s: no control channel within %g s", self.client, timeout_s)
-        try:
-            if self.channel is not None and self.channel.readyState == "open":
-                await self.run()
-                if self.cancelled:
-                    await self.close(livews.CLOSE_DONE)
-        finally:
-            self._started()  # no longer waiting for start, whether it ran or its peer never came
-            self.track.stop()
-            await asyncio.shield(self.pc.close())
+async def hold(session: livews.Session, peer: Peer) -> None:
+    """The whole session: wait for the control channel, run it, close the connection."""
+    timeout_s = session.app[INTAKE].cfg.webrtc_connect_timeout_s
+    try:
+        await asyncio.wait_for(peer.opened.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        log.info("webrtc peer %s: no control channel within %g s", session.client, timeout_s)
+    try:
+        if peer.is_open():
+            await session.run()
+    finally:
+        session.waiting.done()  # no longer waiting for start, whether it ran or its peer never came
+        peer.track.stop()
+        await asyncio.shield(peer.pc.close())
 
 
 def ice_servers(cfg: Config) -> list[RTCIceServer]:
@@ -168,12 +159,17 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
             else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
 
 
-def _check_waiting(waiting: dict[str, int], client: str) -> None:
+def _check_waiting(waiting: ClientHolds, client: str) -> None:
     """A client's offers whose peer has not started yet are capped as its WebSockets are: one
     client's unanswered offers cannot hold every session and media port for the connect timeout."""
-    if waiting.get(client, 0) >= livews.WAITING_PER_CLIENT:
-        raise Refusal(429, "too_many_sessions", f"your address has {livews.WAITING_PER_CLIENT} sessions waiting "
-                      "for start; start or end one first", headers={"Retry-After": "1"})
+    if waiting.held.get(client, 0) >= waiting.per_client or waiting.count >= waiting.total:
+        raise _waiting_full(waiting)
+
+
+def _waiting_full(waiting: ClientHolds) -> Refusal:
+    return Refusal(429, "too_many_sessions", f"your address has {waiting.per_client} sessions waiting "
+                      "for start (INTAKE_SESSIONS_WAITING_PER_CLIENT); start or end one first",
+                      headers={"Retry-After": "1"})
 
 
 async def _offer(request: web.Request) -> str:
@@ -199,11 +195,12 @@ async def post_webrtc(request: web.Request) -> web.Response:
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
     client = request_client(request)
-    _check_waiting(intake.live_waiting, client)
+    _check_waiting(intake.session_waiting, client)
     pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
     track = SpeechTrack(cfg.webrtc_buffer_ms)
-    session = RtcSession(request, pc, track)
-    pc.on("datachannel", session.attach)
+    peer = Peer(request.app, pc, track)
+    session = livews.Session(request.app, client, peer)
+    pc.on("datachannel", peer.attach)
     try:
         try:
             # aiortc's parser asserts on what it cannot read: any failure here is the offer's
@@ -216,15 +213,17 @@ async def post_webrtc(request: web.Request) -> web.Response:
             await pc.setLocalDescription(await pc.createAnswer())
         except NoFreePort:
             raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
-        _check_waiting(intake.live_waiting, client)  # again: the client's other offers came on meanwhile
+        # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts
+        # it); the client's other offers may have come on meanwhile
+        if not session.waiting.take():
+            raise _waiting_full(intake.session_waiting)
     except BaseException:
         track.stop()
         await pc.close()
         raise
-    # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts it)
-    intake.live_waiting[client] = intake.live_waiting.get(client, 0) + 1
-    session.waiting = True
     sessions.add(session)
-    session.task = asyncio.ensure_future(session.hold())
-    session.task.add_done_callback(lambda _: sessions.discard(session))
+    task = asyncio.ensure_future(hold(session, peer))
+    HOLDS.add(task)  # referenced while the session lives
+    task.add_done_callback(HOLDS.discard)
+    task.add_done_callback(lambda _: sessions.discard(session))
     return web.Response(status=201, text=pc.localDescription.sdp, content_type=SDP)

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from wyoming.event import Event
 
 
@@ -82,3 +83,53 @@ async def read_event(reader: asyncio.StreamReader, limits: FrameLimits) -> Event
     except asyncio.IncompleteReadError:
         raise BadFrame("bad_frame", "the connection closed inside an event") from None
     return Event(type=kind, data=data, payload=payload)
+
+
+# ---- the requests a TTS client sends: one tagged union, one decoder ---------------------------
+
+
+class Voice(msgspec.Struct, frozen=True):
+    name: str | None = None
+    language: str | None = None
+    speaker: str | None = None
+
+
+class Describe(msgspec.Struct, frozen=True, tag="describe", tag_field="type"):
+    pass
+
+
+class Synthesize(msgspec.Struct, frozen=True, tag="synthesize", tag_field="type"):
+    text: str
+    voice: Voice | None = None
+
+
+class SynthesizeStart(msgspec.Struct, frozen=True, tag="synthesize-start", tag_field="type"):
+    voice: Voice | None = None
+
+
+class SynthesizeChunk(msgspec.Struct, frozen=True, tag="synthesize-chunk", tag_field="type"):
+    text: str
+
+
+class SynthesizeStop(msgspec.Struct, frozen=True, tag="synthesize-stop", tag_field="type"):
+    pass
+
+
+Request = Describe | Synthesize | SynthesizeStart | SynthesizeChunk | SynthesizeStop
+REQUEST_TYPES = frozenset(str(t.__struct_config__.tag) for t in (Describe, Synthesize, SynthesizeStart,
+                                                                  SynthesizeChunk, SynthesizeStop))
+
+
+class BadRequest(Exception):
+    """A request whose fields are of the wrong type: answered ``bad_request``, the connection goes on."""
+
+
+def request_of(event: Event) -> Request | None:
+    """The request ``event`` is, None for any other event (audio, junk: ignored, as the protocol
+    wants); ``BadRequest`` saying which field is wrong."""
+    if event.type not in REQUEST_TYPES:
+        return None
+    try:
+        return msgspec.convert({**event.data, "type": event.type}, Request)  # type: ignore[arg-type]
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"{event.type}: {exc}") from None

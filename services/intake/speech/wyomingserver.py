@@ -5,14 +5,20 @@
 ``supports_synthesize_streaming``. Each request is a live cast, so it has a link and replays like
 any other: a one-shot ``synthesize`` is its whole text; a streaming request (``synthesize-start``,
 ``synthesize-chunk`` as the LLM writes, ``synthesize-stop``) feeds the cast as it comes, and the
-back-compatible ``synthesize`` that clients send inside it is ignored. Audio goes out per
-sentence (``audio-start``, ``audio-chunk``, ``audio-stop``), s16le mono at the model's rate;
-``synthesize-stopped`` ends a streaming request. A client that leaves mid-cast cancels it.
+back-compatible ``synthesize`` that clients send inside it is ignored. Audio is s16le mono at the
+model's rate. A one-shot is answered as the spec says, with one ``audio-start``, an ``audio-chunk``
+per sentence as it is made, and one ``audio-stop`` (a client that stops reading at the first
+``audio-stop``, as Home Assistant's did before streaming, has the whole answer); a streaming
+request gets one ``audio-start`` .. ``audio-stop`` group per sentence, then ``synthesize-stopped``.
+Requests are answered in order while the next ones are read, so a client that leaves at any
+point (mid-request, after ``synthesize-stop``, during a one-shot's answer) is seen at once and
+cuts short every answer not yet spoken; a refused text ends its request the same way.
 
 The port is not the ``wyoming`` package's server: its read loop trusts the lengths a client
 declares. Here every event is read with its lengths bounded first (``wyomingframes.py``), a
-connection that sends no request for INTAKE_WYOMING_IDLE_S is closed (junk does not count), the
-connections are capped overall and per client, and with API keys set a client is let in by its
+connection that sends no request to speak for INTAKE_WYOMING_IDLE_S (an answer going out
+suspends it) is closed (``describe``, junk and a frame trickled in do not count), the
+connections are capped overall and per client (one that has sent nothing yet waits, holding no seat), and with API keys set a client is let in by its
 address or by a key in its first event (``wyomingaccess.py``). A broken limit is answered with an
 ``error`` event (its ``code`` says which) and the connection is closed.
 """
@@ -23,27 +29,41 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
 from functools import partial
 
 from aiohttp import web
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error as WyomingError
 from wyoming.event import Event, async_write_event
-from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
+from wyoming.tts import SynthesizeStopped
 
 from castlog import SAMPLE_RATE, describe_voice
 from servicekit import address_in, client_address
 
-from .. import live
 from ..authfail import key_matches
-from ..cancel import cancel_cast
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
+from .seats import Seat
+from .session import InOrder, OpenCast
 from .wyomingaccess import KEY_FIELD, Connections
-from .wyomingframes import BadFrame, FrameLimits, read_event
+from .wyomingframes import (
+    BadFrame,
+    BadRequest,
+    Describe,
+    FrameLimits,
+    Request,
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    Voice,
+    read_event,
+    request_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +76,8 @@ FAREWELL_S = 2.0
 # What a refused client may have sent that is read and dropped before the socket closes (a close
 # with unread input sends a reset, which can destroy the refusal on its way to the client).
 LINGER_BYTES = 64 * 1024
+# Requests of one connection whose answers are still going out (past it: 429 too_many_requests).
+MAX_ANSWERS = 4
 
 
 def voice_info(names: tuple[str, ...]) -> Info:
@@ -71,7 +93,7 @@ def voice_info(names: tuple[str, ...]) -> Info:
     return Info(tts=[program])
 
 
-def pick_voice(wanted: SynthesizeVoice | None, names: tuple[str, ...], default: str) -> str:
+def pick_voice(wanted: Voice | None, names: tuple[str, ...], default: str) -> str:
     """The voice asked for by name, else the first of the language asked for, else the default."""
     if wanted is None:
         return default
@@ -85,18 +107,26 @@ def pick_voice(wanted: SynthesizeVoice | None, names: tuple[str, ...], default: 
     return default
 
 
-class Handler:
-    """One Wyoming connection: requests one after another, each a live cast."""
+@dataclass(eq=False)
+class Answer:
+    """One request's cast and the audio that answers it (requests are answered in order)."""
 
-    def __init__(self, app: web.Application, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 address: str | None, client: str) -> None:
-        self.app, self.reader, self.writer = app, reader, writer
+    cast: OpenCast
+    streaming: bool  # one group per sentence and synthesize-stopped; else one group for the whole text
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its text is complete
+
+
+class Handler:
+    """One Wyoming connection: requests one after another, each a live cast, read on while the
+    answers go out (so a client that leaves mid-answer is seen, and its casts are cut short)."""
+
+    def __init__(self, app: web.Application, connections: Connections, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, address: str | None, client: str) -> None:
+        self.app, self.connections, self.reader, self.writer = app, connections, reader, writer
         self.address, self.client = address, client  # the peer's own address; its client key (an IPv6 /64)
-        self.cast_id = ""
-        self.voice = ""
-        self.offset = 0
-        self.streaming = False
-        self.follower: asyncio.Task[None] | None = None
+        self.answers = InOrder(MAX_ANSWERS)  # not yet all out
+        self.open: Answer | None = None  # the streaming request taking text
+        self.deadline = 0.0  # the loop time the connection is idle at (answers going out suspend it)
 
     async def write_event(self, event: Event) -> None:
         """Out within INTAKE_WYOMING_WRITE_TIMEOUT_S, or the connection is cut (ConnectionError)."""
@@ -106,26 +136,20 @@ class Handler:
             self.writer.transport.abort()  # its reads end too: the serve loop sees the end
             raise ConnectionError("the Wyoming client took no bytes in time") from None
 
-    async def serve(self) -> None:
-        """Events until the client leaves or breaks a limit (then an ``error`` event, and the cut)."""
+    async def serve(self, seat: Seat) -> None:
+        """Events until the client leaves or breaks a limit (then an ``error`` event, and the cut).
+        The first event admits the client and takes its seat."""
         cfg = self.app[INTAKE].cfg
         limits = FrameLimits(cfg.wyoming_max_header_bytes, cfg.wyoming_max_data_bytes, cfg.wyoming_max_payload_bytes)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + cfg.wyoming_idle_s
-        first = True
+        self._idle_from_now()
         try:
-            while True:
-                try:  # the whole event by the deadline: a frame trickled in does not reset it
-                    event = await asyncio.wait_for(read_event(self.reader, limits), deadline - loop.time())
-                except asyncio.TimeoutError:
-                    raise BadFrame("idle", f"no request in {cfg.wyoming_idle_s:g} s (INTAKE_WYOMING_IDLE_S)") from None
-                if event is None:
-                    break
-                if first:
+            while (event := await self._next(limits)) is not None:
+                if seat.waiting:
                     await self._admit(event)
-                    first = False
-                if await self.handle_event(event):  # only a real request moves the deadline
-                    deadline = loop.time() + cfg.wyoming_idle_s
+                    if (refused := self.connections.sit(seat)) is not None:
+                        raise Refusal(503, "busy", refused)
+                if await self.handle_event(event):  # only a request to speak moves the deadline
+                    self._idle_from_now()
         except (BadFrame, Refusal) as cut:
             await farewell(self.writer, cut.code, cut.message)
         except (ConnectionError, OSError):
@@ -135,6 +159,26 @@ class Handler:
                 await self.disconnect()
             finally:  # a stop cancels this task: the socket is closed all the same
                 self.writer.close()
+
+    def _idle_from_now(self) -> None:
+        self.deadline = asyncio.get_running_loop().time() + self.app[INTAKE].cfg.wyoming_idle_s
+
+    async def _next(self, limits: FrameLimits) -> Event | None:
+        """The next whole event by the deadline (a frame trickled in does not move it); while an
+        answer goes out the client is listening, not idle."""
+        loop = asyncio.get_running_loop()
+        read = asyncio.ensure_future(read_event(self.reader, limits))
+        try:
+            while not read.done():
+                busy = self.answers.busy()
+                left = None if busy else self.deadline - loop.time()
+                if left is not None and left <= 0:
+                    idle_s = self.app[INTAKE].cfg.wyoming_idle_s
+                    raise BadFrame("idle", f"no request in {idle_s:g} s (INTAKE_WYOMING_IDLE_S)")
+                await asyncio.wait({read, *busy}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            return read.result()
+        finally:
+            read.cancel()
 
     async def _admit(self, event: Event) -> None:
         """With API keys set: the address is allowed, or the first event carries a key (401 otherwise)."""
@@ -152,95 +196,111 @@ class Handler:
                       "event's data (or connect from an address of INTAKE_WYOMING_ALLOW_FROM)")
 
     async def handle_event(self, event: Event) -> bool:
-        """Whether ``event`` was a real request (junk and unknown events are ignored, and say False)."""
+        """Whether ``event`` was a request to speak (describe, junk and other events say False)."""
         try:
-            return await self._handle(event)
+            request = request_of(event)
+            return False if request is None else await self._handle(request)
+        except BadRequest as bad:
+            await self.write_event(WyomingError(text=str(bad), code="bad_request").event())
+            return True
         except Refusal as refusal:
             await self.write_event(WyomingError(text=refusal.message, code=refusal.code).event())
             return True
 
-    async def _handle(self, event: Event) -> bool:
-        check_fields(event)
-        if Describe.is_type(event.type):
+    async def _handle(self, request: Request) -> bool:
+        if isinstance(request, Describe):
             voices = await self.app[INTAKE].voices.required(None)
             await self.write_event(voice_info(voices.names).event())
-        elif SynthesizeStart.is_type(event.type):
-            if self.streaming:  # a second start would leave the first cast open and its follower unowned
+            return False
+        if isinstance(request, SynthesizeStart):
+            if self.open is not None:  # a second start would leave the first cast open
                 raise Refusal(409, "request_open", "a streaming request is open; send synthesize-stop first")
-            await self._open(SynthesizeStart.from_event(event).voice)
-            self.streaming = True
-        elif SynthesizeChunk.is_type(event.type) and self.streaming:
-            await self._text(SynthesizeChunk.from_event(event).text)
-        elif SynthesizeStop.is_type(event.type) and self.streaming:
-            await self._end()
-            await self.write_event(SynthesizeStopped().event())
-        elif Synthesize.is_type(event.type) and not self.streaming:  # inside a stream: its copy, ignored
-            synthesize = Synthesize.from_event(event)
-            await self._open(synthesize.voice)
-            await self._text(synthesize.text)
-            await self._end()
+            self.open = await self._begin(request.voice, streaming=True)
+        elif isinstance(request, SynthesizeChunk) and self.open is not None:
+            await self._text(self.open, request.text)
+        elif isinstance(request, SynthesizeStop) and self.open is not None:
+            answer, self.open = self.open, None
+            await self._end(answer)
+        elif isinstance(request, Synthesize) and self.open is None:  # inside a stream: its copy, ignored
+            answer = await self._begin(request.voice, streaming=False)
+            await self._text(answer, request.text)
+            await self._end(answer)
         else:
             return False
         return True
 
-    async def _open(self, wanted: SynthesizeVoice | None) -> None:
+    async def _begin(self, wanted: Voice | None, *, streaming: bool) -> Answer:
+        if self.answers.full():
+            raise Refusal(429, "too_many_requests", f"{MAX_ANSWERS} answers are still going out on this "
+                          "connection; wait for one to end")
         voices = await self.app[INTAKE].voices.required(None)
-        opened = await live.open_cast(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
-                                      "Wyoming", 1.0)
-        self.cast_id, self.voice, self.offset = opened.cast_id, opened.voice, 0
-        self.follower = asyncio.ensure_future(self._follow(self.cast_id))
+        cast, _ = await OpenCast.open(self.app, self.client, pick_voice(wanted, voices.names, voices.default),
+                                      "Wyoming")
+        answer = Answer(cast, streaming)
+        self.answers.add(cast, lambda: self._follow(answer))
+        return answer
 
-    async def _text(self, text: str) -> None:
-        if text:
-            _, self.offset = await live.add_text(self.app, self.cast_id, self.offset, text, False, client=self.client)
-
-    async def _end(self) -> None:
-        """The text is complete: the rest is spoken; back when the last audio is out."""
-        self.streaming = False
-        await live.close_text(self.app, self.cast_id, self.voice)
-        follower, self.follower = self.follower, None
-        if follower is not None:
-            await follower
-        self.cast_id = ""
-
-    async def _follow(self, cast_id: str) -> None:
-        """Each sentence as audio-start, audio-chunk, audio-stop, as it is appended (through
-        intake's shared tail: no blocked read of its own per connection)."""
-        intake = self.app[INTAKE]
+    async def _text(self, answer: Answer, text: str) -> None:
+        """A refused text ends its request: its cast is cut short, nothing of it stays open."""
+        if not text or not answer.cast.text_open:
+            return
         try:
-            async with aclosing(cast_audio(intake.tail, intake.reader, cast_id, -1, LISTENER_KIND)) as records:
-                async for record in records:
-                    data = await pcm.decode(record.body)
-                    await self.write_event(AudioStart(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS).event())
-                    await self.write_event(
-                        AudioChunk(rate=SAMPLE_RATE, width=SAMPLE_WIDTH, channels=CHANNELS, audio=data).event()
-                    )
-                    await self.write_event(AudioStop().event())
-        except CastFailed as failed:
-            await self.write_event(WyomingError(text=failed.reason, code="synthesis_failed").event())
+            await answer.cast.say(text)
+        except Refusal:
+            await asyncio.shield(self._cut(answer))
+            raise
+
+    async def _end(self, answer: Answer) -> None:
+        """The text is complete: the rest is spoken (the follower answers the end)."""
+        await answer.cast.close()
+        answer.stopped.set()
+
+    async def _follow(self, answer: Answer) -> None:
+        """The answer's audio, once the one before it is out (through intake's shared tail: no
+        blocked read of its own per connection): a one-shot's as one audio-start .. audio-stop,
+        a streaming request's one group per sentence, then synthesize-stopped."""
+        try:
+            await self._speak(answer)
+            await answer.stopped.wait()  # (a cast ends only once its text does: at once)
+            await self.write_event(SynthesizeStopped().event() if answer.streaming else AudioStop().event())
         except TailClosed:
             await self.write_event(WyomingError(text="intake is stopping", code="shutting_down").event())
         except (ConnectionError, OSError):
             pass  # the client went away or took nothing in time: the serve loop ends with it
+        finally:
+            self._idle_from_now()  # the client heard its answer: idle from here
+
+    async def _speak(self, answer: Answer) -> None:
+        intake = self.app[INTAKE]
+        audio = {"rate": SAMPLE_RATE, "width": SAMPLE_WIDTH, "channels": CHANNELS}
+        if not answer.streaming:  # once its text is taken whole (a refused one gets an error, no audio)
+            await answer.stopped.wait()
+            await self.write_event(AudioStart(**audio).event())
+        try:
+            async with aclosing(cast_audio(intake.tail, intake.reader, answer.cast.cast_id, -1, LISTENER_KIND)) as records:
+                async for record in records:
+                    chunk = AudioChunk(**audio, audio=await pcm.decode(record.body)).event()
+                    if answer.streaming:
+                        await self.write_event(AudioStart(**audio).event())
+                    await self.write_event(chunk)
+                    if answer.streaming:
+                        await self.write_event(AudioStop().event())
+        except CastFailed as failed:
+            await self.write_event(WyomingError(text=failed.reason, code="synthesis_failed").event())
+        answer.cast.ended = True
+
+    async def _cut(self, answer: Answer) -> None:
+        """The request is over before its audio: its cast is cut short and its text closed."""
+        if self.open is answer:
+            self.open = None
+        await answer.cast.close()  # (closed, the text holds no place among the client's open casts)
+        await self.answers.cut(answer.cast)
 
     async def disconnect(self) -> None:
-        """The client left: a cast still being spoken is cut short."""
-        if self.follower is not None:
-            self.follower.cancel()
-            if self.cast_id:
-                await asyncio.shield(cancel_cast(self.app, self.cast_id))
-
-
-def check_fields(event: Event) -> None:
-    """The fields the wyoming classes read without a check (``text``, ``voice``'s ``name`` and
-    ``language``), checked first: a hostile value is an ``error`` event (400 ``bad_request``), not
-    an exception in the connection, and opens no cast."""
-    data = event.data
-    if (Synthesize.is_type(event.type) or SynthesizeChunk.is_type(event.type)) and not isinstance(data.get("text"), str):
-        raise Refusal(400, "bad_request", "the event's data needs `text`, a string")
-    voice = data.get("voice")
-    if isinstance(voice, dict) and not all(isinstance(voice.get(f), (str, type(None))) for f in ("name", "language")):
-        raise Refusal(400, "bad_request", "`voice`'s `name` and `language` are strings")
+        """The client left (or was cut off, or intake stops): every answer not yet spoken is cut short."""
+        if self.open is not None:
+            await self.open.cast.close()
+        await self.answers.cut()
 
 
 async def farewell(writer: asyncio.StreamWriter, code: str, message: str) -> None:
@@ -271,26 +331,29 @@ async def _connection(app: web.Application, connections: Connections,
     peer = writer.get_extra_info("peername")
     address = str(peer[0]) if peer else None
     client = client_address(address, None, app[INTAKE].cfg.forwarded_allow_ips)
-    refused = connections.enter(client)
-    if refused is not None:
-        await farewell(writer, "busy", refused)
+    seat = connections.enter(client)
+    if isinstance(seat, str):
+        await farewell(writer, "busy", seat)
         await hang_up(reader, writer)
         return
     task = asyncio.current_task()
     assert task is not None
     connections.tasks.add(task)
     try:
-        await Handler(app, reader, writer, address, client).serve()
+        await Handler(app, connections, reader, writer, address, client).serve(seat)
+    except asyncio.CancelledError:
+        pass  # a stop ended it (asyncio's server would log a cancelled connection as an error)
     finally:
         connections.tasks.discard(task)
-        connections.leave(client)
+        seat.leave()
 
 
 async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     """intake's Wyoming server, from start-up to clean-up (INTAKE_WYOMING_PORT; 0: none)."""
     cfg = app[INTAKE].cfg
     host = cfg.wyoming_host or cfg.host
-    connections = Connections(cfg.wyoming_max_connections, cfg.wyoming_connections_per_client)
+    connections = Connections(cfg.wyoming_max_connections, cfg.wyoming_connections_per_client,
+                              app[INTAKE].session_waiting)
     try:  # the stream's limit bounds a header line (wyomingframes.py)
         server = await asyncio.start_server(partial(_connection, app, connections), host, cfg.wyoming_port,
                                             limit=cfg.wyoming_max_header_bytes)
