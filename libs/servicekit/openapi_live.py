@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .openapi_speak import SPEAK_POST
+
 Json = dict[str, Any]
 
 _ERROR = {"$ref": "#/components/schemas/LiveError"}
@@ -165,7 +167,7 @@ def live_paths() -> Json:
             ],
             "responses": {"101": {"description": "Switching to the WebSocket protocol"},
                           "422": {"description": "A bad model, encoding or sample_rate"}},
-        }},
+        }, "post": SPEAK_POST},
         "/v1/audio/speech/live": {"get": {
             "operationId": "liveSpeech", "tags": ["intake"],
             "summary": "Live speech over a WebSocket: text fragments in, each sentence's audio out",

@@ -157,8 +157,9 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def _shape(request: web.Request, refusal: Refusal) -> web.Response:
-    """``{"error", "message"}`` (and a refusal's own fields), or OpenAI's shape on ``/v1/*``."""
-    return speech.error_response(refusal) if speech.speaks_openai(request.path) else error_response(refusal)
+    """``{"error", "message"}`` (and a refusal's own fields), or the speech room's (OpenAI's,
+    Deepgram's) on ``/v1/*``."""
+    return speech.refusal_response(request, refusal) or error_response(refusal)
 
 
 def _is_probe(path: str) -> bool:

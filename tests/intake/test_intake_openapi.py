@@ -67,8 +67,8 @@ async def test_document_lists_every_route_of_the_app(client: Client) -> None:
         for route in client.app.router.routes()
         if route.resource is not None and route.method != "HEAD"
     }
-    assert len(routes) == 22  # 6, the live casts' text, close, WebSocket and WebRTC routes, the delete, the cancel,
-    # /v1's 5, /v1/speak, /readyz, /v1/stream's PUT, POST and DELETE
+    assert len(routes) == 23  # 6, the live casts' text, close, WebSocket and WebRTC routes, the delete, the cancel,
+    # /v1's 5, /v1/speak's WebSocket and POST, /readyz, /v1/stream's PUT, POST and DELETE
     assert routes <= operations(doc)
 
 

@@ -54,6 +54,7 @@ class Player {
     this.startsAt = null;
     this.errorReason = null;
     this.done = false;
+    this.cutShort = null;  // {of, ms}: the cast was cancelled after `planned` of `of` sentences
     this.lastSeq = -1;
     this.playing = this.autoplay;  // the listener wants sound
     this.engaged = false;  // sound has started, or the listener pressed play: waits show as such
@@ -96,13 +97,16 @@ class Player {
       this.queuePos = null;
       this.status = "generating";
       this.done = false;
+      this.cutShort = null;
       this.errorReason = null;
       this.dropFrom(h.resume_from);
     } else if (rec.kind === "audio") {
       this.status = "generating";
       this.addChunk({ i: h.i, t: h.t, d: h.d, o: h.o, w: h.w || [], seq: rec.seq_num, bytes: bytesOf(rec.body), buffer: null });
     } else if (rec.kind === "eos") {
-      this.status = "done";
+      // Cut short by a cancel: `sentences` of the text's plan were spoken, `audio_ms` long.
+      this.cutShort = h.cancelled ? { of: this.planned, ms: h.audio_ms } : null;
+      this.status = this.cutShort ? "cancelled" : "done";
       this.done = true;
       this.planned = h.sentences;
     } else if (rec.kind === "error") {
@@ -380,6 +384,7 @@ class Player {
     return {
       status: this.status,
       done: this.done,
+      progress: document.getElementById("progress").textContent,
       playing: this.playing,
       stalled: this.stalled,
       stalls: this.stalls,
@@ -402,6 +407,16 @@ class Player {
       captions: [...document.querySelectorAll("#captions li.known")].map((li) => Number(li.dataset.i)),
     };
   }
+}
+
+// "3 of 7 sentences" while made; "3 of 7 sentences, 12.4 s" for a cast cut short (a live cast
+// has no plan: "3 sentences, 12.4 s").
+function progress(player) {
+  const cut = player.cutShort;
+  if (!cut) return player.planned ? `${player.chunks.size} of ${player.planned} sentences` : "";
+  const of = cut.of > player.planned ? ` of ${cut.of}` : "";
+  const noun = player.planned === 1 && !of ? "sentence" : "sentences";
+  return `${player.planned}${of} ${noun}, ${(cut.ms / 1000).toFixed(1)} s`;
 }
 
 class View {
@@ -427,8 +442,7 @@ class View {
       document.title = `${player.title} · StreamTTS`;
     }
     this.el("voice").textContent = player.voice ? `voice ${player.voice}` : "";
-    const finished = player.chunks.size;
-    this.el("progress").textContent = player.planned ? `${finished} of ${player.planned} sentences` : "";
+    this.el("progress").textContent = progress(player);
     this.renderButton(player);
     const download = this.el("download");
     if (player.done && download.hidden) {

@@ -3,8 +3,8 @@
 ``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
 WebSocket (``livews.py``, with ``pcm.py``), the same session over WebRTC (``webrtc.py``, with
-``rtctrack.py`` and ``rtcports.py``), and the Deepgram-compatible ``/v1/speak`` WebSocket
-(``speak.py``, with ``phone.py``). Its requests claim casts through the claim side's
+``rtctrack.py`` and ``rtcports.py``), the Deepgram-compatible ``/v1/speak`` WebSocket
+(``speak.py``, with ``phone.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """
@@ -18,14 +18,14 @@ from aiohttp import web
 
 from ..context import CONFIG
 from ..validate import Refusal
-from . import livews, speak, views
+from . import livews, speak, speakhttp, views
 from .v1 import error_response
 
 V1_PREFIX = "/v1/"
 WEBRTC_ROUTE = "/v1/audio/speech/webrtc"
 log = logging.getLogger(__name__)
 
-__all__ = ["V1_PREFIX", "add_routes", "error_response", "speaks_openai"]
+__all__ = ["V1_PREFIX", "add_routes", "error_response", "refusal_response", "speaks_openai"]
 
 
 def add_routes(app: web.Application) -> None:
@@ -35,6 +35,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(livews.ROUTE, livews.live_socket)
     app.router.add_post(WEBRTC_ROUTE, post_webrtc)
     app.router.add_get(speak.ROUTE, speak.speak_socket)
+    app.router.add_post(speak.ROUTE, speakhttp.post_speak)
     app.router.add_post("/v1/audio/speech", views.post_speech)
     app.router.add_get("/v1/audio/voices", views.get_v1_voices)
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
@@ -52,6 +53,14 @@ def wyoming_available() -> bool:
         return True
     log.error("INTAKE_WYOMING_PORT is set but the `wyoming` package is missing: pip install 'streamtts[intake]'")
     return False
+
+
+def refusal_response(request: web.Request, refusal: Refusal) -> web.Response | None:
+    """A refusal in the room's shapes: Deepgram's on its REST route, OpenAI's on the rest of
+    ``/v1/*``; None (intake's own) elsewhere."""
+    if speakhttp.refused_here(request):
+        return speakhttp.error_response(refusal)
+    return error_response(refusal) if speaks_openai(request.path) else None
 
 
 def speaks_openai(path: str) -> bool:

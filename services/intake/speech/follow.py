@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from castlog import Audio, Eos, Error, LogReader, Tail
+from castlog import Audio, Eos, Error, LogReader, SubmitResult, Tail
 
 
 class CastFailed(Exception):
@@ -24,6 +24,13 @@ class CastFailed(Exception):
 
 class TailClosed(Exception):
     """intake is stopping: the shared tail closed before the cast's end."""
+
+
+async def settled_at(reader: LogReader, cast_id: str, result: SubmitResult) -> int:
+    """The ``settled`` of a claimed cast: a log that ended in ``error`` before this request was
+    re-enqueued by its submit, so that error is history, not this request's answer."""
+    last = None if result == "new" else await reader.last(cast_id)
+    return last.seq_num if last is not None and isinstance(last.record, Error) else -1
 
 
 async def cast_audio(tail: Tail, reader: LogReader, cast_id: str, settled: int, kind: str) -> AsyncGenerator[Audio, None]:

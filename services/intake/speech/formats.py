@@ -40,6 +40,8 @@ _MP3_AGAIN = ("mp3", "libmp3lame", 64_000)
 OGG_PAGE_US = 100_000
 # A WAV header's sizes when the length is not known yet: the largest value, as ffmpeg streams WAV.
 UNKNOWN_SIZE = 0xFFFFFFFF
+# WAVE format tags: linear PCM, and the G.711 codecs.
+WAV_PCM, WAV_ALAW, WAV_MULAW = 1, 6, 7
 
 Pcm = npt.NDArray[np.float32]
 
@@ -50,17 +52,22 @@ class Converter(Protocol):
     def close(self) -> bytes: ...
 
 
-def converter(fmt: str, gain: float = 1.0) -> Converter:
+def converter(fmt: str, gain: float = 1.0, bit_rate: int | None = None) -> Converter:
     """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response; ``gain`` scales the
-    samples (Kokoro-FastAPI's ``volume_multiplier``), clipped."""
+    samples (Kokoro-FastAPI's ``volume_multiplier``), clipped; ``bit_rate`` (Deepgram's, for mp3,
+    opus and aac) replaces the format's own."""
     if fmt == "mp3":
-        return Passthrough() if gain == 1.0 else EncodedConverter(*_MP3_AGAIN, gain=gain)
+        if gain == 1.0 and bit_rate is None:
+            return Passthrough()
+        muxer, codec, default = _MP3_AGAIN
+        return EncodedConverter(muxer, codec, bit_rate or default, gain=gain)
     if fmt == "pcm":
         return PcmConverter(gain)
     if fmt == "wav":
         return WavConverter(gain)
     if fmt in _ENCODED:
-        return EncodedConverter(*_ENCODED[fmt], gain=gain)
+        muxer, codec, default = _ENCODED[fmt]
+        return EncodedConverter(muxer, codec, bit_rate or default, gain=gain)
     raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -77,10 +84,12 @@ def to_s16le(pcm: Pcm) -> bytes:
     return (np.clip(pcm, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
 
 
-def wav_header(sample_rate: int = SAMPLE_RATE, data_bytes: int = UNKNOWN_SIZE) -> bytes:
-    """A 44-byte RIFF/WAVE header for s16le mono; sizes unknown (a stream) by default."""
+def wav_header(sample_rate: int = SAMPLE_RATE, data_bytes: int = UNKNOWN_SIZE, tag: int = WAV_PCM) -> bytes:
+    """A 44-byte RIFF/WAVE header for mono s16le (``WAV_PCM``) or G.711 (``WAV_ALAW``,
+    ``WAV_MULAW``: 8 bits a sample); sizes unknown (a stream) by default."""
     riff = UNKNOWN_SIZE if data_bytes == UNKNOWN_SIZE else 36 + data_bytes
-    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    width = 2 if tag == WAV_PCM else 1
+    fmt = struct.pack("<HHIIHH", tag, 1, sample_rate, sample_rate * width, width, 8 * width)
     return b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack(
         "<I", data_bytes
     )

@@ -8,18 +8,19 @@ the finished one); then ``stream.py`` answers with the cast's audio as it is mad
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from aiohttp import web
 
-from castlog import Error, canonical_voice
+from castlog import canonical_voice
 from servicekit import json_response
 
 from ..claim import Admission, Claimed, read_body, request_tag, submit
-from ..context import INTAKE, request_client
+from ..context import INTAKE, Intake, request_client
 from ..validate import CastForm
 from . import v1
+from .follow import settled_at
 from .stream import stream_cast
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .whole import whole_cast
@@ -27,28 +28,41 @@ from .whole import whole_cast
 
 async def post_speech(request: web.Request) -> web.StreamResponse:
     intake = request.app[INTAKE]
+    async with stream_slots(request):
+        speech, claimed, headers = await _claim(request)
+        reader = intake.reader
+        settled = await settled_at(reader, claimed.cast_id, claimed.result)
+        with ended_by_shutdown(intake):
+            if not speech.stream and speech.stream_format == "audio":
+                return await whole_cast(speech, claimed.cast_id, intake.tail, reader, settled, headers)
+            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled, headers)
+
+
+@asynccontextmanager
+async def stream_slots(request: web.Request) -> AsyncIterator[None]:
+    """A speech stream's places for the block's length: one of INTAKE_MAX_SPEECH_STREAMS and one of
+    the client's INTAKE_SPEECH_STREAMS_PER_CLIENT (``/v1/audio/speech`` and Deepgram's HTTP
+    ``/v1/speak`` alike)."""
+    intake = request.app[INTAKE]
     slots = intake.speech_slots
     if slots.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    client = request_client(request)
-    async with slots, _client_stream(request, client):
-        speech, claimed, headers = await _claim(request)
-        reader = intake.reader
-        # A log that ended in `error` before this request was re-enqueued by its submit: that
-        # error is history, not this request's answer.
-        last = None if claimed.result == "new" else await reader.last(claimed.cast_id)
-        settled = last.seq_num if last is not None and isinstance(last.record, Error) else -1
-        task = asyncio.current_task()
-        streams = intake.speech_streams
-        if task is not None:
-            streams.add(task)
-        try:
-            if not speech.stream and speech.stream_format == "audio":
-                return await whole_cast(speech, claimed.cast_id, intake.tail, reader, settled, headers)
-            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled, headers)
-        finally:
-            streams.discard(task)  # type: ignore[arg-type]
+    async with slots, _client_stream(request, request_client(request)):
+        yield
+
+
+@contextmanager
+def ended_by_shutdown(intake: Intake) -> Iterator[None]:
+    """The block's task is among the streams a shutdown ends (``close_streams``)."""
+    task = asyncio.current_task()
+    streams = intake.speech_streams
+    if task is not None:
+        streams.add(task)
+    try:
+        yield
+    finally:
+        streams.discard(task)  # type: ignore[arg-type]
 
 
 @asynccontextmanager

@@ -1,0 +1,83 @@
+"""Deepgram's REST TTS in the OpenAPI document: ``POST /v1/speak`` (the WebSocket upgrade on the
+same path is ``openapi_live``'s), its body and Deepgram's error shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Json = dict[str, Any]
+
+SPEAK_SCHEMAS: Json = {
+    "DeepgramSpeakRequest": {
+        "type": "object", "required": ["text"],
+        "description": "Deepgram's body; other fields are accepted and ignored",
+        "properties": {"text": {"type": "string", "description": "the whole text (INTAKE_MAX_CHARS at most)"}},
+    },
+    "DeepgramError": {
+        "type": "object", "required": ["err_code", "err_msg", "request_id"],
+        "description": "Deepgram's error shape: every refusal of POST /v1/speak",
+        "properties": {
+            "err_code": {"type": "string", "description": "INVALID_QUERY_PARAMETER, INVALID_AUTH, or intake's "
+                         "refusal code upper-cased (TOO_MANY_STREAMS, RATE_LIMITED, ...)"},
+            "err_msg": {"type": "string", "description": "what is wrong and what to do"},
+            "request_id": {"type": "string", "description": "also the dg-request-id header"},
+        },
+    },
+}
+
+
+def _query(name: str, schema: Json, description: str) -> Json:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+def _error(description: str) -> Json:
+    return {"description": description, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/DeepgramError"}}}}
+
+
+def _header(description: str) -> Json:
+    return {"schema": {"type": "string"}, "description": description}
+
+
+_AUDIO = {t: {"schema": {"type": "string", "format": "binary"}} for t in (
+    "audio/mpeg", "audio/ogg", "audio/flac", "audio/aac", "audio/wav", "audio/l16", "audio/basic",
+    "audio/x-alaw-basic")}
+
+SPEAK_POST: Json = {
+    "operationId": "deepgramSpeakRest", "tags": ["intake"],
+    "summary": "Deepgram's REST TTS: the whole text in, the audio streamed as it is made (Pipecat's "
+               "DeepgramHttpTTSService, LiveKit's deepgram.TTS.synthesize())",
+    "description": "The text is a cast like POST /v1/audio/speech's (the same text and voice is the same "
+                   "cast); a client that hangs up mid-stream cancels the cast it made. Authorization: "
+                   "Token <key> (or Bearer) when STREAMTTS_API_KEYS is set.",
+    "parameters": [
+        _query("model", {"type": "string"}, "a voice id, or an Aura name (aura-2-thalia-en) mapped to an English voice"),
+        _query("encoding", {"type": "string", "default": "mp3",
+                            "enum": ["linear16", "mulaw", "alaw", "mp3", "opus", "flac", "aac"]}, "the audio's encoding"),
+        _query("container", {"type": "string", "enum": ["wav", "none", "ogg"]},
+               "linear16, mulaw, alaw: wav (default) or none; opus: ogg; others: none"),
+        _query("sample_rate", {"type": "integer", "minimum": 8000, "maximum": 48000},
+               "linear16 (default 24000), mulaw and alaw (default 8000): 8000-48000; the others come at 24000"),
+        _query("bit_rate", {"type": "integer"}, "mp3 32000-320000, opus 4000-650000, aac 4000-192000"),
+        _query("speed", {"type": "number", "minimum": 0.5, "maximum": 2.0, "default": 1.0}, "the speaking rate"),
+    ],
+    "requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/DeepgramSpeakRequest"}}}},
+    "responses": {
+        "200": {"description": "the audio, chunked as it is made", "content": _AUDIO, "headers": {
+            "dg-request-id": _header("this request's id"),
+            "dg-model-name": _header("the model asked for (or the voice)"),
+            "dg-model-uuid": _header("the voice that reads"),
+            "dg-char-count": _header("characters of the text"),
+            "X-Cast-Id": _header("the cast behind the audio"),
+            "Location": _header("the cast's player, /c/<id>"),
+        }},
+        "400": _error("the body is not JSON"),
+        "401": _error("STREAMTTS_API_KEYS is set and no key of it was sent (INVALID_AUTH)"),
+        "415": _error("the body is not application/json"),
+        "422": _error("a bad query parameter (INVALID_QUERY_PARAMETER), an unknown model, or no text"),
+        "429": _error("rate limited, or too many open speech streams"),
+        "500": _error("the synthesis failed before any audio: send the request again"),
+        "503": _error("Redis is unreachable, intake is overloaded or no worker has started yet"),
+    },
+}  # fmt: skip
