@@ -1,17 +1,18 @@
-"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause or phrase
-when the model is too slow to read the whole first sentence soon, later chunks ramp up to the
-model's window. Cuts fall at clause punctuation before anywhere inside a clause. Pure and
-deterministic, like the splitter that uses it."""
+"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause or phrase,
+later chunks are whole sentences up to the model's window, each cut on its own (so an edit moves
+no boundary outside its sentence, and a chunk made once is made again by the same sentence
+anywhere). Synth cuts a chunk further while its listener's buffer is thin (synth.ramp). Cuts fall
+at clause punctuation before anywhere inside a clause. Pure and deterministic, like the splitter
+that uses it."""
 
 from __future__ import annotations
 
 import re
 
-from .phrases import phrase_ends
+from .phrases import FUNCTION_WORDS, bare, phrase_ends
 
 MAX_CHUNK_CHARS = 300
-# After the first clause, chunk k (k >= 1) may be FIRST_CHUNK_CHARS * 2**(k-1) long (up to
-# MAX_CHUNK_CHARS), so the worker stays ahead of the listener while the cast's lead is thin.
+# The first chunk's cap (its clause or phrase is shorter still).
 FIRST_CHUNK_CHARS = 80
 # A cut never leaves a fragment shorter than this when a later cut point exists.
 MIN_CUT_CHARS = 12
@@ -21,7 +22,8 @@ MIN_CUT_CHARS = 12
 FIRST_CLAUSE_MIN_CHARS = 10
 FIRST_CLAUSE_MAX_CHARS = 24
 # No clause end in that range: the first chunk ends at the last phrase end within this many
-# characters (about 1.9 s of speech), never after a function word; with none, no cut.
+# characters (about 1.9 s of speech), never after a function word; with none, at the last word
+# boundary there (after a content word if one is).
 FIRST_WORDS_CHARS = 30
 # Kokoro reads English prose at about this many characters per second of speech.
 SPOKEN_CHARS_PER_S = 16
@@ -37,18 +39,25 @@ def cut_sentence(
 ) -> tuple[str, str]:
     """The next chunk of ``sentence`` (white space collapsed), which becomes the cast's chunk
     ``index``, and the rest of the sentence. A first sentence of at most ``whole_first_chars``
-    characters (as much as the model reads within the first-audio target) is not cut for speed:
-    only, like any chunk, to fit ``first_chars``."""
+    characters is not cut for speed: only, like any chunk, to fit ``first_chars`` (synth passes
+    0: its first audio is always a phrase). Later chunks are cut only to fit ``max_chars``."""
     cap = min(first_chars, max_chars)
     if index == 0 and len(sentence) > whole_first_chars:
         return _first_clause(sentence, cap)
-    return _cut(sentence, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
+    return _cut(sentence, cap if index == 0 else max_chars)
+
+
+def cut_head(sentence: str, limit: int) -> tuple[str, str]:
+    """A head of ``sentence`` of at most ``limit`` characters cut where a chunk would be (clause
+    punctuation, else a phrase end, else a word boundary), and the rest; whole when it fits."""
+    return _cut(sentence, max(limit, MIN_CUT_CHARS))
 
 
 def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
     """The cast's first chunk: the whole sentence when it is short, else its first clause of
     about a second, else its first phrase up to a phrase end near FIRST_WORDS_CHARS (before a
-    preposition or conjunction rather than before an article or pronoun), else no cut."""
+    preposition or conjunction rather than before an article or pronoun), else a shorter clause,
+    else its first words up to a word boundary there: the first audio is never a long sentence."""
     words = min(cap, FIRST_WORDS_CHARS)
     if len(sentence) <= words:
         return sentence, ""
@@ -60,7 +69,21 @@ def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
     if ends:
         end = max(ends)[1]
         return sentence[:end].strip(), sentence[end:].strip()
-    return _cut(sentence, cap)  # no phrase end: whole when it fits the first chunk
+    if at := _last_fit(sentence, _CLAUSES[1], 1, words) or _last_fit(sentence, _CLAUSES[0], 1, words):
+        return sentence[:at].strip(), sentence[at:].strip()  # a short clause ("Sure, | here is …")
+    if at := _first_words(sentence, words):
+        return sentence[:at].strip(), sentence[at:].strip()
+    return _cut(sentence, cap)  # no word boundary (a script without spaces): at its clauses
+
+
+def _first_words(sentence: str, words: int) -> int:
+    """The end of the last word within ``words`` characters that leaves a rest of MIN_CUT_CHARS,
+    preferring one after a content word (never "the | plants" when "water | the" is there), else
+    the first word end past them (a very long first word); 0 when there is none."""
+    ends = [m.start() for m in _SPACE.finditer(sentence) if len(sentence) - m.start() >= MIN_CUT_CHARS]
+    near = [e for e in ends if FIRST_CLAUSE_MIN_CHARS <= e <= words]
+    content = [e for e in near if bare(sentence[:e].split()[-1]) not in FUNCTION_WORDS]
+    return max(content or near, default=min(ends, default=0))
 
 
 def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:

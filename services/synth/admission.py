@@ -170,8 +170,7 @@ class Admitter:
         if recipe is None:
             return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
-        whole = crew.speed.whole_first_chars(cfg.first_audio_target_s)  # a first sentence read whole when it pays
-        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures, whole)
+        cast = plan(job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         if not castlog.voice_available(recipe.voice, self.voices):
             known = ", ".join(sorted(self.voices))
             return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)

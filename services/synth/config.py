@@ -107,11 +107,6 @@ class SynthConfig(Settings):
                                      "this is left out of the `queue` record")
     poll_s: float = setting("SYNTH_POLL_S", 1.0, gt=0, doc="longest blocking read of `jobs` (and of the "
                             "archiver's receipts); how often the admitter re-checks")
-    # A first sentence the model reads within this (its measured RTF) goes whole; a longer one is cut
-    # at its first clause or phrase, for first audio sooner.
-    first_audio_target_s: float = setting("SYNTH_FIRST_AUDIO_TARGET_S", 0.5, ge=0, doc="a first sentence the "
-                                          "model reads within this (at its measured speed) goes whole; a longer one is "
-                                          "cut at its first clause or phrase end (`0`: always cut)")
     # Delivery
     lease_s: float = setting("SYNTH_LEASE_S", 60.0, gt=0, doc="a pending job idle this long is taken over by "
                              "another worker; refreshed every third of it")

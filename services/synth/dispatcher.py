@@ -29,7 +29,7 @@ from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .mp3 import EncodedChunk
-from .scheduler import Made, Yielded
+from .scheduler import Made, Yielded, ramp_limit
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Dispatcher:
                 continue
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
-            index, text = cast.take_chunk()
+            index, text = cast.take_chunk(ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed))
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             started = crew.clock()

@@ -28,6 +28,8 @@ NO_AUDIO_LEAD = -math.inf
 SPEED_WEIGHT = 0.25
 # Weight of a faster chunk in admission's speed (a slower one counts at once).
 RECOVER_WEIGHT = 0.1
+# The ramp's shortest chunk: about the first phrase's length.
+RAMP_MIN_CHARS = FIRST_WORDS_CHARS
 
 
 @dataclass(frozen=True)
@@ -233,14 +235,24 @@ class ModelSpeed:
             return 0.0
         return self.s_per_char * FIRST_WORDS_CHARS
 
-    def whole_first_chars(self, target_s: float) -> int:
-        """The longest first sentence the model reads within ``target_s`` (its expected time:
-        the real-time factor times the sentence's speech, at SPOKEN_CHARS_PER_S): such a sentence
-        goes whole, a longer one is cut at its first clause or phrase [R:first-cut-phrase].
-        0 (always cut) until the speed is known."""
-        if self.rtf <= 0:
-            return 0
-        return min(1 << 30, int(target_s * SPOKEN_CHARS_PER_S / self.rtf))
+    def ramp_chars(self, lead_s: float, speed: float = 1.0) -> int | None:
+        """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry:
+        its audio no longer than the lead ÷ the real-time factor, so the ramp grows by 1/r a chunk
+        (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
+        RAMP_MIN_CHARS (a model slower than real time stalls whatever the cut: short chunks only
+        cost more of it); None (no cut) until the speed is known."""
+        if self.rtf <= 0 or self.audio_s_per_char <= 0:
+            return None
+        audio_s = max(0.0, lead_s) / self.rtf
+        return max(RAMP_MIN_CHARS, int(audio_s * max(speed, 0.01) / self.audio_s_per_char))
+
+
+def ramp_limit(speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0) -> int | None:
+    """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead); None
+    before its first audio: its first chunk is the splitter's phrase."""
+    if pace.first_audio_at is None:
+        return None
+    return speed.ramp_chars(pace.lead(now), reading_speed)
 
 
 def _smooth(old: float, new: float) -> float:
