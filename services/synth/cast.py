@@ -179,12 +179,14 @@ class ActiveCast:
                 self.continued.insert(i + 1, True)
         return i, self.chunks[i]
 
-    def audio_record(self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = ()) -> Audio:
+    def audio_record(
+        self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = (), *, cached: bool = False
+    ) -> Audio:
         if i != self.next_append:
             raise AssertionError(f"cast {self.cast_id}: chunk {i} appended out of order ({self.next_append})")
         planned = len(self.chunks) if self.live else 0
         return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned,
-                     w=chunk_words(words, duration_ms), body=body)
+                     w=chunk_words(words, duration_ms), c=cached, body=body)
 
     def note(self, event: PaceEvent, now: float) -> None:
         """The one place this cast's lead moves: admitted, a chunk made, appended, a yield."""

@@ -72,6 +72,10 @@ class SynthConfig(Settings):
                                  "`af_heart` when the model has it, else its first voice (a warning only when a voice "
                                  "set here is missing)")
     bitrate: int = setting("SYNTH_BITRATE", 48_000, gt=0, doc="MP3 bits per second (24 kHz mono)")
+    # The chunk cache (chunkcache.py): what the model made, kept for any worker to reuse.
+    chunk_cache_bytes: int = setting("SYNTH_CHUNK_CACHE_BYTES", 64 * 1024 * 1024, ge=0, doc="bytes of model "
+                                     "output (PCM and word timings) kept in Redis for every worker to reuse, the "
+                                     "least recently used evicted past it (`0`: no chunk cache)")
     # A listener waits for the first chunk's encoding: LAME's -q 6 takes about 0.6x the time of
     # its default 3, with its psychoacoustics and noise shaping kept (see mp3.py).
     first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, doc="LAME's quality (`0` best and "

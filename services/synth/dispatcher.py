@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from . import jobs, seams
+from . import chunkcache, jobs, seams
 from .cast import ActiveCast
 from .crew import Crew
 from .holdings import quietly, wait
@@ -50,6 +50,11 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     return pcm, words
 
 
+def _stored(hit: chunkcache.Hit) -> tuple[PCM, list[Word]]:
+    """A chunk from the cache, as the model gave it."""
+    return hit.pcm, hit.words
+
+
 def read_and_encode(
     read: Callable[[], tuple[PCM, list[Word]]], encode: Encoding | None
 ) -> tuple[PCM, list[Word], EncodedChunk | Exception | None, float]:
@@ -74,6 +79,8 @@ class Dispatcher:
         self.lanes = lanes  # whole-text casts, open casts
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
         self.rotation = Rotation()  # which client's open casts had the model last (livesched)
+        self.cache = chunkcache.ChunkCache(crew.redis, crew.cfg.chunk_cache_bytes)
+        self.model = chunkcache.model_tag(synth)  # in every chunk's cache key
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False)
@@ -93,11 +100,14 @@ class Dispatcher:
             index, text = cast.take_chunk(ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed))
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
+            speed = cast.reading_speed
+            behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
+            key = chunkcache.chunk_key(self.model, text, cast.voice, speed, ahead, behind)
+            hit = await self.cache.get(key)  # what the model would be fed, read before
             started = crew.clock()
             try:
-                speed = cast.reading_speed
-                behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
-                read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
+                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind) if hit is None
+                        else partial(_stored, hit))
                 encode = encoder(crew.cfg, cast, index) if first else None
                 pcm, words, encoded, encode_s = await loop.run_in_executor(self.pool, read_and_encode, read, encode)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
@@ -108,19 +118,22 @@ class Dispatcher:
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed)
+            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed, hit)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
-            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s)
+            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:
                 await self.lane(cast).put(item)
-                continue
-            if isinstance(encoded, Exception):
-                item.failure = encoding_failed(index, encoded)
             else:
-                item.ready = encoded
-            # In the log before the next inference, which on a CPU would share the cores with
-            # the append and with edge's delivery to the listener.
-            await self.lane(cast).land(item)
+                if isinstance(encoded, Exception):
+                    item.failure = encoding_failed(index, encoded)
+                else:
+                    item.ready = encoded
+                # In the log before the next inference, which on a CPU would share the cores with
+                # the append and with edge's delivery to the listener.
+                await self.lane(cast).land(item)
+            if hit is None:  # kept after its append: never on a listener's path
+                await self.cache.put(key, pcm, words, took)
+                crew.metrics.cache_bytes.set(self.cache.held)
         for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
             await lane.put(None)
 
@@ -144,10 +157,19 @@ class Dispatcher:
         whole, live = self.lanes
         return live if cast.live else whole
 
-    def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float) -> None:
-        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the receipt."""
-        self.crew.speed.observe(took, chars, audio_s, speed)
+    def _observe(
+        self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float, hit: chunkcache.Hit | None
+    ) -> None:
+        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the
+        receipt. A chunk from the cache says nothing of the model's speed: it counts what it saved."""
         metrics = self.crew.metrics
+        if hit is not None:
+            metrics.cache_hits.inc()
+            metrics.cache_saved_seconds.inc(hit.model_s)
+            return
+        if self.cache.on:
+            metrics.cache_misses.inc()
+        self.crew.speed.observe(took, chars, audio_s, speed)
         metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:
             metrics.rtf.observe(took / audio_s)
