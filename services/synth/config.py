@@ -139,6 +139,9 @@ class SynthConfig(Settings):
     # and this closes only casts nobody watches (an HTTP opener gone, an intake that died).
     live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 65.0, gt=0, doc="an open cast without new text this long "
                                  "is closed by the worker (its rest is spoken) and its place freed")
+    live_gap_s: float = setting("SYNTH_LIVE_GAP_S", 2.0, gt=0, doc="the longest an open cast's chunk may take "
+                                "the model (at its measured speed): a longer sentence is cut, so that a live turn's "
+                                "audio messages come less than this apart (Pipecat waits 3 s for the next)")
     live_hold_lead_s: float = setting("SYNTH_LIVE_HOLD_LEAD_S", 10.0, gt=0, doc="while an open cast's next "
                                       "sentence is being typed, a cast leading its listener by more than this waits, "
                                       "keeping the model free for it")

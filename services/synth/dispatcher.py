@@ -97,7 +97,8 @@ class Dispatcher:
                 continue
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
-            index, text = cast.take_chunk(ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed))
+            gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
+            index, text = cast.take_chunk(ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s))
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed

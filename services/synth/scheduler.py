@@ -226,6 +226,13 @@ class ModelSpeed:
         per_char = self.audio_s_per_char or 1 / SPOKEN_CHARS_PER_S
         return chars * per_char / max(speed, 0.01)
 
+    def gap_chars(self, gap_s: float) -> int | None:
+        """The longest chunk the model makes within ``gap_s`` (at least RAMP_MIN_CHARS); None
+        until the speed is known."""
+        if self.s_per_char <= 0:
+            return None
+        return max(RAMP_MIN_CHARS, int(gap_s / self.s_per_char))
+
     def first_chunk_s(self, listeners: int) -> float:
         """About how long a first chunk (a first clause, as long as it gets) takes, for
         :func:`pick`; 0 (no exception to newcomers first) until the speed is known, or when the
@@ -247,12 +254,17 @@ class ModelSpeed:
         return max(RAMP_MIN_CHARS, int(audio_s * max(speed, 0.01) / self.audio_s_per_char))
 
 
-def ramp_limit(speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0) -> int | None:
-    """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead); None
-    before its first audio: its first chunk is the splitter's phrase."""
+def ramp_limit(
+    speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0, gap_s: float | None = None
+) -> int | None:
+    """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead), and, for
+    a live cast (``gap_s``), no longer than the model makes in ``gap_s`` (ModelSpeed.gap_chars):
+    its audio messages never further apart than a framework waits. None before its first audio
+    (its first chunk is the splitter's phrase) or while the model's speed is unknown."""
     if pace.first_audio_at is None:
         return None
-    return speed.ramp_chars(pace.lead(now), reading_speed)
+    limits = [speed.ramp_chars(pace.lead(now), reading_speed), speed.gap_chars(gap_s) if gap_s else None]
+    return min((n for n in limits if n is not None), default=None)
 
 
 def _smooth(old: float, new: float) -> float:

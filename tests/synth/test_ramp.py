@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, split_text
 from synth.cast import ActiveCast, Assignment
+from synth.config import SynthConfig
 from synth.scheduler import RAMP_MIN_CHARS, Appended, Made, ModelSpeed, ramp_limit
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, running, submit, terminal
@@ -39,27 +40,29 @@ def test_the_longest_next_chunk_is_the_lead_over_the_real_time_factor() -> None:
 class Run:
     chunks: list[str]
     worst_stall_s: float  # the longest a listener from the first audio waited for the next chunk
+    worst_gap_s: float  # the longest between two appends
 
 
-def simulate(text: str, rtf: float) -> Run:
+def simulate(text: str, rtf: float, gap_s: float | None = None) -> Run:
     """The dispatcher's loop for one cast on a stand-in model that takes ``rtf`` seconds per
     second of audio, on a simulated clock: take a chunk at the ramp's limit, make it, append it."""
     job = Assignment(entry_id="1-0", cast_id="c" * 12, enqueued_at=0, deliveries=1)
     chunker_chunks = split_text(text)
     cast = ActiveCast(job=job, voice="af_heart", chunks=chunker_chunks, continued=[False] * len(chunker_chunks),
                       attempt=1, job_attempt=1, resume_from=0, tail=1, offset_ms=0, first_audio_ts=None)
-    speed, now, worst = ModelSpeed(), 0.0, 0.0
+    speed, now, worst, gap = ModelSpeed(), 0.0, 0.0, 0.0
     while cast.wants_chunk:
-        _, chunk = cast.take_chunk(ramp_limit(speed, cast.pace, now))
+        _, chunk = cast.take_chunk(ramp_limit(speed, cast.pace, now, gap_s=gap_s))
         audio_s = len(chunk) / CHARS_PER_S
         now += rtf * audio_s
+        gap = max(gap, rtf * audio_s) if cast.pace.first_audio_at is not None else gap
         if cast.pace.first_audio_at is not None:
             worst = max(worst, -cast.pace.lead(now))
         speed.observe(rtf * audio_s, len(chunk), audio_s)
         cast.note(Made(round(audio_s * 1000)), now)
         cast.note(Appended(round(audio_s * 1000)), now)
         cast.next_append += 1
-    return Run(cast.chunks, worst)
+    return Run(cast.chunks, worst, gap)
 
 
 @pytest.mark.parametrize("rtf", [0.9, 0.6, 0.3])
@@ -127,3 +130,21 @@ def test_an_edited_sentence_changes_only_its_own_chunks(rtf: float) -> None:
     changed = " ".join(new)
     assert "The mayor strolled" in changed and len(new) <= 3, new  # the edited sentence (and a neighbour)
     assert all(c in " ".join(edited[6:9]) for c in new)
+
+
+def test_the_live_gap_is_a_named_setting_with_a_default() -> None:
+    assert SynthConfig.from_env({}).live_gap_s == 2.0
+    with pytest.raises(ValueError, match="SYNTH_LIVE_GAP_S"):
+        SynthConfig.from_env({"SYNTH_LIVE_GAP_S": "0"})
+
+
+@pytest.mark.parametrize("rtf", [0.9, 0.5])
+def test_a_live_turns_audio_messages_come_within_the_gap_while_the_model_keeps_up(rtf: float) -> None:
+    whole = simulate(TEXT, rtf)
+    assert whole.worst_gap_s > 3.0  # a buffered listener does not stall, but a framework would stop waiting
+    live = simulate(TEXT, rtf, gap_s=2.0)
+    assert live.worst_gap_s <= 2.0 and live.worst_stall_s == 0.0
+    assert " ".join(live.chunks) == " ".join(TEXT.split())
+    speed = ModelSpeed()
+    speed.observe(1.0, 20, audio_s=1.2)  # 50 ms of model time a character
+    assert speed.gap_chars(2.0) == 40 and speed.gap_chars(0.5) == RAMP_MIN_CHARS
