@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -13,7 +14,7 @@ from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
-from .scheduler import Appended, Pace, PaceEvent
+from .scheduler import RAMP_MIN_CHARS, Appended, Pace, PaceEvent
 from .seams import lookahead, lookbehind
 
 
@@ -33,6 +34,19 @@ class OpenText:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def heads(chunk: str) -> tuple[str, ...]:
+    """Every head the ramp may cut ``chunk`` to (cut_head at any limit), the chunk itself first,
+    then longest first: where an earlier cast's ramp cut the same sentence, the cache has it."""
+    cut = {cut_head(chunk, limit)[0] for limit in range(RAMP_MIN_CHARS, len(chunk))}
+    return (chunk, *sorted(cut - {chunk}, key=len, reverse=True))
+
+
+def _rest(chunk: str, head: str) -> str:
+    """What is left of ``chunk`` after ``head`` (its first words)."""
+    return " ".join(chunk.split()[len(head.split()) :])
 
 
 def job_key(stream: str, entry_id: str) -> str:
@@ -167,17 +181,24 @@ class ActiveCast:
         if self.open_text is not None:
             self.open_text.closed = True
 
-    def take_chunk(self, limit: int | None = None) -> tuple[int, str]:
-        """The next chunk to synthesize, with its index: cut to at most ``limit`` characters (the
-        ramp, see ModelSpeed.ramp_chars) where a chunk may be cut, its rest the next chunk."""
+    def take_chunk(self, limit: int | None = None, *, head: str | None = None) -> tuple[int, str]:
+        """The next chunk to synthesize, with its index: cut to ``head`` (one of :func:`heads`),
+        or to at most ``limit`` characters (the ramp, see ModelSpeed.ramp_chars) where a chunk may
+        be cut; its rest is the next chunk, going on with the sentence."""
         i = self.next_synth
         self.next_synth += 1
-        if limit is not None and len(self.chunks[i]) > limit:
-            head, rest = cut_head(self.chunks[i], limit)
-            if rest:
-                self.chunks[i : i + 1] = [head, rest]
-                self.continued.insert(i + 1, True)
+        if head is None and limit is not None and len(self.chunks[i]) > limit:
+            head = cut_head(self.chunks[i], limit)[0]
+        if head is not None and (rest := _rest(self.chunks[i], head)):
+            self.chunks[i : i + 1] = [head, rest]
+            self.continued.insert(i + 1, True)
         return i, self.chunks[i]
+
+    def context_if(self, head: str) -> tuple[str, str]:
+        """The context (as :meth:`context`) the next chunk would be read with, cut to ``head``."""
+        behind, ahead = self.context(self.next_synth)
+        rest = _rest(self.chunks[self.next_synth], head)
+        return behind, lookahead(rest) if rest else ahead
 
     def audio_record(
         self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = (), *, cached: bool = False

@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from . import chunkcache, jobs, seams
-from .cast import ActiveCast
+from .cast import ActiveCast, heads
 from .crew import Crew
 from .holdings import quietly, wait
 from .lane import NO_PCM, PCM, Lane, Synthesized, encoder, encoding_failed, made_ms
@@ -98,13 +98,12 @@ class Dispatcher:
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
-            index, text = cast.take_chunk(ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s))
+            limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s)
+            index, text, key, hit = await self._take(cast, limit)
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed
             behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
-            key = chunkcache.chunk_key(self.model, text, cast.voice, speed, ahead, behind)
-            hit = await self.cache.get(key)  # what the model would be fed, read before
             started = crew.clock()
             try:
                 read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind) if hit is None
@@ -137,6 +136,22 @@ class Dispatcher:
                 crew.metrics.cache_bytes.set(self.cache.held)
         for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
             await lane.put(None)
+
+    async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None]:
+        """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
+        earlier cast cut the same sentence when the cache has that (a hit costs no model time,
+        whatever the lead), else as the ramp's ``limit`` allows."""
+        if self.cache.on:
+            for head in heads(cast.chunks[cast.next_synth]):
+                key = self._key(cast, head, *cast.context_if(head))
+                if (hit := await self.cache.get(key)) is not None:
+                    return (*cast.take_chunk(head=head), key, hit)
+        index, text = cast.take_chunk(limit)
+        return index, text, self._key(cast, text, *cast.context(index)), None
+
+    def _key(self, cast: ActiveCast, text: str, behind: str, ahead: str) -> str:
+        """The cache key of ``text`` read by ``cast`` with these words around it."""
+        return chunkcache.chunk_key(self.model, text, cast.voice, cast.reading_speed, ahead, behind)
 
     def next_cast(self) -> ActiveCast | None:
         """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""

@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, summarize
 from synth import chunkcache
+from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, running, submit, terminal
@@ -81,3 +82,26 @@ def test_the_key_is_what_the_model_is_fed() -> None:
               chunk_key("kokoro/torch-cuda", "of sand", "af_heart", 1.0, "", "built a castle")]
     assert len({key, *others}) == 6
     assert key.startswith("synth/chunk/{") and key.endswith("}")  # a slot of its own on a cluster
+
+
+@pytest.mark.rule("chunk-cache-reuses")
+async def test_a_sentence_the_ramp_cut_is_reused_as_it_was_cut_whatever_the_buffer_now(
+    redis: Redis, store: CastStore
+) -> None:
+    text = ("When the storm passed, we walked out. The farmers went down to the fields by the river to see "
+            "what the wind had left of the wheat.")
+    async with running(Worker(config(), redis, StandIn(rtf=0.7))):  # a thin buffer: the long sentence is cut
+        first = audio_of(await terminal(store, await submit(store, text)))
+    assert len(first) > 3
+    model = StandIn()  # a fast model now: the ramp would not cut, but the cache has the cut pieces
+    async with running(Worker(config(), redis, model)):
+        second = audio_of(await terminal(store, await submit(store, f"{text} Then it rained.")))
+    assert model.calls == ["Then it rained."]
+    assert [a.t for a in second[:-1]] == [a.t for a in first] and all(a.c for a in second[:-1])
+
+
+def test_the_heads_of_a_chunk_are_every_cut_the_ramp_can_make() -> None:
+    chunk = "The farmers went down to the fields by the river to see what the wind had left of the wheat."
+    got = heads(chunk)
+    assert got[0] == chunk and len(got) == len(set(got)) > 2
+    assert all(chunk.startswith(h) for h in got) and [len(h) for h in got[1:]] == sorted(map(len, got[1:]))[::-1]
