@@ -99,7 +99,9 @@ class Dispatcher:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
             limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s)
-            index, text, key, hit = await self._take(cast, limit)
+            if (taken := await self._take(cast, limit)) is None:
+                continue
+            index, text, key, hit = taken
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed
@@ -137,15 +139,23 @@ class Dispatcher:
         for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
             await lane.put(None)
 
-    async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None]:
+    async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
         """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
         earlier cast cut the same sentence when the cache has that (a hit costs no model time,
-        whatever the lead), else as the ramp's ``limit`` allows."""
+        whatever the lead), else as the ramp's ``limit`` allows. None when a cancel took the
+        chunk meanwhile."""
+        chunk, found = cast.chunks[cast.next_synth], None
         if self.cache.on:
-            for head in heads(cast.chunks[cast.next_synth]):
+            for head in heads(chunk):
                 key = self._key(cast, head, *cast.context_if(head))
                 if (hit := await self.cache.get(key)) is not None:
-                    return (*cast.take_chunk(head=head), key, hit)
+                    found = (head, key, hit)
+                    break
+            if not cast.wants_chunk or cast.chunks[cast.next_synth] != chunk:
+                return None  # cancelled (or cut) while the cache answered
+        if found is not None:
+            head, key, hit = found
+            return (*cast.take_chunk(head=head), key, hit)
         index, text = cast.take_chunk(limit)
         return index, text, self._key(cast, text, *cast.context(index)), None
 
