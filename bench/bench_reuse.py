@@ -10,7 +10,8 @@ by side in one run (one model loaded once, onnx, a throwaway Redis, one in-proce
 3. the cost of a chunk cache lookup that misses (the median of many) ÷ one chunk's model time.
 4. a live turn of long sentences written at once: the largest gap between its audio records ÷
    one sentence's model time, with ``SYNTH_LIVE_GAP_S`` at its default and without it (a gap as
-   long as any sentence), the chunk cache off for both.
+   long as any sentence), the chunk cache off for both; with the real model, and with a
+   stand-in at RTF 0.9 (the real model on a loaded CPU may not keep up, and then no cut helps).
 
     nice python bench/bench_reuse.py [--threads 2] [--model-dir DIR]     (a few minutes on 2 cores)
 """
@@ -25,9 +26,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 import castlog
 import servicekit
-from castlog import Audio, CastStore, Entry, LiveStore, LogReader, Meta
+from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LiveStore, LogReader, Meta
 from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
 from synth.config import SynthConfig
@@ -64,7 +67,37 @@ LONG_TURN = (
     "with a number to call, and you can pick the parcel up from the depot within the next seven days."
 )
 LOOKUPS = 500
+TONE_RTF = 0.9  # a model barely faster than real time: the ramp's hardest case
 Row = dict[str, Any]
+
+
+class Tone:
+    """A stand-in model at a set real-time factor (the real one's on a loaded CPU may not keep up):
+    a tone of 1/16 s a character, made after sleeping ``rtf`` times its length."""
+
+    name = "tone"
+    CHARS_PER_S = 16
+
+    def __init__(self, rtf: float) -> None:
+        self.rtf = rtf
+
+    def voices(self) -> list[str]:
+        return [VOICE]
+
+    def warm_up(self) -> None:
+        pass
+
+    def phonemize(self, text: str, voice: str) -> str:
+        return text
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Any:
+        seconds = len(text) / self.CHARS_PER_S / speed
+        time.sleep(self.rtf * seconds)
+        t = np.arange(int(seconds * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
+        return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Any:
+        return self.synthesize(phonemes, voice, speed)
 
 
 def first_audio_ms(entries: list[Entry]) -> int:
@@ -117,8 +150,8 @@ class Bench:
         self.synth, self.redis = synth, redis
         self.store, self.reader, self.live = CastStore(redis), LogReader(redis), LiveStore(redis)
 
-    async def with_worker(self, cfg: SynthConfig, part: Any) -> Any:
-        worker = Worker(cfg, self.redis, self.synth)
+    async def with_worker(self, cfg: SynthConfig, part: Any, synth: Synthesizer | None = None) -> Any:
+        worker = Worker(cfg, self.redis, synth or self.synth)
         task = asyncio.ensure_future(worker.run())
         try:
             return await part()
@@ -167,7 +200,7 @@ class Bench:
         return {"largest_gap_s": largest_gap_s(entries), "chunks": sum(isinstance(e.record, Audio) for e in entries)}
 
 
-async def run(synth: Synthesizer) -> dict[str, Row]:
+async def run(synth: Synthesizer, gaps_only: bool = False) -> dict[str, Row]:
     with temp_redis() as server:
         redis = servicekit.client_for(server.url)
         bench = Bench(synth, redis)
@@ -179,18 +212,37 @@ async def run(synth: Synthesizer) -> dict[str, Row]:
                     results[name] = await part()
                     print(name, results[name], flush=True)
 
-            await bench.with_worker(cfg, cached)
+            if not gaps_only:
+                await bench.with_worker(cfg, cached)
             sentence_s = statistics.median(
                 [await asyncio.to_thread(model_s, synth, s) for s in castlog.split_text(LONG_TURN)[1:]])
+            tone = Tone(TONE_RTF)
+            tone_s = statistics.median(TONE_RTF * len(s) / Tone.CHARS_PER_S for s in castlog.split_text(LONG_TURN)[1:])
             for name, gap_s in (("with_gap", cfg.live_gap_s), ("without_gap", 1e6)):
-                row = await bench.with_worker(replace(cfg, chunk_cache_bytes=0, live_gap_s=gap_s), bench.gaps)
+                off = replace(cfg, chunk_cache_bytes=0, live_gap_s=gap_s)
+                row = await bench.with_worker(off, bench.gaps)
                 results[name] = {**row, "sentence_model_s": sentence_s, "ratio": row["largest_gap_s"] / sentence_s}
+                row = await bench.with_worker(off, bench.gaps, tone)
+                results[f"tone_{name}"] = {**row, "sentence_model_s": tone_s, "ratio": row["largest_gap_s"] / tone_s}
+                print(name, results[name], results[f"tone_{name}"], flush=True)
         finally:
             await redis.aclose()
     return results
 
 
 def report(r: dict[str, Row]) -> None:
+    if "edit" in r:
+        report_reuse(r)
+    print("\n4. a live turn's largest gap between audio records ÷ one sentence's model time")
+    print(f"(tone_: a stand-in model at RTF {TONE_RTF}, a tone of 1/16 s a character)")
+    for name in ("with_gap", "without_gap", "tone_with_gap", "tone_without_gap"):
+        row = r[name]
+        print_rows({f"{name}: largest gap (s), chunks": f"{row['largest_gap_s']:.2f}, {row['chunks']}",
+                    f"{name}: gap / sentence ({row['sentence_model_s']:.2f} s)": row["ratio"]}, 42)
+    print_target("the largest live gap under 3 s (Pipecat's wait) at RTF 0.9", r["tone_with_gap"]["largest_gap_s"] < 3.0)
+
+
+def report_reuse(r: dict[str, Row]) -> None:
     edit, stock, lookup = r["edit"], r["stock"], r["lookup"]
     print("\n1. a 14-sentence text, then one middle sentence reworded (from just before the submit)")
     print_rows({"first cast: first audio, done (s)": f"{edit['first'][0]:.2f}, {edit['first'][1]:.2f}",
@@ -206,12 +258,6 @@ def report(r: dict[str, Row]) -> None:
                 "miss / chunk": f"{lookup['ratio']:.5f}",
                 f"a long sentence's {lookup['heads']} heads, all missing (ms)": lookup["heads_miss_ms"],
                 "those / its model time": f"{lookup['heads_ratio']:.5f}"}, 42)
-    print("\n4. a live turn's largest gap between audio records ÷ one sentence's model time")
-    for name in ("with_gap", "without_gap"):
-        row = r[name]
-        print_rows({f"{name}: largest gap (s), chunks": f"{row['largest_gap_s']:.2f}, {row['chunks']}",
-                    f"{name}: gap / sentence ({row['sentence_model_s']:.2f} s)": row["ratio"]}, 42)
-    print_target("the largest live gap under 3 s (Pipecat's wait)", r["with_gap"]["largest_gap_s"] < 3.0)
 
 
 def main() -> None:
@@ -219,14 +265,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model-dir", default=os.environ.get("KOKORO_MODEL_DIR"),
                         help="a Kokoro-82M folder with the English voices (default: $KOKORO_MODEL_DIR)")
+    parser.add_argument("--gaps-only", action="store_true", help="part 4 alone")
     args = parser.parse_args()
     print("loading the model (onnx) ...", flush=True)
     synth = load_synthesizer("onnx", threads=args.threads, model_dir=args.model_dir)
     synth.warm_up()
-    results = asyncio.run(run(synth))
+    results = asyncio.run(run(synth, args.gaps_only))
     report(results)
-    write_results(RESULTS / "reuse.json", {"results": results, "threads": args.threads, "machine": machine()})
-    print(f"\nwritten to {RESULTS / 'reuse.json'}")
+    write_results(RESULTS / ("reuse_gaps.json" if args.gaps_only else "reuse.json"), {"results": results, "threads": args.threads, "machine": machine()})
+    print(f"\nwritten to {RESULTS}")
 
 
 if __name__ == "__main__":

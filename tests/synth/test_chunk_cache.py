@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, summarize
+from castlog import Audio, CastStore, encode_fields, encode_headers, summarize
+from castlog.records import decode_fields
 from synth import chunkcache
 from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
@@ -105,3 +106,12 @@ def test_the_heads_of_a_chunk_are_every_cut_the_ramp_can_make() -> None:
     got = heads(chunk)
     assert got[0] == chunk and len(got) == len(set(got)) > 2
     assert all(chunk.startswith(h) for h in got) and [len(h) for h in got[1:]] == sorted(map(len, got[1:]))[::-1]
+
+
+def test_the_cached_flag_is_in_the_header_only_when_set_and_older_records_decode() -> None:
+    fresh, cached = Audio(i=1, t="Hi.", d=500, o=0, body=b"mp3"), Audio(i=1, t="Hi.", d=500, o=0, c=True, body=b"mp3")
+    assert b'"c"' not in encode_headers(fresh) and b'"c":true' in encode_headers(cached)
+    older = {b"e": b"audio", b"h": b'{"e":"audio","i":1,"t":"Hi.","d":500,"o":0}', b"b": b"mp3"}  # before the flag
+    assert decode_fields(older) == fresh
+    e, h, b = encode_fields(cached)
+    assert decode_fields({b"e": e, b"h": h, b"b": b}) == cached
