@@ -26,18 +26,16 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 import castlog
 import servicekit
-from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LiveStore, LogReader, Meta
+from castlog import Audio, CastStore, Entry, LiveStore, LogReader, Meta
 from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
 from synth.config import SynthConfig
 from synth.model import Synthesizer, load_synthesizer
 from synth.worker import Worker
 
-from common import RESULTS, arguments, machine, print_rows, print_target, temp_redis, write_results
+from common import RESULTS, ToneModel, arguments, machine, print_rows, print_target, temp_redis, write_results
 
 VOICE = "af_heart"
 FOURTEEN = [
@@ -68,36 +66,8 @@ LONG_TURN = (
 )
 LOOKUPS = 500
 TONE_RTF = 0.9  # a model barely faster than real time: the ramp's hardest case
+TONE_CHARS_PER_S = 16  # the stand-in's speech, as Kokoro reads English prose
 Row = dict[str, Any]
-
-
-class Tone:
-    """A stand-in model at a set real-time factor (the real one's on a loaded CPU may not keep up):
-    a tone of 1/16 s a character, made after sleeping ``rtf`` times its length."""
-
-    name = "tone"
-    CHARS_PER_S = 16
-
-    def __init__(self, rtf: float) -> None:
-        self.rtf = rtf
-
-    def voices(self) -> list[str]:
-        return [VOICE]
-
-    def warm_up(self) -> None:
-        pass
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return text
-
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Any:
-        seconds = len(text) / self.CHARS_PER_S / speed
-        time.sleep(self.rtf * seconds)
-        t = np.arange(int(seconds * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
-        return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Any:
-        return self.synthesize(phonemes, voice, speed)
 
 
 def first_audio_ms(entries: list[Entry]) -> int:
@@ -216,8 +186,8 @@ async def run(synth: Synthesizer, gaps_only: bool = False) -> dict[str, Row]:
                 await bench.with_worker(cfg, cached)
             sentence_s = statistics.median(
                 [await asyncio.to_thread(model_s, synth, s) for s in castlog.split_text(LONG_TURN)[1:]])
-            tone = Tone(TONE_RTF)
-            tone_s = statistics.median(TONE_RTF * len(s) / Tone.CHARS_PER_S for s in castlog.split_text(LONG_TURN)[1:])
+            tone = ToneModel(TONE_RTF, 1000 / TONE_CHARS_PER_S, VOICE)
+            tone_s = statistics.median(TONE_RTF * len(s) / TONE_CHARS_PER_S for s in castlog.split_text(LONG_TURN)[1:])
             for name, gap_s in (("with_gap", cfg.live_gap_s), ("without_gap", 1e6)):
                 off = replace(cfg, chunk_cache_bytes=0, live_gap_s=gap_s)
                 row = await bench.with_worker(off, bench.gaps)
