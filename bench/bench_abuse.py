@@ -29,17 +29,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import numpy as np
-import numpy.typing as npt
 
 import castlog
 import servicekit
-from castlog import SAMPLE_RATE
 from streamtts.redisserver import free_port
 from synth.config import SynthConfig
 from synth.worker import Worker
 
-from common import services, temp_redis
+from common import ToneModel, services, temp_redis
 
 WELL_BEHAVED = "127.0.0.3"
 VICTIM_OF_WRITES = "127.0.0.2"  # the owner of the cast a stranger tries to write to
@@ -59,28 +56,6 @@ LIMITS = {"INTAKE_BODY_TIMEOUT_S": "1", "STREAMTTS_ALLOWED_HOSTS": "localhost",
           "INTAKE_WYOMING_PORT": str(WYOMING_PORT), "INTAKE_WYOMING_IDLE_S": "1"}
 # Durable streams: one MiB appends (INTAKE_MAX_BODY_BYTES) until the client's bytes run out.
 MIB = 1024 * 1024
-
-
-class ToneModel:
-    name = "tone"
-
-    def voices(self) -> list[str]:
-        return [VOICE]
-
-    def warm_up(self) -> None:
-        pass
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return text
-
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
-        audio_s = max(0.2, len(text) * MS_PER_CHAR / 1000)
-        time.sleep(GPU_RTF * audio_s)
-        t = np.arange(int(audio_s * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
-        return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
-        return self.synthesize(phonemes, voice, speed)
 
 
 def client(address: str) -> aiohttp.ClientSession:
@@ -337,7 +312,8 @@ async def run(args: argparse.Namespace) -> int:
     with temp_redis() as redis_server:
         redis = servicekit.client_for(redis_server.url)
         await castlog.publish_voices(redis, castlog.VoiceList(voices=(VOICE,), default=VOICE), maxlen=100)
-        worker = Worker(SynthConfig(consumer="abuse", poll_s=0.1), redis, ToneModel())
+        model = ToneModel(GPU_RTF, MS_PER_CHAR, VOICE, min_s=0.2)
+        worker = Worker(SynthConfig(consumer="abuse", poll_s=0.1), redis, model)
         task = asyncio.ensure_future(worker.run())
         try:
             async with services(redis_server.url, ["intake", "edge"], quiet=True, **LIMITS) as ports:

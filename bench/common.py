@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import numpy as np
+import numpy.typing as npt
 
+from castlog import SAMPLE_RATE
 from streamtts.redisserver import RedisServer, free_port, start_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,3 +121,31 @@ def print_target(what: str, met: bool) -> None:
 def write_results(path: Path, payload: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+class ToneModel:
+    """A stand-in model: a tone of ``ms_per_char`` a character (at least ``min_s``), made after
+    sleeping ``rtf`` times its length: a set pace, whatever else the machine runs."""
+
+    name = "tone"
+
+    def __init__(self, rtf: float, ms_per_char: float, voice: str, min_s: float = 0.0) -> None:
+        self.rtf, self.ms_per_char, self.voice, self.min_s = rtf, ms_per_char, voice, min_s
+
+    def voices(self) -> list[str]:
+        return [self.voice]
+
+    def warm_up(self) -> None:
+        pass
+
+    def phonemize(self, text: str, voice: str) -> str:
+        return text
+
+    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+        audio_s = max(self.min_s, len(text) * self.ms_per_char / 1000 / speed)
+        time.sleep(self.rtf * audio_s)
+        t = np.arange(int(audio_s * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
+        return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
+        return self.synthesize(phonemes, voice, speed)

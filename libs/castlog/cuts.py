@@ -1,18 +1,19 @@
-"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause or phrase
-when the model is too slow to read the whole first sentence soon, later chunks ramp up to the
-model's window. Cuts fall at clause punctuation before anywhere inside a clause. Pure and
-deterministic, like the splitter that uses it."""
+"""Where a sentence is cut into chunks: the first chunk of a cast is its first clause or phrase,
+later chunks are whole sentences up to the model's window, each cut on its own (so an edit moves
+no boundary outside its sentence, and a chunk made once is made again by the same sentence
+anywhere). Synth cuts a chunk further while its listener's buffer is thin (synth.ramp). Cuts fall
+at clause punctuation before anywhere inside a clause. Pure and deterministic, like the splitter
+that uses it."""
 
 from __future__ import annotations
 
 import re
 
-from .phrases import phrase_ends
+from .phrases import FUNCTION_WORDS, bare, phrase_ends
 from .textsteps import spend
 
 MAX_CHUNK_CHARS = 300
-# After the first clause, chunk k (k >= 1) may be FIRST_CHUNK_CHARS * 2**(k-1) long (up to
-# MAX_CHUNK_CHARS), so the worker stays ahead of the listener while the cast's lead is thin.
+# The first chunk's cap (its clause or phrase is shorter still).
 FIRST_CHUNK_CHARS = 80
 # A cut never leaves a fragment shorter than this when a later cut point exists.
 MIN_CUT_CHARS = 12
@@ -22,7 +23,8 @@ MIN_CUT_CHARS = 12
 FIRST_CLAUSE_MIN_CHARS = 10
 FIRST_CLAUSE_MAX_CHARS = 24
 # No clause end in that range: the first chunk ends at the last phrase end within this many
-# characters (about 1.9 s of speech), never after a function word; with none, no cut.
+# characters (about 1.9 s of speech), never after a function word; with none, at the last word
+# boundary there (after a content word if one is).
 FIRST_WORDS_CHARS = 30
 # Kokoro reads English prose at about this many characters per second of speech.
 SPOKEN_CHARS_PER_S = 16
@@ -38,8 +40,8 @@ def cut_sentence(
 ) -> tuple[str, str]:
     """The next chunk of ``sentence`` (white space collapsed), which becomes the cast's chunk
     ``index``, and the rest of the sentence. A first sentence of at most ``whole_first_chars``
-    characters (as much as the model reads within the first-audio target) is not cut for speed:
-    only, like any chunk, to fit ``first_chars``."""
+    characters is not cut for speed: only, like any chunk, to fit ``first_chars`` (synth passes
+    0: its first audio is always a phrase). Later chunks are cut only to fit ``max_chars``."""
     head, at = next_cut(sentence, 0, index, first_chars=first_chars, max_chars=max_chars,
                         whole_first_chars=whole_first_chars)
     return head, sentence[at:].strip()
@@ -55,15 +57,24 @@ def next_cut(
     if index == 0 and len(sentence) - start > whole_first_chars:
         at = _first_clause(sentence, start, cap)
     else:
-        at = _cut(sentence, start, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
+        at = _cut(sentence, start, cap if index == 0 else max_chars)
     spend(at - start)
     return sentence[start:at].strip(), at
+
+
+def cut_head(sentence: str, limit: int) -> tuple[str, str]:
+    """A head of ``sentence`` of at most ``limit`` characters cut where a chunk would be (clause
+    punctuation, else a phrase end, else a word boundary), and the rest; whole when it fits."""
+    at = _cut(sentence, 0, max(limit, MIN_CUT_CHARS))
+    return sentence[:at].strip(), sentence[at:].strip()
 
 
 def _first_clause(sentence: str, start: int, cap: int) -> int:
     """The end of the cast's first chunk: the whole sentence when it is short, else its first
     clause of about a second, else its first phrase up to a phrase end near FIRST_WORDS_CHARS
-    (before a preposition or conjunction rather than before an article or pronoun), else no cut."""
+    (before a preposition or conjunction rather than before an article or pronoun), else a shorter
+    clause, else its first words up to a word boundary there: the first audio is never a long
+    sentence."""
     words = min(cap, FIRST_WORDS_CHARS)
     if len(sentence) - start <= words:
         return len(sentence)
@@ -74,7 +85,32 @@ def _first_clause(sentence: str, start: int, cap: int) -> int:
             if len(sentence) - end >= MIN_CUT_CHARS]
     if ends:
         return max(ends)[1]
-    return _cut(sentence, start, cap)  # no phrase end: whole when it fits the first chunk
+    if at := _last_fit(sentence, start, _CLAUSES[1], 1, words) or _last_fit(sentence, start, _CLAUSES[0], 1, words):
+        return at  # a short clause ("Sure, | here is …")
+    if at := _first_words(sentence, start, words):
+        return at
+    return _cut(sentence, start, cap)  # no word boundary (a script without spaces): at its clauses
+
+
+def _first_words(sentence: str, start: int, words: int) -> int:
+    """The end of the last word within ``words`` characters (from ``start``) that leaves a rest of
+    MIN_CUT_CHARS, preferring one after a content word (never "the | plants" when "water | the"
+    is there), else the first word end past them (a very long first word); 0 when there is none.
+    Reads the window and, for a very long first word, up to the first white space after it."""
+    spend(words + 1)
+    ends = [m.start() for m in _SPACE.finditer(sentence, start, start + words + 1)
+            if len(sentence) - m.start() >= MIN_CUT_CHARS]
+    near = [e for e in ends if FIRST_CLAUSE_MIN_CHARS <= e - start <= words]
+    content = [e for e in near if bare(sentence[start:e].split()[-1]) not in FUNCTION_WORDS]
+    if content or near:
+        return max(content or near)
+    if ends:
+        return min(ends)
+    later = _SPACE.search(sentence, start + words + 1)
+    if later is None:
+        return 0
+    spend(later.start() - start)
+    return later.start() if len(sentence) - later.start() >= MIN_CUT_CHARS else 0
 
 
 def _earliest(sentence: str, start: int, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:

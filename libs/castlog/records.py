@@ -51,6 +51,7 @@ class Audio(_Record, tag="audio", frozen=True):
     n: int = 0  # live casts: the sentences planned so far (the plan grows); 0 (omitted) otherwise
     # its words: (text, start ms, end ms) from the start of this chunk's audio (add o for the cast's)
     w: tuple[tuple[str, int, int], ...] = ()
+    c: bool = False  # made from synth's chunk cache, not by the model (omitted when not: older logs decode)
     body: bytes = b""  # the MP3 chunk; stored in field ``b``, never inside ``h``
 
 

@@ -49,10 +49,16 @@ class CastState:
     starts_in_ms: int | None = None
     queue_at: int = 0
     _audio: dict[int, int] = field(default_factory=dict)  # sentence index -> duration ms
+    _reused: set[int] = field(default_factory=set)  # sentence indexes made from synth's chunk cache
 
     @property
     def finished(self) -> int:
         return len(self._audio)
+
+    @property
+    def reused(self) -> int:
+        """Chunks of the playable audio that came from the chunk cache, not the model."""
+        return len(self._reused)
 
     @property
     def audio_ms(self) -> int:
@@ -75,6 +81,7 @@ class CastState:
             self.attempts = max(self.attempts, record.attempt)
             self.resume_from = record.resume_from
             self._audio = {i: d for i, d in self._audio.items() if i < record.resume_from}
+            self._reused = {i for i in self._reused if i < record.resume_from}
             self.status, self.error = "generating", None
             self.queue_position = self.starts_in_ms = None
         elif isinstance(record, Queued):
@@ -83,6 +90,10 @@ class CastState:
             self.starts_in_ms = record.eta_ms if record.eta_ms >= 0 else None
         elif isinstance(record, Audio):
             self._audio[record.i] = record.d
+            if record.c:
+                self._reused.add(record.i)
+            else:
+                self._reused.discard(record.i)
             self.planned = max(self.planned, record.n)
             self.status = "generating"
         elif isinstance(record, Eos):

@@ -78,11 +78,12 @@ def edge_schemas() -> Json:
         },
         "CastState": {
             "type": "object",
-            "required": ["id", *state, "finished", "audio_ms", "links"],
+            "required": ["id", *state, "finished", "reused", "audio_ms", "links"],
             "properties": {
                 "id": {"type": "string", "pattern": CAST_ID_PATTERN},
                 **state,
                 "finished": {"type": "integer", "description": "sentences in the playable audio"},
+                "reused": {"type": "integer", "description": "of those, made from synth's chunk cache (not the model)"},
                 "audio_ms": {"type": "integer"},
                 "links": {"type": "object", "additionalProperties": {"type": "string"}},
             },

@@ -33,6 +33,7 @@ async def cast_state(request: web.Request) -> web.Response:
         "status": s.status,
         "planned": s.planned,
         "finished": s.finished,
+        "reused": s.reused,
         "audio_ms": s.audio_ms,
         "attempts": s.attempts,
         "resume_from": s.resume_from,

@@ -170,8 +170,7 @@ class Admitter:
         if recipe is None:
             return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
-        whole = crew.speed.whole_first_chars(cfg.first_audio_target_s)  # a first sentence read whole when it pays
-        args = (job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures, whole)
+        args = (job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         # A whole text is split here: linear, but tens of milliseconds for the longest, which the
         # loop (every other cast's audio) must not wait on. An open cast's text is split already.
         cast = plan(*args) if open_text is not None else await asyncio.to_thread(plan, *args)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import castlog
 from castlog import Audio, CastState, Entry, Stamped, Start
+from castlog.cuts import cut_head
 
 from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
-from .scheduler import Appended, Pace, PaceEvent
+from .scheduler import RAMP_MIN_CHARS, Appended, Pace, PaceEvent
 from .seams import lookahead, lookbehind
 
 
@@ -32,6 +34,19 @@ class OpenText:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def heads(chunk: str) -> tuple[str, ...]:
+    """Every head the ramp may cut ``chunk`` to (cut_head at any limit), the chunk itself first,
+    then longest first: where an earlier cast's ramp cut the same sentence, the cache has it."""
+    cut = {cut_head(chunk, limit)[0] for limit in range(RAMP_MIN_CHARS, len(chunk))}
+    return (chunk, *sorted(cut - {chunk}, key=len, reverse=True))
+
+
+def _rest(chunk: str, head: str) -> str:
+    """What is left of ``chunk`` after ``head`` (its first words)."""
+    return " ".join(chunk.split()[len(head.split()) :])
 
 
 def job_key(stream: str, entry_id: str) -> str:
@@ -166,18 +181,33 @@ class ActiveCast:
         if self.open_text is not None:
             self.open_text.closed = True
 
-    def take_chunk(self) -> tuple[int, str]:
-        """The next chunk to synthesize, with its sentence index."""
+    def take_chunk(self, limit: int | None = None, *, head: str | None = None) -> tuple[int, str]:
+        """The next chunk to synthesize, with its index: cut to ``head`` (one of :func:`heads`),
+        or to at most ``limit`` characters (the ramp, see ModelSpeed.ramp_chars) where a chunk may
+        be cut; its rest is the next chunk, going on with the sentence."""
         i = self.next_synth
         self.next_synth += 1
+        if head is None and limit is not None and len(self.chunks[i]) > limit:
+            head = cut_head(self.chunks[i], limit)[0]
+        if head is not None and (rest := _rest(self.chunks[i], head)):
+            self.chunks[i : i + 1] = [head, rest]
+            self.continued.insert(i + 1, True)
         return i, self.chunks[i]
 
-    def audio_record(self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = ()) -> Audio:
+    def context_if(self, head: str) -> tuple[str, str]:
+        """The context (as :meth:`context`) the next chunk would be read with, cut to ``head``."""
+        behind, ahead = self.context(self.next_synth)
+        rest = _rest(self.chunks[self.next_synth], head)
+        return behind, lookahead(rest) if rest else ahead
+
+    def audio_record(
+        self, i: int, duration_ms: int, body: bytes, words: Sequence[Word] = (), *, cached: bool = False
+    ) -> Audio:
         if i != self.next_append:
             raise AssertionError(f"cast {self.cast_id}: chunk {i} appended out of order ({self.next_append})")
         planned = len(self.chunks) if self.live else 0
         return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned,
-                     w=chunk_words(words, duration_ms), body=body)
+                     w=chunk_words(words, duration_ms), c=cached, body=body)
 
     def note(self, event: PaceEvent, now: float) -> None:
         """The one place this cast's lead moves: admitted, a chunk made, appended, a yield."""
@@ -251,22 +281,23 @@ def plan(
     tail: int,
     open_text: OpenText | None = None,
     failures: int = 0,
-    whole_first_chars: int = 0,
 ) -> ActiveCast:
     """The cast's next attempt, to be opened by a `start` at ``tail`` (the log's true tail, which
     counts records of kinds this version skips): resume at the first sentence not in the log.
-    An open cast's chunks so far come from ``open_text``. ``whole_first_chars``: the longest
-    first sentence read whole (the model's speed now, see first_cut); once the log has the first
-    chunk, an earlier attempt's choice stands."""
+    An open cast's chunks so far come from ``open_text``. The chunks the log has stand as they
+    were made (an earlier attempt's ramp may have cut them finer than the splitter)."""
     attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
     offset = sum(
         e.record.d for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from
     )
-    if open_text is not None:  # the lists grow with the open cast's text
+    made = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from]
+    if open_text is not None:  # the lists grow with the open cast's text: rebuilt in place
         chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
+        chunks[:], continued[:] = resumed_chunks(list(chunks), list(continued), made)
     else:
-        chunks, continued = _chunks(text, entries, whole_first_chars)
+        chunker = castlog.Chunker()
+        chunks, continued = resumed_chunks(chunker.feed(text, final=True), chunker.continued, made)
     return ActiveCast(
         job=job,
         voice=voice,
@@ -283,15 +314,35 @@ def plan(
     )
 
 
-def _chunks(text: str, entries: Sequence[Entry], whole_first_chars: int) -> tuple[list[str], list[bool]]:
-    """The text's chunks, the first sentence whole or cut as an earlier attempt's first chunk
-    in the log says (a resume must not repeat or skip the rest of that sentence), else as
-    ``whole_first_chars`` says."""
-    made = next((e.record.t for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i == 0), None)
-    chunker = castlog.Chunker(whole_first_chars=whole_first_chars)
-    chunks = chunker.feed(text, final=True)
-    if made is not None and chunks and made != chunks[0]:
-        other = castlog.Chunker(whole_first_chars=0 if whole_first_chars else len(text))
-        if (others := other.feed(text, final=True)) and others[0] == made:
-            return others, other.continued
-    return chunks, chunker.continued
+def resumed_chunks(planned: list[str], continued: list[bool], made: list[str]) -> tuple[list[str], list[bool]]:
+    """The splitter's ``planned`` chunks (and their ``continued``) with the chunks the log has
+    (``made``, in order) in place of those they cover: the rest of a chunk an earlier attempt cut
+    is the next chunk, going on with its sentence. The plan as it is when ``made`` is not the
+    text's start word for word (nothing to keep)."""
+    words = [len(c.split()) for c in planned]
+    done, k, covered = sum(len(m.split()) for m in made), 0, 0
+    while k < len(planned) and covered + words[k] <= done:
+        covered += words[k]
+        k += 1
+    if not made or " ".join(made).split() != " ".join(planned).split()[:done]:
+        return planned, continued
+    chunks, flags = list(made), [_goes_on(planned, continued, made, j) for j in range(len(made))]
+    if covered < done:  # chunk k was cut: its rest goes on with the sentence
+        chunks.append(" ".join(planned[k].split()[done - covered :]))
+        flags.append(True)
+        k += 1
+    return chunks + planned[k:], flags + continued[k:]
+
+
+def _goes_on(planned: list[str], continued: list[bool], made: list[str], j: int) -> bool:
+    """Whether made chunk ``j`` went on with a sentence: it starts inside a planned chunk, or at
+    one that does."""
+    before = sum(len(m.split()) for m in made[:j])
+    covered = 0
+    for chunk, flag in zip(planned, continued):
+        if covered == before:
+            return flag
+        if covered > before:
+            return True
+        covered += len(chunk.split())
+    return True

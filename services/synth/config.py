@@ -78,6 +78,10 @@ class SynthConfig(Settings):
                                  "`af_heart` when the model has it, else its first voice (a warning only when a voice "
                                  "set here is missing)")
     bitrate: int = setting("SYNTH_BITRATE", 48_000, gt=0, doc="MP3 bits per second (24 kHz mono)")
+    # The chunk cache (chunkcache.py): what the model made, kept for any worker to reuse.
+    chunk_cache_bytes: int = setting("SYNTH_CHUNK_CACHE_BYTES", 64 * 1024 * 1024, ge=0, doc="bytes of model "
+                                     "output (PCM and word timings) kept in Redis for every worker to reuse, the "
+                                     "least recently used evicted past it (`0`: no chunk cache)")
     # A listener waits for the first chunk's encoding: LAME's -q 6 takes about 0.6x the time of
     # its default 3, with its psychoacoustics and noise shaping kept (see mp3.py).
     first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, doc="LAME's quality (`0` best and "
@@ -113,11 +117,6 @@ class SynthConfig(Settings):
                                      "this is left out of the `queue` record")
     poll_s: float = setting("SYNTH_POLL_S", 1.0, gt=0, doc="longest blocking read of `jobs` (and of the "
                             "archiver's receipts); how often the admitter re-checks")
-    # A first sentence the model reads within this (its measured RTF) goes whole; a longer one is cut
-    # at its first clause or phrase, for first audio sooner.
-    first_audio_target_s: float = setting("SYNTH_FIRST_AUDIO_TARGET_S", 0.5, ge=0, doc="a first sentence the "
-                                          "model reads within this (at its measured speed) goes whole; a longer one is "
-                                          "cut at its first clause or phrase end (`0`: always cut)")
     # Delivery
     lease_s: float = setting("SYNTH_LEASE_S", 60.0, gt=0, doc="a pending job idle this long is taken over by "
                              "another worker; refreshed every third of it")
@@ -148,6 +147,9 @@ class SynthConfig(Settings):
     # and this closes only casts nobody watches (an HTTP opener gone, an intake that died).
     live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 65.0, gt=0, doc="an open cast without new text this long "
                                  "is closed by the worker (its rest is spoken) and its place freed")
+    live_gap_s: float = setting("SYNTH_LIVE_GAP_S", 2.0, gt=0, doc="the longest an open cast's chunk may take "
+                                "the model (at its measured speed): a longer sentence is cut, so that a live turn's "
+                                "audio messages come less than this apart (Pipecat waits 3 s for the next)")
     live_hold_lead_s: float = setting("SYNTH_LIVE_HOLD_LEAD_S", 10.0, gt=0, doc="while an open cast's next "
                                       "sentence is being typed, a cast leading its listener by more than this waits, "
                                       "keeping the model free for it")

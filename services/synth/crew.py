@@ -30,4 +30,4 @@ class Crew:
     held: Holdings  # the casts in hand, the two inboxes, the events the tasks wake each other with
     metrics: SynthMetrics
     clock: Callable[[], float]  # monotonic seconds: the schedule's, the leases', the feed's
-    speed: ModelSpeed  # how fast the model is now: the schedule's first chunk, and whether a first sentence goes whole
+    speed: ModelSpeed  # how fast the model is now: the schedule's first chunk, and the ramp's chunk lengths

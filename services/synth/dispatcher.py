@@ -20,8 +20,8 @@ from functools import partial
 
 import numpy as np
 
-from . import jobs, seams
-from .cast import ActiveCast
+from . import chunkcache, jobs, seams
+from .cast import ActiveCast, heads
 from .crew import Crew
 from .holdings import quietly, wait
 from .lane import NO_PCM, PCM, Lane, Synthesized, encoder, encoding_failed, made_ms
@@ -29,7 +29,7 @@ from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
 from .mp3 import EncodedChunk
-from .scheduler import Made, Yielded
+from .scheduler import Made, Yielded, ramp_limit
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,11 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     if pcm.ndim != 1:
         raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
     return pcm, words
+
+
+def _stored(hit: chunkcache.Hit) -> tuple[PCM, list[Word]]:
+    """A chunk from the cache, as the model gave it."""
+    return hit.pcm, hit.words
 
 
 def read_and_encode(
@@ -74,6 +79,8 @@ class Dispatcher:
         self.lanes = lanes  # whole-text casts, open casts
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
         self.rotation = Rotation()  # which client's open casts had the model last (livesched)
+        self.cache = chunkcache.ChunkCache(crew.redis, crew.cfg.chunk_cache_bytes)
+        self.model = chunkcache.model_tag(synth)  # in every chunk's cache key
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False)
@@ -90,14 +97,19 @@ class Dispatcher:
                 continue
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
-            index, text = cast.take_chunk()
+            gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
+            limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s)
+            if (taken := await self._take(cast, limit)) is None:
+                continue
+            index, text, key, hit = taken
             await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
+            speed = cast.reading_speed
+            behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
             started = crew.clock()
             try:
-                speed = cast.reading_speed
-                behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
-                read = partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind)
+                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind) if hit is None
+                        else partial(_stored, hit))
                 encode = encoder(crew.cfg, cast, index) if first else None
                 pcm, words, encoded, encode_s = await loop.run_in_executor(self.pool, read_and_encode, read, encode)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
@@ -108,21 +120,48 @@ class Dispatcher:
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed)
+            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed, hit)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
-            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s)
+            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:
                 await self.lane(cast).put(item)
-                continue
-            if isinstance(encoded, Exception):
-                item.failure = encoding_failed(index, encoded)
             else:
-                item.ready = encoded
-            # In the log before the next inference, which on a CPU would share the cores with
-            # the append and with edge's delivery to the listener.
-            await self.lane(cast).land(item)
+                if isinstance(encoded, Exception):
+                    item.failure = encoding_failed(index, encoded)
+                else:
+                    item.ready = encoded
+                # In the log before the next inference, which on a CPU would share the cores with
+                # the append and with edge's delivery to the listener.
+                await self.lane(cast).land(item)
+            if hit is None:  # kept after its append: never on a listener's path
+                await self.cache.put(key, pcm, words, took)
+                crew.metrics.cache_bytes.set(self.cache.held)
         for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
             await lane.put(None)
+
+    async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
+        """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
+        earlier cast cut the same sentence when the cache has that (a hit costs no model time,
+        whatever the lead), else as the ramp's ``limit`` allows. None when a cancel took the
+        chunk meanwhile."""
+        chunk, found = cast.chunks[cast.next_synth], None
+        if self.cache.on:
+            for head in heads(chunk):
+                key = self._key(cast, head, *cast.context_if(head))
+                if (hit := await self.cache.get(key)) is not None:
+                    found = (head, key, hit)
+                    break
+            if not cast.wants_chunk or cast.chunks[cast.next_synth] != chunk:
+                return None  # cancelled (or cut) while the cache answered
+        if found is not None:
+            head, key, hit = found
+            return (*cast.take_chunk(head=head), key, hit)
+        index, text = cast.take_chunk(limit)
+        return index, text, self._key(cast, text, *cast.context(index)), None
+
+    def _key(self, cast: ActiveCast, text: str, behind: str, ahead: str) -> str:
+        """The cache key of ``text`` read by ``cast`` with these words around it."""
+        return chunkcache.chunk_key(self.model, text, cast.voice, cast.reading_speed, ahead, behind)
 
     def next_cast(self) -> ActiveCast | None:
         """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
@@ -144,10 +183,19 @@ class Dispatcher:
         whole, live = self.lanes
         return live if cast.live else whole
 
-    def _observe(self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float) -> None:
-        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the receipt."""
-        self.crew.speed.observe(took, chars, audio_s, speed)
+    def _observe(
+        self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float, hit: chunkcache.Hit | None
+    ) -> None:
+        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the
+        receipt. A chunk from the cache says nothing of the model's speed: it counts what it saved."""
         metrics = self.crew.metrics
+        if hit is not None:
+            metrics.cache_hits.inc()
+            metrics.cache_saved_seconds.inc(hit.model_s)
+            return
+        if self.cache.on:
+            metrics.cache_misses.inc()
+        self.crew.speed.observe(took, chars, audio_s, speed)
         metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:
             metrics.rtf.observe(took / audio_s)

@@ -56,6 +56,7 @@ class Synthesized:
     words: list[Word] = field(default_factory=list)  # (text, start ms, end ms) in ``pcm``
     ready: EncodedChunk | None = None  # its MP3, once encoded
     encode_s: float = 0.0  # how long that took
+    cached: bool = False  # its PCM came from the chunk cache, not the model
 
 
 def encoder(cfg: SynthConfig, cast: ActiveCast, index: int) -> Callable[[PCM], EncodedChunk]:
@@ -130,7 +131,7 @@ class Lane:
 
     async def _append(self, cast: ActiveCast, item: Synthesized, encoded: EncodedChunk) -> None:
         crew = self.crew
-        audio = cast.audio_record(item.index, encoded.duration_ms, encoded.data, item.words)
+        audio = cast.audio_record(item.index, encoded.duration_ms, encoded.data, item.words, cached=item.cached)
         if cast.pace.dry(crew.clock()):
             crew.metrics.underruns.inc()
         first_ever = cast.first_audio_ts is None

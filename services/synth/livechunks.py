@@ -2,7 +2,8 @@
 
 ``castlog.Chunker`` gives exactly the batch splitter's chunks however the text is cut into
 fragments. A flush (the client's ``flush``, or the close) ends the pending sentence as a line
-break would; the numbering, and so the ramp of chunk lengths, goes on after it.
+break would. The worker's ramp may cut a chunk further in place (ActiveCast.take_chunk): the
+lists here are this cast's, the chunker's count is only the splitter's.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ class LiveChunks:
 
     def __init__(self) -> None:
         self.chunks: list[str] = []
+        # Per chunk: whether it goes on with the sentence of the chunk before (see Chunker).
+        self.continued: list[bool] = []
         self._chunker = Chunker()
 
     def feed(self, text: str) -> list[str]:
-        new = self._chunker.feed(text)
-        self.chunks.extend(new)
-        return new
+        return self._add(self._chunker.feed(text))
 
-    @property
-    def continued(self) -> list[bool]:
-        """Per chunk: whether it goes on with the sentence of the chunk before (see Chunker)."""
-        return self._chunker.continued
+    def _add(self, new: list[str]) -> list[str]:
+        self.chunks.extend(new)
+        self.continued.extend(self._chunker.continued[len(self._chunker.continued) - len(new) :])
+        return new
 
     @property
     def pending(self) -> bool:
@@ -33,6 +34,4 @@ class LiveChunks:
         return bool(self._chunker.pending.strip())
 
     def flush(self) -> list[str]:
-        new = self._chunker.flush()
-        self.chunks.extend(new)
-        return new
+        return self._add(self._chunker.flush())

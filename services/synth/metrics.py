@@ -59,6 +59,20 @@ class SynthMetrics(ServiceMetrics):
         self.audio_seconds = Counter(
             "streamtts_synth_audio_seconds", "Audio synthesized, in seconds, summed over chunks", registry=r,
         )
+        self.cache_hits = Counter(
+            "streamtts_synth_chunk_cache_hits", "Chunks read from the chunk cache instead of the model", registry=r,
+        )
+        self.cache_misses = Counter(
+            "streamtts_synth_chunk_cache_misses", "Chunk cache lookups that found nothing (the model read the chunk)",
+            registry=r,
+        )
+        self.cache_bytes = Gauge(
+            "streamtts_synth_chunk_cache_bytes", "Bytes the chunk cache holds, as of this worker's last keep",
+            registry=r,
+        )
+        self.cache_saved_seconds = Counter(
+            "streamtts_synth_chunk_cache_saved_seconds", "Model seconds the chunk cache's hits saved", registry=r,
+        )
         self.active_casts = Gauge("streamtts_synth_active_casts", "Casts being synthesized now", registry=r)
         self.capacity = Gauge(
             "streamtts_synth_capacity_ratio", "Audio seconds the model makes per second (1 / its measured RTF)",

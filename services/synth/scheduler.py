@@ -28,6 +28,8 @@ NO_AUDIO_LEAD = -math.inf
 SPEED_WEIGHT = 0.25
 # Weight of a faster chunk in admission's speed (a slower one counts at once).
 RECOVER_WEIGHT = 0.1
+# The ramp's shortest chunk: about the first phrase's length.
+RAMP_MIN_CHARS = FIRST_WORDS_CHARS
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,13 @@ class ModelSpeed:
         per_char = self.audio_s_per_char or 1 / SPOKEN_CHARS_PER_S
         return chars * per_char / max(speed, 0.01)
 
+    def gap_chars(self, gap_s: float) -> int | None:
+        """The longest chunk the model makes within ``gap_s`` (at least RAMP_MIN_CHARS); None
+        until the speed is known."""
+        if self.s_per_char <= 0:
+            return None
+        return max(RAMP_MIN_CHARS, int(gap_s / self.s_per_char))
+
     def first_chunk_s(self, listeners: int) -> float:
         """About how long a first chunk (a first clause, as long as it gets) takes, for
         :func:`pick`; 0 (no exception to newcomers first) until the speed is known, or when the
@@ -233,14 +242,29 @@ class ModelSpeed:
             return 0.0
         return self.s_per_char * FIRST_WORDS_CHARS
 
-    def whole_first_chars(self, target_s: float) -> int:
-        """The longest first sentence the model reads within ``target_s`` (its expected time:
-        the real-time factor times the sentence's speech, at SPOKEN_CHARS_PER_S): such a sentence
-        goes whole, a longer one is cut at its first clause or phrase [R:first-cut-phrase].
-        0 (always cut) until the speed is known."""
-        if self.rtf <= 0:
-            return 0
-        return min(1 << 30, int(target_s * SPOKEN_CHARS_PER_S / self.rtf))
+    def ramp_chars(self, lead_s: float, speed: float = 1.0) -> int | None:
+        """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry:
+        its audio no longer than the lead ÷ the real-time factor, so the ramp grows by 1/r a chunk
+        (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
+        RAMP_MIN_CHARS (a model slower than real time stalls whatever the cut: short chunks only
+        cost more of it); None (no cut) until the speed is known."""
+        if self.rtf <= 0 or self.audio_s_per_char <= 0:
+            return None
+        audio_s = max(0.0, lead_s) / self.rtf
+        return max(RAMP_MIN_CHARS, int(audio_s * max(speed, 0.01) / self.audio_s_per_char))
+
+
+def ramp_limit(
+    speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0, gap_s: float | None = None
+) -> int | None:
+    """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead), and, for
+    a live cast (``gap_s``), no longer than the model makes in ``gap_s`` (ModelSpeed.gap_chars):
+    its audio messages never further apart than a framework waits. None before its first audio
+    (its first chunk is the splitter's phrase) or while the model's speed is unknown."""
+    if pace.first_audio_at is None:
+        return None
+    limits = [speed.ramp_chars(pace.lead(now), reading_speed), speed.gap_chars(gap_s) if gap_s else None]
+    return min((n for n in limits if n is not None), default=None)
 
 
 def _smooth(old: float, new: float) -> float:

@@ -188,9 +188,10 @@ def test_the_word_before_a_stop_starts_at_the_sentence_start() -> None:
         ("The children built a castle of sand on the beach before lunch.", "The children built a castle"),
         ("The meeting starts at 5 p.m. in the main hall downstairs.", "The meeting starts at 5 p.m."),
         ("We flew to New York for a long weekend in the autumn.", "We flew to New York"),
-        # no phrase end: the first sentence goes whole
-        ("Sure, here is the short version of what happened at the meeting.",
-         "Sure, here is the short version of what happened at the meeting."),
+        # no phrase end: a shorter clause, else the first words (the first audio is never long)
+        ("Sure, here is the short version of what happened at the meeting.", "Sure,"),
+        ("Unbelievably extraordinary circumstances surrounding yesterday rendered everything moot.",
+         "Unbelievably extraordinary"),
     ],
 )
 @pytest.mark.rule("first-chunk-clause")
@@ -209,13 +210,14 @@ def test_every_first_chunk_of_the_texts_is_about_a_second_of_speech(texts: dict[
 
 
 @pytest.mark.rule("first-chunk-clause")
-def test_after_the_first_clause_the_ramp_is_as_before() -> None:
+def test_after_the_first_clause_chunks_are_whole_sentences_up_to_the_window() -> None:
     words = " ".join(f"word{i}" for i in range(300)) + "."
     lengths = [len(c) for c in split_text(words)]
-    assert lengths[0] <= FIRST_CHUNK_CHARS  # no phrase end in "word0 word1 …": cut only for the ramp
+    assert lengths[0] <= FIRST_WORDS_CHARS  # no phrase end in "word0 word1 …": the first words
     assert split_text("We went out. Then " + words)[0] == "We went out."
-    assert [n <= FIRST_CHUNK_CHARS * 2 ** (k - 1) for k, n in enumerate(lengths[1:4], 1)] == [True] * 3
-    assert max(lengths) <= MAX_CHUNK_CHARS and max(lengths) > 2 * FIRST_CHUNK_CHARS
+    assert max(lengths) <= MAX_CHUNK_CHARS and min(lengths[1:]) > 2 * FIRST_CHUNK_CHARS
+    sentence = "The lighthouse keeper climbed the winding stairs every evening to light the lamp for the boats."
+    assert split_text(f"Hi. {sentence} {sentence}")[1:] == [sentence, sentence]  # no ramp by position
 
 
 def test_a_long_sentence_is_cut_at_clause_punctuation_before_inside_a_clause() -> None:
@@ -223,7 +225,7 @@ def test_a_long_sentence_is_cut_at_clause_punctuation_before_inside_a_clause() -
         "The council met on a grey morning in the old hall by the river, and after a long debate about "
         "pipes and pumps and the budget for the coming years it approved the plan without a single vote against it."
     )
-    chunks = split_text("Hello. Then. " + sentence)[2:]
+    chunks = split_text("Hello. Then. " + sentence, max_chars=160)[2:]
     assert chunks[0].endswith("river,"), chunks
 
 

@@ -23,7 +23,7 @@ from redis.retry import Retry
 import castlog
 from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
-from synth import clerk
+from synth import chunkcache, clerk
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
@@ -238,6 +238,15 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     assert elect(keys=[castlog.QUEUE_CLERK], args=["worker-2", 6000]) == 0  # another's
     assert resign(keys=[castlog.QUEUE_CLERK], args=["worker-2"]) == 0
     assert resign(keys=[castlog.QUEUE_CLERK], args=["worker-1"]) == 1
+    # the chunk cache: an entry (a slot of its own), its index kept by one script, the evicted deleted
+    entry = chunkcache.chunk_key("m", "Hello.", "af_heart", 1.0, "", "")
+    keep = synth.register_script(chunkcache.KEEP)
+    index = [chunkcache.USES, chunkcache.SIZES, chunkcache.TOTAL]
+    assert keep(keys=index, args=[chunkcache.digest_of(entry), 10, 1, 100]) == [10]
+    synth.set(entry, b"x" * 10, px=1000)
+    assert synth.getex(entry, px=1000) == b"x" * 10 and synth.zadd(chunkcache.USES, {"d": 2}, xx=True) == 0
+    assert keep(keys=index, args=["other", 95, 3, 100]) == [95, chunkcache.digest_of(entry).encode()]
+    assert synth.delete(entry) == 1
 
 
 def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:

@@ -164,7 +164,7 @@ def cut_sentence(sentence: str, index: int, *, first_chars: int, max_chars: int,
     cap = min(first_chars, max_chars)
     if index == 0 and len(sentence) > whole_first_chars:
         return _first_clause(sentence, cap)
-    return _cut(sentence, cap if index == 0 else min(max_chars, first_chars << min(index - 1, 16)))
+    return _cut(sentence, cap if index == 0 else max_chars)
 
 
 def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
@@ -179,7 +179,18 @@ def _first_clause(sentence: str, cap: int) -> tuple[str, str]:
     if ends:
         end = max(ends)[1]
         return sentence[:end].strip(), sentence[end:].strip()
+    if at := _last_fit(sentence, _CLAUSES[1], 1, words) or _last_fit(sentence, _CLAUSES[0], 1, words):
+        return sentence[:at].strip(), sentence[at:].strip()
+    if at := _first_words(sentence, words):
+        return sentence[:at].strip(), sentence[at:].strip()
     return _cut(sentence, cap)
+
+
+def _first_words(sentence: str, words: int) -> int:
+    ends = [m.start() for m in _SPACE.finditer(sentence) if len(sentence) - m.start() >= MIN_CUT_CHARS]
+    near = [e for e in ends if FIRST_CLAUSE_MIN_CHARS <= e <= words]
+    content = [e for e in near if bare(sentence[:e].split()[-1]) not in FUNCTION_WORDS]
+    return max(content or near, default=min(ends, default=0))
 
 
 def _earliest(sentence: str, patterns: tuple[re.Pattern[str], ...], low: int, high: int) -> int:

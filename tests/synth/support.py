@@ -72,10 +72,7 @@ class StandIn:
 def config(consumer: str = "test-worker", **overrides: object) -> SynthConfig:
     """Limits that make tests quick: short polls and backoffs; the lease stays long unless a
     test is about leases."""
-    # The first sentence is always cut (SYNTH_FIRST_AUDIO_TARGET_S 0), as intake plans it, so that
-    # a log's chunks are split_text's whatever the model's speed (test_first_cut reads it whole).
-    base = SynthConfig(consumer=consumer, poll_s=0.1, retry_backoff_s=0.05, stats_interval_s=0.2,
-                       first_audio_target_s=0.0)
+    base = SynthConfig(consumer=consumer, poll_s=0.1, retry_backoff_s=0.05, stats_interval_s=0.2)
     return replace(base, **overrides)  # type: ignore[arg-type]
 
 

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 import castlog
 from castlog import Audio, CastStore, LiveStore, Meta, RateLimiter, Start
 from synth.livechunks import LiveChunks
+from synth.scheduler import RAMP_MIN_CHARS
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
 
@@ -250,3 +251,18 @@ async def test_a_client_with_one_open_cast_is_served_within_one_turn_of_a_client
     recipes = [await castlog.read_recipe(redis, c) for c in [*hoard, mine]]
     tags = {r.client for r in recipes if r is not None}
     assert len(tags) == 2 and "127.0.0.2" not in str(tags)  # a tag per client, never the address
+
+
+async def test_a_long_live_sentence_is_cut_so_its_audio_messages_keep_coming(redis: Redis, store: CastStore) -> None:
+    # a model at about half real time and a gap of half a second: each chunk after the first at
+    # most the ramp's shortest (the model's time for it is within the gap, or as short as a chunk gets)
+    text = ("Sure. The order you placed on Monday left our warehouse this morning and should reach "
+            "the depot in your town by Thursday afternoon at the latest.")
+    live, cast_id = await open_cast(redis)
+    async with running(Worker(config(live_gap_s=0.5, chunk_cache_bytes=0), redis, StandIn(rtf=0.5))):
+        await feed(live, cast_id, 0, text)
+        assert (await live.close_text(cast_id, VOICE))[0] == "ok"
+        entries = await terminal(store, cast_id)
+    made = [a.t for a in audio_of(entries)]
+    assert " ".join(made) == text and len(made) > len(castlog.split_text(text))
+    assert all(len(t) <= RAMP_MIN_CHARS for t in made[1:]), made

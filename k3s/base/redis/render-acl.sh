@@ -93,6 +93,7 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # The admin's deletes: XREAD of deletes every poll; the archive's delete script (above).
 # Admission: each worker's capacity in synth/capacity; the queue clerk's lock synth/queue-clerk
 # (taken, kept and let go by scripts: SET, GET, DEL inside them).
+# The chunk cache: entries synth/chunk/*, and their index synth/chunks/* kept by one script.
 echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +wait +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
@@ -109,7 +110,9 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~archive/played +zscore +zrem)" \
     "(~cancel/* ~cancels +exists +xread +xrevrange)" \
     "(~deletes +xread +xrevrange)" \
-    "(~synth/capacity ~synth/queue-clerk $SCRIPTS +hset +hgetall +hdel +set +get +del +pexpire)"
+    "(~synth/capacity ~synth/queue-clerk $SCRIPTS +hset +hgetall +hdel +set +get +del +pexpire)" \
+    "(~synth/chunk/* +getex +set +del)" \
+    "(~synth/chunks/* $SCRIPTS +zadd +zpopmin +hget +hset +hdel +incrby +decrby)"
 # edge: the public read path only reads pub/casts/*. A new listener wakes the shared tail's
 # blocking XREAD (so that it reads the new cast too) by an XADD to the tail's own wake stream under
 # tail/wake/edge/*, which that XREAD includes: no CLIENT UNBLOCK, which could end anyone's blocked
