@@ -21,7 +21,7 @@ from castlog import Audio, CastStore, Eos, LogReader, Start, content_id
 from intake.speech.formats import decode_chunk
 
 from .conftest import MakeClient, key_names
-from .test_intake_cancel import cancelled
+from .test_intake_live import until_cancelled
 from .test_intake_v1 import CHUNKS, K1, play_worker
 
 Client = TestClient[Any, Any]
@@ -182,7 +182,7 @@ async def test_a_client_that_hangs_up_cancels_the_cast_it_made(client: Client, s
         if await castlog.is_cancelled(redis, cast_id):
             break
         await asyncio.sleep(0.05)
-    assert await cancelled(redis, cast_id)
+    assert await until_cancelled(redis, cast_id)
 
 
 async def test_a_client_that_joined_anothers_cast_leaves_it_be(client: Client, store: CastStore, redis: Redis) -> None:
