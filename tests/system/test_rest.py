@@ -9,22 +9,15 @@ come back."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent.parent
+from tests.support.benchrun import run_bench
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 
 
 def test_the_system_returns_to_rest_after_mixed_traffic() -> None:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "libs"), str(REPO / "services")]))
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_soak.py"), "--quick"],
-                         env=env, capture_output=True, text=True, timeout=880)
+    run = run_bench("bench_soak.py", "--quick", timeout_s=880)
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     assert "return to rest: ok" in run.stdout
     assert " ok: " in run.stdout.split("outcomes: ", 1)[1].split("\n", 1)[0]  # the traffic was served
