@@ -56,12 +56,15 @@ def casts_sharing_slots(per_slot: int = CASTS_PER_SLOT) -> list[list[str]]:
 
 def node_stat(cluster: Cluster, section: str, name: str) -> int:
     """``name`` summed over the live nodes' ``INFO section``."""
-    total = 0
-    for node in cluster.live():
-        for line in cluster.cli(node.port, "INFO", section).splitlines():
-            if line.startswith(name + ":"):
-                total += int(line.split(":", 1)[1])
-    return total
+    return sum(node_stat_of(cluster, node.port, name, section) for node in cluster.live())
+
+
+def node_stat_of(cluster: Cluster, port: int, name: str, section: str = "clients") -> int:
+    """``name`` in one node's ``INFO section``."""
+    for line in cluster.cli(port, "INFO", section).splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split(":", 1)[1])
+    return 0
 
 
 async def open_log(store: CastStore, cid: str, sentences: int) -> Cast:
@@ -196,6 +199,8 @@ async def test_a_join_ends_only_its_own_slot_s_read(
     listeners = [asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{g[0]}/events"), timeout_s=60))
                  for g in groups]
     await wait_until(lambda: len(tail.watches) == len(groups) and slot_reads(edge).blocked == len(groups))
+    # each read is in Redis (its node counted it and blocks on it), not only issued by the client
+    await wait_until(lambda: all(node_stat_of(redis_cluster, p, "blocked_clients") == 1 for p in ports))
     reads = slot_reads(edge).slots
     others = {slot: state.read for slot, state in reads.items() if state.port != ports[0]}
     before = {p: counts(redis_cluster, p) for p in ports}
