@@ -4,6 +4,7 @@ it for ``/metrics``, and counts requests by route template and status."""
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from importlib import metadata
@@ -20,7 +21,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -39,12 +40,32 @@ def project_version() -> str:
 
 def new_registry() -> CollectorRegistry:
     """A registry with the process_* (RSS, CPU, open files), platform and GC collectors, which
-    the dashboard's service panels read."""
+    the dashboard's service panels read, and the event loop's task count."""
     registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+    registry.register(LoopTasks())
     return registry
+
+
+class LoopTasks(Collector):
+    """``streamtts_asyncio_tasks``: the tasks not yet done on the event loop that scrapes it (the
+    process's one loop). A count that grows with the requests served, not with those in flight,
+    is a task that nothing ends (the soak benchmark watches it)."""
+
+    name = "streamtts_asyncio_tasks"
+    documentation = "asyncio tasks not yet done on the process's event loop"
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # scraped off the loop (generate_latest in a thread): nothing to count
+            return
+        yield GaugeMetricFamily(self.name, self.documentation, value=tasks)
 
 
 class ServiceMetrics:

@@ -30,6 +30,8 @@ from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 
 CASTS_PER_SLOT = 3
+# A block no test outlives, however busy the machine: a read ends only when a test ends it.
+HOUR_MS = 3_600_000
 # The cluster's three masters serve thirds of the 16384 slots (redis-cli --cluster create).
 THIRDS = ((0, 5460), (5461, 10922), (10923, 16383))
 
@@ -54,12 +56,15 @@ def casts_sharing_slots(per_slot: int = CASTS_PER_SLOT) -> list[list[str]]:
 
 def node_stat(cluster: Cluster, section: str, name: str) -> int:
     """``name`` summed over the live nodes' ``INFO section``."""
-    total = 0
-    for node in cluster.live():
-        for line in cluster.cli(node.port, "INFO", section).splitlines():
-            if line.startswith(name + ":"):
-                total += int(line.split(":", 1)[1])
-    return total
+    return sum(node_stat_of(cluster, node.port, name, section) for node in cluster.live())
+
+
+def node_stat_of(cluster: Cluster, port: int, name: str, section: str = "clients") -> int:
+    """``name`` in one node's ``INFO section``."""
+    for line in cluster.cli(port, "INFO", section).splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split(":", 1)[1])
+    return 0
 
 
 async def open_log(store: CastStore, cid: str, sentences: int) -> Cast:
@@ -74,7 +79,7 @@ async def open_log(store: CastStore, cid: str, sentences: int) -> Cast:
 async def edge(redis_cluster: Cluster) -> AsyncIterator[TestClient[Any, Any]]:
     redis_cluster.flushall()
     cfg = Config(redis_url=redis_cluster.url, redis_connect_attempts=3,  # type: ignore[arg-type]
-                 tail_block_ms=60_000, **UNLIMITED)  # no block timeout within a test: every read counted is ours
+                 tail_block_ms=HOUR_MS, **UNLIMITED)  # no block timeout within a test: every read counted is ours
     async with app_clients(create_app, cfg) as make:
         yield await make()
 
@@ -194,6 +199,10 @@ async def test_a_join_ends_only_its_own_slot_s_read(
     listeners = [asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{g[0]}/events"), timeout_s=60))
                  for g in groups]
     await wait_until(lambda: len(tail.watches) == len(groups) and slot_reads(edge).blocked == len(groups))
+    # each read is in Redis (its node counted it and blocks on it), not only issued by the client
+    await wait_until(lambda: all(node_stat_of(redis_cluster, p, "blocked_clients") == 1 for p in ports))
+    reads = slot_reads(edge).slots
+    others = {slot: state.read for slot, state in reads.items() if state.port != ports[0]}
     before = {p: counts(redis_cluster, p) for p in ports}
     joined = groups[0][1]  # the same slot as groups[0][0]
     listeners.append(asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{joined}/events"), timeout_s=60)))
@@ -201,7 +210,9 @@ async def test_a_join_ends_only_its_own_slot_s_read(
                      and counts(redis_cluster, ports[0])[0] > before[ports[0]][0])  # the ended read done
     _, xadd, unblock = counts(redis_cluster, ports[0])
     assert (xadd, unblock) == (before[ports[0]][1] + 1, before[ports[0]][2])  # one wake-up, by XADD
-    assert [counts(redis_cluster, p) for p in ports[1:]] == [before[p] for p in ports[1:]]  # the others stayed blocked
+    # the others stayed blocked: the same reads in flight, and no command on their nodes
+    assert {slot: reads[slot].read for slot in others} == others and not any(r.done() for r in others.values())
+    assert [counts(redis_cluster, p) for p in ports[1:]] == [before[p] for p in ports[1:]]
     for cast in casts.values():
         await cast.append(Eos(sentences=1, audio_ms=0, attempts=1))
     for events in await asyncio.gather(*listeners):

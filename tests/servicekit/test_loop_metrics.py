@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servicekit.metrics import LoopCounter, LoopHistogram
+from servicekit.metrics import LoopCounter, LoopHistogram, new_registry
 
 
 def samples(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
@@ -33,3 +35,18 @@ def test_a_loop_counter_scrapes_with_its_total_suffix() -> None:
     counter.inc(3)
     counter.inc()
     assert samples(registry)[("t_records_total", "")] == 4
+
+
+async def test_the_asyncio_tasks_gauge_follows_the_tasks_in_flight() -> None:
+    registry = new_registry()
+    idle = samples(registry)[("streamtts_asyncio_tasks", "")]
+    gate = asyncio.Event()
+    held = [asyncio.ensure_future(gate.wait()) for _ in range(5)]
+    assert samples(registry)[("streamtts_asyncio_tasks", "")] == idle + 5
+    gate.set()
+    await asyncio.gather(*held)
+    assert samples(registry)[("streamtts_asyncio_tasks", "")] == idle  # back when they end
+
+
+def test_the_asyncio_tasks_gauge_is_left_out_off_the_loop() -> None:
+    assert ("streamtts_asyncio_tasks", "") not in samples(new_registry())

@@ -5,23 +5,16 @@ client's times under attack are printed, never judged here."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent.parent
+from tests.support.benchrun import run_bench
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.mark.rule("write-token", "cross-site-refused", "live-metered", "live-fair")
 def test_the_quick_abuse_campaign_finds_no_violation() -> None:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "libs"), str(REPO / "services")]))
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_abuse.py"), "--quick"],
-                         env=env, capture_output=True, text=True, timeout=280)
+    run = run_bench("bench_abuse.py", "--quick", timeout_s=280)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert "violations: 0 of 11 checks" in run.stdout
     assert "ratio" in run.stdout  # the well-behaved client was measured side by side
