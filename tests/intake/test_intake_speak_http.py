@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Eos, LogReader, Start, content_id
+from intake.claim import cache_key, key_tag
 from intake.speech.formats import decode_chunk
 
 from .conftest import MakeClient, key_names
@@ -144,7 +145,8 @@ async def test_keys_want_deepgrams_token_scheme(make_client: MakeClient, store: 
     resp = await client.post(SPEAK, json=BODY)
     assert resp.status == 401 and dg_error(await resp.json())["err_code"] == "INVALID_AUTH"
     assert await key_names(redis) == set()
-    worker = asyncio.create_task(play_worker(store, speak_cast(), CHUNKS))
+    own = content_id(TEXT, "af_heart", key=cache_key(b"", key_tag(K1, b"")))  # the key's tenant's cache
+    worker = asyncio.create_task(play_worker(store, own, CHUNKS))
     resp = await client.post(SPEAK, json=BODY, headers={"Authorization": f"Token {K1}"})
     assert resp.status == 200 and await resp.read()
     await worker

@@ -97,8 +97,10 @@ def starts_of(entries: list[Entry]) -> list[tuple[int, int]]:
 def assert_plays_every_sentence_once(entries: list[Entry], text: str) -> None:
     chunks = castlog.split_text(text)
     played = [e.record for e in castlog.playable(entries) if isinstance(e.record, Audio)]
-    assert [a.i for a in played] == list(range(len(chunks)))
-    assert [a.t for a in played] == chunks
+    # the worker may cut a chunk further while its listener's buffer is thin (synth's ramp), so
+    # the played chunks are the planned ones, each cut into one or more pieces, in order
+    assert [a.i for a in played] == list(range(len(played))) and len(played) >= len(chunks)
+    assert " ".join(a.t for a in played).split() == " ".join(chunks).split()
     assert [a.o for a in played] == [sum(p.d for p in played[:k]) for k in range(len(played))]
     assert entries[-1].kind == "eos"
 

@@ -4,7 +4,8 @@
 "use strict";
 
 // Mirrors castlog's splitter closely enough for an estimate: sentences; the first chunk is the
-// first clause (at most 30 characters), then chunk k has at most min(300, 80 * 2^(k-1)).
+// first clause (at most 30 characters), then every chunk is a whole sentence of at most 300
+// (a longer one cut into about equal pieces).
 // Intake plans the real count on submit.
 const MAX_CHUNK_CHARS = 300;
 const FIRST_CHUNK_CHARS = 80;
@@ -75,7 +76,7 @@ function estimateChunks(text) {
       s = s.slice(firstClauseEnd(s)).trim();
     }
     while (s) {
-      const limit = Math.min(MAX_CHUNK_CHARS, FIRST_CHUNK_CHARS * 2 ** (chunks - 1));
+      const limit = MAX_CHUNK_CHARS;
       const pieces = Math.ceil(s.length / limit);
       const cut = Math.min(limit, Math.ceil(s.length / pieces) + MIN_CUT_CHARS);
       chunks += 1;
