@@ -267,9 +267,8 @@ class Client:
 
     async def durable(self) -> str:
         """A Durable Stream created, appended, read, forked, the fork read, and both deleted."""
-        # One path per client, made again each round: a fork's link (ds/{<path>}/family) is kept
-        # for good by design, so a new fork path per request would leave one key each (the soak's
-        # finding, noted in docs/scale.md); a reused path reuses its link.
+        # One path per client, made again each round (a fork's link ds/{<path>}/family goes with
+        # the fork now; a reused path keeps the key counts comparable between rounds).
         path = f"/v1/stream/soak-{self.n}"
         text = {"Content-Type": "text/plain"}
         statuses = []

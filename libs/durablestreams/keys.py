@@ -7,9 +7,11 @@ a fork joins its source's, so that the create script (the fork's keys and its so
 release walk up a fork chain and every other script touch one slot of a Redis Cluster. A fork
 that lives away from its own path's slot is found through its link ``ds/{<path>}/family`` (the
 family's name), which sits in the path's own slot beside the keys it would have at home, so that
-the script that claims a path for a family sees both at once. A link is set once and never
-changes (a later stream at that path, fork or not, lives in the same family): a process may keep
-the links it has read for good. A path has a live stream at home or a link, never both.
+the script that claims a path for a family sees both at once. A link lives as long as the stream
+it leads to: it takes that stream's expiry, and goes when the stream goes (deleted, lapsed), so
+that Redis holds links for what exists, not for every fork path ever asked for. A process keeps
+the links it has read, and checks a kept one again when the stream is missing where it leads
+(``streams.py``). A path has a live stream at home or a link, never both.
 Stream paths hold no braces (``streams.valid_path``), so the tag is the whole family name.
 """
 
@@ -68,6 +70,10 @@ class Links:
             return path
         self._kept.move_to_end(path)
         return found
+
+    def forget(self, path: str) -> None:
+        """A kept link led to no stream: the link went, or leads elsewhere now."""
+        self._kept.pop(path, None)
 
     def keep(self, path: str, family: str) -> None:
         if family == path:

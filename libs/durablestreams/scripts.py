@@ -286,3 +286,19 @@ backstop(m)
 return {'ok'}
 """
 )
+
+# KEYS[1]: a path's link; ARGV[1]: the family it should lead to; ARGV[2]: 'del' (the stream
+# there went), '' (it lives on: no expiry), or the ms its keys expire at (its backstop). Changes
+# the link only while it still leads to that family (another may have claimed the path since):
+# 1 when it did, else 0.
+LINK_LIFE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == 'del' then
+  redis.call('DEL', KEYS[1])
+elseif ARGV[2] == '' then
+  redis.call('PERSIST', KEYS[1])
+else
+  redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[2]))
+end
+return 1
+"""

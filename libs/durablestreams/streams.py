@@ -149,6 +149,14 @@ class Meta:
     depth: int  # forks between it and the first stream of its chain
     family: str  # whose hash tag its keys carry (keys.py): its own path, or its source's family
     owner: str  # who writes it (intake names it); "" for a stream stored before owners
+    deadline: int | None = None  # ms (Redis's clock) when it lapses; None: never
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        """When its keys expire natively (the backstop), or None while they live on."""
+        if self.deadline is None or self.refs > 0 or self.gone:
+            return None
+        return self.deadline + scripts.BACKSTOP_MS
 
     @property
     def log(self) -> str:
@@ -172,6 +180,7 @@ class Meta:
             closed_by=m.get("cby"), tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
             fork_sub=int(m.get("fsub", "0")), refs=int(m.get("refs", "0")),
             gone="gone" in m, depth=int(m.get("depth", "0")), family=family, owner=m.get("own", ""),
+            deadline=int(m["dl"]) if "dl" in m else None,
         )
 
 
@@ -234,6 +243,7 @@ class DurableStreams:
         self._delete = redis.register_script(scripts.DELETE)
         self._release = redis.register_script(scripts.RELEASE)
         self._link = redis.register_script(scripts.LINK)
+        self._link_life = redis.register_script(scripts.LINK_LIFE)
 
     async def create(self, path: str, spec: Spec, entries: Sequence[bytes]) -> Outcome:
         """``created`` or ``exists`` (with the meta to compare, its owner included), ``gone``,
@@ -275,8 +285,19 @@ class DurableStreams:
                 continue
             if status in ("created", "exists"):
                 await self._release_chain(_words(reply[2:3])[0] if len(reply) > 2 else "", family)
-                return Outcome(status, Meta.of(path, reply[1], family))
+                meta = Meta.of(path, reply[1], family)
+                if family != path and await self._claim(path, family) != family:
+                    # its link went meanwhile (the stream before it went) and the path is another's
+                    # now: this stream would be out of reach, so it goes, and the create asks again
+                    await self._delete_at(path, family, spec.owner)
+                    continue
+                await self._follow(path, meta)
+                if status == "created" and spec.source:  # the source lives on while its fork does
+                    await self._set_link_life(spec.source, family, "")
+                return Outcome(status, meta)
             await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
+            if status != "gone":  # (a refused fork claimed its path; a soft-deleted stream keeps it)
+                await self._drop_link(path, family)
             return Outcome(status)
         raise RuntimeError(f"durable stream {path!r}: its home kept changing while a fork claimed it")
 
@@ -307,11 +328,34 @@ class DurableStreams:
         return linked
 
     async def family_of(self, path: str) -> str:
-        """Where ``path``'s keys are: a link read (or kept), else its own path."""
+        """Where ``path``'s keys are: a link read (or kept, while a stream is where it leads), else
+        its own path."""
         kept = self.links.family(path)
         if kept != path:
-            return kept
+            if await self.redis.exists(meta_key(path, kept)):
+                return kept
+            self.links.forget(path)
         return await self.links.read(self.redis, path) or path
+
+    async def _follow(self, path: str, meta: Meta) -> None:
+        """A linked stream's link takes its expiry (none while forks read it, or it has none)."""
+        if meta.family != path:
+            expiry = meta.expires_at_ms
+            await self._set_link_life(path, meta.family, "" if expiry is None else str(expiry))
+
+    async def _set_link_life(self, path: str, family: str, life: str) -> bool:
+        if family == path:
+            return False
+        return bool(await self._link_life(keys=[link_key(path)], args=[family, life]))
+
+    async def _drop_link(self, path: str, family: str) -> None:
+        """No stream at ``path`` in ``family`` (it went, or never came): its link goes, unless a
+        stream came there meanwhile (then it is claimed again; a create that lost it checks)."""
+        if family == path:
+            return
+        self.links.forget(path)
+        if await self._set_link_life(path, family, "del") and await self.redis.exists(meta_key(path, family)):
+            await self._claim(path, family)
 
     async def append(
         self, path: str, content_type: str, entries: Sequence[bytes], *, owner: str = "", stream_seq: str | None = None,
@@ -334,25 +378,33 @@ class DurableStreams:
         """``deleted``, ``soft`` (forks still read it), ``not_owner``, ``missing`` or ``gone``."""
         family = self.links.family(path)
         status = await self._delete_at(path, family, owner)
-        if status == "missing" and family == path and (linked := await self.links.read(self.redis, path)):
+        if status == "missing" and (linked := await self._relocated(path, family)) is not None:
             status = await self._delete_at(path, linked, owner)
         return status
+
+    async def _relocated(self, path: str, family: str) -> str | None:
+        """Where to look next for a stream missing in ``family``: the family its link names now
+        (a kept link may have gone, or the stream may be at home now), or None: nowhere else."""
+        linked = await self.links.read(self.redis, path)
+        if linked is None:
+            return path if family != path else None
+        return linked if linked != family else None
 
     async def _delete_at(self, path: str, family: str, owner: str) -> str:
         reply = await self._delete(keys=keys_of(path, family), args=[owner])
         status = _status(reply)
         if status in ("deleted", "missing") and len(reply) > 1:
             await self._release_chain(_words(reply[1:2])[0], family)
+        if status in ("deleted", "missing"):
+            await self._drop_link(path, family)
         return status
 
     async def _located(self, path: str, script: Callable[..., Awaitable[Any]], args: list[Any]) -> Outcome:
         """``script`` on the stream where it is: at home, unless it is missing there and linked."""
         family = self.links.family(path)
         outcome = await self._run_at(path, family, script, args)
-        if outcome.status == "missing" and family == path:
-            linked = await self.links.read(self.redis, path)
-            if linked is not None:
-                return await self._run_at(path, linked, script, args)
+        if outcome.status == "missing" and (linked := await self._relocated(path, family)) is not None:
+            return await self._run_at(path, linked, script, args)
         return outcome
 
     async def _run_at(self, path: str, family: str, script: Callable[..., Awaitable[Any]], args: list[Any]) -> Outcome:
@@ -360,12 +412,16 @@ class DurableStreams:
         status = _status(reply)
         if status == "missing":  # lapsed just now, or never there
             await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
+            await self._drop_link(path, family)
             return Outcome(status)
         if status == "gone":
             return Outcome(status)
         flat = reply[1]
         assert isinstance(flat, list)
-        return Outcome(status, Meta.of(path, flat, family), _words(reply[2:]))
+        meta = Meta.of(path, flat, family)
+        if meta.ttl is not None:  # its expiry slid: so does its link's
+            await self._follow(path, meta)
+        return Outcome(status, meta, _words(reply[2:]))
 
     async def _release_chain(self, source: str, family: str) -> None:
         """A fork went: its source (of its family) loses a reference, and a soft-deleted source
@@ -373,6 +429,10 @@ class DurableStreams:
         while source:
             reply = await self._release(keys=keys_of(source, family))
             words = _words(reply)
+            if words[0] == "ok" and source != family and (meta := await self.peek(source, family)) is not None:
+                await self._follow(source, meta)  # it may expire again now that fewer forks read it
+            elif words[0] in ("deleted", "missing"):
+                await self._drop_link(source, family)
             source = words[1] if words[0] == "deleted" and len(words) > 1 else ""
 
     async def peek(self, path: str, family: str) -> Meta | None:

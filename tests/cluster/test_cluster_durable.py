@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
 
-from durablestreams.keys import OLD_META_PREFIX, keys_of
+from durablestreams.keys import OLD_META_PREFIX, keys_of, link_key
 from durablestreams.streams import DurableStreams, Spec
 from servicekit import connect
 from servicekit.connect import is_cluster
@@ -68,6 +68,8 @@ async def test_every_script_of_a_fork_chain_runs_on_a_cluster(cluster_client: Re
     assert await streams.delete("deeper") == "deleted"  # and the chain goes with it
     assert await cluster_client.exists(*keys_of("src")) == 0
     assert await cluster_client.exists(*keys_of("fork", "src")) == 0
+    # the forks' links (each in its own path's slot) went with their streams
+    assert await cluster_client.exists(link_key("fork"), link_key("deeper")) == 0
 
 
 async def test_streams_spread_over_the_masters_and_expire(cluster_client: Redis, redis_cluster: Cluster) -> None:

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from durablestreams.keys import keys_of, link_key, migrate_durable_keys
+from durablestreams.scripts import BACKSTOP_MS
 from durablestreams.streams import DurableStreams, Spec
 
 pytestmark = pytest.mark.rule("ds-families")
@@ -44,18 +45,52 @@ async def test_a_fork_chain_lives_in_one_slot_and_is_found_from_a_fresh_process(
     assert (await reader.open("two", touch=False)).meta.family == "root"  # type: ignore[union-attr]
 
 
-async def test_a_path_once_linked_keeps_its_family_for_a_plain_stream_too(redis: Redis) -> None:
+async def test_a_deleted_forks_path_is_free_and_a_kept_link_is_read_again(redis: Redis) -> None:
     streams = DurableStreams(redis)
     await streams.create("src", Spec("text/plain"), [b"s"])
     meta = (await streams.open("src", touch=False)).meta
     assert meta is not None
     await streams.create("p", Spec("text/plain", source="src", fork_at=meta.tail), [])
     assert await streams.delete("p") == "deleted"
+    assert await redis.exists(link_key("p")) == 0, "the link went with its stream"
+    streams.links.keep("p", "src")  # as another process that read the link before would
     fresh = DurableStreams(redis)
     assert (await fresh.create("p", Spec("text/plain"), [b"again"])).status == "created"
-    assert await _text(DurableStreams(redis), "p") == b"again"
-    assert await redis.exists(*keys_of("p")) == 0, "nothing at home: the path is linked"
-    assert (await fresh.open("p", touch=False)).meta.family == "src"  # type: ignore[union-attr]
+    assert await redis.exists(keys_of("p")[0]) == 1, "at home: the path is its own again"
+    assert await _text(streams, "p") == b"again", "the kept link led nowhere: it was read again"
+    assert streams.links.family("p") == "p"
+    assert await streams.delete("p") == "deleted"
+
+
+@pytest.mark.rule("ds-fork", "ds-expiry")
+async def test_a_forks_link_lives_as_long_as_its_stream(redis: Redis) -> None:
+    streams = DurableStreams(redis)
+    now_ms = (await redis.time())[0] * 1000
+    await streams.create("root", Spec("text/plain"), [b"r"])
+    root = (await streams.open("root", touch=False)).meta
+    assert root is not None
+    for name in ("kept", "deleted"):
+        await streams.create(name, Spec("text/plain", source="root", fork_at=root.tail), [])
+    kept = (await streams.open("kept", touch=False)).meta
+    assert kept is not None
+    await streams.create("leaf", Spec("text/plain", source="kept", fork_at=kept.tail), [])
+    assert await redis.ttl(link_key("kept")) == -1, "forks read it: its link lives on"
+    assert await streams.delete("leaf") == "deleted"
+    assert await streams.delete("deleted") == "deleted"
+    assert await redis.exists(link_key("leaf"), link_key("deleted")) == 0
+    # lapsed, and met again: removed by the script, its link with it
+    lapsed = Spec("text/plain", source="root", fork_at=root.tail, expires_at="x", deadline_ms=now_ms - 1)
+    assert (await streams.create("lapsed", lapsed, [])).status == "created"
+    assert await redis.ttl(link_key("lapsed")) > 0, "its link expires with its keys"
+    assert (await DurableStreams(redis).open("lapsed", touch=False)).status == "missing"
+    # lapsed long ago and never met again: Redis expires its keys and its link at once
+    gone = Spec("text/plain", source="root", fork_at=root.tail, expires_at="x",
+                deadline_ms=now_ms - BACKSTOP_MS - 60_000)
+    assert (await streams.create("expired", gone, [])).status == "created"
+    assert await redis.exists(link_key("expired"), *keys_of("expired", "root")) == 0
+    assert await streams.delete("kept") == "deleted"
+    for name in ("kept", "leaf", "deleted", "lapsed", "expired"):
+        assert await redis.keys(f"ds/*{name}*") == [], name
 
 
 async def test_a_fork_cannot_take_a_path_that_has_a_stream_at_home(redis: Redis) -> None:
