@@ -245,6 +245,30 @@ async def test_one_clients_unanswered_offers_are_capped_as_its_waiting_sockets(
     assert await keys_besides_rate_limits(redis) == set()
 
 
+@pytest.mark.rule("webrtc-ports")
+async def test_one_client_holds_only_its_share_of_the_media_ports(make_client: MakeClient, redis: Redis) -> None:
+    """Unanswered offers from one address take at most WEBRTC_PORTS_PER_CLIENT of the range (#35: a
+    few addresses' waiting offers held all of it): its next offer is 429, another address's is answered
+    with ports of the range."""
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+        # four ports (on each host address): one client's four waiting offers (its waiting cap) took them all
+        client = await make_client(webrtc_udp_ports=(41230, 41233), live_max_sessions=10, webrtc_ports_per_client=2)
+        statuses = [(await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})).status for _ in range(2)]
+        assert statuses == [201, 201]
+        resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert resp.status == 429 and (await resp.json())["error"]["code"] == "too_many_sessions"
+        assert client.app[INTAKE].webrtc_ports.held == {"127.0.0.1": 2}
+        other = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.9"})
+        assert other.status == 201, await other.text()
+        found = candidate_ports(await other.text())
+        assert found and all(41230 <= port <= 41233 for _, port, _ in found)
+    finally:
+        await pc.close()
+    assert await keys_besides_rate_limits(redis) == set()
+
+
 async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, redis: Redis) -> None:
     """An offer whose peer never takes the answer holds its session and port only until
     WEBRTC_CONNECT_TIMEOUT_S; no cast was opened."""
@@ -262,6 +286,7 @@ async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, re
             await asyncio.sleep(0.02)
         assert not sessions
         assert not client.app[INTAKE].session_waiting.held, "a dropped offer no longer counts as waiting"
+        assert not client.app[INTAKE].webrtc_ports.held, "its media ports are the client's again"
     finally:
         await pc.close()
     assert await keys_besides_rate_limits(redis) == set()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -30,7 +31,7 @@ from ..config import Config
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import livews
-from .rtcports import NoFreePort, confine
+from .rtcports import NoFreePort, ShareFull, confine
 from .rtctrack import SpeechTrack
 from .session import left
 
@@ -59,6 +60,23 @@ class Peer:
         self.channel_gone = asyncio.Event()  # the control channel closed
         self.closing = False
         self.stopped = False  # cancelled: nothing more goes out but "closed"
+        self.ports = 0  # media ports taken of the client's share (Intake.webrtc_ports), given back at the end
+
+    def take_port(self, client: str) -> bool:
+        if self.app[INTAKE].webrtc_ports.take(client) is not None:
+            return False
+        self.ports += 1
+        return True
+
+    async def end(self, client: str) -> None:
+        """Close the peer connection (its sockets) and give its ports back to the client's share."""
+        self.track.stop()
+        try:
+            await asyncio.shield(self.pc.close())
+        finally:
+            for _ in range(self.ports):
+                self.app[INTAKE].webrtc_ports.give(client)
+            self.ports = 0
 
     def attach(self, channel: RTCDataChannel) -> None:
         if channel.label != CHANNEL or self.channel is not None:
@@ -148,8 +166,7 @@ async def hold(session: livews.Session, peer: Peer) -> None:
             await session.run()
     finally:
         session.waiting.done()  # no longer waiting for start, whether it ran or its peer never came
-        peer.track.stop()
-        await asyncio.shield(peer.pc.close())
+        await peer.end(session.client)
 
 
 def ice_servers(cfg: Config) -> list[RTCIceServer]:
@@ -208,18 +225,21 @@ async def post_webrtc(request: web.Request) -> web.Response:
         except Exception as exc:  # noqa: BLE001
             raise Refusal(400, "invalid_offer", f"the offer is not one this server can answer ({exc!r})") from None
         pc.addTrack(track)
-        confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip)
+        confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip, partial(peer.take_port, client))
         try:
             await pc.setLocalDescription(await pc.createAnswer())
         except NoFreePort:
             raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
+        except ShareFull:
+            raise Refusal(429, "too_many_sessions", f"your address holds its {cfg.webrtc_ports_per_client} "
+                          "media ports (WEBRTC_PORTS_PER_CLIENT); end a session first",
+                          headers={"Retry-After": "1"}) from None
         # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts
         # it); the client's other offers may have come on meanwhile
         if not session.waiting.take():
             raise _waiting_full(intake.session_waiting)
     except BaseException:
-        track.stop()
-        await pc.close()
+        await peer.end(client)
         raise
     sessions.add(session)
     task = asyncio.ensure_future(hold(session, peer))
