@@ -141,6 +141,9 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
         auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
         session_waiting=ClientHolds(MAX_WAITING, cfg.sessions_waiting_per_client),
+        # only the per-client share binds: no more clients than sessions hold ports (the range's own
+        # bound is a bind that fails, 503 `busy`)
+        webrtc_ports=ClientHolds(cfg.live_max_sessions * cfg.webrtc_ports_per_client, cfg.webrtc_ports_per_client),
     )
     tail.start()
     renewers = [asyncio.ensure_future(s.renew_forever())

@@ -122,8 +122,16 @@ class Config(Settings):
                                                doc="the TURN server's password")
     webrtc_max_offer_bytes: int = setting("WEBRTC_MAX_OFFER_BYTES", 32 * 1024, gt=0,
                                           doc="the largest SDP offer (413 beyond)")
-    webrtc_connect_timeout_s: float = setting("WEBRTC_CONNECT_TIMEOUT_S", 15.0, gt=0, doc="a peer whose "
-                                              "`control` data channel has not opened by then is dropped")
+    # A LAN or TURN peer opens its channel within a second or two; an offer that never connects holds
+    # its ports only this long (#35: never-connected offers from many addresses held the whole range).
+    webrtc_connect_timeout_s: float = setting("WEBRTC_CONNECT_TIMEOUT_S", 8.0, gt=0, doc="a peer whose "
+                                              "`control` data channel has not opened by then is dropped "
+                                              "(its media ports freed)")
+    # A client's 4 waiting offers and 4 started sessions (their caps): one client never holds the range.
+    webrtc_ports_per_client: int = setting("WEBRTC_PORTS_PER_CLIENT", 8, gt=0, doc="media ports of "
+                                           "WEBRTC_UDP_PORTS (on each host address) one client's peer "
+                                           "connections may hold at once, answered or started, one per "
+                                           "session (429 `too_many_sessions` beyond)")
     webrtc_buffer_ms: int = setting("WEBRTC_BUFFER_MS", 1000, gt=0, doc="audio queued on a session's track "
                                     "before the next sentence waits for it to play")
     log_level: str = setting("INTAKE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")

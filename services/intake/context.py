@@ -66,6 +66,7 @@ class Intake:
     auth_failures: AuthFailures  # refused credentials per client
     # connections per client before their first message, live WebSocket, WebRTC and /v1/speak (this process)
     session_waiting: ClientHolds
+    webrtc_ports: ClientHolds  # WebRTC media ports per client (WEBRTC_PORTS_PER_CLIENT)
     # voice blends this process has claimed casts with, by tenant (claim.request_tag), newest last
     # (GET /v1/audio/voices lists a tenant's own)
     blends: dict[str, dict[str, None]] = field(default_factory=dict)

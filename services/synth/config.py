@@ -147,6 +147,12 @@ class SynthConfig(Settings):
     # and this closes only casts nobody watches (an HTTP opener gone, an intake that died).
     live_idle_s: float = setting("SYNTH_LIVE_IDLE_S", 65.0, gt=0, doc="an open cast without new text this long "
                                  "is closed by the worker (its rest is spoken) and its place freed")
+    # #35: 16 addresses x 4 empty casts held all 64 places for the 65 s idle limit, over and over; a
+    # cast that has said nothing yields its place quickly, but only to a worker that is full, so a
+    # talk page whose user thinks before typing keeps its cast otherwise.
+    live_empty_s: float = setting("SYNTH_LIVE_EMPTY_S", 5.0, gt=0, doc="while a worker holds "
+                                  "`SYNTH_MAX_LIVE_HELD` open casts, one that has had no text at all for this "
+                                  "long is closed (empty) and its place freed")
     live_gap_s: float = setting("SYNTH_LIVE_GAP_S", 2.0, gt=0, doc="the longest an open cast's chunk may take "
                                 "the model (at its measured speed): a longer sentence is cut, so that a live turn's "
                                 "audio messages come less than this apart (Pipecat waits 3 s for the next)")

@@ -5,7 +5,8 @@ connection of its own (re-issued when the set of casts changes: a newly admitted
 read with CLIENT UNBLOCK, ``castlog.BlockingRead``, so the connection stays), feeds each new fragment to the cast's chunker and
 wakes the synth loop when a sentence is complete. An open cast waiting for text wants no chunk,
 so it holds up nobody and spends no attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is
-closed here (its rest is spoken, then `eos`), so an abandoned cast still ends.
+closed here (its rest is spoken, then `eos`), so an abandoned cast still ends; while the worker is
+full, one that has had no text at all is closed after ``SYNTH_LIVE_EMPTY_S``.
 
 On a Redis Cluster a read's keys must share a slot, and the catalogs lie in their casts' lanes
 (castlog/keys.py): there the feed sends one short XREAD per lane at once (``LANE_BLOCK_MS``), so a
@@ -133,9 +134,15 @@ class LiveFeed:
             await self.outcomes.finish(cast)
 
     async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
+        cfg = self.crew.cfg
+        full = sum(1 for c in self.crew.held.casts.values() if c.live) >= cfg.max_live_held
         for c in casts:
             state = c.open_text
-            if state is None or state.closed or now - state.heard_at < self.crew.cfg.live_idle_s:
+            if state is None or state.closed:
+                continue
+            # a full worker's empty casts (never any text) get SYNTH_LIVE_EMPTY_S: places go to those who speak
+            limit = min(cfg.live_empty_s, cfg.live_idle_s) if full and not state.end else cfg.live_idle_s
+            if now - state.heard_at < limit:
                 continue
             log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
             await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice, key=self.crew.live.content_key))

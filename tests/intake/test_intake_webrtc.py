@@ -245,6 +245,59 @@ async def test_one_clients_unanswered_offers_are_capped_as_its_waiting_sockets(
     assert await keys_besides_rate_limits(redis) == set()
 
 
+@pytest.mark.rule("webrtc-ports")
+async def test_one_client_holds_only_its_share_of_the_media_ports(make_client: MakeClient, redis: Redis) -> None:
+    """Unanswered offers from one address take at most WEBRTC_PORTS_PER_CLIENT of the range (#35: a
+    few addresses' waiting offers held all of it): its next offer is 429, another address's is answered
+    with ports of the range."""
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+        # four ports (on each host address): one client's four waiting offers (its waiting cap) took them all
+        client = await make_client(webrtc_udp_ports=(41230, 41233), live_max_sessions=10, webrtc_ports_per_client=2)
+        statuses = [(await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})).status for _ in range(2)]
+        assert statuses == [201, 201]
+        resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert resp.status == 429 and (await resp.json())["error"]["code"] == "too_many_sessions"
+        assert client.app[INTAKE].webrtc_ports.held == {"127.0.0.1": 2}
+        other = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.9"})
+        assert other.status == 201, await other.text()
+        found = candidate_ports(await other.text())
+        assert found and all(41230 <= port <= 41233 for _, port, _ in found)
+    finally:
+        await pc.close()
+    assert await keys_besides_rate_limits(redis) == set()
+
+
+@pytest.mark.rule("webrtc-ports")
+async def test_a_full_range_drops_an_unconnected_offer_of_the_client_holding_most(
+    make_client: MakeClient, redis: Redis
+) -> None:
+    """#35 item 10: unanswered offers from a few addresses held the whole range and the next client
+    got 503. When the range is full, an offer is answered in the place of the oldest unconnected offer
+    of a client holding at least two more ports than the asker; among equals, 503 `busy`."""
+    client = await make_client(webrtc_udp_ports=(41240, 41241), live_max_sessions=10)
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+        first = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        second = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert (first.status, second.status) == (201, 201)
+        resp = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP})
+        assert resp.status == 503 and (await resp.json())["error"]["code"] == "busy"  # its own offers stay
+        other = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.9"})
+        assert other.status == 201, await other.text()
+        assert client.app[INTAKE].webrtc_ports.held == {"127.0.0.1": 1, "203.0.113.9": 1}
+        # the oldest was dropped: its ports are the newcomer's
+        ports = {port for _, port, kind in candidate_ports(await first.text()) if kind == "host"}
+        assert ports == {port for _, port, kind in candidate_ports(await other.text()) if kind == "host"}
+        third = await client.post(ROUTE, data=sdp, headers={"Content-Type": SDP, "X-Forwarded-For": "203.0.113.10"})
+        assert third.status == 503
+    finally:
+        await pc.close()
+    assert await keys_besides_rate_limits(redis) == set()
+
+
 async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, redis: Redis) -> None:
     """An offer whose peer never takes the answer holds its session and port only until
     WEBRTC_CONNECT_TIMEOUT_S; no cast was opened."""
@@ -262,6 +315,7 @@ async def test_a_peer_that_never_connects_is_dropped(make_client: MakeClient, re
             await asyncio.sleep(0.02)
         assert not sessions
         assert not client.app[INTAKE].session_waiting.held, "a dropped offer no longer counts as waiting"
+        assert not client.app[INTAKE].webrtc_ports.held, "its media ports are the client's again"
     finally:
         await pc.close()
     assert await keys_besides_rate_limits(redis) == set()

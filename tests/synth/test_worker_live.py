@@ -266,3 +266,28 @@ async def test_a_long_live_sentence_is_cut_so_its_audio_messages_keep_coming(red
     made = [a.t for a in audio_of(entries)]
     assert " ".join(made) == text and len(made) > len(castlog.split_text(text))
     assert all(len(t) <= RAMP_MIN_CHARS for t in made[1:]), made
+
+
+@pytest.mark.rule("live-fair")
+async def test_a_full_worker_closes_the_casts_that_never_said_anything_for_one_that_speaks(
+    redis: Redis, store: CastStore
+) -> None:
+    """#35 item 10: empty open casts from a few addresses held every place of a worker
+    (SYNTH_MAX_LIVE_HELD) until they idled out (65 s), again and again; another client's cast with
+    text waited the whole time. While the worker is full, a cast without any text is closed after
+    SYNTH_LIVE_EMPTY_S and the one with text gets its place."""
+    live = LiveStore(redis)
+    hoard = [(await live.open(VOICE, live_meta())).cast_id for _ in range(2)]
+    worker = Worker(config(max_live_held=2, live_idle_s=600, live_empty_s=0.3), redis, StandIn())
+    async with running(worker):
+        await wait_until(lambda: _all_started(store, hoard, every=True))
+        mine = (await live.open(VOICE, live_meta())).cast_id
+        await feed(live, mine, 0, "Served soon. And", flush=False)
+        await wait_until(lambda: has_audio(store, mine, 1))
+        for cast_id in hoard:  # closed as they were: empty, nothing spoken
+            entries = await terminal(store, cast_id)
+            assert audio_of(entries) == []
+            text = await live.read_text(cast_id)
+            assert text is not None and text.closed is not None
+        await live.close_text(mine, VOICE)
+        assert [a.t for a in audio_of(await terminal(store, mine))] == ["Served soon.", "And"]

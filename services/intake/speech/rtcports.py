@@ -28,10 +28,17 @@ from aiortc import RTCPeerConnection
 log = logging.getLogger(__name__)
 
 Gather = Callable[[int, list[str], int], Awaitable[list[Candidate]]]
+# Takes one port of the client's share (WEBRTC_PORTS_PER_CLIENT) for an ICE connection, which binds
+# one on each host address (each address has the whole range: the share is per address); False: full.
+Admit = Callable[[], bool]
 
 
 class NoFreePort(Exception):
     """Every port of the range is taken on every host address."""
+
+
+class ShareFull(Exception):
+    """The client's peer connections hold its whole share of the range."""
 
 
 def connections(pc: RTCPeerConnection) -> list[Connection]:
@@ -46,18 +53,20 @@ def connections(pc: RTCPeerConnection) -> list[Connection]:
     return list(found.values())
 
 
-def confine(pc: RTCPeerConnection, ports: tuple[int, int], public_ip: str) -> None:
-    """Gather ``pc``'s host candidates inside ``ports`` (call after setRemoteDescription, before
-    setLocalDescription, which gathers)."""
+def confine(pc: RTCPeerConnection, ports: tuple[int, int], public_ip: str, admit: Admit) -> None:
+    """Gather ``pc``'s host candidates inside ``ports``, each connection's admitted to the client's
+    share first (call after setRemoteDescription, before setLocalDescription, which gathers)."""
     for conn in connections(pc):
         original: Gather = conn.get_component_candidates
-        conn.get_component_candidates = partial(_gather, conn, original, ports, public_ip)  # type: ignore[method-assign]
+        conn.get_component_candidates = partial(_gather, conn, original, ports, public_ip, admit)  # type: ignore[method-assign]
 
 
-async def _gather(conn: Connection, original: Gather, ports: tuple[int, int], public_ip: str, component: int,
-                  addresses: list[str], timeout: int = 5) -> list[Candidate]:
+async def _gather(conn: Connection, original: Gather, ports: tuple[int, int], public_ip: str, admit: Admit,
+                  component: int, addresses: list[str], timeout: int = 5) -> list[Candidate]:
     candidates: list[Candidate] = []
     protocols: list[StunProtocol] = []
+    if addresses and not admit():
+        raise ShareFull("the client holds its share of the media ports")
     for address in addresses:
         protocol = await _bind(conn, address, ports)
         if protocol is None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -30,7 +32,7 @@ from ..config import Config
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import livews
-from .rtcports import NoFreePort, confine
+from .rtcports import NoFreePort, ShareFull, confine
 from .rtctrack import SpeechTrack
 from .session import left
 
@@ -59,13 +61,31 @@ class Peer:
         self.channel_gone = asyncio.Event()  # the control channel closed
         self.closing = False
         self.stopped = False  # cancelled: nothing more goes out but "closed"
+        self.since = time.monotonic()  # answered (the oldest unconnected offer is dropped first)
+        self.ports = 0  # media ports taken of the client's share (Intake.webrtc_ports), given back at the end
+
+    def take_port(self, client: str) -> bool:
+        if self.app[INTAKE].webrtc_ports.take(client) is not None:
+            return False
+        self.ports += 1
+        return True
+
+    async def end(self, client: str) -> None:
+        """Close the peer connection (its sockets) and give its ports back to the client's share."""
+        self.track.stop()
+        try:
+            await asyncio.shield(self.pc.close())
+        finally:
+            for _ in range(self.ports):
+                self.app[INTAKE].webrtc_ports.give(client)
+            self.ports = 0
 
     def attach(self, channel: RTCDataChannel) -> None:
         if channel.label != CHANNEL or self.channel is not None:
             return
         self.channel = channel
         channel.on("message", self._take)
-        channel.on("close", lambda: self._gone())
+        channel.on("close", lambda: self.gone())
         if channel.readyState == "open":
             self.opened.set()
         channel.on("open", self.opened.set)
@@ -79,7 +99,7 @@ class Peer:
             return
         self.inbox.put_nowait(message)
 
-    def _gone(self) -> None:
+    def gone(self) -> None:
         self.opened.set()  # a waiter for the channel learns it is gone
         self.channel_gone.set()
         if not self.inbox.full():
@@ -148,8 +168,7 @@ async def hold(session: livews.Session, peer: Peer) -> None:
             await session.run()
     finally:
         session.waiting.done()  # no longer waiting for start, whether it ran or its peer never came
-        peer.track.stop()
-        await asyncio.shield(peer.pc.close())
+        await peer.end(session.client)
 
 
 def ice_servers(cfg: Config) -> list[RTCIceServer]:
@@ -196,6 +215,28 @@ async def post_webrtc(request: web.Request) -> web.Response:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
     client = request_client(request)
     _check_waiting(intake.session_waiting, client)
+    try:
+        peer, session = await _answer(request, sdp, client)
+    except NoFreePort:
+        if not await _make_room(request.app, client):
+            raise _no_port() from None
+        try:  # once more, in the ports just freed
+            peer, session = await _answer(request, sdp, client)
+        except NoFreePort:
+            raise _no_port() from None
+    sessions.add(session)
+    task = asyncio.ensure_future(hold(session, peer))
+    HOLDS.add(task)  # referenced while the session lives
+    task.add_done_callback(HOLDS.discard)
+    task.add_done_callback(lambda _: sessions.discard(session))
+    return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type=SDP)
+
+
+async def _answer(request: web.Request, sdp: str, client: str) -> tuple[Peer, livews.Session]:
+    """The answered peer connection and its session, counted as waiting; NoFreePort when the
+    range has no port left (nothing kept)."""
+    intake = request.app[INTAKE]
+    cfg = intake.cfg
     pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers(cfg)))
     track = SpeechTrack(cfg.webrtc_buffer_ms)
     peer = Peer(request.app, pc, track)
@@ -208,22 +249,41 @@ async def post_webrtc(request: web.Request) -> web.Response:
         except Exception as exc:  # noqa: BLE001
             raise Refusal(400, "invalid_offer", f"the offer is not one this server can answer ({exc!r})") from None
         pc.addTrack(track)
-        confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip)
+        confine(pc, cfg.webrtc_udp_ports, cfg.webrtc_public_ip, partial(peer.take_port, client))
         try:
             await pc.setLocalDescription(await pc.createAnswer())
-        except NoFreePort:
-            raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
+        except ShareFull:
+            raise Refusal(429, "too_many_sessions", f"your address holds its {cfg.webrtc_ports_per_client} "
+                          "media ports (WEBRTC_PORTS_PER_CLIENT); end a session first",
+                          headers={"Retry-After": "1"}) from None
         # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts
         # it); the client's other offers may have come on meanwhile
         if not session.waiting.take():
             raise _waiting_full(intake.session_waiting)
     except BaseException:
-        track.stop()
-        await pc.close()
+        await peer.end(client)
         raise
-    sessions.add(session)
-    task = asyncio.ensure_future(hold(session, peer))
-    HOLDS.add(task)  # referenced while the session lives
-    task.add_done_callback(HOLDS.discard)
-    task.add_done_callback(lambda _: sessions.discard(session))
-    return web.Response(status=201, text=pc.localDescription.sdp, content_type=SDP)
+    return peer, session
+
+
+async def _make_room(app: web.Application, client: str) -> bool:
+    """The range is full: drop the oldest offer that never connected of the client holding the most
+    ports, if it holds at least two more than ``client`` (#35: many addresses' unanswered offers
+    held the range, and the next client was refused; now it is shared among those who ask)."""
+    held = app[INTAKE].webrtc_ports.held
+    mine = held.get(client, 0)
+    waiting = [(s, s.transport) for s in app[INTAKE].live_sessions
+               if isinstance(s, livews.Session) and isinstance(s.transport, Peer) and not s.transport.opened.is_set()]
+    victims = [(s, peer) for s, peer in waiting if held.get(s.client, 0) > mine + 1]
+    if not victims:
+        return False
+    session, peer = max(victims, key=lambda v: (held.get(v[0].client, 0), -v[1].since))
+    log.info("webrtc: no free media port; dropping an unconnected offer of a client holding %d",
+             held.get(session.client, 0))
+    await peer.end(session.client)
+    peer.gone()  # its hold wakes and ends (the waiting count, the session)
+    return True
+
+
+def _no_port() -> Refusal:
+    return Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"})
