@@ -122,9 +122,9 @@ class Config(Settings):
                                                doc="the TURN server's password")
     webrtc_max_offer_bytes: int = setting("WEBRTC_MAX_OFFER_BYTES", 32 * 1024, gt=0,
                                           doc="the largest SDP offer (413 beyond)")
-    # A LAN or TURN peer opens its channel within a second or two; an offer that never connects holds
+    # A LAN or TURN peer opens its channel within seconds (a loaded CPU host takes longer); an offer that never connects holds
     # its ports only this long (#35: never-connected offers from many addresses held the whole range).
-    webrtc_connect_timeout_s: float = setting("WEBRTC_CONNECT_TIMEOUT_S", 8.0, gt=0, doc="a peer whose "
+    webrtc_connect_timeout_s: float = setting("WEBRTC_CONNECT_TIMEOUT_S", 15.0, gt=0, doc="a peer whose "
                                               "`control` data channel has not opened by then is dropped "
                                               "(its media ports freed)")
     # A client's 4 waiting offers and 4 started sessions (their caps): one client never holds the range.
