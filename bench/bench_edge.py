@@ -3,7 +3,7 @@
   edge   ``python -m edge`` as shipped: one shared blocking XREAD per process, fanned out to
          bounded listener queues
   naive  the same SSE frames from a server that runs one blocking XREAD per listener, each on
-         its own Redis connection (``LogReader.follow``)
+         its own Redis connection (``logfollow.follow``)
   base   with ``--base DIR``: ``python -m edge`` from another checkout (say, main), to compare a
          change with what it replaces in one run
 
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from logfollow import follow
 from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
@@ -74,7 +75,7 @@ def naive_app(redis_url: str) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         try:
-            async for entry in LogReader(conn).follow(cast_id, int(request.query.get("seq_num", "0"))):
+            async for entry in follow(LogReader(conn), cast_id, int(request.query.get("seq_num", "0"))):
                 await resp.write(Item(entry).sse())
             await resp.write_eof()
         except ConnectionResetError:

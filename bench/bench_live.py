@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 import numpy.typing as npt
+from logfollow import follow
 
 import castlog
 import servicekit
@@ -180,7 +181,7 @@ async def naive_first_audio(store: CastStore, text: str, voice: str, rate: float
     cast_id = castlog.content_id(text, voice)
     meta = Meta(title="naive", voice=voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
     await store.submit(cast_id, text, voice, meta)
-    async for entry in LogReader(store.redis).follow(cast_id):
+    async for entry in follow(LogReader(store.redis), cast_id):
         if entry.kind == "audio":
             return time.perf_counter() - started
     raise RuntimeError("the naive cast ended without audio")
@@ -188,7 +189,7 @@ async def naive_first_audio(store: CastStore, text: str, voice: str, rate: float
 
 async def wait_for_audio(store: CastStore, cast_id: str, count: int) -> None:
     seen = 0
-    async for entry in LogReader(store.redis).follow(cast_id):
+    async for entry in follow(LogReader(store.redis), cast_id):
         seen += entry.kind == "audio"
         if seen >= count:
             return

@@ -26,6 +26,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from logfollow import follow
+
 import castlog
 import servicekit
 from castlog import Audio, CastStore, Entry, LiveStore, LogReader, Meta
@@ -75,7 +77,7 @@ def first_audio_ms(entries: list[Entry]) -> int:
 
 
 async def wait_terminal(reader: LogReader, cast_id: str) -> list[Entry]:
-    async for entry in reader.follow(cast_id, block_ms=1000):
+    async for entry in follow(reader, cast_id, block_ms=1000):
         if castlog.is_terminal(entry.record):
             break
     return await reader.read(cast_id, 0, 10_000)

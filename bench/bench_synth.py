@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
+from logfollow import follow
 from redis.asyncio import Redis
 
 import castlog
@@ -119,7 +120,7 @@ class Bench:
         return cast_id
 
     async def wait_for(self, cast_id: str, kind: str) -> None:
-        async for entry in self.reader.follow(cast_id, block_ms=1000):
+        async for entry in follow(self.reader, cast_id, block_ms=1000):
             if entry.kind == kind or castlog.is_terminal(entry.record):
                 return
 

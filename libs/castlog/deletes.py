@@ -3,7 +3,7 @@
 Intake's Redis user may not delete casts (a flaw in the public service must not reach every
 cast's keys). The admin's ``DELETE /api/casts/{id}`` (the admin token checked by intake) adds a
 :class:`~castlog.streams.DeleteRequest` to ``deletes``, the one thing intake may do with that
-stream; every worker follows it (reading it every SYNTH_POLL_S), and carries out
+stream; every worker follows it (with ``cancels``, in one blocking read), and carries out
 a request only when its proof is the HMAC of the cast id under the admin token the worker holds
 (STREAMTTS_ADMIN_TOKEN, the same in both): a request intake forged without the token deletes
 nothing. The delete itself is the archive's one script (:func:`castlog.archive.delete`: the log,

@@ -1,5 +1,5 @@
 """The one reader of cast logs (docs/design.md, "Reading a log"): rows and records by offset,
-a follower of a log's tail, the bodies of laid-out chunks, and views (``view.py``): the log
+the bodies of laid-out chunks, and views (``view.py``): the log
 folded incrementally into the cast's state and the byte layout of its playable audio.
 
 An archived log is one entry (its ``eos``, carrying the descriptor, docs/design.md "The
@@ -19,13 +19,13 @@ from typing import Any, Protocol, cast
 from redis.asyncio import Redis
 
 from . import archive, keys, scripts
-from .keys import Row, Rows
+from .keys import Row
 from .marks import read_only
-from .records import Audio, Entry, decode_entry, is_terminal
+from .records import Audio, Entry, decode_entry
 from .rowcache import RowCache
 from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
 
-# One blocking read waits at most this long before the follower re-checks its state.
+# One blocking read of a log's tail waits at most this long before its reader re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
 # Records fetched per round trip when replaying or following.
 READ_BATCH = 100
@@ -56,7 +56,7 @@ class Page:
 
 class LogReader:
     """Every read of ``pub/casts/<id>``, over one Redis client (and an archive, where archived
-    logs are served). A blocking :meth:`follow` holds its connection: give it its own."""
+    logs are served). A follower of one log's tail is bench/logfollow.py (benchmarks, tests)."""
 
     def __init__(self, redis: Redis, blobs: ArchiveSource | None = None, cache: RowCache | None = None) -> None:
         self.redis = redis
@@ -208,57 +208,6 @@ class LogReader:
         only its last entry, so XLEN is not the tail there)."""
         row = await self.last_row(cast_id, bodies=False)
         return keys.seq_of(row[0]) + 1 if row else 0
-
-    # ---- following a log's tail ------------------------------------------------------------
-
-    async def follow(
-        self,
-        cast_id: str,
-        seq_num: int = 0,
-        *,
-        block_ms: int = FOLLOW_BLOCK_MS,
-        batch: int = READ_BATCH,
-        stop_at_terminal: bool = True,
-    ) -> AsyncIterator[Entry]:
-        """Replay from ``seq_num`` then follow the log's tail, ending after ``eos`` or ``error``.
-
-        Replay and live use the same read keyed by the last seen entry id, so the hand-over
-        has neither a gap nor a duplicate. An archived log met on the way is replayed from its
-        index (with an archive; without one its ``eos`` is what comes).
-        """
-        key = keys.cast_key(cast_id)
-        if seq_num > 0 and stop_at_terminal:
-            last = await self.last(cast_id)
-            if last is not None and last.seq_num < seq_num and is_terminal(last.record):
-                return  # seeking past the end of a finished log: nothing will ever come
-        after: str | bytes = keys.entry_id(seq_num - 1) if seq_num > 0 else "0-0"
-        while True:
-            reply = cast("list[tuple[bytes, Rows]] | None", await self.redis.xread({key: after}, count=batch, block=block_ms))
-            for _stream, rows in reply or ():
-                async for entry_id, fields in self._unarchived(cast_id, rows, keys.seq_of(after) + 1, batch):
-                    after = entry_id
-                    entry = decode_entry(entry_id, fields)
-                    if entry is None:
-                        continue
-                    yield entry
-                    if stop_at_terminal and is_terminal(entry.record):
-                        return
-
-    async def _unarchived(self, cast_id: str, rows: Rows, first: int, batch: int) -> AsyncIterator[Row]:
-        """``rows`` as read; an archived log's one entry (with an archive here) replaced by the
-        log's rows from seq ``first``, read from the archive batch by batch."""
-        d = archive.descriptor_of(rows[-1][1]) if rows and self.blobs is not None else None
-        if d is None:
-            for row in rows:
-                yield row
-            return
-        while first < d.tail:
-            got = await self.rebuild(cast_id, d, first, d.tail - 1, batch, True)
-            if not got:
-                return
-            for row in got:
-                yield row
-            first = keys.seq_of(got[-1][0]) + 1
 
     # ---- the playable layout -----------------------------------------------------------------
 

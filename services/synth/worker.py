@@ -17,7 +17,8 @@ letters and receipts:
   and finish complete casts (an attempt's first chunk is encoded on the model thread and
   appended by the synth loop itself, before the next inference);
 - the *live feed* reads the text of open casts as it grows (:mod:`synth.livefeed`);
-- the *cancel watch* cuts the casts in hand short when they are cancelled (:mod:`synth.cancelwatch`);
+- the *broadcasts* loop cuts the casts in hand short when they are cancelled and carries out the
+  admin's deletes (:mod:`synth.broadcasts`);
 - the *lease loop* (here) refreshes the leases of the jobs this worker holds.
 
 A conditional append that finds another tail means another worker owns the cast now: the cast
@@ -46,12 +47,11 @@ from servicekit.connect import is_cluster
 
 from . import jobs, scheduler
 from .admission import Admitter
-from .cancelwatch import CancelWatch
+from .broadcasts import Broadcasts, CancelWatch, DeleteWatch
 from .cast import job_key
 from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
-from .deletewatch import DeleteWatch
 from .dispatcher import Dispatcher
 from .holdings import REDIS_RETRY_S, Holdings, quietly
 from .inbox import Inbox
@@ -90,8 +90,8 @@ class Worker:
         self.outcomes = Outcomes(crew)  # every ack, dead letter and receipt
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
-        self.cancels = CancelWatch(crew, self.outcomes)
-        self.deletes = DeleteWatch(redis, cfg.admin_token, cfg.poll_s)  # the admin's, asked through intake
+        # cancels, and the admin's deletes asked through intake: one blocking read of both
+        self.broadcasts = Broadcasts(redis, cfg.poll_s, CancelWatch(crew, self.outcomes), DeleteWatch(redis, cfg.admin_token))
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
@@ -108,7 +108,7 @@ class Worker:
         await self.lanes[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
-        side += [asyncio.create_task(self.cancels.run()), asyncio.create_task(self.deletes.run())]
+        side += [asyncio.create_task(self.broadcasts.run())]
         side += [asyncio.create_task(self._move_loop())]
         if self.crew.cfg.admission == "capacity":  # the line's places and estimates (SYNTH_ADMISSION)
             side.append(asyncio.create_task(self.clerk.run()))

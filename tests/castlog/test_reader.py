@@ -1,5 +1,5 @@
-"""castlog's one reader of cast logs: replay by offset, follow, the incremental fold into a
-layout (and its check against a log that shrank), and archived logs read like Redis-held ones."""
+"""castlog's one reader of cast logs: replay by offset (and bench's follower of one log, built
+on it), the incremental fold into a layout (and its check against a log that shrank), and archived logs read like Redis-held ones."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from logfollow import follow
 from redis.asyncio import Redis
 
 from blobstore import BlobStore, StoreConfig, open_store
@@ -54,11 +55,11 @@ async def test_follower_started_before_first_record_gets_every_record_once_in_or
         follower = LogReader(conn)
         got: list[Entry] = []
 
-        async def follow() -> None:
-            async for entry in follower.follow(CAST, block_ms=200, batch=7):
+        async def collect() -> None:
+            async for entry in follow(follower, CAST, block_ms=200, batch=7):
                 got.append(entry)
 
-        task = asyncio.create_task(follow())
+        task = asyncio.create_task(collect())
         await asyncio.sleep(0.05)
         await write_slowly(store, records())
         await asyncio.wait_for(task, 10)
@@ -76,11 +77,11 @@ async def test_follower_joining_mid_log_hands_over_from_replay_to_live_without_g
     try:
         got: list[int] = []
 
-        async def follow() -> None:
-            async for entry in LogReader(conn).follow(CAST, 5, block_ms=100, batch=4):
+        async def collect() -> None:
+            async for entry in follow(LogReader(conn), CAST, 5, block_ms=100, batch=4):
                 got.append(entry.seq_num)
 
-        task = asyncio.create_task(follow())
+        task = asyncio.create_task(collect())
         writer = asyncio.create_task(_append_from(store, recs, 30))
         await asyncio.wait_for(asyncio.gather(task, writer), 10)
     finally:
@@ -106,7 +107,7 @@ async def test_seek_to_seq_num_starts_there(store: CastStore, redis: Redis) -> N
 async def test_follow_past_end_of_finished_log_ends_at_once(store: CastStore, redis: Redis) -> None:
     recs = records()
     await store.append(CAST, 0, recs)
-    got = [e async for e in LogReader(redis).follow(CAST, len(recs) + 3, block_ms=60_000)]
+    got = [e async for e in follow(LogReader(redis), CAST, len(recs) + 3, block_ms=60_000)]
     assert got == []
 
 
@@ -115,7 +116,7 @@ async def test_follow_skips_unknown_kinds(store: CastStore, redis: Redis) -> Non
     await store.append(CAST, 0, recs[:2])
     await redis.xadd(cast_key(CAST), {"e": "chapter", "h": '{"e":"chapter"}'}, id="0-3")
     await store.append(CAST, 3, [recs[2], Eos(sentences=1, audio_ms=100, attempts=1)])
-    got = [e async for e in LogReader(redis).follow(CAST, block_ms=100)]
+    got = [e async for e in follow(LogReader(redis), CAST, block_ms=100)]
     assert [e.seq_num for e in got] == [0, 1, 3, 4]
 
 
@@ -220,8 +221,8 @@ async def test_an_archived_log_reads_like_the_redis_held_one(store: CastStore, r
     assert (await reader.read_all(CAST, batch=4)) == (before, len(before))
     page = await reader.page(CAST, 2, 3)
     assert (page.entries, page.next_seq, page.tail) == (before[2:5], 5, len(before))
-    assert [e async for e in reader.follow(CAST, 6, batch=2)] == before[6:]
-    assert [e async for e in reader.follow(CAST)] == before[:6]  # as from Redis: ends at the first terminal (the error)
+    assert [e async for e in follow(reader, CAST, 6, batch=2)] == before[6:]
+    assert [e async for e in follow(reader, CAST)] == before[:6]  # as from Redis: ends at the first terminal (the error)
     layout = await reader.layout(CAST)
     assert layout.blob is not None and layout.finished
     heard = [e.record.body for e in playable(before)]  # type: ignore[union-attr]
@@ -249,7 +250,7 @@ async def test_a_follower_whose_log_is_archived_under_it_goes_on_without_gap_or_
 ) -> None:
     await store.append(CAST, 0, ATTEMPTS[:5])  # meta, start, audio 0..2: the error comes later
     reader = LogReader(redis, file_store)
-    follower = reader.follow(CAST, 0, batch=2, stop_at_terminal=False)
+    follower = follow(reader, CAST, 0, batch=2, stop_at_terminal=False)
     got = [await follower.__anext__(), await follower.__anext__()]  # one read of two records
     await store.append(CAST, 5, ATTEMPTS[5:])
     before = await LogReader(redis).read(CAST, 0, 1000)

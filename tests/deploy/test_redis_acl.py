@@ -537,7 +537,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     from aiohttp.test_utils import TestClient, TestServer
 
     from intake import Config, create_app
-    from synth.deletewatch import DeleteWatch
+    from synth.broadcasts import Broadcasts, DeleteWatch
     from tests.support.waiting import wait_until
 
     token = "an-admin-token-of-32-characters-0000"
@@ -546,8 +546,8 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     # a long wait: the answer comes as soon as the worker has deleted (a loaded machine is slow)
     cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
-    watch = DeleteWatch(synth, token, poll_s=0.05)
-    task = asyncio.create_task(watch.run())
+    watch = DeleteWatch(synth, token)
+    task = asyncio.create_task(Broadcasts(synth, 0.05, watch).run())
     try:
         await wait_until(lambda: watch.after is not None)
         async with TestClient(TestServer(create_app(cfg))) as http:
@@ -558,6 +558,5 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
             assert gone.status == 200 and (await gone.json()) == {"id": cid, "deleted": True}
         assert admin.exists(castlog.cast_key(cid), castlog.catalog_key(cid)) == 0
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await castlog.cancel_and_wait(task)  # a loop on a blocking read may outlive one cancel
         await synth.aclose()

@@ -1,0 +1,42 @@
+"""synth's broadcasts on a cluster: ``cancels`` and ``deletes`` lie in two slots, so no one XREAD
+spans both; each still reaches its handler, in order, from the newest entry when the watch began."""
+
+from __future__ import annotations
+
+import asyncio
+
+from castlog import CANCELS, DELETES, cancel_and_wait
+from castlog.keys import Fields
+from servicekit import connect
+from synth.broadcasts import Broadcasts, CancelWatch, DeleteWatch, Follower
+from tests.support.cluster import Cluster
+from tests.support.waiting import wait_until
+
+
+class Heard(Follower):
+    """Records the ids it reads (as CancelWatch and DeleteWatch read theirs)."""
+
+    def __init__(self, of: type[Follower]) -> None:
+        self.stream, self.newest, self.ids = of.stream, of.newest, list[str]()
+
+    async def handle(self, fields: Fields) -> None:
+        self.ids.append(fields[b"id"].decode())
+
+
+async def test_both_streams_are_heard_though_they_lie_in_two_slots(redis_cluster: Cluster) -> None:
+    redis_cluster.flushall()
+    redis = await connect(redis_cluster.url)
+    cancels, deletes = Heard(CancelWatch), Heard(DeleteWatch)
+    try:
+        assert redis.keyslot(CANCELS) != redis.keyslot(DELETES)  # type: ignore[attr-defined]
+        await redis.xadd(CANCELS, {"id": "before"})  # from before the watch: not heard
+        task = asyncio.create_task(Broadcasts(redis, 0.05, cancels, deletes).run())
+        await wait_until(lambda: cancels.after is not None and deletes.after is not None)
+        for i in range(3):
+            await redis.xadd(CANCELS, {"id": f"c{i}"})
+            await redis.xadd(DELETES, {"id": f"d{i}"})
+        await wait_until(lambda: len(cancels.ids) == 3 and len(deletes.ids) == 3)
+        assert (cancels.ids, deletes.ids) == (["c0", "c1", "c2"], ["d0", "d1", "d2"])
+        await cancel_and_wait(task)
+    finally:
+        await redis.aclose()
