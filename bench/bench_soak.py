@@ -44,6 +44,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from streamtts.redisserver import free_port
+from synth.chunkcache import TOTAL as CACHE_TOTAL
 
 from common import RESULTS, arguments, machine, wait_healthy, write_results
 from faultrig import RedisCtl, Service
@@ -56,8 +57,13 @@ SPEECH_FORMATS = ("mp3", "wav", "pcm", "opus", "flac", "aac")
 ENV = {
     "LOG_LEVEL": "WARNING", "INTAKE_RATE": "1000", "INTAKE_BURST": "1000", "EDGE_READ_RATE": "1000",
     "EDGE_READ_BURST": "10000", "STREAMTTS_ADMIN_TOKEN": ADMIN_TOKEN, "ARCHIVE_DELAY_S": "1",
-    "SYNTH_BACKEND": "onnx", "SYNTH_THREADS": "1",
+    "SYNTH_BACKEND": "onnx", "SYNTH_THREADS": "1", "SYNTH_CHUNK_CACHE_BYTES": str(4 * 2**20),
 }
+# The chunk cache is bounded by its bytes, not its key count: its entries (synth/chunk/*) may grow
+# with new texts while the bytes its index counts stay within the budget the soak sets above
+# (small, so that its eviction runs under the soak's traffic).
+CACHE_PREFIXES = frozenset({"synth/chunk"})
+CACHE_BUDGET = int(ENV["SYNTH_CHUNK_CACHE_BYTES"])
 # How long one request may take before the round counts it as failed (a worker restart included).
 REQUEST_S = 120.0
 # The return to rest: how far above the warm-up each count may stay (pools filled lazily, a
@@ -404,6 +410,7 @@ async def sample(system: System, http: aiohttp.ClientSession) -> dict[str, Any]:
         async for key in redis.scan_iter(count=1000):
             keys[key_prefix(key)] += 1
         row["redis.keys"] = dict(keys)
+        row["redis.cache_bytes"] = int(await redis.get(CACHE_TOTAL) or 0)
     except (RedisError, OSError) as exc:  # Redis restarting (a fault): no Redis row
         row["redis.error"] = type(exc).__name__
     finally:
@@ -436,7 +443,11 @@ def at_rest(base: dict[str, Any], now: dict[str, Any], kept: int, base_kept: int
     if now.get("redis.clients", 1e9) > base.get("redis.clients", 0) + REDIS_CLIENTS_SLACK:
         problems.append(f"redis clients: {now.get('redis.clients')} at rest, {base.get('redis.clients')} after the warm-up")
     grown = max(0, kept - base_kept)
+    if now.get("redis.cache_bytes", 0) > CACHE_BUDGET:
+        problems.append(f"the chunk cache holds {now['redis.cache_bytes']} bytes, over its budget {CACHE_BUDGET}")
     for prefix, count in now.get("redis.keys", {}).items():
+        if prefix in CACHE_PREFIXES:
+            continue  # bounded by bytes (above)
         before = base.get("redis.keys", {}).get(prefix, 0)
         allowed = (KEYS_PER_CAST * grown if prefix in CAST_PREFIXES else 0) + SINGLETON_KEYS
         if count - before > allowed:
