@@ -47,12 +47,13 @@ SCRIPTS="+evalsha +eval +evalsha_ro +eval_ro +script|load +script|exists"
 # intake's rl/intake*); these categories hold only keyed commands, so the key patterns bound them.
 RATE_LIMIT="~rl/edge/* ~rl/edge-streams/* $SCRIPTS +@string +@hash +@sortedset +del +exists +expire +pexpire +ttl +pttl"
 RATE_LIMIT="$RATE_LIMIT +time"
-# Durable Streams (/v1/stream, castlog/durable*.py): a stream's keys ds/{<family>}/... and a
+# Durable Streams (/v1/stream, libs/durablestreams): a stream's keys ds/{<family>}/... and a
 # fork's link ds/{<path>}/family. Its scripts run a stream's whole step (the meta hash, the log, a
 # lapsed stream's removal, the expiry backstop). intake writes (XADD, the link's SET); edge reads
 # (XRANGE, the waiters' XREAD), slides a read stream's TTL and removes lapsed ones, so it holds
-# the hash and DEL commands but adds no entry.
-DURABLE="~ds/* $SCRIPTS +hgetall +hget +hset +hincrby +del +pexpireat +persist +get +xrange"
+# the hash and DEL commands but adds no entry. EXISTS: a dropped fork link checks whether a stream
+# came to its path meanwhile.
+DURABLE="~ds/* $SCRIPTS +hgetall +hget +hset +hincrby +del +pexpireat +persist +get +exists +xrange"
 
 # `default` is off: an unauthenticated connection may run nothing (the health checks log in as
 # admin). It keeps every permission all the same, because Redis 7.x replays the AOF as this user
