@@ -167,13 +167,16 @@ async def _only(redis: Redis, name: str) -> bool:
 @pytest.mark.rule("sigterm-hands-back")
 async def test_a_rolling_restart_of_two_workers_keeps_every_cast_going(redis: Redis, store: CastStore) -> None:
     """Each worker in turn is stopped (SIGTERM) and replaced; the gap between two sentences of
-    any cast stays near the chunk time, far below the lease."""
+    any cast stays far below the lease: the stopped worker handed its casts back, nobody waited
+    its lease out. (The lease is long, so that a loaded machine's slow restart is not mistaken
+    for a lease: the bound is a quarter of it.)"""
+    lease_s = 120.0
     rtf, chunk_s = 0.3, 0.3 * len("Sentence number 10 is here.") * 0.05  # the stand-in's compute per chunk
     texts = [" ".join(f"Cast {k} sentence number {n} is here." for n in range(12)) for k in range(4)]
     cast_ids = [await submit(store, text) for text in texts]
 
     def worker(name: str) -> Worker:
-        return Worker(config(name, lease_s=30.0, concurrency=2, max_active=4), redis, StandIn(rtf=rtf))
+        return Worker(config(name, lease_s=lease_s, concurrency=2, max_active=4), redis, StandIn(rtf=rtf))
 
     a, b = worker("a"), worker("b")
     tasks = {a: asyncio.create_task(a.run()), b: asyncio.create_task(b.run())}
@@ -194,4 +197,4 @@ async def test_a_rolling_restart_of_two_workers_keeps_every_cast_going(redis: Re
             for audio in ([e for e in entries if e.kind == "audio"] for entries in logs)]
     print(f"rolling restart: chunk {chunk_s:.2f}s, largest gap between sentences per cast {gaps}")
     assert all(entries[-1].kind == "eos" for entries in logs)
-    assert max(gaps) < 2 * chunk_s + 4.0, gaps  # a lease (30 s) would show here
+    assert max(gaps) < lease_s / 4, gaps  # a lease waited out would show here
