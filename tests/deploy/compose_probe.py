@@ -188,9 +188,11 @@ class Probe:
         url = f"{self.origin}/v1/stream/compose-check-{secrets.token_hex(4)}"
         async with self.http.put(url, data=b"hello", headers={**self.auth, "Content-Type": "text/plain"}) as response:
             assert response.status == 201, response.status
-        async with self.http.get(url) as response:  # a read: edge, without a key
+        async with self.http.get(url, headers=self.auth) as response:  # a read: edge (keys set: with one)
             assert (response.status, await response.read()) == (200, b"hello")
-        async with self.http.get(f"{self.origin}/v1/stream/casts/{self.casts[0]}") as response:
+        async with self.http.get(url) as response:  # without a key, refused
+            assert response.status == 401, response.status
+        async with self.http.get(f"{self.origin}/v1/stream/casts/{self.casts[0]}") as response:  # public
             assert response.status == 200 and response.headers["Content-Type"] == "audio/mpeg", response.status
             assert len(await response.read()) > 1000
 

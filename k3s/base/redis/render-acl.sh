@@ -90,8 +90,9 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
 # Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
 # a cast is admitted; an abandoned one is closed there.
-# Cancels: one blocking XREAD follows cancels; admission reads a cast's cancel/* flag.
-# The admin's deletes: XREAD of deletes every poll; the archive's delete script (above).
+# Cancels and the admin's deletes: one blocking XREAD follows both streams (synth/broadcasts.py;
+# one selector holds both keys, as one command must fit one selector); admission reads a cast's
+# cancel/* flag; the archive's delete script (above) carries a delete out.
 # Admission: each worker's capacity in synth/capacity; the queue clerk's lock synth/queue-clerk
 # (taken, kept and let go by scripts: SET, GET, DEL inside them).
 # The chunk cache: entries synth/chunk/*, and their index synth/chunks/* kept by one script.
@@ -109,8 +110,8 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
     "(~archive/played +zscore +zrem)" \
-    "(~cancel/* ~cancels +exists +xread +xrevrange)" \
-    "(~deletes +xread +xrevrange)" \
+    "(~cancel/* ~cancels +exists +xrevrange)" \
+    "(~cancels ~deletes +xread +xrevrange)" \
     "(~synth/capacity ~synth/queue-clerk $SCRIPTS +hset +hgetall +hdel +set +get +del +pexpire)" \
     "(~synth/chunk/* +getex +set +del)" \
     "(~synth/chunks/* $SCRIPTS +zadd +zpopmin +hget +hset +hdel +incrby +decrby)"
