@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
+from .forms import CastForm
 from .openapi_parts import CAST_ID_PATTERN, IntakeLimits, Json, error_body, json_body, limit_text, op, ref
+from .schemas import body_schema
 
 
 def intake_schemas(limits: IntakeLimits | None) -> Json:
-    text: Json = {
-        "type": "string",
-        "description": "The text to read out, at most "
-        f"{limit_text(limits.max_chars if limits else None, 'INTAKE_MAX_CHARS')} characters. Normalised (NFC, control "
-        "characters but newlines and tabs removed, stripped); must not be empty after that.",
-    }
-    title: Json = {"type": ["string", "null"], "description": "Defaults to the first words of the text."}
+    request = body_schema("CastRequest", CastForm)
+    text, title = request["properties"]["text"], request["properties"]["title"]
+    text["description"] += f"; at most {limit_text(limits.max_chars if limits else None, 'INTAKE_MAX_CHARS')} characters."
     if limits is not None:
         text["maxLength"], title["maxLength"] = limits.max_chars, limits.max_title_chars
     else:
         title["description"] += " At most INTAKE_MAX_TITLE_CHARS characters."
     return {
-        "CastRequest": {
-            "type": "object",
-            "required": ["text"],
-            "properties": {
-                "text": text,
-                "voice": {"type": ["string", "null"], "description": "One of GET /api/voices; the default when empty."},
-                "title": title,
-                "speed": {"type": ["number", "null"], "minimum": 0.25, "maximum": 4.0,
-                          "description": "1.0 when absent; part of the cast's identity"},
-            },
-            "additionalProperties": False,
-        },
+        "CastRequest": request,
         "Cast": {
             "type": "object",
             "required": ["id", "url", "status"],
@@ -81,11 +68,12 @@ def _submit_responses() -> Json:
 def intake_paths(limits: IntakeLimits | None) -> Json:
     body_note = f"At most {limit_text(limits.max_body_bytes if limits else None, 'INTAKE_MAX_BODY_BYTES')} bytes."
     request_body = {"schema": ref("CastRequest")}
+    json_request = {"schema": {"oneOf": [ref("CastRequest"), ref("LiveOpenRequest")]}}  # {"live": true} opens
     return {
         "/api/casts": {"post": op(
             "createCast", "intake", "Submit text and a voice; get the cast's link at once",
             _submit_responses(),
-            requestBody={"required": True, "description": body_note, "content": {"application/json": request_body}},
+            requestBody={"required": True, "description": body_note, "content": {"application/json": json_request}},
         )},
         "/generate": {"post": op(
             "generate", "intake",
@@ -96,7 +84,7 @@ def intake_paths(limits: IntakeLimits | None) -> Json:
                 **_submit_responses(),
             },
             requestBody={"required": True, "description": body_note,
-                         "content": {"application/x-www-form-urlencoded": request_body, "application/json": request_body}},
+                         "content": {"application/x-www-form-urlencoded": request_body, "application/json": json_request}},
         )},
         "/api/voices": {"get": op(
             "listVoices", "intake", "The voices a cast may ask for, with the default",

@@ -3,17 +3,12 @@ and the WebSocket, whose messages OpenAPI cannot describe, so its description na
 
 from __future__ import annotations
 
-from typing import Any
-
+from .forms import CloseForm, OpenForm, TextForm
+from .openapi_parts import Json, json_body, ref
 from .openapi_speak import SPEAK_POST
+from .schemas import body_schema
 
-Json = dict[str, Any]
-
-_ERROR = {"$ref": "#/components/schemas/LiveError"}
-
-
-def _json(schema: Json, description: str) -> Json:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+_ERROR = ref("LiveError")
 
 
 WEBRTC_DESCRIPTION = (
@@ -26,17 +21,9 @@ WEBRTC_DESCRIPTION = (
 
 
 LIVE_SCHEMAS: Json = {
-    "LiveOpenRequest": {
-        "type": "object",
-        "required": ["live"],
-        "description": "POST /api/casts with live: true opens a cast without its text (201 with the id)",
-        "properties": {
-            "live": {"type": "boolean", "const": True},
-            "voice": {"type": "string"},
-            "title": {"type": "string"},
-            "speed": {"type": "number", "minimum": 0.5, "maximum": 2.0},
-        },
-    },
+    "LiveOpenRequest": body_schema("LiveOpenRequest", OpenForm),
+    "LiveText": body_schema("LiveText", TextForm),
+    "LiveClose": body_schema("LiveClose", CloseForm),
     "LiveOpened": {
         "type": "object",
         "required": ["id", "url", "status", "offset", "voice", "text", "close", "write_token"],
@@ -52,19 +39,6 @@ LIVE_SCHEMAS: Json = {
             "write_token": {"type": "string", "description": "secret: send it as Authorization: Bearer "
                             "<write_token> to /text and /close; shown once, never stored in clear"},
         },
-    },
-    "LiveText": {
-        "type": "object",
-        "required": ["text", "offset"],
-        "properties": {
-            "text": {"type": "string"},
-            "offset": {"type": "integer", "minimum": 0, "description": "characters sent before this fragment"},
-            "flush": {"type": "boolean", "description": "speak what is buffered now, sentence complete or not"},
-        },
-    },
-    "LiveClose": {
-        "type": "object",
-        "properties": {"offset": {"type": "integer", "minimum": 0, "description": "the text's length as sent"}},
     },
     "LiveState": {
         "type": "object",
@@ -88,12 +62,12 @@ LIVE_SCHEMAS: Json = {
 }
 
 _REFUSALS: Json = {
-    "401": _json(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),
-    "404": _json(_ERROR, "No such cast"),
-    "409": _json(_ERROR, "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast"),
-    "413": _json(_ERROR, "The text would exceed INTAKE_MAX_CHARS"),
-    "415": _json(_ERROR, "Unsupported Content-Type"),
-    "422": _json(_ERROR, "A field is missing or of the wrong type"),
+    "401": json_body(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),
+    "404": json_body(_ERROR, "No such cast"),
+    "409": json_body(_ERROR, "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast"),
+    "413": json_body(_ERROR, "The text would exceed INTAKE_MAX_CHARS"),
+    "415": json_body(_ERROR, "Unsupported Content-Type"),
+    "422": json_body(_ERROR, "A field is missing or of the wrong type"),
 }
 
 WS_DESCRIPTION = (
@@ -130,18 +104,15 @@ def live_paths() -> Json:
             "operationId": "addLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
             "summary": "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": {"required": True, "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/LiveText"}}}},
-            "responses": {"200": _json({"$ref": "#/components/schemas/LiveState"}, "Appended, or a resend"),
-                          **_REFUSALS},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": ref("LiveText")}}},
+            "responses": {"200": json_body(ref("LiveState"), "Appended, or a resend"), **_REFUSALS},
         }},
         "/api/casts/{id}/close": {"post": {
             "operationId": "closeLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
             "summary": "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": {"required": False, "content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/LiveClose"}}}},
-            "responses": {"200": _json({"$ref": "#/components/schemas/LiveState"}, "Closed"), **_REFUSALS},
+            "requestBody": {"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}},
+            "responses": {"200": json_body(ref("LiveState"), "Closed"), **_REFUSALS},
         }},
         "/api/casts/{id}/cancel": {"post": {
             "operationId": "cancelCast", "tags": ["intake"],

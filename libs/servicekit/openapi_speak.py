@@ -3,16 +3,12 @@ same path is ``openapi_live``'s), its body and Deepgram's error shape."""
 
 from __future__ import annotations
 
-from typing import Any
-
-Json = dict[str, Any]
+from .forms import SpeakBody
+from .openapi_parts import Json, json_body, ref
+from .schemas import body_schema
 
 SPEAK_SCHEMAS: Json = {
-    "DeepgramSpeakRequest": {
-        "type": "object", "required": ["text"],
-        "description": "Deepgram's body; other fields are accepted and ignored",
-        "properties": {"text": {"type": "string", "description": "the whole text (INTAKE_MAX_CHARS at most)"}},
-    },
+    "DeepgramSpeakRequest": body_schema("DeepgramSpeakRequest", SpeakBody),
     "DeepgramError": {
         "type": "object", "required": ["err_code", "err_msg", "request_id"],
         "description": "Deepgram's error shape: every refusal of POST /v1/speak",
@@ -31,8 +27,7 @@ def _query(name: str, schema: Json, description: str) -> Json:
 
 
 def _error(description: str) -> Json:
-    return {"description": description, "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/DeepgramError"}}}}
+    return json_body(ref("DeepgramError"), description)
 
 
 def _header(description: str) -> Json:
@@ -61,8 +56,7 @@ SPEAK_POST: Json = {
         _query("bit_rate", {"type": "integer"}, "mp3 32000-320000, opus 4000-650000, aac 4000-192000"),
         _query("speed", {"type": "number", "minimum": 0.5, "maximum": 2.0, "default": 1.0}, "the speaking rate"),
     ],
-    "requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/DeepgramSpeakRequest"}}}},
+    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("DeepgramSpeakRequest")}}},
     "responses": {
         "200": {"description": "the audio, chunked as it is made", "content": _AUDIO, "headers": {
             "dg-request-id": _header("this request's id"),

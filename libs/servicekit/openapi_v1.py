@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-Json = dict[str, Any]
-
-MODELS = ["kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
-FORMATS = ["mp3", "opus", "aac", "flac", "wav", "pcm"]
-
-
-def _ref(name: str) -> Json:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: Json, description: str) -> Json:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+from .forms import SpeechRequest
+from .openapi_parts import Json, json_body, ref
+from .schemas import body_schema
 
 
 def _error(description: str) -> Json:
-    return _json(_ref("OpenAIError"), description)
+    return json_body(ref("OpenAIError"), description)
 
 
 V1_SCHEMAS: Json = {
-    "SpeechRequest": {
-        "type": "object",
-        "required": ["model", "input", "voice"],
-        "additionalProperties": False,
-        "properties": {
-            "model": {"type": "string", "enum": MODELS, "description": "aliases of the one model, Kokoro-82M"},
-            "input": {"type": "string", "description": "the text (INTAKE_MAX_CHARS at most)"},
-            "voice": {"type": "string", "description": "a voice id, or alloy, echo, fable, onyx, nova, shimmer "
-                      "(and ash, ballad, coral, sage, verse): the closest installed English pack"},
-            "response_format": {"type": "string", "enum": FORMATS, "default": "mp3"},
-            "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
-            "stream_format": {"type": "string", "enum": ["audio", "sse"], "default": "audio"},
-            "instructions": {"type": ["string", "null"], "description": "not supported: must be empty"},
-            "timestamps": {"type": "boolean", "default": False,
-                           "description": "sse only: each delta event carries its words with start and end seconds"},
-        },
-    },
+    "SpeechRequest": body_schema("SpeechRequest", SpeechRequest),
     "OpenAIError": {
         "type": "object",
         "required": ["error"],
@@ -68,14 +41,14 @@ _SPEECH_HEADERS = {
 
 def _get(operation_id: str, summary: str, schema: Json) -> Json:
     return {"get": {"operationId": operation_id, "tags": ["openai"], "summary": summary,
-                    "responses": {"200": _json(schema, summary), "401": _error("a key is wanted")}}}
+                    "responses": {"200": json_body(schema, summary), "401": _error("a key is wanted")}}}
 
 
 V1_PATHS: Json = {
     "/v1/audio/speech": {"post": {
         "operationId": "createSpeech", "tags": ["openai"],
         "summary": "OpenAI's speech endpoint: the audio streams as the cast is made (a repeat replays it)",
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SpeechRequest")}}},
+        "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SpeechRequest")}}},
         "responses": {
             "200": {"description": "the audio (or, with stream_format=sse, speech.audio.delta and "
                     "speech.audio.done events)", "headers": _SPEECH_HEADERS,
@@ -96,10 +69,10 @@ V1_PATHS: Json = {
         "type": "object", "properties": {"models": {"type": "array", "items": {"type": "object"}}}}),
     "/v1/models": _get("listModels", "The model's names, as OpenAI lists models", {
         "type": "object", "properties": {"object": {"type": "string"}, "data": {"type": "array",
-                                                                                  "items": _ref("Model")}}}),
+                                                                                  "items": ref("Model")}}}),
     "/v1/models/{model}": {"get": {
         "operationId": "getModel", "tags": ["openai"], "summary": "One model name",
         "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "responses": {"200": _json(_ref("Model"), "the model"), "404": _error("no such model")},
+        "responses": {"200": json_body(ref("Model"), "the model"), "404": _error("no such model")},
     }},
 }  # fmt: skip

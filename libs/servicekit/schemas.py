@@ -1,8 +1,9 @@
-"""The OpenAPI schemas that castlog's msgspec types define: generated, so that they cannot drift.
+"""The OpenAPI schemas that msgspec types define: generated, so that they cannot drift.
 
-A record's kind and headers come from the ``Record`` union (a new kind or field appears here by
-itself), and a cast's state from ``CastState``, the fold every reader shares. What a route adds
-around them (the seq_num of a record, the id and links of a state) is written in ``openapi.py``.
+A record's kind and headers come from castlog's ``Record`` union (a new kind or field appears here
+by itself), a cast's state from ``CastState``, the fold every reader shares, and a request body
+from the Struct that decodes it (``forms.py``). What a route adds around them (the seq_num of a
+record, the id and links of a state, a body's configured limits) is written in ``openapi*.py``.
 """
 
 from __future__ import annotations
@@ -56,3 +57,9 @@ def cast_state_properties() -> Json:
             continue
         out[name] = {k: v for k, v in schema.items() if k != "default"}
     return out
+
+
+def body_schema(name: str, form: type[msgspec.Struct]) -> Json:
+    """The schema of a request body decoded by ``form`` (a Struct of plain fields), named ``name``."""
+    _, components = msgspec.json.schema_components([form], ref_template=REF_TEMPLATE)
+    return {**components[form.__name__], "title": name}

@@ -21,6 +21,7 @@ from aiohttp import web
 from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
 from castlog.batching import NotReplicated
 from servicekit import json_response
+from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
 from .claim import cast_url, not_replicated, read_body
 from .context import INTAKE, request_client
@@ -33,28 +34,9 @@ LIVE_TITLE = "Live cast"
 FLUSH_COST = 50
 # A client at its cap of open casts may retry once it closed one.
 OPEN_RETRY_AFTER_S = 5
-# Kokoro's speed factor: below and above these, speech turns unintelligible.
-MIN_SPEED, MAX_SPEED = 0.5, 2.0
 # Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
 # fragments must not count as two line breaks).
 _DROPPED = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
-
-
-class OpenForm(msgspec.Struct, frozen=True):
-    live: bool
-    voice: str | None = None
-    title: str | None = None
-    speed: float = 1.0
-
-
-class TextForm(msgspec.Struct, frozen=True):
-    text: str
-    offset: int
-    flush: bool = False
-
-
-class CloseForm(msgspec.Struct, frozen=True):
-    offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,8 +81,8 @@ def _decode(body: bytes, form: type[msgspec.Struct], shape: str) -> Any:
 async def open_cast(app: web.Application, client: str, voice: str | None, title: str | None, speed: float) -> Opened:
     """Check the fields, take the client's token and its place among its open casts, then open the
     cast (each its own step: the client's slot, then the cast's key lane)."""
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise Refusal(422, "invalid_speed", f"speed must be between {MIN_SPEED} and {MAX_SPEED}, not {speed}")
+    if not LIVE_MIN_SPEED <= speed <= LIVE_MAX_SPEED:
+        raise Refusal(422, "invalid_speed", f"speed must be between {LIVE_MIN_SPEED} and {LIVE_MAX_SPEED}, not {speed}")
     intake = app[INTAKE]
     voices = await intake.voices.required(voice)  # 503 warming_up before any worker published
     voice = voice or voices.default

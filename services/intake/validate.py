@@ -16,6 +16,7 @@ import msgspec
 
 from castlog import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, BlendError, canonical_voice, normalise_speed, voice_available
 from servicekit import Refusal as Refusal  # intake's modules raise it from here
+from servicekit.forms import CastForm as CastForm  # intake's modules decode with it from here
 
 # A default title is the first words of the text, at most this long, cut on a word boundary.
 DEFAULT_TITLE_CHARS = 60
@@ -44,15 +45,6 @@ _MARKS = re.compile(r"\*\*|__|`+|~~")
 class BodyKind(Enum):
     JSON = "json"
     FORM = "form"
-
-
-class CastForm(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The fields of a submission as sent; unknown fields and wrong types are refused (422)."""
-
-    text: str
-    voice: str | None = None
-    title: str | None = None
-    speed: float | None = None
 
 
 @dataclass(frozen=True)

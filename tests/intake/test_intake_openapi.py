@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
+from jsonschema import ValidationError
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
 from durablestreams.openapi import durable_part
 from intake import Config
+from intake.speech.formats import CONTENT_TYPES
 from servicekit.openapi import IntakeLimits, document
 
 from .conftest import MakeClient
@@ -29,6 +32,10 @@ EDGE_ROUTES = {
 
 def schema_of(doc: dict[str, Any], path: str, method: str, status: str, ctype: str = "application/json") -> Any:
     return doc["paths"][path][method]["responses"][status]["content"][ctype]["schema"]
+
+
+def schema_of_body(doc: dict[str, Any], path: str) -> Any:
+    return doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
 
 
 def assert_matches(doc: dict[str, Any], schema: dict[str, Any], instance: Any) -> None:
@@ -104,3 +111,22 @@ async def test_answers_match_their_documented_schemas(make_client: MakeClient) -
     assert_matches(doc, schema_of(doc, "/api/voices", "get", "200"), await voices.json())
     health = await client.get("/healthz")
     assert_matches(doc, schema_of(doc, "/healthz", "get", "200"), await health.json())
+
+
+def test_request_schemas_say_what_the_decoders_take() -> None:
+    """The bodies' schemas are generated from the Structs that decode them: /api/casts refuses an
+    unknown field and /v1/audio/speech accepts one, and so do their schemas."""
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    assert_matches(doc, schemas["CastRequest"], {"text": "Hello.", "voice": None, "speed": 1.5})
+    with pytest.raises(ValidationError):
+        assert_matches(doc, schemas["CastRequest"], {"text": "Hello.", "extra": 1})
+    with pytest.raises(ValidationError):
+        assert_matches(doc, schemas["CastRequest"], {"text": "Hello.", "speed": 9})
+    assert_matches(doc, schemas["SpeechRequest"], {"model": "tts-1", "input": "Hi.", "voice": "alloy", "extra": 1})
+    # Each documented format is one the route converts to.
+    assert schemas["SpeechRequest"]["properties"]["response_format"]["enum"] == list(CONTENT_TYPES)
+    open_body = schema_of_body(doc, "/api/casts")
+    assert_matches(doc, open_body, {"live": True, "voice": "af_heart"})
+    with pytest.raises(ValidationError):
+        assert_matches(doc, open_body, {"live": False})

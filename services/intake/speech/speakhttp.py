@@ -28,6 +28,7 @@ from aiohttp import web
 
 from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from servicekit import json_response
+from servicekit.forms import SpeakBody
 
 from ..cancel import cancel_cast
 from ..claim import Admission, Claimed, cast_url, read_body, submit
@@ -62,12 +63,6 @@ _CONTAINERS = {**{e: ("wav", "none") for e in PHONE_ENCODINGS}, "opus": ("ogg",)
 ENCODINGS = (*PHONE_ENCODINGS, *_ENCODED)
 # Deepgram's err_code for our refusal codes that have one of its own; others are ours, upper-cased.
 _ERR_CODES = {"invalid_api_key": "INVALID_AUTH"}
-
-
-class SpeakBody(msgspec.Struct, frozen=True):
-    """Deepgram's body; other fields are accepted and ignored, as Deepgram does."""
-
-    text: str
 
 
 _decode_body = msgspec.json.Decoder(SpeakBody).decode

@@ -29,14 +29,12 @@ from castlog import (
     voice_order,
 )
 from servicekit import json_response
+from servicekit.forms import MAX_VOLUME, MIN_VOLUME, MODELS, STREAM_FORMATS, SpeechRequest
 
 from ..validate import Refusal
 from .formats import FORMATS
 
-# Every name a client may send for the one model (OpenAI's names, and Kokoro-FastAPI's).
-MODELS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 MODEL_CREATED = 1_735_689_600  # 2025-01-01: when Kokoro-82M v1.0 was published
-STREAM_FORMATS = ("audio", "sse")
 # OpenAI's voice names -> Kokoro's English packs, closest first (same name, then same gender
 # and accent); the first one installed is used.
 OPENAI_VOICES: dict[str, tuple[str, ...]] = {
@@ -56,8 +54,6 @@ OPENAI_VOICES: dict[str, tuple[str, ...]] = {
 }
 # Kokoro-FastAPI's `lang_code`: the first letter of the voice ids of that language.
 LANG_CODES = frozenset("abjzefhip")
-# `volume_multiplier` (Kokoro-FastAPI's): a gain on the samples, clipped.
-MIN_VOLUME, MAX_VOLUME = 0.0, 4.0
 # Headers that name what a request sent and this server does not use.
 IGNORED_HEADER = "X-Ignored-Fields"
 UNKNOWN_HEADER = "X-Unknown-Fields"
@@ -70,27 +66,6 @@ LISTED_BLENDS = 32
 BLEND_TENANTS = 1024
 # OpenAI's error types by status.
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
-
-
-class SpeechRequest(msgspec.Struct, frozen=True):
-    """``POST /v1/audio/speech``'s body. ``timestamps`` (our own, sent through the SDK's
-    ``extra_body``) asks for word timings in the ``sse`` events; ``lang_code`` to
-    ``download_format`` are Kokoro-FastAPI's. Unknown fields are accepted (``Speech.unknown``)."""
-
-    model: str
-    input: str
-    voice: str
-    response_format: str = "mp3"
-    speed: float = 1.0
-    stream_format: str = "audio"
-    instructions: str | None = None
-    timestamps: bool = False
-    lang_code: str | None = None
-    stream: bool = True
-    volume_multiplier: float = 1.0
-    normalization_options: dict[str, Any] | None = None
-    return_download_link: bool = False
-    download_format: str | None = None
 
 
 @dataclass(frozen=True)
