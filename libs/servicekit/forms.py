@@ -1,6 +1,6 @@
-"""The request bodies the services decode, each defined once: intake decodes a body with its
-Struct, and the OpenAPI document's schema of that body is generated from the same Struct
-(``schemas.body_schema``), so the two cannot drift.
+"""The request bodies and the live session's messages the services decode, each defined once:
+intake decodes with these Structs, and the OpenAPI document's schemas are generated from them
+(``schemas.py``), so the two cannot drift.
 
 A field's bounds and choices are documented here (``extra_json_schema``), not checked by msgspec:
 the services check them after decoding and refuse with their own words (``invalid_speed``,
@@ -24,6 +24,8 @@ STREAM_FORMATS = ("audio", "sse")
 MIN_VOLUME, MAX_VOLUME = 0.0, 4.0
 # An open cast's speed factor: below and above these, Kokoro's live speech turns unintelligible.
 LIVE_MIN_SPEED, LIVE_MAX_SPEED = 0.5, 2.0
+# A live session's audio: a standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM.
+LIVE_FORMATS = ("mp3", "pcm")
 
 
 def _about(description: str | None = None, **schema: Any) -> msgspec.Meta:
@@ -97,3 +99,38 @@ class SpeakBody(msgspec.Struct, frozen=True):
     """Deepgram's body; other fields are accepted and ignored, as Deepgram does."""
 
     text: Annotated[str, _about("the whole text (INTAKE_MAX_CHARS at most)")]
+
+
+# ---- the live session's client messages (the WebSocket's and the WebRTC control channel's) -----
+
+
+class StartMessage(msgspec.Struct, frozen=True, tag="start", tag_field="type"):
+    """First, once: the session's cast"""
+
+    voice: str | None = None
+    title: str | None = None
+    speed: Annotated[float, _about(minimum=LIVE_MIN_SPEED, maximum=LIVE_MAX_SPEED)] = 1.0
+    format: Annotated[str | None, _about("mp3 when not given", enum=[*LIVE_FORMATS, None])] = None
+    keep: Annotated[bool, _about("the cast goes on when the client disconnects (else it is cancelled)")] = False
+
+
+class TextMessage(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+    """A fragment of the text (the session counts the offsets)"""
+
+    text: str
+    flush: bool = False
+
+
+class FlushMessage(msgspec.Struct, frozen=True, tag="flush", tag_field="type"):
+    """Speak what the text holds now, however short."""
+
+
+class CloseMessage(msgspec.Struct, frozen=True, tag="close", tag_field="type"):
+    """The text is complete: the rest is spoken, then ``done``."""
+
+
+class CancelMessage(msgspec.Struct, frozen=True, tag="cancel", tag_field="type"):
+    """Barge-in: the text not yet spoken is dropped, the cast ends at the chunk in hand."""
+
+
+LiveMessage = StartMessage | TextMessage | FlushMessage | CloseMessage | CancelMessage

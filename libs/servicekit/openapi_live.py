@@ -3,10 +3,10 @@ and the WebSocket, whose messages OpenAPI cannot describe, so its description na
 
 from __future__ import annotations
 
-from .forms import CloseForm, OpenForm, TextForm
+from .forms import CloseForm, LiveMessage, OpenForm, TextForm
 from .openapi_parts import Json, json_body, ref
 from .openapi_speak import SPEAK_POST
-from .schemas import body_schema
+from .schemas import body_schema, union_schemas
 
 _ERROR = ref("LiveError")
 
@@ -24,6 +24,7 @@ LIVE_SCHEMAS: Json = {
     "LiveOpenRequest": body_schema("LiveOpenRequest", OpenForm),
     "LiveText": body_schema("LiveText", TextForm),
     "LiveClose": body_schema("LiveClose", CloseForm),
+    **union_schemas("LiveMessage", LiveMessage),  # the WebSocket's client messages
     "LiveOpened": {
         "type": "object",
         "required": ["id", "url", "status", "offset", "voice", "text", "close", "write_token"],
@@ -71,16 +72,14 @@ _REFUSALS: Json = {
 }
 
 WS_DESCRIPTION = (
-    "A WebSocket (upgrade with GET). Client JSON messages: {type: start, voice, speed, format: mp3|pcm, "
-    "title, keep} once, then {type: text, text}, {type: flush}, {type: close}, {type: cancel} (barge-in: the "
-    "text not yet spoken is dropped; a disconnect mid-cast cancels too unless start set keep: true). "
-    "Server: binary frames of audio "
-    "(one standalone MP3 chunk per sentence, or s16le mono 24 kHz PCM) and JSON events {type: cast, id, url, "
-    "write_token} (the session itself writes without the token), "
+    "A WebSocket (upgrade with GET). Client JSON messages (the LiveMessage schema): start once, then text, flush, "
+    "close and cancel (barge-in: the text not yet spoken is dropped; a disconnect mid-cast cancels too unless start "
+    "set keep: true). Server: binary frames of audio (one standalone MP3 chunk per sentence, or s16le mono 24 kHz "
+    "PCM) and JSON events {type: cast, id, url, write_token} (the session itself writes without the token), "
     "{type: sentence, index, text}, {type: sentence_done, index, duration_ms}, {type: done, sentences, "
-    "audio_ms, cancelled (when cut short)}, {type: error, error, message}. Close codes: 1000 done, 1001 server stopping, 4400 bad start, "
-    "4408 idle (INTAKE_LIVE_IDLE_S), 4429 slow reader (the reason's seq_num is where to resume listening by "
-    "link), 4503 too many sessions."
+    "audio_ms, cancelled (when cut short)}, {type: error, error, message}. Close codes: 1000 done, 1001 server "
+    "stopping, 4400 bad start, 4408 idle (INTAKE_LIVE_IDLE_S), 4429 slow reader (the reason's seq_num is where to "
+    "resume listening by link), 4503 too many sessions."
 )
 
 

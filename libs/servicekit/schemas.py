@@ -63,3 +63,9 @@ def body_schema(name: str, form: type[msgspec.Struct]) -> Json:
     """The schema of a request body decoded by ``form`` (a Struct of plain fields), named ``name``."""
     _, components = msgspec.json.schema_components([form], ref_template=REF_TEMPLATE)
     return {**components[form.__name__], "title": name}
+
+
+def union_schemas(name: str, union: Any) -> Json:
+    """A tagged union's schema, named ``name``, with each of its members' (named by its class)."""
+    (schema,), components = msgspec.json.schema_components([union], ref_template=REF_TEMPLATE)
+    return {name: schema, **components}

@@ -3,6 +3,7 @@ listing every route of intake's app, and describing what the routes really answe
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from openapi_spec_validator import validate
 from durablestreams.openapi import durable_part
 from intake import Config
 from intake.speech.formats import CONTENT_TYPES
+from intake.speech.livemessages import Invalid, decode_message
 from servicekit.openapi import IntakeLimits, document
 
 from .conftest import MakeClient
@@ -130,3 +132,10 @@ def test_request_schemas_say_what_the_decoders_take() -> None:
     assert_matches(doc, open_body, {"live": True, "voice": "af_heart"})
     with pytest.raises(ValidationError):
         assert_matches(doc, open_body, {"live": False})
+    # The live WebSocket's client messages: the union its decoder takes.
+    for message in ({"type": "start", "format": "pcm", "keep": True}, {"type": "text", "text": "Hi."}, {"type": "cancel"}):
+        assert_matches(doc, schemas["LiveMessage"], message)
+        assert not isinstance(decode_message(json.dumps(message)), Invalid)
+    with pytest.raises(ValidationError):
+        assert_matches(doc, schemas["LiveMessage"], {"type": "speak", "text": "Hi."})
+    assert isinstance(decode_message('{"type": "speak", "text": "Hi."}'), Invalid)

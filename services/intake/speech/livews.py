@@ -26,18 +26,18 @@ from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
 from castlog.slots import Slot
+from servicekit import forms
 
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
-from .livemessages import Cancel, Close, Flush, Invalid, Message, Start, Text, decode_message
+from .livemessages import Invalid, decode_message
 from .session import OpenCast, Waiting, deadline, receive_by
 
 log = logging.getLogger(__name__)
 
 ROUTE = "/v1/audio/speech/live"
-FORMATS = ("mp3", "pcm")
 # Close codes: done, a stop, the client's mistake, the idle limit, a slow reader, the session cap.
 CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
@@ -187,7 +187,7 @@ class Session:
             await self.error(msg.code, msg.message)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        if not isinstance(msg, Start):
+        if not isinstance(msg, forms.StartMessage):
             await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
             await self.close(CLOSE_BAD_REQUEST)
             return False
@@ -204,8 +204,8 @@ class Session:
             return False
         fmt = msg.format or "mp3"
         try:
-            if fmt not in FORMATS:
-                raise Refusal(422, "invalid_format", f"format must be one of {', '.join(FORMATS)}")
+            if fmt not in forms.LIVE_FORMATS:
+                raise Refusal(422, "invalid_format", f"format must be one of {', '.join(forms.LIVE_FORMATS)}")
             if fmt == "pcm" and not pcm.available():
                 raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
             self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
@@ -240,7 +240,7 @@ class Session:
 
     # ---- the reader: text in -------------------------------------------------------------------
 
-    async def _receive(self, deadline: float | None) -> Message | Invalid | None:
+    async def _receive(self, deadline: float | None) -> forms.LiveMessage | Invalid | None:
         """The next message (Invalid: JSON that is not one); None once the client is gone (or idle
         past ``deadline``, a loop time: frames that are no message, pings included, do not move it)."""
         while True:
@@ -268,15 +268,15 @@ class Session:
         idle_s = self.app[INTAKE].cfg.live_idle_s
         until = deadline(idle_s)  # moved by real messages only: junk and pings keep no session
         while (msg := await self._receive(until if self.cast.text_open else None)) is not None:
-            if isinstance(msg, Text):
+            if isinstance(msg, forms.TextMessage):
                 until = deadline(idle_s)
                 await self._text(msg.text, flush=msg.flush)
-            elif isinstance(msg, Flush):
+            elif isinstance(msg, forms.FlushMessage):
                 until = deadline(idle_s)
                 await self._text("", flush=True)
-            elif isinstance(msg, Close):
+            elif isinstance(msg, forms.CloseMessage):
                 await self.end_text()
-            elif isinstance(msg, Cancel):
+            elif isinstance(msg, forms.CancelMessage):
                 self.cancelled = self.transport.cancel()  # then the session closes with "cancelled": true
                 await self.cancel()
                 if self.cancelled:
