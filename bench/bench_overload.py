@@ -1,19 +1,19 @@
-"""Overload: five new paragraphs at once, capacity-aware admission against even sharing, side by side.
+"""Overload: five new paragraphs at once, admitted within the worker's measured capacity.
 
-One run, one throwaway Redis, the whole worker (the consumer group, the schedule, the MP3
-encoder, the conditional appends) run twice on the same five casts: once with
-``SYNTH_ADMISSION=even`` (today's even sharing: up to ``SYNTH_CONCURRENCY`` at once) and once
-with ``SYNTH_ADMISSION=capacity``. Each cast has one listener who starts at its first byte (its
-first audio record's stamp) and plays in real time; a listener stalls whenever the next chunk's
-record is stamped after the moment it is needed (all from the log's stamps, nothing sampled).
-Reported per side: each listener's stall after its first audio, the worst and the total, each
-first audio and the last; for capacity admission also the first `queue` note's estimate against
-the true start, and how far its notes' estimates were off. Ratios: capacity ÷ even. Target: every listener <= 2 s of stall in all.
+One run, one throwaway Redis, the whole worker (the consumer group, admission, the schedule, the
+MP3 encoder, the conditional appends) on five casts. Each cast has one listener who starts at its
+first byte (its first audio record's stamp) and plays in real time; a listener stalls whenever
+the next chunk's record is stamped after the moment it is needed (all from the log's stamps,
+nothing sampled). Reported: each listener's stall after its first audio, the worst and the total,
+each first audio and the last, the first `queue` note's estimate against the true start, and how
+far its notes' estimates were off. Target: every listener <= 2 s of stall in all. (The even
+sharing this was once set against is gone, #34; bench/results/overload*.json from before hold
+both sides.)
 
 The model: by default a stand-in at the real model's speed measured here first (onnx on this
 CPU: its real-time factor and audio per character over the paragraph's chunks, a few seconds),
-a tone of that length handed out after that RTF times its duration; five real paragraphs twice
-over take the real model ~10 minutes on 2 shared cores. ``--real`` runs the real model instead.
+a tone of that length handed out after that RTF times its duration; five real paragraphs take
+the real model ~5 minutes on 2 shared cores. ``--real`` runs the real model instead.
 
 ``--rtf`` paces the stand-in at a given speed instead (the results then go to
 ``overload_rtf<RTF>.json``; ``--real``'s to ``overload_real.json``): the model's speed on this
@@ -105,11 +105,11 @@ def listener(entries: list[Entry]) -> dict[str, float]:
     return {"first_audio_ms": start_ms, "stall_s": stall_ms / 1000}
 
 
-async def one_side(redis: Redis, synth: Any, voice: str, admission: str) -> dict[str, Any]:
-    """The five casts through a fresh worker with ``admission``; per listener figures."""
+async def overload(redis: Redis, synth: Any, voice: str) -> dict[str, Any]:
+    """The five casts through a fresh worker; per listener figures."""
     await redis.flushdb()
     store, reader = CastStore(redis), LogReader(redis)
-    cfg = replace(SynthConfig.from_env(), consumer=f"overload-{admission}", admission=admission)  # SYNTH_* apply
+    cfg = replace(SynthConfig.from_env(), consumer="overload")  # SYNTH_* apply
     worker = Worker(cfg, redis, synth)
     ids = []
     began = castlog.now_ms()
@@ -158,44 +158,29 @@ async def run(synth: Any, voice: str) -> dict[str, Any]:
     with temp_redis() as server:
         redis = Redis.from_url(server.url)
         try:
-            even = await one_side(redis, synth, voice, "even")
-            capacity = await one_side(redis, synth, voice, "capacity")
+            return await overload(redis, synth, voice)
         finally:
             await redis.aclose()
-    return {"even": even, "capacity": capacity}
 
 
-def report(sides: dict[str, Any]) -> dict[str, float]:
-    for name, side in sides.items():
-        print(f"\n{name} (SYNTH_ADMISSION={name}):")
-        for n, r in enumerate(side["listeners"], 1):
-            told = (f", first told {r['noted_eta_s']:.1f} s, waited {r['true_wait_s']:.1f} s, "
-                    f"notes off by {r['estimate_error_s']:.1f} s (median)" if "noted_eta_s" in r else "")
-            print(f"  listener {n}: first audio {r['first_audio_s']:6.1f} s, stall after it {r['stall_s']:5.1f} s{told}")
-    even, cap = sides["even"], sides["capacity"]
-    ratios = {
-        "worst stall, capacity / even": cap["worst_stall_s"] / max(even["worst_stall_s"], 1e-3),
-        "total stall, capacity / even": cap["total_stall_s"] / max(even["total_stall_s"], 1e-3),
-        "last first audio, capacity / even": cap["last_first_audio_s"] / even["last_first_audio_s"],
-        "median first audio, capacity / even": cap["median_first_audio_s"] / even["median_first_audio_s"],
-    }
+def report(run: dict[str, Any]) -> None:
+    print()
+    for n, r in enumerate(run["listeners"], 1):
+        told = (f", first told {r['noted_eta_s']:.1f} s, waited {r['true_wait_s']:.1f} s, "
+                f"notes off by {r['estimate_error_s']:.1f} s (median)" if "noted_eta_s" in r else "")
+        print(f"  listener {n}: first audio {r['first_audio_s']:6.1f} s, stall after it {r['stall_s']:5.1f} s{told}")
     print()
     print_rows({
-        "worst stall (s), even": even["worst_stall_s"], "worst stall (s), capacity": cap["worst_stall_s"],
-        "total stall (s), even": even["total_stall_s"], "total stall (s), capacity": cap["total_stall_s"],
-        "last first audio (s), even": even["last_first_audio_s"],
-        "last first audio (s), capacity": cap["last_first_audio_s"],
-        **ratios,
+        "worst stall (s)": run["worst_stall_s"], "total stall (s)": run["total_stall_s"],
+        "median first audio (s)": run["median_first_audio_s"], "last first audio (s)": run["last_first_audio_s"],
     }, 40)
-    print_target(f"every listener <= {STALL_TARGET_S:g} s of stall in all (capacity)",
-                 cap["worst_stall_s"] <= STALL_TARGET_S)
-    return ratios
+    print_target(f"every listener <= {STALL_TARGET_S:g} s of stall in all", run["worst_stall_s"] <= STALL_TARGET_S)
 
 
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--real", action="store_true", help="the real model on both sides, not a stand-in")
+    parser.add_argument("--real", action="store_true", help="the real model, not a stand-in")
     parser.add_argument("--rtf", type=float, default=None,
                         help="the stand-in's real-time factor instead of the one measured now (a quieter machine's)")
     args = parser.parse_args()
@@ -209,15 +194,15 @@ def main() -> None:
     paced_rtf = args.rtf or rtf
     synth: Any = real if args.real else Paced(paced_rtf, per_char, real.voices())
     what = "the real model" if args.real else f"a stand-in at RTF {paced_rtf:.3f}"
-    print(f"running both sides with {what} ...", flush=True)
-    sides = asyncio.run(run(synth, voice))
-    ratios = report(sides)
+    print(f"running the five casts with {what} ...", flush=True)
+    figures = asyncio.run(run(synth, voice))
+    report(figures)
     payload = {
         "model": "real onnx" if args.real else "stand-in (a tone of the real model's length, paced)",
         "model_rtf": rtf, "run_rtf": rtf if args.real else paced_rtf, "audio_s_per_char": per_char,
         "threads": args.threads, "machine": machine(),
         "casts": len(OPENINGS), "chars_per_cast": len(PARAGRAPH) + len("Fifth part. "),
-        "admit_headroom": SynthConfig.from_env().admit_headroom, "ratios": ratios, **sides,
+        "admit_headroom": SynthConfig.from_env().admit_headroom, "capacity": figures,
     }
     name = "overload_real" if args.real else "overload" if args.rtf is None else f"overload_rtf{args.rtf:g}"
     path = RESULTS / f"{name}.json"

@@ -20,9 +20,10 @@ One run on this machine, one model loaded once (onnx, ``--threads``), a throwawa
    its duration. Demand is then below capacity: lowest-lead scheduling (the worker) against
    first come, first served (one cast at a time), for underruns and the longest first-audio wait.
 
-Parts 3-5 measure the schedule with all casts admitted at once (``SYNTH_ADMISSION=even``, as
-before capacity-aware admission; bench_overload.py sets the two admissions side by side); parts 1
-and 2, one cast each, run the default.
+Parts 3-5 admit within capacity as a worker that has measured its model already does (the capacity
+part 1 measured; part 5's replay rate): on this CPU three casts exceed it and start in turn, at
+the replay's rate all three fit and start at once. Parts 1 and 2, one cast each, start from a
+fresh worker's unmeasured model.
 
     python bench/bench_synth.py [--threads 2] [--rounds 3] [--gpu-rtf 0.2]     (a few minutes on 2 cores)
 """
@@ -42,7 +43,7 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
-from synth.config import Admission, SynthConfig
+from synth.config import SynthConfig
 from synth.dispatcher import infer
 from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word
@@ -94,15 +95,18 @@ class Bench:
     # ---- the worker ----------------------------------------------------------------------
 
     async def worker_casts(
-        self, bodies: list[str], *, until: str = "eos", concurrency: int | None = None,
-        admission: Admission = "capacity",
+        self, bodies: list[str], *, until: str = "eos", max_active: int | None = None,
+        capacity: float | None = None,
     ) -> dict[str, list[Entry]]:
-        """Submit ``bodies`` at once to a fresh worker (live casts at most ``concurrency``, by
-        default all of them, with ``admission="even"``); cast id -> log once each has its first
-        audio (``until="audio"``, then the worker is stopped) or its `eos`."""
+        """Submit ``bodies`` at once to a fresh worker (holding at most ``max_active`` casts, by
+        default SYNTH_MAX_ACTIVE's); cast id -> log once each has its first audio
+        (``until="audio"``, then the worker is stopped) or its `eos`. ``capacity``: the audio
+        seconds per second its model is known to make, as a worker that has been running measured
+        it (None: unmeasured, so admission takes one cast to measure it)."""
         await self.redis.flushall()
-        cfg = replace(self.cfg, concurrency=concurrency or max(3, len(bodies)), admission=admission)
-        worker = Worker(cfg, self.redis, self.synth)
+        worker = Worker(replace(self.cfg, max_active=max_active or self.cfg.max_active), self.redis, self.synth)
+        if capacity:  # what admission reads of the speed (ModelSpeed.capacity), measured long enough
+            worker.crew.speed.slow_rtf, worker.crew.speed.measured_s = 1 / capacity, self.cfg.capacity_measure_s
         task = asyncio.create_task(worker.run())
         ids = [await self.submit(body) for body in bodies]
         try:
@@ -236,12 +240,12 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
                 pair[side] = (entries[-1].ts - (await b.enqueued_at())[cast_id]) / 1000
         model_s.append(pair["model"])
         worker_s.append(pair["worker"])
-    capacity = audio_ms(entries) / 1000 / med(worker_s)  # real-time listeners one worker feeds
+    measured = audio_ms(entries) / 1000 / med(worker_s)  # real-time listeners one worker feeds
     ratio = med([m / w for m, w in zip(model_s, worker_s)])
     out["throughput"] = {
         "what": "whole worker vs model alone, same chunks (s)",
         "streamtts": med(worker_s), "reference": med(model_s), "ratio": ratio,
-        "target": ">= 0.95", "met": ratio >= 0.95, "capacity_realtime": capacity,
+        "target": ">= 0.95", "met": ratio >= 0.95, "capacity_realtime": measured,
     }
     # 2. time to first audio against the model's time for that first chunk, paired the same way
     first_model, first_worker = [], []
@@ -260,7 +264,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     step("three concurrent casts")
     paced = PacedReplay(b.synth, gpu_rtf)
     mixed_model_s = sum(paced.record(text, b.voice) for text in MIXED)
-    logs = await b.worker_casts(list(MIXED), admission="even")
+    logs = await b.worker_casts(list(MIXED), capacity=measured)
     capacity = sum(audio_ms(entries) for entries in logs.values()) / 1000 / mixed_model_s
     out["three_casts"] = three_casts_row("3 concurrent casts of different lengths", logs, capacity,
                                          await b.first_audio_s(logs))
@@ -268,7 +272,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     for users, bodies in ((1, [FOUR]), (3, list(MIXED))):
         step(f"naive vs StreamTTS, {users} user(s)")
         naive = await b.naive_ttfa(bodies)
-        stream = await b.first_audio_s(await b.worker_casts(bodies, until="audio", admission="even"))
+        stream = await b.first_audio_s(await b.worker_casts(bodies, until="audio", capacity=measured))
         out[f"naive_{users}_user"] = {
             "what": f"first audio, {users} user(s): StreamTTS vs naive (mean s)",
             "streamtts": statistics.mean(stream), "reference": statistics.mean(naive),
@@ -277,10 +281,10 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     # 5. the schedule at a GPU's speed: lowest lead (the worker) against one cast at a time
     g = Bench(paced, b.redis)  # a replay is a Synthesizer in all that the worker uses
     gpu_capacity = 1 / gpu_rtf
-    for label, concurrency in (("lowest lead", None), ("one at a time", 1)):
+    for label, max_active in (("lowest lead", None), ("one at a time", 1)):
         step(f"the schedule at rtf {gpu_rtf:g}: {label}")
-        logs = await g.worker_casts(list(MIXED), concurrency=concurrency, admission="even")
-        key = "gpu_lowest_lead" if concurrency is None else "gpu_one_at_a_time"
+        logs = await g.worker_casts(list(MIXED), max_active=max_active, capacity=gpu_capacity)
+        key = "gpu_lowest_lead" if max_active is None else "gpu_one_at_a_time"
         out[key] = three_casts_row(f"3 casts at rtf {gpu_rtf:g} (paced replay), {label}", logs, gpu_capacity,
                                    await g.first_audio_s(logs))
     lowest, serial = out["gpu_lowest_lead"], out["gpu_one_at_a_time"]

@@ -12,7 +12,8 @@ otherwise where it must (``str.upper``). ``Config.from_env()`` reads every decla
 field whose type is itself a ``Settings`` is read as a group (``X | None``: None while its
 required settings are unset). Constructing one checks every bound, so a test's
 ``Config(port=0)`` is refused as ``EDGE_PORT=0`` would be. A refusal is a ``ConfigError`` naming
-the variable, its value and what is allowed. ``scripts/settings_doc.py`` writes the README's
+the variable, its value and what is allowed. A variable no longer read stays named in the class's
+``removed`` with what to do instead: set, it stops the start. ``scripts/settings_doc.py`` writes the README's
 settings tables from the same declarations.
 """
 
@@ -25,7 +26,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 from .connect import DEFAULT_URL
 
@@ -218,6 +219,9 @@ def raw_of(s: Setting[Any], environ: Mapping[str, str]) -> str | None:
 
 def read(cls: type[S], environ: Mapping[str, str]) -> S:
     """An instance of ``cls`` from ``environ``: declared fields set there, the rest their defaults."""
+    for name, instead in cls.removed.items():
+        if (environ.get(name) or "").strip():
+            raise ConfigError(f"{name} was removed: {instead}; unset it")
     values: dict[str, Any] = {}
     for f, s, hint in declared(cls):
         group, optional = group_of(hint)
@@ -238,6 +242,10 @@ def any_required_set(cls: type[Settings], environ: Mapping[str, str]) -> bool:
 
 class Settings:
     """The base of a frozen dataclass of settings: ``from_env`` and the checks come from its fields."""
+
+    # Variables no longer read -> what to do instead. One still set stops the start: ignored, it
+    # would quietly change what its operator asked for.
+    removed: ClassVar[Mapping[str, str]] = {}
 
     def __post_init__(self) -> None:
         for f, s, hint in declared(type(self)):

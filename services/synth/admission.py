@@ -1,11 +1,9 @@
 """Admission and recovery: jobs from the inboxes become active casts, or are settled at once.
 
-The admitter takes jobs only while the worker has room: while the admitted casts' demand leaves
-room within the model's measured capacity (:mod:`synth.capacity`), or, with
-``SYNTH_ADMISSION=even``, while the schedule has room (:func:`scheduler.admissible`): first
-its own pending entries (a restart), then retries whose backoff ran out, then entries of dead
-workers (XAUTOCLAIM after the lease), then new ones; jobs begun elsewhere go on at once, up to
-``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
+The admitter takes jobs only while the admitted casts' demand leaves room within the model's
+measured capacity (:mod:`synth.capacity`): first its own pending entries (a restart), then
+retries whose backoff ran out, then entries of dead workers (XAUTOCLAIM after the lease), then
+new ones; jobs begun elsewhere go on at once, up to ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
 
 Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`) and
 decides; what it writes for a job that begins no attempt is :class:`~synth.outcomes.Outcomes`'
@@ -25,7 +23,7 @@ from redis.exceptions import RedisError
 import castlog
 from castlog import SeqMismatch, Start
 
-from . import capacity, jobs, scheduler
+from . import capacity, jobs
 from .cast import ActiveCast, Assignment, plan
 from .crew import Crew
 from .holdings import REDIS_RETRY_S, quietly, wait
@@ -77,14 +75,8 @@ class Admitter:
 
     def openings(self) -> int:
         """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
-        for within the measured capacity (``SYNTH_ADMISSION=capacity``; re-checked each round,
-        never beyond ``SYNTH_MAX_ACTIVE``), else today's even sharing up to ``SYNTH_CONCURRENCY``."""
+        for within the measured capacity (re-checked each round, never beyond ``SYNTH_MAX_ACTIVE``)."""
         crew, cfg, casts = self.crew, self.crew.cfg, self.crew.held.casts
-        if cfg.admission == "even":
-            return scheduler.admissible(
-                [c.view() for c in casts.values() if not c.live], crew.clock(),
-                cap=cfg.concurrency, max_active=cfg.max_active, threshold_s=cfg.lead_threshold_s,
-            )
         needs = capacity.needs_of(casts.values(), crew.speed, crew.clock())
         free = cfg.max_active - sum(1 for c in casts.values() if not c.live)
         known = capacity.known_capacity(crew.speed, cfg.capacity_measure_s)

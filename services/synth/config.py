@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from blobstore import StoreConfig
 from servicekit import ConfigError
@@ -18,7 +19,6 @@ from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, s
 Backend = Literal["auto", "onnx", "torch"]
 # LAME's quality scale (``-q``) runs from 0 (best, slowest) to this.
 MAX_LAME_QUALITY = 9
-Admission = Literal["capacity", "even"]
 
 
 def default_consumer() -> str:
@@ -44,6 +44,15 @@ class ArchiverConfig(Settings):
 
 @dataclass(frozen=True)
 class SynthConfig(Settings):
+    # #34: one admission, within the measured capacity; the even sharing and its two settings went.
+    removed: ClassVar[Mapping[str, str]] = {
+        "SYNTH_ADMISSION": "whole-text casts are always admitted within the model's measured capacity "
+                           "(the `even` sharing is gone)",
+        "SYNTH_CONCURRENCY": "whole-text casts are admitted within the model's measured capacity, at most "
+                             "SYNTH_MAX_ACTIVE of them (it was twice SYNTH_CONCURRENCY; now 6 unless set)",
+        "SYNTH_LEAD_THRESHOLD_S": "whole-text casts are admitted within the model's measured capacity "
+                                  "(SYNTH_ADMIT_HEADROOM sets its margin)",
+    }
     redis_url: str = REDIS_URL.field()
     admin_token: str | None = ADMIN_TOKEN.field()  # intake's: a delete request is carried out only with its proof
     content_key: str = CONTENT_KEY.field()  # intake's: an idle open cast closed here is named as intake names it
@@ -87,24 +96,13 @@ class SynthConfig(Settings):
     first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, doc="LAME's quality (`0` best and "
                                      "slowest … `9`) of an attempt's first chunk, which its listener waits for; "
                                      "later chunks, encoded while the model works, take LAME's default `3`")
-    # The schedule
-    concurrency: int = setting("SYNTH_CONCURRENCY", 3, gt=0,
-                               doc="with `SYNTH_ADMISSION=even`: casts admitted while any of them is close to its "
-                                   "listeners")
-    # 0: twice the cap, room for new casts while the admitted ones are well ahead.
-    max_active: int = setting("SYNTH_MAX_ACTIVE", 0, ge=0, shown="2 × `SYNTH_CONCURRENCY`",
-                              doc="hard bound on whole-text casts held at once, whatever the capacity (even "
-                                  "sharing reaches it only while every cast leads; `0`: twice `SYNTH_CONCURRENCY`)")
-    lead_threshold_s: float = setting("SYNTH_LEAD_THRESHOLD_S", 15.0, ge=0,
-                                      doc="with `SYNTH_ADMISSION=even`: a cast this far ahead of its listeners "
-                                          "leaves room to admit more")
-    # Capacity-aware admission (docs/design.md, "Admission within capacity")
-    admission: Admission = setting("SYNTH_ADMISSION", "capacity", parse=str.lower, doc="`capacity`: admit a "
-                                   "whole-text cast while the admitted casts' demand fits the model's measured "
-                                   "capacity, the rest wait before their first audio with a place in line and an "
-                                   "estimate; `even`: admit up to `SYNTH_CONCURRENCY` and share the model evenly")
-    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, doc="the share of its measured "
-                                    "capacity (audio seconds per second) that a worker lets its casts' demand use")
+    # Admission within capacity (docs/design.md, "Admission within capacity")
+    max_active: int = setting("SYNTH_MAX_ACTIVE", 6, gt=0, doc="hard bound on whole-text casts held at once, "
+                              "whatever the measured capacity")
+    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, doc="a worker admits a whole-text cast "
+                                    "while its casts' demand fits this share of its model's measured capacity (audio "
+                                    "seconds per second); the rest wait before their first audio with a place in line "
+                                    "and an estimate")
     capacity_measure_s: float = setting("SYNTH_CAPACITY_MEASURE_S", 10.0, ge=0, doc="audio a worker's model "
                                         "makes before admission trusts its measured capacity (until then it admits "
                                         "one cast at a time)")
@@ -137,7 +135,7 @@ class SynthConfig(Settings):
                                "clients in turn (1: first come, first served; another worker does not take them)")
     # Open (live) casts
     max_live: int = setting("SYNTH_MAX_LIVE", 8, gt=0, doc="open (live) casts with something to say that a "
-                            "worker admits at once, apart from `SYNTH_CONCURRENCY` (one waiting for text holds no place)")
+                            "worker admits at once, apart from the whole-text casts (one waiting for text holds no place)")
     # An open cast waiting for text costs a catalog in one blocking read, no model time.
     max_live_held: int = setting("SYNTH_MAX_LIVE_HELD", 64, gt=0, doc="open casts a worker holds at once, those "
                                  "waiting for text included (each client holds at most "
@@ -165,13 +163,8 @@ class SynthConfig(Settings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_active == 0:
-            object.__setattr__(self, "max_active", 2 * self.concurrency)
         if self.first_mp3_quality > MAX_LAME_QUALITY:
             raise ConfigError(f"SYNTH_FIRST_MP3_QUALITY is LAME's 0..9, not {self.first_mp3_quality}")
-        if self.max_active < self.concurrency:
-            raise ConfigError("need SYNTH_MAX_ACTIVE >= SYNTH_CONCURRENCY, not "
-                              f"{self.max_active} < {self.concurrency}")
         if self.admit_headroom > 1:  # beyond the measured capacity some listener stalls for sure
             raise ConfigError(f"SYNTH_ADMIT_HEADROOM={self.admit_headroom!r} is out of range: it must be 1 or less")
 

@@ -1,4 +1,4 @@
-"""The live schedule: which cast gets the model next, and whether a new job may be admitted.
+"""The live schedule: which cast gets the model next, and how fast the model is.
 
 Pure functions of an immutable snapshot: each active cast shows the schedule its :class:`Pace`
 (a frozen value) and the work it has left, and the clock is passed in. :func:`pick` changes
@@ -16,7 +16,7 @@ is one chunk.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
@@ -270,24 +270,3 @@ def ramp_limit(
 def _smooth(old: float, new: float) -> float:
     return new if old == 0 else old + SPEED_WEIGHT * (new - old)
 
-
-def all_lead(casts: Iterable[Schedulable], now: float, threshold_s: float) -> bool:
-    """True when every cast with work left leads its listeners by more than ``threshold_s``."""
-    return all(c.pace.lead(now) > threshold_s for c in casts if c.wants_chunk)
-
-
-def admissible(
-    casts: Sequence[Schedulable], now: float, *, cap: int, max_active: int, threshold_s: float
-) -> int:
-    """How many new jobs may be admitted now.
-
-    Below the cap: the free slots. At or above it: one more (re-checked after each admission)
-    while every admitted cast leads by more than the threshold, because then the model has time
-    to spare for a newcomer before anyone runs dry; never beyond ``max_active``.
-    """
-    held = len(casts)
-    if held < cap:
-        return cap - held
-    if held < max_active and all_lead(casts, now, threshold_s):
-        return 1
-    return 0

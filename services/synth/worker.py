@@ -110,8 +110,7 @@ class Worker:
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
         side += [asyncio.create_task(self.broadcasts.run())]
         side += [asyncio.create_task(self._move_loop())]
-        if self.crew.cfg.admission == "capacity":  # the line's places and estimates (SYNTH_ADMISSION)
-            side.append(asyncio.create_task(self.clerk.run()))
+        side += [asyncio.create_task(self.clerk.run())]  # the line's places and estimates
         main = [asyncio.create_task(self.dispatcher.run())]
         main += [asyncio.create_task(lane.run()) for lane in self.lanes]
         try:
@@ -124,8 +123,7 @@ class Worker:
             await cancel_and_wait(*side, *main)  # a loop on a blocking read may outlive one cancel
             if self.stopping:
                 await self._hand_back()
-                if self.crew.cfg.admission == "capacity":
-                    await quietly(self.clerk.resign())
+                await quietly(self.clerk.resign())
             self.dispatcher.shutdown()
             for lane in self.lanes:
                 lane.shutdown()

@@ -4,8 +4,9 @@ the bounds and the docs; a refusal names the variable, its value and what is all
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 
@@ -72,6 +73,25 @@ def test_an_optional_group_is_none_until_its_required_settings_are_set() -> None
     assert Example.from_env({"STORE_URL": "s3://b/p"}).store == Store("s3://b/p", "here")
     with pytest.raises(ConfigError, match="^STORE_URL is required$"):
         Store.from_env({})
+
+
+@dataclass(frozen=True)
+class Retired(Settings):
+    removed: ClassVar[Mapping[str, str]] = {"EX_OLD_MODE": "EX_MODE took its place"}
+    mode: str = setting("EX_MODE", "a", doc="the setting that stays")
+
+
+@dataclass(frozen=True)
+class Holder(Settings):
+    retired: Retired = field(default_factory=Retired)
+
+
+def test_a_removed_variable_still_set_stops_the_start_and_says_what_took_its_place() -> None:
+    with pytest.raises(ConfigError, match="^EX_OLD_MODE was removed: EX_MODE took its place; unset it$"):
+        Retired.from_env({"EX_OLD_MODE": "b", "EX_MODE": "b"})
+    with pytest.raises(ConfigError, match="^EX_OLD_MODE was removed"):  # in a group too
+        Holder.from_env({"EX_OLD_MODE": "b"})
+    assert Retired.from_env({"EX_OLD_MODE": "  ", "EX_MODE": "b"}).mode == "b"  # blank: unset
 
 
 def test_a_value_the_parser_refuses_names_the_variable_and_value() -> None:

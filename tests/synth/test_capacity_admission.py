@@ -125,19 +125,6 @@ async def test_overload_admits_in_order_and_the_rest_wait_with_a_falling_place_a
 
 
 @pytest.mark.rule("admit-within-capacity")
-async def test_even_sharing_setting_admits_up_to_the_concurrency_at_once_without_notes(
-    redis: Redis, store: CastStore
-) -> None:
-    ids = await submit_in_turn(store, TEXTS[:4])
-    worker = Worker(config(admission="even", concurrency=3), redis, StandIn(rtf=0.05))
-    async with running(worker):
-        logs = [await terminal(store, cast_id) for cast_id in ids]
-    assert not any(notes(entries) for entries in logs)
-    spans = [(started_at(e), e[-1].ts) for e in logs]
-    assert any(sum(1 for a, b in spans if a <= s < b) == 3 for s, _ in spans), spans  # type: ignore[operator]
-
-
-@pytest.mark.rule("admit-within-capacity")
 async def test_an_open_cast_is_not_queued_behind_whole_texts_and_speaks_first(
     redis: Redis, store: CastStore
 ) -> None:

@@ -17,8 +17,6 @@ from synth.scheduler import (
     ModelSpeed,
     Pace,
     Yielded,
-    admissible,
-    all_lead,
     pick,
 )
 
@@ -83,28 +81,6 @@ def test_pick_skips_casts_without_work_left() -> None:
     assert pick([finished, other], now=1.0).cast is other
     assert pick([finished], now=1.0).cast is None
     assert pick([], now=1.0).cast is None
-
-
-def test_admission_fills_free_slots_below_the_cap() -> None:
-    casts = [at(0, None)]
-    assert admissible(casts, 0.0, cap=3, max_active=6, threshold_s=15) == 2
-    assert admissible([], 0.0, cap=3, max_active=6, threshold_s=15) == 3
-
-
-@pytest.mark.rule("lowest-lead-first")
-def test_at_the_cap_admits_one_more_only_when_every_cast_leads_by_more_than_the_threshold() -> None:
-    far = [at(60_000, 0.0) for _ in range(3)]
-    assert admissible(far, now=10.0, cap=3, max_active=6, threshold_s=15) == 1  # leads are 50 s
-    one_close = far[:2] + [at(20_000, 0.0)]  # lead 10 s
-    assert admissible(one_close, now=10.0, cap=3, max_active=6, threshold_s=15) == 0
-    assert not all_lead(one_close, 10.0, 15)
-    full = [at(60_000, 0.0) for _ in range(6)]
-    assert admissible(full, now=10.0, cap=3, max_active=6, threshold_s=15) == 0  # never past max
-
-
-def test_a_cast_with_no_audio_yet_blocks_admission_past_the_cap() -> None:
-    casts = [at(60_000, 0.0), at(60_000, 0.0), at(0, None)]
-    assert admissible(casts, now=1.0, cap=3, max_active=6, threshold_s=15) == 0
 
 
 def simulate(casts: list[Cast], rtf: float, first_chunk_s: float = 0.0) -> list[tuple[str, float]]:

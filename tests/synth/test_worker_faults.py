@@ -176,7 +176,7 @@ async def test_a_rolling_restart_of_two_workers_keeps_every_cast_going(redis: Re
     cast_ids = [await submit(store, text) for text in texts]
 
     def worker(name: str) -> Worker:
-        return Worker(config(name, lease_s=lease_s, concurrency=2, max_active=4), redis, StandIn(rtf=rtf))
+        return Worker(config(name, lease_s=lease_s, max_active=4), redis, StandIn(rtf=rtf))
 
     a, b = worker("a"), worker("b")
     tasks = {a: asyncio.create_task(a.run()), b: asyncio.create_task(b.run())}

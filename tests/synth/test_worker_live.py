@@ -65,7 +65,7 @@ async def test_open_cast_waiting_for_text_holds_up_no_batch_cast_and_spends_no_a
     redis: Redis, store: CastStore
 ) -> None:
     live, cast_id = await open_cast(redis)
-    async with running(Worker(config(concurrency=1, max_active=1), redis, StandIn())):
+    async with running(Worker(config(max_active=1), redis, StandIn())):
         await feed(live, cast_id, 0, "A first sentence. And")
         batch = await submit(store, "A whole text. It is read while the live cast waits.")
         assert (await terminal(store, batch))[-1].kind == "eos"
