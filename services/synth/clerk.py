@@ -39,6 +39,11 @@ DRIFT_SHARE = 0.15
 STALE_ROUNDS = 3
 # Kinds after which a cast still waits for its first `start` (an `error`: submitted again).
 WAITING_KINDS = {"meta", "queue", "error"}
+# An `error` this close to (or after) the clerk's read of the line answered the job the clerk saw
+# there, not a submit made since: no note follows it, or the failed cast would read as waiting
+# for good. The margin covers clocks that differ between hosts; a cast submitted again within it
+# is noted a round later.
+ERROR_MARGIN_MS = 2000
 
 # KEYS[1]: the clerk's lock; ARGV[1]: this worker, ARGV[2]: how long it holds (ms). Taken when
 # free, kept when ours, in one step: between a GET and a PEXPIRE the lock could pass to another
@@ -71,6 +76,7 @@ class QueueClerk:
     def __init__(self, crew: Crew, backend: str) -> None:
         self.crew, self.backend = crew, backend
         self._audio_s: dict[str, float] = {}  # cast id -> its text's audio, read once from `meta`
+        self._line_read_ms = 0  # when line() last read the line (castlog.now_ms)
         self._elect = crew.redis.register_script(ELECT)
         self._resign = crew.redis.register_script(RESIGN)
 
@@ -141,6 +147,7 @@ class QueueClerk:
         order each admits them, the workers' lists interleaved), then jobs the group has not
         delivered yet."""
         redis = self.crew.redis
+        self._line_read_ms = castlog.now_ms()
         group = next((g for g in await redis.xinfo_groups(castlog.JOBS)
                       if jobs.as_str(g["name"]) == castlog.GROUP), None)
         if group is None:
@@ -196,6 +203,8 @@ class QueueClerk:
         last = await self.crew.reader.last(w.cast_id, bodies=False)
         if last is None or last.kind not in WAITING_KINDS:
             return  # begun (or gone) meanwhile
+        if last.kind == "error" and last.ts > self._line_read_ms - ERROR_MARGIN_MS:
+            return  # the job in line was answered meanwhile: it failed for good
         if isinstance(last.record, Queued) and not _moved(last.record, last.ts, w.pos, eta_ms):
             return
         try:

@@ -12,8 +12,11 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
+from synth import clerk as clerk_module
+from synth import jobs
 from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_of, room
 from synth.cast import ActiveCast, Assignment, OpenText
+from synth.clerk import Waiting
 from synth.config import SynthConfig
 from synth.livechunks import LiveChunks
 from synth.scheduler import ModelSpeed
@@ -208,3 +211,24 @@ def test_the_audio_a_text_will_make_counts_its_speed() -> None:
     live = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
                       offset_ms=0, first_audio_ts=None, open_text=OpenText(LiveChunks(), speed=2.0))
     assert [n.left_s for n in needs_of([whole, live], speed, 0.0)] == pytest.approx([4.0, 1.0])
+
+
+@pytest.mark.rule("queue-noted")
+async def test_a_cast_that_fails_for_good_while_the_clerk_reads_the_line_is_not_noted_after_its_error(
+    redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cast_id = await submit(store, TEXTS[0], voice="zz_nobody")
+    clerk = Worker(slow_config(), redis, StandIn()).clerk
+    await jobs.ensure_group(redis)  # as the worker does at its start
+    await clerk.line()  # the clerk reads the line, this cast in it; then a worker gives up on it
+    (meta,) = await log_of(store, cast_id)
+    await store.append(cast_id, meta.seq_num + 1, [castlog.Error(reason="unknown voice", attempts=1)])
+    await clerk._note(Waiting(cast_id, 1, 1.0), 500)
+    assert [e.kind for e in await log_of(store, cast_id)] == ["meta", "error"]  # it stays failed
+
+    # submitted again after that error, it waits in line once more: noted
+    monkeypatch.setattr(clerk_module, "ERROR_MARGIN_MS", 0)
+    await asyncio.sleep(0.005)  # the line is read in a later millisecond than the error was written
+    await clerk.line()
+    await clerk._note(Waiting(cast_id, 1, 1.0), 500)
+    assert [e.kind for e in await log_of(store, cast_id)] == ["meta", "error", "queue"]
