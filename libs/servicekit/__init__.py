@@ -7,7 +7,7 @@ stop. ``castlog`` holds what touches a Redis key; this library imports it (and a
 prometheus_client, msgspec), and no service.
 """
 
-from .address import address_in, client_address
+from .address import UNIX_PEER, address_in, client_address, request_client
 from .connect import client_for, connect, healthy, redact
 from .crosssite import cross_site_guard
 from .errors import Refusal, error_response, json_errors, json_response
@@ -22,9 +22,10 @@ from .runner import Serving, run
 from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
 
 __all__ = [
-    "ClientHolds", "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
+    "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
     "Setting", "Settings",
     "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "error_response", "flag", "healthy",
-    "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "run", "setting",
+    "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",
+    "setting",
     "setup_logging",
 ]

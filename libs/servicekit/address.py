@@ -1,12 +1,36 @@
 """The client's address behind a trusted proxy (X-Forwarded-For): the key of its rate limits.
 
 An IPv6 client is keyed by its /64: one host gets a whole /64 (SLAAC, privacy addresses), so a
-key per address would give it 2**64 fresh buckets."""
+key per address would give it 2**64 fresh buckets. A peer on a Unix socket has no address: it is
+``unix``, and ``FORWARDED_ALLOW_IPS=unix`` believes the proxy that alone can reach that socket
+(``streamtts up``'s, whose services listen on nothing else)."""
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import socket
+
+from aiohttp import web
+
+# What FORWARDED_ALLOW_IPS calls a peer on a Unix socket.
+UNIX_PEER = "unix"
+
+
+def request_client(request: web.BaseRequest, trusted: frozenset[str]) -> str:
+    """The client of ``request``: its peer, or the last hop in X-Forwarded-For when the peer is
+    one of ``trusted`` (``client_address``)."""
+    return client_address(request_peer(request), request.headers.get("X-Forwarded-For"), trusted)
+
+
+def request_peer(request: web.BaseRequest) -> str | None:
+    """The peer's address, or ``unix`` on a Unix socket (whatever path a client bound its own
+    end to: that names no proxy)."""
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None and sock.family == socket.AF_UNIX:
+        return UNIX_PEER
+    return request.remote
 
 
 def client_address(remote: str | None, forwarded_for: str | None, trusted: frozenset[str]) -> str:

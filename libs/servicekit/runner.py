@@ -41,6 +41,13 @@ class Serving:
     # leave with os._exit once every write is awaited: an inference thread still running must
     # not hold the exit (synth)
     hard_exit: bool = False
+    # a Unix socket to listen on instead of host:port: only who may open its folder reaches it
+    # (``streamtts up``'s proxy), and FORWARDED_ALLOW_IPS=unix believes that one alone
+    path: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"unix:{self.path}" if self.path else f"http://{self.host}:{self.port}"
 
 
 def run(app: web.Application, serving: Serving) -> NoReturn:
@@ -61,8 +68,9 @@ async def serve(app: web.Application, serving: Serving) -> int:
     await runner.setup()
     task = serving.until(app) if serving.until is not None else None
     try:
-        await web.TCPSite(runner, serving.host, serving.port).start()
-        log.info("%s ready on http://%s:%d", serving.name, serving.host, serving.port)
+        site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
+        await site.start()
+        log.info("%s ready on %s", serving.name, serving.where)
         await _stop_signal_or(task)
         log.info("%s stopping", serving.name)
     finally:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
+from .address import UNIX_PEER
 from .connect import DEFAULT_URL
 
 T = TypeVar("T")
@@ -62,6 +63,13 @@ def networks(raw: str) -> frozenset[str]:
     for name in names:
         ipaddress.ip_network(name, strict=False)  # a ValueError names the bad one
     return names
+
+
+def proxies(raw: str) -> frozenset[str]:
+    """``networks``, and ``unix``: a peer on a Unix socket (servicekit.address)."""
+    names = comma_set(raw)
+    unix = names & {UNIX_PEER}
+    return networks(",".join(names - unix) or "none") | unix
 
 
 def flag(raw: str) -> bool:
@@ -165,9 +173,10 @@ API_KEYS: Setting[frozenset[str]] = Setting(
         "and the submits want `Authorization: Bearer <key>` (401 otherwise), and so do reads of the general "
         "durable streams (`/v1/stream/*` but `casts/`); intake and edge need the same ones")
 FORWARDED_ALLOW_IPS: Setting[frozenset[str]] = Setting(
-    "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}), parse=networks,
+    "FORWARDED_ALLOW_IPS", frozenset({"127.0.0.1", "::1"}), parse=proxies,
     doc="addresses or networks (CIDR) of proxies whose `X-Forwarded-For` intake and edge believe, "
-        "for per-client rate limits")
+        "for per-client rate limits; `unix`: a peer on the Unix socket of `INTAKE_SOCKET`/`EDGE_SOCKET` "
+        "(`streamtts up` sets only that)")
 
 
 Declared = tuple[tuple[dataclasses.Field[Any], "Setting[Any] | None", Any], ...]

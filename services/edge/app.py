@@ -44,7 +44,7 @@ MAX_BODY_BYTES = 1024
 def serving(cfg: Config) -> Serving:
     # handler_cancellation: a client that leaves frees its stream slot and listener at once,
     # not at the next heartbeat
-    return Serving("edge", cfg.host, cfg.port, cfg.shutdown_timeout_s, handler_cancellation=True)
+    return Serving("edge", cfg.host, cfg.port, cfg.shutdown_timeout_s, handler_cancellation=True, path=cfg.socket)
 
 
 def create_app(cfg: Config) -> web.Application:

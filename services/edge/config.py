@@ -19,6 +19,8 @@ from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settin
 class Config(Settings):
     host: str = setting("EDGE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
     port: int = setting("EDGE_PORT", 8082, ge=0, doc="its port")
+    socket: str = setting("EDGE_SOCKET", "", shown="unset", doc="listen on this Unix socket instead of "
+                          "`EDGE_HOST`:`EDGE_PORT` (`streamtts up`: in a folder only its user may open)")
     redis_url: str = REDIS_URL.field()
     redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")

@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter
 from castlog.slots import Slot, SlotLimiter
-from servicekit import client_address
+from servicekit import request_client
 
 from .config import Config
 from .errors import refusal
@@ -53,7 +53,7 @@ class Guard:
 
     async def admit(self, request: web.Request) -> Pass:
         """Spend one read token of the request's client, or answer 429 with Retry-After."""
-        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), self.trusted)
+        client = request_client(request, self.trusted)
         verdict = await self.limiter.take(client, 1)
         if not verdict.allowed:
             self.metrics.rate_limited.inc()

@@ -35,13 +35,13 @@ from servicekit import (
     Refusal,
     Serving,
     add_security_headers,
-    client_address,
     connect,
     cross_site_guard,
     error_response,
     json_errors,
     openapi_document,
     redact,
+    request_client,
 )
 
 from . import cancel, durable, live, speech, views
@@ -110,7 +110,7 @@ def create_app(cfg: Config) -> web.Application:
 
 def serving(cfg: Config) -> Serving:
     """Until SIGINT/SIGTERM: then stop accepting, let in-flight submits finish, close Redis."""
-    return Serving("intake", cfg.host, cfg.port, cfg.shutdown_timeout_s)
+    return Serving("intake", cfg.host, cfg.port, cfg.shutdown_timeout_s, path=cfg.socket)
 
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -184,7 +184,7 @@ def _authorized(request: web.Request) -> bool:
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     if _guarded(request):
         cfg, failures = request.app[CONFIG], request.app[INTAKE].auth_failures
-        client = client_address(request.remote, request.headers.get("X-Forwarded-For"), cfg.forwarded_allow_ips)
+        client = request_client(request, cfg.forwarded_allow_ips)
         failures.check(client)
         if not _authorized(request):
             if "Authorization" in request.headers:  # a key given and wrong: a guess

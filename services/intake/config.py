@@ -42,6 +42,8 @@ PLAN_BUDGET_S = 5.0
 class Config(Settings):
     host: str = setting("INTAKE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
     port: int = setting("INTAKE_PORT", 8081, ge=0, doc="its port")
+    socket: str = setting("INTAKE_SOCKET", "", shown="unset", doc="listen on this Unix socket instead of "
+                          "`INTAKE_HOST`:`INTAKE_PORT` (`streamtts up`: in a folder only its user may open)")
     redis_url: str = REDIS_URL.field()
     redis_connect_attempts: int = setting("INTAKE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")

@@ -12,9 +12,10 @@ from typing import Protocol
 from aiohttp import web
 from redis.asyncio import Redis
 
+import servicekit
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
 from durablestreams.streams import DurableStreams
-from servicekit import ClientHolds, client_address
+from servicekit import ClientHolds
 
 from .authfail import AuthFailures
 from .config import Config
@@ -81,6 +82,5 @@ OPENAPI = web.AppKey("openapi", bytes)
 
 def request_client(request: web.Request) -> str:
     """The request's client, the key its per-client limits count under: its address, or the last
-    hop a proxy of FORWARDED_ALLOW_IPS put in X-Forwarded-For (servicekit.client_address)."""
-    trusted = request.app[INTAKE].cfg.forwarded_allow_ips
-    return client_address(request.remote, request.headers.get("X-Forwarded-For"), trusted)
+    hop a proxy of FORWARDED_ALLOW_IPS put in X-Forwarded-For (servicekit.request_client)."""
+    return servicekit.request_client(request, request.app[INTAKE].cfg.forwarded_allow_ips)

@@ -4,6 +4,11 @@ Redis (``REDIS_URL``, or an embedded server with AOF on), then intake, edge and 
 processes (each exactly as compose runs it: ``python -m <service>``), and the front proxy in
 this process. Ctrl-C or SIGTERM stops everything it started; the children also die with it
 if it is killed outright (PR_SET_PDEATHSIG), so nothing is left behind.
+
+Only the proxy reaches intake and edge: they listen on Unix sockets in a folder of this run that
+only its user may open, and believe the X-Forwarded-For of that socket alone
+(``FORWARDED_ALLOW_IPS=unix``), so no other local process can claim another client's address.
+The embedded Redis wants the state dir's password (``redis.password``, owner-only).
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ import asyncio
 import hashlib
 import importlib.util
 import logging
-import os
-import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,16 +35,16 @@ from redis.asyncio import Redis
 from blobstore import StoreConfig
 from castlog.migrate import migrate_to_lanes
 from durablestreams.keys import migrate_durable_keys
-from servicekit import connect, redact
+from servicekit import UNIX_PEER, connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
-from servicekit.settings import CONTENT_KEY, REDIS_URL, declaration, is_set, value_of
+from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, REDIS_URL, declaration, is_set, value_of
 from synth.config import SynthConfig
 
 from . import doorway
 from .config import environment
-from .proxy import Limits, Upstreams, create_app, readiness, runner
-from .redisserver import RedisServer, die_with_parent, free_port, start_server
-from .serverchoice import Server
+from .proxy import Limits, Upstreams, create_app, readiness, runner, session_for, url_of
+from .redisserver import RedisServer, die_with_parent, free_port, owner_secret, start_server
+from .serverchoice import PASSWORD_FILE, Server, redis_password
 from .voicepacks import model_dir
 
 log = logging.getLogger("streamtts")
@@ -67,16 +73,35 @@ def synth_env(name: str) -> str:
 READY_POLL_S = 0.5
 
 
+# The services that listen on a Unix socket of the run's folder; synth serves only its metrics
+# and probes (on a loopback port), and takes no client's address.
+ON_SOCKETS = frozenset({"intake", "edge"})
+# The longest Unix socket path Linux takes (sun_path is 108 bytes, one for its terminating NUL).
+MAX_SOCKET_PATH = 107
+
+
 @dataclass
 class Child:
     name: str
-    port: int
+    port: int = 0  # synth: its metrics and probes on 127.0.0.1
+    socket: str = ""  # intake, edge: the Unix socket that only the proxy reaches
     proc: subprocess.Popen[bytes] | None = None
     ready: bool = False
 
     @property
-    def ready_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/readyz"
+    def upstream(self) -> str:
+        """Where it answers HTTP, as the proxy names an upstream: a socket's path or a base URL."""
+        return self.socket or f"http://127.0.0.1:{self.port}"
+
+
+def runtime_dir() -> Path:
+    """A new folder for this run's sockets, that only this user may open (mode 0700)."""
+    made = Path(tempfile.mkdtemp(prefix="streamtts-up-"))
+    if len(str(made / "intake.sock")) > MAX_SOCKET_PATH:
+        shutil.rmtree(made, ignore_errors=True)
+        raise RuntimeError(f"the temporary folder {made.parent} has too long a path for a Unix socket; "
+                           "set TMPDIR to a shorter one (e.g. /tmp)")
+    return made
 
 
 @dataclass
@@ -120,13 +145,7 @@ CONTENT_KEY_FILE = "content.key"
 def content_key(state_dir: Path) -> str:
     """The state dir's content key, made (random, owner-only) on the first call: the same one on
     every start, so that a repeated text stays one cast."""
-    path = state_dir / CONTENT_KEY_FILE
-    if not path.exists():
-        state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
-    return path.read_text().strip()
+    return owner_secret(state_dir / CONTENT_KEY_FILE)
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -166,11 +185,12 @@ def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str],
     if (model_dir(state_dir) / "voices").is_dir():  # none installed: no warning about a missing folder each start
         env.setdefault(synth_env("model_dir"), str(model_dir(state_dir)))  # the packs `voices install` put there
     env.setdefault(synth_env("consumer"), consumer_name(state_dir))
-    upper = child.name.upper()
     if child.name == "synth":
         env[synth_env("metrics_host")], env[synth_env("metrics_port")] = "127.0.0.1", str(child.port)
-    else:
-        env[f"{upper}_HOST"], env[f"{upper}_PORT"] = "127.0.0.1", str(child.port)
+    else:  # its socket, and the proxy behind it the only one believed (whatever the environment said)
+        upper = child.name.upper()
+        env[f"{upper}_SOCKET"], env[f"{upper}_HOST"] = child.socket, "127.0.0.1"  # the host: a metrics port's
+        env[FORWARDED_ALLOW_IPS.env] = UNIX_PEER
     return subprocess.Popen(
         [sys.executable, "-m", child.name], env=env, stdin=subprocess.DEVNULL,
         start_new_session=True,  # our own signals only: Ctrl-C reaches us, we stop them in order
@@ -182,7 +202,8 @@ class Launcher:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.server: RedisServer | None = None
-        self.children = [Child(name, free_port()) for name in options.services if available(name)]
+        self.runtime: Path | None = None  # the run's sockets (runtime_dir), made when it starts
+        self.children: list[Child] = []
         self.missing = [name for name in options.services if not available(name)]
         self.stopping = asyncio.Event()
 
@@ -200,6 +221,8 @@ class Launcher:
             moved = await migrate_keys(redis)  # data written before lanes (migrate_keys below)
             if moved:
                 log.info("moved %d key(s) written before lanes to the lane layout", moved)
+            self.runtime = runtime_dir()
+            self.children = [self._child(name) for name in self.options.services if available(name)]
             for child in self.children:
                 child.proc = _spawn(child, redis_url, self.options.state_dir, self.options.hosts,
                                     self._extra(child.name))
@@ -221,11 +244,17 @@ class Launcher:
             if serving is not None:
                 await serving.close()
             await self._stop_children()
+            if self.runtime is not None:
+                shutil.rmtree(self.runtime, ignore_errors=True)
             if redis is not None:
                 await redis.aclose()
             if self.server is not None:
                 self.server.stop()
                 log.info("stopped the local Redis")
+
+    def _child(self, name: str) -> Child:
+        assert self.runtime is not None
+        return Child(name, socket=str(self.runtime / f"{name}.sock")) if name in ON_SOCKETS else Child(name, free_port())
 
     def _extra(self, name: str) -> dict[str, str]:
         """What one child gets beyond the environment: intake, the Wyoming server on the origin's host."""
@@ -257,20 +286,24 @@ class Launcher:
         data = self.options.state_dir / "redis"
         chosen = self.options.redis_server
         # state_dir is absolute: so are --dir and --logfile
-        self.server = start_server(data, aof=True, binary=chosen.binary if chosen else None)
-        log.info("%s on port %d, AOF on, data in %s", chosen.describe() if chosen else "Redis", self.server.port,
-                 data)
+        self.server = start_server(data, aof=True, binary=chosen.binary if chosen else None,
+                                   password=redis_password(self.options.state_dir))
+        log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe() if chosen else "Redis",
+                 self.server.port, data, self.options.state_dir / PASSWORD_FILE)
         return self.server.url
 
     def _base(self, name: str) -> str:
-        port = next((c.port for c in self.children if c.name == name), free_port())
-        return f"http://127.0.0.1:{port}"
+        """The upstream of the service ``name``; one not running: a socket nobody listens on (503)."""
+        assert self.runtime is not None
+        return next((c.upstream for c in self.children if c.name == name), str(self.runtime / f"{name}.sock"))
 
     async def _watch(self, app: web.Application) -> int:
         """Report readiness as it comes; return when asked to stop or when a child dies."""
         started = time.monotonic()
         announced = False
-        async with ClientSession(timeout=ClientTimeout(total=2)) as session:
+        async with AsyncExitStack() as stack:
+            sessions = {c.name: await stack.enter_async_context(session_for(c.upstream, timeout=ClientTimeout(total=2)))
+                        for c in self.children}
             while not self.stopping.is_set():
                 for child in self.children:
                     assert child.proc is not None
@@ -281,7 +314,7 @@ class Launcher:
                             child.name, child.proc.returncode, child.name,
                         )
                         return 1
-                    if not child.ready and await _answers(session, child.ready_url):
+                    if not child.ready and await _answers(sessions[child.name], url_of(child.upstream) + "/readyz"):
                         child.ready = True
                         log.info("%s ready after %.1fs", child.name, time.monotonic() - started)
                 if not announced and all(c.ready for c in self.children):

