@@ -44,13 +44,14 @@ log = logging.getLogger(__name__)
 CONN_SETTINGS = ("username", "password", "client_name", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
 
 
-def choose_reads(conn: Redis, redis: Redis, wake: str | None = None) -> BlockingRead | SlotReads:
+def choose_reads(conn: Redis | RedisCluster, redis: Redis, wake: str | None = None) -> BlockingRead | SlotReads:
     """The blocked reads of a shared tail on ``redis`` (its pool): ONE XREAD on ``conn`` on a
-    single Redis, one per hash slot (``conn`` lending its settings) on a cluster; woken by CLIENT
-    UNBLOCK, or given a ``wake`` name, by wake streams of their own."""
+    single Redis, one per hash slot (``conn`` lending its settings: the cluster client itself
+    will do) on a cluster; woken by CLIENT UNBLOCK, or given a ``wake`` name, by wake streams of
+    their own."""
     if isinstance(redis, RedisCluster):
         return SlotReads(conn, redis, wake)
-    return BlockingRead(conn, redis, wake)
+    return BlockingRead(cast(Redis, conn), redis, wake)
 
 
 @cache  # at most one per slot
@@ -73,14 +74,14 @@ class SlotRead:
 
 class SlotReads:
     """XREADs over any keys of a cluster (``redis``), one per slot; ``conn`` (never used itself)
-    lends its connection settings to each slot's connection."""
+    lends its connection settings to each slot's connection (a cluster client: its nodes')."""
 
-    def __init__(self, conn: Redis, redis: Redis, wake: str | None = None) -> None:
+    def __init__(self, conn: Redis | RedisCluster, redis: Redis, wake: str | None = None) -> None:
         self.cluster = cast(RedisCluster, redis)
         self.wake = wake
-        pool = conn.connection_pool
-        self.conn_class = pool.connection_class
-        kwargs = pool.connection_kwargs
+        lender = conn.get_default_node() if isinstance(conn, RedisCluster) else conn.connection_pool
+        self.conn_class = lender.connection_class
+        kwargs = lender.connection_kwargs
         self.settings = {k: v for k, v in kwargs.items() if k in CONN_SETTINGS or k.startswith("ssl_")}
         self.slots: dict[int, SlotRead] = {}
         # Each slot's wake stream, kept for the process's life (one per slot with watched casts

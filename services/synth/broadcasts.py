@@ -1,10 +1,16 @@
-"""What every worker hears at once: the broadcast streams ``cancels`` and ``deletes``, followed by
-one loop with one blocking read, and a handler per stream.
+"""What every worker hears at once: the broadcast streams ``cancels`` and ``deletes``, a handler
+per stream, followed by the worker's one stream loop, which follows the catalogs of its open casts
+(``livefeed.py``) in the same read.
 
-On a single Redis both streams are in one ``XREAD BLOCK`` (SYNTH_POLL_S at most); on a cluster,
-where they lie in two slots and no read spans two, the read blocks on ``cancels`` (a cancel must
-stop the audio at once) and ``deletes`` is read right after it, so at most SYNTH_POLL_S late.
-Each stream is read from its newest entry when the watch begins: a cancel from before is
+The loop is one blocked ``XREAD`` (SYNTH_POLL_S at most) on a connection of its own, over both
+streams and every open catalog; on a cluster, where no read spans two slots, one per slot with
+followed keys, each on its own connection to the slot's node (``castlog.choose_reads``: the shared
+tail's reads). An open cast admitted while the read blocks wakes it with an XADD to the loop's own
+wake stream (``tail/wake/synth/*``, one per slot on a cluster), which the read includes, so that
+the next read names its catalog: nothing polls, and synth's Redis user needs no CLIENT UNBLOCK
+(which could end anyone's blocked read).
+
+Each broadcast stream is read from its newest entry when the watch begins: a cancel from before is
 admission's (the ``cancel/<id>`` flag), a delete from before was answered 202 (ask again), and an
 old delete is never carried out late, after the cast was made again. A stream's batch counts as
 read only once it is handled: one that a Redis error cut short is read again (both are idempotent).
@@ -27,12 +33,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import CANCELS, DELETES, DeleteRequest, archive, last_cancel, last_delete, proven
+from castlog import (
+    CANCELS,
+    DELETES,
+    BlockingRead,
+    DeleteRequest,
+    SlotReads,
+    archive,
+    choose_reads,
+    last_cancel,
+    last_delete,
+    proven,
+)
 from castlog.keys import Fields, Rows
 from castlog.streams import Malformed, decode
 from servicekit.connect import is_cluster
@@ -42,8 +59,10 @@ from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
 
-# Entries of one stream read per round trip.
-BATCH = 64
+# Entries of one stream read per round trip (an open cast's text comes in small fragments).
+BATCH = 256
+# The loop's wake streams are tail/wake/synth/* (its Redis user may add to those only).
+WAKE_NAME = "synth"
 
 
 class Follower:
@@ -57,37 +76,78 @@ class Follower:
         raise NotImplementedError
 
 
-class Broadcasts:
-    """Follows the streams of ``followers`` (``cancels`` first) with one blocking read."""
+class Feed(Protocol):
+    """Streams whose set changes, followed in the same read (the open casts' catalogs)."""
 
-    def __init__(self, redis: Redis, poll_s: float, *followers: Follower) -> None:
-        self.redis, self.poll_s, self.followers = redis, poll_s, followers
+    joined: asyncio.Event  # set when a stream joins: the blocked read ends, and the next names it
+
+    def streams(self) -> dict[str, str]:
+        """Key -> the entry id to read after, for the next read (``joined`` is cleared here)."""
+
+    async def handle(self, key: str, rows: Rows) -> None:
+        """What one read brought for ``key``."""
+
+    async def after_read(self) -> None:
+        """Once per read, whatever it brought (the idle casts' close)."""
+
+
+class Broadcasts:
+    """Follows the streams of ``followers`` (``cancels`` first) and ``feed``'s with one blocked
+    read (one per slot on a cluster)."""
+
+    def __init__(self, redis: Redis, poll_s: float, *followers: Follower, feed: Feed | None = None) -> None:
+        self.redis, self.poll_s, self.followers, self.feed = redis, poll_s, followers, feed
 
     async def run(self) -> None:
+        # a cluster's reads make a connection per slot (the client lends its settings); a single
+        # Redis's one read holds one pooled connection
+        conn = self.redis if is_cluster(self.redis) else self.redis.client()
+        reads = choose_reads(conn, self.redis, WAKE_NAME)
+        try:
+            await self._follow(reads)
+        finally:
+            await reads.aclose()
+            if conn is not self.redis:
+                await conn.aclose()  # back to the pool
+
+    async def _follow(self, reads: BlockingRead | SlotReads) -> None:
         while True:
             try:
                 for follower in self.followers:
                     if follower.after is None:
                         follower.after = await follower.newest(self.redis)
-                for follower, rows in await self._read():
-                    for entry_id, fields in rows:
-                        await follower.handle(fields)
-                        follower.after = entry_id.decode()
-            except RedisError as exc:
+                await self._hand_out(await self._read(reads))
+            except (RedisError, OSError) as exc:
                 log.warning("broadcasts (%s): Redis error (%s); retrying",
                             ", ".join(f.stream for f in self.followers), exc)
                 await asyncio.sleep(self.poll_s)
 
-    async def _read(self) -> list[tuple[Follower, Rows]]:
+    async def _hand_out(self, got: list[tuple[str, Rows]]) -> None:
         by_stream = {f.stream: f for f in self.followers}
-        block_ms = max(1, int(self.poll_s * 1000))
-        groups = [by_stream] if not is_cluster(self.redis) else [{s: f} for s, f in by_stream.items()]
-        out: list[tuple[Follower, Rows]] = []
-        for i, group in enumerate(groups):  # only the first read blocks
-            streams = {s: f.after for s, f in group.items()}
-            reply: Any = await self.redis.xread(streams, count=BATCH, block=None if i else block_ms)  # type: ignore[arg-type]
-            out += [(by_stream[s.decode()], rows) for s, rows in reply or []]  # (bytes, rows) per stream
-        return out
+        for key, rows in got:
+            follower = by_stream.get(key)
+            if follower is None:
+                if self.feed is not None:
+                    await self.feed.handle(key, rows)
+                continue
+            for entry_id, fields in rows:
+                await follower.handle(fields)
+                follower.after = entry_id.decode()
+        if self.feed is not None:
+            await self.feed.after_read()
+
+    async def _read(self, reads: BlockingRead | SlotReads) -> list[tuple[str, Rows]]:
+        streams: dict[Any, Any] = {f.stream: f.after for f in self.followers}
+        if self.feed is not None:
+            streams.update(self.feed.streams())
+            joined: asyncio.Future[Any] = asyncio.ensure_future(self.feed.joined.wait())
+        else:
+            joined = asyncio.get_running_loop().create_future()  # nothing joins
+        try:
+            reply = await reads.xread(streams, count=BATCH, block_ms=max(1, int(self.poll_s * 1000)), wake=joined)
+        finally:
+            joined.cancel()
+        return [(key.decode() if isinstance(key, bytes) else key, rows) for key, rows in reply]
 
 
 class CancelWatch(Follower):

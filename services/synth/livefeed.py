@@ -1,16 +1,14 @@
 """The worker's open casts: their text read from the catalog as it grows, cut into chunks.
 
-One task follows the catalogs of every open cast this worker holds with one blocking XREAD on a
-connection of its own (re-issued when the set of casts changes: a newly admitted cast ends the
-read with CLIENT UNBLOCK, ``castlog.BlockingRead``, so the connection stays), feeds each new fragment to the cast's chunker and
-wakes the synth loop when a sentence is complete. An open cast waiting for text wants no chunk,
-so it holds up nobody and spends no attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is
-closed here (its rest is spoken, then `eos`), so an abandoned cast still ends; while the worker is
-full, one that has had no text at all is closed after ``SYNTH_LIVE_EMPTY_S``.
-
-On a Redis Cluster a read's keys must share a slot, and the catalogs lie in their casts' lanes
-(castlog/keys.py): there the feed sends one short XREAD per lane at once (``LANE_BLOCK_MS``), so a
-lane's text never waits behind another lane's block, and no wake-up is needed.
+The worker's one stream loop (``broadcasts.py``: one blocked XREAD, one per slot on a cluster)
+follows the catalogs of every open cast this worker holds beside ``cancels`` and ``deletes``; a
+newly admitted cast wakes that read (``Holdings.opened``) so that the next one names its catalog.
+Here each new fragment goes to its cast's chunker, and the synth loop is woken when a sentence is
+complete. An open cast waiting for text wants no chunk, so it holds up nobody and spends no
+attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is closed here (its rest is spoken, then
+`eos`), so an abandoned cast still ends; while the worker is full, one that has had no text at all
+is closed after ``SYNTH_LIVE_EMPTY_S``. The loop's read returns at least every SYNTH_POLL_S, and
+the idle casts are looked at after each.
 """
 
 from __future__ import annotations
@@ -18,14 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import Any, cast
 
-from redis.exceptions import RedisError
-
-from castlog import BlockingRead, LiveStore, TextEvent, catalog_key, content_id
-from castlog.keys import lane_of_key
+from castlog import LiveStore, TextEvent, catalog_key, content_id
+from castlog.keys import Rows
 from castlog.live import text_events
-from servicekit.connect import is_cluster
 
 from .cast import ActiveCast, OpenText
 from .crew import Crew
@@ -33,11 +27,6 @@ from .livechunks import LiveChunks
 from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
-
-# Entries read from one catalog per round trip.
-FEED_BATCH = 256
-# On a cluster each lane's catalogs are read apart, at once; each read blocks this long at most.
-LANE_BLOCK_MS = 50
 
 
 async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText | None:
@@ -70,61 +59,30 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
 
 
 class LiveFeed:
-    """Follows the catalogs of the open casts in hand; a close that completes a cast (everything
-    already appended) finishes it through ``outcomes``."""
+    """Follows the catalogs of the open casts in hand (a ``broadcasts.Feed``); a close that
+    completes a cast (everything already appended) finishes it through ``outcomes``."""
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
         self.crew, self.outcomes = crew, outcomes
+        self.joined: asyncio.Event = crew.held.opened  # set when an open cast is admitted
+        self.following: dict[str, ActiveCast] = {}  # catalog key -> cast, as the read in flight names them
 
-    def _open(self) -> dict[str, ActiveCast]:
-        return {
+    def streams(self) -> dict[str, str]:
+        self.joined.clear()  # (a cast admitted from here on wakes the read)
+        self.following = {
             catalog_key(c.cast_id): c for c in self.crew.held.casts.values()
             if c.open_text is not None and not c.open_text.closed and not c.closed
         }
+        return {key: c.open_text.after for key, c in self.following.items() if c.open_text is not None}
 
-    async def run(self) -> None:
-        if is_cluster(self.crew.redis):
-            await self._run(None)
-            return
-        conn = self.crew.redis.client()  # one pooled connection held for the blocking read
-        try:
-            await self._run(BlockingRead(conn, self.crew.redis))
-        finally:
-            await conn.aclose()  # back to the pool
+    async def handle(self, key: str, rows: Rows) -> None:
+        target = self.following.get(key)
+        if target is not None and target.open_text is not None and not target.closed:
+            new = apply(target.open_text, text_events(rows), self.crew.clock())
+            await self._text_came(target, new)
 
-    async def _run(self, blocking: BlockingRead | None) -> None:
-        while True:
-            try:
-                await self._step(blocking)
-            except RedisError as exc:
-                log.warning("live feed: Redis error (%s); retrying", exc)
-                await asyncio.sleep(self.crew.cfg.poll_s)
-
-    async def _step(self, blocking: BlockingRead | None) -> None:
-        crew, opened = self.crew, self.crew.held.opened  # set when an open cast is admitted
-        following = self._open()
-        opened.clear()
-        if not following:
-            await _wait(opened, crew.cfg.poll_s)
-            return
-        streams: dict[Any, Any] = {key: c.open_text.after for key, c in following.items() if c.open_text is not None}
-        block_ms = max(1, int(crew.cfg.poll_s * 1000))
-        if blocking is None:
-            reply = await _lane_reads(crew, streams, min(block_ms, LANE_BLOCK_MS))
-        else:
-            changed = asyncio.ensure_future(opened.wait())  # re-issue the read with its catalog in it
-            try:
-                reply = await blocking.xread(streams, count=FEED_BATCH, block_ms=block_ms, wake=changed)
-            finally:
-                changed.cancel()
-        now = crew.clock()
-        for stream, rows in cast(Any, reply) or ():
-            key = stream.decode() if isinstance(stream, bytes) else stream
-            target = following.get(key)
-            if target is not None and target.open_text is not None and not target.closed:
-                new = apply(target.open_text, text_events(rows), now)
-                await self._text_came(target, new)
-        await self._close_idle(following.values(), now)
+    async def after_read(self) -> None:
+        await self._close_idle(self.following.values(), self.crew.clock())
 
     async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
         """Wake the synth loop for new chunks; a close that completes the cast finishes it here."""
@@ -147,21 +105,3 @@ class LiveFeed:
             log.info("cast %s: no text for %.0fs; closing it", c.cast_id, now - state.heard_at)
             await self.crew.live.close(c.cast_id, state.end, content_id(state.text, c.voice, key=self.crew.live.content_key))
             state.heard_at = now  # 'moved': text came meanwhile, and the next read brings it
-
-
-async def _lane_reads(crew: Crew, streams: dict[Any, Any], block_ms: int) -> list[Any]:
-    """A cluster's read: the catalogs grouped by lane, one XREAD per lane, all at once."""
-    lanes: dict[int | None, dict[Any, Any]] = {}
-    for key, after in streams.items():
-        lanes.setdefault(lane_of_key(key), {})[key] = after
-    replies = await asyncio.gather(*(
-        crew.redis.xread(group, count=FEED_BATCH, block=block_ms) for group in lanes.values()
-    ))
-    return [pair for reply in replies for pair in (reply.items() if isinstance(reply, dict) else reply or ())]
-
-
-async def _wait(event: asyncio.Event, timeout_s: float) -> None:
-    try:
-        await asyncio.wait_for(event.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        pass

@@ -16,9 +16,9 @@ letters and receipts:
   (overlapping the next inference), append them by conditional append at the tail they expect,
   and finish complete casts (an attempt's first chunk is encoded on the model thread and
   appended by the synth loop itself, before the next inference);
-- the *live feed* reads the text of open casts as it grows (:mod:`synth.livefeed`);
-- the *broadcasts* loop cuts the casts in hand short when they are cancelled and carries out the
-  admin's deletes (:mod:`synth.broadcasts`);
+- the *broadcasts* loop, the worker's one stream loop, cuts the casts in hand short when they are
+  cancelled, carries out the admin's deletes (:mod:`synth.broadcasts`) and, as the *live feed*,
+  reads the text of open casts as it grows (:mod:`synth.livefeed`);
 - the *lease loop* (here) refreshes the leases of the jobs this worker holds.
 
 A conditional append that finds another tail means another worker owns the cast now: the cast
@@ -90,8 +90,9 @@ class Worker:
         self.outcomes = Outcomes(crew)  # every ack, dead letter and receipt
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
-        # cancels, and the admin's deletes asked through intake: one blocking read of both
-        self.broadcasts = Broadcasts(redis, cfg.poll_s, CancelWatch(crew, self.outcomes), DeleteWatch(redis, cfg.admin_token))
+        # cancels, the admin's deletes asked through intake and the open casts' text: one blocked read
+        self.broadcasts = Broadcasts(redis, cfg.poll_s, CancelWatch(crew, self.outcomes), DeleteWatch(redis, cfg.admin_token),
+                                     feed=self.feed)
         # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
@@ -107,8 +108,7 @@ class Worker:
             await inbox.open()
         await self.lanes[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
-        side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.feed.run())]
-        side += [asyncio.create_task(self.broadcasts.run())]
+        side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.broadcasts.run())]
         side += [asyncio.create_task(self._move_loop())]
         side += [asyncio.create_task(self.clerk.run())]  # the line's places and estimates
         main = [asyncio.create_task(self.dispatcher.run())]

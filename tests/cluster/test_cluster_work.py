@@ -16,7 +16,7 @@ from servicekit import connect
 from synth.worker import Worker
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
-from tests.synth.support import StandIn, config, running, submit, terminal
+from tests.synth.support import StandIn, config, has_audio, running, submit, terminal
 
 # A stand-in at GPU speed: a second of speech in 20 ms.
 GPU_RTF = 0.02
@@ -111,14 +111,45 @@ async def test_open_casts_in_several_lanes_are_spoken_as_their_text_comes(redis_
         await redis.aclose()
 
 
-def lane_reads(redis_cluster: Cluster) -> int:
-    """XREADGROUP calls served by the masters so far (INFO commandstats)."""
+def lane_reads(redis_cluster: Cluster, command: str = "xreadgroup") -> int:
+    """``command`` (XREADGROUP) calls served by the masters so far (INFO commandstats)."""
     calls = 0
     for node in redis_cluster.masters():
         for line in redis_cluster.cli(node.port, "INFO", "commandstats").splitlines():
-            if line.startswith("cmdstat_xreadgroup:"):
+            if line.startswith(f"cmdstat_{command}:"):
                 calls += int(line.split("calls=")[1].split(",")[0])
     return calls
+
+
+@pytest.mark.rule("tail-per-slot")
+async def test_idle_open_casts_in_several_lanes_are_not_polled(redis_cluster: Cluster) -> None:
+    """The worker's one stream loop reads per slot, each read blocking SYNTH_POLL_S: open casts
+    waiting for text cost no short XREAD per lane, and a fragment, or a cast admitted while the
+    reads block (it wakes them through the loop's wake stream), is heard at once."""
+    redis_cluster.flushall()
+    redis = await connect(redis_cluster.url)
+    store, live = CastStore(redis), castlog.LiveStore(redis)
+    meta = castlog.Meta(title="live", voice="af_heart", chars=0, sentences=0, created_at=0, live=True)
+    try:
+        async with running(Worker(config("cluster-live-idle", poll_s=30.0), redis, StandIn(GPU_RTF))):
+            ids = [(await live.open("af_heart", meta)).cast_id for _ in range(4)]
+            assert len({castlog.lane_of(c) for c in ids}) > 1
+            for cast_id in ids:  # each admitted while the others' reads block
+                said = "Hello there."
+                assert (await live.append_text(cast_id, 0, len(said), said, max_chars=1000, flush=True))[0] == "ok"
+                await wait_until(lambda c=cast_id: has_audio(store, c, 1), 10)  # type: ignore[misc]
+            before = lane_reads(redis_cluster, "xread")
+            await asyncio.sleep(2)
+            idle = lane_reads(redis_cluster, "xread") - before
+            assert idle <= 2, idle  # a 50 ms XREAD per lane made 68 here
+            for cast_id in ids:
+                said = " Said later."
+                assert (await live.append_text(cast_id, 12, len(said), said, max_chars=1000, flush=True))[0] == "ok"
+                await wait_until(lambda c=cast_id: has_audio(store, c, 2), 10)  # type: ignore[misc]
+                assert (await live.close_text(cast_id, "af_heart"))[0] == "ok"
+                assert isinstance((await terminal(store, cast_id, 60))[-1].record, Eos)
+    finally:
+        await redis.aclose()
 
 
 @pytest.mark.rule("one-slot-per-step")

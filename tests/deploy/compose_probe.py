@@ -42,7 +42,8 @@ FORBIDDEN = {
     "default": ["PING", "GET catalog/x", "XADD jobs * k v"],  # off: refused before any ACL check (NOAUTH)
     "edge": ["XADD pub/casts/compose-check * k v", "XRANGE jobs - +", "CLIENT UNBLOCK 1", "FLUSHALL"],
     "intake": ["DEL catalog/compose-check", "XRANGE deletes - +", "XADD synth/voices * k v", "CONFIG GET maxmemory"],
-    "synth": ["XADD deletes * k v", "XADD jobs/lane/compose-check * k v", "CONFIG GET maxmemory", "KEYS *"],
+    "synth": ["XADD deletes * k v", "XADD jobs/lane/compose-check * k v", "CONFIG GET maxmemory", "KEYS *",
+              "CLIENT UNBLOCK 1"],
 }
 MULTI_SENTENCE = "First, a short sentence. Then a second one. A third follows it. And the last one ends the cast."
 

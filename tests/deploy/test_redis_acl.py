@@ -206,8 +206,17 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     admin.xadd("jobs/bell", {"s": lane})
     assert synth.xrevrange("jobs/bell", count=1) and synth.xread({"jobs/bell": "0-0"}, count=1)
     [[_, entries]] = synth.xreadgroup("synth", "worker-1", {"jobs": ">"}, count=1)
-    # the live feed wakes its own blocking XREAD with CLIENT UNBLOCK when an open cast is admitted
-    assert not synth.client_unblock(synth.client_id())
+    # One blocking XREAD follows cancels, deletes and the open casts' catalogs (one selector), with
+    # its own wake stream, where an admitted open cast adds an entry (no CLIENT UNBLOCK: it could
+    # end anyone's blocked read).
+    wake = "tail/wake/synth/0123456789abcdef"
+    streams = {"cancels": "0-0", "deletes": "0-0", castlog.catalog_key(CAST): "0-0", wake: "0-0"}
+    assert synth.xread(streams, count=1, block=10)
+    synth.xadd(wake, {"w": "1"}, maxlen=1)
+    assert synth.pexpire(wake, 3_600_000)
+    assert synth.xread({"cancels": "0-0", "tail/wake/synth/{7}/0123456789abcdef": "0-0"}, block=10) == []
+    denied(lambda: synth.client_unblock(synth.client_id()))
+    denied(lambda: synth.xadd("tail/wake/edge/0123456789abcdef", {"w": "1"}))  # another service's
     job_id = entries[0][0]
     assert synth.xrange(castlog.catalog_key(CAST))[0][1][b"text"] == b"Hello."
     append = synth.register_script(APPEND)

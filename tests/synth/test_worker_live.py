@@ -170,7 +170,8 @@ def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
 
 
 async def feed_read_ids(redis: Redis) -> set[int]:
-    """The ids of the connections blocked in an XREAD: the live feed's (the inbox blocks in XREADGROUP)."""
+    """The ids of the connections blocked in an XREAD: the worker's one stream loop's, which
+    follows the live feed's catalogs with cancels and deletes (the inbox blocks in XREADGROUP)."""
     while True:
         ids = {int(c["id"]) for c in await redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"]}
         if ids:
@@ -178,22 +179,33 @@ async def feed_read_ids(redis: Redis) -> set[int]:
         await asyncio.sleep(0.01)
 
 
+async def unblocks(redis: Redis) -> int:
+    return int((await redis.info("commandstats")).get("cmdstat_client|unblock", {}).get("calls", 0))
+
+
 async def test_a_newly_admitted_open_cast_wakes_the_feed_without_dropping_its_connection(
     redis: Redis, store: CastStore
 ) -> None:
     """Before, the feed cancelled its blocked XREAD to add a catalog, and the client dropped the
-    connection with it: a new connection per admitted open cast."""
+    connection with it: a new connection per admitted open cast. The read that follows the
+    catalogs is the one that follows cancels and deletes, woken by an XADD to its own wake stream
+    (synth's Redis user holds no CLIENT UNBLOCK): it blocks SYNTH_POLL_S, so only the wake-up
+    brings a newly admitted cast's text in time."""
     live, first = await open_cast(redis)
-    async with running(Worker(config(), redis, StandIn())):
+    called = await unblocks(redis)
+    async with running(Worker(config(poll_s=60.0), redis, StandIn())):
         await feed(live, first, 0, "Hello there.", flush=True)
-        await wait_until(lambda: has_audio(store, first, 1))
+        await wait_until(lambda: has_audio(store, first, 1), 20)
         before = await feed_read_ids(redis)
+        assert len(before) == 1  # one blocked XREAD for the catalogs, cancels and deletes
         others = [(await open_cast(redis))[1] for _ in range(3)]
         for cast_id in others:
             await feed(live, cast_id, 0, "Hello there.", flush=True)
         for cast_id in others:
-            await wait_until(lambda c=cast_id: has_audio(store, c, 1))  # type: ignore[misc]
+            await wait_until(lambda c=cast_id: has_audio(store, c, 1), 20)  # type: ignore[misc]
         assert await feed_read_ids(redis) == before
+        assert await unblocks(redis) == called
+        assert [k async for k in redis.scan_iter("tail/wake/synth/*")]  # the loop's wake stream
         for cast_id in [first, *others]:
             assert (await live.close_text(cast_id, VOICE))[0] == "ok"
             await terminal(store, cast_id)

@@ -88,15 +88,16 @@ echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unb
 # records with Redis's clock. MULTI: a tally's write and its expiry go together (one key).
 # The archiver: a group on progress/done; SCAN finds finished logs; one script rewrites a log as
 # its archived eos (DUMP and RESTORE shrink it) and drops the recipe; it empties archive/trash.
-# Open casts: one blocking XREAD follows their text in catalog/*, woken by CLIENT UNBLOCK when
-# a cast is admitted; an abandoned one is closed there.
-# Cancels and the admin's deletes: one blocking XREAD follows both streams (synth/broadcasts.py;
-# one selector holds both keys, as one command must fit one selector); admission reads a cast's
-# cancel/* flag; the archive's delete script (above) carries a delete out.
+# Cancels, the admin's deletes and the open casts' text in catalog/*: one blocking XREAD follows
+# them all (synth/broadcasts.py; one selector holds every key, as one command must fit one
+# selector), with its own wake stream under tail/wake/synth/*, where an admitted open cast adds
+# an entry to wake it (no CLIENT UNBLOCK, which could end anyone's blocked read). An abandoned
+# open cast is closed in catalog/*. Admission reads a cast's cancel/* flag; the archive's delete
+# script (above) carries a delete out.
 # Admission: each worker's capacity in synth/capacity; the queue clerk's lock synth/queue-clerk
 # (taken, kept and let go by scripts: SET, GET, DEL inside them).
 # The chunk cache: entries synth/chunk/*, and their index synth/chunks/* kept by one script.
-echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblock +info +time +wait +multi +exec +discard +scan" \
+echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +info +time +wait +multi +exec +discard +scan" \
     "~jobs ~jobs/live $SCRIPTS +xreadgroup +xack +xautoclaim +xclaim +xpending +xinfo +xlen +xrange" \
     "+xgroup|create +xgroup|createconsumer +xgroup|delconsumer" \
     "(~jobs/lane/* ~jobs/live/lane/* +xreadgroup +xack +xdel +xautoclaim +xgroup|create +xrange)" \
@@ -104,14 +105,16 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +client|unblo
     "(~jobs/bell +xread +xrevrange)" \
     "(~synth/tally/* +hset +hgetall +hincrby +expire +del)" \
     "(~jobs/dead ~progress/done ~synth/voices +xadd)" \
-    "(~catalog/* $SCRIPTS +xadd +xrange +xrevrange +xread)" \
+    "(~catalog/* $SCRIPTS +xadd +xrange +xrevrange)" \
     "(~pub/casts/* $SCRIPTS +xadd +xrange +xrevrange +xlen +xinfo|stream +exists +dump +restore)" \
     "(~progress/done +xreadgroup +xack +xautoclaim +xgroup|create)" \
     "(~pub/casts/* ~catalog/* ~archive/trash ~archive/played $SCRIPTS +del +zrem)" \
     "(~archive/trash +xadd +xrange +xdel)" \
     "(~archive/played +zscore +zrem)" \
     "(~cancel/* ~cancels +exists +xrevrange)" \
-    "(~cancels ~deletes +xread +xrevrange)" \
+    "(~cancels ~deletes +xrevrange)" \
+    "(%R~catalog/* %R~cancels %R~deletes %R~tail/wake/synth/* +xread)" \
+    "(~tail/wake/synth/* +xadd +pexpire)" \
     "(~synth/capacity ~synth/queue-clerk $SCRIPTS +hset +hgetall +hdel +set +get +del +pexpire)" \
     "(~synth/chunk/* +getex +set +del)" \
     "(~synth/chunks/* $SCRIPTS +zadd +zpopmin +hget +hset +hdel +incrby +decrby)"
