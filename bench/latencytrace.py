@@ -4,8 +4,8 @@ first chunk's way through it (time.time(), the client's clock: one machine) into
 The benchmark starts it once per source tree it compares (``python bench/bench_latency.py
 --worker TRACE``, with that tree's ``libs`` and ``services`` on PYTHONPATH), so the hooks below
 reach only names that both trees have: the admitter's ``admit``, the store's ``append_stamped``,
-``synth.jobs.read_new`` and ``hold``, the lane's ``encode_chunk``, the synthesizer's
-``synthesize_timed`` and its G2P's ``with_words``.
+the inboxes' read of new jobs (``synth.jobs.read_new`` in older trees), ``hold``, the lane's
+``encode_chunk``, the synthesizer's ``synthesize_timed`` and its G2P's ``with_words``.
 """
 
 from __future__ import annotations
@@ -91,13 +91,15 @@ class TracedSynth(Wrapped):
 def trace_worker(worker: Worker, stamps: Stamps) -> None:
     """Stamp the job's read, admission, the encoder and the append of each cast's first audio."""
     admit, append = worker.admitter.admit, worker.store.append_stamped
-    read_new, hold, encode = jobs_module.read_new, jobs_module.hold, lane_module.encode_chunk
+    hold, encode = jobs_module.hold, lane_module.encode_chunk
 
-    async def traced_read(*args: Any, **kwargs: Any) -> Any:
-        entries = await read_new(*args, **kwargs)
-        for _, fields in entries:
-            stamps.mark(fields.get(b"id", b"").decode(), "read")
-        return entries
+    def traced_read(read_new: Any) -> Any:
+        async def read(*args: Any, **kwargs: Any) -> Any:
+            entries = await read_new(*args, **kwargs)
+            for entry in entries:  # (entry id, fields, ...) in either tree
+                stamps.mark(entry[1].get(b"id", b"").decode(), "read")
+            return entries
+        return read
 
     async def traced_hold(redis: Any, entry_id: str, index: int) -> None:
         stamps.mark(f"hold-{entry_id}", "hold")
@@ -126,7 +128,11 @@ def trace_worker(worker: Worker, stamps: Stamps) -> None:
 
     worker.admitter.admit = traced_admit  # type: ignore[method-assign]
     worker.store.append_stamped = traced_append  # type: ignore[method-assign]
-    jobs_module.read_new = traced_read  # type: ignore[assignment]
+    if hasattr(jobs_module, "read_new"):  # a tree from before castlog.groups
+        jobs_module.read_new = traced_read(jobs_module.read_new)
+    else:
+        for inbox in worker.crew.held.inboxes:
+            inbox.group.new = traced_read(inbox.group.new)  # type: ignore[method-assign]
     jobs_module.hold = traced_hold  # type: ignore[assignment]
     lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
 

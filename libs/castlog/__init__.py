@@ -125,11 +125,9 @@ from .streams import (  # noqa: E402
     Trash,
     VoiceList,
     announce_done,
-    claim_done,
     dead_letter,
     decode_job,
     enqueue,
-    ensure_group,
     now_ms,
     publish_voices,
     read_dead,
@@ -138,17 +136,20 @@ from .streams import (  # noqa: E402
     read_recipe,
     read_trash,
     read_voices,
-    take_done,
 )
 
 __all__ += [
     "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
     "INTAKE_AUTH_SCOPE", "INTAKE_LIVE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE",
     "limit_key", "Fields", "Row", "Rows", "SAMPLE_RATE", "now_ms",
-    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "claim_done", "dead_letter",
-    "decode_job", "enqueue", "ensure_group", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
-    "read_trash", "read_voices", "take_done",
+    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "dead_letter",
+    "decode_job", "enqueue", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
+    "read_trash", "read_voices",
 ]
+# One consumer of a consumer group (jobs, the key lanes, the archiver's receipts).
+from .groups import Consumer, StreamEntry, ensure_group  # noqa: E402
+
+__all__ += ["Consumer", "StreamEntry", "ensure_group"]
 __all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]
 
 from .blocking import BlockingRead, cancel_and_wait  # noqa: E402

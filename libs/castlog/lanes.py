@@ -4,8 +4,8 @@ A cast's key lane (keys.py, design.md "Key lanes"; not synth's lane) is the hash
 share. A submit writes its job into its key lane's stream (``jobs/lane/{lN}``, ``jobs/live/lane/{lN}``), in
 the same script and slot as the claim and the catalog entry (keys.py). Workers take jobs from
 the two global streams ``jobs`` and ``jobs/live`` (one slot: their rate is the submit rate, far
-below what one Redis node serves). A :class:`LaneMover` reads every lane through the consumer
-group ``lanes`` and re-adds each job there, then acknowledges and deletes it from its lane.
+below what one Redis node serves). A :class:`LaneMover` reads every lane as one consumer of the
+group ``lanes`` (groups.py) and re-adds each job there, then acknowledges and drops it from its lane.
 
 On a single Redis a mover blocks on one XREADGROUP over every lane. A cluster refuses a read
 whose keys lie in several slots, so there the writer of a job rings ``jobs/bell`` after it
@@ -23,13 +23,14 @@ log already ended.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, cast
 
 from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import ResponseError
 
 from . import keys
 from .batching import ScriptBatcher
+from .groups import Consumer, StreamEntry, pairs
 
 # Jobs moved per lane per sweep.
 MOVE_BATCH = 64
@@ -51,25 +52,21 @@ class LaneMover:
     def __init__(
         self, redis: Redis, consumer: str, *, lease_ms: int, single_redis: bool, replicas: int = 0, wait_ms: int = 0
     ) -> None:
-        self.redis, self.consumer, self.lease_ms = redis, consumer, lease_ms
-        self.replicas, self.wait_ms = replicas, wait_ms
+        self.redis, self.replicas, self.wait_ms = redis, replicas, wait_ms
+        self.streams = lane_streams()
+        self._target = dict(self.streams)
         # A single Redis takes one blocking XREADGROUP over every lane; a cluster refuses keys of
         # several slots in one call, so there a sweep sends one non-blocking read per lane
         # (pipelined: one round trip per node) and the caller paces the sweeps.
         self.single_redis = single_redis
-        self.streams = lane_streams()
-        self._target = dict(self.streams)
+        self.group = Consumer(redis, keys.LANE_GROUP, consumer, list(self._target), lease_ms=lease_ms,
+                              one_read=single_redis)
         self._bell_after = "0-0"  # set by open(): bells before it are covered by the first sweep
         self._full: set[str] = set()  # lanes that gave a whole batch: read again without a bell
 
     async def open(self) -> None:
         """Create the group on every lane stream (and the streams) unless they exist."""
-        pipe = self.redis.pipeline(transaction=False)
-        for stream, _ in self.streams:
-            pipe.xgroup_create(stream, keys.LANE_GROUP, id="0", mkstream=True)
-        for reply in await pipe.execute(raise_on_error=False):
-            if isinstance(reply, ResponseError) and "BUSYGROUP" not in str(reply):
-                raise reply
+        await self.group.create()
         last = cast(keys.Rows, await self.redis.xrevrange(keys.JOBS_BELL, count=1))
         self._bell_after = _str(last[0][0]) if last else "0-0"
 
@@ -77,33 +74,21 @@ class LaneMover:
         """Move what the lanes hold; ``pending``: this consumer's unacknowledged entries (after
         a restart) and those of movers dead for ``lease_ms``, and on a cluster every lane, rung
         or not. Returns how many jobs moved."""
-        rows: list[tuple[str, list[Any]]] = []
-        if pending:
-            rows += await self._pending()
+        found = await self._pending() if pending else []
         if self.single_redis:
-            got = await self.redis.xreadgroup(
-                keys.LANE_GROUP, self.consumer, {s: ">" for s, _ in self.streams},
-                count=MOVE_BATCH, block=None if rows else block_ms,
-            )
-            rows += _rows(got)
+            found += await self.group.new(MOVE_BATCH, None if found else block_ms)
         else:
-            if pending:
-                streams = {s for s, _ in self.streams}
-            else:
-                streams = self._full | await self._rung(None if self._full else block_ms)
-            pipe = self.redis.pipeline(transaction=False)
-            for stream in streams:
-                pipe.xreadgroup(keys.LANE_GROUP, self.consumer, {stream: ">"}, count=MOVE_BATCH)
-            read = [row for reply in await pipe.execute() for row in _rows(reply)]
-            self._full = {stream for stream, entries in read if len(entries) >= MOVE_BATCH}
-            rows += read
-        return await self._move(rows)
+            rung = set(self._target) if pending else self._full | await self._rung(None if self._full else block_ms)
+            read = await self.group.new(MOVE_BATCH, streams=rung)
+            self._full = {stream for stream, n in Counter(e.stream for e in read).items() if n >= MOVE_BATCH}
+            found += read
+        return await self._move(found)
 
     async def _rung(self, block_ms: int | None) -> set[str]:
         """The lanes rung since the last read of the bell, waiting up to ``block_ms`` for one."""
         reply = await self.redis.xread({keys.JOBS_BELL: self._bell_after}, count=BELL_BATCH, block=block_ms)
         rung: set[str] = set()
-        for _, entries in _rows(reply):
+        for _, entries in pairs(reply):
             for entry_id, fields in entries:
                 self._bell_after = _str(entry_id)
                 stream = _str(fields.get(b"s", b""))
@@ -111,54 +96,34 @@ class LaneMover:
                     rung.add(stream)
         return rung
 
-    async def _pending(self) -> list[tuple[str, list[Any]]]:
-        """This consumer's unacknowledged entries and those claimed from dead movers, every lane
-        in one pipeline (a cluster pipeline: one round trip per node), each entry once."""
-        pipe = self.redis.pipeline(transaction=False)
-        for stream, _ in self.streams:
-            pipe.xreadgroup(keys.LANE_GROUP, self.consumer, {stream: "0"}, count=MOVE_BATCH)
-            pipe.xautoclaim(stream, keys.LANE_GROUP, self.consumer, self.lease_ms, "0-0", count=MOVE_BATCH)
-        replies = await pipe.execute()
-        out: list[tuple[str, list[Any]]] = []
-        for (stream, _), own, (_, claimed, *_) in zip(self.streams, replies[::2], replies[1::2]):
-            entries = [e for _, rows in _rows(own) for e in rows]
-            seen = {e[0] for e in entries}
-            entries += [e for e in claimed if e[0] not in seen]  # an own entry idle past the lease: once
-            out.append((stream, entries))
-        return out
+    async def _pending(self) -> list[StreamEntry]:
+        """This consumer's unacknowledged entries and those claimed from dead movers, each once."""
+        own = await self.group.own(MOVE_BATCH)
+        seen = {(e.stream, e.id) for e in own}
+        return own + [e for e in await self.group.claim(MOVE_BATCH) if (e.stream, e.id) not in seen]
 
-    async def _move(self, rows: list[tuple[str, list[Any]]]) -> int:
+    async def _move(self, found: list[StreamEntry]) -> int:
         """Re-add the jobs read to their target in arrival order across the lanes (entry ids are
         Redis's clock: a burst of submits into several lanes is queued as it came, so admission's
         first come, first served and the places in line hold; two lanes' jobs of one millisecond
         may swap), then acknowledge and drop them."""
-        found: dict[str, list[tuple[tuple[int, int], str, Any, Any]]] = {}
-        for stream, entries in rows:
-            for entry_id, fields in entries:
-                if fields:  # (a deleted entry's hole has none)
-                    found.setdefault(self._target[stream], []).append((_id_key(entry_id), stream, entry_id, fields))
+        by_target: dict[str, list[StreamEntry]] = {}
+        for entry in found:
+            by_target.setdefault(self._target[entry.stream], []).append(entry)
         moved = 0
-        for target, jobs in found.items():
-            jobs.sort(key=lambda job: job[0])
+        for target, jobs in by_target.items():
+            jobs.sort(key=lambda job: _id_key(job.id))
             # the re-adds and their WAIT on one connection (a cluster pipeline: one per node)
             pipe = self.redis.pipeline(transaction=False)
-            for _, _, _, fields in jobs:
-                pipe.xadd(target, fields)
+            for job in jobs:
+                pipe.xadd(target, dict[Any, Any](job.fields))
             if self.replicas:
                 where = {} if self.single_redis else {"target_nodes": cast(RedisCluster, self.redis).get_node_from_key(target)}
                 pipe.execute_command("WAIT", self.replicas, self.wait_ms, **where)
             replies = await pipe.execute()
             if self.replicas and int(replies[-1]) < self.replicas:
                 continue  # not known to survive a failover: left pending, moved again later
-            by_lane: dict[str, list[Any]] = {}
-            for _, stream, entry_id, _ in jobs:
-                by_lane.setdefault(stream, []).append(entry_id)
-            # each lane's slot: acknowledge and drop in one round trip (a transit, not a log)
-            pipe = self.redis.pipeline(transaction=False)
-            for stream, ids in by_lane.items():
-                pipe.xack(stream, keys.LANE_GROUP, *ids)
-                pipe.xdel(stream, *ids)
-            await pipe.execute()
+            await self.group.ack(jobs, drop=True)  # each lane's slot: a transit, not a log
             moved += len(jobs)
         return moved
 
@@ -180,12 +145,6 @@ class Bell:
     async def ring(self, stream: str) -> None:
         if self.rings is not None:
             await self.rings(keys=[keys.JOBS_BELL], args=[stream, BELL_MAXLEN])
-
-
-def _rows(reply: Any) -> list[tuple[str, list[Any]]]:
-    """XREADGROUP's reply as (stream, entries), whether RESP2's list or RESP3's dict."""
-    pairs = reply.items() if isinstance(reply, dict) else reply or ()
-    return [(_str(stream), list(entries)) for stream, entries in pairs]
 
 
 async def lane_jobs(redis: Redis, *, live: bool = False) -> list[tuple[str, Any]]:

@@ -27,7 +27,6 @@ from typing import Annotated, Any, ClassVar, TypeVar, cast
 
 import msgspec
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from . import keys
 from .keys import Fields, Rows
@@ -81,15 +80,6 @@ def decode(kind: type[E], fields: Fields) -> E:
 def now_ms() -> int:
     """This host's clock in ms since the epoch (Redis stamps the cast log's ``ts`` itself)."""
     return int(time.time() * 1000)
-
-
-async def ensure_group(redis: Redis, stream: str, group: str) -> None:
-    """Create ``group`` at the start of ``stream`` (and the stream) unless it exists."""
-    try:
-        await redis.xgroup_create(stream, group, id="0", mkstream=True)
-    except ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
 
 
 # ---- jobs, jobs/live ---------------------------------------------------------------------------
@@ -219,25 +209,6 @@ async def announce_done(redis: Redis, done: Done) -> None:
 async def read_done(redis: Redis) -> list[Done]:
     """Every well-formed receipt, oldest first (tests, benchmarks)."""
     return _decoded(Done, cast(Rows, await redis.xrange(keys.PROGRESS_DONE)))
-
-
-async def take_done(
-    redis: Redis, group: str, consumer: str, *, start: str = ">", count: int, block_ms: int | None = None
-) -> list[tuple[bytes, Done | None]]:
-    """Receipts read as ``consumer`` of ``group``: from ``start`` ("0": our pending ones, ">": new
-    ones, waiting up to ``block_ms``); None for one that is malformed (acknowledge and skip it)."""
-    reply: Any = await redis.xreadgroup(group, consumer, {keys.PROGRESS_DONE: start}, count=count, block=block_ms)
-    # A pending entry deleted from the stream comes back without fields.
-    return [(i, _or_none(Done, f) if f else None) for _stream, rows in reply or () for i, f in rows]
-
-
-async def claim_done(
-    redis: Redis, group: str, consumer: str, min_idle_ms: int, count: int
-) -> list[tuple[bytes, Done | None]]:
-    """Receipts pending longer than ``min_idle_ms`` with another consumer (a gone one), taken over."""
-    reply: Any = await redis.xautoclaim(keys.PROGRESS_DONE, group, consumer, min_idle_ms, count=count)
-    rows = reply[1] if reply else []
-    return [(entry_id, _or_none(Done, fields)) for entry_id, fields in rows if fields]
 
 
 # ---- synth/voices ----------------------------------------------------------------------------

@@ -16,18 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import BlobStore, BlobStoreError, digest
-from castlog import (
-    PROGRESS_DONE,
-    Done,
-    LogReader,
-    archive,
-    cast_id_of,
-    claim_done,
-    ensure_group,
-    keys,
-    read_trash,
-    take_done,
-)
+from castlog import PROGRESS_DONE, Consumer, Done, LogReader, Malformed, archive, cast_id_of, keys, read_trash, streams
 
 from .config import ArchiverConfig
 from .metrics import SynthMetrics
@@ -58,13 +47,14 @@ class Archiver:
     def __init__(self, redis: Redis, blobs: BlobStore, cfg: ArchiverConfig, consumer: str,
                  metrics: SynthMetrics | None = None, *, poll_s: float) -> None:
         self.metrics = metrics or SynthMetrics()
-        self.redis, self.blobs, self.cfg, self.consumer = redis, blobs, cfg, consumer
+        self.redis, self.blobs, self.cfg = redis, blobs, cfg
         self.poll_s = poll_s  # SYNTH_POLL_S: the longest blocking read of receipts
         self.reader = LogReader(redis)  # the raw rows it packs and the last entries it sweeps
+        self.receipts = Consumer(redis, GROUP, consumer, PROGRESS_DONE, lease_ms=CLAIM_IDLE_MS)
         self._next_scan = 0.0
 
     async def run(self) -> None:
-        await self._ensure_group()
+        await self.receipts.create()
         while True:
             try:
                 await self.round()
@@ -79,27 +69,12 @@ class Archiver:
         if time.monotonic() >= self._next_scan:
             await self.scan()
             self._next_scan = time.monotonic() + self.cfg.scan_interval_s
-        for entry_id, cast_id in await self._receipts():
-            outcome = await self.archive_cast(cast_id)
+        for receipt in await self.receipts.take(READ_COUNT, int(self.poll_s * 1000)):
+            outcome = await self.archive_cast(_cast_id(receipt.fields))
             if outcome == "later":
                 await asyncio.sleep(self.cfg.delay_s / 4)
                 return  # receipts come in eos order: the rest are not due either
-            await self.redis.xack(PROGRESS_DONE, GROUP, entry_id)
-
-    async def _ensure_group(self) -> None:
-        await ensure_group(self.redis, PROGRESS_DONE, GROUP)
-
-    async def _receipts(self) -> list[tuple[bytes, str]]:
-        """Our pending receipts first (after a restart), those a gone archiver left pending, then
-        new ones (waiting up to poll_s). A malformed receipt names no cast ("": acknowledged)."""
-        claimed = await claim_done(self.redis, GROUP, self.consumer, CLAIM_IDLE_MS, READ_COUNT)
-        if claimed:
-            return _cast_ids(claimed)
-        for start, block in (("0", None), (">", int(self.poll_s * 1000))):
-            found = await take_done(self.redis, GROUP, self.consumer, start=start, count=READ_COUNT, block_ms=block)
-            if found:
-                return _cast_ids(found)
-        return []
+            await self.receipts.ack([receipt])
 
     async def archive_cast(self, cast_id: str) -> Outcome:
         """Archive one finished cast: pack, put, verify, then rewrite its log (idempotent)."""
@@ -177,5 +152,9 @@ class Archiver:
         return int(seconds) * 1000 + int(micros) // 1000
 
 
-def _cast_ids(receipts: list[tuple[bytes, Done | None]]) -> list[tuple[bytes, str]]:
-    return [(entry_id, done.id if done is not None else "") for entry_id, done in receipts]
+def _cast_id(fields: keys.Fields) -> str:
+    """The cast a receipt names; "" for a malformed one (no cast: "gone", acknowledged)."""
+    try:
+        return streams.decode(Done, fields).id
+    except Malformed:
+        return ""

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # XAUTOCLAIM calls per take-over round; each scans 10 pending entries per free slot.
 MAX_CLAIM_SCANS = 20
+# Entries fetched per round trip when re-reading one's own pending list at start-up.
+PENDING_PAGE = 100
 
 
 @dataclass(frozen=True)
@@ -53,19 +55,19 @@ class Inbox:
         fair_window: int = FAIR_WINDOW,
     ) -> None:
         self.redis, self.consumer, self.stream = redis, consumer, stream
+        self.group = castlog.Consumer(redis, castlog.GROUP, consumer, stream, lease_ms=lease_ms)
         self.fair_window = fair_window
         self._waiting = Turns()  # new entries read ahead, by client
         self.lease_ms, self.claim_every_s, self.poll_s = lease_ms, claim_every_s, poll_s
         self._clock = clock
-        self._backlog: list[jobs.StreamEntry] = []
+        self._backlog: list[castlog.StreamEntry] = []
         self._retrying: dict[str, float] = {}  # entry id -> clock time the retry is due
         self._last_claim = -float("inf")
-        self._claim_from = "0-0"  # where the next XAUTOCLAIM scan of the pending list goes on
 
     async def open(self) -> None:
         """Create the group if needed and pick up what this consumer left pending."""
-        await jobs.ensure_group(self.redis, self.stream)
-        self._backlog = await jobs.read_own_pending(self.redis, self.consumer, self.stream)
+        await self.group.create()
+        self._backlog = await self.group.own(PENDING_PAGE, every=True)
         if self._backlog:
             log.info("resuming %d job(s) pending for consumer %s", len(self._backlog), self.consumer)
 
@@ -75,25 +77,23 @@ class Inbox:
 
     def held(self) -> list[str]:
         """Entries this consumer holds without working on them yet (their leases need refreshing)."""
-        return list(self._retrying) + [entry_id for entry_id, _ in self._backlog] + self._waiting.entry_ids()
+        return list(self._retrying) + [e.id for e in self._backlog] + self._waiting.entry_ids()
 
     def waiting(self) -> list[str]:
         """The cast ids of the new jobs read ahead, in the order they will be admitted (the queue
         clerk's line starts with them)."""
-        return [fields.get(b"id", b"").decode(errors="replace") for _, fields in self._waiting.order()]
+        return [e.fields.get(b"id", b"").decode(errors="replace") for e in self._waiting.order()]
 
     def forget(self, entry_id: str) -> None:
         """The entry is no longer ours (taken over or acknowledged elsewhere)."""
         self._retrying.pop(entry_id, None)
-        self._backlog = [(i, f) for i, f in self._backlog if i != entry_id]
+        self._backlog = [e for e in self._backlog if e.id != entry_id]
         self._waiting.remove(entry_id)
 
     async def take(self, room: int, active: Container[str]) -> list[Delivery]:
         """Up to ``room`` deliveries; waits at most ``poll_s`` (less when a retry is due sooner)."""
-        out: list[Delivery] = []
-        while self._backlog and len(out) < room:
-            entry_id, fields = self._backlog.pop(0)
-            out.append(Delivery(entry_id, fields, None))
+        out = [Delivery(e.id, e.fields, None) for e in self._backlog[:room]]
+        del self._backlog[:room]
         now = self._clock()
         due = [i for i, at in self._retrying.items() if at <= now][: room - len(out)]
         owners = await jobs.pending(self.redis, due, self.stream)
@@ -102,16 +102,16 @@ class Inbox:
             if entry_id in owners and owners[entry_id].consumer == self.consumer:  # still ours
                 claimed = await jobs.claim(self.redis, self.consumer, entry_id, self.stream)  # counts a delivery
                 if claimed is not None:
-                    out.append(Delivery(entry_id, claimed[1], None))
+                    out.append(Delivery(entry_id, claimed.fields, None))
         if len(out) < room:
             out += await self.take_begun(room - len(out), active)
         if not out:
             ahead = self.fair_window - len(self._waiting)
             if ahead > 0:  # wait for a new entry only when none is waiting
                 block_ms = None if self._waiting else max(1, int(1000 * min(self.poll_s, self._until_next_retry())))
-                for entry in await jobs.read_new(self.redis, self.consumer, ahead, block_ms, self.stream):
+                for entry in await self.group.new(ahead, block_ms):
                     self._waiting.add(entry)
-            out = [Delivery(i, f, 1) for i, f in self._waiting.take(room)]
+            out = [Delivery(e.id, e.fields, 1) for e in self._waiting.take(room)]
         return out
 
     async def take_begun(self, room: int, active: Container[str]) -> list[Delivery]:
@@ -119,32 +119,21 @@ class Inbox:
         XPENDING) and, every ``claim_every_s``, those whose lease expired."""
         if room <= 0:
             return []
-        out = [Delivery(i, f, None) for i, f in await jobs.handed_back(self.redis, self.consumer, room, self.stream)]
+        back = await jobs.handed_back(self.redis, self.consumer, room, self.stream)
+        out = [Delivery(e.id, e.fields, None) for e in back]
         for delivery in out:
             log.info("took over job %s, handed back by a stopping worker", delivery.entry_id)
         now = self._clock()
         if len(out) < room and now - self._last_claim >= self.claim_every_s:
             self._last_claim = now
-            out += await self._take_over(room - len(out), active)
+            # a dead worker's entries; our own active ones, idle for a lease, are a stalled loop's
+            taken = await self.group.claim(room - len(out), scans=MAX_CLAIM_SCANS, skip=active)
+            for entry in taken:
+                log.info("took over job %s after its lease expired", entry.id)
+            out += [Delivery(e.id, e.fields, None) for e in taken]
             gone = await jobs.remove_gone_consumers(self.redis, self.lease_ms, self.consumer, self.stream)
             if gone:
                 log.info("removed consumers that are gone and hold nothing: %s", ", ".join(gone))
-        return out
-
-    async def _take_over(self, room: int, active: Container[str]) -> list[Delivery]:
-        """Up to ``room`` entries of dead workers, scanning on through the pending list (each
-        XAUTOCLAIM looks at only ``10 * room`` entries) until its end or ``MAX_CLAIM_SCANS``."""
-        out: list[Delivery] = []
-        for _ in range(MAX_CLAIM_SCANS):
-            self._claim_from, claimed = await jobs.autoclaim(
-                self.redis, self.consumer, self.lease_ms, room - len(out), self._claim_from, self.stream
-            )
-            for entry_id, fields in claimed:
-                if entry_id not in active:  # our own active job, idle for a lease: a stalled loop
-                    log.info("took over job %s after its lease expired", entry_id)
-                    out.append(Delivery(entry_id, fields, None))
-            if len(out) >= room or self._claim_from == "0-0":
-                break
         return out
 
     def _until_next_retry(self) -> float:
@@ -157,21 +146,21 @@ class Turns:
     """Entries waiting by client, handed out round robin: each client's oldest in its turn."""
 
     def __init__(self) -> None:
-        self._queues: dict[bytes, deque[jobs.StreamEntry]] = {}
+        self._queues: dict[bytes, deque[castlog.StreamEntry]] = {}
         self._turns: deque[bytes] = deque()  # clients with entries, whose turn comes first first
 
     def __len__(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
-    def add(self, entry: jobs.StreamEntry) -> None:
-        client = entry[1].get(b"client", b"")
+    def add(self, entry: castlog.StreamEntry) -> None:
+        client = entry.fields.get(b"client", b"")
         if client not in self._queues:
             self._queues[client] = deque()
             self._turns.append(client)
         self._queues[client].append(entry)
 
-    def take(self, count: int) -> list[jobs.StreamEntry]:
-        out: list[jobs.StreamEntry] = []
+    def take(self, count: int) -> list[castlog.StreamEntry]:
+        out: list[castlog.StreamEntry] = []
         while self._turns and len(out) < count:
             client = self._turns.popleft()
             queue = self._queues[client]
@@ -183,9 +172,9 @@ class Turns:
         return out
 
     def entry_ids(self) -> list[str]:
-        return [entry_id for q in self._queues.values() for entry_id, _ in q]
+        return [e.id for q in self._queues.values() for e in q]
 
-    def order(self) -> list[jobs.StreamEntry]:
+    def order(self) -> list[castlog.StreamEntry]:
         """Every waiting entry in the order :meth:`take` hands them out: round ``r`` is each
         client's ``r``-th, the clients in turn."""
         queues = [self._queues[client] for client in self._turns]
@@ -194,7 +183,7 @@ class Turns:
 
     def remove(self, entry_id: str) -> None:
         for client, queue in list(self._queues.items()):
-            kept = deque(e for e in queue if e[0] != entry_id)
+            kept = deque(e for e in queue if e.id != entry_id)
             if len(kept) < len(queue):
                 if kept:
                     self._queues[client] = kept

@@ -2,8 +2,10 @@
 
 The entries themselves (:class:`castlog.Job`, the dead letters, the receipts) are typed in castlog.
 
-Thin, stateless wrappers over the stream commands, one job each, so that the worker reads as
-policy. Facts of Redis they rely on (checked against redis-server 7.0):
+Its reads (own pending entries, take-overs after the lease, new ones) are castlog's consumer
+shape (:class:`castlog.Consumer`, driven by inbox.py); here is what only jobs need: retries,
+lease refreshes, hand-backs, tallies, an XACK that drops the tally too. Thin, stateless wrappers,
+one job each, so that the worker reads as policy. Facts of Redis they rely on (redis-server 7.0):
 
 - the delivery count rises on ``XREADGROUP >``, on re-reading one's own pending entries
   (``XREADGROUP`` with id 0), on ``XCLAIM`` and on ``XAUTOCLAIM``; it is the attempt count;
@@ -26,16 +28,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 import castlog
+from castlog.groups import entries
 
 from .cast import Assignment
 
 log = logging.getLogger(__name__)
 
 Fields = dict[bytes, bytes]
-StreamEntry = tuple[str, Fields]  # (entry id, fields)
-
-# Entries fetched per round trip when re-reading one's own pending list at start-up.
-PENDING_PAGE = 100
 # Entries counted when XINFO cannot tell the group's lag (the count is capped there).
 LAG_SCAN_LIMIT = 10_000
 # A tally outlives its job by at most this (it is deleted with the XACK; this bounds a leak when
@@ -56,16 +55,6 @@ def as_str(value: bytes | str) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
-def _entries(rows: Any) -> list[StreamEntry]:
-    """Stream rows as (str id, fields), without the holes that deleted entries leave."""
-    return [(as_str(i), f) for i, f in rows or () if i is not None and f is not None]
-
-
-def _streams(reply: Any) -> list[StreamEntry]:
-    """The rows of an XREAD(GROUP) reply over one stream."""
-    return [row for _stream, rows in reply or () for row in _entries(rows)]
-
-
 def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Assignment | None:
     """The job of one ``jobs`` entry, or None when it is not a well-formed job."""
     try:
@@ -75,56 +64,10 @@ def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = cast
     return Assignment(entry_id, entry.id, entry.enqueued_at, max(1, deliveries), stream)
 
 
-async def read_own_pending(redis: Redis, consumer: str, stream: str = castlog.JOBS) -> list[StreamEntry]:
-    """Every entry already delivered to ``consumer`` and not acknowledged (a restart's backlog)."""
-    out: list[StreamEntry] = []
-    after = "0"
-    while True:
-        reply: Any = await redis.xreadgroup(
-            castlog.GROUP, consumer, {stream: after}, count=PENDING_PAGE
-        )
-        rows = [row for _stream, page in reply or () for row in page]
-        out.extend(_entries(rows))
-        if len(rows) < PENDING_PAGE:
-            return out
-        after = as_str(rows[-1][0])
-
-
-async def read_new(
-    redis: Redis, consumer: str, count: int, block_ms: int | None, stream: str = castlog.JOBS
-) -> list[StreamEntry]:
-    """Up to ``count`` never-delivered entries, waiting at most ``block_ms`` for one (None: not at all)."""
-    reply: Any = await redis.xreadgroup(
-        castlog.GROUP, consumer, {stream: ">"}, count=count, block=block_ms
-    )
-    return _streams(reply)
-
-
-async def autoclaim(
-    redis: Redis, consumer: str, min_idle_ms: int, count: int, start_id: str = "0-0", stream: str = castlog.JOBS
-) -> tuple[str, list[StreamEntry]]:
-    """Take over up to ``count`` entries whose lease expired (idle > ``min_idle_ms``), scanning
-    the pending list from ``start_id``; returns where the next scan goes on ("0-0": the end was
-    reached) and the entries taken.
-
-    Redis scans at most ``10 * count`` pending entries per call: a scan that always began at
-    "0-0" would never reach a dead worker's entries behind that many live ones.
-    Entries deleted from the stream while pending are acknowledged: nothing can run them.
-    """
-    reply: Any = await redis.xautoclaim(
-        stream, castlog.GROUP, consumer, min_idle_ms, start_id=start_id, count=count
-    )
-    claimed = _entries(reply[1])
-    deleted = reply[2] if len(reply) > 2 else []
-    if deleted:
-        await redis.xack(stream, castlog.GROUP, *deleted)
-    return as_str(reply[0]), claimed
-
-
-async def claim(redis: Redis, consumer: str, entry_id: str, stream: str = castlog.JOBS) -> StreamEntry | None:
+async def claim(redis: Redis, consumer: str, entry_id: str, stream: str = castlog.JOBS) -> castlog.StreamEntry | None:
     """Deliver our own pending entry again (a retry): counts one more delivery."""
     rows: Any = await redis.xclaim(stream, castlog.GROUP, consumer, 0, [entry_id])
-    return next(iter(_entries(rows)), None)
+    return next(iter(entries(stream, rows)), None)
 
 
 @dataclass(frozen=True)
@@ -248,7 +191,7 @@ async def hand_back(redis: Redis, consumer: str, entry_ids: list[str], stream: s
     return int(await script(keys=[stream], args=args))
 
 
-async def handed_back(redis: Redis, consumer: str, count: int, stream: str = castlog.JOBS) -> list[StreamEntry]:
+async def handed_back(redis: Redis, consumer: str, count: int, stream: str = castlog.JOBS) -> list[castlog.StreamEntry]:
     """Claim up to ``count`` handed-back jobs. Each is claimed only while still idle, so two
     workers racing for one never both get it."""
     rows: Any = await redis.xpending_range(
@@ -258,7 +201,7 @@ async def handed_back(redis: Redis, consumer: str, count: int, stream: str = cas
     if not ids:
         return []
     claimed: Any = await redis.xclaim(stream, castlog.GROUP, consumer, HANDED_BACK_IDLE_MS // 2, list[Any](ids))
-    return _entries(claimed)
+    return entries(stream, claimed)
 
 
 async def remove_gone_consumers(redis: Redis, idle_ms: int, keep: str, stream: str = castlog.JOBS) -> list[str]:

@@ -42,6 +42,6 @@ def without_p(rows: list[Any]) -> list[Any]:
     return [(i, {k: v for k, v in f.items() if k != b"p"}) for i, f in rows]
 
 
-def archiver(redis: Redis, blobs: BlobStore, **cfg: Any) -> Archiver:
+def archiver(redis: Redis, blobs: BlobStore, consumer: str = "test-archiver", **cfg: Any) -> Archiver:
     settings = {"delay_s": 0.0, **cfg}
-    return Archiver(redis, blobs, ArchiverConfig(**settings), consumer="test-archiver", poll_s=0.2)
+    return Archiver(redis, blobs, ArchiverConfig(**settings), consumer=consumer, poll_s=0.2)

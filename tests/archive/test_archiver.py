@@ -185,8 +185,8 @@ async def test_receipts_drive_archiving_and_a_restart_resumes_its_pending(
     for cast in (first, second):
         await announce_done(redis, Done(id=cast.id))
     crashed = archiver(redis, blob_store)
-    await crashed._ensure_group()
-    assert len(await crashed._receipts()) == 2  # taken, then the process dies before archiving
+    await crashed.receipts.create()
+    assert len(await crashed.receipts.take(10)) == 2  # taken, then the process dies before archiving
     assert await pending(redis) == 2
     restarted = archiver(redis, blob_store)  # same consumer name: re-reads its pending first
     await restarted.round()
@@ -200,10 +200,9 @@ async def test_receipts_left_by_a_gone_archiver_are_taken_over(
 ) -> None:
     cast = await finished(store)
     await announce_done(redis, Done(id=cast.id))
-    gone = archiver(redis, blob_store)
-    gone.consumer = "synth-old-pid"
-    await gone._ensure_group()
-    assert len(await gone._receipts()) == 1  # then that process died
+    gone = archiver(redis, blob_store, consumer="synth-old-pid")
+    await gone.receipts.create()
+    assert len(await gone.receipts.take(10)) == 1  # then that process died
     from synth import archiver as module
 
     monkeypatch.setattr(module, "CLAIM_IDLE_MS", 0)
@@ -215,7 +214,7 @@ async def test_a_receipt_not_yet_due_stays_pending(redis: Redis, store: CastStor
     cast = await finished(store)
     await announce_done(redis, Done(id=cast.id))
     worker = archiver(redis, blob_store, delay_s=0.4)
-    await worker._ensure_group()
+    await worker.receipts.create()
     await worker.round()
     assert await pending(redis) == 1 and await redis.xlen(cast_key(cast.id)) > 1
     await asyncio.sleep(0.4)

@@ -35,7 +35,6 @@ from castlog import (
     dead_letter,
     decode_job,
     enqueue,
-    ensure_group,
     lane_jobs_of,
     lane_live_jobs_of,
     publish_voices,
@@ -45,7 +44,6 @@ from castlog import (
     read_recipe,
     read_trash,
     read_voices,
-    take_done,
     write_hash,
 )
 from castlog.streams import decode, encode
@@ -130,17 +128,6 @@ async def test_receipt_round_trips_and_keeps_its_field_names(redis: Redis) -> No
         "first_audio_ms": "310", "finished_at": "99",
     }
     assert await read_done(redis) == [done]
-
-
-async def test_the_archivers_group_reads_receipts_and_flags_a_malformed_one(redis: Redis) -> None:
-    await ensure_group(redis, PROGRESS_DONE, "archiver")
-    await ensure_group(redis, PROGRESS_DONE, "archiver")  # exists: no error
-    await announce_done(redis, Done(id=CAST))
-    await redis.xadd(PROGRESS_DONE, {"id": "not a cast"})
-    got = await take_done(redis, "archiver", "a-1", count=10)
-    assert [done for _, done in got] == [Done(id=CAST), None]
-    again = await take_done(redis, "archiver", "a-1", start="0", count=10)  # still pending: ours
-    assert [entry_id for entry_id, _ in again] == [entry_id for entry_id, _ in got]
 
 
 async def test_voices_are_published_as_json_and_read_back(redis: Redis) -> None:

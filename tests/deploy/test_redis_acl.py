@@ -332,11 +332,13 @@ async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, ad
     try:
         await castlog.publish_voices(synth, castlog.VoiceList(voices=("af_heart",), backend="onnx"), maxlen=100)
         await castlog.dead_letter(synth, CAST, 3, "model crashed", "worker-1")
-        await castlog.ensure_group(synth, "progress/done", "archiver")
+        receipts = castlog.Consumer(synth, "archiver", "a-1", "progress/done", lease_ms=0)
+        await receipts.create()
         await castlog.announce_done(synth, castlog.Done(id=CAST, attempts=1))
-        taken = await castlog.take_done(synth, "archiver", "a-1", count=10)
-        assert [done for _, done in taken] == [castlog.Done(id=CAST, attempts=1)]
-        assert await castlog.claim_done(synth, "archiver", "a-2", 0, 10)
+        (taken,) = await receipts.take(10)
+        assert castlog.streams.decode(castlog.Done, taken.fields) == castlog.Done(id=CAST, attempts=1)
+        assert await castlog.Consumer(synth, "archiver", "a-2", "progress/done", lease_ms=0).claim(10)
+        await receipts.ack([taken])
         assert [trash for _, trash in await castlog.read_trash(synth, 10)] == [castlog.Trash(key="casts/x.bin")]
         offer = await castlog.read_voices(intake, 10)
         assert offer is not None and offer.voices == ("af_heart",)

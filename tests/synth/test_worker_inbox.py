@@ -16,7 +16,8 @@ LEASE_MS = 300
 
 async def _deliver(redis: Redis, consumer: str, count: int) -> list[str]:
     """Deliver the next ``count`` new jobs to ``consumer``; their entry ids."""
-    return [entry_id for entry_id, _ in await jobs.read_new(redis, consumer, count, block_ms=1)]
+    reader = castlog.Consumer(redis, castlog.GROUP, consumer, castlog.JOBS, lease_ms=LEASE_MS)
+    return [entry.id for entry in await reader.new(count, block_ms=1)]
 
 
 @pytest.mark.rule("pending-taken-over")
@@ -69,7 +70,7 @@ async def test_a_waiting_job_taken_over_elsewhere_is_forgotten(redis: Redis) -> 
 def test_the_published_line_is_the_order_of_admission() -> None:
     turns = Turns()
     for n, client in enumerate(["a", "a", "a", "b", "c", "c"]):
-        turns.add((f"{n}-0", {b"id": f"cast{n}".encode(), b"client": client.encode()}))
-    order = [entry_id for entry_id, _ in turns.order()]
+        turns.add(castlog.StreamEntry(f"{n}-0", {b"id": f"cast{n}".encode(), b"client": client.encode()}, castlog.JOBS))
+    order = [entry.id for entry in turns.order()]
     assert order == ["0-0", "3-0", "4-0", "1-0", "5-0", "2-0"]
-    assert [entry_id for entry_id, _ in turns.take(6)] == order
+    assert [entry.id for entry in turns.take(6)] == order
