@@ -52,6 +52,9 @@ class SynthConfig(Settings):
                              "SYNTH_MAX_ACTIVE of them (it was twice SYNTH_CONCURRENCY; now 6 unless set)",
         "SYNTH_LEAD_THRESHOLD_S": "whole-text casts are admitted within the model's measured capacity "
                                   "(SYNTH_ADMIT_HEADROOM sets its margin)",
+        # #37: the first chunk is always a phrase, and later ones follow the measured speed.
+        "SYNTH_FIRST_AUDIO_TARGET_S": "the first chunk is always a phrase or clause, and each later one is "
+                                      "sized by the model's measured speed",
     }
     redis_url: str = REDIS_URL.field()
     admin_token: str | None = ADMIN_TOKEN.field()  # intake's: a delete request is carried out only with its proof

@@ -55,7 +55,8 @@ def test_bad_values_are_refused_naming_the_variable(name: str, value: str) -> No
 @pytest.mark.parametrize(
     ("name", "value", "instead"),
     [("SYNTH_ADMISSION", "even", "measured capacity"), ("SYNTH_ADMISSION", "capacity", "measured capacity"),
-     ("SYNTH_CONCURRENCY", "3", "SYNTH_MAX_ACTIVE"), ("SYNTH_LEAD_THRESHOLD_S", "15", "SYNTH_ADMIT_HEADROOM")],
+     ("SYNTH_CONCURRENCY", "3", "SYNTH_MAX_ACTIVE"), ("SYNTH_LEAD_THRESHOLD_S", "15", "SYNTH_ADMIT_HEADROOM"),
+     ("SYNTH_FIRST_AUDIO_TARGET_S", "0.5", "measured speed")],
 )
 def test_a_removed_setting_still_set_refuses_to_start_naming_it_and_what_replaced_it(
     name: str, value: str, instead: str
