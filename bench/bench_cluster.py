@@ -102,7 +102,7 @@ async def node_stat(nodes: list[Redis], section: str, pick: Any) -> int:
 # XREVRANGE is left out: the append script calls it (a script's inner calls count in commandstats);
 # so is XADD, which the append script calls once per record: the wake streams' XADDs are the XADDs
 # beyond the records appended (wake_xadds).
-READER_COMMANDS = ("xread", "xrange", "evalsha_ro", "eval_ro", "client|unblock", "client|id", "pexpire")
+READER_COMMANDS = ("xread", "xrange", "evalsha_ro", "eval_ro", "pexpire")
 JOIN_WAIT_S = 120.0  # every listener read its backlog and joined the tail before the count
 
 

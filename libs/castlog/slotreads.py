@@ -8,9 +8,9 @@ the slot, with the tail connection's settings (credentials, client name, a socke
 the block). A read stays blocked across the tail's passes while its slot's casts and cursors are
 unchanged, so a record in one slot re-issues that slot's read only: the commands per record are
 those of a single Redis. A slot whose streams changed (a cast joined or left) has its read ended
-by CLIENT UNBLOCK on its node, or given a ``wake`` name by an XADD to the slot's own wake stream
-(``blocking.py``; its key carries a hash tag of that slot), the connection staying; its reply is
-dropped: XREAD takes nothing, so the new read returns the same rows.
+by an XADD to the slot's own wake stream (``blocking.py``; its key carries a hash tag of that
+slot, so the XADD goes to the read's node), the connection staying; its reply is dropped: XREAD
+takes nothing, so the new read returns the same rows.
 
 The connections are bounded by the slots with watched casts: the lane count (64) once the cast
 keys carry lanes; until then one per watched cast at most (itself bounded by each service's
@@ -36,7 +36,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from .blocking import BlockingRead, WakeStream, unblock, wake_key
+from .blocking import BlockingRead, WakeStream, wake_key
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,10 @@ log = logging.getLogger(__name__)
 CONN_SETTINGS = ("username", "password", "client_name", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
 
 
-def choose_reads(conn: Redis | RedisCluster, redis: Redis, wake: str | None = None) -> BlockingRead | SlotReads:
+def choose_reads(conn: Redis | RedisCluster, redis: Redis, wake: str) -> BlockingRead | SlotReads:
     """The blocked reads of a shared tail on ``redis`` (its pool): ONE XREAD on ``conn`` on a
     single Redis, one per hash slot (``conn`` lending its settings: the cluster client itself
-    will do) on a cluster; woken by CLIENT UNBLOCK, or given a ``wake`` name, by wake streams of
-    their own."""
+    will do) on a cluster; woken by wake streams of their own, under ``tail/wake/<wake>/``."""
     if isinstance(redis, RedisCluster):
         return SlotReads(conn, redis, wake)
     return BlockingRead(cast(Redis, conn), redis, wake)
@@ -62,12 +61,12 @@ def slot_tag(slot: int) -> str:
 
 class SlotRead:
     """One slot's dedicated connection, the read in flight on it (None: none) and the slot's
-    wake stream (None: woken by CLIENT UNBLOCK, of ``client_id``; 0 with a wake stream)."""
+    wake stream."""
 
-    __slots__ = ("conn", "host", "port", "client_id", "streams", "read", "wake")
+    __slots__ = ("conn", "streams", "read", "wake")
 
-    def __init__(self, conn: Redis, host: str, port: int, client_id: int, wake: WakeStream | None) -> None:
-        self.conn, self.host, self.port, self.client_id, self.wake = conn, host, port, client_id, wake
+    def __init__(self, conn: Redis, wake: WakeStream) -> None:
+        self.conn, self.wake = conn, wake
         self.streams: dict[Any, Any] = {}
         self.read: asyncio.Future[Any] | None = None
 
@@ -76,7 +75,7 @@ class SlotReads:
     """XREADs over any keys of a cluster (``redis``), one per slot; ``conn`` (never used itself)
     lends its connection settings to each slot's connection (a cluster client: its nodes')."""
 
-    def __init__(self, conn: Redis | RedisCluster, redis: Redis, wake: str | None = None) -> None:
+    def __init__(self, conn: Redis | RedisCluster, redis: Redis, wake: str) -> None:
         self.cluster = cast(RedisCluster, redis)
         self.wake = wake
         lender = conn.get_default_node() if isinstance(conn, RedisCluster) else conn.connection_pool
@@ -132,8 +131,7 @@ class SlotReads:
         if state is None:
             state = self.slots[slot] = await self._connect(slot, next(iter(group)))
         state.streams = group
-        asked = state.wake.add_to(group) if state.wake is not None else group
-        state.read = asyncio.ensure_future(state.conn.xread(asked, count=count, block=block_ms))
+        state.read = asyncio.ensure_future(state.conn.xread(state.wake.add_to(group), count=count, block=block_ms))
 
     async def _connect(self, slot: int, key: Any) -> SlotRead:
         node = self.cluster.get_node_from_key(key)
@@ -143,20 +141,10 @@ class SlotReads:
             connection_class=self.conn_class, host=node.host, port=int(node.port), retry=Retry(NoBackoff(), 0),
             **self.settings,
         )
-        conn = Redis(connection_pool=pool, single_connection_client=True)
-        wake = self._wake_stream(slot)
-        if wake is not None:  # woken by its wake stream: no CLIENT ID to learn (the read connects)
-            return SlotRead(conn, node.host, int(node.port), 0, wake)
-        try:
-            client_id = int(await conn.client_id())
-        except BaseException:
-            await conn.aclose(close_connection_pool=True)
-            raise
-        return SlotRead(conn, node.host, int(node.port), client_id, None)
+        # the read itself connects: nothing is asked of the node before it
+        return SlotRead(Redis(connection_pool=pool, single_connection_client=True), self._wake_stream(slot))
 
-    def _wake_stream(self, slot: int) -> WakeStream | None:
-        if not self.wake:
-            return None
+    def _wake_stream(self, slot: int) -> WakeStream:
         stream = self.wakes.get(slot)
         if stream is None:
             stream = self.wakes[slot] = WakeStream(wake_key(self.wake, slot_tag(slot)))
@@ -169,27 +157,24 @@ class SlotReads:
         read, state.read = state.read, None
         if read is None:
             return
-        if not read.done() and not await self._wake(state, read):
+        if not read.done() and not await self._ring(state):
             await self._drop([slot], read)
             return
         await asyncio.gather(read, return_exceptions=True)
         if read.exception() is not None:
             await self._drop([slot])
-        elif state.wake is not None:
+        else:
             state.wake.take(read.result())  # the wake-up seen: the next read waits past it
 
-    async def _wake(self, state: SlotRead, read: asyncio.Future[Any]) -> bool:
-        """End ``read`` (on ``state``'s connection) without dropping the connection; False when
+    async def _ring(self, state: SlotRead) -> bool:
+        """End the read on ``state``'s connection without dropping the connection; False when
         that failed."""
-        if state.wake is not None:
-            try:
-                await state.wake.ring(self.cluster)  # routed by its key: the slot's node
-            except (RedisError, OSError) as exc:
-                log.warning("waking a slot's read failed (%s); its connection is dropped", exc)
-                return False
-            return True
-        node = self.cluster.get_node(state.host, state.port)
-        return node is not None and await unblock(self.cluster, state.client_id, read, target_nodes=node)
+        try:
+            await state.wake.ring(self.cluster)  # routed by its key: the slot's node
+        except (RedisError, OSError) as exc:
+            log.warning("waking a slot's read failed (%s); its connection is dropped", exc)
+            return False
+        return True
 
     async def _drop(self, slots: Iterable[int], *reads: asyncio.Future[Any]) -> None:
         """Close these slots' connections (a read in flight on one is cancelled: that drops it)."""
@@ -218,9 +203,7 @@ class SlotReads:
             if exc is not None:
                 failed.append((slot, exc))
                 continue
-            reply = read.result()
-            rows = state.wake.take(reply) if state.wake is not None else list(
-                reply.items() if isinstance(reply, dict) else reply or ())
+            rows = state.wake.take(read.result())
             if not rows:
                 self.timed_out += state.streams
             got += rows

@@ -16,12 +16,12 @@ The same read follows streams that are not casts for readers that only wait for 
 id (``waiters.py``: Durable Streams' long polls and SSE, :attr:`Tail.waiters`): one blocked read
 per process whatever it follows.
 
-A join wakes the blocked XREAD with CLIENT UNBLOCK (``blocking.py``), or, given a ``wake`` name,
-with an XADD to a wake stream of its own that the read includes (edge's: its Redis user has no
-CLIENT UNBLOCK), so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is a cluster client) the one
-read becomes one per hash slot with watched casts (``slotreads.py``: per lane, never per listener
-or per cast), woken on their own nodes, and the checks below run through the cluster client. Its counts go to a :class:`TailMetrics` (each service
-names its own metrics).
+A join wakes the blocked XREAD with an XADD to a wake stream of its own that the read includes
+(``blocking.py``: ``tail/wake/<wake>/*``, the service's name; no Redis user holds CLIENT UNBLOCK),
+so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is
+a cluster client) the one read becomes one per hash slot with watched casts (``slotreads.py``: per
+lane, never per listener or per cast), woken on their own nodes, and the checks below run through
+the cluster client. Its counts go to a :class:`TailMetrics` (each service names its own metrics).
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
 XREAD after it would skip the replacing records or wait forever. Each record names its
@@ -125,14 +125,13 @@ class Tail:
     (its connection ``conn`` sits in the one blocking XREAD; ``redis`` is the shared pool)."""
 
     def __init__(
-        self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader,
+        self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader, wake: str,
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
-        wake: str | None = None,
         item_bytes: int = ITEM_CACHE_BYTES,
     ) -> None:
         self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
         self.redis = redis  # the shared pool
-        # woken by CLIENT UNBLOCK, or given a ``wake`` name (its user lacks it), by wake streams
+        # woken by its own wake streams, tail/wake/<wake>/* (the service's Redis user may add there)
         self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis, wake)
         # the cursors' checks: on one Redis the tail's own connection (idle between reads)
         self.probe = redis if isinstance(redis, RedisCluster) else conn

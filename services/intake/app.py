@@ -70,6 +70,8 @@ POOL_HEADROOM = 16
 FOLLOW_SOCKET_MARGIN_S = 10.0
 # The shared tail's connection name, so that CLIENT LIST shows which connection is intake's XREAD.
 TAIL_CLIENT_NAME = "intake-tail"
+# The tail's blocked read wakes through wake streams of its own: intake's Redis user has no CLIENT UNBLOCK.
+WAKE_NAME = "intake"
 # The probes and the scrape: a cluster calls them by the pod's address, from no page.
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # Routes that want `Authorization: Bearer <key>` when STREAMTTS_API_KEYS is set (and /v1/*).
@@ -125,7 +127,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     blobs = await open_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
-    tail = Tail(conn, redis, app[METRICS].tail, reader=reader)
+    tail = Tail(conn, redis, app[METRICS].tail, reader=reader, wake=WAKE_NAME)
     app[INTAKE] = Intake(
         cfg=cfg, metrics=app[METRICS], redis=redis, store=CastStore(redis, replicas=cfg.wait_replicas, wait_ms=cfg.wait_timeout_ms),
         live=LiveStore(redis, cfg.content_key.encode(), replicas=cfg.wait_replicas, wait_ms=cfg.wait_timeout_ms),

@@ -21,7 +21,7 @@ async def test_listener_behind_an_archived_log_reads_the_rest_from_the_archive(
     store: CastStore, redis: Redis, blob_store: BlobStore
 ) -> None:
     tail = Tail(redis, redis, EdgeMetrics().tail, block_ms=100, batch=100, queue_size=16,
-                reader=LogReader(redis, blob_store))
+                reader=LogReader(redis, blob_store), wake="test")
     cast = Cast(store, cast_id("behind"))
     await cast.submit(3)
     await cast.append(Start(attempt=1, resume_from=0, at=0), *audio_records(["a"], body_bytes=50))  # seqs 0-2

@@ -47,7 +47,7 @@ async def read_all(tail: Tail, start: int = 0) -> list[Item]:
 async def test_fifty_late_listeners_share_each_records_item(store: CastStore, redis: Redis) -> None:
     await write(store, RECORDS)
     reader = LogReader(redis, cache=RowCache(redis))
-    tail = Tail(redis, redis, counters(), reader=reader, queue_size=8)  # offset reads of 8
+    tail = Tail(redis, redis, counters(), reader=reader, wake="test", queue_size=8)  # offset reads of 8
     reads = await asyncio.gather(*(read_all(tail) for _ in range(50)))
     first = reads[0]
     assert [i.seq for i in first] == list(range(RECORDS + 3))
@@ -60,7 +60,7 @@ async def test_fifty_late_listeners_share_each_records_item(store: CastStore, re
 
 async def test_a_listener_starting_mid_log_takes_the_items_already_built(store: CastStore, redis: Redis) -> None:
     await write(store, RECORDS)
-    tail = Tail(redis, redis, counters(), reader=LogReader(redis))
+    tail = Tail(redis, redis, counters(), reader=LogReader(redis), wake="test")
     whole = await read_all(tail)
     later = await read_all(tail, start=10)
     assert later == whole[10:] and all(a is b for a, b in zip(later, whole[10:]))

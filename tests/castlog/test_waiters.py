@@ -23,7 +23,7 @@ BLOCK_MS = 30_000
 async def tail(redis: Redis, redis_url: str) -> AsyncIterator[Tail]:
     conn = Redis.from_url(redis_url, single_connection_client=True, socket_timeout=BLOCK_MS / 1000 + 10)
     tail = Tail(conn, redis, TailCounters(CollectorRegistry(), "test", ["sse"]), reader=LogReader(redis),
-                block_ms=BLOCK_MS)
+                wake="test", block_ms=BLOCK_MS)
     tail.start()
     yield tail
     await tail.stop()

@@ -24,7 +24,7 @@ async def test_waiters_on_streams_in_many_slots_are_woken_through_one_read_per_s
     redis_cluster.flushall()
     pool = await connect(redis_cluster.url)
     conn = Redis.from_url(redis_cluster.url, single_connection_client=True, socket_timeout=BLOCK_MS / 1000 + 10)
-    tail = Tail(conn, pool, EdgeMetrics().tail, reader=LogReader(pool), block_ms=BLOCK_MS)
+    tail = Tail(conn, pool, EdgeMetrics().tail, reader=LogReader(pool), wake="test", block_ms=BLOCK_MS)
     tail.start()
     try:
         paths = [f"cluster/waiters/{n}" for n in range(STREAMS)]

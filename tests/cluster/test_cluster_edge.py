@@ -202,7 +202,8 @@ async def test_a_join_ends_only_its_own_slot_s_read(
     # each read is in Redis (its node counted it and blocks on it), not only issued by the client
     await wait_until(lambda: all(node_stat_of(redis_cluster, p, "blocked_clients") == 1 for p in ports))
     reads = slot_reads(edge).slots
-    others = {slot: state.read for slot, state in reads.items() if state.port != ports[0]}
+    others = {slot: state.read for slot, state in reads.items()
+              if state.conn.connection_pool.connection_kwargs["port"] != ports[0]}  # the slot's node
     before = {p: counts(redis_cluster, p) for p in ports}
     joined = groups[0][1]  # the same slot as groups[0][0]
     listeners.append(asyncio.ensure_future(read_events(await edge.get(f"/api/casts/{joined}/events"), timeout_s=60)))
@@ -333,7 +334,7 @@ async def test_a_slot_s_block_timeout_names_only_its_own_streams(redis: Redis, r
     the slot whose read timed out, not every slot's at each slot's timeout."""
     redis_cluster.flushall()
     conn = Redis.from_url(redis_cluster.url)
-    reads = SlotReads(conn, redis)
+    reads = SlotReads(conn, redis, wake="test")
     quiet, short = "{t}a", "{u}c"
     assert key_slot(quiet.encode()) != key_slot(short.encode())
     try:

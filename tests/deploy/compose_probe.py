@@ -41,7 +41,8 @@ TOLERATED_REFUSALS = {"client|setinfo"}
 FORBIDDEN = {
     "default": ["PING", "GET catalog/x", "XADD jobs * k v"],  # off: refused before any ACL check (NOAUTH)
     "edge": ["XADD pub/casts/compose-check * k v", "XRANGE jobs - +", "CLIENT UNBLOCK 1", "FLUSHALL"],
-    "intake": ["DEL catalog/compose-check", "XRANGE deletes - +", "XADD synth/voices * k v", "CONFIG GET maxmemory"],
+    "intake": ["DEL catalog/compose-check", "XRANGE deletes - +", "XADD synth/voices * k v", "CONFIG GET maxmemory",
+               "CLIENT UNBLOCK 1"],
     "synth": ["XADD deletes * k v", "XADD jobs/lane/compose-check * k v", "CONFIG GET maxmemory", "KEYS *",
               "CLIENT UNBLOCK 1"],
 }

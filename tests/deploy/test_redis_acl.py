@@ -140,8 +140,18 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     assert intake.wait(0, 10) == 0  # INTAKE_WAIT_REPLICAS: a submit waits for its replicas
     ring = intake.register_script(lanes.RING)  # a cluster's bell (castlog.lanes.Bell)
     assert ring(keys=["jobs/bell"], args=[castlog.lane_jobs_of(CAST), 100])
-    # intake's shared tail wakes its own blocking XREAD with CLIENT UNBLOCK when a stream joins
-    assert not intake.client_unblock(intake.client_id())
+    # intake's shared tail: one blocking XREAD over the followed casts and its own wake stream (one
+    # selector), woken by an XADD there when a cast joins (no CLIENT UNBLOCK: it could end anyone's
+    # blocked read); on a cluster the wake stream's key carries its slot's hash tag
+    wake = "tail/wake/intake/0123456789abcdef"
+    assert intake.xread({castlog.cast_key(CAST): "0-0", wake: "0-0"}, count=1, block=10)
+    intake.xadd(wake, {"w": "1"}, maxlen=1)
+    assert intake.pexpire(wake, 3_600_000)
+    assert intake.xread({castlog.cast_key(CAST): "$", "tail/wake/intake/{12}/0123456789abcdef": "0-0"},
+                        block=10) == []
+    denied(lambda: intake.client_unblock(intake.client_id()))
+    denied(lambda: intake.xadd("tail/wake/edge/0123456789abcdef", {"w": "1"}))  # another service's
+    denied(lambda: intake.xread({castlog.catalog_key(CAST): "0-0"}))  # it follows casts, not recipes
 
 
 def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
@@ -571,3 +581,57 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     finally:
         await castlog.cancel_and_wait(task)  # a loop on a blocking read may outlive one cancel
         await synth.aclose()
+
+
+@pytest.mark.rule("tail-woken-by-own-stream")
+async def test_intake_s_tail_is_woken_by_its_own_wake_stream_as_intake(redis_port: int, admin: redis.Redis) -> None:
+    """intake's shared tail through the real app as intake's user: a cast that joins while the
+    tail's read blocks (FOLLOW_BLOCK_MS) has its next record at once, the read woken by an XADD to
+    intake's own wake stream; Redis refuses nothing (intake's user holds no CLIENT UNBLOCK)."""
+    from aiohttp.test_utils import TestServer
+
+    from castlog import CastStore, Meta, Start
+    from castlog.reader import FOLLOW_BLOCK_MS
+    from intake import Config, create_app
+    from intake.app import TAIL_CLIENT_NAME
+    from intake.context import INTAKE
+    from tests.support.waiting import wait_until
+
+    admin.xadd("synth/voices", {"voices": '["af_heart"]', "default": "af_heart", "backend": "onnx", "at": "1"})
+    admin.acl_log_reset()
+    writer = AsyncRedis(port=redis_port, username="admin", password=PASSWORDS["ADMIN"])
+    store = CastStore(writer)
+    first, second = "AcLtAiLfIrSt", "AcLtAiLsEcNd"
+    for cid in (first, second):
+        assert await store.submit(cid, "Hello.", "af_heart", Meta(title="t", voice="af_heart", chars=6, sentences=1,
+                                                                  created_at=0)) == "new"
+    url = f"redis://intake:{PASSWORDS['INTAKE']}@127.0.0.1:{redis_port}/0"
+    app = create_app(Config(redis_url=url, redis_connect_attempts=3))  # type: ignore[call-arg]
+    server = TestServer(app)
+    await server.start_server()
+    got: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+
+    async def follow(cid: str) -> None:
+        async with app[INTAKE].tail.listen(cid, 0, "speech") as listener:
+            while (item := await listener.next(None)) is not None:
+                got.put_nowait((cid, item.seq))
+
+    def tail_blocked() -> bool:
+        return any(c["name"] == TAIL_CLIENT_NAME and "b" in c["flags"] for c in admin.client_list())
+
+    followers = [asyncio.ensure_future(follow(first))]
+    try:
+        assert await got.get() == (first, 0)  # its meta, by offset; then it joins the tail
+        await wait_until(lambda: first in app[INTAKE].tail.watches and tail_blocked())
+        followers.append(asyncio.ensure_future(follow(second)))
+        assert await got.get() == (second, 0)
+        await wait_until(lambda: second in app[INTAKE].tail.watches)
+        await store.append(second, 1, [Start(attempt=1, resume_from=0, at=0)])
+        # without the wake-up the read that leaves it out blocks on for FOLLOW_BLOCK_MS
+        assert await asyncio.wait_for(got.get(), FOLLOW_BLOCK_MS / 1000 / 2) == (second, 1)
+        assert admin.keys("tail/wake/intake/*")
+        assert [e for e in admin.acl_log() if e["username"] == "intake"] == []
+    finally:
+        await castlog.cancel_and_wait(*followers)
+        await server.close()
+        await writer.aclose()

@@ -191,7 +191,7 @@ async def test_a_read_in_flight_when_a_watch_is_re_created_lower_leaves_no_gap(
     """Its last listener leaves during the tail's read and a listener whose offset read ended
     earlier joins: the read's rows start after the old watch's cursor, not the new one's."""
     tail = Tail(redis, redis, EdgeMetrics().tail, block_ms=100, batch=100, queue_size=16,
-                reader=LogReader(redis))  # driven by hand
+                reader=LogReader(redis), wake="test")  # driven by hand
     cast = Cast(store, cast_id())
     await cast.submit(3)
     await cast.append(Start(attempt=1, resume_from=0, at=0))  # seqs 0, 1

@@ -67,20 +67,25 @@ echo "user admin on #$admin resetkeys resetchannels ~* &* +@all"
 # synth/voices. WAIT: a submit is answered once a replica has it (INTAKE_WAIT_REPLICAS). On a
 # cluster it then rings jobs/bell (XADD) for the movers.
 # Open casts: the same, with jobs/live/lane/*; their fragments go to catalog/*. XREAD: the shared
-# tail that /v1/audio/speech and the live WebSocket follow casts through; CLIENT UNBLOCK wakes it
-# when a cast joins. A cancel: one script reads the log's last record and flags cancel/*, then
-# the id goes to cancels. The admin's delete: intake only adds a request to deletes (no DEL, no
-# read of it), which a worker carries out when the admin token's proof comes with it. Per-client
-# limits beside the submit bucket (rl/intake-*): the open casts a client holds (a sorted set kept by castlog/opencap.py, which
-# reads the held casts' catalogs), its live text bucket, its live sessions' and /v1 streams' slots.
-echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +client|unblock +time +wait" \
+# tail that /v1/audio/speech and the live WebSocket follow casts through, with its own wake stream
+# under tail/wake/intake/*, where a cast that joins adds an entry to wake it (one selector holds
+# every key of that one XREAD; no CLIENT UNBLOCK, which could end anyone's blocked read).
+# A cancel: one script reads the log's last record and flags cancel/*, then the id goes to
+# cancels. The admin's delete: intake only adds a request to deletes (no DEL, no read of it),
+# which a worker carries out when the admin token's proof comes with it. Per-client limits beside
+# the submit bucket (rl/intake-*): the open casts a client holds (a sorted set kept by
+# castlog/opencap.py, which reads the held casts' catalogs), its live text bucket, its live
+# sessions' and /v1 streams' slots.
+echo "user intake on #$intake resetkeys resetchannels -@all $CONNECT +time +wait" \
     "~catalog/* ~pub/casts/* ~jobs/lane/* ~jobs/live/lane/* ~jobs/bell ~rl/intake/* ~rl/intake-*" \
     "%R~synth/voices" \
-    "$SCRIPTS +xadd +xrange +xrevrange +xread +xlen +exists +hmget +hset +pexpire" \
+    "$SCRIPTS +xadd +xrange +xrevrange +xlen +exists +hmget +hset +pexpire" \
     "+zadd +zrange +zrem +zremrangebyscore +zcard +zscore" \
     "(~pub/casts/* ~cancel/* ~cancels $SCRIPTS +xrevrange +set +xadd)" \
     "($DURABLE +xadd +set)" \
-    "(~deletes +xadd)"
+    "(~deletes +xadd)" \
+    "(%R~pub/casts/* %R~tail/wake/intake/* +xread)" \
+    "(~tail/wake/intake/* +xadd +pexpire)"
 # synth: moves the lanes' jobs into jobs and jobs/live (group lanes: read, re-add, WAIT for a
 # replica with SYNTH_WAIT_REPLICAS, ack, drop; on a cluster it waits on jobs/bell for a lane);
 # the group on jobs (scripts hand jobs back and remove consumers that are gone); each job's
