@@ -27,7 +27,7 @@ async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
     assert first is not None and second is not None and first.member != second.member
     assert (await replica_a.acquire("1.2.3.4"))[0] is None
     assert (await replica_b.acquire("1.2.3.4"))[0] is None
-    await replica_b.release([second])
+    await replica_b.release(second)
     again, held = await replica_a.acquire("1.2.3.4")
     assert again is not None and held == 2
 
@@ -40,7 +40,7 @@ async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redi
             slot, _held = await slots.acquire(client)
             assert slot is not None
             taken.append(slot)
-    await slots.release(taken[1:])
+    await slots.release(*taken[1:])
     assert await redis.zcard(slots.key("a")) == 1 and not await redis.exists(slots.key("b"))
 
 
@@ -62,7 +62,7 @@ async def test_renewing_a_released_slot_does_not_bring_it_back(redis: Redis) -> 
     slots = SlotLimiter(redis, "streams", cap=2)
     slot, _ = await slots.acquire("1.2.3.4")
     assert slot is not None
-    await slots.release([slot])
+    await slots.release(slot)
     assert await slots.renew([slot]) == 0
     assert await redis.zcard(slots.key("1.2.3.4")) == 0
 
