@@ -44,14 +44,12 @@ from servicekit import (
     redact,
     request_client,
 )
+from servicekit.keys import key_matches
 
 from . import cancel, durable, live, speech, views
-from .authfail import AuthFailures, key_matches
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
-from .cooldown import Cooldowns
-from .dsquota import DurableQuota
-from .gate import InflightGate
+from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
 from .metrics import Metrics
 from .plan import Planner
 from .speech.session import MAX_WAITING

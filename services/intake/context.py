@@ -18,11 +18,8 @@ from castlog.slots import SlotLimiter
 from durablestreams.streams import DurableStreams
 from servicekit import ClientHolds
 
-from .authfail import AuthFailures
 from .config import Config
-from .cooldown import Cooldowns
-from .dsquota import DurableQuota
-from .gate import InflightGate
+from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook

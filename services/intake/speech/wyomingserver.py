@@ -41,8 +41,8 @@ from wyoming.tts import SynthesizeStopped
 
 from castlog import SAMPLE_RATE, describe_voice
 from servicekit import address_in, client_address
+from servicekit.keys import key_matches
 
-from ..authfail import key_matches
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
