@@ -103,20 +103,24 @@ class SlotLimiter:
         self.held[slot] = None
         return slot, int(held)
 
-    async def release(self, *slots: Slot | None) -> None:
+    def release(self, *slots: Slot | None) -> asyncio.Future[None]:
         """Give back ``slots`` (None, or one given back already, is nothing) from a task of its
-        own, shielded, so a holder being cancelled cannot skip it; slots freed while a release is
-        on the wire go together in the next one (a cast's ending closes all its streams at once:
-        a few commands, not one per stream). A release that fails is logged: the slots lapse."""
+        own, so a holder being cancelled cannot skip it; slots freed while a release is on the
+        wire go together in the next one (a cast's ending closes all its streams at once: a few
+        commands, not one per stream). A release that fails is logged: the slots lapse. Returns
+        the release in flight, shielded, for a holder that waits for it (one that does not, such
+        as an edge stream's end, waits on no Redis command)."""
         mine = [slot for slot in slots if slot is not None and slot in self.held]
         if not mine:
-            return
+            nothing = asyncio.get_running_loop().create_future()
+            nothing.set_result(None)
+            return nothing
         for slot in mine:
             del self.held[slot]
         self._to_release += mine
         if self._releaser is None:
             self._releaser = asyncio.create_task(self._release_all())
-        await asyncio.shield(self._releaser)
+        return asyncio.shield(self._releaser)
 
     async def _release_all(self) -> None:
         try:

@@ -70,7 +70,7 @@ class Guard:
         try:
             yield
         finally:
-            await self.slots.release(slot)
+            self.slots.release(slot)  # not waited for: a stream's end waits on no Redis command
 
 
 class Pass:
