@@ -1,18 +1,23 @@
-"""Per-client caps on things held open (edge's live streams), shared by every replica.
+"""Per-client caps on things held open (edge's streams, intake's sessions and speech streams),
+shared by every replica.
 
 A client's slots are one sorted set ``rl/<scope>/<client>``: a member per open slot, scored by
-the time (Redis's clock, ms) its lease ends. Whoever holds slots renews their leases well
-before they end; a replica that dies holding slots stops renewing, and its slots lapse within
-one lease. Taking a slot first drops the lapsed ones, so a crash never locks a client out.
+the time (Redis's clock, ms) its lease ends. The :class:`SlotLimiter` that took a slot holds it
+(``held``) and renews its lease well before it ends (``renew_forever``); a replica that dies
+holding slots stops renewing, and its slots lapse within one lease. Taking a slot first drops
+the lapsed ones, so a crash never locks a client out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from .keys import limit_key
 from .lua import NOW_MS
@@ -21,6 +26,8 @@ from .lua import NOW_MS
 SLOT_LEASE_S = 30.0
 # Slots renewed per script call (one key and one member each).
 RENEW_BATCH = 500
+
+log = logging.getLogger(__name__)
 
 # KEYS[1]: rl/<scope>/<client>; ARGV[1]: the new slot's member, ARGV[2]: cap, ARGV[3]: lease ms
 # Returns {1, slots held now} when a slot was taken, else {0, slots held}.
@@ -65,7 +72,8 @@ class Slot:
 
 
 class SlotLimiter:
-    """At most ``cap`` slots per client at once, across every process that shares ``scope``."""
+    """At most ``cap`` slots per client at once, across every process that shares ``scope``; the
+    one holder of this process's slots in that scope (it renews them and gives them back)."""
 
     def __init__(self, redis: Redis, scope: str, cap: int, lease_s: float = SLOT_LEASE_S) -> None:
         if cap < 1 or lease_s <= 0:
@@ -76,19 +84,58 @@ class SlotLimiter:
         self._renew = redis.register_script(RENEW)
         self._owner = secrets.token_hex(6)  # this process: members never collide across replicas
         self._count = 0
+        self.held: dict[Slot, None] = {}  # this process's slots, in taking order
+        self._to_release: list[Slot] = []
+        self._releaser: asyncio.Task[None] | None = None
 
     def key(self, client: str) -> str:
         return limit_key(self.scope, client)
 
     async def acquire(self, client: str) -> tuple[Slot | None, int]:
-        """A slot for ``client`` and the slots it holds now; (None, held) when it is at its cap."""
+        """A slot for ``client`` (held until released) and the slots it holds now; (None, held)
+        when it is at its cap."""
         self._count += 1
         member = f"{self._owner}:{self._count}"
         ok, held = await self._acquire(keys=[self.key(client)], args=[member, self.cap, self.lease_ms])
-        return (Slot(client, member) if ok else None), int(held)
+        if not ok:
+            return None, int(held)
+        slot = Slot(client, member)
+        self.held[slot] = None
+        return slot, int(held)
 
-    async def release(self, slots: Sequence[Slot]) -> None:
-        """Give ``slots`` back: one ZREM per client, all in one round trip."""
+    def release(self, *slots: Slot | None) -> asyncio.Future[None]:
+        """Give back ``slots`` (None, or one given back already, is nothing) from a task of its
+        own, so a holder being cancelled cannot skip it; slots freed while a release is on the
+        wire go together in the next one (a cast's ending closes all its streams at once: a few
+        commands, not one per stream). A release that fails is logged: the slots lapse. Returns
+        the release in flight, shielded, for a holder that waits for it (one that does not, such
+        as an edge stream's end, waits on no Redis command)."""
+        mine = [slot for slot in slots if slot is not None and slot in self.held]
+        if not mine:
+            nothing = asyncio.get_running_loop().create_future()
+            nothing.set_result(None)
+            return nothing
+        for slot in mine:
+            del self.held[slot]
+        self._to_release += mine
+        if self._releaser is None:
+            self._releaser = asyncio.create_task(self._release_all())
+        return asyncio.shield(self._releaser)
+
+    async def _release_all(self) -> None:
+        try:
+            while self._to_release:
+                slots, self._to_release = self._to_release, []
+                try:
+                    await self._zrem(slots)
+                except RedisError as exc:  # they lapse with their leases instead
+                    log.warning("could not release %d %s slots (%s); they lapse within %.0f s",
+                                len(slots), self.scope, exc, self.lease_ms / 1000)
+        finally:
+            self._releaser = None
+
+    async def _zrem(self, slots: Sequence[Slot]) -> None:
+        """One ZREM per client, all in one round trip."""
         members: dict[str, list[str]] = {}
         for slot in slots:
             members.setdefault(self.key(slot.client), []).append(slot.member)
@@ -106,3 +153,24 @@ class SlotLimiter:
                 keys=[self.key(s.client) for s in batch], args=[self.lease_ms, *(s.member for s in batch)]
             ))  # fmt: skip
         return renewed
+
+    async def renew_forever(self) -> None:
+        """Renew the leases of the slots held every third of a lease (one task per limiter)."""
+        every_s = self.lease_ms / 1000 / 3
+        while True:
+            await asyncio.sleep(every_s)
+            slots = list(self.held)
+            if not slots:
+                continue
+            try:
+                standing = await self.renew(slots)
+            except RedisError as exc:
+                log.warning("could not renew %d %s slots (%s); retrying in %.0f s", len(slots), self.scope, exc, every_s)
+                continue
+            if standing < len(slots):  # lapsed while Redis was away: what they count goes on, uncounted
+                log.info("%d of %d %s slots had lapsed", len(slots) - standing, len(slots), self.scope)
+
+    async def drain(self) -> None:
+        """Wait for the releases in flight (shutdown)."""
+        if self._releaser is not None:
+            await self._releaser

@@ -13,7 +13,7 @@ from .crosssite import cross_site_guard
 from .errors import Refusal, error_response, json_errors, json_response
 from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
-from .holds import ClientHolds
+from .holds import ClientHolds, Hold
 from .logs import setup_logging
 from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
@@ -22,7 +22,7 @@ from .runner import Serving, run
 from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
 
 __all__ = [
-    "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
+    "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "Hold", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
     "Setting", "Settings",
     "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "error_response", "flag", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",

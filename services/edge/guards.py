@@ -7,17 +7,14 @@ command; then it passes the guard once (:meth:`Guard.admit`: its read token), an
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from aiohttp import web
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter
-from castlog.slots import Slot, SlotLimiter
+from castlog.slots import SlotLimiter
 from servicekit import request_client
 
 from .config import Config
@@ -30,12 +27,10 @@ STREAMS_SCOPE = EDGE_STREAMS_SCOPE  # rl/edge-streams/<client>: the client's ope
 STREAMS_RETRY_AFTER_S = 5
 BUSY_RETRY_AFTER_S = 5
 
-log = logging.getLogger(__name__)
-
 
 class Guard:
     """One per app: the read bucket and the open-stream slots (both in Redis, shared by every
-    replica), and this process's own cap on listeners."""
+    replica; ``slots`` holds and renews this process's), and this process's own cap on listeners."""
 
     def __init__(self, redis: Redis, cfg: Config, metrics: EdgeMetrics) -> None:
         self.limiter = RateLimiter(redis, RATE_SCOPE, cfg.read_rate, cfg.read_burst)
@@ -43,13 +38,6 @@ class Guard:
         self.trusted = cfg.forwarded_allow_ips
         self.max_listeners = cfg.max_listeners
         self.metrics = metrics
-        self.held: dict[Slot, None] = {}  # this process's open streams, in opening order
-        self._to_release: list[Slot] = []
-        self._releaser: asyncio.Task[None] | None = None
-
-    @property
-    def total(self) -> int:
-        return len(self.held)
 
     async def admit(self, request: web.Request) -> Pass:
         """Spend one read token of the request's client, or answer 429 with Retry-After."""
@@ -66,7 +54,7 @@ class Guard:
     @asynccontextmanager
     async def hold_slot(self, client: str) -> AsyncIterator[None]:
         """Hold one of ``client``'s open-stream slots for the block's length (see :class:`Pass`)."""
-        if self.total >= self.max_listeners:  # this process is full: no Redis command spent
+        if len(self.slots.held) >= self.max_listeners:  # this process is full: no Redis command spent
             raise refusal(
                 503, "busy", "this edge serves its maximum of live listeners; retry in a moment",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
@@ -79,53 +67,10 @@ class Guard:
                 f"your address already has {held} live streams open; close one or retry later",
                 headers={"Retry-After": str(STREAMS_RETRY_AFTER_S)},
             )
-        self.held[slot] = None
         try:
             yield
         finally:
-            del self.held[slot]
-            self._release_soon(slot)
-
-    def _release_soon(self, slot: Slot) -> None:
-        """Give the slot back from a task of its own (a handler being cancelled cannot skip it);
-        slots freed while a release is on the wire go together in the next one, so a cast's
-        ending, which closes all its streams at once, costs a few commands, not one per stream."""
-        self._to_release.append(slot)
-        if self._releaser is None:
-            self._releaser = asyncio.create_task(self._release_all())
-
-    async def _release_all(self) -> None:
-        try:
-            while self._to_release:
-                slots, self._to_release = self._to_release, []
-                try:
-                    await self.slots.release(slots)
-                except RedisError as exc:  # they lapse with their leases instead
-                    log.warning("could not release %d stream slots (%s); they lapse within %.0f s",
-                                len(slots), exc, self.slots.lease_ms / 1000)
-        finally:
-            self._releaser = None
-
-    async def renew_forever(self) -> None:
-        """Renew the leases of this process's open streams every third of a lease."""
-        every_s = self.slots.lease_ms / 1000 / 3
-        while True:
-            await asyncio.sleep(every_s)
-            slots = list(self.held)
-            if not slots:
-                continue
-            try:
-                standing = await self.slots.renew(slots)
-            except RedisError as exc:
-                log.warning("could not renew %d stream slots (%s); retrying in %.0f s", len(slots), exc, every_s)
-                continue
-            if standing < len(slots):  # lapsed while Redis was away: streams go on, uncounted
-                log.info("%d of %d stream slots had lapsed", len(slots) - standing, len(slots))
-
-    async def drain(self) -> None:
-        """Wait for the releases in flight (shutdown)."""
-        if self._releaser is not None:
-            await self._releaser
+            self.slots.release(slot)  # not waited for: a stream's end waits on no Redis command
 
 
 class Pass:

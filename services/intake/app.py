@@ -27,6 +27,7 @@ from castlog import (
     cancel_and_wait,
 )
 from castlog.reader import FOLLOW_BLOCK_MS
+from castlog.slots import SlotLimiter
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from servicekit import (
@@ -43,15 +44,12 @@ from servicekit import (
     redact,
     request_client,
 )
+from servicekit.keys import key_matches
 
 from . import cancel, durable, live, speech, views
-from .authfail import AuthFailures, key_matches
 from .config import Config
 from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
-from .cooldown import Cooldowns
-from .dsquota import DurableQuota
-from .gate import InflightGate
-from .meter import ClientSlots
+from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
 from .metrics import Metrics
 from .plan import Planner
 from .speech.session import MAX_WAITING
@@ -139,8 +137,8 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
         ds_quota=None if cfg.api_keys else DurableQuota(redis, cfg.ds_streams_per_client, cfg.ds_bytes_per_client),
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
-        session_slots=ClientSlots(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
-        speech_client_slots=ClientSlots(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
+        session_slots=SlotLimiter(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
+        speech_client_slots=SlotLimiter(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
         auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
         session_waiting=ClientHolds(MAX_WAITING, cfg.sessions_waiting_per_client),
         # only the per-client share binds: no more clients than sessions hold ports (the range's own
@@ -148,12 +146,14 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         webrtc_ports=ClientHolds(cfg.live_max_sessions * cfg.webrtc_ports_per_client, cfg.webrtc_ports_per_client),
     )
     tail.start()
-    renewers = [asyncio.ensure_future(s.renew_forever())
-                for s in (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)]
+    leased = (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)
+    renewers = [asyncio.ensure_future(s.renew_forever()) for s in leased]
     try:
         yield
     finally:
         await cancel_and_wait(*renewers)
+        for slots in leased:
+            await slots.drain()  # sessions ended at shutdown give their slots back
         await tail.stop()
         await conn.aclose()
     if blobs is not None:

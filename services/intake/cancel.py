@@ -12,8 +12,8 @@ from aiohttp import web
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
 from servicekit import json_response
+from servicekit.keys import key_matches
 
-from .authfail import key_matches
 from .claim import cast_url, request_tag, tenant_key
 from .context import INTAKE, request_client
 from .validate import Refusal

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
+from servicekit.keys import key_matches
 
-from .authfail import key_matches
 from .context import INTAKE, request_client
 from .validate import CastForm, Limits, Refusal, check
 

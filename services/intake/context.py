@@ -14,15 +14,12 @@ from redis.asyncio import Redis
 
 import servicekit
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
+from castlog.slots import SlotLimiter
 from durablestreams.streams import DurableStreams
 from servicekit import ClientHolds
 
-from .authfail import AuthFailures
 from .config import Config
-from .cooldown import Cooldowns
-from .dsquota import DurableQuota
-from .gate import InflightGate
-from .meter import ClientSlots
+from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
 from .metrics import Metrics
 from .plan import Planner
 from .voices import VoiceBook
@@ -62,8 +59,8 @@ class Intake:
     durable: DurableStreams  # /v1/stream's writes
     ds_quota: DurableQuota | None  # their share per client while no API key is asked for
     text_limiter: RateLimiter  # live text's characters per client (#21)
-    session_slots: ClientSlots  # live sessions per client, once started
-    speech_client_slots: ClientSlots  # /v1/audio/speech streams per client
+    session_slots: SlotLimiter  # live sessions per client, once started (leased in Redis)
+    speech_client_slots: SlotLimiter  # /v1/audio/speech streams per client
     auth_failures: AuthFailures  # refused credentials per client
     # connections per client before their first message, live WebSocket, WebRTC and /v1/speak (this process)
     session_waiting: ClientHolds

@@ -4,11 +4,13 @@ holder dies."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from redis.asyncio import Redis
 
 from castlog.slots import SlotLimiter
+from tests.support.waiting import wait_until
 
 
 async def test_a_client_gets_its_cap_of_slots_and_no_more(redis: Redis) -> None:
@@ -27,7 +29,7 @@ async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
     assert first is not None and second is not None and first.member != second.member
     assert (await replica_a.acquire("1.2.3.4"))[0] is None
     assert (await replica_b.acquire("1.2.3.4"))[0] is None
-    await replica_b.release([second])
+    await replica_b.release(second)
     again, held = await replica_a.acquire("1.2.3.4")
     assert again is not None and held == 2
 
@@ -40,7 +42,7 @@ async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redi
             slot, _held = await slots.acquire(client)
             assert slot is not None
             taken.append(slot)
-    await slots.release(taken[1:])
+    await slots.release(*taken[1:])
     assert await redis.zcard(slots.key("a")) == 1 and not await redis.exists(slots.key("b"))
 
 
@@ -62,9 +64,39 @@ async def test_renewing_a_released_slot_does_not_bring_it_back(redis: Redis) -> 
     slots = SlotLimiter(redis, "streams", cap=2)
     slot, _ = await slots.acquire("1.2.3.4")
     assert slot is not None
-    await slots.release([slot])
+    await slots.release(slot)
     assert await slots.renew([slot]) == 0
     assert await redis.zcard(slots.key("1.2.3.4")) == 0
+
+
+async def test_the_holder_renews_the_slots_it_holds_and_not_those_it_gave_back(redis: Redis) -> None:
+    """One holder per process: what it took is held and renewed by its one task; what it gave
+    back is forgotten; another holder's slots that nobody renews lapse meanwhile."""
+    alive, dead = SlotLimiter(redis, "streams", cap=3, lease_s=1.5), SlotLimiter(redis, "streams", cap=3, lease_s=1.5)
+    kept, _ = await alive.acquire("1.2.3.4")
+    given, _ = await alive.acquire("1.2.3.4")
+    lost, _ = await dead.acquire("1.2.3.4")
+    assert kept is not None and given is not None and lost is not None
+    await alive.release(given, None)
+    await alive.release(given)  # once given back, nothing more to give
+    assert list(alive.held) == [kept] and await redis.zscore(alive.key("1.2.3.4"), given.member) is None
+    lost_until = await redis.zscore(alive.key("1.2.3.4"), lost.member)
+    assert lost_until is not None
+
+    async def the_lost_lapsed_and_the_kept_stands() -> bool:
+        seconds, micros = await redis.time()
+        now = seconds * 1000 + micros // 1000
+        kept_until = await redis.zscore(alive.key("1.2.3.4"), kept.member)
+        return now > lost_until and kept_until is not None and kept_until > now
+
+    renewing = asyncio.ensure_future(alive.renew_forever())
+    try:
+        await wait_until(the_lost_lapsed_and_the_kept_stands, timeout_s=10)
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
+    assert [held for _, held in [await dead.acquire("1.2.3.4") for _ in range(2)]] == [2, 3]
 
 
 def test_a_slot_limit_needs_a_cap_and_a_lease(redis: Redis) -> None:

@@ -493,7 +493,7 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
     from durablestreams.streams import DurableStreams, Spec
     from edge.app import WAKE_NAME
     from edge.metrics import EdgeMetrics
-    from intake.dsquota import DurableQuota
+    from intake.limits import DurableQuota
 
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
     edge = AsyncRedis(port=redis_port, username="edge", password=PASSWORDS["EDGE"])

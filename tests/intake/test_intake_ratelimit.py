@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import Verdict, read_jobs
-from intake.cooldown import Cooldowns
+from intake.limits import Cooldowns
 
 from .conftest import MakeClient, key_names
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from intake.speech.seats import Seat, Seats
 from intake.speech.session import InOrder
+from intake.speech.wyomingaccess import Connections, Seat
 from servicekit import ClientHolds
 
 
@@ -54,13 +54,13 @@ async def test_a_broken_answer_is_raised_by_done() -> None:
 
 
 def test_waiting_connections_hold_no_seat_and_are_capped_per_client() -> None:
-    seats = Seats(total=2, per_client=2, waiting=ClientHolds(total=8, per_client=2))
-    strangers = [seats.arrive("10.0.0.2") for _ in range(2)]
+    seats = Connections(2, 2, waiting=ClientHolds(total=8, per_client=2))
+    strangers = [seats.enter("10.0.0.2") for _ in range(2)]
     assert all(isinstance(s, Seat) for s in strangers)
-    assert seats.arrive("10.0.0.2") == "client"  # two held: a third could never sit
-    served = [seats.arrive("10.0.0.1") for _ in range(2)]
-    assert [s.take() for s in served if isinstance(s, Seat)] == [None, None]  # both seats, strangers or not
-    assert seats.arrive("10.0.0.3") == "total"  # every seat taken: refused before it waits
+    assert "INTAKE_WYOMING_CONNECTIONS_PER_CLIENT" in str(seats.enter("10.0.0.2"))  # two held: a third could never sit
+    served = [seats.enter("10.0.0.1") for _ in range(2)]
+    assert [seats.sit(s) for s in served if isinstance(s, Seat)] == [None, None]  # both seats, strangers or not
+    assert "INTAKE_WYOMING_MAX_CONNECTIONS" in str(seats.enter("10.0.0.3"))  # every seat taken: refused before it waits
     for seat in [*strangers, *served]:
         assert isinstance(seat, Seat)
         seat.leave()

@@ -26,14 +26,14 @@ from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
 from castlog.slots import Slot
-from servicekit import forms
+from servicekit import Hold, forms
 
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from . import pcm
 from .livemessages import Invalid, decode_message
-from .session import OpenCast, Waiting, deadline, receive_by
+from .session import OpenCast, deadline, receive_by
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Session:
         self.gone = False  # the client closed or dropped the connection
         self.slot: Slot | None = None  # the client's session slot, held from start to the end
         # one of the client's sockets before start (they count in no session cap until then)
-        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)
+        self.waiting = Hold(self.app[INTAKE].session_waiting, self.client)
         self.cancelled = False  # a cancel ended the session (on a transport whose cancel ends it)
 
     # ---- sending -------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ class Session:
                 await asyncio.shield(self.leave())
             elif self.cast.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
-            self.waiting.done()
+            self.waiting.give()
             await self.app[INTAKE].session_slots.release(self.slot)
 
     async def _start(self) -> bool:
@@ -182,7 +182,7 @@ class Session:
         msg = await self._receive(deadline(intake.cfg.live_idle_s))
         if msg is None:
             return False
-        self.waiting.done()
+        self.waiting.give()
         if isinstance(msg, Invalid) and msg.code == "invalid_field":  # a start with a field of the wrong type
             await self.error(msg.code, msg.message)
             await self.close(CLOSE_BAD_REQUEST)
@@ -196,7 +196,7 @@ class Session:
             await self.close(CLOSE_BUSY)
             return False
         intake.live_sessions.add(self)  # a started session: the process-wide cap counts it
-        self.slot = await intake.session_slots.acquire(self.client)
+        self.slot, _ = await intake.session_slots.acquire(self.client)
         if self.slot is None:
             cap = intake.session_slots.cap
             await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
@@ -340,7 +340,7 @@ async def live_socket(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
     session = Session(request.app, request_client(request), Socket(ws, cfg.live_send_timeout_s))
-    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
+    if len(sessions) >= cfg.live_max_sessions or session.waiting.take() is not None:
         await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
         await ws.close(code=CLOSE_BUSY)
         return ws

@@ -1,8 +1,10 @@
 """What every speech session shares, whatever its protocol (live WebSocket, WebRTC, ``/v1/speak``,
 Wyoming): the open cast it feeds (``OpenCast``), the answers that go out one after another while
-the client is read (``InOrder``: ``/v1/speak``'s turns, Wyoming's requests), a client's place
-while it has sent nothing yet (Wyoming's seats: ``seats.py``), and the client's messages read by
-a deadline that only its own messages move.
+the client is read (``InOrder``: ``/v1/speak``'s turns, Wyoming's requests), and the client's
+messages read by a deadline that only its own messages move. A connection that has sent nothing
+yet holds a waiting place (a ``servicekit.Hold`` in ``Intake.session_waiting``, one pool for
+every protocol: INTAKE_SESSIONS_WAITING_PER_CLIENT), taken at the upgrade or offer, given back
+at the first message or the end, whichever comes first.
 
 aiohttp's ``receive(timeout)`` restarts its timeout at every pong answering the server's own
 heartbeat, so a client that answers pings and says nothing would be held for ever: here the
@@ -17,8 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import WSMessage, WSMsgType, web
-
-from servicekit import ClientHolds
 
 from .. import live
 from ..cancel import cancel_cast
@@ -46,26 +46,6 @@ async def receive_by(ws: web.WebSocketResponse, until: float | None) -> WSMessag
     not count), None once the client is gone; asyncio.TimeoutError past it."""
     msg = await asyncio.wait_for(ws.receive(), left(until))
     return None if msg.type in CLOSED else msg
-
-
-class Waiting:
-    """A connection's place among its client's that have sent nothing yet
-    (INTAKE_SESSIONS_WAITING_PER_CLIENT, in this process): taken at the upgrade or offer, given
-    back at the first message or the end, whichever comes first."""
-
-    def __init__(self, holds: ClientHolds, client: str) -> None:
-        self.holds, self.client = holds, client
-        self.held = False
-
-    def take(self) -> bool:
-        """Whether the client had a place left (then this connection holds it)."""
-        self.held = self.holds.take(self.client) is None
-        return self.held
-
-    def done(self) -> None:
-        if self.held:
-            self.held = False
-            self.holds.give(self.client)
 
 
 @dataclass(eq=False)

@@ -22,12 +22,13 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from castlog.slots import Slot
+from servicekit import Hold
 
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
-from .session import InOrder, OpenCast, Waiting, deadline, receive_by
+from .session import InOrder, OpenCast, deadline, receive_by
 from .v1 import V1Refusal
 
 ROUTE = "/v1/speak"
@@ -111,7 +112,7 @@ class SpeakSession:
         self.current: Turn | None = None  # the turn taking text
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
-        self.waiting = Waiting(self.app[INTAKE].session_waiting, self.client)  # until its first message
+        self.waiting = Hold(self.app[INTAKE].session_waiting, self.client)  # until its first message
         self.slot: Slot | None = None  # the client's session slot, from its first message
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
@@ -172,8 +173,8 @@ class SpeakSession:
         shared with its live sessions); False, once told, when it holds them all."""
         if not self.waiting.held:
             return True
-        self.waiting.done()
-        self.slot = await self.app[INTAKE].session_slots.acquire(self.client)
+        self.waiting.give()
+        self.slot, _ = await self.app[INTAKE].session_slots.acquire(self.client)
         if self.slot is None:
             cap = self.app[INTAKE].session_slots.cap
             await self.send({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": f"your address has "
@@ -300,7 +301,7 @@ async def speak_socket(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
     await ws.prepare(request)
     session = SpeakSession(request, ws, voice, encoding, rate)
-    if len(sessions) >= cfg.live_max_sessions or not session.waiting.take():
+    if len(sessions) >= cfg.live_max_sessions or session.waiting.take() is not None:
         await ws.send_str(encode({"type": "Error", "description": "too many sessions; retry soon",
                                   "err_code": "BUSY"}).decode())
         await ws.close(code=CLOSE_GOING_AWAY)
@@ -310,6 +311,6 @@ async def speak_socket(request: web.Request) -> web.StreamResponse:
         await session.run(model)
     finally:
         sessions.discard(session)
-        session.waiting.done()
+        session.waiting.give()
         await intake.session_slots.release(session.slot)
     return ws

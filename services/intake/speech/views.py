@@ -68,15 +68,15 @@ def ended_by_shutdown(intake: Intake) -> Iterator[None]:
 @asynccontextmanager
 async def _client_stream(request: web.Request, client: str) -> AsyncIterator[None]:
     """One of the client's stream slots (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
-    meter = request.app[INTAKE].speech_client_slots
-    slot = await meter.acquire(client)
+    slots = request.app[INTAKE].speech_client_slots
+    slot, _ = await slots.acquire(client)
     if slot is None:
-        raise V1Refusal(429, "too_many_streams", f"your address has {meter.cap} speech streams open; "
+        raise V1Refusal(429, "too_many_streams", f"your address has {slots.cap} speech streams open; "
                         "retry when one ends")
     try:
         yield
     finally:
-        await meter.release(slot)
+        await slots.release(slot)
 
 
 async def close_streams(app: web.Application) -> None:

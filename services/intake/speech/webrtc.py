@@ -167,7 +167,7 @@ async def hold(session: livews.Session, peer: Peer) -> None:
         if peer.is_open():
             await session.run()
     finally:
-        session.waiting.done()  # no longer waiting for start, whether it ran or its peer never came
+        session.waiting.give()  # no longer waiting for start, whether it ran or its peer never came
         await peer.end(session.client)
 
 
@@ -181,7 +181,7 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
 def _check_waiting(waiting: ClientHolds, client: str) -> None:
     """A client's offers whose peer has not started yet are capped as its WebSockets are: one
     client's unanswered offers cannot hold every session and media port for the connect timeout."""
-    if waiting.held.get(client, 0) >= waiting.per_client or waiting.count >= waiting.total:
+    if waiting.full(client) is not None:
         raise _waiting_full(waiting)
 
 
@@ -258,7 +258,7 @@ async def _answer(request: web.Request, sdp: str, client: str) -> tuple[Peer, li
                           headers={"Retry-After": "1"}) from None
         # counted as one of the client's sessions waiting for start, as a WebSocket is (run() uncounts
         # it); the client's other offers may have come on meanwhile
-        if not session.waiting.take():
+        if session.waiting.take() is not None:
             raise _waiting_full(intake.session_waiting)
     except BaseException:
         await peer.end(client)

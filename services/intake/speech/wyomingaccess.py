@@ -12,42 +12,66 @@ its /64, as everywhere); one that has sent nothing yet holds no seat, only a wai
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from castlog import cancel_and_wait
-from servicekit import ClientHolds
-
-from .seats import Bound, Seat, Seats
+from servicekit import ClientHolds, Hold
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
 
 
+class Seat:
+    """One connection's places: it first *waits* (before its first event, in intake's one pool of
+    waiting places, ``Intake.session_waiting``, whatever the protocol), then holds a *seat*; both
+    are given back when it ends (``leave``)."""
+
+    __slots__ = ("waiting", "seated")
+
+    def __init__(self, connections: Connections, client: str) -> None:
+        self.waiting = Hold(connections.waiting, client)
+        self.seated = Hold(connections.seated, client)
+
+    def leave(self) -> None:
+        self.waiting.give()
+        self.seated.give()
+
+
 class Connections:
-    """The connections this process holds (``seats.py``): before its first event a connection
-    waits (in ``waiting``, intake's one pool of waiting places), then takes a seat (at most ``most`` in all
-    and ``per_client`` per client). Each is a task, so a stop can end them all."""
+    """The connections this process holds: before its first event a connection waits, then takes
+    a seat (at most ``most`` in all and ``per_client`` per client). A waiting connection holds no
+    seat, so a stranger that opens sockets and says nothing (or cannot say the key) never keeps a
+    served client out; a client with no seat left is refused at once, before it waits. Each
+    connection is a task, so a stop can end them all."""
 
     def __init__(self, most: int, per_client: int, waiting: ClientHolds) -> None:
-        self.seats = Seats(most, per_client, waiting)
+        self.seated = ClientHolds(most, per_client)
+        self.waiting = waiting
         self.tasks: set[asyncio.Task[None]] = set()
 
     def enter(self, client: str) -> Seat | str:
         """A new connection's place, waiting for its first event; or why it is refused (nothing held)."""
-        seat = self.seats.arrive(client)
-        return seat if isinstance(seat, Seat) else self.reason(seat)
+        if self.seated.held.get(client, 0) + self.waiting.held.get(client, 0) >= self.seated.per_client:
+            return self.reason("client")  # it could never sit: told so now
+        if self.seated.count >= self.seated.total:
+            return self.reason("total")
+        seat = Seat(self, client)
+        refused = seat.waiting.take()
+        return seat if refused is None else self.reason("waiting" if refused == "client" else "total")
 
     def sit(self, seat: Seat) -> str | None:
-        """The first event came: a seat, or why there is none (the connection is refused)."""
-        refused = seat.take()
+        """The first event came: from waiting to a seat, or why there is none (the connection is refused)."""
+        seat.waiting.give()
+        refused = seat.seated.take()
         return None if refused is None else self.reason(refused)
 
-    def reason(self, bound: Bound) -> str:
+    def reason(self, bound: Literal["waiting", "client", "total"]) -> str:
         if bound == "client":
-            return (f"your address holds {self.seats.seated.per_client} Wyoming connections "
+            return (f"your address holds {self.seated.per_client} Wyoming connections "
                     "(INTAKE_WYOMING_CONNECTIONS_PER_CLIENT); close one first")
         if bound == "waiting":
-            return (f"your address has {self.seats.waiting.per_client} connections that sent nothing yet "
+            return (f"your address has {self.waiting.per_client} connections that sent nothing yet "
                     "(INTAKE_SESSIONS_WAITING_PER_CLIENT); send a request on one or close it")
-        return f"the Wyoming port holds {self.seats.seated.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
+        return f"the Wyoming port holds {self.seated.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
 
     async def close_all(self) -> None:
         """A stop: every connection's task cancelled until it has ended (castlog.cancel_and_wait:

@@ -41,15 +41,14 @@ from wyoming.tts import SynthesizeStopped
 
 from castlog import SAMPLE_RATE, describe_voice
 from servicekit import address_in, client_address
+from servicekit.keys import key_matches
 
-from ..authfail import key_matches
 from ..context import INTAKE
 from ..validate import Refusal
 from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
-from .seats import Seat
 from .session import InOrder, OpenCast
-from .wyomingaccess import KEY_FIELD, Connections
+from .wyomingaccess import KEY_FIELD, Connections, Seat
 from .wyomingframes import (
     BadFrame,
     BadRequest,
@@ -144,7 +143,7 @@ class Handler:
         self._idle_from_now()
         try:
             while (event := await self._next(limits)) is not None:
-                if seat.waiting:
+                if seat.waiting.held:
                     await self._admit(event)
                     if (refused := self.connections.sit(seat)) is not None:
                         raise Refusal(503, "busy", refused)
