@@ -11,6 +11,13 @@ key (streams, then bytes, until the client's quota refuses); the well-behaved cl
 are measured undisturbed and then under attack, side by side, and their ratio printed (never
 judged: timings on a shared machine are noise).
 
+Then #35's findings (``abuse_attacks.py``, ``abuse_proxy.py``): intake's sessions, the splitter, Durable Streams'
+types and owners, fair whole-text queues, the Wyoming, WebRTC and worker pools, tenants (against
+a second intake with API keys and a content key set), and `streamtts up`'s front proxy served in
+this process in front of intake and edge. Each holds as a count or a state while the well-behaved
+client is probed; the table at the end gives each attack, what held, whether the client was
+served and its time against its undisturbed probe. The full run writes bench/results/abuse.json.
+
     python bench/bench_abuse.py [--quick]      (quick: a few seconds of each attack; CI runs it)
 """
 
@@ -36,32 +43,59 @@ from streamtts.redisserver import free_port
 from synth.config import SynthConfig
 from synth.worker import Worker
 
-from common import ToneModel, services, temp_redis
+import abuse_attacks
+import abuse_proxy
+from abuse_probe import (
+    FIRST_AUDIO_WAIT_S,
+    KEY_A,
+    KEY_B,
+    KEY_VICTIM,
+    WELL_BEHAVED,
+    Attack,
+    Outcome,
+    Stack,
+    client,
+    probe,
+    wyoming_event,
+    wyoming_frame,
+)
+from common import RESULTS, ToneModel, machine, services, temp_redis, write_results
 
-WELL_BEHAVED = "127.0.0.3"
 VICTIM_OF_WRITES = "127.0.0.2"  # the owner of the cast a stranger tries to write to
 
 
 def attacker_address(n: int) -> str:
     return f"127.0.0.{10 + n}"
+
+
 VOICE = "af_heart"
+BLENDED = "jf_alpha"  # a second voice, for a tenant's blend (#35 item 12)
 EVIL = "http://evil.example"
 MS_PER_CHAR, GPU_RTF = 60, 0.02  # a tone as long as speech of the text, made at a GPU's pace
-# How long the well-behaved client waits for its first audio before it counts as not served.
-FIRST_AUDIO_WAIT_S = 20.0
 # The limits the campaign runs under: the defaults, but a body deadline and a Wyoming idle limit
-# short enough to wait out.
+# short enough to wait out, and a burst of submits that the well-behaved client's probes (two
+# submissions each, about one a second) never run out of (no attack is bounded by the burst).
 WYOMING_PORT = free_port()
 LIMITS = {"INTAKE_BODY_TIMEOUT_S": "1", "STREAMTTS_ALLOWED_HOSTS": "localhost",
-          "INTAKE_WYOMING_PORT": str(WYOMING_PORT), "INTAKE_WYOMING_IDLE_S": "1"}
+          "INTAKE_WYOMING_PORT": str(WYOMING_PORT), "INTAKE_WYOMING_IDLE_S": "1", "INTAKE_BURST": "100"}
+# The media ports: 101 as by default (26 addresses' offers fill them), 24 in --quick (6 do).
+WEBRTC_FIRST_PORT = 47000
+# The keyed intake (#35 items 2, 11, 12): tenants, a content key, and live idle limits short
+# enough to wait out, with pings often enough that a silent client answers several.
+KEYED = {"STREAMTTS_API_KEYS": ",".join((KEY_A, KEY_B, KEY_VICTIM)), "STREAMTTS_CONTENT_KEY": "c" * 40,
+         "INTAKE_WYOMING_PORT": "0", "INTAKE_LIVE_IDLE_S": "1.5", "INTAKE_LIVE_PING_S": "0.2"}
+# A worker closes a never-fed live cast after this while its places are full (SYNTH_LIVE_EMPTY_S).
+LIVE_EMPTY_S = 1.0
+PROBES = 3  # the well-behaved client's undisturbed probes, the ratio's denominator
+
+
+class TwoVoices(ToneModel):
+    """The tone, as either voice (and so as a blend of both)."""
+
+    def voices(self) -> list[str]:
+        return [VOICE, BLENDED]
 # Durable streams: one MiB appends (INTAKE_MAX_BODY_BYTES) until the client's bytes run out.
 MIB = 1024 * 1024
-
-
-def client(address: str) -> aiohttp.ClientSession:
-    """An HTTP client whose connections leave from ``address`` (the servers key clients by it)."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0), force_close=True),
-                                 timeout=aiohttp.ClientTimeout(total=60))
 
 
 class Campaign:
@@ -251,24 +285,6 @@ class Campaign:
                    f"another client creates: {other_status}")
 
 
-def wyoming_frame(kind: str) -> bytes:
-    return json.dumps({"type": kind}).encode() + b"\n"
-
-
-async def wyoming_event(reader: asyncio.StreamReader) -> tuple[str, str]:
-    """The server's next event as (type, error code); ("closed", "") once it hung up."""
-    line = await asyncio.wait_for(reader.readline(), 10)
-    if not line:
-        return "closed", ""
-    header = json.loads(line)
-    data = header.get("data") or {}
-    if header.get("data_length"):
-        data.update(json.loads(await reader.readexactly(header["data_length"])))
-    if header.get("payload_length"):
-        await reader.readexactly(header["payload_length"])
-    return header["type"], str(data.get("code", ""))
-
-
 async def victim_times(campaign: Campaign, rounds: int) -> tuple[list[float], list[float]]:
     """The well-behaved client: submit times and live first-audio times, ``rounds`` of each."""
     submits, firsts = [], []
@@ -307,18 +323,58 @@ async def finished_cast(campaign: Campaign) -> str:
     raise SystemExit("the worker did not finish a cast")
 
 
+async def undisturbed_probe(stack: Stack) -> float:
+    """The well-behaved client's probe before any attack: the median of a few."""
+    return statistics.median([await probe(stack.intake) or float("inf") for _ in range(PROBES)])
+
+
+async def second_pass(stack: Stack, campaign: Campaign, undisturbed: float) -> list[dict[str, Any]]:
+    """#35's attacks, each with the well-behaved client probed while it is held."""
+    rows = []
+
+    async def each(attacks: list[Attack]) -> None:
+        for attack in attacks:
+            try:
+                outcome = await attack(stack)
+            except Exception as exc:  # an attack the server did not answer as it should
+                outcome = Outcome(attack.__name__, False, f"failed: {exc!r}", None)
+            served = outcome.victim_s is not None
+            ratio = outcome.victim_s / undisturbed if outcome.victim_s is not None else None
+            campaign.check(outcome.finding, outcome.held and served, f"{outcome.what}; well-behaved client "
+                           + (f"served (ratio {ratio:.2f})" if ratio is not None else "NOT served"))
+            rows.append({"attack": outcome.finding, "held": outcome.held, "what": outcome.what, "served": served,
+                         "victim_s": outcome.victim_s, "ratio": ratio})
+
+    await each(abuse_attacks.DIRECT)
+    async with abuse_proxy.front_proxy(stack):
+        await each(abuse_proxy.THROUGH_PROXY)
+    print(f"\n{'attack':<58} {'held':<5} {'served':<6} ratio   (undisturbed probe {undisturbed * 1000:.0f} ms)")
+    for row in rows:
+        ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+        print(f"{row['attack']:<58} {'yes' if row['held'] else 'NO':<5} {'yes' if row['served'] else 'NO':<6} {ratio}")
+    return rows
+
+
 async def run(args: argparse.Namespace) -> int:
     rounds = 3 if args.quick else 10
+    last_port = WEBRTC_FIRST_PORT + (23 if args.quick else 100)
+    limits = dict(LIMITS, WEBRTC_UDP_PORTS=f"{WEBRTC_FIRST_PORT}-{last_port}")
+    started = time.perf_counter()
     with temp_redis() as redis_server:
         redis = servicekit.client_for(redis_server.url)
-        await castlog.publish_voices(redis, castlog.VoiceList(voices=(VOICE,), default=VOICE), maxlen=100)
-        model = ToneModel(GPU_RTF, MS_PER_CHAR, VOICE, min_s=0.2)
-        worker = Worker(SynthConfig(consumer="abuse", poll_s=0.1), redis, model)
+        await castlog.publish_voices(redis, castlog.VoiceList(voices=(VOICE, BLENDED), default=VOICE), maxlen=100)
+        model = TwoVoices(GPU_RTF, MS_PER_CHAR, VOICE, min_s=0.2)
+        worker = Worker(SynthConfig(consumer="abuse", poll_s=0.1, max_live_held=abuse_attacks.live_places(args.quick),
+                                    live_empty_s=LIVE_EMPTY_S), redis, model)
         task = asyncio.ensure_future(worker.run())
         try:
-            async with services(redis_server.url, ["intake", "edge"], quiet=True, **LIMITS) as ports:
+            async with services(redis_server.url, ["intake", "edge"], quiet=True, **limits) as ports, \
+                    services(redis_server.url, ["intake"], quiet=True, **dict(limits, **KEYED)) as keyed:
                 campaign = Campaign(f"http://127.0.0.1:{ports['intake']}", f"http://127.0.0.1:{ports['edge']}")
+                stack = Stack(campaign.intake, campaign.edge, f"http://127.0.0.1:{keyed['intake']}", redis,
+                              WYOMING_PORT, args.quick)
                 before = await victim_times(campaign, rounds)
+                undisturbed = await undisturbed_probe(stack)
                 finished = await finished_cast(campaign)
                 attackers = [client(attacker_address(n)) for n in range(10)]
                 try:
@@ -347,6 +403,7 @@ async def run(args: argparse.Namespace) -> int:
                             ws.close()
                     for session in attackers:
                         await session.close()
+                rows = await second_pass(stack, campaign, undisturbed)
         finally:
             worker.stop()
             await asyncio.wait_for(task, 60)
@@ -359,7 +416,14 @@ async def run(args: argparse.Namespace) -> int:
     campaign.check("the well-behaved client served under attack", served,
                    "live first audio every round" if served else f"no audio within {FIRST_AUDIO_WAIT_S:g} s")
     violations = [r for r in campaign.results if not r[1]]
-    print(f"violations: {len(violations)} of {len(campaign.results)} checks")
+    print(f"violations: {len(violations)} of {len(campaign.results)} checks ({time.perf_counter() - started:.0f} s)")
+    if not args.quick:  # the CI run leaves the tree as it was
+        write_results(RESULTS / "abuse.json", {
+            "machine": machine(), "rounds": rounds, "second_pass": rows,
+            "checks": [{"finding": f, "held": h, "detail": d} for f, h, d in campaign.results],
+            "well_behaved_ms": {what: {"undisturbed": statistics.median(a) * 1000, "under_attack": statistics.median(b) * 1000}
+                                for what, a, b in (("submit", before[0], during[0]), ("live_first_audio", before[1], during[1]))},
+        })
     return 1 if violations else 0
 
 

@@ -148,11 +148,12 @@ class Dispatcher:
         if self.cache.on:
             for head in heads(chunk):
                 key = self._key(cast, head, *cast.context_if(head))
-                if (hit := await self.cache.get(key)) is not None:
+                hit = await self.cache.get(key)
+                if not cast.wants_chunk or cast.chunks[cast.next_synth] != chunk:
+                    return None  # cancelled (or cut) while the cache answered: the next head has no chunk
+                if hit is not None:
                     found = (head, key, hit)
                     break
-            if not cast.wants_chunk or cast.chunks[cast.next_synth] != chunk:
-                return None  # cancelled (or cut) while the cache answered
         if found is not None:
             head, key, hit = found
             return (*cast.take_chunk(head=head), key, hit)

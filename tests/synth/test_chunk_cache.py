@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, encode_fields, encode_headers, summarize
+from castlog import Audio, CastStore, Eos, encode_fields, encode_headers, summarize
 from castlog.records import decode_fields
 from synth import chunkcache
+from synth.broadcasts import CancelWatch
 from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
 from synth.worker import Worker
@@ -38,6 +39,35 @@ async def test_a_repeated_text_in_another_cast_plays_without_the_model(redis: Re
     assert [a.body for a in second[:3]] == [a.body for a in first[:3]]  # heard exactly as the fresh ones
     assert [(a.d, a.w) for a in second[:3]] == [(a.d, a.w) for a in first[:3]]
     assert summarize(entries).reused == 3
+
+
+async def test_a_cancel_while_the_cache_is_asked_for_a_head_drops_the_chunk_and_the_worker_goes_on(
+    redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The abuse campaign (#35) stopped a worker: a cancel landed while the cache was asked for one
+    head of a chunk, and the next head's context read a chunk the cancel had dropped (IndexError)."""
+    worker = Worker(config(), redis, StandIn())
+    looked_up: list[str] = []
+    lookup = ChunkCache.get
+
+    async def cancelled_meanwhile(cache: ChunkCache, key: str) -> chunkcache.Hit | None:
+        looked_up.append(key)
+        if len(looked_up) == 3:  # the third chunk's first head: its cast is cancelled while Redis answers
+            await CancelWatch(worker.crew, worker.outcomes).cancel(cancelled)
+        return await lookup(cache, key)
+
+    monkeypatch.setattr(ChunkCache, "get", cancelled_meanwhile)
+    assert len(heads("Your order left the warehouse this morning.")) > 1  # FIRST's third chunk (after a cut)
+    async with running(worker) as task:
+        cancelled = await submit(store, FIRST)
+        entries = await terminal(store, cancelled)
+        end = entries[-1].record
+        assert isinstance(end, Eos) and end.cancelled and len(audio_of(entries)) == end.sentences < 4
+        monkeypatch.setattr(ChunkCache, "get", lookup)
+        after = await submit(store, SECOND)  # the worker goes on
+        assert [a.t for a in audio_of(await terminal(store, after))][-1] == "It arrives on Friday."
+        assert not task.done()
+    assert len(looked_up) == 3  # no head after the cancel was looked up
 
 
 async def test_with_the_cache_off_every_chunk_goes_to_the_model_and_nothing_is_kept(
