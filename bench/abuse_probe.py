@@ -38,7 +38,9 @@ MIB = 1024 * 1024
 WAITING_PER_CLIENT = 4  # INTAKE_SESSIONS_WAITING_PER_CLIENT
 OPEN_PER_CLIENT = 4  # INTAKE_LIVE_MAX_OPEN_PER_CLIENT
 WYOMING_PER_CLIENT = 4  # INTAKE_WYOMING_CONNECTIONS_PER_CLIENT
-CONCURRENCY = 3  # SYNTH_CONCURRENCY: casts the worker has in hand at once
+# Casts of the bursts that may start before the victim's beside one per attacker: those the worker
+# had already read ahead of its inbox when the victim's arrived (a margin, not a setting).
+READ_AHEAD_MARGIN = 3
 
 
 @dataclasses.dataclass
