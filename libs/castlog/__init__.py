@@ -152,13 +152,13 @@ from .groups import Consumer, StreamEntry, ensure_group  # noqa: E402
 __all__ += ["Consumer", "StreamEntry", "ensure_group"]
 __all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]
 
-from .blocking import BlockingRead, cancel_and_wait  # noqa: E402
+from .blocking import BlockingRead, stop_tasks  # noqa: E402
 from .items import ITEM_CACHE_BYTES, ItemCache  # noqa: E402
 from .listener import Item, Listener  # noqa: E402
 from .rowcache import ROW_CACHE_BYTES, RowCache  # noqa: E402
 from .slotreads import SlotReads, choose_reads  # noqa: E402
 from .tail import LISTENER_QUEUE, Tail, TailMetrics  # noqa: E402
 
-__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "cancel_and_wait", "Item", "Listener", "RowCache", "SlotReads", "Tail",
+__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "stop_tasks", "Item", "Listener", "RowCache", "SlotReads", "Tail",
             "TailMetrics", "choose_reads"]
 __all__ += ["ITEM_CACHE_BYTES", "ItemCache"]

@@ -30,11 +30,11 @@ WAKE_PREFIX = "tail/wake/"
 WAKE_TTL_MS = 3_600_000
 
 
-# A task not ended by a cancel is cancelled again this often (cancel_and_wait).
-CANCEL_AGAIN_S = 0.25
+# A task that outlives its cancel is cancelled again this often (stop_tasks).
+STOP_AGAIN_S = 0.25
 
 
-async def cancel_and_wait(*tasks: asyncio.Future[Any], again_s: float = CANCEL_AGAIN_S) -> None:
+async def stop_tasks(*tasks: asyncio.Future[Any], again_s: float = STOP_AGAIN_S) -> None:
     """Cancel ``tasks`` and wait until every one has ended, cancelling again those that go on.
 
     A loop around a blocking read (``XREAD BLOCK`` on a pooled connection) can outlive a single

@@ -45,7 +45,7 @@ from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 from .archive import ARCHIVE_FIELD
-from .blocking import BlockingRead, cancel_and_wait
+from .blocking import BlockingRead, stop_tasks
 from .items import ITEM_CACHE_BYTES, ItemCache
 from .keys import Row, cast_id_of, cast_key, entry_id, seq_of
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
@@ -158,7 +158,7 @@ class Tail:
     async def stop(self) -> None:
         self.close_listeners()
         if self._task is not None:
-            await cancel_and_wait(self._task)
+            await stop_tasks(self._task)
         await self.blocking.aclose()
 
     def close_listeners(self) -> None:

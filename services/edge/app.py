@@ -11,7 +11,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_store
-from castlog import LogReader, RowCache, Tail, cancel_and_wait
+from castlog import LogReader, RowCache, Tail, stop_tasks
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
@@ -111,7 +111,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await cancel_and_wait(renewals, played)
+        await stop_tasks(renewals, played)
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
         await app[EDGE].guard.slots.drain()  # streams closed at shutdown give their slots back

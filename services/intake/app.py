@@ -24,7 +24,7 @@ from castlog import (
     RateLimiter,
     RowCache,
     Tail,
-    cancel_and_wait,
+    stop_tasks,
 )
 from castlog.reader import FOLLOW_BLOCK_MS
 from castlog.slots import SlotLimiter
@@ -151,7 +151,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await cancel_and_wait(*renewers)
+        await stop_tasks(*renewers)
         for slots in leased:
             await slots.drain()  # sessions ended at shutdown give their slots back
         await tail.stop()

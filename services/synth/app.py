@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import open_store
-from castlog import cancel_and_wait
+from castlog import stop_tasks
 from servicekit import Serving, connect, json_errors, redact
 
 from . import jobs, views
@@ -87,7 +87,7 @@ async def _stop(service: SynthService, task: asyncio.Task[None], grace_s: float)
         await asyncio.wait_for(asyncio.shield(task), grace_s)
     except asyncio.TimeoutError:
         log.error("the worker did not stop within SYNTH_GRACE_S=%.0fs; cancelling it", grace_s)
-        await cancel_and_wait(task)
+        await stop_tasks(task)
     except Exception:  # noqa: BLE001 - already logged by serve(); cleanup must go on
         pass
 
@@ -96,7 +96,7 @@ async def _stats_ctx(app: web.Application) -> AsyncIterator[None]:
     synth = app[SYNTH]
     task = asyncio.create_task(poll_stats(synth.redis, synth.cfg.stats_interval_s, synth.metrics), name="synth-stats")
     yield
-    await cancel_and_wait(task)
+    await stop_tasks(task)
 
 
 async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -110,7 +110,7 @@ async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
     log.info("archiving finished casts to %s", blobs.url)
     yield
-    await cancel_and_wait(task)  # the archiver's loop blocks on its receipts' read
+    await stop_tasks(task)  # the archiver's loop blocks on its receipts' read
     await blobs.close()
 
 

@@ -41,7 +41,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, LiveStore, LogReader, cancel_and_wait
+from castlog import CastStore, LiveStore, LogReader, stop_tasks
 from castlog.lanes import LaneMover
 from servicekit.connect import is_cluster
 
@@ -120,7 +120,7 @@ class Worker:
                 for task in done:
                     task.result()  # a loop ended by an exception is a bug: surface it
         finally:
-            await cancel_and_wait(*side, *main)  # a loop on a blocking read may outlive one cancel
+            await stop_tasks(*side, *main)  # a loop on a blocking read may outlive one cancel
             if self.stopping:
                 await self._hand_back()
                 await quietly(self.clerk.resign())

@@ -20,13 +20,13 @@ from castlog import (
     CastStore,
     DeleteRequest,
     archive,
-    cancel_and_wait,
     cast_key,
     catalog_key,
     delete_proof,
     lane_jobs_of,
     last_delete,
     read_jobs,
+    stop_tasks,
 )
 from intake import Config, create_app
 from synth.broadcasts import Broadcasts, DeleteWatch
@@ -58,7 +58,7 @@ async def deleting(redis: Redis, token: str | None = TOKEN) -> AsyncIterator[Del
         await wait_until(lambda: watch.after is not None)
         yield watch
     finally:
-        await cancel_and_wait(task)  # a loop on a blocking read may outlive one cancel
+        await stop_tasks(task)  # a loop on a blocking read may outlive one cancel
 
 
 def admin(token: str = TOKEN) -> dict[str, str]:
@@ -161,7 +161,7 @@ async def test_a_batch_a_redis_error_cut_short_is_read_again(redis: Redis, store
         await wait_until(lambda: _gone(redis, first.id))
         await wait_until(lambda: _gone(redis, second.id))
     finally:
-        await cancel_and_wait(task)
+        await stop_tasks(task)
     assert watch.failed
 
 

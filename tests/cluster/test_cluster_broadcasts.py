@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from castlog import CANCELS, DELETES, cancel_and_wait
+from castlog import CANCELS, DELETES, stop_tasks
 from castlog.keys import Fields
 from servicekit import connect
 from synth.broadcasts import Broadcasts, CancelWatch, DeleteWatch, Follower
@@ -37,6 +37,6 @@ async def test_both_streams_are_heard_though_they_lie_in_two_slots(redis_cluster
             await redis.xadd(DELETES, {"id": f"d{i}"})
         await wait_until(lambda: len(cancels.ids) == 3 and len(deletes.ids) == 3)
         assert (cancels.ids, deletes.ids) == (["c0", "c1", "c2"], ["d0", "d1", "d2"])
-        await cancel_and_wait(task)
+        await stop_tasks(task)
     finally:
         await redis.aclose()

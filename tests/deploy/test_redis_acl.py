@@ -579,7 +579,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
             assert gone.status == 200 and (await gone.json()) == {"id": cid, "deleted": True}
         assert admin.exists(castlog.cast_key(cid), castlog.catalog_key(cid)) == 0
     finally:
-        await castlog.cancel_and_wait(task)  # a loop on a blocking read may outlive one cancel
+        await castlog.stop_tasks(task)  # a loop on a blocking read may outlive one cancel
         await synth.aclose()
 
 
@@ -632,6 +632,6 @@ async def test_intake_s_tail_is_woken_by_its_own_wake_stream_as_intake(redis_por
         assert admin.keys("tail/wake/intake/*")
         assert [e for e in admin.acl_log() if e["username"] == "intake"] == []
     finally:
-        await castlog.cancel_and_wait(*followers)
+        await castlog.stop_tasks(*followers)
         await server.close()
         await writer.aclose()

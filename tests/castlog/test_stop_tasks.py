@@ -1,6 +1,6 @@
 """Stopping loops that block on Redis: one cancel is not always enough with redis-py (a
 CancelledError landing while it handles an XREAD's reply can be swallowed, and the loop reads
-on), so every stop goes through ``castlog.cancel_and_wait``, which cancels until the task ends."""
+on), so every stop goes through ``castlog.stop_tasks``, which cancels until the task ends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import cancel_and_wait
+from castlog import stop_tasks
 
 ROUNDS = 150  # about 1 in 100 single cancels is swallowed (measured): most runs meet one
 
@@ -29,7 +29,7 @@ async def test_every_reading_loop_ends_however_its_cancel_lands(redis: Redis) ->
     for _ in range(ROUNDS):
         task = asyncio.create_task(_read_forever(redis))
         await asyncio.sleep(rng.random() * 0.12)
-        await asyncio.wait_for(cancel_and_wait(task, again_s=0.05), 30)  # (a hang fails, never a slow run)
+        await asyncio.wait_for(stop_tasks(task, again_s=0.05), 30)  # (a hang fails, never a slow run)
         assert task.done()
 
 
@@ -39,5 +39,5 @@ async def test_ended_tasks_and_their_errors_are_taken_as_they_are() -> None:
 
     failed = asyncio.create_task(fails())
     await asyncio.sleep(0)
-    await cancel_and_wait(failed)  # already ended: its exception is retrieved, not raised
+    await stop_tasks(failed)  # already ended: its exception is retrieved, not raised
     assert isinstance(failed.exception(), ValueError)
