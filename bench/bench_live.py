@@ -42,7 +42,7 @@ from logfollow import follow
 import castlog
 import servicekit
 from castlog import SAMPLE_RATE, CastStore, Chunker, LogReader, Meta
-from synth import lane as lane_module
+from synth import appender as appender_module
 from synth.config import SynthConfig
 from synth.mp3 import EncodedChunk, encode_chunk
 from synth.worker import Worker
@@ -227,7 +227,7 @@ async def run(args: argparse.Namespace) -> dict[str, Row]:
             # as a worker does at start-up: intake takes only voices a worker has published
             offer = castlog.VoiceList(voices=tuple(model.voices()), default=VOICE)
             await castlog.publish_voices(redis, offer, maxlen=100)
-            lane_module.encode_chunk = model.timed_encoder(encode_chunk)  # type: ignore[assignment]
+            appender_module.encode_chunk = model.timed_encoder(encode_chunk)  # type: ignore[assignment]
             worker = Worker(SynthConfig(consumer="bench", poll_s=0.1), redis, model)
             task = asyncio.ensure_future(worker.run())
             try:

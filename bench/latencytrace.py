@@ -4,8 +4,9 @@ first chunk's way through it (time.time(), the client's clock: one machine) into
 The benchmark starts it once per source tree it compares (``python bench/bench_latency.py
 --worker TRACE``, with that tree's ``libs`` and ``services`` on PYTHONPATH), so the hooks below
 reach only names that both trees have: the admitter's ``admit``, the store's ``append_stamped``,
-the inboxes' read of new jobs (``synth.jobs.read_new`` in older trees), ``hold``, the lane's
-``encode_chunk``, the synthesizer's ``synthesize_timed`` and its G2P's ``with_words``.
+the inboxes' read of new jobs (``synth.jobs.read_new`` in older trees), ``hold``, the appender's
+``encode_chunk`` (``synth.lane``'s in older trees), the synthesizer's ``synthesize_timed`` and its
+G2P's ``with_words``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ from listening import english_model_dir
 import castlog
 import servicekit
 import synth.jobs as jobs_module
-import synth.lane as lane_module
 from synth.config import SynthConfig
 from synth.model import Synthesizer, Wrapped, load_synthesizer
 from synth.model.base import Word
 from synth.worker import Worker
+
+try:
+    import synth.appender as appender_module
+except ImportError:  # a tree from before synth.appender (it was synth.lane)
+    import synth.lane as appender_module  # type: ignore[import-not-found,no-redef]
 
 VOICE = "af_heart"
 
@@ -91,7 +96,7 @@ class TracedSynth(Wrapped):
 def trace_worker(worker: Worker, stamps: Stamps) -> None:
     """Stamp the job's read, admission, the encoder and the append of each cast's first audio."""
     admit, append = worker.admitter.admit, worker.store.append_stamped
-    hold, encode = jobs_module.hold, lane_module.encode_chunk
+    hold, encode = jobs_module.hold, appender_module.encode_chunk
 
     def traced_read(read_new: Any) -> Any:
         async def read(*args: Any, **kwargs: Any) -> Any:
@@ -134,7 +139,7 @@ def trace_worker(worker: Worker, stamps: Stamps) -> None:
         for inbox in worker.crew.held.inboxes:
             inbox.group.new = traced_read(inbox.group.new)  # type: ignore[method-assign]
     jobs_module.hold = traced_hold  # type: ignore[assignment]
-    lane_module.encode_chunk = traced_encode  # type: ignore[assignment]
+    appender_module.encode_chunk = traced_encode  # type: ignore[assignment]
 
 
 async def run_worker(trace: Path, redis_url: str, threads: int) -> None:

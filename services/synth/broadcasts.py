@@ -18,7 +18,7 @@ read only once it is handled: one that a Redis error cut short is read again (bo
 *Cancels*: a cancelled cast this worker holds drops every chunk not yet appended
 (``ActiveCast.cancel``) and ends at once with ``eos`` marked cancelled, so the audio stops with
 what is in the log: the chunk in hand finishes on the model thread and is thrown away. When an
-append is on its way to Redis, the lane ends the cast right after it. A cast not held here is some
+append is on its way to Redis, the appender ends the cast right after it. A cast not held here is some
 other worker's, or still queued: admission reads its ``cancel/<id>`` flag.
 
 *Deletes*: intake checks the admin token and adds a request; its Redis user cannot delete a cast
@@ -165,7 +165,7 @@ class CancelWatch(Follower):
             dropped = cast.in_flight
             cast.cancel()
             log.info("cast %s: cancelled, %d chunk(s) in flight dropped", cast_id, dropped)
-            if not cast.appending and cast.complete:  # else the lane ends it after that append
+            if not cast.appending and cast.complete:  # else the appender ends it after that append
                 await self.outcomes.finish(cast)
         held.work.set()
 

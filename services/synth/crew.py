@@ -1,6 +1,6 @@
 """The crew: what the worker's parts share, built once by the worker and handed to each.
 
-Admission, the synth loop, the lanes, the live feed and the outcomes each take the crew plus at
+Admission, the synth loop, the appenders, the live feed and the outcomes each take the crew plus at
 most two things of their own, so a newcomer reads one list of what a part can reach: the settings,
 Redis and the stores over it, the casts in hand, the metrics, the clock and the model's measured speed.
 """

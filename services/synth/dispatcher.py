@@ -3,9 +3,9 @@
 The schedule is a pure function of the casts' snapshot (:func:`livesched.pick_next`, over
 :mod:`scheduler`); this loop applies its decision (newcomers that yielded are noted), marks the
 chunk as in hand (a worker's death now counts against it), runs the model in its own thread, and
-puts the chunk, or the news that it failed, on the cast's lane. An attempt's first chunk, which
+puts the chunk, or the news that it failed, on the cast's appender. An attempt's first chunk, which
 a listener waits for, is encoded on the model thread straight after its inference and put in the
-log before the next inference starts: no hop through the event loop and the lane's queue between
+log before the next inference starts: no hop through the event loop and the appender's queue between
 the model and the encoder, and no inference sharing the CPU with the encoder and the append.
 """
 
@@ -21,10 +21,10 @@ from functools import partial
 import numpy as np
 
 from . import chunkcache, jobs, seams
+from .appender import NO_PCM, PCM, Appender, Synthesized, encoder, encoding_failed, made_ms
 from .cast import ActiveCast, heads
 from .crew import Crew
 from .holdings import quietly, wait
-from .lane import NO_PCM, PCM, Lane, Synthesized, encoder, encoding_failed, made_ms
 from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
@@ -66,7 +66,7 @@ def read_and_encode(
     started = time.perf_counter()
     try:
         encoded: EncodedChunk | Exception = encode(pcm)
-    except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt (in the lane)
+    except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt (in the appender)
         encoded = exc
     return pcm, words, encoded, time.perf_counter() - started
 
@@ -74,9 +74,9 @@ def read_and_encode(
 class Dispatcher:
     """Picks and synthesizes chunks, one at a time, until the worker stops."""
 
-    def __init__(self, crew: Crew, synth: Synthesizer, lanes: tuple[Lane, Lane]) -> None:
+    def __init__(self, crew: Crew, synth: Synthesizer, appenders: tuple[Appender, Appender]) -> None:
         self.crew, self.synth = crew, synth
-        self.lanes = lanes  # whole-text casts, open casts
+        self.appenders = appenders  # whole-text casts, open casts
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="synth-model")
         self.rotation = Rotation()  # which client's open casts had the model last (livesched)
         self.cache = chunkcache.ChunkCache(crew.redis, crew.cfg.chunk_cache_bytes)
@@ -115,7 +115,7 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
-                await self.lane(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
+                await self.appender(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
@@ -124,7 +124,7 @@ class Dispatcher:
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:
-                await self.lane(cast).put(item)
+                await self.appender(cast).put(item)
             else:
                 if isinstance(encoded, Exception):
                     item.failure = encoding_failed(index, encoded)
@@ -132,12 +132,12 @@ class Dispatcher:
                     item.ready = encoded
                 # In the log before the next inference, which on a CPU would share the cores with
                 # the append and with edge's delivery to the listener.
-                await self.lane(cast).land(item)
+                await self.appender(cast).land(item)
             if hit is None:  # kept after its append: never on a listener's path
                 await self.cache.put(key, pcm, words, took)
                 crew.metrics.cache_bytes.set(self.cache.held)
-        for lane in self.lanes:  # the chunk in hand is queued: the append loops drain, end
-            await lane.put(None)
+        for appender in self.appenders:  # the chunk in hand is queued: the append loops drain, end
+            await appender.put(None)
 
     async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
         """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
@@ -180,8 +180,8 @@ class Dispatcher:
             self.rotation.served(decision.cast.client)
         return casts[decision.cast.key]
 
-    def lane(self, cast: ActiveCast) -> Lane:
-        whole, live = self.lanes
+    def appender(self, cast: ActiveCast) -> Appender:
+        whole, live = self.appenders
         return live if cast.live else whole
 
     def _observe(

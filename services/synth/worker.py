@@ -12,7 +12,7 @@ letters and receipts:
   waiting in line their place and when they start (:mod:`synth.clerk`);
 - the *synth loop* picks the cast with the lowest lead and runs exactly one chunk of it on the
   model thread (:mod:`synth.dispatcher`);
-- two *append loops*, one per lane (:mod:`synth.lane`), encode the chunks on threads of their own
+- two *append loops*, one per appender (:mod:`synth.appender`), encode the chunks on threads of their own
   (overlapping the next inference), append them by conditional append at the tail they expect,
   and finish complete casts (an attempt's first chunk is encoded on the model thread and
   appended by the synth loop itself, before the next inference);
@@ -47,6 +47,7 @@ from servicekit.connect import is_cluster
 
 from . import jobs, scheduler
 from .admission import Admitter
+from .appender import Appender
 from .broadcasts import Broadcasts, CancelWatch, DeleteWatch
 from .cast import job_key
 from .clerk import QueueClerk
@@ -55,7 +56,6 @@ from .crew import Crew
 from .dispatcher import Dispatcher
 from .holdings import REDIS_RETRY_S, Holdings, quietly
 from .inbox import Inbox
-from .lane import Lane
 from .livefeed import LiveFeed
 from .metrics import SynthMetrics
 from .model import Synthesizer
@@ -93,10 +93,11 @@ class Worker:
         # cancels, the admin's deletes asked through intake and the open casts' text: one blocked read
         self.broadcasts = Broadcasts(redis, cfg.poll_s, CancelWatch(crew, self.outcomes), DeleteWatch(redis, cfg.admin_token),
                                      feed=self.feed)
-        # An open cast's sentence is encoded and appended on a lane of its own, so it never waits
+        # An open cast's sentence is encoded and appended by an appender of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
-        self.lanes = (Lane(crew, self.outcomes, "synth-encode"), Lane(crew, self.outcomes, "synth-encode-live"))
-        self.dispatcher = Dispatcher(crew, synthesizer, self.lanes)
+        self.appenders = (Appender(crew, self.outcomes, "synth-encode"),
+                          Appender(crew, self.outcomes, "synth-encode-live"))
+        self.dispatcher = Dispatcher(crew, synthesizer, self.appenders)
         self.clerk = QueueClerk(crew, getattr(synthesizer, "name", "model"))
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -106,13 +107,13 @@ class Worker:
         to the group (another worker claims them at once) and return."""
         for inbox in self.crew.held.inboxes:
             await inbox.open()
-        await self.lanes[0].warm()
+        await self.appenders[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
         side += [asyncio.create_task(self.admitter.run_live()), asyncio.create_task(self.broadcasts.run())]
         side += [asyncio.create_task(self._move_loop())]
         side += [asyncio.create_task(self.clerk.run())]  # the line's places and estimates
         main = [asyncio.create_task(self.dispatcher.run())]
-        main += [asyncio.create_task(lane.run()) for lane in self.lanes]
+        main += [asyncio.create_task(appender.run()) for appender in self.appenders]
         try:
             running = set(side + main)
             while not all(task.done() for task in main):
@@ -125,8 +126,8 @@ class Worker:
                 await self._hand_back()
                 await quietly(self.clerk.resign())
             self.dispatcher.shutdown()
-            for lane in self.lanes:
-                lane.shutdown()
+            for appender in self.appenders:
+                appender.shutdown()
             self.crew.metrics.active_casts.set(0)
             log.info("worker %s stopped; %d cast(s) left pending", self.crew.cfg.consumer, len(self.casts))
 
@@ -158,7 +159,7 @@ class Worker:
 
     async def _move_loop(self) -> None:
         """Move the key lanes' jobs into ``jobs`` / ``jobs/live`` (castlog/lanes.py; not the
-        synth lanes of ``self.lanes``); pending moves of this or a dead worker are taken up every
+        appenders of ``self.appenders``); pending moves of this or a dead worker are taken up every
         ``refresh_s``."""
         cfg = self.crew.cfg
         mover = LaneMover(self.crew.redis, cfg.consumer, lease_ms=cfg.lease_ms,

@@ -1,6 +1,6 @@
 """An attempt's first chunk is on its listener's path: it is encoded on the model thread straight
 after its inference, at SYNTH_FIRST_MP3_QUALITY, and is in the log before the model starts the
-next chunk; later chunks go through the lane's encoder thread at LAME's default."""
+next chunk; later chunks go through the appender's encoder thread at LAME's default."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
-import synth.lane
+import synth.appender
 from castlog import Audio, CastStore, Error, Start
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, running, submit, terminal
@@ -21,7 +21,7 @@ TEXT = "Hello there. This is a post deployment check. It has three sentences."
 
 
 class Encodes:
-    """Stands in for the lane's ``encode_chunk``: notes the thread and quality of every call."""
+    """Stands in for the appender's ``encode_chunk``: notes the thread and quality of every call."""
 
     def __init__(self, real: Any, fail_first: bool = False) -> None:
         self.real, self.fail_first = real, fail_first
@@ -55,8 +55,8 @@ def watch(worker: Worker, synth: StandIn, events: list[tuple[str, str]]) -> None
 async def test_first_chunk_is_in_the_log_before_the_next_inference_starts(
     redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encodes = Encodes(synth.lane.encode_chunk)
-    monkeypatch.setattr(synth.lane, "encode_chunk", encodes)
+    encodes = Encodes(synth.appender.encode_chunk)
+    monkeypatch.setattr(synth.appender, "encode_chunk", encodes)
     chunks = castlog.split_text(TEXT)
     standin, events = StandIn(), list[tuple[str, str]]()
     cfg = config(first_mp3_quality=7)
@@ -67,10 +67,10 @@ async def test_first_chunk_is_in_the_log_before_the_next_inference_starts(
         entries = await terminal(store, cast_id)
     assert [e.record.t for e in entries if isinstance(e.record, Audio)] == chunks
     assert events.index(("append", chunks[0])) < events.index(("infer", chunks[1]))
-    warm, *calls = encodes.calls  # the lane's warm-up encodes nothing at start
+    warm, *calls = encodes.calls  # the appender's warm-up encodes nothing at start
     assert warm == ("synth-encode_0", None)
     model, encoder = calls[0], calls[1:]
-    assert model[0].startswith("synth-model") and model[1] == 7  # no hop through the loop and the lane
+    assert model[0].startswith("synth-model") and model[1] == 7  # no hop through the loop and the appender
     assert len(encoder) == len(chunks) - 1
     assert all(name.startswith("synth-encode") and quality is None for name, quality in encoder)
 
@@ -79,8 +79,8 @@ async def test_first_chunk_is_in_the_log_before_the_next_inference_starts(
 async def test_a_resumed_attempts_first_chunk_goes_the_same_way(
     redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    encodes = Encodes(synth.lane.encode_chunk)
-    monkeypatch.setattr(synth.lane, "encode_chunk", encodes)
+    encodes = Encodes(synth.appender.encode_chunk)
+    monkeypatch.setattr(synth.appender, "encode_chunk", encodes)
     failed = threading.Event()
 
     def fail_once(text: str) -> bool:
@@ -101,7 +101,7 @@ async def test_a_resumed_attempts_first_chunk_goes_the_same_way(
 async def test_a_first_chunk_the_encoder_fails_fails_the_attempt(
     redis: Redis, store: CastStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(synth.lane, "encode_chunk", Encodes(synth.lane.encode_chunk, fail_first=True))
+    monkeypatch.setattr(synth.appender, "encode_chunk", Encodes(synth.appender.encode_chunk, fail_first=True))
     cast_id = await submit(store, TEXT)
     async with running(Worker(config(max_attempts=2), redis, StandIn())):
         entries = await terminal(store, cast_id)

@@ -1,15 +1,15 @@
-"""A lane: the way of a synthesized chunk into its cast's log.
+"""An appender: the way of a synthesized chunk into its cast's log.
 
-A lane is a bounded queue of chunks from the model thread and an encoder thread of its own; its
+An appender is a bounded queue of chunks from the model thread and an encoder thread of its own; its
 loop encodes each chunk to MP3 (overlapping the next inference), appends it by conditional
 append at the tail the cast expects, and finishes the cast once it is complete. A chunk that
 failed in the model travels the same queue, so the chunks before it are appended first.
 
-The worker has two lanes: whole-text casts, and open casts, whose sentences never wait behind
+The worker has two appenders: whole-text casts, and open casts, whose sentences never wait behind
 whole-text chunks in the encoder (one in flight per open cast keeps each in order).
 
 An attempt's first chunk comes encoded (the synth loop encodes it on the model thread at once)
-and lands past the queue (:meth:`Lane.land`): nothing of its attempt is before it, and its
+and lands past the queue (:meth:`Appender.land`): nothing of its attempt is before it, and its
 listener waits for it.
 """
 
@@ -76,7 +76,7 @@ def made_ms(pcm: PCM) -> int:
     return len(pcm) * 1000 // SAMPLE_RATE
 
 
-class Lane:
+class Appender:
     """One queue of synthesized chunks, drained by :meth:`run` through one encoder thread."""
 
     def __init__(self, crew: Crew, outcomes: Outcomes, name: str) -> None:
@@ -85,7 +85,7 @@ class Lane:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=name)
 
     async def put(self, item: Synthesized | None) -> None:
-        """Queue a chunk (None: no more, the loop ends); waits while the lane is full."""
+        """Queue a chunk (None: no more, the loop ends); waits while the queue is full."""
         await self.queue.put(item)
 
     async def warm(self) -> None:
@@ -112,7 +112,7 @@ class Lane:
 
     async def land(self, item: Synthesized) -> None:
         """An encoded chunk (or its failure) into its cast's log, and the cast finished when it
-        is complete: from the lane's loop, or at once from the synth loop for an attempt's first
+        is complete: from the appender's loop, or at once from the synth loop for an attempt's first
         chunk (nothing of its attempt is in the queue before it)."""
         crew, cast, encoded = self.crew, item.cast, item.ready
         if cast.closed or cast.cancelled:  # lost or cancelled meanwhile: its chunks are dropped
