@@ -45,16 +45,16 @@ class Known(NamedTuple):
     """A cast that a request names and may read: its layout, and the request's guard pass."""
 
     edge: Edge
-    admitted: Pass
+    read_pass: Pass
     layout: Layout
 
 
 async def known_cast(request: web.Request, cast_id: str) -> Known:
     """The cast a request names (parsed), after its rate-limit token: 404 unless its log has records."""
     edge = request.app[EDGE]
-    admitted = await edge.guard.admit(request)
+    read_pass = await edge.guard.take_read(request)
     layout = await edge.layouts.get(cast_id)
     if layout.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
-    return Known(edge, admitted, layout)
+    return Known(edge, read_pass, layout)

@@ -40,11 +40,11 @@ async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pas
     if keys and not bearer_key(request, keys):
         raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
                                               "Authorization: Bearer <key> (casts' streams are public)")
-    admitted = await request.app[EDGE].guard.admit(request)
+    read_pass = await request.app[EDGE].guard.take_read(request)
     found = await request.app[EDGE].durable.open(path, touch=touch)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
-    return found.meta, admitted
+    return found.meta, read_pass
 
 
 def _meta_headers(meta: Meta) -> dict[str, str]:
@@ -74,33 +74,33 @@ async def read(request: web.Request) -> web.StreamResponse:
     live = request.query.get("live")
     if live in ("long-poll", "sse") and offset is None:
         raise ds.bad(f"live={live} needs an offset")
-    meta, admitted = await _open(request, path, touch=True)
+    meta, read_pass = await _open(request, path, touch=True)
     after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
     assert after is not None
     if id_key(after) > id_key(meta.tail):  # no offset this stream sent: a long-poll would wait for ever
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
     if live == "sse":
-        return await _sse(request, admitted, meta, after)
+        return await _sse(request, read_pass, meta, after)
     if offset == "now" and live != "long-poll":
         headers = _meta_headers(meta)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
         return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
     got = await request.app[EDGE].durable.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
     if live == "long-poll" and not got.entries:
-        meta, got = await _long_poll(request, admitted, meta, after)
+        meta, got = await _long_poll(request, read_pass, meta, after)
         if not got.entries:
             return _timed_out(request, meta)
     return _catch_up(request, meta, got, offset or "-1", live == "long-poll")
 
 
-async def _long_poll(request: web.Request, admitted: Pass, meta: Meta, after: str) -> tuple[Meta, Slice]:
+async def _long_poll(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> tuple[Meta, Slice]:
     """Wait for the stream's own next entry; none until the deadline (or a close): empty slice."""
     cfg = request.app[CONFIG]
     deadline = time.monotonic() + cfg.ds_long_poll_s
     empty = Slice([], complete=True)
     tail = request.app[EDGE].tail
-    async with _slot(request), admitted.stream_slot():
+    async with _slot(request), read_pass.stream_slot():
         while not meta.closed and not tail.closing:  # a stopping edge answers what there is
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -170,7 +170,7 @@ def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
     return ds.sse_event("data", data.decode("utf-8", errors="replace"))
 
 
-async def _sse(request: web.Request, admitted: Pass, meta: Meta, after: str) -> web.StreamResponse:
+async def _sse(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> web.StreamResponse:
     """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
     kind = meta.content_type.split(";", 1)[0].strip().lower()
@@ -178,7 +178,7 @@ async def _sse(request: web.Request, admitted: Pass, meta: Meta, after: str) -> 
     response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
-    async with _slot(request), admitted.stream_slot():
+    async with _slot(request), read_pass.stream_slot():
         await response.prepare(request)
         await _events(request, response, meta, after, binary)
     await response.write_eof()

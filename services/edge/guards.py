@@ -1,7 +1,7 @@
 """Who may read how much: a per-address token bucket and a cap on open streams, both in Redis.
 
 A request's parameters are parsed first (``params.py``), so that refused names cost no Redis
-command; then it passes the guard once (:meth:`Guard.admit`: its read token), and the
+command; then it passes the guard once (:meth:`Guard.take_read`: its read token), and the
 :class:`Pass` it gets holds an open-stream slot if the response turns out to be a stream.
 """
 
@@ -39,7 +39,7 @@ class Guard:
         self.max_listeners = cfg.max_listeners
         self.metrics = metrics
 
-    async def admit(self, request: web.Request) -> Pass:
+    async def take_read(self, request: web.Request) -> Pass:
         """Spend one read token of the request's client, or answer 429 with Retry-After."""
         client = request_client(request, self.trusted)
         verdict = await self.limiter.take(client, 1)
@@ -74,8 +74,8 @@ class Guard:
 
 
 class Pass:
-    """An admitted request: its client, and the way to hold one of the client's open-stream
-    slots while its response streams (SSE, a growing MP3, a long poll)."""
+    """A request that spent its read token: its client, and the way to hold one of the client's
+    open-stream slots while its response streams (SSE, a growing MP3, a long poll)."""
 
     __slots__ = ("guard", "client")
 

@@ -65,7 +65,7 @@ async def s2_records(request: web.Request) -> web.Response:
 async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
     edge = request.app[EDGE]
     cast_id, seq, limit, wait = q.cast_id, q.seq, q.limit, q.wait
-    admitted = await edge.guard.admit(request)
+    read_pass = await edge.guard.take_read(request)
     page = await edge.reader.page(cast_id, seq, limit)  # one round trip (an archived log: two)
     if page.tail == 0:
         raise not_found("no such cast")
@@ -74,7 +74,7 @@ async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
     next_seq, tail = page.next_seq, page.tail
     closed = await _closed(edge, cast_id, items, next_seq, tail)
     if next_seq == seq and wait > 0 and seq >= tail and not closed:  # nothing there yet
-        items = await _long_poll(admitted, edge, cast_id, seq, limit, wait)
+        items = await _long_poll(read_pass, edge, cast_id, seq, limit, wait)
         if items:
             next_seq = items[-1].seq + 1
             tail = max(tail, next_seq)
@@ -96,9 +96,9 @@ async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, ta
     return last is not None and is_terminal(last.record)
 
 
-async def _long_poll(admitted: Pass, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
+async def _long_poll(read_pass: Pass, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
     """At the tail: wait up to ``wait`` seconds for the next record, then take what is ready."""
-    async with admitted.stream_slot():
+    async with read_pass.stream_slot():
         async with edge.tail.listen(cast_id, seq, "poll") as listener:
             first = await listener.next(wait)
             if first is None:

@@ -1,6 +1,6 @@
-"""The claim path every submit takes, whatever its route: admission, the body, one atomic submit.
+"""The claim path every submit takes, whatever its route: the screen, the body, one atomic submit.
 
-``async with Admission(request) as client:`` turns away a client still cooling down, holds a slot
+``async with Screen(request) as client:`` turns away a client still cooling down, holds a slot
 of the in-flight gate, turns away a client whose bucket is empty (a peek, before any body is
 read: #21) and counts every refusal raised inside by its code; in it a route reads
 the body (``read_body``), parses it its own way and hands the form to ``submit``, which checks
@@ -48,7 +48,7 @@ def rate_limited(wait_s: int) -> Refusal:
     return Refusal(429, "rate_limited", f"too many submissions; retry in {wait_s} s", {"Retry-After": str(wait_s)})
 
 
-class Admission:
+class Screen:
     """The cooldown, then a slot of the in-flight gate while the body is read and submitted; a
     ``Refusal`` at the door or inside is counted by its code (a plain class, not a generator-based
     context manager: it is on every submit's path)."""

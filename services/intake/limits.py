@@ -30,8 +30,8 @@ HOUR_S = 3600
 
 
 class InflightGate:
-    """Admission: at most ``limit`` submits use Redis at once, at most ``waiting`` more wait; past
-    that, shed with 503. castlog's connection pool makes callers wait for a free connection, but
+    """At most ``limit`` submits use Redis at once, at most ``waiting`` more wait; past that, shed
+    with 503. castlog's connection pool makes callers wait for a free connection, but
     any number of them: under overload that queue (and the requests behind it) would grow without
     bound. The gate sits before the body is read, so a waiting request holds no body in memory,
     and answers clearly when the queue is full."""

@@ -16,7 +16,7 @@ from castlog import cast_key, is_cast_id, request_delete
 from servicekit import Problem, json_response, probe, redis_answers
 
 from . import live
-from .claim import Admission, Claimed, cast_url, read_body, submit
+from .claim import Claimed, Screen, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
 from .validate import BodyKind, Refusal, body_kind, parse_form, parse_json
 from .voices import warming_up
@@ -126,7 +126,7 @@ async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | li
     A request refused before that round trip touches no key and spends no token; every refusal
     is counted by its code.
     """
-    async with Admission(request) as client:
+    async with Screen(request) as client:
         kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
         body = await read_body(request)
         if kind is BodyKind.JSON and live.asks_live(body):

@@ -2,7 +2,7 @@
 ``{"text": ...}``, the audio streamed as it is made.
 
 What Pipecat's ``DeepgramHttpTTSService`` and LiveKit's ``deepgram.TTS.synthesize()`` call. The
-request walks the whole-text claim path of ``/v1/audio/speech`` (admission, the body, one submit:
+request walks the whole-text claim path of ``/v1/audio/speech`` (the screen, the body, one submit:
 the same text in the same voice is the same cast) with the voices of the ``/v1/speak``
 WebSocket (``speak.voice_of``: a voice id or an Aura name); the cast's log is followed as a speech
 stream follows it and each chunk converted as it comes: ``linear16``, ``mulaw`` and ``alaw`` at any
@@ -31,7 +31,7 @@ from servicekit import json_response
 from servicekit.forms import SpeakBody
 
 from ..cancel import cancel_cast
-from ..claim import Admission, Claimed, cast_url, read_body, submit
+from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
 from ..validate import CastForm, Refusal
 from .follow import CastFailed, TailClosed, cast_audio, settled_at
@@ -181,7 +181,7 @@ async def post_speak(request: web.Request) -> web.StreamResponse:
 async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tuple[Claimed, dict[str, str]]:
     """The whole-text claim path with Deepgram's body and model names; the response's headers."""
     intake = request.app[INTAKE]
-    async with Admission(request) as client:
+    async with Screen(request) as client:
         if request.content_type != "application/json":
             raise V1Refusal(415, "unsupported_media_type", 'send the body as application/json: {"text": "..."}')
         body = await read_body(request)

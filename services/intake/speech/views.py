@@ -16,7 +16,7 @@ from aiohttp import web
 from castlog import canonical_voice
 from servicekit import json_response
 
-from ..claim import Admission, Claimed, read_body, request_tag, submit
+from ..claim import Claimed, Screen, read_body, request_tag, submit
 from ..context import INTAKE, Intake, request_client
 from ..validate import CastForm
 from . import v1
@@ -89,10 +89,10 @@ async def close_streams(app: web.Application) -> None:
 
 
 async def _claim(request: web.Request) -> tuple[SpeechRequest, Claimed, dict[str, str]]:
-    """The claim path with OpenAI's body: admission, the body, the voice list, parse, submit;
+    """The claim path with OpenAI's body: the screen, the body, the voice list, parse, submit;
     with the headers that name what the request sent and this server did not use."""
     intake = request.app[INTAKE]
-    async with Admission(request) as client:
+    async with Screen(request) as client:
         if request.content_type != "application/json":
             raise V1Refusal(415, "unsupported_media_type", "send the body as application/json")
         body = await read_body(request)
