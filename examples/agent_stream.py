@@ -7,7 +7,7 @@ save (or pipe) the audio as each sentence comes back.
 
 The token stream stands in for an LLM's: any async iterator of strings works (see ``tokens``).
 Text goes in on one task and audio comes out on another, so neither waits for the other. The
-cast also has a link (printed): anyone can follow it live or replay it later.
+cast also has a link (printed): anyone can follow it as it is made or replay it later.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the script that claims a path for a family sees both at once. A link lives as lo
 it leads to: it takes that stream's expiry, and goes when the stream goes (deleted, lapsed), so
 that Redis holds links for what exists, not for every fork path ever asked for. A process keeps
 the links it has read, and checks a kept one again when the stream is missing where it leads
-(``streams.py``). A path has a live stream at home or a link, never both.
+(``streams.py``). A path has a stream at home or a link, never both.
 Stream paths hold no braces (``streams.valid_path``), so the tag is the whole family name.
 """
 

@@ -24,7 +24,7 @@ _BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 _REFUSED = {"400": error_body("a bad offset (one past the tail too), header or body"),
             "404": error_body("no such stream"),
             "429": error_body("too many reads", retry_after=True),
-            "503": error_body("too many readers wait on this edge (a live read)", retry_after=True)}
+            "503": error_body("too many readers wait on this edge (a `live=` read)", retry_after=True)}
 
 
 def _read(operation_id: str, summary: str, params: list[Json], media: str | None = None) -> Json:

@@ -63,7 +63,7 @@ MAX_CURSOR_DIGITS = 15
 
 
 def cursor_after(client: str | None, now_s: float | None = None) -> str:
-    """The cursor for a live answer: never behind the client's, so CDN cache keys move on
+    """The cursor for a ``live=`` answer: never behind the client's, so CDN cache keys move on
     [R:ds-cursor]."""
     current = int(((time.time() if now_s is None else now_s) - CURSOR_EPOCH_S) // CURSOR_INTERVAL_S)
     if (client is None or not (client.isascii() and client.isdigit()) or len(client) > MAX_CURSOR_DIGITS

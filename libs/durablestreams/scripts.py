@@ -20,7 +20,7 @@ MAX_EPOCH_STEP = 1_000_000
 # that nobody touches again (the lazy check answers every request on time).
 BACKSTOP_MS = 3_600_000
 
-# Helpers: the meta hash as a table; the stream's state as a reply when it is not live (missing,
+# Helpers: the meta hash as a table; the stream's state as a reply when it is not alive (missing,
 # soft-deleted, or lapsed: then removed, or soft-deleted while forks still read it); the next
 # entry id (never below `top`, the highest id written or inherited); the TTL's slide.
 PRELUDE = (
@@ -97,7 +97,7 @@ end
 # ARGV[10]: the most bytes the stream may hold; ARGV[11]: the most forks a chain may hold (a
 # read walks the chain); ARGV[12]: its owner (who may write it, and fork it: a fork keeps its
 # source while it lives); ARGV[13..]: the initial entries' bytes.
-# A new stream: {'created', flat meta}. An existing live one: {'exists', flat meta} (the caller
+# A new stream: {'created', flat meta}. An existing alive one: {'exists', flat meta} (the caller
 # compares configurations); soft-deleted: {'gone'}. A fork whose source is missing: {'nosrc'},
 # soft-deleted: {'srcgone'}, of another owner: {'not_owner'}, one fork too deep: {'too_deep'}. A lapsed stream at the path is removed first: {..., src} tells the
 # caller which source to release (last element, '' for none) [R:ds-create] [R:ds-fork].
@@ -216,7 +216,7 @@ return {'ok', flat(m)}
 )
 
 # ARGV[1]: '1' to slide the TTL (a read), '0' not (HEAD).
-# {'ok', flat meta}, or the state reply of a stream that is not live [R:ds-expiry].
+# {'ok', flat meta}, or the state reply of a stream that is not alive [R:ds-expiry].
 OPEN = (
     PRELUDE
     + """
@@ -250,7 +250,7 @@ return {'deleted', m.src or ''}
 # KEYS[4]: the path's link; KEYS[1..3] its keys at home; ARGV[1]: the family a fork of it joins.
 # Claims the path for that family: {'linked', family, released} (the family it is linked to now,
 # this one or an earlier, and the source of a lapsed stream removed from home, '' for none), or
-# {'home'} while a stream (live or soft-deleted) is at home: a path is never both.
+# {'home'} while a stream (alive or soft-deleted) is at home: a path is never both.
 LINK = (
     PRELUDE
     + """

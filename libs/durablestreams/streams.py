@@ -202,7 +202,7 @@ class Spec:
 @dataclass(frozen=True)
 class Outcome:
     """A script's answer: ``status`` (a word the script chose), the stream's meta where it is
-    live, and the words that go with the status (a producer's epoch or sequence numbers)."""
+    alive, and the words that go with the status (a producer's epoch or sequence numbers)."""
 
     status: str
     meta: Meta | None = None

@@ -120,7 +120,7 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
         "400": error_body("a parameter is malformed"),
         "404": error_body(_NO_CAST),
         "429": error_body(_RATE_LIMITED, retry_after=True),
-        "503": error_body("a long-poll found this edge at its maximum of live listeners", retry_after=True),
+        "503": error_body("a long-poll found this edge at its maximum of listeners", retry_after=True),
     }
     return {
         "/api/casts/{id}": {"get": op(
@@ -144,7 +144,7 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
             parameters=[_STREAM, *_read_parameters(limits)],
         )},
         "/api/casts/{id}/events": {"get": op(
-            "castEvents", "edge", "The cast as Server-Sent Events: replay from seq_num (or Last-Event-ID), then live",
+            "castEvents", "edge", "The cast as Server-Sent Events: replay from seq_num (or Last-Event-ID), then following",
             {
                 "200": {"description": "an event stream",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}}},
@@ -152,7 +152,7 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
                 "400": error_body("a parameter is malformed"),
                 "404": error_body(_NO_CAST),
                 "429": error_body(_RATE_LIMITED, retry_after=True),
-                "503": error_body("this edge serves its maximum of live listeners", retry_after=True),
+                "503": error_body("this edge serves its maximum of listeners", retry_after=True),
             },
             description="id: the seq_num; event: the kind; data: a Record as JSON. A heartbeat comment "
             "every 15 s. The response ends after the log's terminal record (eos or error).",
@@ -166,9 +166,9 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
                 "404": error_body(_NO_CAST),
                 "416": error_body("the range lies outside the audio"),
                 "429": error_body(_RATE_LIMITED, retry_after=True),
-                "503": error_body("this edge serves its maximum of live listeners", retry_after=True),
+                "503": error_body("this edge serves its maximum of listeners", retry_after=True),
             },
-            description="While the cast is made: chunked, following the live edge until eos. Once it ended: "
+            description="While the cast is made: chunked, following the tail until eos. Once it ended: "
             "a Content-Length and byte ranges.",
             parameters=[_CAST_ID, _RANGE],
         )},

@@ -89,7 +89,7 @@ COMMON_SCHEMAS: Json = {
         "required": ["status"],
         "properties": {
             "status": {"type": "string", "enum": ["ok"]},
-            "listeners": {"type": "integer", "description": "edge: live listeners of this process"},
+            "listeners": {"type": "integer", "description": "edge: listeners of this process"},
             "watched": {"type": "integer", "description": "edge: casts its shared tail follows"},
             "voices": {"type": ["integer", "null"], "description": "intake /readyz: voices published (null: none yet)"},
             "default": {"type": ["string", "null"], "description": "intake /readyz: the default voice"},

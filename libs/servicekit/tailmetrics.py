@@ -14,7 +14,7 @@ class TailCounters:
 
     def __init__(self, registry: CollectorRegistry, service: str, kinds: Iterable[str]) -> None:
         prefix = f"streamtts_{service}"
-        self.listeners = Gauge(f"{prefix}_listeners", "open live listeners", ["kind"], registry=registry)
+        self.listeners = Gauge(f"{prefix}_listeners", "open listeners", ["kind"], registry=registry)
         for kind in kinds:
             self.listeners.labels(kind=kind)  # for dashboards
         self.upstream_reads = Counter(

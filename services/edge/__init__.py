@@ -1,4 +1,4 @@
-"""edge: the public read path of StreamTTS (replay, live SSE from one shared tail, MP3, pages)."""
+"""edge: the public read path of StreamTTS (replay, SSE following from one shared tail, MP3, pages)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ class Config(Settings):
     redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")
     # A listener that lets its queue fill is demoted to reading by offset: a slow client costs this much memory.
-    listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per live listener; "
+    listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per listener; "
                                   "a listener that fills it goes back to reading by offset")
     sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
                                      doc="a comment line this often keeps idle streams open through proxies")
@@ -49,7 +49,7 @@ class Config(Settings):
                                           "long-poll streams per client address, across all edge replicas (429 beyond)")
     stream_lease_s: float = setting("EDGE_STREAM_LEASE_S", 30.0, gt=0, doc="how long an open stream's slot "
                                     "stands without renewal: the slots of an edge that died free up within it")
-    max_listeners: int = setting("EDGE_MAX_LISTENERS", 20_000, gt=0, doc="live listeners per process (503 beyond)")
+    max_listeners: int = setting("EDGE_MAX_LISTENERS", 20_000, gt=0, doc="listeners per process (503 beyond)")
     max_records_limit: int = setting("EDGE_MAX_RECORDS_LIMIT", 100, gt=0,
                                      doc="largest `limit` of `GET /api/casts/{id}/records`")
     max_wait_s: float = setting("EDGE_MAX_WAIT_S", 30.0, ge=0,
@@ -63,7 +63,7 @@ class Config(Settings):
     forwarded_allow_ips: frozenset[str] = FORWARDED_ALLOW_IPS.field()
     api_keys: frozenset[str] = API_KEYS.field()  # intake's: reads of the general durable streams want one
     shutdown_timeout_s: float = setting("EDGE_SHUTDOWN_TIMEOUT_S", 5.0, ge=0, doc="how long a stop waits; "
-                                        "live streams are closed at once with a resumable id")
+                                        "streams that follow a cast are closed at once with a resumable id")
     log_level: str = setting("EDGE_LOG_LEVEL", "INFO", parse=str.upper, doc="log level")
     archive: StoreConfig | None = None  # ARCHIVE_URL and friends: where archived casts' audio is
     # Reads are recorded for retention in memory and written to Redis this often.

@@ -71,27 +71,27 @@ async def read(request: web.Request) -> web.StreamResponse:
     """GET: catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
     path = ds.stream_path(request)
     offset = ds.read_offset(request)
-    live = request.query.get("live")
-    if live in ("long-poll", "sse") and offset is None:
-        raise ds.bad(f"live={live} needs an offset")
+    mode = request.query.get("live")  # the protocol's live mode: long-poll or sse
+    if mode in ("long-poll", "sse") and offset is None:
+        raise ds.bad(f"live={mode} needs an offset")
     meta, read_pass = await _open(request, path, touch=True)
     after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
     assert after is not None
     if id_key(after) > id_key(meta.tail):  # no offset this stream sent: a long-poll would wait for ever
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
-    if live == "sse":
+    if mode == "sse":
         return await _sse(request, read_pass, meta, after)
-    if offset == "now" and live != "long-poll":
+    if offset == "now" and mode != "long-poll":
         headers = _meta_headers(meta)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
         return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
     got = await request.app[EDGE].durable.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
-    if live == "long-poll" and not got.entries:
+    if mode == "long-poll" and not got.entries:
         meta, got = await _long_poll(request, read_pass, meta, after)
         if not got.entries:
             return _timed_out(request, meta)
-    return _catch_up(request, meta, got, offset or "-1", live == "long-poll")
+    return _catch_up(request, meta, got, offset or "-1", mode == "long-poll")
 
 
 async def _long_poll(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> tuple[Meta, Slice]:
@@ -139,7 +139,7 @@ def _timed_out(request: web.Request, meta: Meta) -> web.Response:
     return web.Response(status=204, headers=headers)
 
 
-def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, live: bool) -> web.Response:
+def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, long_poll: bool) -> web.Response:
     end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
     closed = meta.closed and got.complete and end == meta.tail_offset
     headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: end}
@@ -147,7 +147,7 @@ def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, live: bo
         headers[ds.UP_TO_DATE] = "true"
     if closed:
         headers[ds.CLOSED] = "true"
-    if live or not closed:
+    if long_poll or not closed:
         headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
     tag = ds.etag(meta.path, start, end, closed)
     headers["ETag"] = tag

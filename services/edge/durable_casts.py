@@ -8,7 +8,7 @@
 
 Both are closed when the log ends in a terminal record. Catch-up, long-poll and SSE as the
 general streams (``durable.py``); a waiting reader listens on edge's shared tail, like every
-other live reader of a cast. Writes are refused (intake answers 405).
+other listener of a cast. Writes are refused (intake answers 405).
 """
 
 from __future__ import annotations
@@ -146,9 +146,9 @@ async def records(request: web.Request) -> web.StreamResponse:
 
 async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
     offset = ds.read_offset(request)
-    live = request.query.get("live")
-    if live in ("long-poll", "sse") and offset is None:
-        raise ds.bad(f"live={live} needs an offset")
+    mode = request.query.get("live")  # the protocol's live mode: long-poll or sse
+    if mode in ("long-poll", "sse") and offset is None:
+        raise ds.bad(f"live={mode} needs an offset")
     cast_id = cast_id_from(request)
     known = await known_cast(request, cast_id)
     edge, layout = known.edge, known.layout
@@ -157,11 +157,11 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
     if request.method == "HEAD":
         return web.Response(headers=_state_headers(source, source.tail, closed=layout.closed, cache="no-store"))
     position = source.position(offset)
-    if live == "sse":
+    if mode == "sse":
         async with known.read_pass.stream_slot():
             return await _sse(request, source, position)
     got = await source.read(position)
-    if live == "long-poll" and not got.items:
+    if mode == "long-poll" and not got.items:
         if not got.closed:
             async with known.read_pass.stream_slot():
                 got = await _long_poll(request, source, position)

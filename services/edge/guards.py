@@ -56,7 +56,7 @@ class Guard:
         """Hold one of ``client``'s open-stream slots for the block's length (see :class:`Pass`)."""
         if len(self.slots.held) >= self.max_listeners:  # this process is full: no Redis command spent
             raise refusal(
-                503, "busy", "this edge serves its maximum of live listeners; retry in a moment",
+                503, "busy", "this edge serves its maximum of listeners; retry in a moment",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
             )
         slot, held = await self.slots.acquire(client)
@@ -64,7 +64,7 @@ class Guard:
             self.metrics.rate_limited.inc()
             raise refusal(
                 429, "too_many_streams",
-                f"your address already has {held} live streams open; close one or retry later",
+                f"your address already has {held} streams open; close one or retry later",
                 headers={"Retry-After": str(STREAMS_RETRY_AFTER_S)},
             )
         try:

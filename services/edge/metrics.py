@@ -12,7 +12,7 @@ from servicekit import RequestCounter, ServiceMetrics
 from servicekit.metrics import LoopCounter, LoopHistogram
 from servicekit.tailmetrics import TailCounters
 
-# Append -> written: from a few ms on the live edge to seconds for a slow proxy.
+# Append -> written: from a few ms at the tail to seconds for a slow proxy.
 DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LISTENER_KINDS = ("sse", "mp3", "poll")
 

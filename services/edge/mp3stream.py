@@ -121,7 +121,7 @@ async def _send_growing(request: web.Request, edge: Edge, cast_id: str, layout: 
         return resp
     timeout = edge.cfg.write_timeout_s
     sent = -1  # the highest sentence index on the wire
-    with cut_short("live audio", cast_id):
+    with cut_short("growing audio", cast_id):
         async for chunk, body in edge.reader.bodies(cast_id, layout.chunks):
             await write_within(request, resp, body, timeout)
             edge.metrics.delivered.inc()

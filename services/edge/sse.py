@@ -1,4 +1,4 @@
-"""``GET /api/casts/{id}/events``: the cast as Server-Sent Events, replayed then live.
+"""``GET /api/casts/{id}/events``: the cast as Server-Sent Events, replayed then followed.
 
 ``id:`` is the seq_num, ``event:`` the kind, ``data:`` the public JSON of the record. A client
 resumes with ``Last-Event-ID`` (what EventSource sends on reconnect) or ``?seq_num=N``. The

@@ -21,7 +21,7 @@ from .config import Config
 
 URL_SETTING = declaration(Config, "url")
 
-# Connecting fails fast (nothing listening is the common mistake); reads of a live stream wait.
+# Connecting fails fast (nothing listening is the common mistake); reads that follow a cast wait.
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
 # While the model loads (503 warming_up), a submit is retried for this long.

@@ -67,7 +67,7 @@ def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], serve
             out: argparse.ArgumentParser) -> None:
     say = commands.add_parser("say", parents=[server, out], help="make a cast of a text and follow it to its end",
                               description="Submit TEXT (or -f FILE, or - for stdin), print its link on stdout, and "
-                              "follow it live, writing the MP3 as it arrives (-o - streams it to stdout).")
+                              "follow it as it is made, writing the MP3 as it arrives (-o - streams it to stdout).")
     say.add_argument("text", nargs="?", metavar="TEXT", help="the text to read out; - reads it from stdin")
     say.add_argument("-f", "--file", type=Path, help="read the text from FILE (UTF-8)")
     say.add_argument("-v", "--voice", help="the voice (see `streamtts voices`; default: the server's)")
@@ -80,7 +80,7 @@ def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], se
                out: argparse.ArgumentParser) -> None:
     fol = commands.add_parser("follow", parents=[server, out], help="follow an existing cast, writing its MP3")
     fol.add_argument("cast", metavar="ID_OR_LINK", help="a cast id or its link (http://host/c/<id>)")
-    fol.add_argument("--live", action="store_true", help="start at the live edge instead of the beginning")
+    fol.add_argument("--live", action="store_true", help="start at the tail (the next record) instead of the beginning")
     fol.set_defaults(func=run_follow)
 
 
@@ -130,7 +130,7 @@ def run_say(args: argparse.Namespace) -> int:
             print_json({"event": "cast", "id": cast_id, "url": link, "status": cast["status"]})
         elif args.output != STDOUT:
             print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
-        return _follow(api, cast_id, args, live=False, console=err)
+        return _follow(api, cast_id, args, from_tail=False, console=err)
     finally:
         api.close()
 
@@ -144,16 +144,16 @@ def run_follow(args: argparse.Namespace) -> int:
         err.print(api.link(cast_id))
         if args.json:
             print_json({"event": "cast", "id": cast_id, "url": api.link(cast_id)})
-        return _follow(api, cast_id, args, live=args.live, console=err)
+        return _follow(api, cast_id, args, from_tail=args.live, console=err)
     finally:
         api.close()
 
 
-def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, live: bool, console: Console) -> int:
+def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, console: Console) -> int:
     state = api.state(cast_id)
     tail = int(state.get("tail", 0))
-    # --live: from the next record; of a cast that has ended, its terminal record (nothing to wait for)
-    start = (tail - 1 if state.get("status") in ("done", "error") else tail) if live else 0
+    # --live (from_tail): from the next record; of a cast that has ended, its terminal record (nothing to wait for)
+    start = (tail - 1 if state.get("status") in ("done", "error") else tail) if from_tail else 0
     where = STDOUT if args.output == STDOUT else str(Path(args.output or f"{cast_id}.mp3"))
     try:
         if where == STDOUT:

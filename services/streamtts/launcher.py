@@ -335,13 +335,13 @@ class Launcher:
         return ready.ok
 
     async def _stop_children(self) -> None:
-        live = [c for c in self.children if c.proc is not None and c.proc.poll() is None]
-        for child in live:
+        running = [c for c in self.children if c.proc is not None and c.proc.poll() is None]
+        for child in running:
             assert child.proc is not None
             child.proc.send_signal(signal.SIGTERM)
         grace_s = child_grace_s(environment())
         deadline = time.monotonic() + grace_s
-        for child in live:
+        for child in running:
             assert child.proc is not None
             while child.proc.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)

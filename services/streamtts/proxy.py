@@ -59,7 +59,7 @@ MAX_MESSAGE_BYTES = 64 * 1024
 # What the proxy calls itself: never aiohttp's name and version, nor a service's.
 SERVER_NAME = "StreamTTS"
 UPSTREAM_CONNECT_S = 5.0
-UPSTREAM_CONNECTIONS = 2048  # live SSE and MP3 streams each hold one
+UPSTREAM_CONNECTIONS = 2048  # SSE and MP3 streams that follow a cast each hold one
 # How long /readyz waits for each service's own /readyz.
 READY_PROBE_S = 2.0
 # Seconds a client is told to wait while the system is not ready.
@@ -94,7 +94,7 @@ UPLOADS = web.AppKey("uploads", ClientHolds)
 # of them one client's, so that one address cannot hold every upstream connection.
 RELAY_HOLDS = web.AppKey("relay_holds", ClientHolds)
 # Upstream responses being relayed (at most UPSTREAM_CONNECTIONS): closed on shutdown, so that
-# a stop does not wait shutdown_timeout for live streams (SSE, live MP3) that never end.
+# a stop does not wait shutdown_timeout for following streams (SSE, a growing MP3) that never end.
 RELAYS: web.AppKey[set[ClientResponse]] = web.AppKey("relays")
 # Upstream base URL -> whether it answered the last time (absent: never answered yet).
 SEEN: web.AppKey[dict[str, bool]] = web.AppKey("seen")
@@ -347,7 +347,7 @@ async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamRe
     try:
         await response.prepare(request)
         try:
-            # stream as it arrives: SSE and live MP3 must not wait for the end
+            # stream as it arrives: SSE and a growing MP3 must not wait for the end
             async for chunk in upstream.content.iter_any():
                 await asyncio.wait_for(response.write(chunk), write_timeout_s)
         except ClientError as exc:

@@ -35,7 +35,7 @@ FAIR_WINDOW = 256
 @dataclass(frozen=True)
 class ArchiverConfig(Settings):
     delay_s: float = setting("ARCHIVE_DELAY_S", 30.0, ge=0, doc="a finished cast is archived this long after "
-                             "its `eos` (live listeners have it all by then)")
+                             "its `eos` (its listeners have it all by then)")
     scan_interval_s: float = setting("ARCHIVE_SCAN_INTERVAL_S", 3600.0, gt=0, doc="how often every cast is "
                                      "checked: archives what receipts missed, runs retention, measures the archive")
     retention_days: float = setting("RETENTION_DAYS", 0.0, ge=0, shown="`0` (off)",

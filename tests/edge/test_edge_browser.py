@@ -185,7 +185,7 @@ async def test_a_page_opened_mid_generation_plays_from_the_start_and_catches_up(
     site: tuple[TestServer, Worker], browser: Any, store: CastStore, texts: dict[str, str],
     name: str, pace_s: float, ahead: int,
 ) -> None:
-    """Generation faster than playback, and slower: then the player waits at the live edge with
+    """Generation faster than playback, and slower: then the player waits at the tail with
     its clock stopped, and the timeline stays gapless."""
     server, worker = site
     worker.pace_s = pace_s

@@ -282,7 +282,7 @@ class Player {
       this.stalled = false;
     } else if (edge - pos < STALL_MARGIN_MS && !this.stalled) {
       this.stalled = true;
-      if (this.playing && this.scheduledIdx.size) this.stalls += 1;  // waited at the live edge
+      if (this.playing && this.scheduledIdx.size) this.stalls += 1;  // waited at the tail
     }
     this.sync();
   }
