@@ -268,7 +268,7 @@ async def wyoming_describe(s: Stack) -> Outcome:
     addresses = [s.address() for _ in range(s.size(16, 2))]
     seated: list[str] = []
     spam = asyncio.gather(*(describe_until_cut(s, a, seated) for a in addresses for _ in range(WYOMING_PER_CLIENT)))
-    await until(lambda: len(seated) == len(addresses) * WYOMING_PER_CLIENT)  # every slot they could get, held
+    await until(lambda: len(seated) == len(addresses) * WYOMING_PER_CLIENT)  # every seat they could get, held
     victim = await probe(s.intake)
     tries = await home_assistant(s.wyoming_port)
     ends = await spam

@@ -262,7 +262,7 @@ def spawn(impl: str, port: int, redis_url: str, base: Path | None, profile: Path
     env = dict(os.environ, REDIS_URL=redis_url, EDGE_HOST="127.0.0.1", EDGE_PORT=str(port),
                EDGE_MAX_STREAMS_PER_CLIENT="100000", EDGE_READ_RATE="100000", EDGE_READ_BURST="1000000",
                EDGE_LOG_LEVEL="WARNING",
-               # the stream slots' renewal (every third of a lease: 1000 listeners, 3000 commands
+               # the stream seats' renewal (every third of a lease: 1000 listeners, 3000 commands
                # at once) would land in one cell's window by chance; it is not the fan-out's work
                EDGE_STREAM_LEASE_S="3600")
     if impl == "base" and base is not None:  # its packages first: they shadow this checkout's

@@ -7,10 +7,10 @@ chunks of a tone). For each size, N streams of one text are opened on raw socket
 follow one cast), and once every stream waits for audio this process appends ``--records``
 audio records ``--interval-ms`` apart and waits until every stream has received all of their
 bytes. Measured over that window, at Redis (INFO commandstats, the append script's own commands
-left out, and the stream slots' lease renewals counted apart): the commands intake issued
+left out, and the stream seats' lease renewals counted apart): the commands intake issued
 per record; and intake's CPU per delivered record (its
-process CPU time). The per-stream costs before it (the claim, the slots) and after it (each
-stream's slot given back) are per stream, not per record, and are left out. Writes
+process CPU time). The per-stream costs before it (the claim, the seats) and after it (each
+stream's seat given back) are per stream, not per record, and are left out. Writes
 bench/results/v1streams.json.
 
     .venv/bin/python bench/bench_v1streams.py [--streams 10,100,1000] [--records 20]
@@ -44,7 +44,7 @@ VOICE = "af_heart"
 NOT_INTAKE = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xadd", "cmdstat_xlen", "cmdstat_time",
               "cmdstat_info", "cmdstat_ping", "cmdstat_client|setinfo", "cmdstat_hello"}
 APPEND_XREVRANGE = "cmdstat_xrevrange"  # each append reads its predecessor's stamp
-# The stream slots' lease renewal (castlog.slots RENEW, every third of a lease, one ZSCORE, ZADD
+# The stream seats' lease renewal (castlog.slots RENEW, every third of a lease, one ZSCORE, ZADD
 # and PEXPIRE per open stream): a cost per stream and lease period that may fall in the window
 # by chance, counted apart from the per-record commands.
 RENEWAL = {"cmdstat_zscore", "cmdstat_zadd", "cmdstat_pexpire", "cmdstat_script|load"}

@@ -33,7 +33,7 @@ class Serving:
     host: str
     port: int
     shutdown_timeout_s: float = 60.0
-    # a client that leaves cancels its handler (edge: frees its stream slot and listener at once)
+    # a client that leaves cancels its handler (edge: frees its stream seat and listener at once)
     handler_cancellation: bool = False
     # stop when this task of the app ends, too (set up by a cleanup_ctx, read once it ran); its
     # failure exits 1

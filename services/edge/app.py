@@ -42,7 +42,7 @@ MAX_BODY_BYTES = 1024
 
 
 def serving(cfg: Config) -> Serving:
-    # handler_cancellation: a client that leaves frees its stream slot and listener at once,
+    # handler_cancellation: a client that leaves frees its stream seat and listener at once,
     # not at the next heartbeat
     return Serving("edge", cfg.host, cfg.port, cfg.shutdown_timeout_s, handler_cancellation=True, path=cfg.socket)
 
@@ -105,7 +105,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         durable=DurableStreams(redis), ds_waiters=asyncio.Semaphore(cfg.ds_max_waiters),
     )
     tail.start()
-    renewals = asyncio.create_task(app[EDGE].guard.slots.renew_forever(), name="stream-slot-renewals")
+    renewals = asyncio.create_task(app[EDGE].guard.seats.renew_forever(), name="stream-seat-renewals")
     played = asyncio.create_task(app[EDGE].played.flush_forever(), name="played-flush")
     log.info("edge reading %s", redact(cfg.redis_url))
     try:
@@ -114,7 +114,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         await stop_tasks(renewals, played)
         await app[EDGE].played.flush()  # the reads since the last flush still count
         await tail.stop()
-        await app[EDGE].guard.slots.drain()  # streams closed at shutdown give their slots back
+        await app[EDGE].guard.seats.drain()  # streams closed at shutdown give their seats back
         await conn.aclose()
         await redis.aclose()  # closes its pool too
         if blobs is not None:

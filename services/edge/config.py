@@ -47,8 +47,8 @@ class Config(Settings):
     read_burst: int = setting("EDGE_READ_BURST", 100, gt=0, doc="read requests at once, per client (429 beyond)")
     max_streams_per_client: int = setting("EDGE_MAX_STREAMS_PER_CLIENT", 8, gt=0, doc="open SSE, MP3 and "
                                           "long-poll streams per client address, across all edge replicas (429 beyond)")
-    stream_lease_s: float = setting("EDGE_STREAM_LEASE_S", 30.0, gt=0, doc="how long an open stream's slot "
-                                    "stands without renewal: the slots of an edge that died free up within it")
+    stream_lease_s: float = setting("EDGE_STREAM_LEASE_S", 30.0, gt=0, doc="how long an open stream's seat "
+                                    "stands without renewal: the seats of an edge that died free up within it")
     max_listeners: int = setting("EDGE_MAX_LISTENERS", 20_000, gt=0, doc="listeners per process (503 beyond)")
     max_records_limit: int = setting("EDGE_MAX_RECORDS_LIMIT", 100, gt=0,
                                      doc="largest `limit` of `GET /api/casts/{id}/records`")

@@ -100,7 +100,7 @@ async def _long_poll(request: web.Request, read_pass: Pass, meta: Meta, after: s
     deadline = time.monotonic() + cfg.ds_long_poll_s
     empty = Slice([], complete=True)
     tail = request.app[EDGE].tail
-    async with _slot(request), read_pass.stream_slot():
+    async with _permit(request), read_pass.stream_seat():
         while not meta.closed and not tail.closing:  # a stopping edge answers what there is
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -116,7 +116,7 @@ async def _long_poll(request: web.Request, read_pass: Pass, meta: Meta, after: s
     return meta, empty
 
 
-def _slot(request: web.Request) -> asyncio.Semaphore:
+def _permit(request: web.Request) -> asyncio.Semaphore:
     """The waiters' semaphore, once it is sure to have room (a waiter never queues)."""
     waiters = request.app[EDGE].ds_waiters
     if waiters.locked():
@@ -178,7 +178,7 @@ async def _sse(request: web.Request, read_pass: Pass, meta: Meta, after: str) ->
     response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
-    async with _slot(request), read_pass.stream_slot():
+    async with _permit(request), read_pass.stream_seat():
         await response.prepare(request)
         await _events(request, response, meta, after, binary)
     await response.write_eof()

@@ -158,12 +158,12 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
         return web.Response(headers=_state_headers(source, source.tail, closed=layout.closed, cache="no-store"))
     position = source.position(offset)
     if mode == "sse":
-        async with known.read_pass.stream_slot():
+        async with known.read_pass.stream_seat():
             return await _sse(request, source, position)
     got = await source.read(position)
     if mode == "long-poll" and not got.items:
         if not got.closed:
-            async with known.read_pass.stream_slot():
+            async with known.read_pass.stream_seat():
                 got = await _long_poll(request, source, position)
         if not got.items:
             headers = _state_headers(source, got.end, closed=got.closed)

@@ -2,7 +2,7 @@
 
 A request's parameters are parsed first (``params.py``), so that refused names cost no Redis
 command; then it passes the guard once (:meth:`Guard.take_read`: its read token), and the
-:class:`Pass` it gets holds an open-stream slot if the response turns out to be a stream.
+:class:`Pass` it gets holds an open-stream seat if the response turns out to be a stream.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter
-from castlog.slots import SlotLimiter
+from castlog.slots import SeatLimiter
 from servicekit import request_client
 
 from .config import Config
@@ -22,19 +22,19 @@ from .errors import refusal
 from .metrics import EdgeMetrics
 
 RATE_SCOPE = EDGE_SCOPE  # rl/edge/<client>: the client's read bucket
-STREAMS_SCOPE = EDGE_STREAMS_SCOPE  # rl/edge-streams/<client>: the client's open-stream slots
+STREAMS_SCOPE = EDGE_STREAMS_SCOPE  # rl/edge-streams/<client>: the client's open-stream seats
 # A client over its stream cap may retry once one of its streams ends.
 STREAMS_RETRY_AFTER_S = 5
 BUSY_RETRY_AFTER_S = 5
 
 
 class Guard:
-    """One per app: the read bucket and the open-stream slots (both in Redis, shared by every
-    replica; ``slots`` holds and renews this process's), and this process's own cap on listeners."""
+    """One per app: the read bucket and the open-stream seats (both in Redis, shared by every
+    replica; ``seats`` holds and renews this process's), and this process's own cap on listeners."""
 
     def __init__(self, redis: Redis, cfg: Config, metrics: EdgeMetrics) -> None:
         self.limiter = RateLimiter(redis, RATE_SCOPE, cfg.read_rate, cfg.read_burst)
-        self.slots = SlotLimiter(redis, STREAMS_SCOPE, cfg.max_streams_per_client, cfg.stream_lease_s)
+        self.seats = SeatLimiter(redis, STREAMS_SCOPE, cfg.max_streams_per_client, cfg.stream_lease_s)
         self.trusted = cfg.forwarded_allow_ips
         self.max_listeners = cfg.max_listeners
         self.metrics = metrics
@@ -52,15 +52,15 @@ class Guard:
         return Pass(self, client)
 
     @asynccontextmanager
-    async def hold_slot(self, client: str) -> AsyncIterator[None]:
-        """Hold one of ``client``'s open-stream slots for the block's length (see :class:`Pass`)."""
-        if len(self.slots.held) >= self.max_listeners:  # this process is full: no Redis command spent
+    async def hold_seat(self, client: str) -> AsyncIterator[None]:
+        """Hold one of ``client``'s open-stream seats for the block's length (see :class:`Pass`)."""
+        if len(self.seats.held) >= self.max_listeners:  # this process is full: no Redis command spent
             raise refusal(
                 503, "busy", "this edge serves its maximum of listeners; retry in a moment",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
             )
-        slot, held = await self.slots.acquire(client)
-        if slot is None:
+        seat, held = await self.seats.acquire(client)
+        if seat is None:
             self.metrics.rate_limited.inc()
             raise refusal(
                 429, "too_many_streams",
@@ -70,19 +70,19 @@ class Guard:
         try:
             yield
         finally:
-            self.slots.release(slot)  # not waited for: a stream's end waits on no Redis command
+            self.seats.release(seat)  # not waited for: a stream's end waits on no Redis command
 
 
 class Pass:
     """A request that spent its read token: its client, and the way to hold one of the client's
-    open-stream slots while its response streams (SSE, a growing MP3, a long poll)."""
+    open-stream seats while its response streams (SSE, a growing MP3, a long poll)."""
 
     __slots__ = ("guard", "client")
 
     def __init__(self, guard: Guard, client: str) -> None:
         self.guard, self.client = guard, client
 
-    def stream_slot(self) -> AbstractAsyncContextManager[None]:
-        """Hold a slot for the block's length: 503 when this process is full, 429 when the
+    def stream_seat(self) -> AbstractAsyncContextManager[None]:
+        """Hold a seat for the block's length: 503 when this process is full, 429 when the
         client has its maximum of streams open."""
-        return self.guard.hold_slot(self.client)
+        return self.guard.hold_seat(self.client)

@@ -68,8 +68,8 @@ async def audio(request: web.Request) -> web.StreamResponse:
     cast_id = cast_id_from(request)
     known = await known_cast(request, cast_id)
     edge, layout = known.edge, known.layout
-    # a finished cast's download holds a slot too: one client's parallel downloads are bounded
-    async with known.read_pass.stream_slot():
+    # a finished cast's download holds a seat too: one client's parallel downloads are bounded
+    async with known.read_pass.stream_seat():
         if layout.closed:
             return await _send_closed(request, edge, cast_id, layout)
         return await _send_growing(request, edge, cast_id, layout)

@@ -35,7 +35,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     cast_id, start = q.cast_id, q.start
     edge = request.app[EDGE]
     read_pass = await edge.guard.take_read(request)
-    async with read_pass.stream_slot():
+    async with read_pass.stream_seat():
         last = await edge.reader.last(cast_id, bodies=False)
         if last is None:
             raise not_found("no such cast")

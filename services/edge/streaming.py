@@ -25,7 +25,7 @@ WRITE_FAST_BYTES = 64 * 1024
 
 async def write_within(request: web.Request, resp: web.StreamResponse, data: bytes, timeout_s: float) -> None:
     """Write ``data``; a client that does not drain within ``timeout_s`` gets its stream closed
-    (it resumes from the last id it received) so that it cannot pin memory or a slot forever."""
+    (it resumes from the last id it received) so that it cannot pin memory or a seat forever."""
     transport = request.transport
     if transport is None or transport.is_closing():
         raise ConnectionResetError("client went away")

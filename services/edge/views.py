@@ -98,7 +98,7 @@ async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, ta
 
 async def _long_poll(read_pass: Pass, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
     """At the tail: wait up to ``wait`` seconds for the next record, then take what is ready."""
-    async with read_pass.stream_slot():
+    async with read_pass.stream_seat():
         async with edge.tail.listen(cast_id, seq, "poll") as listener:
             first = await listener.next(wait)
             if first is None:

@@ -27,7 +27,7 @@ from castlog import (
     stop_tasks,
 )
 from castlog.reader import FOLLOW_BLOCK_MS
-from castlog.slots import SlotLimiter
+from castlog.slots import SeatLimiter
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from servicekit import (
@@ -133,12 +133,12 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         cooldowns=Cooldowns(), voices=VoiceBook(redis, cfg.voices_refresh_s, cfg.default_voice),
         gate=InflightGate(cfg.max_inflight, cfg.max_waiting), planner=Planner(budget_s=cfg.plan_budget_s),
         tail=tail,
-        speech_slots=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
+        speech_permits=asyncio.Semaphore(cfg.max_speech_streams), speech_streams=set(), live_sessions=set(),
         durable=DurableStreams(redis, cfg.ds_max_stream_bytes),
         ds_quota=None if cfg.api_keys else DurableQuota(redis, cfg.ds_streams_per_client, cfg.ds_bytes_per_client),
         text_limiter=RateLimiter(redis, INTAKE_TEXT_SCOPE, cfg.live_chars_per_min / 60, cfg.live_chars_per_min),
-        session_slots=SlotLimiter(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
-        speech_client_slots=SlotLimiter(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
+        session_seats=SeatLimiter(redis, INTAKE_SESSIONS_SCOPE, cfg.live_sessions_per_client),
+        speech_seats=SeatLimiter(redis, INTAKE_SPEECH_SCOPE, cfg.speech_streams_per_client),
         auth_failures=AuthFailures(redis, app[METRICS], cfg.auth_failures_per_min),
         session_waiting=ClientHolds(MAX_WAITING, cfg.sessions_waiting_per_client),
         # only the per-client share binds: no more clients than sessions hold ports (the range's own
@@ -146,14 +146,14 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         webrtc_ports=ClientHolds(cfg.live_max_sessions * cfg.webrtc_ports_per_client, cfg.webrtc_ports_per_client),
     )
     tail.start()
-    leased = (app[INTAKE].session_slots, app[INTAKE].speech_client_slots)
+    leased = (app[INTAKE].session_seats, app[INTAKE].speech_seats)
     renewers = [asyncio.ensure_future(s.renew_forever()) for s in leased]
     try:
         yield
     finally:
         await stop_tasks(*renewers)
-        for slots in leased:
-            await slots.drain()  # sessions ended at shutdown give their slots back
+        for seats in leased:
+            await seats.drain()  # sessions ended at shutdown give their seats back
         await tail.stop()
         await conn.aclose()
     if blobs is not None:

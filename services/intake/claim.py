@@ -1,6 +1,6 @@
 """The claim path every submit takes, whatever its route: the screen, the body, one atomic submit.
 
-``async with Screen(request) as client:`` turns away a client still cooling down, holds a slot
+``async with Screen(request) as client:`` turns away a client still cooling down, holds a permit
 of the in-flight gate, turns away a client whose bucket is empty (a peek, before any body is
 read: #21) and counts every refusal raised inside by its code; in it a route reads
 the body (``read_body``), parses it its own way and hands the form to ``submit``, which checks
@@ -49,7 +49,7 @@ def rate_limited(wait_s: int) -> Refusal:
 
 
 class Screen:
-    """The cooldown, then a slot of the in-flight gate while the body is read and submitted; a
+    """The cooldown, then a permit of the in-flight gate while the body is read and submitted; a
     ``Refusal`` at the door or inside is counted by its code (a plain class, not a generator-based
     context manager: it is on every submit's path)."""
 
@@ -74,7 +74,7 @@ class Screen:
 
     async def _bucket_holds_a_token(self, client: str) -> None:
         """The rate limit, checked before the body is read (a peek: the token is taken with the
-        write, so a refused submit spends none); a slot of the gate held meanwhile."""
+        write, so a refused submit spends none); a permit of the gate held meanwhile."""
         intake = self._intake
         asked_at = intake.cooldowns.clock()
         try:

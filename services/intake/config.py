@@ -54,7 +54,7 @@ class Config(Settings):
     max_body_bytes: int = setting("INTAKE_MAX_BODY_BYTES", 1024 * 1024, gt=0, doc="largest request body (413 "
                                   "beyond); `streamtts up`'s front proxy takes as much")
     body_timeout_s: float = setting("INTAKE_BODY_TIMEOUT_S", 10.0, gt=0, doc="how long a request body may take "
-                                    "to arrive (408 beyond; the slot it holds is freed)")
+                                    "to arrive (408 beyond; the permit it holds is freed)")
     plan_budget_s: float = setting("INTAKE_PLAN_BUDGET_S", PLAN_BUDGET_S, gt=0, doc="how long planning one text "
                                    "(in a worker thread) may take (422 beyond)")
     max_title_chars: int = setting("INTAKE_MAX_TITLE_CHARS", 200, gt=0, doc="longest title (422 beyond)")

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 import servicekit
 from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
-from castlog.slots import SlotLimiter
+from castlog.slots import SeatLimiter
 from durablestreams.streams import DurableStreams
 from servicekit import ClientHolds
 
@@ -53,14 +53,14 @@ class Intake:
     # read per process), the bound on open streams and the streams open (cancelled at shutdown)
     reader: LogReader
     tail: Tail
-    speech_slots: asyncio.Semaphore
+    speech_permits: asyncio.Semaphore
     speech_streams: set[asyncio.Task[object]]
     live_sessions: set[LiveSession]  # the live WebSocket's (ended at shutdown)
     durable: DurableStreams  # /v1/stream's writes
     ds_quota: DurableQuota | None  # their share per client while no API key is asked for
     text_limiter: RateLimiter  # live text's characters per client (#21)
-    session_slots: SlotLimiter  # live sessions per client, once started (leased in Redis)
-    speech_client_slots: SlotLimiter  # /v1/audio/speech streams per client
+    session_seats: SeatLimiter  # live sessions per client, once started (leased in Redis)
+    speech_seats: SeatLimiter  # /v1/audio/speech streams per client
     auth_failures: AuthFailures  # refused credentials per client
     # connections per client before their first message, live WebSocket, WebRTC and /v1/speak (this process)
     session_waiting: ClientHolds

@@ -1,5 +1,5 @@
-"""intake's own limits, beside castlog's per-client buckets (``RateLimiter``) and leased slots
-(``SlotLimiter``) that they use: the in-flight gate, the cooldowns of refused clients, refused
+"""intake's own limits, beside castlog's per-client buckets (``RateLimiter``) and leased seats
+(``SeatLimiter``) that they use: the in-flight gate, the cooldowns of refused clients, refused
 credentials, and Durable Streams' hourly quota. Each keeps its name, setting and refusal.
 """
 
@@ -41,22 +41,22 @@ class InflightGate:
         self.max_waiting = waiting
         self.active = 0
         self.waiting = 0
-        self._slots = asyncio.Semaphore(limit)
+        self._permits = asyncio.Semaphore(limit)
 
     async def acquire(self) -> None:
-        """Take a slot, waiting for one while fewer than ``max_waiting`` wait; else 503 busy."""
-        if self._slots.locked() and self.waiting >= self.max_waiting:
+        """Take a permit, waiting for one while fewer than ``max_waiting`` wait; else 503 busy."""
+        if self._permits.locked() and self.waiting >= self.max_waiting:
             raise Refusal(503, "busy", "intake is overloaded; retry in a second", {"Retry-After": str(BUSY_RETRY_S)})
         self.waiting += 1
         try:
-            await self._slots.acquire()
+            await self._permits.acquire()
         finally:
             self.waiting -= 1
         self.active += 1
 
     def release(self) -> None:
         self.active -= 1
-        self._slots.release()
+        self._permits.release()
 
 
 class Cooldowns:

@@ -1,4 +1,4 @@
-"""Caps on open slots per client, shared by every process, with leases that lapse when a
+"""Caps on open seats per client, shared by every process, with leases that lapse when a
 holder dies."""
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ import contextlib
 import pytest
 from redis.asyncio import Redis
 
-from castlog.slots import SlotLimiter
+from castlog.slots import SeatLimiter
 from tests.support.waiting import wait_until
 
 
 async def test_a_client_gets_its_cap_of_slots_and_no_more(redis: Redis) -> None:
-    slots = SlotLimiter(redis, "streams", cap=3)
-    taken = [await slots.acquire("1.2.3.4") for _ in range(3)]
-    assert [held for _, held in taken] == [1, 2, 3] and all(slot for slot, _ in taken)
-    assert await slots.acquire("1.2.3.4") == (None, 3)
-    other, held = await slots.acquire("5.6.7.8")  # another client counts alone
+    seats = SeatLimiter(redis, "streams", cap=3)
+    taken = [await seats.acquire("1.2.3.4") for _ in range(3)]
+    assert [held for _, held in taken] == [1, 2, 3] and all(seat for seat, _ in taken)
+    assert await seats.acquire("1.2.3.4") == (None, 3)
+    other, held = await seats.acquire("5.6.7.8")  # another client counts alone
     assert other is not None and held == 1
 
 
 async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
-    replica_a, replica_b = SlotLimiter(redis, "streams", cap=2), SlotLimiter(redis, "streams", cap=2)
+    replica_a, replica_b = SeatLimiter(redis, "streams", cap=2), SeatLimiter(redis, "streams", cap=2)
     first, _ = await replica_a.acquire("1.2.3.4")
     second, _ = await replica_b.acquire("1.2.3.4")
     assert first is not None and second is not None and first.member != second.member
@@ -35,19 +35,19 @@ async def test_processes_sharing_a_scope_share_the_cap(redis: Redis) -> None:
 
 
 async def test_release_gives_back_many_slots_of_many_clients_at_once(redis: Redis) -> None:
-    slots = SlotLimiter(redis, "streams", cap=5)
+    seats = SeatLimiter(redis, "streams", cap=5)
     taken = []
     for client in ("a", "b"):
         for _ in range(4):
-            slot, _held = await slots.acquire(client)
-            assert slot is not None
-            taken.append(slot)
-    await slots.release(*taken[1:])
-    assert await redis.zcard(slots.key("a")) == 1 and not await redis.exists(slots.key("b"))
+            seat, _held = await seats.acquire(client)
+            assert seat is not None
+            taken.append(seat)
+    await seats.release(*taken[1:])
+    assert await redis.zcard(seats.key("a")) == 1 and not await redis.exists(seats.key("b"))
 
 
 async def test_slots_of_a_holder_that_stopped_renewing_lapse_and_renewed_ones_stand(redis: Redis) -> None:
-    alive, dead = SlotLimiter(redis, "streams", cap=2, lease_s=2.0), SlotLimiter(redis, "streams", cap=2, lease_s=2.0)
+    alive, dead = SeatLimiter(redis, "streams", cap=2, lease_s=2.0), SeatLimiter(redis, "streams", cap=2, lease_s=2.0)
     kept, _ = await alive.acquire("1.2.3.4")
     lost, _ = await dead.acquire("1.2.3.4")
     assert kept is not None and lost is not None
@@ -56,23 +56,23 @@ async def test_slots_of_a_holder_that_stopped_renewing_lapse_and_renewed_ones_st
         await asyncio.sleep(0.4)
         assert await alive.renew([kept]) == 1
     fresh, held = await alive.acquire("1.2.3.4")
-    assert fresh is not None and held == 2  # the lapsed slot was dropped, the renewed one stood
+    assert fresh is not None and held == 2  # the lapsed seat was dropped, the renewed one stood
     assert await redis.pttl(alive.key("1.2.3.4")) > 0  # the set itself expires with its leases
 
 
 async def test_renewing_a_released_slot_does_not_bring_it_back(redis: Redis) -> None:
-    slots = SlotLimiter(redis, "streams", cap=2)
-    slot, _ = await slots.acquire("1.2.3.4")
-    assert slot is not None
-    await slots.release(slot)
-    assert await slots.renew([slot]) == 0
-    assert await redis.zcard(slots.key("1.2.3.4")) == 0
+    seats = SeatLimiter(redis, "streams", cap=2)
+    seat, _ = await seats.acquire("1.2.3.4")
+    assert seat is not None
+    await seats.release(seat)
+    assert await seats.renew([seat]) == 0
+    assert await redis.zcard(seats.key("1.2.3.4")) == 0
 
 
 async def test_the_holder_renews_the_slots_it_holds_and_not_those_it_gave_back(redis: Redis) -> None:
     """One holder per process: what it took is held and renewed by its one task; what it gave
-    back is forgotten; another holder's slots that nobody renews lapse meanwhile."""
-    alive, dead = SlotLimiter(redis, "streams", cap=3, lease_s=1.5), SlotLimiter(redis, "streams", cap=3, lease_s=1.5)
+    back is forgotten; another holder's seats that nobody renews lapse meanwhile."""
+    alive, dead = SeatLimiter(redis, "streams", cap=3, lease_s=1.5), SeatLimiter(redis, "streams", cap=3, lease_s=1.5)
     kept, _ = await alive.acquire("1.2.3.4")
     given, _ = await alive.acquire("1.2.3.4")
     lost, _ = await dead.acquire("1.2.3.4")
@@ -101,6 +101,6 @@ async def test_the_holder_renews_the_slots_it_holds_and_not_those_it_gave_back(r
 
 def test_a_slot_limit_needs_a_cap_and_a_lease(redis: Redis) -> None:
     with pytest.raises(ValueError):
-        SlotLimiter(redis, "streams", cap=0)
+        SeatLimiter(redis, "streams", cap=0)
     with pytest.raises(ValueError):
-        SlotLimiter(redis, "streams", cap=1, lease_s=0)
+        SeatLimiter(redis, "streams", cap=1, lease_s=0)

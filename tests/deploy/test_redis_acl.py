@@ -157,7 +157,7 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
 def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis.Redis], admin: redis.Redis) -> None:
     """The per-client limits of #21: the client's set of open casts (opencap.py: it reads the held
     casts' catalogs, then reserves in the client's slot), the open script in the cast's lane, the
-    live text bucket, and the slots of live sessions and /v1 streams."""
+    live text bucket, and the seats of live sessions and /v1 streams."""
     intake = client("intake")
     mine = "rl/intake-live/203.0.113.9"
     assert intake.xrevrange(castlog.catalog_key(CAST), count=1) == []  # a held cast's state
@@ -298,7 +298,7 @@ def test_edge_can_read_casts_and_rate_limit(client: Callable[[str], redis.Redis]
     assert edge.xlen(castlog.cast_key(CAST)) == 3
     assert edge.xread({castlog.cast_key(CAST): "0-2", "pub/casts/ZZZZZZZZZZZZ": "0-0"}, block=10)
     assert edge.register_script(TAKE)(keys=["rl/edge/203.0.113.9"], args=[20, 100, 1]) == [1, 0]
-    # open-stream slots, shared by the replicas: take, renew, give back
+    # open-stream seats, shared by the replicas: take, renew, give back
     streams = "rl/edge-streams/203.0.113.9"
     assert edge.register_script(slots.ACQUIRE)(keys=[streams], args=["me:1", 8, 30_000]) == [1, 1]
     assert edge.register_script(slots.RENEW)(keys=[streams], args=[30_000, "me:1"]) == 1

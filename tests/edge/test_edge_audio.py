@@ -146,7 +146,7 @@ async def test_downloads_of_a_finished_cast_count_against_the_clients_streams(
     audio = [Audio(i=i, t=f"S{i}.", d=100, o=100 * i, body=big) for i in range(40)]
     await cast.append(Start(attempt=1, resume_from=0, at=0), *audio)
     await cast.append(Eos(sentences=40, audio_ms=4000, attempts=1))
-    first = await edge.get(f"/api/casts/{cid}/audio.mp3")  # its body not read yet: it holds the slot
+    first = await edge.get(f"/api/casts/{cid}/audio.mp3")  # its body not read yet: it holds the seat
     assert first.status == 200
     second = await edge.get(f"/api/casts/{cid}/audio.mp3")
     assert (second.status, (await second.json())["error"]) == (429, "too_many_streams")

@@ -93,7 +93,7 @@ async def test_500_listeners_each_get_every_record_in_order_from_one_blocked_xre
     # (per read: the XREAD alone; its first record names the stamp of the one before, `p`, so
     # the cursor needs no check) and a few for the join's check
     assert 0 <= reads["cmdstat_xrevrange"] and sum(reads.values()) <= appends + 5, reads
-    # the 500 streams that ended with the eos gave their slots back together, not one by one
+    # the 500 streams that ended with the eos gave their seats back together, not one by one
     assert calls.get("cmdstat_zrem", 0) <= LISTENERS // 10, calls
     assert edge.server.app[EDGE].tail.watches == {}  # the watch ended with the eos
 

@@ -157,14 +157,14 @@ async def test_open_streams_per_address_are_capped_with_429(make_edge: Any, stor
     assert (await third.json())["error"] == "too_many_streams"
     elsewhere = await edge.get(f"/api/casts/{cid}/events", headers={"X-Forwarded-For": "198.51.100.7"})
     assert elsewhere.status == 200
-    first.close()  # a slot comes free once the edge notices the stream ended
+    first.close()  # a seat comes free once the edge notices the stream ended
     elsewhere.close()
-    slots = edge.server.app[EDGE].guard.slots
+    seats = edge.server.app[EDGE].guard.seats
 
-    async def a_slot_is_free() -> bool:  # given back in Redis, where every replica counts it
-        return bool(await store.redis.zcard(slots.key("127.0.0.1")) < 2)
+    async def a_seat_is_free() -> bool:  # given back in Redis, where every replica counts it
+        return bool(await store.redis.zcard(seats.key("127.0.0.1")) < 2)
 
-    await wait_until(a_slot_is_free, timeout_s=5)
+    await wait_until(a_seat_is_free, timeout_s=5)
     fourth = await edge.get(f"/api/casts/{cid}/events")
     assert fourth.status == 200
     fourth.close()

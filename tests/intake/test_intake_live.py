@@ -396,7 +396,7 @@ async def test_live_text_flushes_and_closes_cost_the_clients_characters(make_cli
 async def test_sessions_count_per_client_once_started(make_client: MakeClient, redis: Redis) -> None:
     """Finding 4 of #21: the 256 sessions were global and counted before start."""
     client = await make_client(live_sessions_per_client=1)
-    idle = [await client.ws_connect(WS) for _ in range(3)]  # not started: they hold no slot of the client's
+    idle = [await client.ws_connect(WS) for _ in range(3)]  # not started: they hold no seat of the client's
     ws, _ = await start(client)
     second = await client.ws_connect(WS)
     await second.send_json({"type": "start"})
@@ -407,7 +407,7 @@ async def test_sessions_count_per_client_once_started(make_client: MakeClient, r
     await other.send_json({"type": "start"})
     assert (await receive_json(other))["type"] == "cast"  # another client starts
     await ws.close()
-    for _ in range(100):  # the slot is given back as the session ends
+    for _ in range(100):  # the seat is given back as the session ends
         if await redis.zcard("rl/intake-sessions/127.0.0.1") == 0:
             break
         await asyncio.sleep(0.02)

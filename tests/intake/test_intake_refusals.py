@@ -115,7 +115,7 @@ async def test_submits_past_the_inflight_limit_are_shed_with_503(make_client: Ma
         yield b'upload."}'
 
     slow = asyncio.ensure_future(client.post("/api/casts", data=slow_body(), headers={"Content-Type": JSON}))
-    for _ in range(100):  # until the slow request holds the only slot
+    for _ in range(100):  # until the slow request holds the only permit
         if client.app is not None and client.app[INTAKE].gate.active == 1:
             break
         await asyncio.sleep(0.01)
@@ -139,7 +139,7 @@ async def test_a_burst_past_the_inflight_limit_waits_its_turn(make_client: MakeC
 async def test_a_trickled_body_is_cut_off_at_its_deadline_and_others_are_served(
     make_client: MakeClient, redis: Redis
 ) -> None:
-    """Finding 3 of #21: nothing bounded the time to read a body; a trickle held its slot forever."""
+    """Finding 3 of #21: nothing bounded the time to read a body; a trickle held its permit forever."""
     client = await make_client(body_timeout_s=0.5, max_inflight=1)
 
     async def trickle() -> AsyncIterator[bytes]:
@@ -150,7 +150,7 @@ async def test_a_trickled_body_is_cut_off_at_its_deadline_and_others_are_served(
     slow = asyncio.ensure_future(client.post("/api/casts", data=trickle(), headers={"Content-Type": "application/json"}))
     await asyncio.sleep(0.1)
     fast = await client.post("/api/casts", json={"text": "Served in time."})
-    assert fast.status == 201  # the slot came free at the deadline
+    assert fast.status == 201  # the permit came free at the deadline
     resp = await asyncio.wait_for(slow, 10)
     assert (resp.status, (await resp.json())["error"]) == (408, "body_timeout")
     fast_id = (await fast.json())["id"]

@@ -1,5 +1,5 @@
 """Deepgram's REST TTS, `POST /v1/speak`, through intake's real app over real Redis: each encoding
-Deepgram names that our formats make, Deepgram's headers and error shape, keys, slots and the
+Deepgram names that our formats make, Deepgram's headers and error shape, keys, seats and the
 hang-up that cancels; a test plays the worker with real MP3 chunks (Pipecat's and LiveKit's own
 clients run against the real model in tests/system/test_agent_clients.py)."""
 
@@ -152,7 +152,7 @@ async def test_keys_want_deepgrams_token_scheme(make_client: MakeClient, store: 
     await worker
 
 
-async def test_speak_holds_a_speech_streams_slot(make_client: MakeClient, store: CastStore) -> None:
+async def test_speak_holds_a_speech_streams_seat(make_client: MakeClient, store: CastStore) -> None:
     client = await make_client(speech_streams_per_client=1)
     cast_id = speak_cast()
     first = asyncio.create_task(client.post(SPEAK, json=BODY))

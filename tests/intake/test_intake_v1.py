@@ -205,7 +205,7 @@ async def test_one_client_holds_at_most_its_cap_of_speech_streams(make_client: M
     assert [r.status for r in served] == [200, 200]  # another client was served
     for resp in served:
         await resp.read()
-    for _ in range(200):  # the slot comes back as the stream ends
+    for _ in range(200):  # the seat comes back as the stream ends
         if await store.redis.zcard("rl/intake-speech/127.0.0.1") == 0:
             break
         await asyncio.sleep(0.02)

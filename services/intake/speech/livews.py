@@ -25,7 +25,7 @@ import msgspec
 from aiohttp import WSMsgType, web
 
 from castlog import Audio, Eos, Error
-from castlog.slots import Slot
+from castlog.slots import Seat
 from servicekit import Hold, forms
 
 from ..claim import cast_url
@@ -126,7 +126,7 @@ class Session:
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
-        self.slot: Slot | None = None  # the client's session slot, held from start to the end
+        self.seat: Seat | None = None  # the client's session seat, held from start to the end
         # one of the client's sockets before start (they count in no session cap until then)
         self.waiting = Hold(self.app[INTAKE].session_waiting, self.client)
         self.cancelled = False  # a cancel ended the session (on a transport whose cancel ends it)
@@ -173,10 +173,10 @@ class Session:
             elif self.cast.text_open:  # failed: the text ends, the cast finishes
                 await asyncio.shield(self.end_text())
             self.waiting.give()
-            await self.app[INTAKE].session_slots.release(self.slot)
+            await self.app[INTAKE].session_seats.release(self.seat)
 
     async def _start(self) -> bool:
-        """The first message must be ``start``; then the client's session slot; answer with the
+        """The first message must be ``start``; then the client's session seat; answer with the
         ``cast`` event."""
         intake = self.app[INTAKE]
         msg = await self._receive(deadline(intake.cfg.live_idle_s))
@@ -196,9 +196,9 @@ class Session:
             await self.close(CLOSE_BUSY)
             return False
         intake.live_sessions.add(self)  # a started session: the process-wide cap counts it
-        self.slot, _ = await intake.session_slots.acquire(self.client)
-        if self.slot is None:
-            cap = intake.session_slots.cap
+        self.seat, _ = await intake.session_seats.acquire(self.client)
+        if self.seat is None:
+            cap = intake.session_seats.cap
             await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
             await self.close(CLOSE_BUSY)
             return False

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog.slots import Slot
+from castlog.slots import Seat
 from servicekit import Hold
 
 from ..context import INTAKE, request_client
@@ -113,7 +113,7 @@ class SpeakSession:
         self.sequence = 0
         self.keep = False  # a stop sets it: the casts go on
         self.waiting = Hold(self.app[INTAKE].session_waiting, self.client)  # until its first message
-        self.slot: Slot | None = None  # the client's session slot, from its first message
+        self.seat: Seat | None = None  # the client's session seat, from its first message
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
         timeout = self.app[INTAKE].cfg.live_send_timeout_s
@@ -143,7 +143,7 @@ class SpeakSession:
 
     async def _read(self) -> bool:
         """Take the client's messages until Close (False) or the client is gone (True). The first
-        takes the client's session slot; the idle limit runs from the last message (pongs and
+        takes the client's session seat; the idle limit runs from the last message (pongs and
         junk do not move it)."""
         idle = self.app[INTAKE].cfg.live_idle_s
         until = deadline(idle)
@@ -169,14 +169,14 @@ class SpeakSession:
             await self._message(body)
 
     async def _seated(self) -> bool:
-        """The client's session slot from its first message on (INTAKE_LIVE_SESSIONS_PER_CLIENT,
+        """The client's session seat from its first message on (INTAKE_LIVE_SESSIONS_PER_CLIENT,
         shared with its live sessions); False, once told, when it holds them all."""
         if not self.waiting.held:
             return True
         self.waiting.give()
-        self.slot, _ = await self.app[INTAKE].session_slots.acquire(self.client)
-        if self.slot is None:
-            cap = self.app[INTAKE].session_slots.cap
+        self.seat, _ = await self.app[INTAKE].session_seats.acquire(self.client)
+        if self.seat is None:
+            cap = self.app[INTAKE].session_seats.cap
             await self.send({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": f"your address has "
                              f"{cap} sessions open (INTAKE_LIVE_SESSIONS_PER_CLIENT); end one first"})
             await self.close(CLOSE_BUSY)
@@ -312,5 +312,5 @@ async def speak_socket(request: web.Request) -> web.StreamResponse:
     finally:
         sessions.discard(session)
         session.waiting.give()
-        await intake.session_slots.release(session.slot)
+        await intake.session_seats.release(session.seat)
     return ws

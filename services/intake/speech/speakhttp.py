@@ -7,7 +7,7 @@ the same text in the same voice is the same cast) with the voices of the ``/v1/s
 WebSocket (``speak.voice_of``: a voice id or an Aura name); the cast's log is followed as a speech
 stream follows it and each chunk converted as it comes: ``linear16``, ``mulaw`` and ``alaw`` at any
 rate from 8 to 48 kHz (``phone.py``, raw or in a WAV container), ``mp3``, ``opus`` (Ogg),
-``flac`` and ``aac`` at the model's 24 kHz (``formats.py``). It holds a speech stream's slots
+``flac`` and ``aac`` at the model's 24 kHz (``formats.py``). It holds a speech stream's room (a permit and the client's seat)
 (INTAKE_MAX_SPEECH_STREAMS, INTAKE_SPEECH_STREAMS_PER_CLIENT). A client that hangs up mid-stream
 (a barge-in) cancels the cast it made; one that joined another request's cast leaves it be.
 
@@ -41,7 +41,7 @@ from .phone import MAX_RATE, MIN_RATE, PhoneAudio
 from .speak import ROUTE, voice_of
 from .stream import STREAM_HEADERS, convert_chunk
 from .v1 import V1Refusal
-from .views import ended_by_shutdown, stream_slots
+from .views import ended_by_shutdown, stream_room
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def error_response(refusal: Refusal) -> web.Response:
 async def post_speak(request: web.Request) -> web.StreamResponse:
     audio, speed = parse_audio(request.query), parse_speed(request.query)  # first: a bad query costs nothing
     intake = request.app[INTAKE]
-    async with stream_slots(request):
+    async with stream_room(request):
         claimed, headers = await _claim(request, audio, speed)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
         with ended_by_shutdown(intake):

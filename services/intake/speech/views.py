@@ -28,7 +28,7 @@ from .whole import whole_cast
 
 async def post_speech(request: web.Request) -> web.StreamResponse:
     intake = request.app[INTAKE]
-    async with stream_slots(request):
+    async with stream_room(request):
         speech, claimed, headers = await _claim(request)
         reader = intake.reader
         settled = await settled_at(reader, claimed.cast_id, claimed.result)
@@ -39,16 +39,16 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
 
 
 @asynccontextmanager
-async def stream_slots(request: web.Request) -> AsyncIterator[None]:
+async def stream_room(request: web.Request) -> AsyncIterator[None]:
     """A speech stream's places for the block's length: one of INTAKE_MAX_SPEECH_STREAMS and one of
     the client's INTAKE_SPEECH_STREAMS_PER_CLIENT (``/v1/audio/speech`` and Deepgram's HTTP
     ``/v1/speak`` alike)."""
     intake = request.app[INTAKE]
-    slots = intake.speech_slots
-    if slots.locked():
+    permits = intake.speech_permits
+    if permits.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    async with slots, _client_stream(request, request_client(request)):
+    async with permits, _client_stream(request, request_client(request)):
         yield
 
 
@@ -67,16 +67,16 @@ def ended_by_shutdown(intake: Intake) -> Iterator[None]:
 
 @asynccontextmanager
 async def _client_stream(request: web.Request, client: str) -> AsyncIterator[None]:
-    """One of the client's stream slots (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
-    slots = request.app[INTAKE].speech_client_slots
-    slot, _ = await slots.acquire(client)
-    if slot is None:
-        raise V1Refusal(429, "too_many_streams", f"your address has {slots.cap} speech streams open; "
+    """One of the client's stream seats (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
+    seats = request.app[INTAKE].speech_seats
+    seat, _ = await seats.acquire(client)
+    if seat is None:
+        raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
                         "retry when one ends")
     try:
         yield
     finally:
-        await slots.release(slot)
+        await seats.release(seat)
 
 
 async def close_streams(app: web.Application) -> None:

@@ -137,7 +137,7 @@ class Handler:
 
     async def serve(self, seat: Seat) -> None:
         """Events until the client leaves or breaks a limit (then an ``error`` event, and the cut).
-        The first event admits the client and takes its seat."""
+        The first event lets the client in and takes its seat."""
         cfg = self.app[INTAKE].cfg
         limits = FrameLimits(cfg.wyoming_max_header_bytes, cfg.wyoming_max_data_bytes, cfg.wyoming_max_payload_bytes)
         self._idle_from_now()
