@@ -4,9 +4,9 @@ first chunk's way through it (time.time(), the client's clock: one machine) into
 The benchmark starts it once per source tree it compares (``python bench/bench_latency.py
 --worker TRACE``, with that tree's ``libs`` and ``services`` on PYTHONPATH), so the hooks below
 reach only names that both trees have: the admitter's ``admit``, the store's ``append_stamped``,
-the inboxes' read of new jobs (``synth.jobs.read_new`` in older trees), ``hold``, the appender's
-``encode_chunk`` (``synth.lane``'s in older trees), the synthesizer's ``synthesize_timed`` and its
-G2P's ``with_words``.
+the inboxes' read of new jobs (``synth.jobs.read_new`` in older trees), ``mark_in_hand``
+(``hold`` in older trees), the appender's ``encode_chunk`` (``synth.lane``'s in older trees), the
+synthesizer's ``synthesize_timed`` and its G2P's ``with_words``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class TracedSynth(Wrapped):
 def trace_worker(worker: Worker, stamps: Stamps) -> None:
     """Stamp the job's read, admission, the encoder and the append of each cast's first audio."""
     admit, append = worker.admitter.admit, worker.store.append_stamped
-    hold, encode = jobs_module.hold, appender_module.encode_chunk
+    in_hand = "mark_in_hand" if hasattr(jobs_module, "mark_in_hand") else "hold"  # an older tree's name
+    hold, encode = getattr(jobs_module, in_hand), appender_module.encode_chunk
 
     def traced_read(read_new: Any) -> Any:
         async def read(*args: Any, **kwargs: Any) -> Any:
@@ -136,9 +137,10 @@ def trace_worker(worker: Worker, stamps: Stamps) -> None:
     if hasattr(jobs_module, "read_new"):  # a tree from before castlog.groups
         jobs_module.read_new = traced_read(jobs_module.read_new)
     else:
-        for inbox in worker.crew.held.inboxes:
+        hand = worker.crew.hand if hasattr(worker.crew, "hand") else worker.crew.held  # older: Holdings
+        for inbox in hand.inboxes:
             inbox.group.new = traced_read(inbox.group.new)  # type: ignore[method-assign]
-    jobs_module.hold = traced_hold  # type: ignore[assignment]
+    setattr(jobs_module, in_hand, traced_hold)
     appender_module.encode_chunk = traced_encode  # type: ignore[assignment]
 
 

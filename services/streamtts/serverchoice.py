@@ -56,8 +56,8 @@ class Server:
         return (self.kind, self.binary, self.name, self.version) == (other.kind, other.binary, other.name, other.version)
 
 
-def hold(state_dir: Path) -> int:
-    """Hold the state dir for this process (``up`` for its lifetime, a move while it copies): an
+def lock_state_dir(state_dir: Path) -> int:
+    """Lock the state dir for this process (``up`` for its lifetime, a move while it copies): an
     open file descriptor with an exclusive lock, released when the process ends."""
     state_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(state_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import Config
 from .redisserver import ServerNotFound
-from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, hold, recorded
+from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, lock_state_dir, recorded
 from .statemove import move
 
 __all__ = ["ServerNotFound", "ServerRefused", "add_server_option", "add_state", "server_for"]
@@ -34,7 +34,7 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
 
 def server_for(state_dir: Path, request: str | None) -> Server:
     """The state dir's server, held for this process's lifetime (a second ``up`` on it is refused)."""
-    hold(state_dir)  # the lock goes with the process
+    lock_state_dir(state_dir)  # the lock goes with the process
     return choose(state_dir / "redis", request)
 
 

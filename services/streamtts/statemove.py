@@ -20,7 +20,7 @@ from typing import Any
 from redis import Redis
 
 from .redisserver import start_server
-from .serverchoice import EMBEDDED, Server, choose, hold, named, record, recorded, redis_password
+from .serverchoice import EMBEDDED, Server, choose, lock_state_dir, named, record, recorded, redis_password
 
 SCAN_COUNT = 500
 XRANGE_COUNT = 500
@@ -38,7 +38,7 @@ def _say(line: str) -> None:
 
 def move(data_dir: Path, target: str, say: Say = _say) -> Path:
     """Move the data in ``data_dir`` to the server ``target`` names; return where the old files are."""
-    lock = hold(data_dir.parent)
+    lock = lock_state_dir(data_dir.parent)
     try:
         return _move(data_dir, target, say)
     finally:

@@ -26,7 +26,7 @@ from castlog import SeqMismatch, Start
 from . import capacity, jobs
 from .cast import ActiveCast, Assignment, plan
 from .crew import Crew
-from .holdings import REDIS_RETRY_S, quietly, wait
+from .hand import REDIS_RETRY_S, quietly, wait
 from .inbox import Delivery, Inbox
 from .livefeed import read_open_text
 from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
@@ -39,7 +39,7 @@ NOTE_RETRIES = 3
 
 
 class Admitter:
-    """Two loops (whole-text jobs, open casts) that fill :class:`Holdings` with casts; a job they
+    """Two loops (whole-text jobs, open casts) that fill :class:`Hand` with casts; a job they
     cannot begin leaves through :class:`Outcomes`."""
 
     def __init__(self, crew: Crew, outcomes: Outcomes, voices: frozenset[str]) -> None:
@@ -48,26 +48,26 @@ class Admitter:
     # ---- the loops --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.inbox
-        while not held.stopping:
+        cfg, hand, inbox = self.crew.cfg, self.crew.hand, self.crew.hand.inbox
+        while not hand.stopping:
             try:
                 room = self.openings()
                 if room == 0:  # jobs begun elsewhere go on at once, up to the hard bound
-                    begun = await inbox.take_begun(cfg.max_active - len(held.casts), held.active(inbox))
+                    begun = await inbox.take_begun(cfg.max_active - len(hand.casts), hand.active(inbox))
                     await self._admit_all(begun, inbox)
                     if not begun:
-                        await wait(held.room, cfg.poll_s)
+                        await wait(hand.room, cfg.poll_s)
                     continue
-                batch = await inbox.take(room, held.active(inbox))
-                held.admitting = len(batch)
+                batch = await inbox.take(room, hand.active(inbox))
+                hand.admitting = len(batch)
                 for delivery in batch:
                     try:
-                        await self._admit_all([delivery], inbox)  # one at a time: see Holdings.admitting
+                        await self._admit_all([delivery], inbox)  # one at a time: see Hand.admitting
                     finally:
-                        held.admitting -= 1
-                        held.work.set()
+                        hand.admitting -= 1
+                        hand.work.set()
             except RedisError as exc:
-                held.admitting = 0
+                hand.admitting = 0
                 log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
                 if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
@@ -76,7 +76,7 @@ class Admitter:
     def openings(self) -> int:
         """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
         for within the measured capacity (re-checked each round, never beyond ``SYNTH_MAX_ACTIVE``)."""
-        crew, cfg, casts = self.crew, self.crew.cfg, self.crew.held.casts
+        crew, cfg, casts = self.crew, self.crew.cfg, self.crew.hand.casts
         needs = capacity.needs_of(casts.values(), crew.speed, crew.clock())
         free = cfg.max_active - sum(1 for c in casts.values() if not c.live)
         known = capacity.known_capacity(crew.speed, cfg.capacity_measure_s)
@@ -86,15 +86,15 @@ class Admitter:
         """Open casts: admitted while fewer than SYNTH_MAX_LIVE of those held have something to
         say (an open cast waiting for text holds no place: one client's idle casts never keep
         another's from its first audio) and fewer than SYNTH_MAX_LIVE_HELD are held at all."""
-        cfg, held, inbox = self.crew.cfg, self.crew.held, self.crew.held.live_inbox
-        while not held.stopping:
+        cfg, hand, inbox = self.crew.cfg, self.crew.hand, self.crew.hand.live_inbox
+        while not hand.stopping:
             try:
-                live = [c for c in held.casts.values() if c.live]
+                live = [c for c in hand.casts.values() if c.live]
                 room = min(cfg.max_live - sum(1 for c in live if c.speaking), cfg.max_live_held - len(live))
                 if room <= 0:
-                    await wait(held.room, cfg.poll_s)
+                    await wait(hand.room, cfg.poll_s)
                     continue
-                await self._admit_all(await inbox.take(room, held.active(inbox)), inbox)
+                await self._admit_all(await inbox.take(room, hand.active(inbox)), inbox)
             except RedisError as exc:
                 log.warning("live admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
                 await asyncio.sleep(REDIS_RETRY_S)
@@ -103,7 +103,7 @@ class Admitter:
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:
-            if self.crew.held.stopping:  # taken but not begun: back to the group with the rest
+            if self.crew.hand.stopping:  # taken but not begun: back to the group with the rest
                 inbox.retry_later(delivery.entry_id, 0)
                 continue
             try:
@@ -129,7 +129,7 @@ class Admitter:
 
     async def admit(self, job: Assignment) -> None:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
-        if job.key in self.crew.held.casts:
+        if job.key in self.crew.hand.casts:
             return  # already ours and running
         planned = await self._plan(job)
         if isinstance(planned, ActiveCast):
@@ -139,7 +139,7 @@ class Admitter:
 
     async def _plan(self, job: Assignment) -> ActiveCast | Settlement:
         """The job's next attempt, planned from its cast's log, or how to settle it at once."""
-        if any(c.cast_id == job.cast_id for c in self.crew.held.casts.values()):
+        if any(c.cast_id == job.cast_id for c in self.crew.hand.casts.values()):
             # A second job for a cast we are making: its first job stays pending until `eos`,
             # so this one adds nothing (and a second `start` would restart our own attempt).
             return Answered("it duplicates an active cast")
@@ -151,8 +151,8 @@ class Admitter:
         crew, cfg = self.crew, self.crew.cfg
         state = castlog.summarize(entries)
         tally = await jobs.tally(crew.redis, job.entry_id)
-        own_retry = job.entry_id in crew.held.requeued
-        crew.held.requeued.discard(job.entry_id)
+        own_retry = job.entry_id in crew.hand.requeued
+        crew.hand.requeued.discard(job.entry_id)
         if tally.hand >= state.next_sentence() and not own_retry:  # a worker died with that chunk in hand
             crashes = await jobs.count_death(crew.redis, job.entry_id, tally)
             if crashes >= cfg.max_crashes_per_chunk:
@@ -191,7 +191,7 @@ class Admitter:
                 cast.tail = moved[-1].seq_num + 1  # only the clerk's `queue` notes came: start after them
         else:
             log.warning("cast %s: the queue clerk kept noting it while admitting; retrying later", job.cast_id)
-            self.outcomes.retry_soon(job.entry_id, self.crew.held.inbox_of(job))
+            self.outcomes.retry_soon(job.entry_id, self.crew.hand.inbox_of(job))
             return
         self.crew.metrics.attempts.inc()
         log.info(
@@ -202,7 +202,7 @@ class Admitter:
             await self.outcomes.finish(cast)
             return
         cast.note(Admitted(), self.crew.clock())
-        self.crew.held.add(cast)  # an open cast wakes the live feed too (Holdings.opened)
+        self.crew.hand.add(cast)  # an open cast wakes the live feed too (Hand.opened)
 
 
 def _settled(job: Assignment, entries: list[castlog.Entry]) -> Settlement | None:

@@ -160,14 +160,14 @@ class CancelWatch(Follower):
         await self.cancel(fields.get(b"id", b"").decode())
 
     async def cancel(self, cast_id: str) -> None:
-        held = self.crew.held
-        for cast in [c for c in held.casts.values() if c.cast_id == cast_id and not c.closed and not c.cancelled]:
+        hand = self.crew.hand
+        for cast in [c for c in hand.casts.values() if c.cast_id == cast_id and not c.closed and not c.cancelled]:
             dropped = cast.in_flight
             cast.cancel()
             log.info("cast %s: cancelled, %d chunk(s) in flight dropped", cast_id, dropped)
             if not cast.appending and cast.complete:  # else the appender ends it after that append
                 await self.outcomes.finish(cast)
-        held.work.set()
+        hand.work.set()
 
 
 class DeleteWatch(Follower):

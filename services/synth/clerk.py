@@ -82,7 +82,7 @@ class QueueClerk:
 
     async def run(self) -> None:
         cfg = self.crew.cfg
-        while not self.crew.held.stopping:
+        while not self.crew.hand.stopping:
             try:
                 await self.publish()
                 if await self.elected():
@@ -94,7 +94,7 @@ class QueueClerk:
     # ---- this worker's state --------------------------------------------------------------
 
     def needs(self) -> list[Need]:
-        return capacity.needs_of(self.crew.held.casts.values(), self.crew.speed, self.crew.clock())
+        return capacity.needs_of(self.crew.hand.casts.values(), self.crew.speed, self.crew.clock())
 
     async def publish(self) -> None:
         crew = self.crew
@@ -103,7 +103,7 @@ class QueueClerk:
         state = {
             "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
             "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in needs],
-            "waiting": crew.held.inbox.waiting(),  # read ahead, in the order of admission (fair turns)
+            "waiting": crew.hand.inbox.waiting(),  # read ahead, in the order of admission (fair turns)
         }
         crew.metrics.capacity.set(known)
         crew.metrics.demand.set(sum(capacity.demand(n) for n in needs))

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from castlog import CastStore, LiveStore, LogReader
 
 from .config import SynthConfig
-from .holdings import Holdings
+from .hand import Hand
 from .metrics import SynthMetrics
 from .scheduler import ModelSpeed
 
@@ -27,7 +27,7 @@ class Crew:
     store: CastStore  # every write of a cast log
     reader: LogReader  # every read of a cast log (admission recovers casts from theirs)
     live: LiveStore  # the open casts' text, in their catalogs
-    held: Holdings  # the casts in hand, the two inboxes, the events the tasks wake each other with
+    hand: Hand  # the casts in hand, the two inboxes, the events the tasks wake each other with
     metrics: SynthMetrics
     clock: Callable[[], float]  # monotonic seconds: the schedule's, the leases', the feed's
     speed: ModelSpeed  # how fast the model is now: the schedule's first chunk, and the ramp's chunk lengths

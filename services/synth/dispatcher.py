@@ -24,7 +24,7 @@ from . import chunkcache, jobs, seams
 from .appender import NO_PCM, PCM, Appender, Synthesized, encoder, encoding_failed, made_ms
 from .cast import ActiveCast, heads
 from .crew import Crew
-from .holdings import quietly, wait
+from .hand import quietly, wait
 from .livesched import Rotation, pick_next
 from .model import SAMPLE_RATE, Synthesizer
 from .model.timing import Word
@@ -87,13 +87,13 @@ class Dispatcher:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        crew, held = self.crew, self.crew.held
-        while not held.stopping:
+        crew, hand = self.crew, self.crew.hand
+        while not hand.stopping:
             cast = self.next_cast()
-            if cast is None or (held.admitting and cast.pace.first_audio_at is not None):
+            if cast is None or (hand.admitting and cast.pace.first_audio_at is not None):
                 # nothing to do, or jobs read together are still being admitted: their first
                 # chunks go before anyone's next one
-                await wait(held.work, crew.cfg.poll_s)
+                await wait(hand.work, crew.cfg.poll_s)
                 continue
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
@@ -102,7 +102,7 @@ class Dispatcher:
             if (taken := await self._take(cast, limit)) is None:
                 continue
             index, text, key, hit = taken
-            await quietly(jobs.hold(crew.redis, cast.job.entry_id, index))  # a death now counts against it
+            await quietly(jobs.mark_in_hand(crew.redis, cast.job.entry_id, index))  # a death now counts against it
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed
             behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
@@ -166,7 +166,7 @@ class Dispatcher:
 
     def next_cast(self) -> ActiveCast | None:
         """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
-        casts = self.crew.held.casts
+        casts = self.crew.hand.casts
         views = [c.view() for c in casts.values()]
         first_chunk_s = self.crew.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
         now = self.crew.clock()

@@ -133,7 +133,7 @@ async def _tally_set(redis: Redis, entry_id: str, **fields: int) -> None:
         await pipe.execute()
 
 
-async def hold(redis: Redis, entry_id: str, index: int) -> None:
+async def mark_in_hand(redis: Redis, entry_id: str, index: int) -> None:
     """Chunk ``index`` is in hand (-1: none): a death before it is appended counts against it."""
     await _tally_set(redis, entry_id, hand=index)
 

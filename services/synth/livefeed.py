@@ -2,7 +2,7 @@
 
 The worker's one stream loop (``broadcasts.py``: one blocked XREAD, one per slot on a cluster)
 follows the catalogs of every open cast this worker holds beside ``cancels`` and ``deletes``; a
-newly admitted cast wakes that read (``Holdings.opened``) so that the next one names its catalog.
+newly admitted cast wakes that read (``Hand.opened``) so that the next one names its catalog.
 Here each new fragment goes to its cast's chunker, and the synth loop is woken when a sentence is
 complete. An open cast waiting for text wants no chunk, so it holds up nobody and spends no
 attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is closed here (its rest is spoken, then
@@ -64,13 +64,13 @@ class LiveFeed:
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
         self.crew, self.outcomes = crew, outcomes
-        self.joined: asyncio.Event = crew.held.opened  # set when an open cast is admitted
+        self.joined: asyncio.Event = crew.hand.opened  # set when an open cast is admitted
         self.following: dict[str, ActiveCast] = {}  # catalog key -> cast, as the read in flight names them
 
     def streams(self) -> dict[str, str]:
         self.joined.clear()  # (a cast admitted from here on wakes the read)
         self.following = {
-            catalog_key(c.cast_id): c for c in self.crew.held.casts.values()
+            catalog_key(c.cast_id): c for c in self.crew.hand.casts.values()
             if c.open_text is not None and not c.open_text.closed and not c.closed
         }
         return {key: c.open_text.after for key, c in self.following.items() if c.open_text is not None}
@@ -87,13 +87,13 @@ class LiveFeed:
     async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
         """Wake the synth loop for new chunks; a close that completes the cast finishes it here."""
         if new_chunks:
-            self.crew.held.work.set()
+            self.crew.hand.work.set()
         if cast.complete and not cast.closed:
             await self.outcomes.finish(cast)
 
     async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
         cfg = self.crew.cfg
-        full = sum(1 for c in self.crew.held.casts.values() if c.live) >= cfg.max_live_held
+        full = sum(1 for c in self.crew.hand.casts.values() if c.live) >= cfg.max_live_held
         for c in casts:
             state = c.open_text
             if state is None or state.closed:

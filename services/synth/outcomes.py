@@ -29,7 +29,7 @@ from castlog import Eos, Error, SeqMismatch
 from . import jobs
 from .cast import ActiveCast, Assignment, first_audio_ms, first_audio_ts
 from .crew import Crew
-from .holdings import REDIS_RETRY_S
+from .hand import REDIS_RETRY_S
 from .inbox import Inbox
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class Outcomes:
         except SeqMismatch as exc:
             self.lose(cast, f"eos refused ({exc})")
             return
-        crew.held.close(cast)
+        crew.hand.close(cast)
         receipt = castlog.Done(
             id=cast.cast_id,
             attempts=cast.attempt,
@@ -99,7 +99,7 @@ class Outcomes:
             await jobs.ack(crew.redis, cast.job.entry_id, cast.job.stream)
         except RedisError as exc:  # the eos stands: the job comes back, finds it, and settles
             log.warning("cast %s: Redis error after its eos (%r); settling it again soon", cast.cast_id, exc)
-            self.retry_soon(cast.job.entry_id, crew.held.inbox_of(cast.job))
+            self.retry_soon(cast.job.entry_id, crew.hand.inbox_of(cast.job))
             return
         log.info("cast %s %s: %d sentences, %d ms audio", cast.cast_id, "cancelled" if cast.cancelled else "finished",
                  len(cast.chunks), cast.offset_ms)
@@ -144,18 +144,18 @@ class Outcomes:
         if cast.closed:
             return
         crew = self.crew
-        crew.held.close(cast)
+        crew.hand.close(cast)
         try:
             failures = await jobs.count_failure(crew.redis, cast.job.entry_id)
         except RedisError as exc:
-            self.retry_soon(cast.job.entry_id, crew.held.inbox_of(cast.job))  # decided when Redis is back
+            self.retry_soon(cast.job.entry_id, crew.hand.inbox_of(cast.job))  # decided when Redis is back
             log.warning("cast %s: could not count its failure (%r); retrying", cast.cast_id, exc)
             return
         if failures < crew.cfg.max_attempts:
             delay = crew.cfg.backoff_s(failures)
             log.warning("cast %s: attempt %d failed (%s); retrying in %.1fs", cast.cast_id, cast.attempt, reason, delay)
             crew.metrics.retries.inc()
-            crew.held.inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
+            crew.hand.inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
             return
         try:
             await self._give_up(cast.job, cast.tail, reason, cast.attempt)
@@ -189,16 +189,16 @@ class Outcomes:
         plans from the log's true tail; nothing counts against the job)."""
         if not cast.closed:
             log.warning("cast %s: %s; trying the job again in %.1fs", cast.cast_id, why, REDIS_RETRY_S)
-            self.crew.held.close(cast)
-            self.retry_soon(cast.job.entry_id, self.crew.held.inbox_of(cast.job))
+            self.crew.hand.close(cast)
+            self.retry_soon(cast.job.entry_id, self.crew.hand.inbox_of(cast.job))
 
     def retry_soon(self, entry_id: str, inbox: Inbox) -> None:
         """Admit the job again after a Redis error: the chunk it had in hand did not kill us."""
-        self.crew.held.requeued.add(entry_id)
+        self.crew.hand.requeued.add(entry_id)
         inbox.retry_later(entry_id, REDIS_RETRY_S)
 
     def lose(self, cast: ActiveCast, why: str) -> None:
         """Another worker owns the cast now: stop, and leave its job to that worker (no XACK)."""
         if not cast.closed:
             log.warning("cast %s: lost to another worker (%s); dropping it", cast.cast_id, why)
-            self.crew.held.close(cast)
+            self.crew.hand.close(cast)

@@ -1,7 +1,7 @@
 """The worker: jobs in through the consumer group, one chunk at a time out to the cast logs.
 
 Its tasks share one event loop and one :class:`~synth.crew.Crew`, built here: the settings,
-Redis and the stores, the casts in hand (:class:`~synth.holdings.Holdings`), the metrics and the
+Redis and the stores, the casts in hand (:class:`~synth.hand.Hand`), the metrics and the
 clock. Every job leaves through :class:`~synth.outcomes.Outcomes`, the only writer of acks, dead
 letters and receipts:
 
@@ -54,7 +54,7 @@ from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
 from .dispatcher import Dispatcher
-from .holdings import REDIS_RETRY_S, Holdings, quietly
+from .hand import REDIS_RETRY_S, Hand, quietly
 from .inbox import Inbox
 from .livefeed import LiveFeed
 from .metrics import SynthMetrics
@@ -80,13 +80,13 @@ class Worker:
                          clock=clock, stream=stream, fair_window=cfg.fair_window)
 
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
-        held = Holdings(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
+        hand = Hand(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
         self.crew = crew = Crew(
             cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis, cfg.content_key.encode()),
-            held=held, metrics=metrics, clock=clock, speed=scheduler.ModelSpeed(),
+            hand=hand, metrics=metrics, clock=clock, speed=scheduler.ModelSpeed(),
         )
         self.store = crew.store  # (tests and benchmarks reach the writes through it)
-        self.casts = crew.held.casts  # job entry id -> cast, in admission order
+        self.casts = crew.hand.casts  # job entry id -> cast, in admission order
         self.outcomes = Outcomes(crew)  # every ack, dead letter and receipt
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
@@ -105,7 +105,7 @@ class Worker:
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish the chunk in hand, hand the unfinished jobs back
         to the group (another worker claims them at once) and return."""
-        for inbox in self.crew.held.inboxes:
+        for inbox in self.crew.hand.inboxes:
             await inbox.open()
         await self.appenders[0].warm()
         side = [asyncio.create_task(self.admitter.run()), asyncio.create_task(self._lease_loop())]
@@ -134,8 +134,8 @@ class Worker:
     async def _hand_back(self) -> None:
         """Give every job we hold back to the group at once, and leave the group if we hold nothing."""
         redis, consumer, handed = self.crew.redis, self.crew.cfg.consumer, 0
-        for inbox in self.crew.held.inboxes:
-            held = list(self.crew.held.active(inbox)) + inbox.held()
+        for inbox in self.crew.hand.inboxes:
+            held = list(self.crew.hand.active(inbox)) + inbox.held()
             try:
                 await jobs.release(redis, held)  # no chunk in hand: the next owner counts no death
                 handed += await jobs.hand_back(redis, consumer, held, inbox.stream)
@@ -149,11 +149,11 @@ class Worker:
 
     def stop(self) -> None:
         """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
-        self.crew.held.stop()
+        self.crew.hand.stop()
 
     @property
     def stopping(self) -> bool:
-        return self.crew.held.stopping
+        return self.crew.hand.stopping
 
     # ---- the key lanes' jobs ----------------------------------------------------------------
 
@@ -193,12 +193,12 @@ class Worker:
 
     async def refresh_leases(self) -> None:
         """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""
-        for inbox in self.crew.held.inboxes:
+        for inbox in self.crew.hand.inboxes:
             await self._refresh(inbox)
 
     async def _refresh(self, inbox: Inbox) -> None:
         redis, consumer = self.crew.redis, self.crew.cfg.consumer
-        held = list(self.crew.held.active(inbox)) + inbox.held()
+        held = list(self.crew.hand.active(inbox)) + inbox.held()
         owners = await jobs.pending(redis, held, inbox.stream)
         mine = [i for i in held if i in owners and owners[i].consumer == consumer]
         await jobs.refresh(redis, consumer, mine, inbox.stream)

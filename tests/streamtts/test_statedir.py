@@ -199,9 +199,9 @@ def test_a_state_dir_from_before_the_record_is_adopted_by_the_server_that_reads_
 
 
 def test_a_second_up_on_the_same_state_dir_is_refused(tmp_path: Path) -> None:
-    from streamtts.serverchoice import hold
+    from streamtts.serverchoice import lock_state_dir
 
-    fd = hold(tmp_path / "state")
+    fd = lock_state_dir(tmp_path / "state")
     try:
         done = run_up(tmp_path / "state", dict(os.environ))
         assert done.returncode == 1

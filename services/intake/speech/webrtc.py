@@ -156,7 +156,7 @@ class Peer:
         await self.pc.close()
 
 
-async def hold(session: livews.Session, peer: Peer) -> None:
+async def run_session(session: livews.Session, peer: Peer) -> None:
     """The whole session: wait for the control channel, run it, close the connection."""
     timeout_s = session.app[INTAKE].cfg.webrtc_connect_timeout_s
     try:
@@ -225,7 +225,7 @@ async def post_webrtc(request: web.Request) -> web.Response:
         except NoFreePort:
             raise _no_port() from None
     sessions.add(session)
-    task = asyncio.ensure_future(hold(session, peer))
+    task = asyncio.ensure_future(run_session(session, peer))
     HOLDS.add(task)  # referenced while the session lives
     task.add_done_callback(HOLDS.discard)
     task.add_done_callback(lambda _: sessions.discard(session))

@@ -1,9 +1,9 @@
-"""What a worker holds: its active casts, its two inboxes, and the events its tasks wake each
+"""A worker's hand: its active casts, its two inboxes, and the events its tasks wake each
 other with.
 
 Every task of the worker reads and changes this one object (through the worker's
 :class:`~synth.crew.Crew`): the admitter adds casts, the synth loop picks from them, the
-outcomes drop them (:meth:`Holdings.close`).
+outcomes drop them (:meth:`Hand.close`).
 Beside it, the two small helpers those tasks share: wait on an event for a while, and shrug off
 a Redis error in a step that may fail.
 """
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 REDIS_RETRY_S = 1.0
 
 
-class Holdings:
+class Hand:
     """The casts in hand (keyed by job, in admission order) and the jobs taken for them."""
 
     def __init__(self, inbox: Inbox, live_inbox: Inbox, metrics: SynthMetrics) -> None:
