@@ -1,5 +1,5 @@
-"""One listener: one follower of one cast (an SSE or MP3 response of edge, a ``/v1`` stream or a
-live WebSocket of intake). A bounded queue fed by the shared tail, offset
+"""One listener: one response that follows one cast (an SSE or MP3 response of edge, a ``/v1``
+stream or a live WebSocket of intake). A bounded queue fed by the shared tail, offset
 reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
 its wait.
 

@@ -121,7 +121,7 @@ class TailMetrics(Protocol):
 
 
 class Tail:
-    """The one follower of cast logs, and of the streams its ``waiters`` wait on, in a process
+    """The shared tail of cast logs, and of the streams its ``waiters`` wait on, in a process
     (its connection ``conn`` sits in the one blocking XREAD; ``redis`` is the shared pool)."""
 
     def __init__(

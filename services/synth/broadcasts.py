@@ -10,7 +10,7 @@ wake stream (``tail/wake/synth/*``, one per slot on a cluster), which the read i
 the next read names its catalog: nothing polls, and synth's Redis user needs no CLIENT UNBLOCK
 (which could end anyone's blocked read).
 
-Each broadcast stream is read from its newest entry when the watch begins: a cancel from before is
+Each broadcast stream is read from its newest entry when the loop begins: a cancel from before is
 admission's (the ``cancel/<id>`` flag), a delete from before was answered 202 (ask again), and an
 old delete is never carried out late, after the cast was made again. A stream's batch counts as
 read only once it is handled: one that a Redis error cut short is read again (both are idempotent).
@@ -65,12 +65,12 @@ BATCH = 256
 WAKE_NAME = "synth"
 
 
-class Follower:
+class BroadcastHandler:
     """One stream's handler: where it is read from, and what is done with what is read."""
 
     stream: str
-    newest: Callable[[Redis], Awaitable[str]]  # the entry id a new watch reads after
-    after: str | None = None  # the last entry handled; None until the watch has begun
+    newest: Callable[[Redis], Awaitable[str]]  # the entry id a new loop reads after
+    after: str | None = None  # the last entry handled; None until the loop has begun
 
     async def handle(self, fields: Fields) -> None:
         raise NotImplementedError
@@ -92,11 +92,11 @@ class Feed(Protocol):
 
 
 class Broadcasts:
-    """Follows the streams of ``followers`` (``cancels`` first) and ``feed``'s with one blocked
+    """Follows the streams of ``handlers`` (``cancels`` first) and ``feed``'s with one blocked
     read (one per slot on a cluster)."""
 
-    def __init__(self, redis: Redis, poll_s: float, *followers: Follower, feed: Feed | None = None) -> None:
-        self.redis, self.poll_s, self.followers, self.feed = redis, poll_s, followers, feed
+    def __init__(self, redis: Redis, poll_s: float, *handlers: BroadcastHandler, feed: Feed | None = None) -> None:
+        self.redis, self.poll_s, self.handlers, self.feed = redis, poll_s, handlers, feed
 
     async def run(self) -> None:
         # a cluster's reads make a connection per slot (the client lends its settings); a single
@@ -113,31 +113,31 @@ class Broadcasts:
     async def _follow(self, reads: BlockingRead | SlotReads) -> None:
         while True:
             try:
-                for follower in self.followers:
-                    if follower.after is None:
-                        follower.after = await follower.newest(self.redis)
+                for handler in self.handlers:
+                    if handler.after is None:
+                        handler.after = await handler.newest(self.redis)
                 await self._hand_out(await self._read(reads))
             except (RedisError, OSError) as exc:
                 log.warning("broadcasts (%s): Redis error (%s); retrying",
-                            ", ".join(f.stream for f in self.followers), exc)
+                            ", ".join(f.stream for f in self.handlers), exc)
                 await asyncio.sleep(self.poll_s)
 
     async def _hand_out(self, got: list[tuple[str, Rows]]) -> None:
-        by_stream = {f.stream: f for f in self.followers}
+        by_stream = {f.stream: f for f in self.handlers}
         for key, rows in got:
-            follower = by_stream.get(key)
-            if follower is None:
+            handler = by_stream.get(key)
+            if handler is None:
                 if self.feed is not None:
                     await self.feed.handle(key, rows)
                 continue
             for entry_id, fields in rows:
-                await follower.handle(fields)
-                follower.after = entry_id.decode()
+                await handler.handle(fields)
+                handler.after = entry_id.decode()
         if self.feed is not None:
             await self.feed.after_read()
 
     async def _read(self, reads: BlockingRead | SlotReads) -> list[tuple[str, Rows]]:
-        streams: dict[Any, Any] = {f.stream: f.after for f in self.followers}
+        streams: dict[Any, Any] = {f.stream: f.after for f in self.handlers}
         if self.feed is not None:
             streams.update(self.feed.streams())
             joined: asyncio.Future[Any] = asyncio.ensure_future(self.feed.joined.wait())
@@ -150,7 +150,7 @@ class Broadcasts:
         return [(key.decode() if isinstance(key, bytes) else key, rows) for key, rows in reply]
 
 
-class CancelWatch(Follower):
+class CancelHandler(BroadcastHandler):
     stream, newest = CANCELS, staticmethod(last_cancel)
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
@@ -170,7 +170,7 @@ class CancelWatch(Follower):
         hand.work.set()
 
 
-class DeleteWatch(Follower):
+class DeleteHandler(BroadcastHandler):
     """Carries out ``deletes`` (``token``: the admin's; None: every request is refused)."""
 
     stream, newest = DELETES, staticmethod(last_delete)

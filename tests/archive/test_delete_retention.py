@@ -29,7 +29,7 @@ from castlog import (
     stop_tasks,
 )
 from intake import Config, create_app
-from synth.broadcasts import Broadcasts, DeleteWatch
+from synth.broadcasts import Broadcasts, DeleteHandler
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
 from tests.support.waiting import wait_until
@@ -50,13 +50,13 @@ async def intake(redis_url: str, redis: Redis) -> AsyncIterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def deleting(redis: Redis, token: str | None = TOKEN) -> AsyncIterator[DeleteWatch]:
-    """A worker's delete watch (the part of synth that carries out the admin's deletes), begun."""
-    watch = DeleteWatch(redis, token)
-    task = asyncio.create_task(Broadcasts(redis, 0.05, watch).run())
+async def deleting(redis: Redis, token: str | None = TOKEN) -> AsyncIterator[DeleteHandler]:
+    """A worker's delete handler (the part of synth that carries out the admin's deletes), begun."""
+    handler = DeleteHandler(redis, token)
+    task = asyncio.create_task(Broadcasts(redis, 0.05, handler).run())
     try:
-        await wait_until(lambda: watch.after is not None)
-        yield watch
+        await wait_until(lambda: handler.after is not None)
+        yield handler
     finally:
         await stop_tasks(task)  # a loop on a blocking read may outlive one cancel
 
@@ -131,13 +131,13 @@ async def test_a_delete_request_without_the_admin_tokens_proof_deletes_nothing(r
         await redis.xadd(DELETES, {"id": marker.id, "proof": delete_proof(TOKEN, marker.id)})
         await wait_until(lambda: _gone(redis, marker.id))  # read in order: the two before it were refused
     assert await redis.exists(cast_key(kept.id), catalog_key(kept.id)) == 2
-    blind = DeleteWatch(redis, None)  # no STREAMTTS_ADMIN_TOKEN: nothing is proven
+    blind = DeleteHandler(redis, None)  # no STREAMTTS_ADMIN_TOKEN: nothing is proven
     assert not await blind.carry_out(DeleteRequest(id=kept.id, proof=delete_proof(TOKEN, kept.id)))
     assert await redis.exists(cast_key(kept.id)) == 1
 
 
-class FlakyWatch(DeleteWatch):
-    """A delete watch whose first delete meets a Redis failure (the connection lost mid-batch)."""
+class FlakyHandler(DeleteHandler):
+    """A delete handler whose first delete meets a Redis failure (the connection lost mid-batch)."""
 
     failed = False
 
@@ -152,17 +152,17 @@ class FlakyWatch(DeleteWatch):
 async def test_a_batch_a_redis_error_cut_short_is_read_again(redis: Redis, store: CastStore) -> None:
     """A Redis error while carrying out a batch of requests leaves none of it skipped."""
     first, second = await finished(store, 1), await finished(store, 2)
-    watch = FlakyWatch(redis, TOKEN)
-    watch.after = await last_delete(redis)
+    handler = FlakyHandler(redis, TOKEN)
+    handler.after = await last_delete(redis)
     for cast_id in (first.id, second.id):
         await redis.xadd(DELETES, {"id": cast_id, "proof": delete_proof(TOKEN, cast_id)})
-    task = asyncio.create_task(Broadcasts(redis, 0.05, watch).run())
+    task = asyncio.create_task(Broadcasts(redis, 0.05, handler).run())
     try:
         await wait_until(lambda: _gone(redis, first.id))
         await wait_until(lambda: _gone(redis, second.id))
     finally:
         await stop_tasks(task)
-    assert watch.failed
+    assert handler.failed
 
 
 async def _gone(redis: Redis, cast_id: str) -> bool:

@@ -16,7 +16,7 @@ ROUNDS = 150  # about 1 in 100 single cancels is swallowed (measured): most runs
 
 
 async def _read_forever(redis: Redis) -> None:
-    """A watch loop as synth's cancel watch is: short blocking reads on the pool, errors retried."""
+    """A loop as synth's broadcasts loop is: short blocking reads on the pool, errors retried."""
     while True:
         try:
             await redis.xread({"cancels": "$"}, block=100, count=64)

@@ -1,5 +1,5 @@
 """synth's broadcasts on a cluster: ``cancels`` and ``deletes`` lie in two slots, so no one XREAD
-spans both; each still reaches its handler, in order, from the newest entry when the watch began."""
+spans both; each still reaches its handler, in order, from the newest entry when the loop began."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import asyncio
 from castlog import CANCELS, DELETES, stop_tasks
 from castlog.keys import Fields
 from servicekit import connect
-from synth.broadcasts import Broadcasts, CancelWatch, DeleteWatch, Follower
+from synth.broadcasts import BroadcastHandler, Broadcasts, CancelHandler, DeleteHandler
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 
 
-class Heard(Follower):
-    """Records the ids it reads (as CancelWatch and DeleteWatch read theirs)."""
+class Heard(BroadcastHandler):
+    """Records the ids it reads (as CancelHandler and DeleteHandler read theirs)."""
 
-    def __init__(self, of: type[Follower]) -> None:
+    def __init__(self, of: type[BroadcastHandler]) -> None:
         self.stream, self.newest, self.ids = of.stream, of.newest, list[str]()
 
     async def handle(self, fields: Fields) -> None:
@@ -26,10 +26,10 @@ class Heard(Follower):
 async def test_both_streams_are_heard_though_they_lie_in_two_slots(redis_cluster: Cluster) -> None:
     redis_cluster.flushall()
     redis = await connect(redis_cluster.url)
-    cancels, deletes = Heard(CancelWatch), Heard(DeleteWatch)
+    cancels, deletes = Heard(CancelHandler), Heard(DeleteHandler)
     try:
         assert redis.keyslot(CANCELS) != redis.keyslot(DELETES)  # type: ignore[attr-defined]
-        await redis.xadd(CANCELS, {"id": "before"})  # from before the watch: not heard
+        await redis.xadd(CANCELS, {"id": "before"})  # from before the loop: not heard
         task = asyncio.create_task(Broadcasts(redis, 0.05, cancels, deletes).run())
         await wait_until(lambda: cancels.after is not None and deletes.after is not None)
         for i in range(3):

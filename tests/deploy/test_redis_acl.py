@@ -554,11 +554,11 @@ def test_intake_cannot_delete_a_cast_only_ask_for_it(client: Callable[[str], red
 @pytest.mark.rule("delete-by-worker")
 async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: int, admin: redis.Redis) -> None:
     """The admin's DELETE through the real intake app as intake's user, carried out by synth's
-    delete watch as synth's user."""
+    delete handler as synth's user."""
     from aiohttp.test_utils import TestClient, TestServer
 
     from intake import Config, create_app
-    from synth.broadcasts import Broadcasts, DeleteWatch
+    from synth.broadcasts import Broadcasts, DeleteHandler
     from tests.support.waiting import wait_until
 
     token = "an-admin-token-of-32-characters-0000"
@@ -567,10 +567,10 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     # a long wait: the answer comes as soon as the worker has deleted (a loaded machine is slow)
     cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
-    watch = DeleteWatch(synth, token)
-    task = asyncio.create_task(Broadcasts(synth, 0.05, watch).run())
+    handler = DeleteHandler(synth, token)
+    task = asyncio.create_task(Broadcasts(synth, 0.05, handler).run())
     try:
-        await wait_until(lambda: watch.after is not None)
+        await wait_until(lambda: handler.after is not None)
         async with TestClient(TestServer(create_app(cfg))) as http:
             made = await http.post("/api/casts", json={"text": "Delete me.", "voice": "af_heart"})
             assert made.status == 201, await made.text()

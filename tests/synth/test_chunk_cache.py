@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from castlog import Audio, CastStore, Eos, encode_fields, encode_headers, summarize
 from castlog.records import decode_fields
 from synth import chunkcache
-from synth.broadcasts import CancelWatch
+from synth.broadcasts import CancelHandler
 from synth.cast import heads
 from synth.chunkcache import ChunkCache, chunk_key
 from synth.worker import Worker
@@ -53,7 +53,7 @@ async def test_a_cancel_while_the_cache_is_asked_for_a_head_drops_the_chunk_and_
     async def cancelled_meanwhile(cache: ChunkCache, key: str) -> chunkcache.Hit | None:
         looked_up.append(key)
         if len(looked_up) == 3:  # the third chunk's first head: its cast is cancelled while Redis answers
-            await CancelWatch(worker.crew, worker.outcomes).cancel(cancelled)
+            await CancelHandler(worker.crew, worker.outcomes).cancel(cancelled)
         return await lookup(cache, key)
 
     monkeypatch.setattr(ChunkCache, "get", cancelled_meanwhile)

@@ -1,5 +1,5 @@
 """A cast's audio records as intake's shared tail brings them (``castlog.Tail``: one blocked
-read per process, however many followers): the one loop a ``/v1/audio/speech`` response, streamed
+read per process, however many listeners): the one loop a ``/v1/audio/speech`` response, streamed
 (``stream.py``) or whole (``whole.py``), a ``/v1/speak`` turn (``speak.py``) and a Wyoming
 connection (``wyomingserver.py``) follow a cast with.
 

@@ -1,15 +1,15 @@
 """The live WebSocket: ``GET /v1/audio/speech/live``, one open cast per connection.
 
-Two tracks that never wait for each other: the *reader* takes the client's JSON messages
+Two tracks that never wait for each other: the *text track* takes the client's JSON messages
 (``start``, then ``text`` fragments, ``flush``, ``close``) and writes them to the text log; the
-*follower* follows the cast log through intake's shared tail (``castlog.Tail``) and sends each
+*audio track* follows the cast log through intake's shared tail (``castlog.Tail``) and sends each
 sentence's audio as a binary frame, between JSON events (``cast``, ``sentence``,
-``sentence_done``, ``done``, ``error``). The follower takes the next record only after the
+``sentence_done``, ``done``, ``error``). The audio track takes the next record only after the
 client took the last one, so a client that does not read costs one bounded listener queue (a
 full one goes back to reading by offset), not a buffer; one that takes no frame for
 INTAKE_LIVE_SEND_TIMEOUT_S is cut off with the ``seq_num`` to resume listening from (by link).
 The session stays open across sentences; a session that ends without ``close`` (the idle limit,
-a slow reader, a stop) closes the cast's text, so the cast still finishes. ``cancel`` (barge-in)
+a slow client, a stop) closes the cast's text, so the cast still finishes. ``cancel`` (barge-in)
 drops the text not yet spoken and ends the cast at the chunk in hand; a client that disconnects
 mid-cast cancels it too, unless its ``start`` asked to ``keep`` it.
 """
@@ -38,7 +38,7 @@ from .session import OpenCast, deadline, receive_by
 log = logging.getLogger(__name__)
 
 ROUTE = "/v1/audio/speech/live"
-# Close codes: done, a stop, the client's mistake, the idle limit, a slow reader, the session cap.
+# Close codes: done, a stop, the client's mistake, the idle limit, a slow text_in, the session cap.
 CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
@@ -48,7 +48,7 @@ CLOSE_TIMEOUT_S = 2.0
 encode = msgspec.json.Encoder().encode
 
 
-class SlowReader(Exception):
+class SlowClient(Exception):
     """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
 
 
@@ -61,13 +61,13 @@ class Transport(Protocol):
         asyncio.TimeoutError past the loop time ``until`` (pongs do not move it)."""
 
     async def send_event(self, event: dict[str, Any]) -> None:
-        """One JSON event (SlowReader when the client makes no room for it in time)."""
+        """One JSON event (SlowClient when the client makes no room for it in time)."""
 
     async def send_audio(self, audio: bytes) -> None:
         """One sentence's audio in the session's format."""
 
     def audio_format(self, asked: str) -> str:
-        """The format the follower hands ``send_audio``, for the one the client asked for."""
+        """The format the audio track hands ``send_audio``, for the one the client asked for."""
 
     def cancel(self) -> bool:
         """The client cancelled: whether that ends the session now (WebRTC stops its audio at
@@ -94,7 +94,7 @@ class Socket:
             try:
                 await asyncio.wait_for(frame, self.send_timeout_s)
             except asyncio.TimeoutError:
-                raise SlowReader from None
+                raise SlowClient from None
 
     async def send_event(self, event: dict[str, Any]) -> None:
         await self._send(self.ws.send_str(encode(event).decode()))
@@ -134,7 +134,7 @@ class Session:
     # ---- sending -------------------------------------------------------------------------------
 
     async def send(self, message: dict[str, Any]) -> None:
-        """One event, or SlowReader when the client has not made room for it in time."""
+        """One event, or SlowClient when the client has not made room for it in time."""
         await self.transport.send_event(message)
 
     async def error(self, code: str, message: str) -> None:
@@ -158,7 +158,7 @@ class Session:
                 await self._tracks()
                 if self.cancelled:
                     await self.close(CLOSE_DONE)
-        except SlowReader:
+        except SlowClient:
             await self.end_text()
             log.info("live cast %s: slow reader cut off at seq_num %d", self.cast.cast_id, self.seq_num)
             await self.close(CLOSE_SLOW_READER, {"error": "slow_reader", "id": self.cast.cast_id, "seq_num": self.seq_num})
@@ -221,24 +221,24 @@ class Session:
         return True
 
     async def _tracks(self) -> None:
-        """Run the reader and the follower until the cast is done or the client is gone."""
-        reader = asyncio.ensure_future(self._read())
-        follower = asyncio.ensure_future(self._follow())
+        """Run the text track and the audio track until the cast is done or the client is gone."""
+        text_in = asyncio.ensure_future(self._read())
+        audio_out = asyncio.ensure_future(self._follow())
         try:
-            done, _ = await asyncio.wait({reader, follower}, return_when=asyncio.FIRST_COMPLETED)
-            if follower in done:
-                follower.result()  # SlowReader surfaces here
+            done, _ = await asyncio.wait({text_in, audio_out}, return_when=asyncio.FIRST_COMPLETED)
+            if audio_out in done:
+                audio_out.result()  # SlowClient surfaces here
                 await self.close(CLOSE_DONE)
                 return
-            await reader  # the client went away (cancelled, unless kept) or idled out (the text ends)
+            await text_in  # the client went away (cancelled, unless kept) or idled out (the text ends)
             if not self.gone:
                 await self.end_text()
         finally:
-            for task in (reader, follower):
+            for task in (text_in, audio_out):
                 task.cancel()
-            await asyncio.gather(reader, follower, return_exceptions=True)
+            await asyncio.gather(text_in, audio_out, return_exceptions=True)
 
-    # ---- the reader: text in -------------------------------------------------------------------
+    # ---- the text track: text in ---------------------------------------------------------------
 
     async def _receive(self, deadline: float | None) -> forms.LiveMessage | Invalid | None:
         """The next message (Invalid: JSON that is not one); None once the client is gone (or idle
@@ -308,7 +308,7 @@ class Session:
             await asyncio.shield(self.cancel())
         await self.end_text()
 
-    # ---- the follower: audio out ---------------------------------------------------------------
+    # ---- the audio track: audio out ------------------------------------------------------------
 
     async def _follow(self) -> None:
         sent: set[int] = set()

@@ -4,7 +4,7 @@ The session pushes each sentence's PCM (s16le mono 24 kHz) as it comes; the send
 RTCRtpSender, which Opus-encodes at 48 kHz) takes a frame every 20 ms, paced here by the clock.
 Sentences follow each other sample for sample; while no audio is queued the frames are silence,
 so the track never ends between sentences. A push waits while more than ``buffer_ms`` is queued:
-a session holds at most that plus one sentence, and the follower reads on only as the audio plays.
+a session holds at most that plus one sentence, and the audio track reads on only as the audio plays.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class Peer:
             await self.track.push(audio)
 
     def audio_format(self, asked: str) -> str:
-        return "pcm"  # the follower decodes each sentence's MP3 for the track
+        return "pcm"  # the audio track decodes each sentence's MP3 for the track
 
     def cancel(self) -> bool:
         """The audio stops now (the next frame is silence) and the session ends."""
@@ -139,7 +139,7 @@ class Peer:
         return True
 
     async def close(self, code: int, reason: dict[str, Any] | None) -> None:
-        if self.closing:  # the follower's end and a cancel may both close: the first one says why
+        if self.closing:  # the audio track's end and a cancel may both close: the first one says why
             return
         self.closing = True
         if code == livews.CLOSE_DONE:  # the last sentences still play out first

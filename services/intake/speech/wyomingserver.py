@@ -250,7 +250,7 @@ class Handler:
             raise
 
     async def _end(self, answer: Answer) -> None:
-        """The text is complete: the rest is spoken (the follower answers the end)."""
+        """The text is complete: the rest is spoken (the audio track answers the end)."""
         await answer.cast.close()
         answer.stopped.set()
 
