@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 from redis.asyncio import Redis
 
-from blobstore import StoreConfig, open_store
+from blobstore import StoreConfig, open_blob_store
 from castlog import (
     Audio,
     CastStore,
@@ -149,7 +149,7 @@ async def main(n: int, replays: int, rounds: int) -> dict[str, Any]:
         redis = client_for(server.url)
         store = CastStore(redis)
         archive_cfg = StoreConfig((Path(tmp) / "archive").as_uri())
-        blobs = await open_store(archive_cfg)
+        blobs = await open_blob_store(archive_cfg)
         session = ClientSession()
         runners: list[web.AppRunner] = []
         try:

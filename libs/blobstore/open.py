@@ -1,4 +1,4 @@
-"""``open_store(cfg)``: the backend that ``cfg.url`` names."""
+"""``open_blob_store(cfg)``: the backend that ``cfg.url`` names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .base import BlobStore, BlobStoreError, StoreConfig
 from .files import FileStore
 
 
-async def open_store(cfg: StoreConfig) -> BlobStore:
+async def open_blob_store(cfg: StoreConfig) -> BlobStore:
     """A ready store for ``file:///dir`` or ``s3://bucket/prefix``; close it with ``close()``."""
     parts = urlsplit(cfg.url)
     if parts.scheme == "file":

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from redis.asyncio import Redis
 
-from blobstore import open_store
+from blobstore import open_blob_store
 from castlog import LogReader, RowCache, Tail, stop_tasks
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
@@ -94,7 +94,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
     )
-    blobs = await open_store(cfg.archive) if cfg.archive is not None else None
+    blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
                 queue_size=cfg.listener_queue, item_bytes=cfg.item_cache_bytes, reader=reader, wake=WAKE_NAME)

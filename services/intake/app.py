@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
-from blobstore import open_store
+from blobstore import open_blob_store
 from castlog import (
     INTAKE_SCOPE,
     INTAKE_SESSIONS_SCOPE,
@@ -123,7 +123,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
         socket_timeout=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S,
     )
-    blobs = await open_store(cfg.archive) if cfg.archive is not None else None
+    blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, reader=reader, wake=WAKE_NAME)
     app[INTAKE] = Intake(

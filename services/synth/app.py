@@ -16,7 +16,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from blobstore import open_store
+from blobstore import open_blob_store
 from castlog import stop_tasks
 from servicekit import Serving, connect, json_errors, redact
 
@@ -105,7 +105,7 @@ async def _archiver_ctx(app: web.Application) -> AsyncIterator[None]:
     if cfg.archive is None:
         yield
         return
-    blobs = await open_store(cfg.archive)
+    blobs = await open_blob_store(cfg.archive)
     archiver = Archiver(synth.redis, blobs, cfg.archiver, cfg.consumer, synth.metrics, poll_s=cfg.poll_s)
     task = asyncio.create_task(archiver.run(), name="synth-archiver")
     log.info("archiving finished casts to %s", blobs.url)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from blobstore import BlobStore, BlobStoreError, FileStore, StoreConfig, digest, open_store
+from blobstore import BlobStore, BlobStoreError, FileStore, StoreConfig, digest, open_blob_store
 from blobstore.base import PIECE_BYTES
 
 
@@ -69,4 +69,4 @@ async def test_file_keys_cannot_leave_the_root(tmp_path: Path) -> None:
 @pytest.mark.parametrize("url", ["http://x/y", "file://host/dir", "s3://", "archive"])
 async def test_bad_urls_say_what_to_use(url: str) -> None:
     with pytest.raises(BlobStoreError, match="ARCHIVE_URL"):
-        await open_store(StoreConfig(url))
+        await open_blob_store(StoreConfig(url))

@@ -11,7 +11,7 @@ import pytest
 from logfollow import follow
 from redis.asyncio import Redis
 
-from blobstore import BlobStore, StoreConfig, open_store
+from blobstore import BlobStore, StoreConfig, open_blob_store
 from castlog import (
     ArchiveUnavailable,
     Audio,
@@ -197,7 +197,7 @@ async def test_a_stale_layout_is_refused_when_its_bodies_are_gone(store: CastSto
 
 @pytest.fixture
 async def file_store(tmp_path: Path) -> AsyncIterator[BlobStore]:
-    blobs = await open_store(StoreConfig((tmp_path / "archive").as_uri()))
+    blobs = await open_blob_store(StoreConfig((tmp_path / "archive").as_uri()))
     yield blobs
     await blobs.close()
 

@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 import castlog
-from blobstore import StoreConfig, open_store
+from blobstore import StoreConfig, open_blob_store
 from castlog import CastStore, LogReader, Meta, read_jobs
 from intake import Config, create_app
 from servicekit import connect
@@ -95,7 +95,7 @@ async def test_a_finished_cast_is_archived_and_reads_the_same(cluster_redis: Any
     store = CastStore(cluster_redis)
     cast = await finished(store, "cluster-archive")
     before = await LogReader(cluster_redis).read(cast.id)
-    blobs = await open_store(StoreConfig((tmp_path / "archive").as_uri()))
+    blobs = await open_blob_store(StoreConfig((tmp_path / "archive").as_uri()))
     try:
         worker = archiver(cluster_redis, blobs)
         assert await worker.archive_cast(cast.id) == "archived"

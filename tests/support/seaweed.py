@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from blobstore import StoreConfig, open_store
+from blobstore import StoreConfig, open_blob_store
 from streamtts.redisserver import free_port
 
 ACCESS_KEY, SECRET_KEY = "streamtts", "streamtts-secret"
@@ -90,7 +90,7 @@ def seaweed_with_bucket(tmp: Path) -> Iterator[str]:
 async def _create_bucket(cfg: StoreConfig) -> None:
     from blobstore.s3 import S3Store
 
-    store = await open_store(cfg)
+    store = await open_blob_store(cfg)
     assert isinstance(store, S3Store)
     await store._client.create_bucket(Bucket=store.bucket)
     await store.close()

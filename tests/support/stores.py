@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from blobstore import BlobStore, StoreConfig, open_store
+from blobstore import BlobStore, StoreConfig, open_blob_store
 from tests.support.seaweed import fresh_prefix, seaweed_with_bucket
 
 
@@ -25,6 +25,6 @@ async def blob_store(request: Any, tmp_path: Path) -> AsyncIterator[BlobStore]:
         cfg = StoreConfig((tmp_path / "archive").as_uri())
     else:
         cfg = fresh_prefix(request.getfixturevalue("s3_endpoint"))
-    store = await open_store(cfg)
+    store = await open_blob_store(cfg)
     yield store
     await store.close()
