@@ -69,7 +69,6 @@ from .records import (
     kind_of,
     public_dict,
 )
-from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, Stamped, SubmitResult
 from .view import Chunk, Layout, LogView, StaleLayout
@@ -79,19 +78,18 @@ __all__ = [
     "archive",
     "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
     "QUEUE_CLERK", "SYNTH_CAPACITY",
-    "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
     "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
     "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Queued", "Record",
     "RateLimited", "RateLimiter", "SeqMismatch", "Stamped", "Start", "SubmitResult", "Verdict",
-    "cast_id_of", "cast_key", "catalog_key", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "public_name", "content_id", "count_chunks", "decode_entry", "encode_fields",
+    "cast_id_of", "cast_key", "catalog_key", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "public_name", "content_id", "decode_entry", "encode_fields",
     "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
-    "seq_of", "split_text", "summarize",
+    "seq_of", "summarize",
     "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "TooManyOpen", "open_cast_id",
     "client_tag", "write_hash", "write_token",
     "VoiceInfo", "describe_voice", "voice_order",
     "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
 ]
-__all__ += ["Chunker", "from_public", "public_dict"]
+__all__ += ["from_public", "public_dict"]
 __all__ += ["cancel", "is_cancelled", "last_cancel", "read_cancels", "CANCELS", "cancel_key"]
 __all__ += ["delete_proof", "last_delete", "proven", "read_deletes", "request_delete", "DELETES", "DeleteRequest"]
 __all__ += ["BlendError", "blend_parts", "canonical_voice", "is_blend", "voice_available"]

@@ -1,6 +1,7 @@
 """The libraries' layering and the services' one shape, read from the source.
 
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
+chunking (the splitter) imports the standard library alone; castlog does not import it.
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
 state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
@@ -45,6 +46,14 @@ def test_castlog_imports_only_redis_msgspec_and_the_standard_library() -> None:
     assert {"redis", "msgspec"} <= set().union(*modules.values())  # the reading sees its imports
     for module, names in modules.items():
         assert outside_stdlib(names) <= {"redis", "msgspec", "castlog"}, module
+
+
+def test_chunking_imports_only_the_standard_library_and_castlog_does_not_import_it() -> None:
+    modules = imported(REPO / "libs" / "chunking")
+    assert {"re"} <= set().union(*modules.values())  # the reading sees its imports
+    for module, names in modules.items():
+        assert outside_stdlib(names) <= {"chunking"}, module
+    assert all("chunking" not in names for names in imported(REPO / "libs" / "castlog").values())
 
 
 def test_durablestreams_sits_above_castlog_and_servicekit_and_below_the_services() -> None:
@@ -207,7 +216,7 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
 
 
 def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
-    assert {"castlog", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
+    assert {"castlog", "chunking", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
     assert {"castlog.scripts", "synth.model.loader", "castlog.tail", "intake.app"} <= set(MODULES)
     assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
     assert "intake.config" in GRAPH["streamtts.launcher"]  # inside a function
