@@ -69,6 +69,7 @@ from .records import (
     kind_of,
     public_dict,
 )
+from .rowcache import RowCache
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, Stamped, SubmitResult
 from .view import Chunk, Layout, LogView, StaleLayout
@@ -148,15 +149,4 @@ __all__ += [
 from .groups import Consumer, StreamEntry, ensure_group  # noqa: E402
 
 __all__ += ["Consumer", "StreamEntry", "ensure_group"]
-__all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]
-
-from .blocking import BlockingRead, cancel_and_wait  # noqa: E402
-from .items import ITEM_CACHE_BYTES, ItemCache  # noqa: E402
-from .listener import Item, Listener  # noqa: E402
-from .rowcache import ROW_CACHE_BYTES, RowCache  # noqa: E402
-from .slotreads import SlotReads, choose_reads  # noqa: E402
-from .tail import LISTENER_QUEUE, Tail, TailMetrics  # noqa: E402
-
-__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "cancel_and_wait", "Item", "Listener", "RowCache", "SlotReads", "Tail",
-            "TailMetrics", "choose_reads"]
-__all__ += ["ITEM_CACHE_BYTES", "ItemCache"]
+__all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "RowCache", "StaleLayout"]

@@ -23,13 +23,12 @@ from castlog import (
     LogReader,
     RateLimiter,
     RowCache,
-    Tail,
-    cancel_and_wait,
 )
 from castlog.reader import FOLLOW_BLOCK_MS
 from castlog.slots import SlotLimiter
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
+from fanout import Tail, cancel_and_wait
 from servicekit import (
     ClientHolds,
     IntakeLimits,

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import open_store
-from castlog import cancel_and_wait
+from fanout import cancel_and_wait
 from servicekit import Serving, connect, json_errors, redact
 
 from . import jobs, views

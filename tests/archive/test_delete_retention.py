@@ -20,7 +20,6 @@ from castlog import (
     CastStore,
     DeleteRequest,
     archive,
-    cancel_and_wait,
     cast_key,
     catalog_key,
     delete_proof,
@@ -28,6 +27,7 @@ from castlog import (
     last_delete,
     read_jobs,
 )
+from fanout import cancel_and_wait
 from intake import Config, create_app
 from synth.broadcasts import Broadcasts, DeleteWatch
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish

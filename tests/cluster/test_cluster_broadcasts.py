@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from castlog import CANCELS, DELETES, cancel_and_wait
+from castlog import CANCELS, DELETES
 from castlog.keys import Fields
+from fanout import cancel_and_wait
 from servicekit import connect
 from synth.broadcasts import Broadcasts, CancelWatch, DeleteWatch, Follower
 from tests.support.cluster import Cluster

@@ -1,6 +1,6 @@
 """Stopping loops that block on Redis: one cancel is not always enough with redis-py (a
 CancelledError landing while it handles an XREAD's reply can be swallowed, and the loop reads
-on), so every stop goes through ``castlog.cancel_and_wait``, which cancels until the task ends."""
+on), so every stop goes through ``fanout.cancel_and_wait``, which cancels until the task ends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import cancel_and_wait
+from fanout import cancel_and_wait
 
 ROUNDS = 150  # about 1 in 100 single cancels is swallowed (measured): most runs meet one
 
