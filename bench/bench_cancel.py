@@ -25,13 +25,14 @@ import aiohttp
 from bench_live import VOICE, PacedModel
 
 import castlog
+import chunking
 import servicekit
 from synth.config import SynthConfig
 from synth.worker import Worker
 
 from common import RESULTS, arguments, print_rows, print_target, repo_text, services, temp_redis, write_results
 
-TEXT = " ".join(castlog.split_text(repo_text("article"))[:12])
+TEXT = " ".join(chunking.split_text(repo_text("article"))[:12])
 
 
 async def trial(http: aiohttp.ClientSession, url: str, model: PacedModel, cancel_on: int) -> dict[str, float]:

@@ -14,7 +14,7 @@ the other in one run:
 - appends/s: concurrent writers appending audio records to many casts: a worker with the model
   replaced by a stand-in at GPU speed or faster (no wait between chunks), so Redis is the only cost;
 - Redis commands per record and blocked connections per edge process as listeners grow: one
-  process's shared tail (castlog.Tail, woken by wake streams as edge's is; one read per hash slot
+  process's shared tail (fanout.Tail, woken by wake streams as edge's is; one read per hash slot
   with watched casts on a cluster, so at most the 64 key lanes) follows the casts its listeners
   watch (listener i watches cast i mod CASTS) while records are appended to all CASTS casts. The
   commands the reader sends are counted by INFO commandstats on every master (READER_COMMANDS,
@@ -43,9 +43,10 @@ from redis.asyncio import Redis
 from rediscluster import start_cluster
 
 import castlog
-from castlog import Audio, CastStore, Eos, Listener, LogReader, Meta, RateLimiter, Start, Tail
+from castlog import Audio, CastStore, Eos, LogReader, Meta, RateLimiter, Start
 from castlog.keys import INTAKE_SCOPE, JOBS_BELL
 from castlog.lanes import LaneMover
+from fanout import Listener, Tail
 from servicekit import connect
 from servicekit.connect import is_cluster
 
@@ -69,7 +70,7 @@ TRICKLE_JOBS = 200
 
 
 class Counts:
-    """The tail's metrics (castlog.TailMetrics): the reads it issued."""
+    """The tail's metrics (fanout.TailMetrics): the reads it issued."""
 
     def __init__(self) -> None:
         self.reads = 0

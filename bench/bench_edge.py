@@ -46,7 +46,9 @@ from aiohttp import web
 from logfollow import follow
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Item, LogReader, Meta, Start, content_id, split_text
+from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id
+from chunking import split_text
+from fanout import Item
 from streamtts.redisserver import free_port
 
 from common import RESULTS, arguments, repo_text, temp_redis

@@ -51,6 +51,7 @@ from listening import english_model_dir
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 import servicekit
 from synth.dispatcher import infer
 from synth.model import Synthesizer, load_synthesizer
@@ -86,7 +87,7 @@ Row = dict[str, object]
 
 
 def first_chunk(text: str) -> str:
-    return castlog.split_text(text)[0]
+    return chunking.split_text(text)[0]
 
 
 # ---- a stack per source tree ------------------------------------------------------------------
@@ -301,7 +302,7 @@ class Bench:
         st = self.stacks[0]
         bodies = [self.unique(t) for t in THREE]
         clause = statistics.mean(self.model_s(first_chunk(b)) for b in bodies)
-        model_all = sum(self.model_s(c) for b in bodies for c in castlog.split_text(b))
+        model_all = sum(self.model_s(c) for b in bodies for c in chunking.split_text(b))
         async with ClientSession(timeout=ClientTimeout(900)) as http:
             heard = await asyncio.gather(*(listen(st, http, b) for b in bodies))
         firsts = [h.first_audio_s for h in heard]
@@ -326,7 +327,7 @@ class Bench:
             for st in self.stacks[:: 1 if n % 2 == 0 else -1]:
                 body = self.unique(text)
                 started = time.perf_counter()
-                for chunk in castlog.split_text(body):
+                for chunk in chunking.split_text(body):
                     infer(self.synth, chunk, VOICE)  # the worker's call
                 model = time.perf_counter() - started
                 async with ClientSession(timeout=ClientTimeout(600)) as http:
@@ -379,7 +380,7 @@ async def main() -> None:
             if "3" in args.parts:
                 rows += await bench.three()
             if "4" in args.parts:
-                rows += await bench.throughput(" ".join(castlog.split_text(PARAGRAPH)[:3]))
+                rows += await bench.throughput(" ".join(chunking.split_text(PARAGRAPH)[:3]))
     print()
     for r in rows:
         print(f"{'ok ' if r['met'] else 'MISS'} {r['ratio']:>7} (target {r['target']})  {r['what']}")

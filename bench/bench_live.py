@@ -40,8 +40,10 @@ import numpy.typing as npt
 from logfollow import follow
 
 import castlog
+import chunking
 import servicekit
-from castlog import SAMPLE_RATE, CastStore, Chunker, LogReader, Meta
+from castlog import SAMPLE_RATE, CastStore, LogReader, Meta
+from chunking import Chunker
 from synth import appender as appender_module
 from synth.config import SynthConfig
 from synth.mp3 import EncodedChunk, encode_chunk
@@ -51,8 +53,8 @@ from common import RESULTS, arguments, repo_text, services, temp_redis, write_re
 
 # The agents' answers: two chunks each, from our own texts (distinct, so each sentence's model
 # time is its own).
-ARTICLE = castlog.split_text(repo_text("article"))
-PARAGRAPH = castlog.split_text(repo_text("paragraph"))
+ARTICLE = chunking.split_text(repo_text("article"))
+PARAGRAPH = chunking.split_text(repo_text("paragraph"))
 TARGET_RATIO, TARGET_OVERHEAD_S = 1.1, 0.050
 # Speech of a chunk: about 16 characters a second, Kokoro's pace in English.
 MS_PER_CHAR = 60
@@ -179,7 +181,7 @@ async def naive_first_audio(store: CastStore, text: str, voice: str, rate: float
     started = time.perf_counter()
     await asyncio.sleep(len(text.split(" ")) / rate)
     cast_id = castlog.content_id(text, voice)
-    meta = Meta(title="naive", voice=voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+    meta = Meta(title="naive", voice=voice, chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
     await store.submit(cast_id, text, voice, meta)
     async for entry in follow(LogReader(store.redis), cast_id):
         if entry.kind == "audio":
@@ -261,7 +263,7 @@ async def measure(args: argparse.Namespace, model: PacedModel, voice: str, store
         for text in batch:
             cid = castlog.content_id(text, voice)
             await store.submit(cid, text, voice, Meta(title="batch", voice=voice, chars=len(text),
-                                                      sentences=castlog.count_chunks(text), created_at=0))
+                                                      sentences=chunking.count_chunks(text), created_at=0))
         for text in batch:  # running: each past its ramp of short first chunks
             await wait_for_audio(store, castlog.content_id(text, voice), 3)
         agents = await asyncio.gather(*(agent(http, url, voice, answer(PARAGRAPH, k), rate) for k in (2, 4, 6)))

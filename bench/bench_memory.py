@@ -28,19 +28,8 @@ from aiohttp import ClientSession, web
 from redis.asyncio import Redis
 
 from blobstore import StoreConfig, open_blob_store
-from castlog import (
-    Audio,
-    CastStore,
-    Done,
-    Eos,
-    Meta,
-    Start,
-    announce_done,
-    cast_key,
-    catalog_key,
-    content_id,
-    split_text,
-)
+from castlog import Audio, CastStore, Done, Eos, Meta, Start, announce_done, cast_key, catalog_key, content_id
+from chunking import split_text
 from edge import Config, create_app
 from servicekit import client_for
 from streamtts.redisserver import free_port

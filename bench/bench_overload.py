@@ -37,6 +37,7 @@ import numpy.typing as npt
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta, Queued, Start
 from synth.config import SynthConfig
 from synth.model import Synthesizer, load_synthesizer
@@ -81,7 +82,7 @@ class Paced:
 def measure_model(synth: Synthesizer, voice: str) -> tuple[float, float]:
     """The real model's RTF and audio seconds per character over the paragraph's first chunks."""
     took = audio = chars = 0.0
-    for text in castlog.split_text(PARAGRAPH)[:SPEED_CHUNKS]:
+    for text in chunking.split_text(PARAGRAPH)[:SPEED_CHUNKS]:
         started = time.perf_counter()
         pcm = synth.synthesize(text, voice)
         took += time.perf_counter() - started
@@ -116,7 +117,7 @@ async def overload(redis: Redis, synth: Any, voice: str) -> dict[str, Any]:
     for opening in OPENINGS:
         text = f"{opening} part. {PARAGRAPH}"
         cast_id = castlog.content_id(text, voice)
-        meta = Meta(title=opening, voice=voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+        meta = Meta(title=opening, voice=voice, chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
         await store.submit(cast_id, text, voice, meta)
         ids.append(cast_id)
     task = asyncio.create_task(worker.run())

@@ -29,6 +29,7 @@ from typing import Any
 from logfollow import follow
 
 import castlog
+import chunking
 import servicekit
 from castlog import Audio, CastStore, Entry, LiveStore, LogReader, Meta
 from synth.cast import heads
@@ -86,7 +87,7 @@ async def wait_terminal(reader: LogReader, cast_id: str) -> list[Entry]:
 async def whole_cast(store: CastStore, reader: LogReader, text: str) -> tuple[float, float, int]:
     """(first audio s, done s, chunks reused) of a new cast of ``text``, from just before its submit."""
     cast_id = castlog.content_id(text, VOICE)
-    meta = Meta(title="bench", voice=VOICE, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+    meta = Meta(title="bench", voice=VOICE, chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
     started_ms = time.time() * 1000
     await store.submit(cast_id, text, VOICE, meta)
     entries = await wait_terminal(reader, cast_id)
@@ -153,7 +154,7 @@ class Bench:
             assert await cache.get(key) is None
             costs.append(time.perf_counter() - started)
         # a long sentence misses once per head the ramp could have cut it to (synth.cast.heads)
-        sentence = castlog.split_text(LONG_TURN)[1]
+        sentence = chunking.split_text(LONG_TURN)[1]
         every_head = []
         for _ in range(LOOKUPS // 10):
             started = time.perf_counter()
@@ -187,9 +188,9 @@ async def run(synth: Synthesizer, gaps_only: bool = False) -> dict[str, Row]:
             if not gaps_only:
                 await bench.with_worker(cfg, cached)
             sentence_s = statistics.median(
-                [await asyncio.to_thread(model_s, synth, s) for s in castlog.split_text(LONG_TURN)[1:]])
+                [await asyncio.to_thread(model_s, synth, s) for s in chunking.split_text(LONG_TURN)[1:]])
             tone = ToneModel(TONE_RTF, 1000 / TONE_CHARS_PER_S, VOICE)
-            tone_s = statistics.median(TONE_RTF * len(s) / TONE_CHARS_PER_S for s in castlog.split_text(LONG_TURN)[1:])
+            tone_s = statistics.median(TONE_RTF * len(s) / TONE_CHARS_PER_S for s in chunking.split_text(LONG_TURN)[1:])
             for name, gap_s in (("with_gap", cfg.live_gap_s), ("without_gap", 1e6)):
                 off = replace(cfg, chunk_cache_bytes=0, live_gap_s=gap_s)
                 row = await bench.with_worker(off, bench.gaps)

@@ -42,6 +42,7 @@ from logfollow import follow
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.dispatcher import infer
@@ -55,9 +56,9 @@ from common import RESULTS, arguments, repo_text, temp_redis, write_results
 SHORT = repo_text("short").strip()
 PARAGRAPH = repo_text("paragraph").strip()
 # A bounded slice of the paragraph: long enough to stream, short enough for the naive design.
-FOUR = " ".join(castlog.split_text(PARAGRAPH)[:4])
+FOUR = " ".join(chunking.split_text(PARAGRAPH)[:4])
 # Casts of three lengths for the concurrency part.
-MIXED = (SHORT, " ".join(castlog.split_text(PARAGRAPH)[:2]), " ".join(castlog.split_text(PARAGRAPH)[2:6]))
+MIXED = (SHORT, " ".join(chunking.split_text(PARAGRAPH)[:2]), " ".join(chunking.split_text(PARAGRAPH)[2:6]))
 BITRATE = 48_000
 # Demand counts as below capacity under this fraction of it: the capacity measured here moves by
 # a fifth from run to run (2.4 to 3.0 listeners), and the worker's MP3 encoding shares the cores
@@ -86,7 +87,7 @@ class Bench:
         """(seconds to synthesize every chunk of ``text`` in a loop, seconds of the first)."""
         started = time.perf_counter()
         first = 0.0
-        for k, chunk in enumerate(castlog.split_text(text)):
+        for k, chunk in enumerate(chunking.split_text(text)):
             infer(self.synth, chunk, self.voice)  # the worker's call
             if k == 0:
                 first = time.perf_counter() - started
@@ -119,7 +120,7 @@ class Bench:
 
     async def submit(self, text: str) -> str:
         cast_id = castlog.content_id(text, self.voice)
-        meta = Meta(title="bench", voice=self.voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+        meta = Meta(title="bench", voice=self.voice, chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
         await self.store.submit(cast_id, text, self.voice, meta)
         return cast_id
 
@@ -146,7 +147,7 @@ class Bench:
 
         async def request(text: str) -> float:
             started = time.perf_counter()
-            pcm = [(await loop.run_in_executor(pool, infer, self.synth, c, self.voice))[0] for c in castlog.split_text(text)]
+            pcm = [(await loop.run_in_executor(pool, infer, self.synth, c, self.voice))[0] for c in chunking.split_text(text)]
             await loop.run_in_executor(pool, encode_chunk, np.concatenate(pcm), BITRATE)
             return time.perf_counter() - started
 
@@ -171,7 +172,7 @@ class PacedReplay(Wrapped):
         """Synthesize every chunk of ``text`` with the real model, as the worker does (timed),
         and keep its audio and words; the seconds that took (the model alone on this text)."""
         started = time.perf_counter()
-        for chunk in castlog.split_text(text):
+        for chunk in chunking.split_text(text):
             self.recorded[(chunk, voice)] = self.real.synthesize_timed(chunk, voice)
         return time.perf_counter() - started
 
@@ -251,7 +252,7 @@ async def measure(b: Bench, rounds: int, gpu_rtf: float) -> dict[str, Row]:
     first_model, first_worker = [], []
     for r in range(2 * rounds):
         step(f"first audio round {r + 1}/{2 * rounds}")
-        first_model.append(b.model_time(castlog.split_text(SHORT)[0])[0])
+        first_model.append(b.model_time(chunking.split_text(SHORT)[0])[0])
         first_worker.extend(await b.first_audio_s(await b.worker_casts([SHORT], until="audio")))
     ratio = med([w / m for m, w in zip(first_model, first_worker)])
     out["first_audio"] = {

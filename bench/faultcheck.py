@@ -17,6 +17,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import Audio, Entry, Eos, decode_entry, is_terminal
 
 # Decoded audio may differ from the sum of the chunk durations by about a frame per chunk.
@@ -116,7 +117,7 @@ async def check_cast(redis: Redis, cast_id: str, text: str, verdict: Verdict) ->
     if last.kind == "error":
         verdict.bad(f"{cast_id}: ended in error without a model failure: {last.record.reason!r}")  # type: ignore[union-attr]
         return entries
-    chunks = castlog.split_text(text)
+    chunks = chunking.split_text(text)
     played = [e.record for e in castlog.playable(entries)]
     if [a.i for a in played if isinstance(a, Audio)] != list(range(len(chunks))):
         verdict.bad(f"{cast_id}: playable chunks {[a.i for a in played if isinstance(a, Audio)]}, want {len(chunks)}")

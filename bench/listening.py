@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from castlog import Chunker
+from chunking import Chunker
 from streamtts import voicepacks
 from streamtts.config import Config
 

@@ -1,6 +1,6 @@
 """A follower: one cast log followed with blocking reads of its own, not through a shared tail.
 
-Every service follows logs through its process's shared tail (``castlog.Tail``); benchmarks and
+Every service follows logs through its process's shared tail (``fanout.Tail``); benchmarks and
 tests that watch one cast from outside use this. Its connection stays blocked: give it its own.
 """
 

@@ -17,7 +17,7 @@ import listening as asr
 import numpy as np
 import numpy.typing as npt
 
-from castlog import Chunker
+from chunking import Chunker
 
 OUTSIDE_SENTENCES = (
     'The children built a castle of sand on the beach before lunch.',

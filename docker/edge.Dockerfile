@@ -14,7 +14,7 @@ COPY libs/ libs/
 COPY services/ services/
 # s3: the archive's S3 backend (ARCHIVE_URL=s3://...). Versions: constraints.txt, the ones the
 # tests ran (scripts/refresh-constraints).
-RUN pip install -c constraints.txt ".[s3]" && python3 -c "import castlog, edge, blobstore.s3"
+RUN pip install -c constraints.txt ".[s3]" && python3 -c "import castlog, fanout, edge, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN useradd --system --no-log-init --uid 10001 --user-group --home-dir /nonexistent \

@@ -16,7 +16,7 @@ COPY services/ services/
 # (ARCHIVE_URL=s3://...: /v1/audio/speech replays archived casts, as edge does), and aiortc for
 # the live session over WebRTC (/v1/audio/speech/webrtc; media on WEBRTC_UDP_PORTS).
 # Versions: constraints.txt, the ones the tests ran (scripts/refresh-constraints).
-RUN pip install -c constraints.txt ".[intake,s3,webrtc]" && python3 -c "import castlog, intake, intake.speech.formats, intake.speech.webrtc, blobstore.s3"
+RUN pip install -c constraints.txt ".[intake,s3,webrtc]" && python3 -c "import castlog, chunking, fanout, intake, intake.speech.formats, intake.speech.webrtc, blobstore.s3"
 
 FROM ${PYTHON_IMAGE} AS runtime
 # The archive volume's mount point, owned as edge's and synth's are: whichever container mounts

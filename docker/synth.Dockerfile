@@ -34,7 +34,7 @@ COPY services/ services/
 # and numpy win over it).
 RUN python3 /tmp/pin-base-packages.py constraints.txt > /tmp/base-constraints.txt \
     && python3 -m pip install -c /tmp/base-constraints.txt ".[${EXTRAS},s3]" \
-    && python3 -c "import castlog, synth"
+    && python3 -c "import castlog, chunking, fanout, synth"
 # kokoro's own dependencies pull spaCy and phonemizer for a pipeline synth does not use: install
 # it without them, plus what its KModel imports (services/synth/model/kmodel.py says the same).
 RUN if [ "${KOKORO_TORCH}" = true ]; then \

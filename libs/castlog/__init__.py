@@ -1,20 +1,32 @@
 """castlog: the shared contract of StreamTTS in code: everything that touches a Redis key (keys,
-records, scripts, the store, the reader), nothing that touches HTTP (that is ``servicekit``).
+records, scripts, the store, the reader, views, the archive's format), nothing that touches HTTP
+(that is ``servicekit``).
 
-Imports only ``redis`` and ``msgspec``; every service imports it, it imports no service.
+Imports only ``redis`` and ``msgspec``; every service imports it, it imports no service and none of
+the libraries above it: ``fanout`` (the shared tail and its listeners), ``durablestreams``. The
+splitter is ``chunking``. This face exports what the services, benchmarks and tests import; the
+rest is reached through its module (``castlog.keys.Row``, ``castlog.marks.mark``).
 """
 
-from . import archive
+from . import archive, keys, streams
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
 from .cancels import cancel, is_cancelled, last_cancel, read_cancels
-from .deletes import delete_proof, last_delete, proven, read_deletes, request_delete
+from .deletes import delete_proof, last_delete, proven, request_delete
+from .groups import Consumer, StreamEntry, ensure_group
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
+    ARCHIVE_TRASH,
     CANCELS,
-    CAST_ID_LEN,
     DELETES,
+    EDGE_SCOPE,
+    EDGE_STREAMS_SCOPE,
     GROUP,
     HANDED_BACK,
+    INTAKE_AUTH_SCOPE,
+    INTAKE_SCOPE,
+    INTAKE_SESSIONS_SCOPE,
+    INTAKE_SPEECH_SCOPE,
+    INTAKE_TEXT_SCOPE,
     JOBS,
     JOBS_DEAD,
     JOBS_LIVE,
@@ -32,24 +44,13 @@ from .keys import (
     lane_jobs_of,
     lane_live_jobs_of,
     lane_of,
-    public_name,
     seq_of,
     tally_key,
 )
-from .live import (
-    LiveStore,
-    LiveText,
-    OpenedCast,
-    TextEvent,
-    TooManyOpen,
-    client_tag,
-    open_cast_id,
-    write_hash,
-    write_token,
-)
-from .marks import Mark, holds, mark, stamps
+from .live import LiveStore, LiveText, TextEvent, TooManyOpen, client_tag, write_hash
+from .marks import stamps
 from .ratelimit import RateLimited, RateLimiter, Verdict
-from .reader import ArchiveSource, ArchiveUnavailable, LogReader, Page
+from .reader import ArchiveUnavailable, LogReader
 from .records import (
     SAMPLE_RATE,
     TERMINAL,
@@ -69,53 +70,10 @@ from .records import (
     kind_of,
     public_dict,
 )
-from .splitter import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, MAX_PHONEMES, Chunker, count_chunks, split_text
+from .rowcache import RowCache
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, Stamped, SubmitResult
-from .view import Chunk, Layout, LogView, StaleLayout
-from .voicemeta import VoiceInfo, describe_voice, voice_order
-
-__all__ = [
-    "archive",
-    "CAST_ID_LEN", "GROUP", "JOBS", "JOBS_DEAD", "MAX_SEQ_NUM", "PROGRESS_DONE", "VOICES", "TERMINAL",
-    "QUEUE_CLERK", "SYNTH_CAPACITY",
-    "FIRST_CHUNK_CHARS", "MAX_CHUNK_CHARS", "MAX_PHONEMES",
-    "DEFAULT_SPEED", "MAX_SPEED", "MIN_SPEED", "normalise_speed",
-    "Audio", "CastState", "CastStore", "Entry", "Eos", "Error", "Meta", "Queued", "Record",
-    "RateLimited", "RateLimiter", "SeqMismatch", "Stamped", "Start", "SubmitResult", "Verdict",
-    "cast_id_of", "cast_key", "catalog_key", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "public_name", "content_id", "count_chunks", "decode_entry", "encode_fields",
-    "encode_headers", "entry_id", "is_cast_id", "is_terminal", "kind_of", "playable",
-    "seq_of", "split_text", "summarize",
-    "JOBS_LIVE", "LiveStore", "LiveText", "OpenedCast", "TextEvent", "TooManyOpen", "open_cast_id",
-    "client_tag", "write_hash", "write_token",
-    "VoiceInfo", "describe_voice", "voice_order",
-    "Mark", "holds", "mark", "stamps", "HANDED_BACK", "tally_key",
-]
-__all__ += ["Chunker", "from_public", "public_dict"]
-__all__ += ["cancel", "is_cancelled", "last_cancel", "read_cancels", "CANCELS", "cancel_key"]
-__all__ += ["delete_proof", "last_delete", "proven", "read_deletes", "request_delete", "DELETES", "DeleteRequest"]
-__all__ += ["BlendError", "blend_parts", "canonical_voice", "is_blend", "voice_available"]
-
-# The shared streams' schemas (streams.py) and the key names that go with them.
-from . import streams  # noqa: E402
-from .keys import (  # noqa: E402
-    ARCHIVE_PLAYED,
-    ARCHIVE_TRASH,
-    CAST_ID_PATTERN,
-    EDGE_SCOPE,
-    EDGE_STREAMS_SCOPE,
-    INTAKE_AUTH_SCOPE,
-    INTAKE_LIVE_SCOPE,
-    INTAKE_SCOPE,
-    INTAKE_SESSIONS_SCOPE,
-    INTAKE_SPEECH_SCOPE,
-    INTAKE_TEXT_SCOPE,
-    Fields,
-    Row,
-    Rows,
-    limit_key,
-)
-from .streams import (  # noqa: E402
+from .streams import (
     DeadLetter,
     DeleteRequest,
     Done,
@@ -137,28 +95,25 @@ from .streams import (  # noqa: E402
     read_trash,
     read_voices,
 )
+from .view import Chunk, Layout, LogView, StaleLayout
+from .voicemeta import describe_voice, voice_order
 
-__all__ += [
-    "streams", "ARCHIVE_PLAYED", "ARCHIVE_TRASH", "CAST_ID_PATTERN", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "INTAKE_SCOPE",
-    "INTAKE_AUTH_SCOPE", "INTAKE_LIVE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE",
-    "limit_key", "Fields", "Row", "Rows", "SAMPLE_RATE", "now_ms",
-    "DeadLetter", "Done", "Job", "Malformed", "Recipe", "Trash", "VoiceList", "announce_done", "dead_letter",
-    "decode_job", "enqueue", "publish_voices", "read_dead", "read_done", "read_jobs", "read_recipe",
-    "read_trash", "read_voices",
+__all__ = [
+    "archive", "keys", "streams", "announce_done", "ARCHIVE_TRASH", "ArchiveUnavailable", "Audio",
+    "blend_parts", "BlendError", "cancel", "cancel_key", "CANCELS", "canonical_voice", "cast_id_of",
+    "cast_key", "CastState", "CastStore", "catalog_key", "Chunk", "client_tag", "Consumer", "content_id",
+    "dead_letter", "DeadLetter", "decode_entry", "decode_job", "DEFAULT_SPEED", "delete_proof",
+    "DeleteRequest", "DELETES", "describe_voice", "Done", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "encode_fields",
+    "encode_headers", "enqueue", "ensure_group", "Entry", "entry_id", "Eos", "Error", "from_public", "GROUP",
+    "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE",
+    "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id", "is_terminal", "Job", "JOBS", "JOBS_DEAD",
+    "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "last_cancel", "last_delete",
+    "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed", "MAX_SEQ_NUM", "MAX_SPEED",
+    "Meta", "MIN_SPEED", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE", "proven", "public_dict",
+    "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_cancels", "read_dead",
+    "read_done", "read_jobs", "read_recipe", "read_trash", "read_voices", "Recipe", "Record",
+    "request_delete", "RowCache", "SAMPLE_RATE", "seq_of", "SeqMismatch", "StaleLayout", "Stamped", "stamps",
+    "Start", "StreamEntry", "SubmitResult", "summarize", "SYNTH_CAPACITY", "tally_key", "TERMINAL",
+    "TextEvent", "TooManyOpen", "Trash", "Verdict", "voice_available", "voice_order", "VoiceList", "VOICES",
+    "write_hash",
 ]
-# One consumer of a consumer group (jobs, the key lanes, the archiver's receipts).
-from .groups import Consumer, StreamEntry, ensure_group  # noqa: E402
-
-__all__ += ["Consumer", "StreamEntry", "ensure_group"]
-__all__ += ["ArchiveSource", "ArchiveUnavailable", "Chunk", "Layout", "LogReader", "LogView", "Page", "StaleLayout"]
-
-from .blocking import BlockingRead, stop_tasks  # noqa: E402
-from .items import ITEM_CACHE_BYTES, ItemCache  # noqa: E402
-from .listener import Item, Listener  # noqa: E402
-from .rowcache import ROW_CACHE_BYTES, RowCache  # noqa: E402
-from .slotreads import SlotReads, choose_reads  # noqa: E402
-from .tail import LISTENER_QUEUE, Tail, TailMetrics  # noqa: E402
-
-__all__ += ["LISTENER_QUEUE", "ROW_CACHE_BYTES", "BlockingRead", "stop_tasks", "Item", "Listener", "RowCache", "SlotReads", "Tail",
-            "TailMetrics", "choose_reads"]
-__all__ += ["ITEM_CACHE_BYTES", "ItemCache"]

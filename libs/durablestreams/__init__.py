@@ -8,7 +8,7 @@ cursors, ETags, SSE events, refusals), ``openapi.py`` the routes' part of the Op
 
 Above castlog (its Lua clock) and servicekit (``Refusal``, the OpenAPI helpers); castlog and
 servicekit never import it. A follower of a stream's log waits on its process's one shared tail
-(``castlog.Tail.wait``).
+(``fanout.Tail.wait``).
 """
 
 from .streams import DurableStreams, Meta, Outcome, Slice, Spec, entry_of, id_key, offset_of

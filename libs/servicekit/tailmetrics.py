@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 
 class TailCounters:
-    """Implements ``castlog.TailMetrics`` on ``registry``; ``kinds`` are present at 0 from the start."""
+    """Implements ``fanout.TailMetrics`` on ``registry``; ``kinds`` are present at 0 from the start."""
 
     def __init__(self, registry: CollectorRegistry, service: str, kinds: Iterable[str]) -> None:
         prefix = f"streamtts_{service}"

@@ -11,9 +11,10 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import open_blob_store
-from castlog import LogReader, RowCache, Tail, stop_tasks
+from castlog import LogReader, RowCache
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
+from fanout import Tail, stop_tasks
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
 from . import captions, docs, durable, mp3stream, sse, views

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
-from castlog import ITEM_CACHE_BYTES
+from fanout import ITEM_CACHE_BYTES
 from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
@@ -37,7 +37,7 @@ class Config(Settings):
     # N listeners catching up on one log read it from Redis about once (castlog.RowCache).
     row_cache_bytes: int = setting("EDGE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows (bodies "
                                    "included) kept for listeners catching up, shared by every stream of the process")
-    # N listeners catching up on one log decode it and build its JSON and frames once (castlog.ItemCache).
+    # N listeners catching up on one log decode it and build its JSON and frames once (fanout.ItemCache).
     item_cache_bytes: int = setting("EDGE_ITEM_CACHE_BYTES", ITEM_CACHE_BYTES, gt=0, doc="bytes of records "
                                     "built for listeners catching up (decoded, their JSON and SSE frames), shared "
                                     "by every stream of the process")

@@ -9,8 +9,9 @@ from typing import NamedTuple
 from aiohttp import web
 from redis.asyncio import Redis
 
-from castlog import Layout, LogReader, Tail
+from castlog import Layout, LogReader
 from durablestreams import DurableStreams
+from fanout import Tail
 
 from .config import Config
 from .errors import not_found

@@ -2,7 +2,7 @@
 reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's.
 
 Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on edge's one
-shared tail (``castlog.Tail.waiters``), as the casts' listeners do; at most ``EDGE_DS_MAX_WAITERS``
+shared tail (``fanout.Tail.waiters``), as the casts' listeners do; at most ``EDGE_DS_MAX_WAITERS``
 at once (503 beyond). The tail's graceful stop wakes them: each answers what there is and ends.
 """
 

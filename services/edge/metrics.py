@@ -24,7 +24,7 @@ class EdgeMetrics(ServiceMetrics):
         super().__init__(registry)
         r = self.registry
         self.requests = RequestCounter("streamtts_edge_requests_total", r)
-        self.tail = TailCounters(r, self.service, LISTENER_KINDS)  # the shared tail's (castlog.TailMetrics)
+        self.tail = TailCounters(r, self.service, LISTENER_KINDS)  # the shared tail's (fanout.TailMetrics)
         # observed once per record and listener, on the loop: the lock-free kind
         self.delivery = LoopHistogram(
             "streamtts_edge_delivery_seconds", "record append (entry field ts) -> written to a listener",

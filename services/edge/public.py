@@ -1,5 +1,5 @@
 """Edge's JSON bodies, encoded with one encoder built once. A record's public form travels as a
-``castlog.Item`` (encoded once per record however many listeners get it)."""
+``fanout.Item`` (encoded once per record however many listeners get it)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from castlog import ArchiveUnavailable, Item, StaleLayout
+from castlog import ArchiveUnavailable, StaleLayout
+from fanout import Item
 
 from .metrics import EdgeMetrics
 
@@ -40,7 +41,7 @@ async def write_within(request: web.Request, resp: web.StreamResponse, data: byt
 
 
 class DirectSse:
-    """A chunked SSE response as a listener's sink (``castlog.listener.Sink``): the tail's
+    """A chunked SSE response as a listener's sink (``fanout.listener.Sink``): the tail's
     hand-offs of one read are written straight to the transport in one write, each frame and its
     chunk framing built once per record for every listener. Not ready while the client has not
     taken what it was sent: then records go the handler's way, with its write timeout."""

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from castlog import Item, is_terminal
+from castlog import is_terminal
+from fanout import Item
 from servicekit import Problem, probe, redis_answers
 
 from .context import EDGE, OPENAPI, Edge, known_cast

@@ -23,13 +23,12 @@ from castlog import (
     LogReader,
     RateLimiter,
     RowCache,
-    Tail,
-    stop_tasks,
 )
 from castlog.reader import FOLLOW_BLOCK_MS
 from castlog.slots import SeatLimiter
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
+from fanout import Tail, stop_tasks
 from servicekit import (
     ClientHolds,
     IntakeLimits,

@@ -13,9 +13,10 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 import servicekit
-from castlog import CastStore, LiveStore, LogReader, RateLimiter, Tail
+from castlog import CastStore, LiveStore, LogReader, RateLimiter
 from castlog.slots import SeatLimiter
 from durablestreams.streams import DurableStreams
+from fanout import Tail
 from servicekit import ClientHolds
 
 from .config import Config

@@ -38,7 +38,7 @@ class Metrics(ServiceMetrics):
         self.rate_limited = Counter(
             "streamtts_intake_rate_limited_total", "Requests answered 429", registry=registry
         )
-        # the shared tail's (castlog.TailMetrics): /v1/audio/speech streams and live sessions
+        # the shared tail's (fanout.TailMetrics): /v1/audio/speech streams and live sessions
         self.tail = TailCounters(registry, "intake", LISTENER_KINDS)
         self.auth_failures = Counter(
             "streamtts_intake_auth_failures_total",

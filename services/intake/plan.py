@@ -1,7 +1,7 @@
 """meta.sentences: the splitter's chunk count for a text, remembered for recently seen casts.
 
 Planning is the costliest CPU step of a submit (about 0.1 ms for a page, tens of milliseconds for
-a 100 000-character text, linear in it whatever the text: see castlog.textsteps); a repeat of a
+a 100 000-character text, linear in it whatever the text: see chunking.textsteps); a repeat of a
 cast, the common case the content id exists for, skips it. A text longer than a few lines is
 planned in a worker thread, so that the event loop serves other clients meanwhile, and under a
 budget: a text whose planning takes longer is refused (422) rather than waited for.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from castlog import count_chunks
+from chunking import count_chunks
 
 from .config import PLAN_BUDGET_S
 from .validate import Refusal

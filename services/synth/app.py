@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import open_blob_store
-from castlog import stop_tasks
+from fanout import stop_tasks
 from servicekit import Serving, connect, json_errors, redact
 
 from . import jobs, views

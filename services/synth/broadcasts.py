@@ -4,7 +4,7 @@ per stream, followed by the worker's one stream loop, which follows the catalogs
 
 The loop is one blocked ``XREAD`` (SYNTH_POLL_S at most) on a connection of its own, over both
 streams and every open catalog; on a cluster, where no read spans two slots, one per slot with
-followed keys, each on its own connection to the slot's node (``castlog.choose_reads``: the shared
+followed keys, each on its own connection to the slot's node (``fanout.choose_reads``: the shared
 tail's reads). An open cast admitted while the read blocks wakes it with an XADD to the loop's own
 wake stream (``tail/wake/synth/*``, one per slot on a cluster), which the read includes, so that
 the next read names its catalog: nothing polls, and synth's Redis user needs no CLIENT UNBLOCK
@@ -38,20 +38,10 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import (
-    CANCELS,
-    DELETES,
-    BlockingRead,
-    DeleteRequest,
-    SlotReads,
-    archive,
-    choose_reads,
-    last_cancel,
-    last_delete,
-    proven,
-)
+from castlog import CANCELS, DELETES, DeleteRequest, archive, last_cancel, last_delete, proven
 from castlog.keys import Fields, Rows
 from castlog.streams import Malformed, decode
+from fanout import BlockingRead, SlotReads, choose_reads
 from servicekit.connect import is_cluster
 
 from .crew import Crew

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import castlog
+import chunking
 from castlog import Audio, CastState, Entry, Stamped, Start
-from castlog.cuts import cut_head
+from chunking.cuts import cut_head
 
 from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
@@ -296,7 +297,7 @@ def plan(
         chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
         chunks[:], continued[:] = resumed_chunks(list(chunks), list(continued), made)
     else:
-        chunker = castlog.Chunker()
+        chunker = chunking.Chunker()
         chunks, continued = resumed_chunks(chunker.feed(text, final=True), chunker.continued, made)
     return ActiveCast(
         job=job,

@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 import castlog
 from castlog import Queued, SeqMismatch
-from castlog.cuts import FIRST_WORDS_CHARS
+from chunking.cuts import FIRST_WORDS_CHARS
 
 from . import capacity, jobs
 from .capacity import Need, Pool

@@ -1,6 +1,6 @@
-"""The chunks of an open cast's text as it grows: castlog's one splitter, fed fragment by fragment.
+"""The chunks of an open cast's text as it grows: the one splitter (chunking), fed fragment by fragment.
 
-``castlog.Chunker`` gives exactly the batch splitter's chunks however the text is cut into
+``chunking.Chunker`` gives exactly the batch splitter's chunks however the text is cut into
 fragments. A flush (the client's ``flush``, or the close) ends the pending sentence as a line
 break would. The worker's ramp may cut a chunk further in place (ActiveCast.take_chunk): the
 lists here are this cast's, the chunker's count is only the splitter's.
@@ -8,7 +8,7 @@ lists here are this cast's, the chunker's count is only the splitter's.
 
 from __future__ import annotations
 
-from castlog import Chunker
+from chunking import Chunker
 
 
 class LiveChunks:

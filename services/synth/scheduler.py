@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from castlog.cuts import FIRST_WORDS_CHARS, SPOKEN_CHARS_PER_S
+from chunking.cuts import FIRST_WORDS_CHARS, SPOKEN_CHARS_PER_S
 
 # A cast that has not produced audio is behind every cast that has.
 NO_AUDIO_LEAD = -math.inf

@@ -41,8 +41,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import castlog
-from castlog import CastStore, LiveStore, LogReader, stop_tasks
+from castlog import CastStore, LiveStore, LogReader
 from castlog.lanes import LaneMover
+from fanout import stop_tasks
 from servicekit.connect import is_cluster
 
 from . import jobs, scheduler

@@ -26,8 +26,8 @@ from castlog import (
     lane_jobs_of,
     last_delete,
     read_jobs,
-    stop_tasks,
 )
+from fanout import stop_tasks
 from intake import Config, create_app
 from synth.broadcasts import Broadcasts, DeleteHandler
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish

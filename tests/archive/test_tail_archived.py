@@ -9,9 +9,9 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import CastStore, Eos, LogReader, Start, cast_key
-from castlog.listener import Listener
-from castlog.tail import Tail, after_id
 from edge.metrics import EdgeMetrics
+from fanout.listener import Listener
+from fanout.tail import Tail, after_id
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, xrange_public
 
 from .archive_helpers import archiver

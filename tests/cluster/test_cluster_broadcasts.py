@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from castlog import CANCELS, DELETES, stop_tasks
+from castlog import CANCELS, DELETES
 from castlog.keys import Fields
+from fanout import stop_tasks
 from servicekit import connect
 from synth.broadcasts import BroadcastHandler, Broadcasts, CancelHandler, DeleteHandler
 from tests.support.cluster import Cluster

@@ -99,9 +99,10 @@ async def test_streams_spread_over_the_masters_and_expire(cluster_client: Redis,
 
 @pytest.mark.rule("ds-one-upstream-read")
 async def test_edge_s_waiters_wake_on_streams_of_many_slots(cluster_client: Redis, redis_cluster: Cluster) -> None:
-    from castlog import LogReader, Tail  # edge's shared tail, its waiters' read on the cluster
+    from castlog import LogReader
     from edge.app import TAIL_CLIENT_NAME, WAKE_NAME
     from edge.metrics import EdgeMetrics
+    from fanout import Tail  # edge's shared tail, its waiters' read on the cluster
 
     streams = DurableStreams(cluster_client)
     paths = [f"wait/{n}" for n in range(6)]  # families on every master

@@ -9,9 +9,10 @@ import asyncio
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from castlog import LogReader, SlotReads, Tail
+from castlog import LogReader
 from durablestreams.streams import log_key
 from edge.metrics import EdgeMetrics
+from fanout import SlotReads, Tail
 from servicekit import connect
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until

@@ -19,9 +19,9 @@ from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from castlog import CastStore, Eos, LogReader, Start, cast_key
-from castlog.slotreads import SlotReads
 from edge import Config, create_app
 from edge.context import EDGE
+from fanout.slotreads import SlotReads
 from servicekit import connect
 from tests.edge.conftest import UNLIMITED
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, meta, read_events

@@ -21,6 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import castlog
+import fanout
 from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 from synth import chunkcache, clerk
@@ -488,11 +489,12 @@ async def test_durable_streams_work_as_intake_and_edge(redis_port: int, admin: r
     """/v1/stream as deployed: intake creates, forks (in the source's family), appends, closes,
     deletes and takes its per-client quota; edge opens (sliding the TTL), reads and waits; edge
     writes no data."""
-    from castlog import LogReader, Tail
+    from castlog import LogReader
     from durablestreams.keys import keys_of
     from durablestreams.streams import DurableStreams, Spec
     from edge.app import WAKE_NAME
     from edge.metrics import EdgeMetrics
+    from fanout import Tail
     from intake.limits import DurableQuota
 
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
@@ -579,7 +581,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
             assert gone.status == 200 and (await gone.json()) == {"id": cid, "deleted": True}
         assert admin.exists(castlog.cast_key(cid), castlog.catalog_key(cid)) == 0
     finally:
-        await castlog.stop_tasks(task)  # a loop on a blocking read may outlive one cancel
+        await fanout.stop_tasks(task)  # a loop on a blocking read may outlive one cancel
         await synth.aclose()
 
 
@@ -632,6 +634,6 @@ async def test_intake_s_tail_is_woken_by_its_own_wake_stream_as_intake(redis_por
         assert admin.keys("tail/wake/intake/*")
         assert [e for e in admin.acl_log() if e["username"] == "intake"] == []
     finally:
-        await castlog.stop_tasks(*followers)
+        await fanout.stop_tasks(*followers)
         await server.close()
         await writer.aclose()

@@ -16,7 +16,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id, split_text
+from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id
+from chunking import split_text
 from edge import Config, create_app
 from tests.edge.edge_helpers import Cast, mp3_chunk
 

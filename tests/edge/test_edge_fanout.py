@@ -12,12 +12,12 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, LogReader, Start, cast_key
-from castlog.listener import Listener
-from castlog.tail import Tail, after_id
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
 from edge.metrics import EdgeMetrics
 from edge.streaming import DirectSse
+from fanout.listener import Listener
+from fanout.tail import Tail, after_id
 from tests.edge.edge_helpers import (
     Cast,
     audio_records,

@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Start
-from castlog.listener import Listener
 from edge.context import EDGE
+from fanout.listener import Listener
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, dechunk, parse_sse, read_events
 from tests.support.waiting import wait_until
 

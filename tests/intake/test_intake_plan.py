@@ -8,7 +8,8 @@ import threading
 import pytest
 from redis.asyncio import Redis
 
-from castlog import content_id, count_chunks
+from castlog import content_id
+from chunking import count_chunks
 from intake.plan import OFFLOAD_PLAN_CHARS, Planner
 from tests.support.apps import MakeClient
 

@@ -21,10 +21,10 @@ from castlog import (
     cast_key,
     catalog_key,
     content_id,
-    count_chunks,
     lane_jobs_of,
     read_jobs,
 )
+from chunking import count_chunks
 from intake.validate import default_title
 
 from .conftest import MakeClient, key_names, keys_besides_rate_limits

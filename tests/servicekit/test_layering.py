@@ -1,6 +1,8 @@
 """The libraries' layering and the services' one shape, read from the source.
 
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
+chunking (the splitter) imports the standard library alone; castlog does not import it. fanout (the
+shared tail and its listeners) sits on castlog; castlog does not import it.
 servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
 state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
@@ -45,6 +47,22 @@ def test_castlog_imports_only_redis_msgspec_and_the_standard_library() -> None:
     assert {"redis", "msgspec"} <= set().union(*modules.values())  # the reading sees its imports
     for module, names in modules.items():
         assert outside_stdlib(names) <= {"redis", "msgspec", "castlog"}, module
+
+
+def test_chunking_imports_only_the_standard_library_and_castlog_does_not_import_it() -> None:
+    modules = imported(REPO / "libs" / "chunking")
+    assert {"re"} <= set().union(*modules.values())  # the reading sees its imports
+    for module, names in modules.items():
+        assert outside_stdlib(names) <= {"chunking"}, module
+    assert all("chunking" not in names for names in imported(REPO / "libs" / "castlog").values())
+
+
+def test_fanout_sits_above_castlog_which_never_imports_it() -> None:
+    modules = imported(REPO / "libs" / "fanout")
+    assert {"castlog", "redis"} <= set().union(*modules.values())
+    for module, names in modules.items():
+        assert outside_stdlib(names) <= {"castlog", "fanout", "redis", "msgspec"}, module
+    assert all("fanout" not in names for names in imported(REPO / "libs" / "castlog").values())
 
 
 def test_durablestreams_sits_above_castlog_and_servicekit_and_below_the_services() -> None:
@@ -207,8 +225,8 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
 
 
 def test_the_import_graph_sees_every_package_and_every_kind_of_import() -> None:
-    assert {"castlog", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
-    assert {"castlog.scripts", "synth.model.loader", "castlog.tail", "intake.app"} <= set(MODULES)
+    assert {"castlog", "chunking", "fanout", "durablestreams", "servicekit", "blobstore", "intake", "edge", "synth", "synth.model", "streamtts"} <= set(PACKAGES)
+    assert {"castlog.scripts", "synth.model.loader", "fanout.tail", "intake.app"} <= set(MODULES)
     assert "synth.model.base" in GRAPH["synth.model.loader"]  # relative, in a subpackage
     assert "intake.config" in GRAPH["streamtts.launcher"]  # inside a function
     assert "intake.context" in GRAPH["intake.app"]
@@ -229,7 +247,7 @@ def test_the_packages_import_each_other_one_way() -> None:
 
 
 def test_the_listener_knows_the_tail_only_through_its_protocol() -> None:
-    assert "castlog.listener" in GRAPH["castlog.tail"] and "castlog.tail" not in GRAPH["castlog.listener"]
+    assert "fanout.listener" in GRAPH["fanout.tail"] and "fanout.tail" not in GRAPH["fanout.listener"]
 
 
 def imports_from_parent(folder: Path) -> dict[str, set[str]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from castlog.cuts import (
+from chunking.cuts import (
     _CLAUSES,
     _SPACE,
     FIRST_CHUNK_CHARS,
@@ -17,8 +17,8 @@ from castlog.cuts import (
     MAX_CHUNK_CHARS,
     MIN_CUT_CHARS,
 )
-from castlog.phrases import _ENGLISH, FUNCTION_WORDS, STRONG_OPENERS, WEAK_OPENERS
-from castlog.splitter import (  # how a word before a stop is judged did not change: only finding it
+from chunking.phrases import _ENGLISH, FUNCTION_WORDS, STRONG_OPENERS, WEAK_OPENERS
+from chunking.splitter import (  # how a word before a stop is judged did not change: only finding it
     _LINE_BREAK,
     _NEXT_LETTERS,
     _NEXT_WORD,

@@ -15,6 +15,7 @@ import numpy as np
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import SAMPLE_RATE, CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.worker import Worker
@@ -89,7 +90,7 @@ async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
 
 async def submit(store: CastStore, text: str, voice: str = "af_heart", title: str = "t") -> str:
     cast_id = castlog.content_id(text, voice)
-    meta = Meta(title=title, voice=voice, chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+    meta = Meta(title=title, voice=voice, chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
     await store.submit(cast_id, text, voice, meta)
     return cast_id
 

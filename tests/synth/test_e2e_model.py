@@ -19,6 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import Audio, CastStore, Entry, LogReader, Start
 from castlog.lanes import LaneMover
 from streamtts.redisserver import free_port
@@ -96,7 +97,7 @@ def starts_of(entries: list[Entry]) -> list[tuple[int, int]]:
 
 
 def assert_plays_every_sentence_once(entries: list[Entry], text: str) -> None:
-    chunks = castlog.split_text(text)
+    chunks = chunking.split_text(text)
     played = [e.record for e in castlog.playable(entries) if isinstance(e.record, Audio)]
     # the worker may cut a chunk further while its listener's buffer is thin (synth's ramp), so
     # the played chunks are the planned ones, each cut into one or more pieces, in order
@@ -118,7 +119,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
         await castlog.enqueue(redis, castlog.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
         await wait_until(lambda: delivered_all(redis))
     assert [e.seq_num for e in entries] == list(range(len(entries)))
-    chunks = castlog.split_text(text)
+    chunks = chunking.split_text(text)
     assert [e.kind for e in entries] == ["meta", "start"] + ["audio"] * len(chunks) + ["eos"]
     audio = audio_of(entries)
     assert [a.i for a in audio] == list(range(len(chunks)))
@@ -161,7 +162,7 @@ async def test_chunk_that_always_fails_with_the_real_model_ends_in_error_and_dea
     redis: Redis, store: CastStore, synthesizer: Synthesizer, texts: dict[str, str]
 ) -> None:
     text = texts["short"]
-    chunks = castlog.split_text(text)
+    chunks = chunking.split_text(text)
     cast_id = await submit(store, text, voice_of(synthesizer))
     model = Flaky(synthesizer, fails=chunks[1])
     async with running(Worker(config(max_attempts=3), redis, model)):
@@ -247,14 +248,14 @@ async def test_kill_9_mid_cast_then_restart_resumes_with_attempt_two_and_no_sent
     first.send_signal(signal.SIGKILL)
     first.wait()
     done = len(audio_of(await log_of(store, cast_id)))
-    assert done < len(castlog.split_text(FOUR))
+    assert done < len(chunking.split_text(FOUR))
     assert await pending_count(redis) == 1  # the job survived the crash
 
     spawn.start("box-1")  # the same consumer name: a restart re-reads its own pending entry
     entries = await terminal(store, cast_id, 90)
     assert starts_of(entries) == [(1, 0), (2, done)]
     assert_plays_every_sentence_once(entries, FOUR)
-    assert sorted(a.i for a in audio_of(entries)) == list(range(len(castlog.split_text(FOUR))))
+    assert sorted(a.i for a in audio_of(entries)) == list(range(len(chunking.split_text(FOUR))))
     await wait_until(lambda: delivered_all(redis))
 
 

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 import castlog
+import chunking
 from castlog import CastStore, Meta, Start
 from castlog.lanes import LaneMover
 from synth.worker import Worker
@@ -17,7 +18,7 @@ from tests.synth.test_capacity_admission import RTF, TEXTS, slow_config
 
 async def submit_as(store: CastStore, client: str, text: str) -> str:
     cast_id = castlog.content_id(text, "af_heart")
-    meta = Meta(title="t", voice="af_heart", chars=len(text), sentences=castlog.count_chunks(text), created_at=0)
+    meta = Meta(title="t", voice="af_heart", chars=len(text), sentences=chunking.count_chunks(text), created_at=0)
     await store.submit(cast_id, text, "af_heart", meta, client=castlog.client_tag(client))
     await asyncio.sleep(0.002)  # each job in a millisecond of its own: lanes keep no order within one
     return cast_id

@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 import synth.appender
 from castlog import Audio, CastStore, Error, Start
 from synth.worker import Worker
@@ -57,7 +58,7 @@ async def test_first_chunk_is_in_the_log_before_the_next_inference_starts(
 ) -> None:
     encodes = Encodes(synth.appender.encode_chunk)
     monkeypatch.setattr(synth.appender, "encode_chunk", encodes)
-    chunks = castlog.split_text(TEXT)
+    chunks = chunking.split_text(TEXT)
     standin, events = StandIn(), list[tuple[str, str]]()
     cfg = config(first_mp3_quality=7)
     worker = Worker(cfg, redis, standin)

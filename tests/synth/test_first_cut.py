@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from castlog import Audio, CastState, Entry, Meta, Start, split_text
+from castlog import Audio, CastState, Entry, Meta, Start
+from chunking import split_text
 from synth import seams
 from synth.cast import Assignment, plan
 from synth.dispatcher import infer

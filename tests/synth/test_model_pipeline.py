@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from castlog import MAX_PHONEMES
+from chunking import MAX_PHONEMES
 from synth.model import UnknownVoiceError
 from synth.model.pipeline import KokoroSynthesizer, split_phonemes
 from synth.model.voices import STYLE_DIM, VoiceBank, load_voices

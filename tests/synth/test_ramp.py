@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, split_text
+from castlog import Audio, CastStore, Eos
+from chunking import split_text
 from synth.cast import ActiveCast, Assignment
 from synth.config import SynthConfig
 from synth.scheduler import RAMP_MIN_CHARS, Appended, Made, ModelSpeed, ramp_limit

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from castlog.cuts import FIRST_WORDS_CHARS
+from chunking.cuts import FIRST_WORDS_CHARS
 from synth.scheduler import (
     NO_AUDIO_LEAD,
     Appended,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from castlog import MAX_PHONEMES, canonical_voice, voice_available
+from castlog import canonical_voice, voice_available
+from chunking import MAX_PHONEMES
 from synth.model import Synthesizer
 from synth.model.voices import STYLE_DIM, VoiceBank
 

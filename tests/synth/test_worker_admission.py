@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-import castlog
+import chunking
 from castlog import CastStore
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, running, submit, terminal
@@ -31,6 +31,6 @@ async def test_jobs_read_in_one_batch_each_get_their_first_clause_before_any_sec
     async with running(worker):
         for cast_id in ids:
             await terminal(store, cast_id)
-    firsts = [castlog.split_text(text)[0] for text in TEXTS]
+    firsts = [chunking.split_text(text)[0] for text in TEXTS]
     assert sorted(synth.calls[:3]) == sorted(firsts), synth.calls[:4]
     assert all(len(first) <= 30 for first in firsts)

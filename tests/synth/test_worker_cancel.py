@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import Audio, CastStore, Eos, LiveStore, Meta
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -41,7 +42,7 @@ async def test_a_cancel_stops_at_the_chunk_in_hand_and_ends_the_cast_as_cancelle
     eos = entries[-1].record
     audio = _audio(entries)
     assert isinstance(eos, Eos) and eos.cancelled and eos.sentences == len(audio)
-    assert len(audio) < len(castlog.split_text(LONG))
+    assert len(audio) < len(chunking.split_text(LONG))
     assert len(standin.calls) <= calls + 1, "no chunk after the one in hand"
     state = castlog.summarize(entries)
     assert state.status == "done" and state.cancelled

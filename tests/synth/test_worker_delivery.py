@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start
 from synth.mp3 import decode_mp3
 from synth.worker import Worker
@@ -36,7 +37,7 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
     cast_id = await submit(store, TEXT)
     async with running(Worker(config(), redis, StandIn())):
         entries = await terminal(store, cast_id)
-    chunks = castlog.split_text(TEXT)
+    chunks = chunking.split_text(TEXT)
     kinds = [e.kind for e in entries]
     assert kinds == ["meta", "start"] + ["audio"] * len(chunks) + ["eos"]
     assert entries[1].record == Start(attempt=1, resume_from=0, at=entries[1].record.at)
@@ -154,7 +155,7 @@ async def test_restarted_worker_resumes_its_own_pending_job_with_attempt_two(
     starts = [e.record for e in entries if isinstance(e.record, Start)]
     assert [(s.attempt, s.resume_from) for s in starts] == [(1, 0), (2, done)]
     played = [e.record for e in castlog.playable(entries)]
-    assert [a.i for a in played] == list(range(len(castlog.split_text(text))))
+    assert [a.i for a in played] == list(range(len(chunking.split_text(text))))
     assert [a.o for a in played] == [sum(p.d for p in played[:k]) for k in range(len(played))]
 
 

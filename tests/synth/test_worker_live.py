@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 import castlog
+import chunking
 from castlog import Audio, CastStore, LiveStore, Meta, RateLimiter, Start
 from synth.livechunks import LiveChunks
 from synth.scheduler import RAMP_MIN_CHARS
@@ -50,7 +51,7 @@ async def test_sentences_are_spoken_as_they_complete_and_close_ends_the_cast(red
         end = await feed(live, cast_id, end, rest)
         assert (await live.close_text(cast_id, VOICE))[0] == "ok"
         entries = await terminal(store, cast_id)
-    chunks = castlog.split_text(TEXT)
+    chunks = chunking.split_text(TEXT)
     audio = audio_of(entries)
     assert [a.t for a in audio] == chunks and [a.i for a in audio] == list(range(len(chunks)))
     assert audio[0].n == 1 and audio[-1].n == len(chunks)  # the plan grows
@@ -104,7 +105,7 @@ async def test_a_live_sentence_goes_before_batch_lead_work(redis: Redis, store: 
         await terminal(store, cast_id)
     # The live sentence came next, or one batch chunk later (picked while its text was on the
     # way): a batch cast far ahead of its listener does not go first.
-    assert done_batch < len(castlog.split_text(batch_text))
+    assert done_batch < len(chunking.split_text(batch_text))
     assert at <= before + 1
     assert "X" in model.calls[at:]
 
@@ -155,7 +156,7 @@ def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
         "pause that went on, and on, and on; past any reasonable length — well past it, she "
         "returned: nobody knew why. 新しい文。もう一つ！ End"
     )
-    want = castlog.split_text(text)
+    want = chunking.split_text(text)
     for cut in range(len(text) + 1):
         chunker = LiveChunks()
         chunker.feed(text[:cut])
@@ -276,7 +277,7 @@ async def test_a_long_live_sentence_is_cut_so_its_audio_messages_keep_coming(red
         assert (await live.close_text(cast_id, VOICE))[0] == "ok"
         entries = await terminal(store, cast_id)
     made = [a.t for a in audio_of(entries)]
-    assert " ".join(made) == text and len(made) > len(castlog.split_text(text))
+    assert " ".join(made) == text and len(made) > len(chunking.split_text(text))
     assert all(len(t) <= RAMP_MIN_CHARS for t in made[1:]), made
 
 

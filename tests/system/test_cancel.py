@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
-import castlog
+import chunking
 from tests.support.system import System, running_system
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
@@ -64,7 +64,7 @@ async def test_barge_in_stops_the_audio_within_the_chunk_in_hand(system: System)
                 done, done_at = json.loads(msg.data), time.monotonic()
         async with http.get(system.url("edge", f"/api/casts/{cast_id}")) as response:
             state = await response.json()
-    planned = len(castlog.split_text(LONG))
+    planned = len(chunking.split_text(LONG))
     spoken = frames_before + frames_after
     assert done.get("cancelled") is True and done["sentences"] == spoken < planned
     assert frames_after <= 1, "at most a chunk whose append was on its way"

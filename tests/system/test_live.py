@@ -21,6 +21,7 @@ import pytest
 from aiohttp import ClientSession, ClientTimeout
 
 import castlog
+import chunking
 from tests.support.system import System, running_system
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
@@ -78,7 +79,7 @@ async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_li
         records = await listener
         async with http.get(live.url("edge", f"/api/casts/{cast_id}/audio.mp3")) as response:
             mp3 = await response.read()
-    chunks = castlog.split_text(TWO)
+    chunks = chunking.split_text(TWO)
     sentences = [g for g in got if isinstance(g, dict) and g["type"] == "sentence"]
     frames = [g for g in got if isinstance(g, bytes)]
     assert [s["text"] for s in sentences] == chunks and len(frames) == len(chunks)
@@ -112,14 +113,14 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Syst
             assert response.status == 200
             assert (await response.json())["content_id"] == castlog.content_id(text, opened["voice"])
         records = await asyncio.wait_for(listener, 200)
-    assert spoken(records) == castlog.split_text(text)
-    assert records[-1]["kind"] == "eos" and records[-1]["headers"]["sentences"] == len(castlog.split_text(text))
+    assert spoken(records) == chunking.split_text(text)
+    assert records[-1]["kind"] == "eos" and records[-1]["headers"]["sentences"] == len(chunking.split_text(text))
 
 
 @pytest.mark.rule("chunker-equals-split")
 async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: System) -> None:
     text = "Hi. Yes, go."  # short, so that one cast per cut stays cheap with the real model
-    want = castlog.split_text(text)
+    want = chunking.split_text(text)
     assert len(want) == 2
     async with ClientSession(timeout=ClientTimeout(total=280)) as http:
         ids = []
@@ -185,7 +186,7 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
                if r["kind"] == "audio" else castlog.Entry(i, castlog.Start(**r["headers"]))
                for i, r in enumerate(records) if r["kind"] in ("audio", "start")]
     played = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, castlog.Audio)]
-    assert played == castlog.split_text(text1 + text2) and records[-1]["kind"] == "eos"
+    assert played == chunking.split_text(text1 + text2) and records[-1]["kind"] == "eos"
 
 
 def test_the_example_agent_streams_an_answer_and_saves_its_audio(live: System, tmp_path: Path) -> None:

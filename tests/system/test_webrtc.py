@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
-import castlog
+import chunking
 from tests.support.rtcpeer import connect
 from tests.support.system import System, running_system
 
@@ -49,7 +49,7 @@ async def test_an_aiortc_peer_hears_speech_for_text_sent_on_the_data_channel(sys
                 assert response.status == 200
         finally:
             await peer.close()
-    chunks = castlog.split_text(TEXT)
+    chunks = chunking.split_text(TEXT)
     assert [m["text"] for m in got if m["type"] == "sentence"] == chunks
     done = next(m for m in got if m["type"] == "done")
     assert done["sentences"] == len(chunks) and got[-1]["code"] == 1000

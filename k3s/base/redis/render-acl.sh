@@ -126,7 +126,7 @@ echo "user synth on #$synth resetkeys resetchannels -@all $CONNECT +info +time +
 # edge: the public read path only reads pub/casts/*. A new listener wakes the shared tail's
 # blocking XREAD (so that it reads the new cast too) by an XADD to the tail's own wake stream under
 # tail/wake/edge/*, which that XREAD includes: no CLIENT UNBLOCK, which could end anyone's blocked
-# read (castlog/blocking.py). archive/played: reads, batched.
+# read (fanout/blocking.py). archive/played: reads, batched.
 echo "user edge on #$edge resetkeys resetchannels -@all $CONNECT" \
     "%R~pub/casts/* %R~tail/wake/edge/* +xrange +xrevrange +xread +xlen +xinfo|stream +exists +evalsha_ro +eval_ro" \
     "($RATE_LIMIT)" \

@@ -3,7 +3,7 @@
 // errors show inline (without JavaScript the form still posts and intake answers 303).
 "use strict";
 
-// Mirrors castlog's splitter closely enough for an estimate: sentences; the first chunk is the
+// Mirrors chunking's splitter closely enough for an estimate: sentences; the first chunk is the
 // first clause (at most 30 characters), then every chunk is a whole sentence of at most 300
 // (a longer one cut into about equal pieces).
 // Intake plans the real count on submit.

@@ -1,4 +1,4 @@
-"""A cast's audio records as intake's shared tail brings them (``castlog.Tail``: one blocked
+"""A cast's audio records as intake's shared tail brings them (``fanout.Tail``: one blocked
 read per process, however many listeners): the one loop a ``/v1/audio/speech`` response, streamed
 (``stream.py``) or whole (``whole.py``), a ``/v1/speak`` turn (``speak.py``) and a Wyoming
 connection (``wyomingserver.py``) follow a cast with.
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from castlog import Audio, Eos, Error, LogReader, SubmitResult, Tail
+from castlog import Audio, Eos, Error, LogReader, SubmitResult
+from fanout import Tail
 
 
 class CastFailed(Exception):

@@ -2,7 +2,7 @@
 
 Two tracks that never wait for each other: the *text track* takes the client's JSON messages
 (``start``, then ``text`` fragments, ``flush``, ``close``) and writes them to the text log; the
-*audio track* follows the cast log through intake's shared tail (``castlog.Tail``) and sends each
+*audio track* follows the cast log through intake's shared tail (``fanout.Tail``) and sends each
 sentence's audio as a binary frame, between JSON events (``cast``, ``sentence``,
 ``sentence_done``, ``done``, ``error``). The audio track takes the next record only after the
 client took the last one, so a client that does not read costs one bounded listener queue (a

@@ -1,5 +1,5 @@
 """One ``/v1/audio/speech`` response on its way: the cast's log followed through intake's shared
-tail (``castlog.Tail``: one blocked read per process, however many streams), each audio record
+tail (``fanout.Tail``: one blocked read per process, however many streams), each audio record
 converted (``formats.py``) and written at once, in the format and stream format asked for.
 
 The cast was claimed first (``views.post_speech``); a client that leaves never stops the cast.
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import msgspec
 from aiohttp import web
 
-from castlog import Audio, LogReader, Tail
+from castlog import Audio, LogReader
+from fanout import Tail
 
 from ..claim import cast_url
 from ..context import INTAKE

@@ -11,7 +11,8 @@ from contextlib import aclosing
 
 from aiohttp import web
 
-from castlog import LogReader, Tail
+from castlog import LogReader
+from fanout import Tail
 
 from ..claim import cast_url
 from .follow import CastFailed, TailClosed, cast_audio

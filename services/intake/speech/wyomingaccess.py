@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from castlog import stop_tasks
+from fanout import stop_tasks
 from servicekit import ClientHolds, Hold
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
@@ -74,6 +74,6 @@ class Connections:
         return f"the Wyoming port holds {self.seated.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
 
     async def close_all(self) -> None:
-        """A stop: every connection's task cancelled until it has ended (castlog.stop_tasks:
+        """A stop: every connection's task cancelled until it has ended (fanout.stop_tasks:
         one that swallows a cancel mid-Redis-call is cancelled again, not waited on for ever)."""
         await stop_tasks(*self.tasks)

@@ -13,7 +13,8 @@ from typing import cast
 
 import numpy as np
 
-from castlog import MAX_PHONEMES, SAMPLE_RATE
+from castlog import SAMPLE_RATE
+from chunking import MAX_PHONEMES
 
 from .base import Audio, Durations, Engine, UnknownVoiceError
 from .g2p import G2P

@@ -17,7 +17,8 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from castlog import MAX_PHONEMES, BlendError, blend_parts, is_blend
+from castlog import BlendError, blend_parts, is_blend
+from chunking import MAX_PHONEMES
 
 from .assets import HUB_VOICES, onnx_voice_archive
 from .base import UnknownVoiceError

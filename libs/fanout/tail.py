@@ -7,7 +7,7 @@ The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a sub
 records delivered; the listeners), each record decoded once and put on every listener's bounded
 queue. Redis work per record does not depend on how many listen.
 
-A :class:`~castlog.listener.Listener` (``listener.py``: one response following one cast) reads by offset
+A :class:`~fanout.listener.Listener` (``listener.py``: one response following one cast) reads by offset
 (:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
@@ -44,14 +44,15 @@ from typing import Any, Protocol
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
-from .archive import ARCHIVE_FIELD
+from castlog.archive import ARCHIVE_FIELD
+from castlog.keys import Row, cast_id_of, cast_key, entry_id, seq_of
+from castlog.marks import follows, holds, stamps
+from castlog.reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
+from castlog.records import decode_entry
+
 from .blocking import BlockingRead, stop_tasks
 from .items import ITEM_CACHE_BYTES, ItemCache
-from .keys import Row, cast_id_of, cast_key, entry_id, seq_of
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
-from .marks import follows, holds, stamps
-from .reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
-from .records import decode_entry
 from .slotreads import SlotReads, choose_reads
 from .waiters import Waiters
 

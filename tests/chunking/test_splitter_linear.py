@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from castlog import Chunker, split_text
-from castlog.phrases import bare
-from castlog.textsteps import spent
+from chunking import Chunker, split_text
+from chunking.phrases import bare
+from chunking.textsteps import spent
 from tests.support import oldsplitter
 
 # Pieces that reach every branch: stops of both scripts and their runs, closers, abbreviations,

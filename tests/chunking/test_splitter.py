@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from castlog import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, Chunker, split_text
-from castlog.cuts import FIRST_WORDS_CHARS
-from castlog.phrases import FUNCTION_WORDS, bare
+from chunking import FIRST_CHUNK_CHARS, MAX_CHUNK_CHARS, Chunker, split_text
+from chunking.cuts import FIRST_WORDS_CHARS
+from chunking.phrases import FUNCTION_WORDS, bare
 
 WS = re.compile(r"\s+")
 

@@ -1,6 +1,6 @@
 """Stopping loops that block on Redis: one cancel is not always enough with redis-py (a
 CancelledError landing while it handles an XREAD's reply can be swallowed, and the loop reads
-on), so every stop goes through ``castlog.stop_tasks``, which cancels until the task ends."""
+on), so every stop goes through ``fanout.stop_tasks``, which cancels until the task ends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from castlog import stop_tasks
+from fanout import stop_tasks
 
 ROUNDS = 150  # about 1 in 100 single cancels is swallowed (measured): most runs meet one
 

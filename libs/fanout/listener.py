@@ -9,7 +9,7 @@ later record reaches the queue, so the listener reads by offset up to the cursor
 queue, dropping what lies below its position: no gap, no duplicate. A full queue demotes it to
 offset reads until it catches up: a slow client holds at most one queue.
 
-It knows the tail only as a :class:`Hub` (``castlog.tail.Tail`` is the one): this module imports
+It knows the tail only as a :class:`Hub` (``fanout.tail.Tail`` is the one): this module imports
 nothing from ``tail.py``, which imports it. An :class:`Item` is one record on its way to every
 listener of it, its public JSON and SSE frame built once.
 """
@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from .keys import Row, entry_id, seq_of
-from .records import Entry, is_terminal, public_dict
+from castlog.keys import Row, entry_id, seq_of
+from castlog.records import Entry, is_terminal, public_dict
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64

@@ -1,4 +1,4 @@
-"""castlog.ItemCache through the shared tail: listeners catching up by offset share each record's
+"""fanout.ItemCache through the shared tail: listeners catching up by offset share each record's
 Item (decoded, its public JSON and SSE frame built once), bounded by bytes, and a rewritten log
 never meets the old Items."""
 
@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, Item, ItemCache, LogReader, Meta, RowCache, Start, Tail, cast_key
+from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key
+from fanout import Item, ItemCache, Tail
 from servicekit.tailmetrics import TailCounters
 
 CAST = "itemcacheAAA"

@@ -114,4 +114,4 @@ class BlockingRead:
                 await asyncio.gather(read, return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Nothing of its own to close (the caller owns ``conn``); :class:`~castlog.slotreads.SlotReads` has."""
+        """Nothing of its own to close (the caller owns ``conn``); :class:`~fanout.slotreads.SlotReads` has."""

@@ -1,4 +1,4 @@
-"""One bounded cache of built :class:`~castlog.listener.Item` s, shared through the tail (its
+"""One bounded cache of built :class:`~fanout.listener.Item` s, shared through the tail (its
 ``Hub``) by every listener of a process that reads by offset: N late joiners of one cast decode
 each record and build its public JSON (the audio in base64) and its SSE frame once, not N times.
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .keys import Row, seq_of
+from castlog.keys import Row, seq_of
+from castlog.records import decode_entry
+
 from .listener import Item
-from .records import decode_entry
 
 # Built Items held across all casts: about 300 records of 30 KB, each held five times over.
 ITEM_CACHE_BYTES = 48 * 1024 * 1024

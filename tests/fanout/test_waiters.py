@@ -1,4 +1,4 @@
-"""The shared tail's waiters (castlog/waiters.py): readers of streams that are not casts (edge's
+"""The shared tail's waiters (fanout/waiters.py): readers of streams that are not casts (edge's
 durable streams) that only wait for an entry past an id, woken by the tail's one read."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from castlog import LogReader, Tail
+from castlog import LogReader
+from fanout import Tail
 from servicekit.tailmetrics import TailCounters
 from tests.support.waiting import wait_until
 
