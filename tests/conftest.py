@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Redis server per test session, a clean database per test."""
+"""Shared fixtures: one real Redis server per test session, a clean database per test, and one
+whole system (Redis, intake, edge, synth with the real model) for the end-to-end tests."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from redis.asyncio import Redis
 
 from castlog import CastStore
 from servicekit import client_for
-from streamtts.redisserver import RedisServer, start_server
+from streamtts.redisserver import RedisServer, free_port, start_server
 from tests.support import outside
 from tests.support.cluster import Cluster, start_cluster
+from tests.support.system import SHARED_SETTINGS, System, running_system
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTS = REPO / "texts"
@@ -79,3 +81,15 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     yield cluster
     cluster.stop()
 
+
+@pytest.fixture(scope="session")
+def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
+    """The system that the end-to-end tests share, started once a session when asked (the model's
+    load and warm-up is most of a start): Redis with its AOF, as compose runs it, and the English
+    packs. Each test speaks its own texts: a cast is content-addressed (the same text in the same
+    voice is the same cast) and synth's chunk cache is shared, so another test's text would be a
+    cast already made. A test that kills or restarts a process, or needs a setting that would
+    change what another asserts, starts a system of its own (``running_system``)."""
+    env = dict(SHARED_SETTINGS, KOKORO_MODEL_DIR=str(model_dir), INTAKE_WYOMING_PORT=str(free_port()))
+    with running_system(tmp_path_factory.mktemp("system"), aof=True, **env) as system:
+        yield system

@@ -7,27 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300), pytest.mark.rule("ds-casts")]
 
 RUNNER = Path(__file__).parent / "conformance"
 TEXT = "Durable streams follow this cast while it is made. Then it ends."
 FOLLOW_S = 240.0
-# Reads are not what these tests are about: no rate limit in their way.
-UNLIMITED = {"EDGE_READ_RATE": "100000", "EDGE_READ_BURST": "1000000", "EDGE_MAX_STREAMS_PER_CLIENT": "1000"}
-
-
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("durable"), **UNLIMITED) as system:
-        yield system
+# The session's system (tests/conftest.py): a TEXT no other test speaks, so that the cast is made
+# while the clients follow it; reads are not what this is about, and that system's edge has no read
+# limit in their way (SHARED_SETTINGS in tests/support/system.py).
 
 
 async def _python_follow(url: str, into: bytearray) -> None:

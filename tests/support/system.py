@@ -19,6 +19,13 @@ from tests.support.processes import alive, descendants
 from tests.support.waiting import wait_healthy
 
 SERVICES = ("intake", "edge", "synth")
+# The system that the end-to-end tests share (tests/conftest.py starts it once a session): the union
+# of what each of them needs, none of which changes what another asserts. Intake's and edge's rate
+# limits are not what they are about (a cast cut at every position is a burst of requests);
+# WebRTC's ports are a small fixed range; Wyoming listens on a port of its own.
+SHARED_SETTINGS = {"INTAKE_RATE": "1000", "INTAKE_BURST": "1000", "EDGE_READ_RATE": "100000",
+                   "EDGE_READ_BURST": "1000000", "EDGE_MAX_STREAMS_PER_CLIENT": "1000",
+                   "WEBRTC_UDP_PORTS": "41300-41320"}
 # synth loads and warms the model (and publishes its voices) before its /readyz answers 200
 READY_S = 120.0
 READY_POLL_S = 0.3

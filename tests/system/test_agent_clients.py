@@ -15,7 +15,6 @@ import re
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 from redis import Redis
 
 from castlog.keys import cast_key_pattern
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -59,12 +58,6 @@ def agents_python() -> Path:
     if not AGENTS_PYTHON.exists():
         pytest.fail("no .venv-agents: run scripts/test, which makes it from tests/agents/constraints.txt")
     return AGENTS_PYTHON
-
-
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("agent-clients"), KOKORO_MODEL_DIR=str(model_dir)) as system:
-        yield system
 
 
 def with_origin(settings: dict[str, Any], system: System) -> dict[str, Any]:

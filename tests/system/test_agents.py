@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import aiohttp
 import listening
@@ -23,24 +21,19 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 import castlog
 from castlog import LogReader
-from streamtts.redisserver import free_port
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(400)]
 
 ANSWER = "The **kitchen lights** are now on. Anything else?"
-WYOMING_PORT = free_port()
 
 
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("agents"), KOKORO_MODEL_DIR=str(model_dir),
-                        INTAKE_WYOMING_PORT=str(WYOMING_PORT)) as system:
-        yield system
+def wyoming_port(system: System) -> int:
+    return int(system.env["INTAKE_WYOMING_PORT"])
 
 
 async def test_home_assistants_streaming_request_is_spoken_per_sentence(system: System) -> None:
-    async with AsyncTcpClient("127.0.0.1", WYOMING_PORT) as client:
+    async with AsyncTcpClient("127.0.0.1", wyoming_port(system)) as client:
         await client.write_event(Describe().event())
         info = Info.from_event(await asyncio.wait_for(client.read_event(), 10))
         languages = {v.name: v.languages for v in info.tts[0].voices}
@@ -69,7 +62,7 @@ async def test_home_assistants_one_shot_read_to_the_first_audio_stop_is_the_whol
     """Home Assistant before 2025.7 (and every non-streaming client) sends one `synthesize` and
     plays what comes up to the first `audio-stop`: that must be the whole answer, as long as the
     cast's own `eos` says it is."""
-    async with AsyncTcpClient("127.0.0.1", WYOMING_PORT) as client:
+    async with AsyncTcpClient("127.0.0.1", wyoming_port(system)) as client:
         await client.write_event(Synthesize(text=ANSWER, voice=SynthesizeVoice(name="af_heart")).event())
         starts, audio = 0, b""
         while (event := await asyncio.wait_for(client.read_event(), 300)) is not None:

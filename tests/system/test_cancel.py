@@ -7,25 +7,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
 import chunking
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
 LONG = " ".join(f"This is sentence number {n}, spoken while the user may interrupt it." for n in range(1, 13))
-
-
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("cancel"), KOKORO_MODEL_DIR=str(model_dir)) as system:
-        yield system
 
 
 async def _model_s(http: ClientSession, system: System) -> tuple[float, float]:

@@ -3,7 +3,8 @@
 The WebSocket and the HTTP routes, fragments cut at every position of a text, a resend, a close
 without flush, a client that disconnects, a live cast followed over SSE and as audio.mp3, and a
 worker killed in the middle of an open cast. Short texts: the model runs at about half real
-time on two cores.
+time on two cores. The worker killed has a system of its own; the other tests share the session's
+(tests/conftest.py), each with its own texts.
 """
 
 from __future__ import annotations
@@ -31,17 +32,18 @@ CONSUMER = "live-test-worker"  # a fixed name: a restarted worker re-reads its o
 TWO = "Good morning. The answer is forty two."
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("live"), aof=True, SYNTH_CONSUMER=CONSUMER,
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[System]:
+    """A system of its own for the test that kills its worker (the others share the session's)."""
+    with running_system(tmp_path, aof=True, SYNTH_CONSUMER=CONSUMER,
                         INTAKE_RATE="1000", INTAKE_BURST="1000") as system:
         yield system
 
 
-async def sse(http: ClientSession, live: System, cast_id: str) -> list[dict[str, Any]]:
+async def sse(http: ClientSession, system: System, cast_id: str) -> list[dict[str, Any]]:
     """The cast's records over edge's SSE, from the start until its end."""
     records: list[dict[str, Any]] = []
-    async with http.get(live.url("edge", f"/api/casts/{cast_id}/events?seq_num=0")) as response:
+    async with http.get(system.url("edge", f"/api/casts/{cast_id}/events?seq_num=0")) as response:
         assert response.status == 200
         async for raw in response.content:
             line = raw.decode().rstrip("\n")
@@ -63,21 +65,21 @@ async def session_events(ws: aiohttp.ClientWebSocketResponse) -> list[Any]:
     return got
 
 
-async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(live: System) -> None:
+async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(system: System) -> None:
     from synth.mp3 import decode_mp3
 
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
-        ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
+        ws = await http.ws_connect(system.url("intake", "/v1/audio/speech/live"))
         await ws.send_json({"type": "start"})
         cast_event = json.loads((await ws.receive()).data)
         cast_id = cast_event["id"]
-        listener = asyncio.ensure_future(sse(http, live, cast_id))
+        listener = asyncio.ensure_future(sse(http, system, cast_id))
         for word in TWO.split(" "):  # token by token, as an agent streams them
             await ws.send_json({"type": "text", "text": word + " "})
         await ws.send_json({"type": "close"})
         got = await session_events(ws)
         records = await listener
-        async with http.get(live.url("edge", f"/api/casts/{cast_id}/audio.mp3")) as response:
+        async with http.get(system.url("edge", f"/api/casts/{cast_id}/audio.mp3")) as response:
             mp3 = await response.read()
     chunks = chunking.split_text(TWO)
     sentences = [g for g in got if isinstance(g, dict) and g["type"] == "sentence"]
@@ -92,23 +94,23 @@ async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_li
 
 
 @pytest.mark.rule("fragments-idempotent")
-async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: System) -> None:
+async def test_http_fragments_with_a_resend_and_a_close_without_flush(system: System) -> None:
     text = "Fragments come over HTTP. The last one has no stop"
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
-        async with http.post(live.url("intake", "/api/casts"), json={"live": True, "title": "HTTP"}) as response:
+        async with http.post(system.url("intake", "/api/casts"), json={"live": True, "title": "HTTP"}) as response:
             assert response.status == 201
             opened = await response.json()
             cast_id = opened["id"]
         writer = {"Authorization": f"Bearer {opened['write_token']}"}
-        listener = asyncio.ensure_future(sse(http, live, cast_id))
+        listener = asyncio.ensure_future(sse(http, system, cast_id))
         offset = 0
         for piece in (text[:10], text[10:30], text[30:]):
             for _ in range(2):  # each one sent twice: a resend after a lost reply
-                async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                async with http.post(system.url("intake", f"/api/casts/{cast_id}/text"),
                                      json={"text": piece, "offset": offset}, headers=writer) as response:
                     assert response.status == 200
             offset += len(piece)
-        async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), json={"offset": offset},
+        async with http.post(system.url("intake", f"/api/casts/{cast_id}/close"), json={"offset": offset},
                              headers=writer) as response:
             assert response.status == 200
             assert (await response.json())["content_id"] == castlog.content_id(text, opened["voice"])
@@ -118,7 +120,7 @@ async def test_http_fragments_with_a_resend_and_a_close_without_flush(live: Syst
 
 
 @pytest.mark.rule("chunker-equals-split")
-async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: System) -> None:
+async def test_fragments_cut_at_every_position_give_the_batch_chunks(system: System) -> None:
     text = "Hi. Yes, go."  # short, so that one cast per cut stays cheap with the real model
     want = chunking.split_text(text)
     assert len(want) == 2
@@ -127,29 +129,29 @@ async def test_fragments_cut_at_every_position_give_the_batch_chunks(live: Syste
         # every cut inside the first sentence, up to the character that completes it (each cast
         # costs two inferences: tests/synth/test_worker_live.py checks every cut of a long text)
         for cut in range(len("Hi. Y") + 1):
-            async with http.post(live.url("intake", "/api/casts"), json={"live": True}) as response:
+            async with http.post(system.url("intake", "/api/casts"), json={"live": True}) as response:
                 opened = await response.json()
             cast_id, writer = opened["id"], {"Authorization": f"Bearer {opened['write_token']}"}
             for offset, piece in ((0, text[:cut]), (cut, text[cut:])):
-                async with http.post(live.url("intake", f"/api/casts/{cast_id}/text"),
+                async with http.post(system.url("intake", f"/api/casts/{cast_id}/text"),
                                      json={"text": piece, "offset": offset}, headers=writer) as response:
                     assert response.status == 200
-            async with http.post(live.url("intake", f"/api/casts/{cast_id}/close"), headers=writer) as response:
+            async with http.post(system.url("intake", f"/api/casts/{cast_id}/close"), headers=writer) as response:
                 assert response.status == 200
             ids.append(cast_id)
-        logs = [await sse(http, live, cast_id) for cast_id in ids]  # one stream at a time: edge caps a client's
+        logs = [await sse(http, system, cast_id) for cast_id in ids]  # one stream at a time: edge caps a client's
     assert [spoken(records) for records in logs] == [want] * len(ids)
 
 
 @pytest.mark.rule("session-end-closes")
-async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(live: System) -> None:
+async def test_a_client_that_disconnects_leaves_a_cast_that_finishes(system: System) -> None:
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
-        ws = await http.ws_connect(live.url("intake", "/v1/audio/speech/live"))
+        ws = await http.ws_connect(system.url("intake", "/v1/audio/speech/live"))
         await ws.send_json({"type": "start", "format": "pcm", "keep": True})  # else a disconnect cancels
         cast_id = json.loads((await ws.receive()).data)["id"]
         await ws.send_json({"type": "text", "text": "Gone before the end"})
         await ws.close()
-        records = await asyncio.wait_for(sse(http, live, cast_id), 200)
+        records = await asyncio.wait_for(sse(http, system, cast_id), 200)
     assert spoken(records) == ["Gone before the end"] and records[-1]["kind"] == "eos"
 
 
@@ -189,12 +191,12 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
     assert played == chunking.split_text(text1 + text2) and records[-1]["kind"] == "eos"
 
 
-def test_the_example_agent_streams_an_answer_and_saves_its_audio(live: System, tmp_path: Path) -> None:
+def test_the_example_agent_streams_an_answer_and_saves_its_audio(system: System, tmp_path: Path) -> None:
     from synth.mp3 import decode_mp3
 
     out = tmp_path / "answer.mp3"
     result = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "agent_stream.py"), "--url", live.url("intake", ""),
+        [sys.executable, str(REPO / "examples" / "agent_stream.py"), "--url", system.url("intake", ""),
          "--text", "Hi there. Bye now.", "--tokens-per-s", "50", "--out", str(out)],
         capture_output=True, text=True, timeout=200,
     )

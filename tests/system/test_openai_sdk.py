@@ -7,7 +7,7 @@ cast; an unknown voice is a clean OpenAI error; a repeat is served from the log.
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import av
@@ -17,19 +17,12 @@ import pytest
 from aiohttp import ClientSession
 from redis import Redis
 
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
 TEXT = "Streaming speech is here. It plays while it is made."
 AAC_FRAME = 1024  # samples: ADTS cannot say where the last frame's padding starts
-
-
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    """With the English packs: OpenAI's voice names and blends map onto them."""
-    with running_system(tmp_path_factory.mktemp("openai"), KOKORO_MODEL_DIR=str(model_dir)) as system:
-        yield system
 
 
 @pytest.fixture

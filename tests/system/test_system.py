@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, ClientTimeout
 
 from tests.deploy.dashboard import dashboard_metric_names
 from tests.deploy.prometheus_server import running_prometheus
-from tests.support.system import System, running_system
+from tests.support.system import System
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(300)]
 
 TTFA_P50 = "histogram_quantile(0.5, sum(rate(streamtts_synth_time_to_first_audio_seconds_bucket[1m])) by (le))"
-
-
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[System]:
-    with running_system(tmp_path_factory.mktemp("system"), aof=True, KOKORO_MODEL_DIR=str(model_dir)) as system:
-        yield system
 
 
 async def _sse_records(http: ClientSession, url: str) -> list[dict]:
@@ -54,7 +46,7 @@ async def test_a_cast_flows_from_intake_through_synth_to_edge_and_prometheus(sys
             async with http.get(system.url("intake", "/api/voices")) as response:
                 voices = await response.json()
             assert voices["default"] == "af_heart"  # the npm packs in KOKORO_MODEL_DIR
-            text = texts["short"].strip()
+            text = texts["short"].strip()  # no other test speaks it here: the cast is made while Prometheus scrapes
             async with http.post(system.url("intake", "/api/casts"), json={"text": text, "voice": voices["default"]}) as response:
                 assert response.status == 201, await response.text()
                 created = await response.json()
