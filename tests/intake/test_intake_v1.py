@@ -11,6 +11,7 @@ import aiohttp
 import av
 import numpy as np
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -92,6 +93,35 @@ async def test_speech_streams_each_chunk_as_it_is_appended(client: Client, store
     await worker
     want = b"".join((np.clip(decode_chunk(c), -1, 1) * 32767).round().astype("<i2").tobytes() for c in CHUNKS)
     assert pcm == want, "exactly the chunks' samples, end to end"
+
+
+async def test_a_client_hanging_up_mid_speech_is_no_error(
+    client: Client, store: CastStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The soak (#38): a write that meets the hung-up client's closing connection (before aiohttp
+    cancels the handler) was logged as an unexpected error with its traceback and counted a 500."""
+    writes = 0
+    write = web.StreamResponse.write
+
+    async def hung_up_after_one(self: web.StreamResponse, data: bytes) -> None:
+        nonlocal writes
+        writes += 1
+        if writes > 1:
+            raise aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+        await write(self, data)
+
+    monkeypatch.setattr(web.StreamResponse, "write", hung_up_after_one)
+    cast_id = content_id(SPEECH["input"], "jf_alpha")
+    worker = asyncio.create_task(play_worker(store, cast_id, CHUNKS))
+    resp = await client.post("/v1/audio/speech", json={**SPEECH, "response_format": "pcm"})
+    assert resp.status == 200
+    await asyncio.wait_for(resp.read(), 30)  # the first chunk, then the stream ends (no 500 after it)
+    await worker
+    assert writes == 2, "the second chunk's write met the hang-up"
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "a hang-up is not intake's error"
+    metrics = await (await client.get("/metrics")).text()
+    assert 'route="/v1/audio/speech",status="200"' in metrics
+    assert 'status="500"' not in metrics
 
 
 @pytest.mark.parametrize("fmt", ["mp3", "wav", "flac", "opus", "aac"])

@@ -67,6 +67,10 @@ async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> we
         return await _failed(s, failed.reason)
     except TailClosed:  # intake is stopping: the same request replays the cast
         return _stopped(s)
+    except ConnectionResetError:  # the client hung up mid-stream (aiohttp's ClientConnectionResetError):
+        if s.resp is None:  # nobody to answer, and not intake's error (no 500, no logged traceback)
+            raise
+        return s.resp
     return await _finish(s, convert)
 
 
