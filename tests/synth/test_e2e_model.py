@@ -247,15 +247,18 @@ async def test_kill_9_mid_cast_then_restart_resumes_with_attempt_two_and_no_sent
     await wait_until(lambda: has_audio(store, cast_id, 1), 60)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    done = len(audio_of(await log_of(store, cast_id)))
-    assert done < len(chunking.split_text(FOUR))
+    killed = await log_of(store, cast_id)
+    done = len(audio_of(killed))
+    assert killed[-1].kind != "eos"  # killed mid-cast
     assert await pending_count(redis) == 1  # the job survived the crash
 
     spawn.start("box-1")  # the same consumer name: a restart re-reads its own pending entry
     entries = await terminal(store, cast_id, 90)
     assert starts_of(entries) == [(1, 0), (2, done)]
     assert_plays_every_sentence_once(entries, FOUR)
-    assert sorted(a.i for a in audio_of(entries)) == list(range(len(chunking.split_text(FOUR))))
+    # every chunk once, none missing (the ramp may cut a planned chunk into more pieces)
+    made = sorted(a.i for a in audio_of(entries))
+    assert made == list(range(len(made))) and len(made) >= len(chunking.split_text(FOUR))
     await wait_until(lambda: delivered_all(redis))
 
 
