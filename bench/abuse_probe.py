@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 from redis.asyncio import Redis
+from wyoming.event import async_read_event
 
 from streamtts import doorway
 
@@ -145,17 +146,12 @@ def wyoming_frame(kind: str) -> bytes:
 
 
 async def wyoming_event(reader: asyncio.StreamReader) -> tuple[str, str]:
-    """The server's next event as (type, error code); ("closed", "") once it hung up."""
-    line = await asyncio.wait_for(reader.readline(), ANSWER_WAIT_S)
-    if not line:
+    """The server's next event as (type, error code), read as Home Assistant's client reads it;
+    ("closed", "") once it hung up."""
+    event = await asyncio.wait_for(async_read_event(reader), ANSWER_WAIT_S)
+    if event is None:
         return "closed", ""
-    header = json.loads(line)
-    data = header.get("data") or {}
-    if header.get("data_length"):
-        data.update(json.loads(await reader.readexactly(header["data_length"])))
-    if header.get("payload_length"):
-        await reader.readexactly(header["payload_length"])
-    return header["type"], str(data.get("code", ""))
+    return event.type, str((event.data or {}).get("code", ""))
 
 
 async def until(predicate: Callable[[], bool], tries: int = 600) -> bool:
