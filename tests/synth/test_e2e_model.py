@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
 import castlog
@@ -25,7 +26,6 @@ from castlog.lanes import LaneMover
 from streamtts.redisserver import free_port
 from synth.model import Synthesizer, Wrapped
 from synth.model.base import Word
-from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
     config,

@@ -7,12 +7,12 @@ import asyncio
 import threading
 
 import pytest
+from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
 import castlog
 import chunking
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start
-from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
     StandIn,
