@@ -39,6 +39,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 from logfollow import follow
+from modelwrap import Wrapped
 from redis.asyncio import Redis
 
 import castlog
@@ -46,7 +47,7 @@ import chunking
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.dispatcher import infer
-from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model import Synthesizer, load_synthesizer
 from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker

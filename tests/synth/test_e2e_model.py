@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from modelwrap import Wrapped
 from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
@@ -24,7 +25,7 @@ import chunking
 from castlog import Audio, CastStore, Entry, LogReader, Start
 from castlog.lanes import LaneMover
 from streamtts.redisserver import free_port
-from synth.model import Synthesizer, Wrapped
+from synth.model import Synthesizer
 from synth.model.base import Word
 from synth.worker import Worker
 from tests.synth.support import (
