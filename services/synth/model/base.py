@@ -66,7 +66,8 @@ class Engine(Protocol):
 
     name: str
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> tuple[Audio, Durations]:
         """``token_ids`` without the pads (at most ``MAX_PHONEMES``); ``style`` is one
-        (256,) style vector. Returns float32 PCM at the reference model's loudness."""
+        (256,) style vector. Returns float32 PCM at the reference model's loudness, and each
+        token's frames of 600 samples, the pads included (where words fall: timing.py)."""
         ...

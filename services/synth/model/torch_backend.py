@@ -33,12 +33,7 @@ class TorchEngine:
         self.device = device
         self._model = model.to(device)
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
-        return self.infer_timed(token_ids, style, speed)[0]
-
-    def infer_timed(
-        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
-    ) -> tuple[Audio, Durations]:
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> tuple[Audio, Durations]:
         """The audio and KModel's ``pred_dur``: each token's frames of 600 samples, pads included."""
         import torch
 
