@@ -54,7 +54,7 @@ def onnx_model_path(cache_dir: str | Path | None = None) -> Path:
     expected = onnx_sha256()
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     out = folder / ONNX_NAME
-    if out.is_file() and _sha256(out) == expected:
+    if out.is_file() and file_sha256(out) == expected:
         return out
     folder.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
@@ -83,7 +83,8 @@ def _part_bytes(package: str) -> bytes:
         raise BackendUnavailableError(f"{package} is not installed: {_INSTALL_HINT}") from e
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read a block at a time (the model files are hundreds of megabytes)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_HASH_BLOCK):
