@@ -44,11 +44,6 @@ TALLY_TTL_S = 7 * 24 * 3600
 HANDED_BACK_IDLE_MS = 10 * 24 * 3600 * 1000
 
 
-async def ensure_group(redis: Redis, stream: str = castlog.JOBS) -> None:
-    """Create the group at the start of ``jobs`` (and the stream) unless it exists."""
-    await castlog.ensure_group(redis, stream, castlog.GROUP)
-
-
 def as_str(value: bytes | str) -> str:
     # "replace": a field that is not UTF-8 makes a malformed job (dead-lettered), not a crash
     # that would recur on every restart while the entry stays pending.
