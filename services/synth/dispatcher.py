@@ -82,9 +82,6 @@ class Dispatcher:
         self.cache = chunkcache.ChunkCache(crew.redis, crew.cfg.chunk_cache_bytes)
         self.model = chunkcache.model_tag(synth)  # in every chunk's cache key
 
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=False)
-
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         crew, hand = self.crew, self.crew.hand
@@ -115,7 +112,7 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
-                await self.appender(cast).put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
+                await self.appender(cast).queue.put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
                 continue
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
@@ -124,7 +121,7 @@ class Dispatcher:
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:
-                await self.appender(cast).put(item)
+                await self.appender(cast).queue.put(item)
             else:
                 if isinstance(encoded, Exception):
                     item.failure = encoding_failed(index, encoded)
@@ -137,7 +134,7 @@ class Dispatcher:
                 await self.cache.put(key, pcm, words, took)
                 crew.metrics.cache_bytes.set(self.cache.held)
         for appender in self.appenders:  # the chunk in hand is queued: the append loops drain, end
-            await appender.put(None)
+            await appender.queue.put(None)
 
     async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
         """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
