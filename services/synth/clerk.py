@@ -148,8 +148,7 @@ class QueueClerk:
         delivered yet."""
         redis = self.crew.redis
         self._line_read_ms = castlog.now_ms()
-        group = next((g for g in await redis.xinfo_groups(castlog.JOBS)
-                      if jobs.as_str(g["name"]) == castlog.GROUP), None)
+        group = await jobs.group_info(redis)
         if group is None:
             return []
         after = "(" + jobs.as_str(group["last-delivered-id"])
