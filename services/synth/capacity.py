@@ -77,11 +77,6 @@ def room(needs: Iterable[Need], capacity: float, headroom: float) -> int:
     return max(int(spare + 1e-9), 1 if idle else 0)
 
 
-def fits(needs: Iterable[Need], capacity: float, headroom: float) -> bool:
-    """Whether one more cast fits beside ``needs`` (see :func:`room`)."""
-    return room(needs, capacity, headroom) > 0
-
-
 @dataclass
 class Pool:
     """One worker as the forecast sees it: its capacity and its admitted casts' needs."""
@@ -110,7 +105,7 @@ def forecast(
         if now > horizon_s:
             break
         capacity = pools[w].capacity
-        if fits(needs, capacity, headroom):
+        if room(needs, capacity, headroom) > 0:
             starts[head] = now + first_s
             needs.append(Need(waiting_s[head], 0.0))
             head += 1

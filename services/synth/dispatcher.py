@@ -41,9 +41,8 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     timed = getattr(synth, "synthesize_timed", None)  # a Synthesizer may not time words
     if timed is not None:
         audio, words = timed(text, voice, speed)
-    else:  # a stand-in may take no speed: ask for one only when it is not 1.0
-        audio = synth.synthesize(text, voice) if speed == 1.0 else synth.synthesize(text, voice, speed)
-        words = []
+    else:
+        audio, words = synth.synthesize(text, voice, speed), []
     pcm = np.asarray(audio, dtype=np.float32)
     if pcm.ndim != 1:
         raise ValueError(f"the model returned audio of shape {pcm.shape}, expected mono")
