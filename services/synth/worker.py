@@ -123,7 +123,7 @@ class Worker:
                     task.result()  # a loop ended by an exception is a bug: surface it
         finally:
             await stop_tasks(*side, *main)  # a loop on a blocking read may outlive one cancel
-            if self.stopping:
+            if self.crew.hand.stopping:
                 await self._hand_back()
                 await quietly(self.clerk.resign())
             for pool in (self.dispatcher.pool, *(appender.pool for appender in self.appenders)):
@@ -150,10 +150,6 @@ class Worker:
     def stop(self) -> None:
         """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
         self.crew.hand.stop()
-
-    @property
-    def stopping(self) -> bool:
-        return self.crew.hand.stopping
 
     # ---- the key lanes' jobs ----------------------------------------------------------------
 

@@ -23,7 +23,7 @@ async def kill(worker: Worker, task: asyncio.Task[None]) -> None:
     """A death (kill -9): the worker's tasks end where they are; nothing is handed back."""
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert not worker.stopping
+    assert not worker.crew.hand.stopping
 
 
 async def no_pending(redis: Redis) -> bool:
