@@ -43,15 +43,11 @@ def _data_file(name: str) -> Any:
         raise BackendUnavailableError(f"the Kokoro ONNX model is missing: {_INSTALL_HINT}") from e
 
 
-def onnx_sha256() -> str:
-    return str(_data_file("model.sha256").read_text()).strip()
-
-
 def onnx_model_path(cache_dir: str | Path | None = None) -> Path:
     """Reassemble the int8 ONNX from its part packages into ``cache_dir`` (once, atomically)
     and return its path. A cached copy is re-hashed on every call (~0.3 s): a truncated or
     corrupted file must never reach onnxruntime."""
-    expected = onnx_sha256()
+    expected = str(_data_file("model.sha256").read_text()).strip()
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     out = folder / ONNX_NAME
     if out.is_file() and file_sha256(out) == expected:
@@ -109,10 +105,3 @@ def hub_config(model_dir: str | Path) -> dict[str, Any]:
         raise BackendUnavailableError(f"{path} is missing: model_dir must hold the Kokoro-82M hub layout")
     config: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return config
-
-
-def hub_weights(model_dir: str | Path) -> Path:
-    path = Path(model_dir) / HUB_WEIGHTS
-    if not path.is_file():
-        raise BackendUnavailableError(f"{path} is missing: model_dir must hold the Kokoro-82M hub layout")
-    return path

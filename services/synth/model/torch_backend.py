@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .assets import HUB_WEIGHTS, default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
+from .assets import HUB_WEIGHTS, default_cache_dir, hub_config, onnx_model_path, onnx_vocab
 from .base import Audio, Durations
 from .convert import converted_weights
 from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
@@ -59,7 +59,7 @@ def load_torch(
         torch.set_num_threads(threads or available_cores())
     if model_dir is not None and (Path(model_dir) / HUB_WEIGHTS).is_file():
         config = hub_config(model_dir)
-        weights = hub_weights(model_dir)
+        weights = Path(model_dir) / HUB_WEIGHTS
     else:  # no hub weights (model_dir may hold only voices/, as `streamtts voices install` makes it)
         vocab = onnx_vocab()
         config = {**KOKORO_V1_CONFIG, "vocab": vocab}
