@@ -25,6 +25,7 @@ import msgspec
 
 from castlog.keys import Row, entry_id, seq_of
 from castlog.records import Entry, is_terminal, public_dict
+from servicekit import sse
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -70,8 +71,7 @@ class Item:
     def sse(self) -> bytes:
         """``id:`` the seq_num, ``event:`` the kind, ``data:`` the public JSON (one line)."""
         if self._sse is None:
-            head = b"id: %d\nevent: %s\ndata: " % (self.seq, self.entry.kind.encode())
-            self._sse = head + self.json() + b"\n\n"
+            self._sse = sse.frame(self.json(), event=self.entry.kind, event_id=self.seq)
         return self._sse
 
     def sse_chunk(self) -> bytes:

@@ -25,6 +25,7 @@ from aiohttp import web
 from castlog import Layout, public_dict
 from durablestreams import protocol as ds
 from durablestreams.streams import entry_of, id_key, offset_of
+from servicekit import sse
 
 from .context import CONFIG, EDGE, Edge, known_cast
 from .params import cast_id_from
@@ -126,9 +127,8 @@ class CastSource:
         return b"[" + b",".join(got.items) + b"]" if self.records else b"".join(got.items)
 
     def event(self, got: Got) -> bytes:
-        if self.records:
-            return ds.sse_event("data", "[" + ",".join(i.decode() for i in got.items) + "]")
-        return ds.sse_event("data", base64.b64encode(b"".join(got.items)).decode())
+        body = self.body(got)
+        return ds.sse_event("data", body if self.records else base64.b64encode(body))
 
     async def wait(self, seconds: float) -> None:
         """Until the log has a record past the one last seen (or ``seconds``): edge's shared tail."""
@@ -210,7 +210,7 @@ async def _long_poll(request: web.Request, source: CastSource, position: int) ->
 async def _sse(request: web.Request, source: CastSource, position: int) -> web.StreamResponse:
     """Each read as one data event (base64 for the audio) and its control event; ends at EOF."""
     cfg = request.app[CONFIG]
-    response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
+    response = web.StreamResponse(status=200, headers=sse.HEADERS)
     if not source.records:
         response.headers[ds.SSE_ENCODING] = "base64"
     await response.prepare(request)

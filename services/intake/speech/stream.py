@@ -20,6 +20,7 @@ from aiohttp import web
 
 from castlog import Audio, LogReader
 from fanout import Tail
+from servicekit import sse
 
 from ..claim import cast_url
 from ..context import INTAKE
@@ -29,7 +30,6 @@ from .v1 import SpeechRequest, V1Refusal
 
 log = logging.getLogger(__name__)
 
-SSE_TYPE = "text/event-stream; charset=utf-8"
 LISTENER_KIND = "speech"  # streamtts_intake_listeners{kind}
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -83,10 +83,9 @@ def _stopped(s: _Stream) -> web.StreamResponse:
 
 
 async def _open(s: _Stream) -> web.StreamResponse:
-    sse = s.speech.stream_format == "sse"
+    audio = {**STREAM_HEADERS, "Content-Type": CONTENT_TYPES[s.speech.response_format]}
     resp = web.StreamResponse(headers={
-        **STREAM_HEADERS,
-        "Content-Type": SSE_TYPE if sse else CONTENT_TYPES[s.speech.response_format],
+        **(sse.HEADERS if s.speech.stream_format == "sse" else audio),
         "X-Cast-Id": s.cast_id,
         "Location": cast_url(s.cast_id),
         **s.headers,
@@ -120,11 +119,7 @@ def _delta(s: _Stream, data: bytes, record: Audio) -> bytes:
     if s.speech.timestamps:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
                           for w, a, b in record.w]
-    return _sse(event)
-
-
-def _sse(event: dict[str, object]) -> bytes:
-    return b"data: " + encode(event) + b"\n\n"
+    return sse.frame(encode(event))
 
 
 async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
@@ -137,10 +132,11 @@ async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     resp = s.resp or await _open(s)
     if s.speech.stream_format == "sse":
         if rest:
-            await _write(s, resp, _sse({"type": "speech.audio.delta", "audio": base64.b64encode(rest).decode()}))
+            delta = {"type": "speech.audio.delta", "audio": base64.b64encode(rest).decode()}
+            await _write(s, resp, sse.frame(encode(delta)))
         tokens = len(s.speech.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
-        await _write(s, resp, _sse({"type": "speech.audio.done", "usage": usage}))
+        await _write(s, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
     else:
         await _write(s, resp, rest)
     await resp.write_eof()
@@ -153,7 +149,8 @@ async def _failed(s: _Stream, reason: str) -> web.StreamResponse:
         raise V1Refusal(500, "synthesis_failed", message)
     log.warning("speech stream of %s cut short: the cast failed (%s)", s.cast_id, reason)
     if s.speech.stream_format == "sse":
-        await _write(s, s.resp, _sse({"type": "error", "error": {"message": message, "code": "synthesis_failed"}}))
+        error = {"message": message, "code": "synthesis_failed"}
+        await _write(s, s.resp, sse.frame(encode({"type": "error", "error": error})))
         await s.resp.write_eof()
     elif s.request.transport is not None:
         s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
