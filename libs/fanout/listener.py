@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
@@ -35,12 +35,7 @@ ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
 
-
-_encoder = msgspec.json.Encoder()
-
-
-def encode_json(value: Any) -> bytes:
-    return _encoder.encode(value)
+encode_json = msgspec.json.Encoder().encode
 
 
 class Item:
