@@ -44,7 +44,6 @@ class _Stream:
     speech: SpeechRequest
     cast_id: str
     resp: web.StreamResponse | None = None
-    audio_bytes: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)  # more response headers (v1.field_headers)
 
 
@@ -54,10 +53,7 @@ async def stream_cast(
 ) -> web.StreamResponse:
     """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
     before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
-    return await _stream(_Stream(request, speech, cast_id, headers=headers or {}), tail, reader, settled)
-
-
-async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> web.StreamResponse:
+    s = _Stream(request, speech, cast_id, headers=headers or {})
     convert = converter(s.speech.response_format, s.speech.volume_multiplier)
     try:
         async with aclosing(cast_audio(tail, reader, s.cast_id, settled, LISTENER_KIND)) as records:
@@ -109,14 +105,14 @@ async def _send_audio(s: _Stream, convert: Converter, record: Audio) -> None:
     await _write(s, resp, _delta(s, data, record))
 
 
-def _delta(s: _Stream, data: bytes, record: Audio) -> bytes:
-    s.audio_bytes += len(data)
+def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
+    """``data`` as the response carries it; ``record`` gives its words (none for the converter's rest)."""
     if s.speech.stream_format != "sse":
         return data
     if not data:
         return b""
     event: dict[str, object] = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
-    if s.speech.timestamps:
+    if s.speech.timestamps and record is not None:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
                           for w, a, b in record.w]
     return sse.frame(encode(event))
@@ -130,15 +126,11 @@ async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
 async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     rest = convert.close()
     resp = s.resp or await _open(s)
+    await _write(s, resp, _delta(s, rest, None))
     if s.speech.stream_format == "sse":
-        if rest:
-            delta = {"type": "speech.audio.delta", "audio": base64.b64encode(rest).decode()}
-            await _write(s, resp, sse.frame(encode(delta)))
         tokens = len(s.speech.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
         await _write(s, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
-    else:
-        await _write(s, resp, rest)
     await resp.write_eof()
     return resp
 
