@@ -132,6 +132,16 @@ def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: b
     return sse_event("control", json.dumps(control).encode())
 
 
+def timed_out(request: web.Request, offset: str, closed: bool) -> web.Response:
+    """A long poll's 204: nothing came before its deadline, or the stream is closed at its end."""
+    headers = {NEXT_OFFSET: offset, UP_TO_DATE: "true"}
+    if closed:
+        headers[CLOSED] = "true"
+    else:
+        headers[CURSOR] = cursor_after(request.query.get("cursor"))
+    return web.Response(status=204, headers=headers)
+
+
 async def preflight(request: web.Request) -> web.Response:
     """OPTIONS: CORS preflight for any stream (no key needed: it reads and writes nothing)."""
     return web.Response(status=204, headers={

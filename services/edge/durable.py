@@ -90,7 +90,7 @@ async def read(request: web.Request) -> web.StreamResponse:
     if mode == "long-poll" and not got.entries:
         meta, got = await _long_poll(request, read_pass, meta, after)
         if not got.entries:
-            return _timed_out(request, meta)
+            return ds.timed_out(request, meta.tail_offset, meta.closed)
     return _catch_up(request, meta, got, offset or "-1", mode == "long-poll")
 
 
@@ -128,15 +128,6 @@ async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) ->
     """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
     since = max(after, meta.tail, key=id_key)
     return await request.app[EDGE].tail.waiters.wait(meta.log, since, seconds)
-
-
-def _timed_out(request: web.Request, meta: Meta) -> web.Response:
-    headers = {ds.NEXT_OFFSET: meta.tail_offset, ds.UP_TO_DATE: "true"}
-    if meta.closed:
-        headers[ds.CLOSED] = "true"
-    else:
-        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
-    return web.Response(status=204, headers=headers)
 
 
 def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, long_poll: bool) -> web.Response:

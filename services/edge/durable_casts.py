@@ -166,12 +166,7 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
             async with known.read_pass.stream_seat():
                 got = await _long_poll(request, source, position)
         if not got.items:
-            headers = _state_headers(source, got.end, closed=got.closed)
-            headers[ds.UP_TO_DATE] = "true"
-            if not got.closed:
-                headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
-            headers.pop("Content-Type")
-            return web.Response(status=204, headers=headers)
+            return ds.timed_out(request, source.offset(got.end), got.closed)
     headers = _state_headers(source, got.end, closed=got.closed)
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"
