@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
@@ -88,7 +89,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
-    app[OPENAPI] = views.encode(openapi_document(intake=limits, parts=[durable_part()]))
+    app[OPENAPI] = msgspec.json.encode(openapi_document(intake=limits, parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_ctx)
     add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)

@@ -12,6 +12,7 @@ from aiohttp import web
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
 from servicekit import json_response
+from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
 
 from .claim import cast_url, request_tag, tenant_key
@@ -61,4 +62,4 @@ async def post_cancel(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such cast")
     if answer == "ended":
         raise Refusal(409, "cast_ended", "the cast has ended already; its link replays it")
-    return json_response({"id": cast_id, "url": cast_url(cast_id), "cancelled": True}, status=202)
+    return json_response(Cancelled(id=cast_id, url=cast_url(cast_id), cancelled=True), status=202)

@@ -21,6 +21,7 @@ from aiohttp import web
 from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
 from castlog.batching import NotReplicated
 from servicekit import json_response
+from servicekit.answers import LiveClosed, LiveError, LiveOpened, LiveState
 from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
 from .claim import cast_url, not_replicated, read_body
@@ -55,8 +56,8 @@ class TextRefusal(Refusal):
         super().__init__(status, code, message)
         self.offset = offset
 
-    def body(self) -> dict[str, Any]:
-        return {**super().body(), "offset": self.offset}
+    def body(self) -> LiveError:
+        return LiveError(self.code, self.message, offset=self.offset)
 
 
 def asks_live(body: bytes) -> bool:
@@ -228,11 +229,11 @@ async def open_from_body(app: web.Application, client: str, body: bytes) -> Open
 def opened_reply(opened: Opened) -> web.Response:
     """201 with the open cast's id, routes and write token (Cache-Control: no-store: a secret)."""
     url = cast_url(opened.cast_id)
-    body = {
-        "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
-        "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
-        "write_token": opened.write_token,
-    }
+    body = LiveOpened(
+        id=opened.cast_id, url=url, status="open", offset=0, voice=opened.voice,
+        text=f"/api/casts/{opened.cast_id}/text", close=f"/api/casts/{opened.cast_id}/close",
+        write_token=opened.write_token,
+    )
     return json_response(body, 201, {"Location": url, "Cache-Control": "no-store"})
 
 
@@ -245,7 +246,7 @@ async def post_text(request: web.Request) -> web.Response:
         await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
     status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=request_client(request))
-    return json_response({"id": cast_id, "status": status, "offset": end})
+    return json_response(LiveState(id=cast_id, status=status, offset=end))
 
 
 async def post_close(request: web.Request) -> web.Response:
@@ -263,4 +264,4 @@ async def post_close(request: web.Request) -> web.Response:
     if form.offset is not None and text.closed is None and form.offset != text.end:
         raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
     end, cid = await close_text(request.app, cast_id, text.voice, text)  # the log read once
-    return json_response({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})
+    return json_response(LiveClosed(id=cast_id, url=cast_url(cast_id), status="closed", offset=end, content_id=cid))

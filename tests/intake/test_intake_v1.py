@@ -20,6 +20,7 @@ from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
 from intake.context import INTAKE
 from intake.speech.formats import decode_chunk
 from intake.speech.v1 import OPENAI_VOICES, resolve_voice, voice_list
+from servicekit.answers import V1Voice
 from synth.mp3 import encode_chunk
 
 from .conftest import MakeClient, key_names
@@ -270,10 +271,10 @@ def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
     assert resolve_voice("alloy", (*installed, "af_alloy")) == "af_alloy", "the same name first"
     with pytest.raises(Exception, match="install"):
         resolve_voice("alloy", ("jf_alpha",))
-    listed = {v["id"]: v["name"] for v in voice_list(installed)}
+    listed = {v.id: v.name for v in voice_list(installed)}
     assert listed["jf_alpha"] == "jf_alpha" and listed["onyx"] == "onyx (am_michael)"
     assert set(OPENAI_VOICES) >= {"alloy", "echo", "fable", "onyx", "nova", "shimmer"}
-    assert voice_list(("jf_alpha",)) == [{"id": "jf_alpha", "name": "jf_alpha"}], "no pack, no OpenAI name"
+    assert voice_list(("jf_alpha",)) == [V1Voice(id="jf_alpha", name="jf_alpha")], "no pack, no OpenAI name"
 
 
 async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastStore) -> None:

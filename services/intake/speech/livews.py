@@ -143,7 +143,7 @@ class Session:
     async def refuse(self, refusal: Refusal) -> None:
         """A refusal as an ``error`` event: its code, message and the fields of its kind (a text
         refusal's ``offset``)."""
-        await self.send({"type": "error", **refusal.body()})
+        await self.send({"type": "error", **msgspec.structs.asdict(refusal.body())})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
         if self.cancelled:  # whatever ended it after, the client learns it was a cancel

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from servicekit import json_response
+from servicekit.answers import DeepgramError
 from servicekit.forms import SpeakBody
 
 from ..cancel import cancel_cast
@@ -163,8 +164,8 @@ def refused_here(request: web.Request) -> bool:
 
 def error_response(refusal: Refusal) -> web.Response:
     request_id = str(uuid.uuid4())
-    body = {"err_code": _ERR_CODES.get(refusal.code, refusal.code.upper()), "err_msg": refusal.message,
-            "request_id": request_id}
+    body = DeepgramError(err_code=_ERR_CODES.get(refusal.code, refusal.code.upper()), err_msg=refusal.message,
+                         request_id=request_id)
     return json_response(body, status=refusal.status, headers={**(refusal.headers or {}), "dg-request-id": request_id})
 
 

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from castlog import canonical_voice
 from servicekit import json_response
+from servicekit.answers import AudioModel, AudioModels, ModelList, V1Voices
 
 from ..claim import Claimed, Screen, read_body, request_tag, submit
 from ..context import INTAKE, Intake, request_client
@@ -114,15 +115,15 @@ async def get_v1_voices(request: web.Request) -> web.Response:
     voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
     tag = request_tag(request, request_client(request))
     blends = list(request.app[INTAKE].blends.get(tag, ()))  # only those this tenant used
-    return json_response({"voices": v1.voice_list(voices.names, blends), "default": voices.default})
+    return json_response(V1Voices(voices=v1.voice_list(voices.names, blends), default=voices.default))
 
 
 async def get_v1_audio_models(request: web.Request) -> web.Response:
-    return json_response({"models": [{"id": m} for m in v1.MODELS]})
+    return json_response(AudioModels(models=[AudioModel(id=m) for m in v1.MODELS]))
 
 
 async def get_v1_models(request: web.Request) -> web.Response:
-    return json_response(v1.model_list())
+    return json_response(ModelList(object="list", data=[v1.model_card(m) for m in v1.MODELS]))
 
 
 async def get_v1_model(request: web.Request) -> web.Response:
