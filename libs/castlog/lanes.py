@@ -147,15 +147,6 @@ class Bell:
             await self.rings(keys=[keys.JOBS_BELL], args=[stream, BELL_MAXLEN])
 
 
-async def lane_jobs(redis: Redis, *, live: bool = False) -> list[tuple[str, Any]]:
-    """Every job waiting in a lane (not moved yet), lane by lane: for tools and tests."""
-    out: list[tuple[str, Any]] = []
-    for n in range(keys.LANES):
-        stream = keys.jobs_live_lane_key(n) if live else keys.jobs_lane_key(n)
-        out += [(stream, row) for row in list(await redis.xrange(stream) or ())]
-    return out
-
-
 def _id_key(entry_id: bytes | str) -> tuple[int, int]:
     ms, _, seq = _str(entry_id).partition("-")
     return int(ms), int(seq or 0)

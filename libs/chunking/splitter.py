@@ -95,7 +95,7 @@ class Chunker:
         if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
             raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
         self._max_chars, self._first_chars = max_chars, first_chars
-        self._whole_first_chars = whole_first_chars  # see cuts.cut_sentence
+        self._whole_first_chars = whole_first_chars  # see cuts.next_cut
         self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
         self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
         self._run_end = 0  # the end of the run of stops last read in _buf (_RUN): read on, not again
