@@ -71,6 +71,11 @@ CAST_ID_PATTERN = r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN
 _CAST_ID = re.compile(CAST_ID_PATTERN)
 
 
+def decoded(value: object) -> str:
+    """A reply's bytes (or str: a client with decode_responses) as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def is_cast_id(value: str) -> bool:
     return _CAST_ID.fullmatch(value) is not None
 

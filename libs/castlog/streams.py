@@ -105,8 +105,7 @@ def decode_job(fields: Fields) -> Job:
 
 async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
     """Add a job by hand (the submit and open scripts add theirs); returns its entry id."""
-    entry_id = await redis.xadd(stream, dict[Any, Any](encode(job)))
-    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    return keys.decoded(await redis.xadd(stream, dict[Any, Any](encode(job))))
 
 
 async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
