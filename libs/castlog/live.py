@@ -39,7 +39,7 @@ from .opencap import OpenCap
 from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, encode_headers
 from .scripts import NOW_MS
-from .streams import Malformed, Recipe, decode
+from .streams import Recipe, decode_or_none, read_recipe
 
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
@@ -270,8 +270,7 @@ class LiveStore:
     async def writer(self, cast_id: str, token: str) -> WriterAnswer:
         """Whether ``token`` may write to ``cast_id`` (one short read: the recipe). A cast opened
         before write tokens existed has no hash, so no token writes to it (it idles out)."""
-        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
-        recipe = _recipe(rows[0][1]) if rows else None
+        recipe = await read_recipe(self.redis, cast_id)
         if recipe is None:
             return "missing"
         if not recipe.live:
@@ -303,7 +302,7 @@ class LiveStore:
     async def read_text(self, cast_id: str) -> LiveText | None:
         """The whole text log of an open cast; None when ``cast_id`` is no open cast."""
         rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id)))
-        recipe = _recipe(rows[0][1]) if rows else None
+        recipe = decode_or_none(Recipe, rows[0][1]) if rows else None
         if recipe is None or not recipe.live:
             return None
         return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]), client=recipe.client)
@@ -319,10 +318,3 @@ class LiveStore:
             answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice, key=self.content_key))
             if answer != "moved":
                 return answer, end, cid
-
-
-def _recipe(fields: dict[bytes, bytes]) -> Recipe | None:
-    try:
-        return decode(Recipe, fields)
-    except Malformed:
-        return None

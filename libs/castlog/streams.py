@@ -143,12 +143,7 @@ async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
     """The recipe of ``cast_id``; None when there is none (no cast, or archived: the archive
     drops the catalog)."""
     rows = cast(Rows, await redis.xrange(keys.catalog_key(cast_id), count=1))
-    if not rows:
-        return None
-    try:
-        return decode(Recipe, rows[0][1])
-    except Malformed:
-        return None
+    return decode_or_none(Recipe, rows[0][1]) if rows else None
 
 
 # ---- deletes ---------------------------------------------------------------------------------
@@ -259,14 +254,15 @@ class Trash(TypedEntry, frozen=True, kw_only=True):
 async def read_trash(redis: Redis, count: int) -> list[tuple[bytes, Trash | None]]:
     """The oldest ``count`` trash entries; None for a malformed one (drop it, nothing to remove)."""
     rows = cast(Rows, await redis.xrange(keys.ARCHIVE_TRASH, count=count))
-    return [(entry_id, _or_none(Trash, fields)) for entry_id, fields in rows]
+    return [(entry_id, decode_or_none(Trash, fields)) for entry_id, fields in rows]
 
 
 def _decoded(kind: type[E], rows: Rows) -> list[E]:
-    return [e for e in (_or_none(kind, fields) for _id, fields in rows) if e is not None]
+    return [e for e in (decode_or_none(kind, fields) for _id, fields in rows) if e is not None]
 
 
-def _or_none(kind: type[E], fields: Fields) -> E | None:
+def decode_or_none(kind: type[E], fields: Fields) -> E | None:
+    """:func:`decode`, or None for an entry that does not decode (a reader that skips it)."""
     try:
         return decode(kind, fields)
     except Malformed:
