@@ -123,14 +123,10 @@ class Api:
                 return response
             time.sleep(min(float(response.headers.get("Retry-After", "2")), 5.0))
 
-    def events(self, cast_id: str, seq_num: int) -> Iterator[Entry]:
-        """The cast's records from ``seq_num`` until its terminal record, reopening a dropped
-        stream where it broke off (records of kinds this version does not know are skipped)."""
-        for entry, _public in self.records(cast_id, seq_num):
-            yield entry
-
     def records(self, cast_id: str, seq_num: int) -> Iterator[tuple[Entry, dict[str, Any]]]:
-        """As ``events``, each record with its public JSON form (what edge sent)."""
+        """The cast's records from ``seq_num`` until its terminal record, each with its public JSON
+        form (what edge sent), reopening a dropped stream where it broke off (records of kinds
+        this version does not know are skipped)."""
         failures = 0
         while True:
             try:

@@ -20,7 +20,7 @@ from typing import Any
 from redis import Redis
 
 from .redisserver import start_server
-from .serverchoice import EMBEDDED, Server, choose, lock_state_dir, named, record, recorded, redis_password
+from .serverchoice import Server, choose, lock_state_dir, named, record, recorded, redis_password
 
 SCAN_COUNT = 500
 XRANGE_COUNT = 500
@@ -212,6 +212,3 @@ def _wait_rewrite(dst: Conn, timeout_s: float = 60.0) -> None:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-__all__ = ["EMBEDDED", "Server", "copy_all", "move"]
