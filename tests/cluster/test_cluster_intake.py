@@ -20,6 +20,7 @@ from servicekit import connect
 from tests.archive.archive_helpers import archiver, finished
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
+from tests.support.cancels import read_cancels
 from tests.support.cluster import Cluster
 
 
@@ -72,7 +73,7 @@ async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster
     after = await castlog.last_cancel(cluster_redis)
     assert await castlog.cancel(cluster_redis, cast_id) == "ok"  # the key lane's flag, then the word
     assert await castlog.is_cancelled(cluster_redis, cast_id)
-    assert (await castlog.read_cancels(cluster_redis, after, 10, 10))[1] == [cast_id]
+    assert (await read_cancels(cluster_redis, after, 10, 10))[1] == [cast_id]
 
 
 @pytest.mark.rule("open-cap-own-slot")
