@@ -23,7 +23,7 @@ from .keys import Row
 from .marks import read_only
 from .records import Audio, Entry, decode_entry
 from .rowcache import RowCache
-from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
+from .view import BLOB_FIELD, SIZE_FIELD, Chunk, LogView, StaleLayout
 
 # One blocking read of a log's tail waits at most this long before its reader re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
@@ -214,10 +214,6 @@ class LogReader:
     def view(self, cast_id: str) -> LogView:
         """An incremental fold of the log: each :meth:`LogView.refresh` reads only what is new."""
         return LogView(self, cast_id)
-
-    async def layout(self, cast_id: str) -> Layout:
-        """Read the whole log once (in batches) and lay out its playable audio."""
-        return await self.view(cast_id).refresh()
 
     async def bodies(self, cast_id: str, chunks: Sequence[Chunk]) -> AsyncIterator[tuple[Chunk, bytes]]:
         """The MP3 body of each chunk, in order, reading runs of consecutive records together;

@@ -115,15 +115,12 @@ class RowCache:
         finally:
             self._reads.pop(key, None)
         if keep:
-            self._keep(key[0], rows)
+            self.keep(key[0], rows)
         return rows
 
     def keep(self, cast_id: str, rows: list[Row]) -> None:
-        """Rows read from Redis by someone else (the shared tail's XREAD), for the readers that
-        will read them by offset."""
-        self._keep(cast_id, rows)
-
-    def _keep(self, cast_id: str, rows: list[Row]) -> None:
+        """Rows read from Redis (by this cache, or by someone else: the shared tail's XREAD), for
+        the readers that will read them by offset."""
         for row in rows:
             key = (cast_id, seq_of(row[0]))
             old = self._rows.pop(key, None)
