@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from castlog import Entry, describe_voice, from_public, is_terminal
+from castlog import Entry, describe_voice, from_public, is_cast_id, is_terminal
 from servicekit.settings import declaration
 
 from .config import Config
@@ -28,7 +28,6 @@ READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
 WARM_UP_WAIT_S = 300.0
 # A dropped event stream is reopened from the next seq_num this many times in a row at most.
 RECONNECTS = 5
-CAST_ID_CHARS = 12
 
 EXIT_OK, EXIT_CAST_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -69,7 +68,7 @@ def split_link(id_or_link: str) -> tuple[str, str | None]:
     path = parts.path.rstrip("/")
     cast_id = path.rsplit("/", 1)[-1]
     origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
-    if len(cast_id) != CAST_ID_CHARS or not all(c.isalnum() or c in "-_" for c in cast_id):
+    if not is_cast_id(cast_id):
         raise UsageError(f"{id_or_link!r} is not a cast id or link (…/c/<12-character id>)")
     return cast_id, origin
 
