@@ -47,7 +47,6 @@ class RowCache:
         self.redis = redis  # the stamp checks
         self.max_bytes = max_bytes
         self.bytes = 0
-        self.hits = self.misses = 0  # rows served from the cache / read from Redis
         self._rows: OrderedDict[tuple[str, int], Row] = OrderedDict()
         self._reads: dict[tuple[str, int, str, int], asyncio.Future[list[Row]]] = {}
 
@@ -58,14 +57,11 @@ class RowCache:
         got = self._cached(cast_id, first, min(count, last - first + 1))
         if got and (len(got) == count or seq_of(got[-1][0]) >= last):  # all here: check, serve
             if await self._still(cast_id, got[-1]):
-                self.hits += len(got)
                 return got
             got = []
         more = await self._shared(cast_id, first + len(got), high, count - len(got), fetch)
         if got and not (await self._continued(cast_id, got[-1], more)):
             got, more = [], await self._shared(cast_id, first, high, count, fetch)
-        self.hits += len(got)
-        self.misses += len(more)
         return got + more
 
     async def _continued(self, cast_id: str, cached: Row, more: list[Row]) -> bool:
