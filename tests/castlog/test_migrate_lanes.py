@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
@@ -21,7 +22,6 @@ from castlog import (
     content_id,
     encode_headers,
     is_cancelled,
-    read_jobs,
 )
 from castlog.migrate import migrate_to_lanes
 from streamtts.launcher import migrate_keys
