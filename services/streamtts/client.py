@@ -52,16 +52,6 @@ class Unreachable(ClientError):
         )
 
 
-def default_url() -> str:
-    """STREAMTTS_URL, else the local origin."""
-    return Config.from_env().url
-
-
-def default_api_key() -> str | None:
-    """STREAMTTS_API_KEY (a key of the server's STREAMTTS_API_KEYS), sent as ``Authorization: Bearer``."""
-    return Config.from_env().api_key or None
-
-
 def split_link(id_or_link: str) -> tuple[str, str | None]:
     """``(cast id, the link's origin or None)`` from an id, ``/c/<id>`` or a full player link."""
     parts = urlsplit(id_or_link)

@@ -22,11 +22,10 @@ from .client import (
     EXIT_OK,
     Api,
     UsageError,
-    default_api_key,
-    default_url,
     split_link,
     voice_traits,
 )
+from .config import Config
 from .follow import AudioSink, Mp3File, Mp3Stream, Outcome, follow, print_json
 
 STDOUT = "-"  # -o -: the MP3 to stdout
@@ -44,7 +43,9 @@ def server_options(default: str | None = None) -> argparse.ArgumentParser:
 
 
 def api_for(args: argparse.Namespace, origin: str | None = None) -> Api:
-    return Api(args.url or origin or default_url(), getattr(args, "api_key", None) or default_api_key())
+    """The origin asked for (else the link's, else STREAMTTS_URL's), with --api-key (else STREAMTTS_API_KEY)."""
+    settings = Config.from_env()
+    return Api(args.url or origin or settings.url, getattr(args, "api_key", None) or settings.api_key or None)
 
 
 def output_options() -> argparse.ArgumentParser:
