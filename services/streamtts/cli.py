@@ -23,6 +23,8 @@ from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .config import Config, environment
 from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
 from .proxy import Limits
+from .redisserver import ServerNotFound
+from .serverchoice import ServerRefused
 
 
 def version() -> str:
@@ -87,7 +89,7 @@ def run_up(args: argparse.Namespace) -> int:
     state_dir = args.state_dir.expanduser().resolve()
     try:  # before anything starts: the state dir's own server, or a refusal that says why
         server = None if url else statecmd.server_for(state_dir, args.redis_server)
-    except (statecmd.ServerRefused, statecmd.ServerNotFound) as exc:
+    except (ServerRefused, ServerNotFound) as exc:
         print(f"streamtts: {exc}", file=sys.stderr)
         return 1
     if "synth" in services and not args.no_voice_install:

@@ -17,8 +17,6 @@ from .redisserver import ServerNotFound
 from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, lock_state_dir, recorded
 from .statemove import move
 
-__all__ = ["ServerNotFound", "ServerRefused", "add_server_option", "add_state", "server_for"]
-
 
 def add_server_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
