@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from . import archive, keys, scripts
 from .keys import Row
 from .marks import read_only
-from .records import Audio, Entry, decode_entry
+from .records import Audio, Entry, decode_entry, decode_rows
 from .rowcache import RowCache
 from .view import BLOB_FIELD, SIZE_FIELD, Chunk, LogView, StaleLayout
 
@@ -158,7 +158,7 @@ class LogReader:
 
     async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
         """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""
-        return _decode_rows(await self._range(cast_id, keys.entry_id(seq_num), limit))
+        return decode_rows(await self._range(cast_id, keys.entry_id(seq_num), limit))
 
     async def read_all(self, cast_id: str, batch: int = READ_BATCH) -> tuple[list[Entry], int]:
         """Every record of the log, and its tail: the next seq_num, counted from the stored ids
@@ -167,7 +167,7 @@ class LogReader:
         tail, after = 0, "-"
         while True:
             rows = await self._range(cast_id, after, batch)
-            entries.extend(_decode_rows(rows))
+            entries.extend(decode_rows(rows))
             if rows:
                 tail = keys.seq_of(rows[-1][0]) + 1
                 after = keys.entry_id(tail)
@@ -187,7 +187,7 @@ class LogReader:
             if d is not None:
                 rows, tail = await self.rebuild(cast_id, d, seq_num, d.tail - 1, limit, True), d.tail
         next_seq = keys.seq_of(rows[-1][0]) + 1 if rows else seq_num
-        return Page(_decode_rows(rows), next_seq, tail)
+        return Page(decode_rows(rows), next_seq, tail)
 
     async def last_row(self, cast_id: str, *, bodies: bool = True) -> Row | None:
         """The log's last entry as Redis holds it (an archived log's: its ``eos`` and index);
@@ -248,12 +248,3 @@ def _seq_bounds(low: str, high: str) -> tuple[int, int]:
         first = keys.seq_of(low)
     last = 2**63 if high == "+" else (keys.seq_of(high[1:]) - 1 if high.startswith("(") else keys.seq_of(high))
     return max(0, first), last
-
-
-def _decode_rows(rows: Sequence[Row]) -> list[Entry]:
-    out = []
-    for entry_id, fields in rows:
-        entry = decode_entry(entry_id, fields)
-        if entry is not None:
-            out.append(entry)
-    return out
