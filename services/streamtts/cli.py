@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from servicekit import ConfigError, setup_logging
+from servicekit.metrics import project_version
 from servicekit.settings import value_of
 
 from . import commands as client_commands
@@ -27,16 +27,9 @@ from .redisserver import ServerNotFound
 from .serverchoice import ServerRefused
 
 
-def version() -> str:
-    try:
-        return metadata.version("streamtts")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamtts", description="StreamTTS: streaming text-to-speech on Kokoro-82M")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {project_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_up(commands)
     client_commands.add_all(commands)
