@@ -172,3 +172,15 @@ def seq_of(stream_id: str | bytes) -> int:
     if ms != "0" or not seq:
         raise ValueError(f"not a cast log entry id: {stream_id!r}")
     return int(seq) - 1
+
+
+def seq_bounds(low: str, high: str) -> tuple[int, int]:
+    """The seq range an XRANGE ``low``..``high`` covers (ids ``0-(n+1)``, ``(`` exclusive)."""
+    if low in ("-", "0-0"):
+        first = 0
+    elif low.startswith("("):
+        first = seq_of(low[1:]) + 1
+    else:
+        first = seq_of(low)
+    last = 2**63 if high == "+" else (seq_of(high[1:]) - 1 if high.startswith("(") else seq_of(high))
+    return max(0, first), last

@@ -72,7 +72,7 @@ class LogReader:
         in field ``n`` instead of the body (what a layout needs: the bodies stay in Redis). With a
         cache, rows with bodies come through it (counted reads only)."""
         if bodies and self.cache is not None and count is not None:
-            return await self.cache.rows(cast_id, _seq_bounds(low, high)[0], high, count, self._fetch)
+            return await self.cache.rows(cast_id, keys.seq_bounds(low, high)[0], high, count, self._fetch)
         return (await self._rows(cast_id, low, high, count, bodies))[0]
 
     async def _fetch(self, cast_id: str, first: int, high: str, count: int) -> tuple[list[Row], bool]:
@@ -81,7 +81,7 @@ class LogReader:
     async def _rows(self, cast_id: str, low: str, high: str, count: int | None, bodies: bool) -> tuple[list[Row], bool]:
         """The rows, and whether Redis holds them as they are (False: rebuilt from the archive)."""
         rows = await (self._xrange(cast_id, low, high, count) if bodies else self._headers(cast_id, low, high, count))
-        first, last = _seq_bounds(low, high)
+        first, last = keys.seq_bounds(low, high)
         d = archive.descriptor_of(rows[-1][1]) if rows else None
         if d is None and high != "+" and len(rows) < min(last - first + 1, count or last - first + 1):
             d = await self.descriptor(cast_id)  # a bounded range came back short
@@ -236,15 +236,3 @@ class LogReader:
                     raise StaleLayout(f"cast {cast_id}: record {chunk.seq} is not the one laid out")
                 yield chunk, body
             k += run
-
-
-def _seq_bounds(low: str, high: str) -> tuple[int, int]:
-    """The seq range an XRANGE ``low``..``high`` covers (ids ``0-(n+1)``, ``(`` exclusive)."""
-    if low in ("-", "0-0"):
-        first = 0
-    elif low.startswith("("):
-        first = keys.seq_of(low[1:]) + 1
-    else:
-        first = keys.seq_of(low)
-    last = 2**63 if high == "+" else (keys.seq_of(high[1:]) - 1 if high.startswith("(") else keys.seq_of(high))
-    return max(0, first), last

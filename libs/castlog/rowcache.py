@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
-from .keys import Row, seq_of
+from .keys import Row, seq_bounds, seq_of
 from .marks import follows, holds, stamps
 
 # Bytes a cached row costs beyond its fields (the key, the tuple, the dict).
@@ -53,7 +53,7 @@ class RowCache:
     async def rows(self, cast_id: str, first: int, high: str, count: int, fetch: Fetch) -> list[Row]:
         """Up to ``count`` rows from seq ``first`` to ``high`` (an XRANGE id, ``+``, or ``(``
         exclusive); ``fetch`` reads from Redis what is not here."""
-        last = _last_seq(high)
+        last = seq_bounds("-", high)[1]
         got = self._cached(cast_id, first, min(count, last - first + 1))
         if got and (len(got) == count or seq_of(got[-1][0]) >= last):  # all here: check, serve
             if await self._still(cast_id, got[-1]):
@@ -126,10 +126,4 @@ class RowCache:
             self.bytes += _size(row)
         while self.bytes > self.max_bytes and self._rows:
             self.bytes -= _size(self._rows.popitem(last=False)[1])
-
-
-def _last_seq(high: str) -> int:
-    if high == "+":
-        return 2**63
-    return seq_of(high[1:]) - 1 if high.startswith("(") else seq_of(high)
 
