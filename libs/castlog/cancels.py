@@ -57,4 +57,3 @@ async def last_cancel(redis: Redis) -> str:
     """Where a follower of ``cancels`` starts: after its newest entry ("0-0" when empty)."""
     rows = cast(Rows, await redis.xrevrange(CANCELS, count=1))
     return rows[0][0].decode() if rows else "0-0"
-

@@ -48,4 +48,3 @@ async def last_delete(redis: Redis) -> str:
     """Where a follower of ``deletes`` starts: after its newest entry ("0-0" when empty)."""
     rows = cast(Rows, await redis.xrevrange(DELETES, count=1))
     return rows[0][0].decode() if rows else "0-0"
-

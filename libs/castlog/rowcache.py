@@ -126,4 +126,3 @@ class RowCache:
             self.bytes += _size(row)
         while self.bytes > self.max_bytes and self._rows:
             self.bytes -= _size(self._rows.popitem(last=False)[1])
-
