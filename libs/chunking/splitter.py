@@ -96,31 +96,28 @@ class Chunker:
             raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
         self._max_chars, self._first_chars = max_chars, first_chars
         self._whole_first_chars = whole_first_chars  # see cuts.next_cut
-        self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
-        self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
-        self._run_end = 0  # the end of the run of stops last read in _buf (_RUN): read on, not again
+        # The text fed but not yet in a returned chunk: the unfinished sentence (and nothing before
+        # it), the current line's rest.
+        self.pending = ""
+        self._pos = 0  # where the search for its stop goes on in pending (nothing before is undecided)
+        self._run_end = 0  # the end of the run of stops last read in pending (_RUN): read on, not again
         self.count = 0  # the chunks returned so far
         self._out: list[str] = []
         # For every chunk returned so far, in order: whether it continues the sentence of the chunk
         # before it (the cut between them is inside a sentence: the seam must not sound like an end).
         self.continued: list[bool] = []
 
-    @property
-    def pending(self) -> str:
-        """The text fed but not yet in a returned chunk."""
-        return self._buf
-
     def feed(self, text: str, *, final: bool = False) -> list[str]:
         """Take the next piece of the text; return the chunks that are now complete.
         ``feed(text, final=True)`` is ``feed(text) + flush()``."""
-        old = len(self._buf)
-        buf = self._buf = self._buf + text
+        old = len(self.pending)
+        buf = self.pending = self.pending + text
         start = 0
         for brk in _LINE_BREAK.finditer(buf, old):
             start = self._scan(start, brk.start(), final=True)
             start = self._pos = brk.end()
         start = self._scan(start, len(buf), final=final)
-        self._buf, self._pos = buf[start:], self._pos - start
+        self.pending, self._pos = buf[start:], self._pos - start
         self._run_end = max(self._run_end - start, 0)
         out, self._out = self._out, []
         return out
@@ -130,11 +127,11 @@ class Chunker:
         return self.feed("", final=True)
 
     def _scan(self, start: int, end: int, *, final: bool) -> int:
-        """Complete the sentences of ``_buf[start:end]``, a line's unfinished part (``final``: the
+        """Complete the sentences of ``pending[start:end]``, a line's unfinished part (``final``: the
         line has ended); return where the unfinished sentence now starts. Linear in the text: no
         step copies the rest of a line (a book chapter pasted as one line is one line of 100 000
         characters), and each run of stops is read once."""
-        buf, pos = self._buf, max(self._pos, start)
+        buf, pos = self.pending, max(self._pos, start)
         while (stop := _STOP.search(buf, pos, end)) is not None:
             dot = stop.start()
             spend(dot - pos + 1)
