@@ -187,7 +187,7 @@ async def test_a_view_notices_a_log_that_shrank_and_reads_it_again(store: CastSt
 
 async def test_a_stale_layout_is_refused_when_its_bodies_are_gone(store: CastStore, redis: Redis) -> None:
     await store.append(CAST, 0, ATTEMPTS[:5])
-    layout = await LogReader(redis).layout(CAST)
+    layout = await LogReader(redis).view(CAST).refresh()
     await redis.xdel(cast_key(CAST), entry_id(3))
     with pytest.raises(StaleLayout):
         _ = [body async for _, body in LogReader(redis).bodies(CAST, layout.chunks)]
