@@ -11,6 +11,7 @@ import aiohttp
 import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 import castlog
@@ -64,9 +65,9 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     (entry,) = await LogReader(redis).read(first)
     assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
-    jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
+    jobs = await read_jobs(redis, castlog.JOBS_LIVE)
     assert sorted(j.id for j in jobs) == sorted([first, second])  # two lanes: no order between them
-    assert await castlog.read_jobs(redis) == []
+    assert await read_jobs(redis) == []
 
 
 async def test_generate_with_json_opens_a_live_cast_as_post_api_casts_does(client: Client, redis: Redis) -> None:

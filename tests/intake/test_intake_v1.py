@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-import castlog
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
 from intake.context import INTAKE
 from intake.speech.formats import decode_chunk
@@ -163,7 +163,7 @@ async def test_a_failed_cast_before_any_audio_is_a_500_and_a_past_failure_is_ret
     assert openai_error(await resp.json())["code"] == "synthesis_failed"
 
     async def retry() -> None:  # the repeat re-enqueued the cast: its new attempt goes after the error
-        while len(await castlog.read_jobs(store.redis)) < 2:
+        while len(await read_jobs(store.redis)) < 2:
             await asyncio.sleep(0.01)
         tail = await store.append(cast_id, 2, [Start(attempt=4, resume_from=0, at=0)])
         d = len(decode_chunk(CHUNKS[0])) // 24
