@@ -24,16 +24,17 @@ from typing import Any, Protocol
 import msgspec
 from aiohttp import WSMsgType, web
 
-from castlog import Audio, Eos, Error
+from castlog import SAMPLE_RATE, Audio, Eos, Error
 from castlog.slots import Seat
 from servicekit import Hold, forms
 
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
-from . import pcm
+from .formats import Converter, converter
 from .livemessages import Invalid, decode_message
 from .session import OpenCast, deadline, receive_by
+from .stream import convert_chunk
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class Session:
     def __init__(self, app: web.Application, client: str, transport: Transport) -> None:
         self.app, self.client, self.transport = app, client, transport
         self.cast = OpenCast(app, client)  # opened by start
-        self.format = "mp3"
+        self.convert: Converter = converter("mp3")  # the MP3 as it is, or its PCM
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
@@ -206,17 +207,15 @@ class Session:
         try:
             if fmt not in forms.LIVE_FORMATS:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(forms.LIVE_FORMATS)}")
-            if fmt == "pcm" and not pcm.available():
-                raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
             self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        self.format, self.keep = self.transport.audio_format(fmt), msg.keep
+        self.convert, self.keep = converter(self.transport.audio_format(fmt)), msg.keep
         await self.send({
             "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
-            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": write_token,
+            "format": fmt, "sample_rate": SAMPLE_RATE, "write_token": write_token,
         })
         return True
 
@@ -320,8 +319,7 @@ class Session:
                 entry, record = item.entry, item.entry.record
                 if isinstance(record, Audio) and record.i not in sent:
                     await self.send({"type": "sentence", "index": record.i, "text": record.t})
-                    body = record.body if self.format == "mp3" else await pcm.decode(record.body)
-                    await self.transport.send_audio(body)
+                    await self.transport.send_audio(await convert_chunk(self.convert, record.body))
                     await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):

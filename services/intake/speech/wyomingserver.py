@@ -45,9 +45,10 @@ from servicekit.keys import key_matches
 
 from ..context import INTAKE
 from ..validate import Refusal
-from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
+from .formats import PcmConverter
 from .session import InOrder, OpenCast
+from .stream import convert_chunk
 from .wyomingaccess import KEY_FIELD, Connections, Seat
 from .wyomingframes import (
     BadFrame,
@@ -278,7 +279,7 @@ class Handler:
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, answer.cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    chunk = AudioChunk(**audio, audio=await pcm.decode(record.body)).event()
+                    chunk = AudioChunk(**audio, audio=await convert_chunk(PcmConverter(), record.body)).event()
                     if answer.streaming:
                         await self.write_event(AudioStart(**audio).event())
                     await self.write_event(chunk)
