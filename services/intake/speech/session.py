@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from aiohttp import WSMessage, WSMsgType, web
@@ -29,6 +30,8 @@ CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 # Connections of every client together that have sent nothing yet (a socket and a few KiB each):
 # apart from the session caps, so that they never keep a started session out.
 MAX_WAITING = 4096
+# How long a WebSocket's closing handshake may take before the connection is dropped.
+CLOSE_TIMEOUT_S = 2.0
 
 
 def deadline(after_s: float) -> float:
@@ -46,6 +49,12 @@ async def receive_by(ws: web.WebSocketResponse, until: float | None) -> WSMessag
     not count), None once the client is gone; asyncio.TimeoutError past it."""
     msg = await asyncio.wait_for(ws.receive(), left(until))
     return None if msg.type in CLOSED else msg
+
+
+async def close_socket(ws: web.WebSocketResponse, code: int, message: bytes = b"") -> None:
+    """Close with ``code``; a client that does not answer within CLOSE_TIMEOUT_S is dropped."""
+    with suppress(asyncio.TimeoutError, ConnectionError):
+        await asyncio.wait_for(ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
 
 
 @dataclass(eq=False)

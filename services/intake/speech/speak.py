@@ -28,7 +28,8 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
-from .session import InOrder, OpenCast, deadline, receive_by
+from .session import InOrder, OpenCast, close_socket, deadline, receive_by
+from .stream import convert_chunk
 from .v1 import V1Refusal
 
 ROUTE = "/v1/speak"
@@ -36,7 +37,7 @@ MODEL_VERSION = "kokoro-82m-v1.0"
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}
 # Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
 MAX_TURNS = 16
-CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD, CLOSE_BUSY = 1000, 1001, 4400, 4503
+CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BUSY = 1000, 1001, 4503
 # Deepgram's Aura voices -> Kokoro's English voices: by accent and gender.
 _AURA_BRITISH = {"athena": "bf_emma", "helios": "bm_george", "pandora": "bf_isabella", "draco": "bm_fable"}
 _AURA_MALE = frozenset(
@@ -239,11 +240,10 @@ class SpeakSession:
     async def _send_turn(self, cast: OpenCast) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
         intake = self.app[INTAKE]
-        loop = asyncio.get_running_loop()
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    data = await loop.run_in_executor(None, audio.feed, record.body)
+                    data = await convert_chunk(audio, record.body)
                     if data:
                         await self.send(data)
         except CastFailed as failed:
@@ -256,10 +256,7 @@ class SpeakSession:
             await self.send(rest)
 
     async def close(self, code: int) -> None:
-        try:
-            await asyncio.wait_for(self.ws.close(code=code), 2.0)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
+        await close_socket(self.ws, code)
 
 
 async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:

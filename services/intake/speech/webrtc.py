@@ -34,7 +34,7 @@ from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, ShareFull, confine
 from .rtctrack import SpeechTrack
-from .session import left
+from .session import CLOSE_TIMEOUT_S, left
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class Peer:
             pass
         else:  # the closing handshake: the client closes on "closed", so that message is not cut off
             try:
-                await asyncio.wait_for(self.channel_gone.wait(), livews.CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(self.channel_gone.wait(), CLOSE_TIMEOUT_S)
             except asyncio.TimeoutError:
                 pass
         await self.pc.close()
