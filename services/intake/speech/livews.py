@@ -33,7 +33,7 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .formats import Converter, converter
 from .livemessages import Invalid, decode_message
-from .session import OpenCast, deadline, receive_by
+from .session import OpenCast, close_socket, deadline, receive_by
 from .stream import convert_chunk
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,6 @@ ROUTE = "/v1/audio/speech/live"
 CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
-# How long the closing handshake may take before the connection is dropped.
-CLOSE_TIMEOUT_S = 2.0
 
 encode = msgspec.json.Encoder().encode
 
@@ -111,10 +109,7 @@ class Socket:
 
     async def close(self, code: int, reason: dict[str, Any] | None) -> None:
         message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
-        try:
-            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
+        await close_socket(self.ws, code, message)
 
 
 class Session:
@@ -134,17 +129,13 @@ class Session:
 
     # ---- sending -------------------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any]) -> None:
-        """One event, or SlowClient when the client has not made room for it in time."""
-        await self.transport.send_event(message)
-
     async def error(self, code: str, message: str) -> None:
-        await self.send({"type": "error", "error": code, "message": message})
+        await self.transport.send_event({"type": "error", "error": code, "message": message})
 
     async def refuse(self, refusal: Refusal) -> None:
         """A refusal as an ``error`` event: its code, message and the fields of its kind (a text
         refusal's ``offset``)."""
-        await self.send({"type": "error", **refusal.body()})
+        await self.transport.send_event({"type": "error", **refusal.body()})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
         if self.cancelled:  # whatever ended it after, the client learns it was a cancel
@@ -213,7 +204,7 @@ class Session:
             await self.close(CLOSE_BAD_REQUEST)
             return False
         self.convert, self.keep = converter(self.transport.audio_format(fmt)), msg.keep
-        await self.send({
+        await self.transport.send_event({
             "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
             "format": fmt, "sample_rate": SAMPLE_RATE, "write_token": write_token,
         })
@@ -277,7 +268,7 @@ class Session:
                 await self.end_text()
             elif isinstance(msg, forms.CancelMessage):
                 self.cancelled = self.transport.cancel()  # then the session closes with "cancelled": true
-                await self.cancel()
+                await self.cast.cancel()  # barge-in: the text not yet spoken is dropped
                 if self.cancelled:
                     return
             elif isinstance(msg, Invalid):
@@ -297,20 +288,17 @@ class Session:
     async def end_text(self) -> None:
         await self.cast.close()
 
-    async def cancel(self) -> None:
-        """Barge-in: the text not yet spoken is dropped; ``done`` follows with ``cancelled``."""
-        await self.cast.cancel()
-
     async def leave(self) -> None:
         """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
         if self.gone and not self.keep and not self.cast.ended:
-            await asyncio.shield(self.cancel())
+            await asyncio.shield(self.cast.cancel())
         await self.end_text()
 
     # ---- the audio track: audio out ------------------------------------------------------------
 
     async def _follow(self) -> None:
         sent: set[int] = set()
+        send = self.transport.send_event
         async with self.app[INTAKE].tail.listen(self.cast.cast_id, self.seq_num, LISTENER_KIND) as listener:
             while not listener.done:
                 item = await listener.next(None)
@@ -318,14 +306,14 @@ class Session:
                     return  # intake is stopping: the session closes
                 entry, record = item.entry, item.entry.record
                 if isinstance(record, Audio) and record.i not in sent:
-                    await self.send({"type": "sentence", "index": record.i, "text": record.t})
+                    await send({"type": "sentence", "index": record.i, "text": record.t})
                     await self.transport.send_audio(await convert_chunk(self.convert, record.body))
-                    await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
+                    await send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
                     self.cast.ended = True
                     done = {"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms}
-                    await self.send({**done, "cancelled": True} if record.cancelled else done)
+                    await send({**done, "cancelled": True} if record.cancelled else done)
                 elif isinstance(record, Error):
                     self.cast.ended = True
                     await self.error("synthesis_failed", record.reason)
