@@ -178,13 +178,6 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
             else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
 
 
-def _check_waiting(waiting: ClientHolds, client: str) -> None:
-    """A client's offers whose peer has not started yet are capped as its WebSockets are: one
-    client's unanswered offers cannot hold every session and media port for the connect timeout."""
-    if waiting.full(client) is not None:
-        raise _waiting_full(waiting)
-
-
 def _waiting_full(waiting: ClientHolds) -> Refusal:
     return Refusal(429, "too_many_sessions", f"your address has {waiting.per_client} sessions waiting "
                       "for start (INTAKE_SESSIONS_WAITING_PER_CLIENT); start or end one first",
@@ -214,7 +207,10 @@ async def post_webrtc(request: web.Request) -> web.Response:
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
     client = request_client(request)
-    _check_waiting(intake.session_waiting, client)
+    # a client's offers whose peer has not started yet are capped as its WebSockets are: one
+    # client's unanswered offers cannot hold every session and media port for the connect timeout
+    if intake.session_waiting.full(client) is not None:
+        raise _waiting_full(intake.session_waiting)
     try:
         peer, session = await _answer(request, sdp, client)
     except NoFreePort:
