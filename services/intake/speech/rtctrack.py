@@ -10,6 +10,7 @@ a session holds at most that plus one sentence, and the audio track reads on onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fractions
 import time
 
@@ -66,10 +67,8 @@ class SpeechTrack(MediaStreamTrack):
 
     async def played(self, timeout_s: float) -> None:
         """Until everything queued has been sent (or ``timeout_s``: a peer that stopped reading)."""
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._empty.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
 
     def stop(self) -> None:
         super().stop()

@@ -144,15 +144,10 @@ class Peer:
         self.closing = True
         if code == livews.CLOSE_DONE:  # the last sentences still play out first
             await self.track.played(self.track.queued_ms() / 1000 + PLAYOUT_MARGIN_S)
-        try:
+        with contextlib.suppress(ConnectionError, asyncio.TimeoutError):
             self._send_now({"type": "closed", "code": code, **(reason or {})})
-        except ConnectionError:
-            pass
-        else:  # the closing handshake: the client closes on "closed", so that message is not cut off
-            try:
-                await asyncio.wait_for(self.channel_gone.wait(), CLOSE_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                pass
+            # the closing handshake: the client closes on "closed", so that message is not cut off
+            await asyncio.wait_for(self.channel_gone.wait(), CLOSE_TIMEOUT_S)
         await self.pc.close()
 
 
