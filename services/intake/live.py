@@ -23,7 +23,7 @@ from castlog.batching import NotReplicated
 from servicekit import json_response
 from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
-from .claim import cast_url, not_replicated, read_body
+from .claim import bearer, cast_url, not_replicated, read_body
 from .context import INTAKE, request_client
 from .validate import Refusal, normalise_title
 
@@ -189,11 +189,6 @@ def _cast_id(request: web.Request) -> str:
     return cast_id
 
 
-def _bearer(request: web.Request) -> str:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def _no_write_token(message: str) -> Refusal:
     return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
 
@@ -201,7 +196,7 @@ def _no_write_token(message: str) -> Refusal:
 async def check_writer(request: web.Request, cast_id: str) -> None:
     """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
     before the body is read, so a stranger's body is never read and nothing is written."""
-    token = _bearer(request)
+    token = bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
     failures, client = request.app[INTAKE].auth_failures, request_client(request)
