@@ -23,9 +23,9 @@ from castlog.batching import NotReplicated
 from servicekit import json_response
 from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
-from .claim import bearer, cast_url, not_replicated, read_body
+from .claim import bearer, cast_url, not_replicated, rate_limited, read_body
 from .context import INTAKE, request_client
-from .validate import Refusal, normalise_title
+from .validate import Refusal, check_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
@@ -88,10 +88,7 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     voice = voice or voices.default
     if voice not in voices.names:
         raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")
-    title = normalise_title(title) if title else LIVE_TITLE
-    limit = intake.cfg.max_title_chars
-    if len(title) > limit:
-        raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
+    title = check_title(title, intake.cfg.max_title_chars) if title else LIVE_TITLE
     meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True,
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
@@ -102,10 +99,9 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
         cap = intake.cfg.live_max_open_per_client
         raise Refusal(429, "too_many_open_casts", f"your address holds {cap} open casts; close one first",
                       {"Retry-After": str(OPEN_RETRY_AFTER_S)}) from None
-    except RateLimited as limited:
+    except RateLimited as limited:  # the same bucket as a whole text's submit, and the same answer
         intake.cooldowns.refused(client, asked_at, limited.verdict)
-        wait = limited.verdict.retry_after_s
-        raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
+        raise rate_limited(limited.verdict.retry_after_s) from None
     except NotReplicated:  # opened, but not known to survive a failover: its token is never handed out
         raise not_replicated(intake.cfg.wait_replicas, "a new open makes a new cast") from None
     return Opened(opened.cast_id, voice, opened.write_token)
