@@ -47,7 +47,7 @@ from ..context import INTAKE
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .formats import PcmConverter
-from .session import InOrder, OpenCast
+from .session import InOrder, OpenCast, deadline, left
 from .stream import convert_chunk
 from .wyomingaccess import KEY_FIELD, Connections, Seat
 from .wyomingframes import (
@@ -161,21 +161,20 @@ class Handler:
                 self.writer.close()
 
     def _idle_from_now(self) -> None:
-        self.deadline = asyncio.get_running_loop().time() + self.app[INTAKE].cfg.wyoming_idle_s
+        self.deadline = deadline(self.app[INTAKE].cfg.wyoming_idle_s)
 
     async def _next(self, limits: FrameLimits) -> Event | None:
         """The next whole event by the deadline (a frame trickled in does not move it); while an
         answer goes out the client is listening, not idle."""
-        loop = asyncio.get_running_loop()
         read = asyncio.ensure_future(read_event(self.reader, limits))
         try:
             while not read.done():
                 busy = self.answers.busy()
-                left = None if busy else self.deadline - loop.time()
-                if left is not None and left <= 0:
+                wait_s = None if busy else left(self.deadline)
+                if wait_s == 0:
                     idle_s = self.app[INTAKE].cfg.wyoming_idle_s
                     raise BadFrame("idle", f"no request in {idle_s:g} s (INTAKE_WYOMING_IDLE_S)")
-                await asyncio.wait({read, *busy}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({read, *busy}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             return read.result()
         finally:
             read.cancel()
