@@ -79,7 +79,9 @@ class SpeakFormat:
 
     def converter(self) -> Converter:
         if self.encoding in PHONE_ENCODINGS:
-            return _Raw(self)
+            # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
+            head = wav_header(self.rate, tag=_WAV_TAGS[self.encoding]) if self.container == "wav" else b""
+            return PhoneAudio(self.encoding, self.rate, head)
         return converter(_ENCODED[self.encoding], bit_rate=self.bit_rate)
 
     @property
@@ -87,25 +89,6 @@ class SpeakFormat:
         if self.encoding in PHONE_ENCODINGS:
             return CONTENT_TYPES["wav"] if self.container == "wav" else f"{_RAW_TYPES[self.encoding]};rate={self.rate}"
         return CONTENT_TYPES[_ENCODED[self.encoding]]
-
-
-class _Raw:
-    """linear16, mulaw or alaw at the asked rate (``PhoneAudio``), behind a WAV header whose sizes
-    are unknown (a stream's, as ffmpeg writes them) when the container is ``wav``."""
-
-    def __init__(self, audio: SpeakFormat) -> None:
-        self._phone = PhoneAudio(audio.encoding, audio.rate)
-        self._head = wav_header(audio.rate, tag=_WAV_TAGS[audio.encoding]) if audio.container == "wav" else b""
-
-    def feed(self, mp3: bytes) -> bytes:
-        return self._take() + self._phone.feed(mp3)
-
-    def close(self) -> bytes:
-        return self._take() + self._phone.close()
-
-    def _take(self) -> bytes:
-        head, self._head = self._head, b""
-        return head
 
 
 def _invalid(name: str, message: str) -> V1Refusal:
