@@ -203,11 +203,8 @@ async def _stream(
         resp = resp or await _open(request, headers)
         await _write(request, resp, convert.close())
         await resp.write_eof()
-    except CastFailed as failed:
-        message = f"the synthesis failed ({failed.reason}); send the same request again to retry it"
-        return _cut(request, resp, V1Refusal(500, "synthesis_failed", message))
-    except TailClosed:
-        return _cut(request, resp, V1Refusal(503, "shutting_down", "intake is stopping; send the same request again"))
+    except (CastFailed, TailClosed) as ended:
+        return _cut(request, resp, ended)
     except (ConnectionError, asyncio.TimeoutError):
         await _hung_up(request, claimed)
         raise
@@ -230,7 +227,7 @@ async def _write(request: web.Request, resp: web.StreamResponse, data: bytes) ->
         await asyncio.wait_for(resp.write(data), request.app[INTAKE].cfg.speech_write_timeout_s)
 
 
-def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: V1Refusal) -> web.StreamResponse:
+def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: Refusal) -> web.StreamResponse:
     if resp is None:
         raise refusal
     log.warning("speak stream cut short: %s", refusal.message)
