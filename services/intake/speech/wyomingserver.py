@@ -40,6 +40,7 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.tts import SynthesizeStopped
 
 from castlog import SAMPLE_RATE, describe_voice
+from fanout import stop_tasks
 from servicekit import address_in, client_address
 from servicekit.keys import key_matches
 
@@ -363,5 +364,7 @@ async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     log.info("Wyoming server on %s:%d", host, cfg.wyoming_port)
     yield
     server.close()
-    await connections.close_all()
+    # every connection's task cancelled until it has ended (one that swallows a cancel mid-Redis-call
+    # is cancelled again, not waited on for ever)
+    await stop_tasks(*connections.tasks)
     await server.wait_closed()
