@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from typing import Any, Protocol
 
-import msgspec
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from castlog import SAMPLE_RATE, Audio, Eos, Error
 from castlog.slots import Seat
@@ -33,7 +31,7 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .formats import Converter, converter
 from .livemessages import Invalid, decode_message
-from .session import OpenCast, close_socket, deadline, receive_by
+from .session import OpenCast, SlowClient, Socket, deadline, encode
 from .stream import convert_chunk
 
 log = logging.getLogger(__name__)
@@ -44,15 +42,8 @@ CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
 
-encode = msgspec.json.Encoder().encode
-
-
-class SlowClient(Exception):
-    """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
-
-
 class Transport(Protocol):
-    """What carries a live session: a WebSocket (``Socket`` here) or a peer connection's data
+    """What carries a live session: a WebSocket (``session.Socket``) or a peer connection's data
     channel and audio track (``webrtc.py``)."""
 
     async def receive(self, until: float | None) -> str | bytes | None:
@@ -73,43 +64,6 @@ class Transport(Protocol):
         once), or ``done`` with ``cancelled`` follows (WebSocket)."""
 
     async def close(self, code: int, reason: dict[str, Any] | None) -> None: ...
-
-
-class Socket:
-    """The live WebSocket as a session's transport."""
-
-    def __init__(self, ws: web.WebSocketResponse, send_timeout_s: float) -> None:
-        self.ws, self.send_timeout_s = ws, send_timeout_s
-        self._send_lock = asyncio.Lock()
-
-    async def receive(self, until: float | None) -> str | bytes | None:
-        msg = await receive_by(self.ws, until)
-        if msg is None:
-            return None
-        return msg.data if msg.type == WSMsgType.TEXT else b""
-
-    async def _send(self, frame: Awaitable[None]) -> None:
-        async with self._send_lock:
-            try:
-                await asyncio.wait_for(frame, self.send_timeout_s)
-            except asyncio.TimeoutError:
-                raise SlowClient from None
-
-    async def send_event(self, event: dict[str, Any]) -> None:
-        await self._send(self.ws.send_str(encode(event).decode()))
-
-    async def send_audio(self, audio: bytes) -> None:
-        await self._send(self.ws.send_bytes(audio))
-
-    def audio_format(self, asked: str) -> str:
-        return asked
-
-    def cancel(self) -> bool:
-        return False
-
-    async def close(self, code: int, reason: dict[str, Any] | None) -> None:
-        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
-        await close_socket(self.ws, code, message)
 
 
 class Session:

@@ -34,7 +34,7 @@ from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, ShareFull, confine
 from .rtctrack import SpeechTrack
-from .session import CLOSE_TIMEOUT_S, left
+from .session import CLOSE_TIMEOUT_S, encode, left
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Peer:
     def _send_now(self, message: dict[str, Any]) -> None:
         if self.channel is None or not self.is_open():
             raise ConnectionError("the control channel is closed")
-        self.channel.send(livews.encode(message).decode())
+        self.channel.send(encode(message).decode())
 
     async def receive(self, until: float | None) -> str | bytes | None:
         if not self.is_open():
