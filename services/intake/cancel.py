@@ -15,7 +15,7 @@ from servicekit import json_response
 from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
 
-from .claim import cast_url, request_tag, tenant_key
+from .claim import bearer, cast_url, request_tag, tenant_key
 from .context import INTAKE, request_client
 from .validate import Refusal
 
@@ -26,10 +26,10 @@ async def may_cancel(request: web.Request, cast_id: str) -> bool | None:
     tenant does not cancel another's). None: no credential that cancels at all. The one check,
     so that a cast's own write token can take its place."""
     intake = request.app[INTAKE]
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
+    token = bearer(request)
+    if not token:
         return None
-    if intake.cfg.admin_token and key_matches(token.strip(), [intake.cfg.admin_token]):
+    if intake.cfg.admin_token and key_matches(token, [intake.cfg.admin_token]):
         return True
     if tenant_key(request) is None:
         return None

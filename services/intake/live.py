@@ -24,9 +24,9 @@ from servicekit import json_response
 from servicekit.answers import LiveClosed, LiveError, LiveOpened, LiveState
 from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
-from .claim import cast_url, not_replicated, read_body
+from .claim import bearer, cast_url, not_replicated, rate_limited, read_body
 from .context import INTAKE, request_client
-from .validate import Refusal, normalise_title
+from .validate import Refusal, check_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
@@ -89,10 +89,7 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     voice = voice or voices.default
     if voice not in voices.names:
         raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")
-    title = normalise_title(title) if title else LIVE_TITLE
-    limit = intake.cfg.max_title_chars
-    if len(title) > limit:
-        raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
+    title = check_title(title, intake.cfg.max_title_chars) if title else LIVE_TITLE
     meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True,
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
@@ -103,10 +100,9 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
         cap = intake.cfg.live_max_open_per_client
         raise Refusal(429, "too_many_open_casts", f"your address holds {cap} open casts; close one first",
                       {"Retry-After": str(OPEN_RETRY_AFTER_S)}) from None
-    except RateLimited as limited:
+    except RateLimited as limited:  # the same bucket as a whole text's submit, and the same answer
         intake.cooldowns.refused(client, asked_at, limited.verdict)
-        wait = limited.verdict.retry_after_s
-        raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
+        raise rate_limited(limited.verdict.retry_after_s) from None
     except NotReplicated:  # opened, but not known to survive a failover: its token is never handed out
         raise not_replicated(intake.cfg.wait_replicas, "a new open makes a new cast") from None
     return Opened(opened.cast_id, voice, opened.write_token)
@@ -190,11 +186,6 @@ def _cast_id(request: web.Request) -> str:
     return cast_id
 
 
-def _bearer(request: web.Request) -> str:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def _no_write_token(message: str) -> Refusal:
     return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
 
@@ -202,7 +193,7 @@ def _no_write_token(message: str) -> Refusal:
 async def check_writer(request: web.Request, cast_id: str) -> None:
     """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
     before the body is read, so a stranger's body is never read and nothing is written."""
-    token = _bearer(request)
+    token = bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
     failures, client = request.app[INTAKE].auth_failures, request_client(request)

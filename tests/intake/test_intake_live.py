@@ -15,8 +15,7 @@ from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Eos, LiveStore, LogReader, Start
-from intake.speech import pcm
+from castlog import SAMPLE_RATE, Audio, CastStore, Eos, LiveStore, LogReader, Start
 
 from .conftest import MakeClient, keys_besides_rate_limits
 
@@ -281,7 +280,7 @@ async def test_websocket_pcm_frames_are_the_decoded_mp3(client: Client, redis: R
     samples = np.frombuffer(frame.data, dtype="<i2").astype(np.float32) / 32768
     want = decode_mp3(mp3)
     assert len(samples) == len(want) and float(np.max(np.abs(samples - want))) < 1e-3
-    assert pcm.SAMPLE_RATE == 24_000
+    assert SAMPLE_RATE == 24_000
     await ws.close()
 
 

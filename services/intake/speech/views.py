@@ -45,12 +45,19 @@ async def stream_room(request: web.Request) -> AsyncIterator[None]:
     the client's INTAKE_SPEECH_STREAMS_PER_CLIENT (``/v1/audio/speech`` and Deepgram's HTTP
     ``/v1/speak`` alike)."""
     intake = request.app[INTAKE]
-    permits = intake.speech_permits
+    permits, seats = intake.speech_permits, intake.speech_seats
     if permits.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    async with permits, _client_stream(request, request_client(request)):
-        yield
+    async with permits:
+        seat, _ = await seats.acquire(request_client(request))
+        if seat is None:
+            raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
+                            "retry when one ends")
+        try:
+            yield
+        finally:
+            await seats.release(seat)
 
 
 @contextmanager
@@ -64,20 +71,6 @@ def ended_by_shutdown(intake: Intake) -> Iterator[None]:
         yield
     finally:
         streams.discard(task)  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def _client_stream(request: web.Request, client: str) -> AsyncIterator[None]:
-    """One of the client's stream seats (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
-    seats = request.app[INTAKE].speech_seats
-    seat, _ = await seats.acquire(client)
-    if seat is None:
-        raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
-                        "retry when one ends")
-    try:
-        yield
-    finally:
-        await seats.release(seat)
 
 
 async def close_streams(app: web.Application) -> None:
