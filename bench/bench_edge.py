@@ -49,6 +49,7 @@ from redis.asyncio import Redis
 from castlog import Audio, CastStore, Eos, LogReader, Meta, Start, content_id
 from chunking import split_text
 from fanout import Item
+from servicekit import sse
 from streamtts.redisserver import free_port
 
 from common import RESULTS, arguments, repo_text, temp_redis
@@ -74,7 +75,7 @@ def naive_app(redis_url: str) -> web.Application:
     async def events(request: web.Request) -> web.StreamResponse:
         cast_id = request.match_info["id"]
         conn = Redis.from_url(redis_url, single_connection_client=True, socket_timeout=None)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(headers=sse.HEADERS)
         await resp.prepare(request)
         try:
             async for entry in follow(LogReader(conn), cast_id, int(request.query.get("seq_num", "0"))):

@@ -34,6 +34,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from jobstreams import enqueue
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -84,7 +85,7 @@ class ThreeTripStore(CastStore):
             await r.xadd(castlog.cast_key(cast_id), meta_fields, id="0-1")
         except ResponseError:
             return "existing"
-        await castlog.enqueue(r, castlog.Job(id=cast_id, voice=voice, enqueued_at=now))
+        await enqueue(r, castlog.Job(id=cast_id, voice=voice, enqueued_at=now))
         return "new"
 
 

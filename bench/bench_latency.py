@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout
+from jobstreams import read_jobs
 from listening import english_model_dir
 from redis.asyncio import Redis
 
@@ -270,7 +271,7 @@ class Bench:
         the model alone reads what the worker's model read for it, right after (side by side)."""
         async with ClientSession(timeout=ClientTimeout(300)) as http:
             heard = await listen(st, http, text)
-        jobs = await castlog.read_jobs(st.redis)
+        jobs = await read_jobs(st.redis)
         enqueued = next(job.enqueued_at for job in reversed(jobs) if job.id == heard.cast_id) / 1000
         await forget(st, heard.cast_id)
         trace, read = stages(st, heard, first_chunk(text), enqueued)

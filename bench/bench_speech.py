@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from jobstreams import read_done
 from redis.asyncio import Redis
 
-from castlog import Audio, LogReader, read_done
+from castlog import Audio, LogReader
 from intake.speech.formats import FORMATS, converter
 
 from common import RESULTS, machine, repo_text, services, temp_redis, write_results

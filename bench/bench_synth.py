@@ -38,6 +38,7 @@ from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
+from jobstreams import read_jobs
 from logfollow import follow
 from modelwrap import Wrapped
 from redis.asyncio import Redis
@@ -131,7 +132,7 @@ class Bench:
                 return
 
     async def enqueued_at(self) -> dict[str, int]:
-        return {job.id: job.enqueued_at for job in await castlog.read_jobs(self.redis)}
+        return {job.id: job.enqueued_at for job in await read_jobs(self.redis)}
 
     async def first_audio_s(self, logs: dict[str, list[Entry]]) -> list[float]:
         """Job enqueued -> first audio record, per cast (Redis's clock on both ends)."""

@@ -37,6 +37,8 @@ RESULTS = REPO / "bench" / "results"
 READY_S = 180.0
 READY_POLL_S = 0.2
 STOP_S = 60.0
+# ToneModel(busy=True)'s matrix side: a product takes a few ms, so its time ends within a few ms.
+BUSY_MATRIX = 256
 
 
 def repo_text(name: str) -> str:
@@ -125,12 +127,14 @@ def write_results(path: Path, payload: object) -> None:
 
 class ToneModel:
     """A stand-in model: a tone of ``ms_per_char`` a character (at least ``min_s``), made after
-    sleeping ``rtf`` times its length: a set pace, whatever else the machine runs."""
+    sleeping ``rtf`` times its length: a set pace, whatever else the machine runs. ``busy``: the
+    same time spent on matrix products instead of asleep, which let the GIL go as the real
+    model's runtime does: the cores loaded as the real model loads them."""
 
     name = "tone"
 
-    def __init__(self, rtf: float, ms_per_char: float, voice: str, min_s: float = 0.0) -> None:
-        self.rtf, self.ms_per_char, self.voice, self.min_s = rtf, ms_per_char, voice, min_s
+    def __init__(self, rtf: float, ms_per_char: float, voice: str, min_s: float = 0.0, busy: bool = False) -> None:
+        self.rtf, self.ms_per_char, self.voice, self.min_s, self.busy = rtf, ms_per_char, voice, min_s, busy
 
     def voices(self) -> list[str]:
         return [self.voice]
@@ -143,9 +147,19 @@ class ToneModel:
 
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
         audio_s = max(self.min_s, len(text) * self.ms_per_char / 1000 / speed)
-        time.sleep(self.rtf * audio_s)
+        self._spend(self.rtf * audio_s)
         t = np.arange(int(audio_s * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
         return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.float32]:
         return self.synthesize(phonemes, voice, speed)
+
+    def _spend(self, seconds: float) -> None:
+        if not self.busy:
+            time.sleep(seconds)
+            return
+        deadline = time.perf_counter() + seconds
+        square = np.ones((BUSY_MATRIX, BUSY_MATRIX), dtype=np.float32)
+        product = np.empty_like(square)
+        while time.perf_counter() < deadline:
+            np.matmul(square, square, out=product)  # BLAS, on its own threads, without the GIL

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout
+from jobstreams import read_done
 from redis.asyncio import Redis
 
 import castlog
@@ -140,7 +141,7 @@ async def check_queue(redis: Redis, finished: set[str], verdict: Verdict) -> Non
     if group is None or int(group["pending"]) or int(group.get("lag") or 0):
         verdict.bad(f"jobs not settled: {group}")
     per_cast: dict[str, int] = {}
-    for done in await castlog.read_done(redis):
+    for done in await read_done(redis):
         per_cast[done.id] = per_cast.get(done.id, 0) + 1
     for cid in finished:
         if per_cast.get(cid, 0) == 0:

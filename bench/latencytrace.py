@@ -153,8 +153,10 @@ async def run_worker(trace: Path, redis_url: str, threads: int) -> None:
     redis = servicekit.client_for(redis_url)
     with trace.open("a", encoding="utf-8") as out:
         stamps = Stamps(out)
-        # the service's defaults (SYNTH_POLL_S and the rest), as `python -m synth` runs
-        worker = Worker(SynthConfig(redis_url=redis_url, consumer="bench-latency"), redis, TracedSynth(real, stamps))
+        # the service's defaults (SYNTH_POLL_S and the rest), as `python -m synth` runs, but no
+        # chunk cache: every round's first chunk is the same text, and the bench times the model
+        cfg = SynthConfig(redis_url=redis_url, consumer="bench-latency", chunk_cache_bytes=0)
+        worker = Worker(cfg, redis, TracedSynth(real, stamps))
         trace_worker(worker, stamps)
         await castlog.publish_voices(redis, castlog.VoiceList(voices=(VOICE,), default=VOICE), maxlen=100)
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)

@@ -10,7 +10,7 @@ rest is reached through its module (``castlog.keys.Row``, ``castlog.marks.mark``
 
 from . import archive, keys, streams
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
-from .cancels import cancel, is_cancelled, last_cancel, read_cancels
+from .cancels import cancel, is_cancelled, last_cancel
 from .deletes import delete_proof, last_delete, proven, request_delete
 from .groups import Consumer, StreamEntry, ensure_group
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
@@ -85,12 +85,8 @@ from .streams import (
     announce_done,
     dead_letter,
     decode_job,
-    enqueue,
     now_ms,
     publish_voices,
-    read_dead,
-    read_done,
-    read_jobs,
     read_recipe,
     read_trash,
     read_voices,
@@ -99,21 +95,19 @@ from .view import Chunk, Layout, LogView, StaleLayout
 from .voicemeta import describe_voice, voice_order
 
 __all__ = [
-    "archive", "keys", "streams", "announce_done", "ARCHIVE_TRASH", "ArchiveUnavailable", "Audio",
-    "blend_parts", "BlendError", "cancel", "cancel_key", "CANCELS", "canonical_voice", "cast_id_of",
-    "cast_key", "CastState", "CastStore", "catalog_key", "Chunk", "client_tag", "Consumer", "content_id",
-    "dead_letter", "DeadLetter", "decode_entry", "decode_job", "DEFAULT_SPEED", "delete_proof",
-    "DeleteRequest", "DELETES", "describe_voice", "Done", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "encode_fields",
-    "encode_headers", "enqueue", "ensure_group", "Entry", "entry_id", "Eos", "Error", "from_public", "GROUP",
-    "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE", "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE",
-    "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id", "is_terminal", "Job", "JOBS", "JOBS_DEAD",
-    "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "last_cancel", "last_delete",
-    "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed", "MAX_SEQ_NUM", "MAX_SPEED",
-    "Meta", "MIN_SPEED", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE", "proven", "public_dict",
-    "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_cancels", "read_dead",
-    "read_done", "read_jobs", "read_recipe", "read_trash", "read_voices", "Recipe", "Record",
-    "request_delete", "RowCache", "SAMPLE_RATE", "seq_of", "SeqMismatch", "StaleLayout", "Stamped", "stamps",
-    "Start", "StreamEntry", "SubmitResult", "summarize", "SYNTH_CAPACITY", "tally_key", "TERMINAL",
-    "TextEvent", "TooManyOpen", "Trash", "Verdict", "voice_available", "voice_order", "VoiceList", "VOICES",
-    "write_hash",
+    "archive", "keys", "streams", "announce_done", "ARCHIVE_TRASH", "ArchiveUnavailable", "Audio", "blend_parts",
+    "BlendError", "cancel", "cancel_key", "CANCELS", "canonical_voice", "cast_id_of", "cast_key", "CastState",
+    "CastStore", "catalog_key", "Chunk", "client_tag", "Consumer", "content_id", "dead_letter", "DeadLetter",
+    "decode_entry", "decode_job", "DEFAULT_SPEED", "delete_proof", "DeleteRequest", "DELETES", "describe_voice",
+    "Done", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "encode_fields", "encode_headers", "ensure_group", "Entry",
+    "entry_id", "Eos", "Error", "from_public", "GROUP", "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE",
+    "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id",
+    "is_terminal", "Job", "JOBS", "JOBS_DEAD", "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of",
+    "lane_of", "last_cancel", "last_delete", "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed",
+    "MAX_SEQ_NUM", "MAX_SPEED", "Meta", "MIN_SPEED", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE",
+    "proven", "public_dict", "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_recipe",
+    "read_trash", "read_voices", "Recipe", "Record", "request_delete", "RowCache", "SAMPLE_RATE", "seq_of",
+    "SeqMismatch", "StaleLayout", "Stamped", "stamps", "Start", "StreamEntry", "SubmitResult", "summarize",
+    "SYNTH_CAPACITY", "tally_key", "TERMINAL", "TextEvent", "TooManyOpen", "Trash", "Verdict", "voice_available",
+    "voice_order", "VoiceList", "VOICES", "write_hash",
 ]

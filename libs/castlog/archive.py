@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from . import keys, scripts
 from .keys import Row
-from .records import decode_entry
+from .records import decode_rows
 from .state import playable
 
 # One index row: seq, kind, ts, headers (raw JSON), body offset in the blob (-1: none), body size
@@ -61,8 +61,7 @@ def blob_key(cast_id: str, eos_ts: int, sha256: str) -> str:
 
 def pack(cast_id: str, rows: list[Row]) -> Packed:
     """The blob and descriptor of a finished log, from its raw rows (ids 0-1 .. 0-n)."""
-    entries = [e for e in (decode_entry(i, f) for i, f in rows) if e is not None]
-    order = [e.seq_num for e in playable(entries)]
+    order = [e.seq_num for e in playable(decode_rows(rows))]
     bodies = {keys.seq_of(i): f.get(b"b", b"") for i, f in rows if f.get(b"b")}
     heard = set(order)
     order += [s for s in sorted(bodies) if s not in heard]

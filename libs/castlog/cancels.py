@@ -13,7 +13,7 @@ from typing import Literal, cast
 
 from redis.asyncio import Redis
 
-from .keys import CANCELS, Rows, cancel_key, cast_key
+from .keys import CANCELS, Rows, cancel_key, cast_key, decoded
 from .lua import FIELD
 
 # How long the flag stays: a job waits in the queue far less (a cast has ended by then).
@@ -43,7 +43,7 @@ async def cancel(redis: Redis, cast_id: str) -> CancelAnswer:
     """Ask every worker to cut the cast short; 'ended' when it had ended anyway."""
     reply = await redis.eval(CANCEL, 2, cast_key(cast_id), cancel_key(cast_id),
                              CANCEL_TTL_S)  # type: ignore[misc]  # redis-py's eval is loosely typed
-    answer = cast(CancelAnswer, reply.decode() if isinstance(reply, bytes) else str(reply))
+    answer = cast(CancelAnswer, decoded(reply))
     if answer == "ok":  # the flag stands first: a worker that misses the word still admits no job
         await redis.xadd(CANCELS, {"id": cast_id}, maxlen=CANCELS_MAXLEN, approximate=True)
     return answer
@@ -57,15 +57,3 @@ async def last_cancel(redis: Redis) -> str:
     """Where a follower of ``cancels`` starts: after its newest entry ("0-0" when empty)."""
     rows = cast(Rows, await redis.xrevrange(CANCELS, count=1))
     return rows[0][0].decode() if rows else "0-0"
-
-
-async def read_cancels(redis: Redis, after: str, block_ms: int, count: int) -> tuple[str, list[str]]:
-    """The cast ids cancelled after entry ``after`` (waiting up to ``block_ms``), and the new ``after``."""
-    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({CANCELS: after}, count=count, block=block_ms))
-    ids: list[str] = []
-    for _, rows in reply or ():
-        for entry_id, fields in rows:
-            after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            value = fields.get(b"id", b"")
-            ids.append(value.decode() if isinstance(value, bytes) else str(value))
-    return after, ids

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from .keys import Fields
+from .keys import Fields, decoded
 
 
 class StreamEntry(NamedTuple):
@@ -36,7 +36,7 @@ class StreamEntry(NamedTuple):
 
 def entries(stream: str, rows: Any) -> list[StreamEntry]:
     """Stream rows (XRANGE's, XCLAIM's) as entries, without the holes deleted entries leave."""
-    return [StreamEntry(_str(i), f, stream) for i, f in rows or () if i is not None and f]
+    return [StreamEntry(decoded(i), f, stream) for i, f in rows or () if i is not None and f]
 
 
 async def ensure_group(redis: Redis, streams: str | Sequence[str], group: str) -> None:
@@ -79,9 +79,9 @@ class Consumer:
             for stream, reply in zip(after, replies):
                 rows = [row for _, page in pairs(reply) for row in page]
                 if every and len(rows) >= count:
-                    todo[stream] = _str(rows[-1][0])
+                    todo[stream] = decoded(rows[-1][0])
                 out += entries(stream, rows)
-                holes += [StreamEntry(_str(i), {}, stream) for i, f in rows if i is not None and not f]
+                holes += [StreamEntry(decoded(i), {}, stream) for i, f in rows if i is not None and not f]
         await self.ack(holes)
         return out
 
@@ -99,7 +99,7 @@ class Consumer:
                 got = [e for e in entries(stream, rows) if e.id not in skip]
                 out += got
                 left[stream] -= len(got)
-                self._claim_from[stream] = _str(cursor)
+                self._claim_from[stream] = decoded(cursor)
                 if left[stream] <= 0 or self._claim_from[stream] == "0-0":
                     del left[stream]
             if not left:
@@ -147,8 +147,4 @@ class Consumer:
 def pairs(reply: Any) -> list[tuple[str, Any]]:
     """An XREAD(GROUP) reply as (stream, rows), whether RESP2's list or RESP3's dict."""
     pairs = reply.items() if isinstance(reply, dict) else reply or ()
-    return [(_str(stream), rows) for stream, rows in pairs]
-
-
-def _str(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return [(decoded(stream), rows) for stream, rows in pairs]

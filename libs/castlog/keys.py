@@ -69,7 +69,11 @@ HANDED_BACK = "handed-back"
 CAST_ID_LEN = 12
 CAST_ID_PATTERN = r"[A-Za-z0-9_-]{%d}" % CAST_ID_LEN
 _CAST_ID = re.compile(CAST_ID_PATTERN)
-_LANE_TAG = re.compile(r"\{l(\d+)\}")
+
+
+def decoded(value: object) -> str:
+    """A reply's bytes (or str: a client with decode_responses) as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def is_cast_id(value: str) -> bool:
@@ -87,7 +91,7 @@ def lane_tag(lane: int) -> str:
 
 
 def cast_key(cast_id: str) -> str:
-    """``pub/casts/{lN}/<id>``; the public stream name stays ``pub/casts/<id>`` (public_name)."""
+    """``pub/casts/{lN}/<id>``; the public stream name stays ``pub/casts/<id>`` (cast_id_of reads both)."""
     return f"{CAST_PREFIX}{lane_tag(lane_of(cast_id))}/{cast_id}"
 
 
@@ -99,11 +103,6 @@ def catalog_key(cast_id: str) -> str:
 def cast_key_pattern() -> str:
     """A SCAN pattern that matches every cast log's key (and no other key)."""
     return CAST_PREFIX + "{l*}/*"
-
-
-def public_name(cast_id: str) -> str:
-    """The name clients give a cast's stream (``?stream=pub/casts/<id>``), without its lane."""
-    return CAST_PREFIX + cast_id
 
 
 def jobs_lane_key(lane: int) -> str:
@@ -122,27 +121,6 @@ def lane_jobs_of(cast_id: str) -> str:
 
 def lane_live_jobs_of(cast_id: str) -> str:
     return jobs_live_lane_key(lane_of(cast_id))
-
-
-def lane_of_key(key: str) -> int | None:
-    """The lane of a lane-tagged key, None for any other key."""
-    match = _LANE_TAG.search(key)
-    return int(match.group(1)) if match else None
-
-
-# Keys written before lanes (castlog before #24): pub/casts/<id>, catalog/<id>, cancel/<id>. A
-# single Redis that holds them is moved to the lane layout by migrate.py (`streamtts up` at
-# start, `streamtts migrate-keys` for any REDIS_URL).
-def legacy_cast_key(cast_id: str) -> str:
-    return CAST_PREFIX + cast_id
-
-
-def legacy_catalog_key(cast_id: str) -> str:
-    return CATALOG_PREFIX + cast_id
-
-
-def legacy_cancel_key(cast_id: str) -> str:
-    return CANCEL_PREFIX + cast_id
 
 
 def cancel_key(cast_id: str) -> str:
@@ -194,3 +172,15 @@ def seq_of(stream_id: str | bytes) -> int:
     if ms != "0" or not seq:
         raise ValueError(f"not a cast log entry id: {stream_id!r}")
     return int(seq) - 1
+
+
+def seq_bounds(low: str, high: str) -> tuple[int, int]:
+    """The seq range an XRANGE ``low``..``high`` covers (ids ``0-(n+1)``, ``(`` exclusive)."""
+    if low in ("-", "0-0"):
+        first = 0
+    elif low.startswith("("):
+        first = seq_of(low[1:]) + 1
+    else:
+        first = seq_of(low)
+    last = 2**63 if high == "+" else (seq_of(high[1:]) - 1 if high.startswith("(") else seq_of(high))
+    return max(0, first), last

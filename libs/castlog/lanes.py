@@ -68,7 +68,7 @@ class LaneMover:
         """Create the group on every lane stream (and the streams) unless they exist."""
         await self.group.create()
         last = cast(keys.Rows, await self.redis.xrevrange(keys.JOBS_BELL, count=1))
-        self._bell_after = _str(last[0][0]) if last else "0-0"
+        self._bell_after = keys.decoded(last[0][0]) if last else "0-0"
 
     async def sweep(self, block_ms: int, *, pending: bool = False) -> int:
         """Move what the lanes hold; ``pending``: this consumer's unacknowledged entries (after
@@ -90,8 +90,8 @@ class LaneMover:
         rung: set[str] = set()
         for _, entries in pairs(reply):
             for entry_id, fields in entries:
-                self._bell_after = _str(entry_id)
-                stream = _str(fields.get(b"s", b""))
+                self._bell_after = keys.decoded(entry_id)
+                stream = keys.decoded(fields.get(b"s", b""))
                 if stream in self._target:
                     rung.add(stream)
         return rung
@@ -147,19 +147,6 @@ class Bell:
             await self.rings(keys=[keys.JOBS_BELL], args=[stream, BELL_MAXLEN])
 
 
-async def lane_jobs(redis: Redis, *, live: bool = False) -> list[tuple[str, Any]]:
-    """Every job waiting in a lane (not moved yet), lane by lane: for tools and tests."""
-    out: list[tuple[str, Any]] = []
-    for n in range(keys.LANES):
-        stream = keys.jobs_live_lane_key(n) if live else keys.jobs_lane_key(n)
-        out += [(stream, row) for row in list(await redis.xrange(stream) or ())]
-    return out
-
-
 def _id_key(entry_id: bytes | str) -> tuple[int, int]:
-    ms, _, seq = _str(entry_id).partition("-")
+    ms, _, seq = keys.decoded(entry_id).partition("-")
     return int(ms), int(seq or 0)
-
-
-def _str(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -39,7 +39,7 @@ from .opencap import OpenCap
 from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, encode_headers
 from .scripts import NOW_MS
-from .streams import Malformed, Recipe, decode
+from .streams import Recipe, decode_or_none, read_recipe
 
 # Attempts at a fresh random id before giving up (a collision needs 2**72 luck).
 OPEN_ID_TRIES = 3
@@ -198,7 +198,7 @@ class LiveText:
 
 def text_event(entry_id: bytes | str, fields: dict[bytes, bytes]) -> TextEvent | None:
     """The event of one catalog entry; None for the recipe and entries of other kinds."""
-    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    eid = keys.decoded(entry_id)
     end = int(fields.get(b"end", b"0"))
     if b"t" in fields:
         return TextEvent(eid, "text", end, fields[b"t"].decode())
@@ -254,9 +254,9 @@ class LiveStore:
                                        tag]
             answer = ""
             try:
-                answer = _text(await self._open(keys=open_keys, args=args))
+                answer = keys.decoded(await self._open(keys=open_keys, args=args))
             except NotReplicated as unconfirmed:  # its job stands all the same: ring for it
-                if _text(unconfirmed.answer) == "new":
+                if keys.decoded(unconfirmed.answer) == "new":
                     await self.bell.ring(open_keys[2])
                 raise
             finally:
@@ -270,8 +270,7 @@ class LiveStore:
     async def writer(self, cast_id: str, token: str) -> WriterAnswer:
         """Whether ``token`` may write to ``cast_id`` (one short read: the recipe). A cast opened
         before write tokens existed has no hash, so no token writes to it (it idles out)."""
-        rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id), count=1))
-        recipe = _recipe(rows[0][1]) if rows else None
+        recipe = await read_recipe(self.redis, cast_id)
         if recipe is None:
             return "missing"
         if not recipe.live:
@@ -293,17 +292,17 @@ class LiveStore:
                 raise RateLimited(verdict)
         args: list[str | int | float] = [offset, text, offset + raw_length, max_chars, "1" if flush else "0"]
         answer, end = (await self._fragment(keys=[keys.catalog_key(cast_id)], args=args))[:2]
-        return cast(FragmentAnswer, _text(answer)), int(end)
+        return cast(FragmentAnswer, keys.decoded(answer)), int(end)
 
     async def close(self, cast_id: str, seen_end: int, cid: str) -> tuple[CloseAnswer, int, str]:
         reply = await self._close(keys=[keys.catalog_key(cast_id)], args=[seen_end, cid])
-        stored_cid = _text(reply[2]) if len(reply) > 2 and reply[2] is not None else ""
-        return cast(CloseAnswer, _text(reply[0])), int(reply[1]), stored_cid
+        stored_cid = keys.decoded(reply[2]) if len(reply) > 2 and reply[2] is not None else ""
+        return cast(CloseAnswer, keys.decoded(reply[0])), int(reply[1]), stored_cid
 
     async def read_text(self, cast_id: str) -> LiveText | None:
         """The whole text log of an open cast; None when ``cast_id`` is no open cast."""
         rows = cast(Rows, await self.redis.xrange(keys.catalog_key(cast_id)))
-        recipe = _recipe(rows[0][1]) if rows else None
+        recipe = decode_or_none(Recipe, rows[0][1]) if rows else None
         if recipe is None or not recipe.live:
             return None
         return LiveText(voice=recipe.voice, speed=recipe.speed, events=text_events(rows[1:]), client=recipe.client)
@@ -319,14 +318,3 @@ class LiveStore:
             answer, end, cid = await self.close(cast_id, live.end, content_id(live.text, voice, key=self.content_key))
             if answer != "moved":
                 return answer, end, cid
-
-
-def _recipe(fields: dict[bytes, bytes]) -> Recipe | None:
-    try:
-        return decode(Recipe, fields)
-    except Malformed:
-        return None
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -48,9 +48,6 @@ class Mark:
     last_ts: int | None
     ts_at: int | None
 
-    def holds(self, seq: int, ts: int | None) -> bool:
-        return holds(self.ts_at, seq, ts)
-
 
 async def stamps(redis: Redis, asked: Sequence[tuple[str, int]]) -> list[int | None]:
     """The stamp of the record at each ``(cast_id, seq)`` (None: not there), in one round trip on

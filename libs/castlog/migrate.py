@@ -33,7 +33,7 @@ async def migrate_to_lanes(redis: Redis) -> int:
     for prefix, new_name in renames:
         found: list[tuple[str, str]] = []
         async for raw in redis.scan_iter(match=prefix + "*", count=SCAN_COUNT):
-            old = raw.decode() if isinstance(raw, bytes) else raw
+            old = keys.decoded(raw)
             rest = old[len(prefix) :]
             if keys.is_cast_id(rest):  # an old name; a new one has its lane tag before the id
                 found.append((old, new_name(rest)))

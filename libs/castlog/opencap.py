@@ -69,7 +69,7 @@ class OpenCap:
     async def reserve(self, client: str, cast_id: str, cap: int) -> bool:
         """Count ``cast_id`` among the client's open casts unless it holds ``cap`` already."""
         key = open_set_key(client)
-        held = [_text(m) for m in cast("list[bytes]", await self.redis.zrange(key, 0, -1))]
+        held = [keys.decoded(m) for m in cast("list[bytes]", await self.redis.zrange(key, 0, -1))]
         ended = await self._ended(held)
         args: list[str | int] = [cast_id, cap, OPEN_SET_MS, RESERVE_GRACE_MS]
         for cid, state in ended:
@@ -97,7 +97,3 @@ class OpenCap:
             elif b"closed" in last[0][1]:
                 out.append((cid, "closed"))
         return out
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

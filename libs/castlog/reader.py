@@ -21,9 +21,9 @@ from redis.asyncio import Redis
 from . import archive, keys, scripts
 from .keys import Row
 from .marks import read_only
-from .records import Audio, Entry, decode_entry
+from .records import Audio, Entry, decode_entry, decode_rows
 from .rowcache import RowCache
-from .view import BLOB_FIELD, SIZE_FIELD, Chunk, Layout, LogView, StaleLayout
+from .view import BLOB_FIELD, SIZE_FIELD, Chunk, LogView, StaleLayout
 
 # One blocking read of a log's tail waits at most this long before its reader re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
@@ -72,7 +72,7 @@ class LogReader:
         in field ``n`` instead of the body (what a layout needs: the bodies stay in Redis). With a
         cache, rows with bodies come through it (counted reads only)."""
         if bodies and self.cache is not None and count is not None:
-            return await self.cache.rows(cast_id, _seq_bounds(low, high)[0], high, count, self._fetch)
+            return await self.cache.rows(cast_id, keys.seq_bounds(low, high)[0], high, count, self._fetch)
         return (await self._rows(cast_id, low, high, count, bodies))[0]
 
     async def _fetch(self, cast_id: str, first: int, high: str, count: int) -> tuple[list[Row], bool]:
@@ -81,7 +81,7 @@ class LogReader:
     async def _rows(self, cast_id: str, low: str, high: str, count: int | None, bodies: bool) -> tuple[list[Row], bool]:
         """The rows, and whether Redis holds them as they are (False: rebuilt from the archive)."""
         rows = await (self._xrange(cast_id, low, high, count) if bodies else self._headers(cast_id, low, high, count))
-        first, last = _seq_bounds(low, high)
+        first, last = keys.seq_bounds(low, high)
         d = archive.descriptor_of(rows[-1][1]) if rows else None
         if d is None and high != "+" and len(rows) < min(last - first + 1, count or last - first + 1):
             d = await self.descriptor(cast_id)  # a bounded range came back short
@@ -158,7 +158,7 @@ class LogReader:
 
     async def read(self, cast_id: str, seq_num: int = 0, limit: int = READ_BATCH) -> list[Entry]:
         """Up to ``limit`` records from ``seq_num`` on (records of unknown kinds are skipped)."""
-        return _decode_rows(await self._range(cast_id, keys.entry_id(seq_num), limit))
+        return decode_rows(await self._range(cast_id, keys.entry_id(seq_num), limit))
 
     async def read_all(self, cast_id: str, batch: int = READ_BATCH) -> tuple[list[Entry], int]:
         """Every record of the log, and its tail: the next seq_num, counted from the stored ids
@@ -167,7 +167,7 @@ class LogReader:
         tail, after = 0, "-"
         while True:
             rows = await self._range(cast_id, after, batch)
-            entries.extend(_decode_rows(rows))
+            entries.extend(decode_rows(rows))
             if rows:
                 tail = keys.seq_of(rows[-1][0]) + 1
                 after = keys.entry_id(tail)
@@ -187,7 +187,7 @@ class LogReader:
             if d is not None:
                 rows, tail = await self.rebuild(cast_id, d, seq_num, d.tail - 1, limit, True), d.tail
         next_seq = keys.seq_of(rows[-1][0]) + 1 if rows else seq_num
-        return Page(_decode_rows(rows), next_seq, tail)
+        return Page(decode_rows(rows), next_seq, tail)
 
     async def last_row(self, cast_id: str, *, bodies: bool = True) -> Row | None:
         """The log's last entry as Redis holds it (an archived log's: its ``eos`` and index);
@@ -215,10 +215,6 @@ class LogReader:
         """An incremental fold of the log: each :meth:`LogView.refresh` reads only what is new."""
         return LogView(self, cast_id)
 
-    async def layout(self, cast_id: str) -> Layout:
-        """Read the whole log once (in batches) and lay out its playable audio."""
-        return await self.view(cast_id).refresh()
-
     async def bodies(self, cast_id: str, chunks: Sequence[Chunk]) -> AsyncIterator[tuple[Chunk, bytes]]:
         """The MP3 body of each chunk, in order, reading runs of consecutive records together;
         :class:`StaleLayout` when a record is not the one laid out."""
@@ -240,24 +236,3 @@ class LogReader:
                     raise StaleLayout(f"cast {cast_id}: record {chunk.seq} is not the one laid out")
                 yield chunk, body
             k += run
-
-
-def _seq_bounds(low: str, high: str) -> tuple[int, int]:
-    """The seq range an XRANGE ``low``..``high`` covers (ids ``0-(n+1)``, ``(`` exclusive)."""
-    if low in ("-", "0-0"):
-        first = 0
-    elif low.startswith("("):
-        first = keys.seq_of(low[1:]) + 1
-    else:
-        first = keys.seq_of(low)
-    last = 2**63 if high == "+" else (keys.seq_of(high[1:]) - 1 if high.startswith("(") else keys.seq_of(high))
-    return max(0, first), last
-
-
-def _decode_rows(rows: Sequence[Row]) -> list[Entry]:
-    out = []
-    for entry_id, fields in rows:
-        entry = decode_entry(entry_id, fields)
-        if entry is not None:
-            out.append(entry)
-    return out

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
-from .keys import seq_of
+from .keys import Row, seq_of
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,11 @@ def decode_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry | N
         return None
     ts = fields.get(b"ts")
     return Entry(seq_of(entry_id), record, int(ts) if ts else 0)
+
+
+def decode_rows(rows: Iterable[Row]) -> list[Entry]:
+    """The records of ``rows`` (as XRANGE gives them), those of unknown kinds skipped."""
+    return [e for e in (decode_entry(i, f) for i, f in rows) if e is not None]
 
 
 # ---- the public JSON form ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
-from .keys import Row, seq_of
+from .keys import Row, seq_bounds, seq_of
 from .marks import follows, holds, stamps
 
 # Bytes a cached row costs beyond its fields (the key, the tuple, the dict).
@@ -47,25 +47,21 @@ class RowCache:
         self.redis = redis  # the stamp checks
         self.max_bytes = max_bytes
         self.bytes = 0
-        self.hits = self.misses = 0  # rows served from the cache / read from Redis
         self._rows: OrderedDict[tuple[str, int], Row] = OrderedDict()
         self._reads: dict[tuple[str, int, str, int], asyncio.Future[list[Row]]] = {}
 
     async def rows(self, cast_id: str, first: int, high: str, count: int, fetch: Fetch) -> list[Row]:
         """Up to ``count`` rows from seq ``first`` to ``high`` (an XRANGE id, ``+``, or ``(``
         exclusive); ``fetch`` reads from Redis what is not here."""
-        last = _last_seq(high)
+        last = seq_bounds("-", high)[1]
         got = self._cached(cast_id, first, min(count, last - first + 1))
         if got and (len(got) == count or seq_of(got[-1][0]) >= last):  # all here: check, serve
             if await self._still(cast_id, got[-1]):
-                self.hits += len(got)
                 return got
             got = []
         more = await self._shared(cast_id, first + len(got), high, count - len(got), fetch)
         if got and not (await self._continued(cast_id, got[-1], more)):
             got, more = [], await self._shared(cast_id, first, high, count, fetch)
-        self.hits += len(got)
-        self.misses += len(more)
         return got + more
 
     async def _continued(self, cast_id: str, cached: Row, more: list[Row]) -> bool:
@@ -115,15 +111,12 @@ class RowCache:
         finally:
             self._reads.pop(key, None)
         if keep:
-            self._keep(key[0], rows)
+            self.keep(key[0], rows)
         return rows
 
     def keep(self, cast_id: str, rows: list[Row]) -> None:
-        """Rows read from Redis by someone else (the shared tail's XREAD), for the readers that
-        will read them by offset."""
-        self._keep(cast_id, rows)
-
-    def _keep(self, cast_id: str, rows: list[Row]) -> None:
+        """Rows read from Redis (by this cache, or by someone else: the shared tail's XREAD), for
+        the readers that will read them by offset."""
         for row in rows:
             key = (cast_id, seq_of(row[0]))
             old = self._rows.pop(key, None)
@@ -133,10 +126,3 @@ class RowCache:
             self.bytes += _size(row)
         while self.bytes > self.max_bytes and self._rows:
             self.bytes -= _size(self._rows.popitem(last=False)[1])
-
-
-def _last_seq(high: str) -> int:
-    if high == "+":
-        return 2**63
-    return seq_of(high[1:]) - 1 if high.startswith("(") else seq_of(high)
-

@@ -99,19 +99,15 @@ return 1
 # Removes the log and the catalog (the claim goes with them) in one step. Returns {existed (1 or
 # 0), an archived log's blob key (field `k` of its last entry) or false}: the caller then trashes
 # the blob and drops the played mark (global keys, other slots in a cluster).
-DELETE = """
+DELETE = (
+    FIELD
+    + """
 local existed = redis.call('EXISTS', KEYS[1])
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
-local blob = false
-if last then
-  local f = last[2]
-  for i = 1, #f, 2 do
-    if f[i] == 'k' then blob = f[i + 1] end
-  end
-end
+local blob = field(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1], 'k')
 redis.call('DEL', KEYS[1], KEYS[2])
 return {existed, blob}
 """
+)
 
 # KEYS[i]: a cast log pub/casts/<id> (a key may repeat); ARGV[i]: a seq_num in it (-1: none)
 # For each pair, the stamp (ts) of the record at ARGV[i], false where absent, -1 where the log

@@ -119,9 +119,9 @@ class CastStore:
             if not verdict.allowed:
                 raise RateLimited(verdict)
         try:
-            result = _submit_result(await self._submit(keys=submit_keys, args=args))
+            result = cast(SubmitResult, keys.decoded(await self._submit(keys=submit_keys, args=args)))
         except NotReplicated as unconfirmed:  # the job stands all the same: ring for it
-            if _submit_result(unconfirmed.answer) != "existing":
+            if keys.decoded(unconfirmed.answer) != "existing":
                 await self.bell.ring(submit_keys[2])
             raise
         if result != "existing":
@@ -130,7 +130,3 @@ class CastStore:
 
     async def recipe(self, cast_id: str) -> Recipe | None:
         return await read_recipe(self.redis, cast_id)
-
-
-def _submit_result(answer: bytes | str) -> SubmitResult:
-    return cast(SubmitResult, answer.decode() if isinstance(answer, bytes) else answer)

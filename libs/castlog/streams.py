@@ -103,25 +103,6 @@ def decode_job(fields: Fields) -> Job:
     return decode(Job, fields)
 
 
-async def enqueue(redis: Redis, job: Job, stream: str = keys.JOBS) -> str:
-    """Add a job by hand (the submit and open scripts add theirs); returns its entry id."""
-    entry_id = await redis.xadd(stream, dict[Any, Any](encode(job)))
-    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-
-
-async def read_jobs(redis: Redis, stream: str = keys.JOBS) -> list[Job]:
-    """Every well-formed job in ``stream``, oldest first (tests, benchmarks, operators); for
-    ``jobs`` and ``jobs/live``, the jobs still in the lanes (keys.py) come first, by their time (two
-    lanes' jobs of the same millisecond in either order)."""
-    rows: Rows = []
-    if stream in (keys.JOBS, keys.JOBS_LIVE):
-        lane = keys.jobs_live_lane_key if stream == keys.JOBS_LIVE else keys.jobs_lane_key
-        for n in range(keys.LANES):
-            rows += cast(Rows, await redis.xrange(lane(n)))
-        rows.sort(key=lambda row: tuple(int(part) for part in row[0].split(b"-")))
-    return _decoded(Job, rows + cast(Rows, await redis.xrange(stream)))
-
-
 # ---- catalog/<id> ----------------------------------------------------------------------------
 
 
@@ -144,12 +125,7 @@ async def read_recipe(redis: Redis, cast_id: str) -> Recipe | None:
     """The recipe of ``cast_id``; None when there is none (no cast, or archived: the archive
     drops the catalog)."""
     rows = cast(Rows, await redis.xrange(keys.catalog_key(cast_id), count=1))
-    if not rows:
-        return None
-    try:
-        return decode(Recipe, rows[0][1])
-    except Malformed:
-        return None
+    return decode_or_none(Recipe, rows[0][1]) if rows else None
 
 
 # ---- deletes ---------------------------------------------------------------------------------
@@ -182,10 +158,6 @@ async def dead_letter(redis: Redis, cast_id: str, attempts: int, error: str, con
     await redis.xadd(keys.JOBS_DEAD, dict[Any, Any](encode(entry)))
 
 
-async def read_dead(redis: Redis) -> list[DeadLetter]:
-    return _decoded(DeadLetter, cast(Rows, await redis.xrange(keys.JOBS_DEAD)))
-
-
 # ---- progress/done ---------------------------------------------------------------------------
 
 
@@ -204,11 +176,6 @@ class Done(TypedEntry, frozen=True, kw_only=True):
 
 async def announce_done(redis: Redis, done: Done) -> None:
     await redis.xadd(keys.PROGRESS_DONE, dict[Any, Any](encode(done)))
-
-
-async def read_done(redis: Redis) -> list[Done]:
-    """Every well-formed receipt, oldest first (tests, benchmarks)."""
-    return _decoded(Done, cast(Rows, await redis.xrange(keys.PROGRESS_DONE)))
 
 
 # ---- synth/voices ----------------------------------------------------------------------------
@@ -260,14 +227,11 @@ class Trash(TypedEntry, frozen=True, kw_only=True):
 async def read_trash(redis: Redis, count: int) -> list[tuple[bytes, Trash | None]]:
     """The oldest ``count`` trash entries; None for a malformed one (drop it, nothing to remove)."""
     rows = cast(Rows, await redis.xrange(keys.ARCHIVE_TRASH, count=count))
-    return [(entry_id, _or_none(Trash, fields)) for entry_id, fields in rows]
+    return [(entry_id, decode_or_none(Trash, fields)) for entry_id, fields in rows]
 
 
-def _decoded(kind: type[E], rows: Rows) -> list[E]:
-    return [e for e in (_or_none(kind, fields) for _id, fields in rows) if e is not None]
-
-
-def _or_none(kind: type[E], fields: Fields) -> E | None:
+def decode_or_none(kind: type[E], fields: Fields) -> E | None:
+    """:func:`decode`, or None for an entry that does not decode (a reader that skips it)."""
     try:
         return decode(kind, fields)
     except Malformed:

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from . import keys
 from .keys import Row
-from .marks import mark
+from .marks import holds, mark
 from .records import Audio, Entry, Eos, decode_entry, is_terminal
 from .state import CastState, playable
 
@@ -129,7 +129,7 @@ class LogView:
         """Check what was read against what Redis holds now: True when nothing was appended;
         when Redis holds less or other records than were read, forget them (the shrink check)."""
         now = await mark(self.reader.redis, self.cast_id, self._last_seq)
-        if not now.holds(self._last_seq, self._last_ts) or now.length < self._length:
+        if not holds(now.ts_at, self._last_seq, self._last_ts) or now.length < self._length:
             self._reset()
             return False
         return now.length == self._length and now.last_seq == self._last_seq

@@ -32,9 +32,6 @@ class VoiceInfo:
     gender: str  # "female", "male" or ""
     name: str  # "Heart"
 
-    def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "language": self.language, "lang": self.lang, "gender": self.gender, "name": self.name}
-
 
 def describe_voice(voice: str) -> VoiceInfo:
     prefix, _, rest = voice.partition("_")

@@ -35,24 +35,15 @@ _SPACE = re.compile(r"\s")
 _CLAUSES = (re.compile(r"[;:](?=\s)|；|："), re.compile(r"[,—–](?=\s)|[、，]|\s[-–—]\s"))
 
 
-def cut_sentence(
-    sentence: str, index: int, *, first_chars: int, max_chars: int, whole_first_chars: int = 0
-) -> tuple[str, str]:
-    """The next chunk of ``sentence`` (white space collapsed), which becomes the cast's chunk
-    ``index``, and the rest of the sentence. A first sentence of at most ``whole_first_chars``
-    characters is not cut for speed: only, like any chunk, to fit ``first_chars`` (synth passes
-    0: its first audio is always a phrase). Later chunks are cut only to fit ``max_chars``."""
-    head, at = next_cut(sentence, 0, index, first_chars=first_chars, max_chars=max_chars,
-                        whole_first_chars=whole_first_chars)
-    return head, sentence[at:].strip()
-
-
 def next_cut(
     sentence: str, start: int, index: int, *, first_chars: int, max_chars: int, whole_first_chars: int = 0
 ) -> tuple[str, int]:
-    """:func:`cut_sentence` of ``sentence[start:]`` without copying it: the chunk and where it
-    ends in ``sentence`` (the rest follows, past white space). Each cut reads only the chunk's
-    window, so cutting a long sentence is linear in it."""
+    """The next chunk of ``sentence[start:]`` (white space collapsed), which becomes the cast's
+    chunk ``index``, and where it ends in ``sentence`` (the rest follows, past white space). A
+    first sentence of at most ``whole_first_chars`` characters is not cut for speed: only, like
+    any chunk, to fit ``first_chars`` (synth passes 0: its first audio is always a phrase). Later
+    chunks are cut only to fit ``max_chars``. Each cut reads only the chunk's window, so cutting
+    a long sentence is linear in it."""
     cap = min(first_chars, max_chars)
     if index == 0 and len(sentence) - start > whole_first_chars:
         at = _first_clause(sentence, start, cap)

@@ -95,59 +95,43 @@ class Chunker:
         if max_chars < MIN_CUT_CHARS or first_chars < MIN_CUT_CHARS:
             raise ValueError(f"chunk limits must be at least {MIN_CUT_CHARS} characters")
         self._max_chars, self._first_chars = max_chars, first_chars
-        self._whole_first_chars = whole_first_chars  # see cuts.cut_sentence
-        self._buf = ""  # the unfinished sentence (and nothing before it): the current line's rest
-        self._pos = 0  # where the search for its stop goes on in _buf (nothing before is undecided)
-        self._run_end = 0  # the end of the run of stops last read in _buf (_RUN): read on, not again
-        self._count = 0
+        self._whole_first_chars = whole_first_chars  # see cuts.next_cut
+        # The text fed but not yet in a returned chunk: the unfinished sentence (and nothing before
+        # it), the current line's rest.
+        self.pending = ""
+        self._pos = 0  # where the search for its stop goes on in pending (nothing before is undecided)
+        self._run_end = 0  # the end of the run of stops last read in pending (_RUN): read on, not again
+        self.count = 0  # the chunks returned so far
         self._out: list[str] = []
-        self._continued: list[bool] = []
-
-    @property
-    def count(self) -> int:
-        """How many chunks the chunker has returned so far."""
-        return self._count
-
-    @property
-    def continued(self) -> list[bool]:
-        """For every chunk returned so far, in order: whether it continues the sentence of the
-        chunk before it (the cut between them is inside a sentence, so the seam must not sound
-        like a sentence's end)."""
-        return self._continued
-
-    @property
-    def pending(self) -> str:
-        """The text fed but not yet in a returned chunk."""
-        return self._buf
+        # For every chunk returned so far, in order: whether it continues the sentence of the chunk
+        # before it (the cut between them is inside a sentence: the seam must not sound like an end).
+        self.continued: list[bool] = []
 
     def feed(self, text: str, *, final: bool = False) -> list[str]:
         """Take the next piece of the text; return the chunks that are now complete.
         ``feed(text, final=True)`` is ``feed(text) + flush()``."""
-        old = len(self._buf)
-        buf = self._buf = self._buf + text
+        old = len(self.pending)
+        buf = self.pending = self.pending + text
         start = 0
         for brk in _LINE_BREAK.finditer(buf, old):
             start = self._scan(start, brk.start(), final=True)
             start = self._pos = brk.end()
         start = self._scan(start, len(buf), final=final)
-        self._buf, self._pos = buf[start:], self._pos - start
+        self.pending, self._pos = buf[start:], self._pos - start
         self._run_end = max(self._run_end - start, 0)
-        return self._take()
+        out, self._out = self._out, []
+        return out
 
     def flush(self) -> list[str]:
         """Return the chunks of all the pending text (it ends as at a line break)."""
         return self.feed("", final=True)
 
-    def _take(self) -> list[str]:
-        out, self._out = self._out, []
-        return out
-
     def _scan(self, start: int, end: int, *, final: bool) -> int:
-        """Complete the sentences of ``_buf[start:end]``, a line's unfinished part (``final``: the
+        """Complete the sentences of ``pending[start:end]``, a line's unfinished part (``final``: the
         line has ended); return where the unfinished sentence now starts. Linear in the text: no
         step copies the rest of a line (a book chapter pasted as one line is one line of 100 000
         characters), and each run of stops is read once."""
-        buf, pos = self._buf, max(self._pos, start)
+        buf, pos = self.pending, max(self._pos, start)
         while (stop := _STOP.search(buf, pos, end)) is not None:
             dot = stop.start()
             spend(dot - pos + 1)
@@ -162,7 +146,8 @@ class Chunker:
                 continue
             pos = after
             if latin:
-                if buf[dot] == "." and _abbreviation_continues(buf, start, dot, pos, end):
+                # a full stop of an abbreviation that does not end the sentence
+                if buf[dot] == "." and _word_continues(_word_before(buf, start, dot), buf, pos, end):
                     continue
                 # a lower-case word after the stop ("Wait... what?") continues the sentence
                 word = _NEXT_WORD.match(buf, pos, end)
@@ -186,13 +171,13 @@ class Chunker:
         at = 0
         while at < len(sentence):
             head, at = next_cut(
-                sentence, at, self._count, first_chars=self._first_chars, max_chars=self._max_chars,
+                sentence, at, self.count, first_chars=self._first_chars, max_chars=self._max_chars,
                 whole_first_chars=self._whole_first_chars,
             )
             at += sentence.startswith(" ", at)  # the rest starts past the space (collapsed: one)
             self._out.append(head)
-            self._continued.append(continues)
-            self._count += 1
+            self.continued.append(continues)
+            self.count += 1
             continues = True
 
 
@@ -237,16 +222,10 @@ def _decided(buf: str, start: int, dot: int, after: int, end: int) -> bool:
         return True
     if _NEXT_WORD.match(buf, after, end) is None:
         return False
-    if buf[dot] == "." and _kind_of_word_before(buf, start, dot) == "initialism":
+    if buf[dot] == "." and _kind_of(_word_before(buf, start, dot)) == "initialism":
         word = _NEXT_LETTERS.match(buf, after, end)
         return word is None or word.end() < end
     return True
-
-
-def _abbreviation_continues(buf: str, start: int, dot: int, after: int, end: int) -> bool:
-    """Whether the full stop at ``dot`` belongs to an abbreviation that does not end the sentence
-    (``after``: where the text after the stop's run begins)."""
-    return _word_continues(_word_before(buf, start, dot), buf, after, end)
 
 
 def _word_continues(before: str, buf: str, after: int, end: int) -> bool:
@@ -259,10 +238,6 @@ def _word_continues(before: str, buf: str, after: int, end: int) -> bool:
     if word is None or not word.group(1)[0].isupper():
         return True
     return before not in _TIMES and word.group(1).lower() not in _OPENERS
-
-
-def _kind_of_word_before(buf: str, start: int, dot: int) -> str:
-    return _kind_of(_word_before(buf, start, dot))
 
 
 def _kind_of(word: str) -> str:

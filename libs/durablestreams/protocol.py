@@ -12,7 +12,7 @@ import time
 
 from aiohttp import web
 
-from servicekit import Refusal
+from servicekit import Refusal, sse
 
 from .streams import entry_of, valid_path
 
@@ -47,7 +47,6 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-
 EXPOSED = ", ".join((NEXT_OFFSET, CURSOR, UP_TO_DATE, CLOSED, PRODUCER_EPOCH, PRODUCER_SEQ, PRODUCER_EXPECTED_SEQ,
                      PRODUCER_RECEIVED_SEQ, SSE_ENCODING, "ETag", "Content-Type", "Location"))
 
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 ALLOW_METHODS = "GET, HEAD, POST, PUT, DELETE, OPTIONS"
 ALLOW_HEADERS = ", ".join(("Content-Type", "Authorization", "If-None-Match", SEQ, TTL, EXPIRES_AT, CLOSED, PRODUCER_ID,
                            PRODUCER_EPOCH, PRODUCER_SEQ, FORKED_FROM, FORK_OFFSET, FORK_SUB_OFFSET))
@@ -116,9 +115,9 @@ def read_offset(request: web.Request) -> str | None:
     return offset
 
 
-def sse_event(kind: str, payload: str) -> bytes:
-    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return (f"event: {kind}\n" + "".join(f"data:{line}\n" for line in lines) + "\n").encode()
+def sse_event(kind: str, payload: bytes) -> bytes:
+    """A Durable Streams event: no id, data lines without the space."""
+    return sse.frame(payload, event=kind, field=sse.DATA_TIGHT)
 
 
 def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: bool) -> bytes:
@@ -130,7 +129,17 @@ def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: b
         control["streamCursor"] = cursor_after(cursor)
         if at_tail:
             control["upToDate"] = True
-    return sse_event("control", json.dumps(control))
+    return sse_event("control", json.dumps(control).encode())
+
+
+def timed_out(request: web.Request, offset: str, closed: bool) -> web.Response:
+    """A long poll's 204: nothing came before its deadline, or the stream is closed at its end."""
+    headers = {NEXT_OFFSET: offset, UP_TO_DATE: "true"}
+    if closed:
+        headers[CLOSED] = "true"
+    else:
+        headers[CURSOR] = cursor_after(request.query.get("cursor"))
+    return web.Response(status=204, headers=headers)
 
 
 async def preflight(request: web.Request) -> web.Response:

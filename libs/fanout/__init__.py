@@ -8,8 +8,8 @@ a ``Hub``); ``items.py`` the records built once for every listener (their JSON a
 ``stop_tasks``; ``slotreads.py`` one such read per hash slot on a Redis Cluster;
 ``waiters.py`` the keys the tail wakes someone for.
 
-Above castlog (it reads the cast log through castlog's keys, records, marks and ``LogReader``);
-castlog never imports it.
+Above castlog (it reads the cast log through castlog's keys, records, marks and ``LogReader``) and
+servicekit (an Item's SSE frame is ``servicekit.sse``'s); neither imports it.
 """
 
 from .blocking import BlockingRead, stop_tasks

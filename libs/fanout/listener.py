@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
 from castlog.keys import Row, entry_id, seq_of
 from castlog.records import Entry, is_terminal, public_dict
+from servicekit import sse
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -34,12 +35,7 @@ ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
 
-
-_encoder = msgspec.json.Encoder()
-
-
-def encode_json(value: Any) -> bytes:
-    return _encoder.encode(value)
+encode_json = msgspec.json.Encoder().encode
 
 
 class Item:
@@ -70,8 +66,7 @@ class Item:
     def sse(self) -> bytes:
         """``id:`` the seq_num, ``event:`` the kind, ``data:`` the public JSON (one line)."""
         if self._sse is None:
-            head = b"id: %d\nevent: %s\ndata: " % (self.seq, self.entry.kind.encode())
-            self._sse = head + self.json() + b"\n\n"
+            self._sse = sse.frame(self.json(), event=self.entry.kind, event_id=self.seq)
         return self._sse
 
     def sse_chunk(self) -> bytes:

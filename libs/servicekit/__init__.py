@@ -1,10 +1,11 @@
 """servicekit: the common shape of StreamTTS's services, everything HTTP and operations.
 
-Settings from the environment, the Redis connection, the request bodies the services decode and
-the public OpenAPI document generated from them, the client's address behind a proxy, JSON errors,
-health and readiness, the metrics registry, logging and the ``__main__`` runner with its graceful
-stop. ``castlog`` holds what touches a Redis key; this library imports it (and aiohttp,
-prometheus_client, msgspec), and no service.
+Settings from the environment, the Redis connection, the request bodies the services decode, the
+JSON bodies they answer and the public OpenAPI document generated from both, the client's address
+behind a proxy, JSON errors, SSE frames, health and readiness, the metrics registry, logging and
+the ``__main__`` runner with its graceful stop. ``castlog`` holds what touches a Redis key; this
+library imports it (and aiohttp, prometheus_client, msgspec); no service, ``fanout`` or
+``durablestreams``, which sit on it.
 """
 
 from .address import UNIX_PEER, address_in, client_address, request_client

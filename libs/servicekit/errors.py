@@ -23,6 +23,8 @@ from redis.exceptions import RedisError
 
 from castlog import ArchiveUnavailable
 
+from . import answers
+
 log = logging.getLogger(__name__)
 
 # The status label of a request whose client went away before the answer (nginx's convention).
@@ -49,9 +51,9 @@ class Refusal(Exception):
         self.message = message
         self.headers = dict(headers or {})
 
-    def body(self) -> dict[str, Any]:
-        """The JSON answer's fields; a subclass adds its own after these two."""
-        return {"error": self.code, "message": self.message}
+    def body(self) -> answers.Error:
+        """The JSON answer; a subclass answers a subclass of ``Error``, with its own fields after these two."""
+        return answers.Error(self.code, self.message)
 
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -60,7 +62,7 @@ def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | Non
 
 
 def error_response(refusal: Refusal) -> web.Response:
-    """The answer to ``refusal``: ``{"error", "message"}`` with its status and headers."""
+    """The answer to ``refusal``: its body with its status and headers."""
     return json_response(refusal.body(), status=refusal.status, headers=refusal.headers or None)
 
 

@@ -1,31 +1,26 @@
 """``/healthz`` and ``/readyz`` built from a list of checks: the first that fails answers 503.
 
 A check looks at the app and returns ``None`` when all is well, or the ``Problem`` that keeps the
-service from its work; a passing probe answers ``{"status": "ok"}`` and what ``info`` adds.
+service from its work; a passing probe answers ``{"status": "ok"}``, or the ``Health`` that
+``info`` makes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
 
+from .answers import Error, Health
 from .connect import healthy
 from .errors import json_response
 
-
-@dataclass(frozen=True)
-class Problem:
-    code: str
-    message: str
-
-
+# What keeps a service from its work: the 503's body, {"error": <code>, "message"}.
+Problem = Error
 Check = Callable[[web.Application], Awaitable["Problem | None"]]
-Info = Callable[[web.Application], Awaitable[Mapping[str, Any]]]
+Info = Callable[[web.Application], Awaitable[Health]]
 
 
 def probe(*checks: Check, info: Info | None = None) -> Handler:
@@ -35,9 +30,8 @@ def probe(*checks: Check, info: Info | None = None) -> Handler:
         for check in checks:
             problem = await check(request.app)
             if problem is not None:
-                return json_response({"error": problem.code, "message": problem.message}, status=503)
-        extra = await info(request.app) if info is not None else {}
-        return json_response({"status": "ok", **extra})
+                return json_response(problem, status=503)
+        return json_response(await info(request.app) if info is not None else Health(status="ok"))
 
     return handler
 

@@ -25,7 +25,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A source checkout that was never installed has no distribution metadata.
 UNKNOWN_VERSION = "unknown"
 
@@ -86,7 +85,7 @@ class ServiceMetrics:
 
     async def view(self, request: web.Request) -> web.Response:
         """``GET /metrics``: the Prometheus text of this registry."""
-        return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 class RequestCounter:

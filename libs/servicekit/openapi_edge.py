@@ -6,7 +6,7 @@ from __future__ import annotations
 from castlog import MAX_SEQ_NUM
 
 from .openapi_parts import CAST_ID_PATTERN, EdgeLimits, Json, error_body, json_body, limit_text, op, ref
-from .schemas import cast_state_properties, header_schemas, record_kinds
+from .schemas import header_schemas, record_kinds
 
 _CAST_ID = {
     "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
@@ -33,24 +33,10 @@ _RANGE = {
 _RATE_LIMITED = "too many reads, or too many open streams, from this address"
 _NO_CAST = "no such cast (or not a readable stream name)"
 
-# Descriptions of CastState's fields where the name alone does not say it.
-_STATE_NOTES = {
-    "planned": "planned sentences",
-    "tail": "the next seq_num",
-    "resume_from": "the first sentence index the latest attempt writes",
-    "cancelled": "the cast was cut short by a cancel: it replays what was spoken",
-    "queue_position": "waiting before its first audio: its place in line (1: next); null otherwise",
-    "starts_in_ms": "waiting: about how long until its audio starts, as of queue_at (null: not known yet)",
-    "queue_at": "ms since the epoch when the place and estimate were noted (0: never queued)",
-}
-
 
 def edge_schemas() -> Json:
-    """What edge's JSON routes answer: a record's kinds and headers and a cast's state are
-    generated from castlog's types (schemas.py); the wrapping is written here."""
-    state = cast_state_properties()
-    for name, note in _STATE_NOTES.items():
-        state[name]["description"] = note
+    """A record as edge's JSON routes give it: its kinds and headers are generated from castlog's
+    types (schemas.py); the wrapping is written here."""
     headers = header_schemas()
     return {
         **headers,
@@ -64,28 +50,6 @@ def edge_schemas() -> Json:
                 "headers": {"anyOf": [ref(name) for name in headers],
                             "description": "the record's fields without e and body (the schema of its kind)"},
                 "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
-            },
-        },
-        "RecordPage": {
-            "type": "object",
-            "required": ["records", "next_seq_num", "tail", "closed"],
-            "properties": {
-                "records": {"type": "array", "items": ref("Record")},
-                "next_seq_num": {"type": "integer", "description": "where the next page starts"},
-                "tail": {"type": "integer", "description": "records in the log"},
-                "closed": {"type": "boolean", "description": "the log ended (eos or error) and all was read"},
-            },
-        },
-        "CastState": {
-            "type": "object",
-            "required": ["id", *state, "finished", "reused", "audio_ms", "links"],
-            "properties": {
-                "id": {"type": "string", "pattern": CAST_ID_PATTERN},
-                **state,
-                "finished": {"type": "integer", "description": "sentences in the playable audio"},
-                "reused": {"type": "integer", "description": "of those, made from synth's chunk cache (not the model)"},
-                "audio_ms": {"type": "integer"},
-                "links": {"type": "object", "additionalProperties": {"type": "string"}},
             },
         },
     }
@@ -130,8 +94,9 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
             parameters=[_CAST_ID],
         ), "delete": op(
             "deleteCast", "intake", "Admin: delete a cast (its audio, log and claim); an identical submit makes it again",
-            {"200": {"description": "deleted"},
-             "202": {"description": "asked, not confirmed in time (no worker running?): send it again if the cast stays"},
+            {"200": json_body(ref("Deleted"), "deleted"),
+             "202": json_body(ref("Deleted"), "asked, not confirmed in time (no worker running?): send it again if "
+                              "the cast stays"),
              "404": error_body("no such cast, or no admin token configured or given (Authorization: Bearer <token>)")},
             parameters=[_CAST_ID],
         )},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .forms import CastForm
-from .openapi_parts import CAST_ID_PATTERN, IntakeLimits, Json, error_body, json_body, limit_text, op, ref
+from .openapi_parts import IntakeLimits, Json, error_body, json_body, limit_text, op, ref
 from .schemas import body_schema
 
 
@@ -15,37 +15,7 @@ def intake_schemas(limits: IntakeLimits | None) -> Json:
         text["maxLength"], title["maxLength"] = limits.max_chars, limits.max_title_chars
     else:
         title["description"] += " At most INTAKE_MAX_TITLE_CHARS characters."
-    return {
-        "CastRequest": request,
-        "Cast": {
-            "type": "object",
-            "required": ["id", "url", "status"],
-            "properties": {
-                "id": {"type": "string", "pattern": CAST_ID_PATTERN},
-                "url": {"type": "string", "description": "The cast's page, /c/<id>"},
-                "status": {"type": "string", "enum": ["new", "existing", "reenqueued"]},
-            },
-        },
-        "Voices": {
-            "type": "object",
-            "required": ["voices", "default", "source"],
-            "properties": {
-                "voices": {"type": "array", "items": {"type": "string"}},
-                "default": {"type": "string"},
-                "source": {"type": "string", "enum": ["worker", "config"]},
-                "backend": {"type": ["string", "null"]},
-                "details": {"type": "array", "description": "each voice of `voices`, in the same order",
-                            "items": {"type": "object", "required": ["id", "language", "lang", "gender", "name"],
-                                      "properties": {
-                                          "id": {"type": "string"},
-                                          "language": {"type": "string", "description": "American English, …"},
-                                          "lang": {"type": "string", "description": "BCP 47 tag; empty if unknown"},
-                                          "gender": {"type": "string", "enum": ["female", "male", ""]},
-                                          "name": {"type": "string", "description": "display name: Heart"},
-                                      }}},
-            },
-        },
-    }
+    return {"CastRequest": request}
 
 
 def _submit_responses() -> Json:

@@ -4,7 +4,7 @@ and the WebSocket, whose messages OpenAPI cannot describe, so its description na
 from __future__ import annotations
 
 from .forms import CloseForm, LiveMessage, OpenForm, TextForm
-from .openapi_parts import Json, json_body, ref
+from .openapi_parts import Json, error_body, json_body, ref
 from .openapi_speak import SPEAK_POST
 from .schemas import body_schema, union_schemas
 
@@ -25,41 +25,6 @@ LIVE_SCHEMAS: Json = {
     "LiveText": body_schema("LiveText", TextForm),
     "LiveClose": body_schema("LiveClose", CloseForm),
     **union_schemas("LiveMessage", LiveMessage),  # the WebSocket's client messages
-    "LiveOpened": {
-        "type": "object",
-        "required": ["id", "url", "status", "offset", "voice", "text", "close", "write_token"],
-        "description": "201 to POST /api/casts with live: true",
-        "properties": {
-            "id": {"type": "string", "description": "the cast's public id: it reads, never writes"},
-            "url": {"type": "string"},
-            "status": {"type": "string", "const": "open"},
-            "offset": {"type": "integer"},
-            "voice": {"type": "string"},
-            "text": {"type": "string", "description": "the route for fragments"},
-            "close": {"type": "string", "description": "the route that closes the text"},
-            "write_token": {"type": "string", "description": "secret: send it as Authorization: Bearer "
-                            "<write_token> to /text and /close; shown once, never stored in clear"},
-        },
-    },
-    "LiveState": {
-        "type": "object",
-        "required": ["id", "status", "offset"],
-        "properties": {
-            "id": {"type": "string"},
-            "status": {"type": "string", "enum": ["appended", "duplicate", "closed"]},
-            "offset": {"type": "integer", "description": "the text's end: where the next fragment starts"},
-            "content_id": {"type": "string", "description": "close: the content id of the final text"},
-        },
-    },
-    "LiveError": {
-        "type": "object",
-        "required": ["error", "message"],
-        "properties": {
-            "error": {"type": "string"},
-            "message": {"type": "string"},
-            "offset": {"type": "integer", "description": "the text's end: where the next fragment starts"},
-        },
-    },
 }
 
 _REFUSALS: Json = {
@@ -111,17 +76,17 @@ def live_paths() -> Json:
             "summary": "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
             "requestBody": {"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}},
-            "responses": {"200": json_body(ref("LiveState"), "Closed"), **_REFUSALS},
+            "responses": {"200": json_body(ref("LiveClosed"), "Closed"), **_REFUSALS},
         }},
         "/api/casts/{id}/cancel": {"post": {
             "operationId": "cancelCast", "tags": ["intake"],
             "summary": "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was spoken "
                        "(Authorization: Bearer with the admin token or an API key)",
             "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"202": {"description": "The worker cuts it short at the chunk in hand"},
-                          "401": {"description": "No admin token or API key (unauthorized)"},
-                          "404": {"description": "No such cast"},
-                          "409": {"description": "The cast has ended already (cast_ended)"}},
+            "responses": {"202": json_body(ref("Cancelled"), "The worker cuts it short at the chunk in hand"),
+                          "401": error_body("No admin token or API key (unauthorized)"),
+                          "404": error_body("No such cast"),
+                          "409": error_body("The cast has ended already (cast_ended)")},
         }},
         "/v1/speak": {"get": {
             "operationId": "deepgramSpeak", "tags": ["intake"],

@@ -1,5 +1,5 @@
-"""The building blocks of the OpenAPI document (``openapi.py``): the error codes, the limits each
-service documents, reference and response helpers, and what every service answers."""
+"""The building blocks of the OpenAPI document (``openapi.py``): the limits each service
+documents, reference and response helpers, and the routes every service answers."""
 
 from __future__ import annotations
 
@@ -8,12 +8,6 @@ from typing import Any
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
-ERROR_CODES = (
-    "malformed_json", "malformed_form", "invalid_field", "invalid_text", "empty_text", "text_too_long",
-    "title_too_long", "unknown_voice", "unsupported_media_type", "body_too_large", "too_large", "bad_request",
-    "rate_limited", "too_many_streams", "range_not_satisfiable", "not_found", "method_not_allowed", "busy",
-    "unavailable", "redis_unavailable", "tail_down", "internal", "warming_up",
-)  # fmt: skip
 CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
 
 
@@ -72,30 +66,6 @@ def limit_text(value: float | None, setting: str) -> str:
 
 def op(operation_id: str, tag: str, summary: str, responses: Json, **more: Any) -> Json:
     return {"operationId": operation_id, "tags": [tag], "summary": summary, **more, "responses": responses}
-
-
-# Answered by both services.
-COMMON_SCHEMAS: Json = {
-    "Error": {
-        "type": "object",
-        "required": ["error", "message"],
-        "properties": {
-            "error": {"type": "string", "description": "A stable code, e.g. " + ", ".join(ERROR_CODES)},
-            "message": {"type": "string", "description": "What to do about it"},
-        },
-    },
-    "Health": {
-        "type": "object",
-        "required": ["status"],
-        "properties": {
-            "status": {"type": "string", "enum": ["ok"]},
-            "listeners": {"type": "integer", "description": "edge: listeners of this process"},
-            "watched": {"type": "integer", "description": "edge: casts its shared tail follows"},
-            "voices": {"type": ["integer", "null"], "description": "intake /readyz: voices published (null: none yet)"},
-            "default": {"type": ["string", "null"], "description": "intake /readyz: the default voice"},
-        },
-    },
-}
 
 
 # Each service answers these on its own port; on the public origin, edge does.

@@ -1,5 +1,5 @@
 """Deepgram's REST TTS in the OpenAPI document: ``POST /v1/speak`` (the WebSocket upgrade on the
-same path is ``openapi_live``'s), its body and Deepgram's error shape."""
+same path is ``openapi_live``'s) and its body (Deepgram's error shape is ``answers.DeepgramError``)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,7 @@ from .forms import SpeakBody
 from .openapi_parts import Json, json_body, ref
 from .schemas import body_schema
 
-SPEAK_SCHEMAS: Json = {
-    "DeepgramSpeakRequest": body_schema("DeepgramSpeakRequest", SpeakBody),
-    "DeepgramError": {
-        "type": "object", "required": ["err_code", "err_msg", "request_id"],
-        "description": "Deepgram's error shape: every refusal of POST /v1/speak",
-        "properties": {
-            "err_code": {"type": "string", "description": "INVALID_QUERY_PARAMETER, INVALID_AUTH, or intake's "
-                         "refusal code upper-cased (TOO_MANY_STREAMS, RATE_LIMITED, ...)"},
-            "err_msg": {"type": "string", "description": "what is wrong and what to do"},
-            "request_id": {"type": "string", "description": "also the dg-request-id header"},
-        },
-    },
-}
+SPEAK_SCHEMAS: Json = {"DeepgramSpeakRequest": body_schema("DeepgramSpeakRequest", SpeakBody)}
 
 
 def _query(name: str, schema: Json, description: str) -> Json:

@@ -11,25 +11,7 @@ def _error(description: str) -> Json:
     return json_body(ref("OpenAIError"), description)
 
 
-V1_SCHEMAS: Json = {
-    "SpeechRequest": body_schema("SpeechRequest", SpeechRequest),
-    "OpenAIError": {
-        "type": "object",
-        "required": ["error"],
-        "properties": {"error": {
-            "type": "object",
-            "required": ["message", "type", "code"],
-            "properties": {"message": {"type": "string"}, "type": {"type": "string"},
-                           "param": {"type": ["string", "null"]}, "code": {"type": "string"}},
-        }},
-    },
-    "Model": {
-        "type": "object",
-        "required": ["id", "object", "created", "owned_by"],
-        "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["model"]},
-                       "created": {"type": "integer"}, "owned_by": {"type": "string"}},
-    },
-}  # fmt: skip
+V1_SCHEMAS: Json = {"SpeechRequest": body_schema("SpeechRequest", SpeechRequest)}
 
 _AUDIO = {f"audio/{t}": {"schema": {"type": "string", "format": "binary"}}
           for t in ("mpeg", "ogg", "aac", "flac", "wav", "pcm")}
@@ -62,14 +44,9 @@ V1_PATHS: Json = {
             "503": _error("Redis is unreachable or intake is overloaded"),
         },
     }},
-    "/v1/audio/voices": _get("listSpeechVoices", "Voices as Open WebUI reads them", {
-        "type": "object", "properties": {"voices": {"type": "array", "items": {"type": "object"}},
-                                         "default": {"type": "string"}}}),
-    "/v1/audio/models": _get("listSpeechModels", "Models as Open WebUI reads them", {
-        "type": "object", "properties": {"models": {"type": "array", "items": {"type": "object"}}}}),
-    "/v1/models": _get("listModels", "The model's names, as OpenAI lists models", {
-        "type": "object", "properties": {"object": {"type": "string"}, "data": {"type": "array",
-                                                                                  "items": ref("Model")}}}),
+    "/v1/audio/voices": _get("listSpeechVoices", "Voices as Open WebUI reads them", ref("V1Voices")),
+    "/v1/audio/models": _get("listSpeechModels", "Models as Open WebUI reads them", ref("AudioModels")),
+    "/v1/models": _get("listModels", "The model's names, as OpenAI lists models", ref("ModelList")),
     "/v1/models/{model}": {"get": {
         "operationId": "getModel", "tags": ["openai"], "summary": "One model name",
         "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],

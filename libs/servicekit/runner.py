@@ -63,18 +63,28 @@ def run(app: web.Application, serving: Serving) -> NoReturn:
 
 async def serve(app: web.Application, serving: Serving) -> int:
     """Serve until a stop signal or until ``serving.until`` ends; the process's exit status."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=serving.shutdown_timeout_s,
-                           handler_cancellation=serving.handler_cancellation)
-    await runner.setup()
-    task = serving.until(app) if serving.until is not None else None
+    # the handlers go in before the port opens: a SIGTERM sent as soon as the service answers
+    # (an orchestrator's stop right after its probe) stops it gracefully, never by the default
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
     try:
-        site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
-        await site.start()
-        log.info("%s ready on %s", serving.name, serving.where)
-        await _stop_signal_or(task)
-        log.info("%s stopping", serving.name)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=serving.shutdown_timeout_s,
+                               handler_cancellation=serving.handler_cancellation)
+        await runner.setup()
+        task = serving.until(app) if serving.until is not None else None
+        try:
+            site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
+            await site.start()
+            log.info("%s ready on %s", serving.name, serving.where)
+            await _stop_or(stop, task)
+            log.info("%s stopping", serving.name)
+        finally:
+            await runner.cleanup()
     finally:
-        await runner.cleanup()
+        for sig in SIGNALS:
+            loop.remove_signal_handler(sig)
     log.info("%s stopped", serving.name)
     if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
         log.error("%s failed", serving.name, exc_info=task.exception())
@@ -82,19 +92,11 @@ async def serve(app: web.Application, serving: Serving) -> int:
     return 0
 
 
-async def _stop_signal_or(task: asyncio.Task[Any] | None) -> None:
-    """Wait for SIGTERM or SIGINT, or for ``task`` to end."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
-        if task is not None:
-            waiters.add(task)
-        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in pending - {task}:
-            waiter.cancel()
-    finally:
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)
+async def _stop_or(stop: asyncio.Event, task: asyncio.Task[Any] | None) -> None:
+    """Wait for ``stop`` (SIGTERM or SIGINT), or for ``task`` to end."""
+    waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
+    if task is not None:
+        waiters.add(task)
+    _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in pending - {task}:
+        waiter.cancel()

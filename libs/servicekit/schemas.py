@@ -1,9 +1,9 @@
 """The OpenAPI schemas that msgspec types define: generated, so that they cannot drift.
 
 A record's kind and headers come from castlog's ``Record`` union (a new kind or field appears here
-by itself), a cast's state from ``CastState``, the fold every reader shares, and a request body
-from the Struct that decodes it (``forms.py``). What a route adds around them (the seq_num of a
-record, the id and links of a state, a body's configured limits) is written in ``openapi*.py``.
+by itself), a request body from the Struct that decodes it (``forms.py``) and a JSON answer from
+the Struct that encodes it (``answers.py``). What a route adds around them (the seq_num of a
+record, a body's configured limits) is written in ``openapi*.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 import msgspec
 
-from castlog import CastState, Record
+from castlog import Record
+
+from .answers import ANSWERS
 
 Json = dict[str, Any]
 
@@ -46,17 +48,9 @@ def header_schemas() -> Json:
     return out
 
 
-def cast_state_properties() -> Json:
-    """The public fields of ``CastState`` (its private bookkeeping left out), defaults dropped:
-    a served state always carries every field."""
-    _, components = msgspec.json.schema_components([CastState], ref_template=REF_TEMPLATE)
-    fields = components["CastState"]["properties"]
-    out: Json = {}
-    for name, schema in fields.items():
-        if name.startswith("_"):
-            continue
-        out[name] = {k: v for k, v in schema.items() if k != "default"}
-    return out
+def answer_schemas() -> Json:
+    """The schema of each JSON answer (``answers.py``), named by its Struct, with those it nests."""
+    return msgspec.json.schema_components(ANSWERS, ref_template=REF_TEMPLATE)[1]
 
 
 def body_schema(name: str, form: type[msgspec.Struct]) -> Json:

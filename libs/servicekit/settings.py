@@ -272,10 +272,6 @@ def declaration(cls: type[Settings], name: str) -> Setting[Any]:
     return next(s for f, s, _ in declared(cls) if f.name == name and s is not None)
 
 
-def hint_of(cls: type[Settings], name: str) -> Any:
-    return next(hint for f, _, hint in declared(cls) if f.name == name)
-
-
 def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` sets ``s`` (a blank value is unset)."""
     return raw_of(s, environ) is not None
@@ -283,7 +279,7 @@ def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
 
 def value_of(cls: type[Settings], name: str, environ: Mapping[str, str]) -> Any:
     """Field ``name`` of ``cls`` as ``environ`` sets it, checked, without reading the others."""
-    s, hint = declaration(cls, name), hint_of(cls, name)
+    s, hint = next((s, hint) for f, s, hint in declared(cls) if f.name == name and s is not None)
     raw = raw_of(s, environ)
     if raw is None:
         return s.factory() if s.factory is not None else s.default

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import msgspec
 from aiohttp import web
 from redis.asyncio import Redis
 
@@ -25,7 +26,6 @@ from .guards import Guard
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
 from .played import Played
-from .public import encode_json
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
-    app[OPENAPI] = encode_json(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s),
-                                                           parts=[durable_part()]))
+    app[OPENAPI] = msgspec.json.encode(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s),
+                                                        parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)

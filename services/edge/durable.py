@@ -15,8 +15,8 @@ import time
 from aiohttp import web
 
 from durablestreams import protocol as ds
-from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, offset_of, served_type
-from servicekit import Refusal
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, normal_type, offset_of, served_type
+from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
 from . import durable_casts
@@ -90,7 +90,7 @@ async def read(request: web.Request) -> web.StreamResponse:
     if mode == "long-poll" and not got.entries:
         meta, got = await _long_poll(request, read_pass, meta, after)
         if not got.entries:
-            return _timed_out(request, meta)
+            return ds.timed_out(request, meta.tail_offset, meta.closed)
     return _catch_up(request, meta, got, offset or "-1", mode == "long-poll")
 
 
@@ -130,15 +130,6 @@ async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) ->
     return await request.app[EDGE].tail.waiters.wait(meta.log, since, seconds)
 
 
-def _timed_out(request: web.Request, meta: Meta) -> web.Response:
-    headers = {ds.NEXT_OFFSET: meta.tail_offset, ds.UP_TO_DATE: "true"}
-    if meta.closed:
-        headers[ds.CLOSED] = "true"
-    else:
-        headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
-    return web.Response(status=204, headers=headers)
-
-
 def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, long_poll: bool) -> web.Response:
     end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
     closed = meta.closed and got.complete and end == meta.tail_offset
@@ -164,18 +155,17 @@ def _body(meta: Meta, got: Slice) -> bytes:
 
 def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
     if binary:
-        return ds.sse_event("data", base64.b64encode(data).decode())
+        return ds.sse_event("data", base64.b64encode(data))
     if meta.json:
-        return ds.sse_event("data", "[" + data.decode() + "]")
-    return ds.sse_event("data", data.decode("utf-8", errors="replace"))
+        return ds.sse_event("data", b"[" + data + b"]")  # stored as UTF-8 (``json_entry``)
+    return ds.sse_event("data", data.decode("utf-8", errors="replace").encode())  # SSE is UTF-8
 
 
 async def _sse(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> web.StreamResponse:
     """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
-    kind = meta.content_type.split(";", 1)[0].strip().lower()
-    binary = not (kind.startswith("text/") or kind == "application/json")
-    response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
+    binary = not (normal_type(meta.content_type).startswith("text/") or meta.json)
+    response = web.StreamResponse(status=200, headers=sse.HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
     async with _permit(request), read_pass.stream_seat():

@@ -25,6 +25,7 @@ from aiohttp import web
 from castlog import Layout, public_dict
 from durablestreams import protocol as ds
 from durablestreams.streams import entry_of, id_key, offset_of
+from servicekit import sse
 
 from .context import CONFIG, EDGE, Edge, known_cast
 from .params import cast_id_from
@@ -126,9 +127,8 @@ class CastSource:
         return b"[" + b",".join(got.items) + b"]" if self.records else b"".join(got.items)
 
     def event(self, got: Got) -> bytes:
-        if self.records:
-            return ds.sse_event("data", "[" + ",".join(i.decode() for i in got.items) + "]")
-        return ds.sse_event("data", base64.b64encode(b"".join(got.items)).decode())
+        body = self.body(got)
+        return ds.sse_event("data", body if self.records else base64.b64encode(body))
 
     async def wait(self, seconds: float) -> None:
         """Until the log has a record past the one last seen (or ``seconds``): edge's shared tail."""
@@ -166,12 +166,7 @@ async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
             async with known.read_pass.stream_seat():
                 got = await _long_poll(request, source, position)
         if not got.items:
-            headers = _state_headers(source, got.end, closed=got.closed)
-            headers[ds.UP_TO_DATE] = "true"
-            if not got.closed:
-                headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
-            headers.pop("Content-Type")
-            return web.Response(status=204, headers=headers)
+            return ds.timed_out(request, source.offset(got.end), got.closed)
     headers = _state_headers(source, got.end, closed=got.closed)
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"
@@ -210,7 +205,7 @@ async def _long_poll(request: web.Request, source: CastSource, position: int) ->
 async def _sse(request: web.Request, source: CastSource, position: int) -> web.StreamResponse:
     """Each read as one data event (base64 for the audio) and its control event; ends at EOF."""
     cfg = request.app[CONFIG]
-    response = web.StreamResponse(status=200, headers=ds.SSE_HEADERS)
+    response = web.StreamResponse(status=200, headers=sse.HEADERS)
     if not source.records:
         response.headers[ds.SSE_ENCODING] = "base64"
     await response.prepare(request)

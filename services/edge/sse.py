@@ -11,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from castlog import is_terminal
+from servicekit import sse
 
 from .context import EDGE, Edge
 from .errors import not_found
@@ -19,13 +20,8 @@ from .streaming import DirectSse, cut_short, observe, write_within
 
 # EventSource's reconnect delay after a dropped stream (the edge restarting, a proxy timeout).
 RETRY_MS = 2_000
-HEARTBEAT = b": heartbeat\n\n"
-GOODBYE = b": edge stopping; reconnect with Last-Event-ID to resume\n\n"
-SSE_HEADERS = {
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",  # nginx and friends: pass each event through at once
-}
+HEARTBEAT = sse.comment("heartbeat")
+GOODBYE = sse.comment("edge stopping; reconnect with Last-Event-ID to resume")
 # Records joined into one write when a listener finds several waiting.
 WRITE_BATCH = 16
 
@@ -43,11 +39,11 @@ async def events(request: web.Request) -> web.StreamResponse:
         if is_terminal(last.record) and start > last.seq_num:
             return web.Response(status=204)  # nothing will ever come: EventSource stops here
         if request.method == "HEAD":
-            return web.Response(headers=SSE_HEADERS)
-        resp = web.StreamResponse(headers=SSE_HEADERS)
+            return web.Response(headers=sse.HEADERS)
+        resp = web.StreamResponse(headers=sse.HEADERS)
         await resp.prepare(request)
         with cut_short("SSE stream", cast_id):
-            await resp.write(b"retry: %d\n\n" % RETRY_MS)
+            await resp.write(sse.retry(RETRY_MS))
             await _stream(request, resp, edge, cast_id, start)
             await resp.write_eof()
         return resp

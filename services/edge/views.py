@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 from aiohttp import web
 
 from castlog import is_terminal
 from fanout import Item
-from servicekit import Problem, probe, redis_answers
+from servicekit import Problem, json_response, probe, redis_answers
+from servicekit.answers import CastState, Health, Links, RecordPage
 
 from .context import EDGE, OPENAPI, Edge, known_cast
 from .errors import not_found
@@ -25,33 +27,12 @@ PAGE_HEADERS = {"Cache-Control": "no-cache"}
 async def cast_state(request: web.Request) -> web.Response:
     cast_id = cast_id_from(request)
     s = (await known_cast(request, cast_id)).layout.state
-    return web.json_response({
-        "id": cast_id,
-        "title": s.title,
-        "voice": s.voice,
-        "speed": s.speed,
-        "chars": s.chars,
-        "status": s.status,
-        "planned": s.planned,
-        "finished": s.finished,
-        "reused": s.reused,
-        "audio_ms": s.audio_ms,
-        "attempts": s.attempts,
-        "resume_from": s.resume_from,
-        "error": s.error,
-        "cancelled": s.cancelled,
-        "tail": s.tail,
-        "queue_position": s.queue_position,
-        "starts_in_ms": s.starts_in_ms,
-        "queue_at": s.queue_at,
-        "links": {
-            "player": f"/c/{cast_id}",
-            "audio": f"/api/casts/{cast_id}/audio.mp3",
-            "events": f"/api/casts/{cast_id}/events",
-            "records": f"/api/casts/{cast_id}/records",
-            "captions": f"/api/casts/{cast_id}/captions",
-        },
-    })
+    api = f"/api/casts/{cast_id}"
+    links = Links(player=f"/c/{cast_id}", audio=f"{api}/audio.mp3", events=f"{api}/events", records=f"{api}/records",
+                  captions=f"{api}/captions")
+    # Every other field is the state's own (or derived) field of the same name.
+    fields = {name: getattr(s, name) for name in CastState.__struct_fields__ if name not in ("id", "links")}
+    return json_response(CastState(id=cast_id, links=links, **fields))
 
 
 async def records(request: web.Request) -> web.Response:
@@ -81,10 +62,8 @@ async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
             tail = max(tail, next_seq)
             closed = is_terminal(items[-1].entry.record)
     edge.metrics.delivered.inc(len(items))
-    body = b'{"records":[%s],"next_seq_num":%d,"tail":%d,"closed":%s}' % (
-        b",".join(i.json() for i in items), next_seq, tail, b"true" if closed else b"false",
-    )
-    return web.Response(body=body, content_type="application/json")
+    records = [msgspec.Raw(i.json()) for i in items]
+    return json_response(RecordPage(records=records, next_seq_num=next_seq, tail=tail, closed=closed))
 
 
 async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, tail: int) -> bool:
@@ -117,9 +96,9 @@ async def _tail_runs(app: web.Application) -> Problem | None:
     return None if app[EDGE].tail.running else Problem("tail_down", "the shared tail stopped; restart edge")
 
 
-async def _listening(app: web.Application) -> dict[str, int]:
+async def _listening(app: web.Application) -> Health:
     tail = app[EDGE].tail
-    return {"listeners": len(tail.listeners), "watched": len(tail.watches)}
+    return Health(status="ok", listeners=len(tail.listeners), watched=len(tail.watches))
 
 
 healthz = probe(

@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
@@ -43,7 +44,7 @@ from servicekit import (
     redact,
     request_client,
 )
-from servicekit.keys import key_matches
+from servicekit.keys import bearer_key
 
 from . import cancel, durable, live, speech, views
 from .config import Config
@@ -88,7 +89,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
-    app[OPENAPI] = views.encode(openapi_document(intake=limits, parts=[durable_part()]))
+    app[OPENAPI] = msgspec.json.encode(openapi_document(intake=limits, parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_ctx)
     add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)
@@ -175,19 +176,13 @@ def _guarded(request: web.Request) -> bool:
     return bool(keys) and (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS)
 
 
-def _authorized(request: web.Request) -> bool:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    matches = key_matches(token.strip(), request.app[CONFIG].api_keys)
-    return scheme.lower() in ("bearer", "token") and matches  # Token: Deepgram's clients (/v1/speak)
-
-
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     if _guarded(request):
         cfg, failures = request.app[CONFIG], request.app[INTAKE].auth_failures
         client = request_client(request, cfg.forwarded_allow_ips)
         failures.check(client)
-        if not _authorized(request):
+        if not bearer_key(request, cfg.api_keys):  # or Token: Deepgram's clients (/v1/speak)
             if "Authorization" in request.headers:  # a key given and wrong: a guess
                 await failures.failed(client, "api_key")
             raise Refusal(401, "invalid_api_key", "send a key of STREAMTTS_API_KEYS as Authorization: Bearer <key>")

@@ -12,9 +12,10 @@ from aiohttp import web
 from castlog import cancel, is_cast_id
 from castlog.cancels import CancelAnswer
 from servicekit import json_response
+from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
 
-from .claim import cast_url, request_tag, tenant_key
+from .claim import bearer, cast_url, request_tag, tenant_key
 from .context import INTAKE, request_client
 from .validate import Refusal
 
@@ -25,10 +26,10 @@ async def may_cancel(request: web.Request, cast_id: str) -> bool | None:
     tenant does not cancel another's). None: no credential that cancels at all. The one check,
     so that a cast's own write token can take its place."""
     intake = request.app[INTAKE]
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
+    token = bearer(request)
+    if not token:
         return None
-    if intake.cfg.admin_token and key_matches(token.strip(), [intake.cfg.admin_token]):
+    if intake.cfg.admin_token and key_matches(token, [intake.cfg.admin_token]):
         return True
     if tenant_key(request) is None:
         return None
@@ -61,4 +62,4 @@ async def post_cancel(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such cast")
     if answer == "ended":
         raise Refusal(409, "cast_ended", "the cast has ended already; its link replays it")
-    return json_response({"id": cast_id, "url": cast_url(cast_id), "cancelled": True}, status=202)
+    return json_response(Cancelled(id=cast_id, url=cast_url(cast_id), cancelled=True), status=202)

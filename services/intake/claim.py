@@ -109,12 +109,16 @@ async def read_body(request: web.Request) -> bytes:
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
 
 
+def bearer(request: web.Request, schemes: tuple[str, ...] = ("bearer",)) -> str:
+    """The token of ``Authorization: <scheme> <token>`` when its scheme is one of ``schemes``; else ""."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() in schemes else ""
+
+
 def tenant_key(request: web.Request) -> str | None:
     """The key of STREAMTTS_API_KEYS the request carries (Bearer, or Deepgram's Token), if any."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    key = token.strip()
-    ok = scheme.lower() in ("bearer", "token") and key_matches(key, request.app[INTAKE].cfg.api_keys)
-    return key if ok else None
+    key = bearer(request, ("bearer", "token"))
+    return key if key_matches(key, request.app[INTAKE].cfg.api_keys) else None
 
 
 def request_tag(request: web.Request, client: str) -> str:

@@ -34,7 +34,7 @@ from durablestreams.streams import (
 )
 from servicekit import Refusal
 
-from .claim import read_body
+from .claim import bearer, read_body
 from .context import CONFIG, INTAKE, request_client
 
 _MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+")
@@ -80,7 +80,7 @@ def stream_owner(request: web.Request) -> str:
     the client's address (the same as its quota's), the one thing the protocol's clients carry
     on every request without being told."""
     if request.app[CONFIG].api_keys:
-        token = request.headers.get("Authorization", "").partition(" ")[2].strip()
+        token = bearer(request, ("bearer", "token"))
         return "key:" + hashlib.sha256(token.encode()).hexdigest()[:KEY_OWNER_DIGITS]
     return "addr:" + request_client(request)
 

@@ -21,11 +21,12 @@ from aiohttp import web
 from castlog import LiveText, Meta, RateLimited, TooManyOpen, catalog_key, is_cast_id
 from castlog.batching import NotReplicated
 from servicekit import json_response
+from servicekit.answers import LiveClosed, LiveError, LiveOpened, LiveState
 from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm, TextForm
 
-from .claim import cast_url, not_replicated, read_body
+from .claim import bearer, cast_url, not_replicated, rate_limited, read_body
 from .context import INTAKE, request_client
-from .validate import Refusal, normalise_title
+from .validate import Refusal, check_title
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
@@ -55,8 +56,8 @@ class TextRefusal(Refusal):
         super().__init__(status, code, message)
         self.offset = offset
 
-    def body(self) -> dict[str, Any]:
-        return {**super().body(), "offset": self.offset}
+    def body(self) -> LiveError:
+        return LiveError(self.code, self.message, offset=self.offset)
 
 
 def asks_live(body: bytes) -> bool:
@@ -88,10 +89,7 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     voice = voice or voices.default
     if voice not in voices.names:
         raise Refusal(422, "unknown_voice", "no such voice; pick one of GET /api/voices")
-    title = normalise_title(title) if title else LIVE_TITLE
-    limit = intake.cfg.max_title_chars
-    if len(title) > limit:
-        raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
+    title = check_title(title, intake.cfg.max_title_chars) if title else LIVE_TITLE
     meta = Meta(title=title, voice=voice, chars=0, sentences=0, created_at=time.time_ns() // 1_000_000, live=True,
                 speed=speed)  # the state shows it (the worker takes it from the recipe)
     asked_at = intake.cooldowns.clock()
@@ -102,10 +100,9 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
         cap = intake.cfg.live_max_open_per_client
         raise Refusal(429, "too_many_open_casts", f"your address holds {cap} open casts; close one first",
                       {"Retry-After": str(OPEN_RETRY_AFTER_S)}) from None
-    except RateLimited as limited:
+    except RateLimited as limited:  # the same bucket as a whole text's submit, and the same answer
         intake.cooldowns.refused(client, asked_at, limited.verdict)
-        wait = limited.verdict.retry_after_s
-        raise Refusal(429, "rate_limited", f"too many casts; retry in {wait} s", {"Retry-After": str(wait)}) from None
+        raise rate_limited(limited.verdict.retry_after_s) from None
     except NotReplicated:  # opened, but not known to survive a failover: its token is never handed out
         raise not_replicated(intake.cfg.wait_replicas, "a new open makes a new cast") from None
     return Opened(opened.cast_id, voice, opened.write_token)
@@ -189,11 +186,6 @@ def _cast_id(request: web.Request) -> str:
     return cast_id
 
 
-def _bearer(request: web.Request) -> str:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def _no_write_token(message: str) -> Refusal:
     return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
 
@@ -201,7 +193,7 @@ def _no_write_token(message: str) -> Refusal:
 async def check_writer(request: web.Request, cast_id: str) -> None:
     """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
     before the body is read, so a stranger's body is never read and nothing is written."""
-    token = _bearer(request)
+    token = bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
     failures, client = request.app[INTAKE].auth_failures, request_client(request)
@@ -228,11 +220,11 @@ async def open_from_body(app: web.Application, client: str, body: bytes) -> Open
 def opened_reply(opened: Opened) -> web.Response:
     """201 with the open cast's id, routes and write token (Cache-Control: no-store: a secret)."""
     url = cast_url(opened.cast_id)
-    body = {
-        "id": opened.cast_id, "url": url, "status": "open", "offset": 0, "voice": opened.voice,
-        "text": f"/api/casts/{opened.cast_id}/text", "close": f"/api/casts/{opened.cast_id}/close",
-        "write_token": opened.write_token,
-    }
+    body = LiveOpened(
+        id=opened.cast_id, url=url, status="open", offset=0, voice=opened.voice,
+        text=f"/api/casts/{opened.cast_id}/text", close=f"/api/casts/{opened.cast_id}/close",
+        write_token=opened.write_token,
+    )
     return json_response(body, 201, {"Location": url, "Cache-Control": "no-store"})
 
 
@@ -245,7 +237,7 @@ async def post_text(request: web.Request) -> web.Response:
         await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
     )
     status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=request_client(request))
-    return json_response({"id": cast_id, "status": status, "offset": end})
+    return json_response(LiveState(id=cast_id, status=status, offset=end))
 
 
 async def post_close(request: web.Request) -> web.Response:
@@ -263,4 +255,4 @@ async def post_close(request: web.Request) -> web.Response:
     if form.offset is not None and text.closed is None and form.offset != text.end:
         raise refusal_of("gap" if form.offset > text.end else "overlap", text.end, 0)
     end, cid = await close_text(request.app, cast_id, text.voice, text)  # the log read once
-    return json_response({"id": cast_id, "url": cast_url(cast_id), "status": "closed", "offset": end, "content_id": cid})
+    return json_response(LiveClosed(id=cast_id, url=cast_url(cast_id), status="closed", offset=end, content_id=cid))

@@ -174,13 +174,7 @@ def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice
         listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
         raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
     speed = check_speed(form.speed)
-    title = normalise_title(form.title) if form.title else ""
-    if len(title) > limits.max_title_chars:
-        raise Refusal(
-            422,
-            "title_too_long",
-            f"the title has {len(title)} characters, more than {limits.max_title_chars}; shorten it",
-        )
+    title = check_title(form.title, limits.max_title_chars)
     return Submission(text=text, voice=voice, title=title or default_title(text), speed=speed)
 
 
@@ -190,6 +184,14 @@ def _voice(voice: str) -> str:
         return canonical_voice(voice)
     except BlendError as exc:
         raise Refusal(422, "unknown_voice", str(exc)) from None
+
+
+def check_title(title: str | None, limit: int) -> str:
+    """The title as kept ("" for none), or 422 past ``limit`` characters."""
+    title = normalise_title(title) if title else ""
+    if len(title) > limit:
+        raise Refusal(422, "title_too_long", f"the title has {len(title)} characters, more than {limit}; shorten it")
+    return title
 
 
 def check_speed(speed: float | None) -> float:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from typing import Any
 
-import msgspec
 from aiohttp import web
 from redis.asyncio import Redis
 
 from castlog import cast_key, is_cast_id, request_delete
 from servicekit import Problem, json_response, probe, redis_answers
+from servicekit.answers import Cast, Deleted, Health
 
 from . import live
 from .claim import Claimed, Screen, cast_url, read_body, submit
@@ -23,7 +22,6 @@ from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
-encode = msgspec.json.Encoder().encode
 # How often a delete's answer looks whether the worker has removed the cast.
 DELETE_POLL_S = 0.05
 
@@ -48,7 +46,7 @@ async def get_voices(request: web.Request) -> web.Response:
     voices = await request.app[INTAKE].voices.current()
     if voices is None:
         raise warming_up()
-    return json_response(voices.to_json())
+    return json_response(voices.answer())
 
 
 async def get_openapi(request: web.Request) -> web.Response:
@@ -79,10 +77,10 @@ async def delete_cast(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such cast")
     await request_delete(intake.redis, cast_id, token)
     if await _gone(intake.redis, cast_id, cfg.delete_wait_s):
-        return json_response({"id": cast_id, "deleted": True})
-    return json_response({"id": cast_id, "deleted": False, "status": "asked", "message": "no worker confirmed "
-                          "the delete in time (workers carry out a request only while they run): GET the cast to "
-                          "see whether it is gone, and send the same DELETE again if not"}, 202)
+        return json_response(Deleted(id=cast_id, deleted=True))
+    return json_response(Deleted(id=cast_id, deleted=False, status="asked", message="no worker confirmed the delete "
+                                 "in time (workers carry out a request only while they run): GET the cast to see "
+                                 "whether it is gone, and send the same DELETE again if not"), 202)
 
 
 async def _gone(redis: Redis, cast_id: str, wait_s: float) -> bool:
@@ -100,9 +98,9 @@ _REDIS_ANSWERS = redis_answers(
 )
 
 
-async def _published(app: web.Application) -> dict[str, Any]:
+async def _published(app: web.Application) -> Health:
     voices = await app[INTAKE].voices.current()
-    return {"voices": len(voices.names) if voices else None, "default": voices.default if voices else None}
+    return Health(status="ok", voices=len(voices.names) if voices else None, default=voices.default if voices else None)
 
 
 get_healthz = probe(_REDIS_ANSWERS)
@@ -114,7 +112,7 @@ get_readyz = probe(_REDIS_ANSWERS, info=_published)
 def _cast_reply(claimed: Claimed) -> web.Response:
     url = cast_url(claimed.cast_id)
     return json_response(
-        {"id": claimed.cast_id, "url": url, "status": claimed.result}, status=STATUS_OF[claimed.result],
+        Cast(id=claimed.cast_id, url=url, status=claimed.result), status=STATUS_OF[claimed.result],
         headers={"Location": url},
     )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from castlog import VOICES, Malformed, describe_voice, read_voices, voice_available
+from servicekit import answers
 
 from .validate import Refusal
 
@@ -40,10 +41,10 @@ class Voices:
     source: str = "worker"  # published in synth/voices
     backend: str | None = None
 
-    def to_json(self) -> dict[str, object]:
+    def answer(self) -> answers.Voices:
         """The names, and for each its language, gender and display name (``details``, same order)."""
-        return {"voices": list(self.names), "default": self.default, "source": self.source, "backend": self.backend,
-                "details": [describe_voice(name).to_json() for name in self.names]}
+        return answers.Voices(voices=list(self.names), default=self.default, source=self.source, backend=self.backend,
+                              details=[describe_voice(name) for name in self.names])
 
 
 def warming_up() -> Refusal:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from servicekit import ConfigError, setup_logging
+from servicekit.metrics import project_version
 from servicekit.settings import value_of
 
 from . import commands as client_commands
@@ -23,18 +23,13 @@ from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
 from .config import Config, environment
 from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
 from .proxy import Limits
-
-
-def version() -> str:
-    try:
-        return metadata.version("streamtts")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
+from .redisserver import ServerNotFound
+from .serverchoice import ServerRefused
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamtts", description="StreamTTS: streaming text-to-speech on Kokoro-82M")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {project_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_up(commands)
     client_commands.add_all(commands)
@@ -87,7 +82,7 @@ def run_up(args: argparse.Namespace) -> int:
     state_dir = args.state_dir.expanduser().resolve()
     try:  # before anything starts: the state dir's own server, or a refusal that says why
         server = None if url else statecmd.server_for(state_dir, args.redis_server)
-    except (statecmd.ServerRefused, statecmd.ServerNotFound) as exc:
+    except (ServerRefused, ServerNotFound) as exc:
         print(f"streamtts: {exc}", file=sys.stderr)
         return 1
     if "synth" in services and not args.no_voice_install:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from castlog import Entry, describe_voice, from_public, is_terminal
+from castlog import Entry, describe_voice, from_public, is_cast_id, is_terminal
 from servicekit.settings import declaration
 
 from .config import Config
@@ -28,7 +28,6 @@ READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
 WARM_UP_WAIT_S = 300.0
 # A dropped event stream is reopened from the next seq_num this many times in a row at most.
 RECONNECTS = 5
-CAST_ID_CHARS = 12
 
 EXIT_OK, EXIT_CAST_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -53,23 +52,13 @@ class Unreachable(ClientError):
         )
 
 
-def default_url() -> str:
-    """STREAMTTS_URL, else the local origin."""
-    return Config.from_env().url
-
-
-def default_api_key() -> str | None:
-    """STREAMTTS_API_KEY (a key of the server's STREAMTTS_API_KEYS), sent as ``Authorization: Bearer``."""
-    return Config.from_env().api_key or None
-
-
 def split_link(id_or_link: str) -> tuple[str, str | None]:
     """``(cast id, the link's origin or None)`` from an id, ``/c/<id>`` or a full player link."""
     parts = urlsplit(id_or_link)
     path = parts.path.rstrip("/")
     cast_id = path.rsplit("/", 1)[-1]
     origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
-    if len(cast_id) != CAST_ID_CHARS or not all(c.isalnum() or c in "-_" for c in cast_id):
+    if not is_cast_id(cast_id):
         raise UsageError(f"{id_or_link!r} is not a cast id or link (…/c/<12-character id>)")
     return cast_id, origin
 
@@ -123,14 +112,10 @@ class Api:
                 return response
             time.sleep(min(float(response.headers.get("Retry-After", "2")), 5.0))
 
-    def events(self, cast_id: str, seq_num: int) -> Iterator[Entry]:
-        """The cast's records from ``seq_num`` until its terminal record, reopening a dropped
-        stream where it broke off (records of kinds this version does not know are skipped)."""
-        for entry, _public in self.records(cast_id, seq_num):
-            yield entry
-
     def records(self, cast_id: str, seq_num: int) -> Iterator[tuple[Entry, dict[str, Any]]]:
-        """As ``events``, each record with its public JSON form (what edge sent)."""
+        """The cast's records from ``seq_num`` until its terminal record, each with its public JSON
+        form (what edge sent), reopening a dropped stream where it broke off (records of kinds
+        this version does not know are skipped)."""
         failures = 0
         while True:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
@@ -21,11 +22,10 @@ from .client import (
     EXIT_OK,
     Api,
     UsageError,
-    default_api_key,
-    default_url,
     split_link,
     voice_traits,
 )
+from .config import Config
 from .follow import AudioSink, Mp3File, Mp3Stream, Outcome, follow, print_json
 
 STDOUT = "-"  # -o -: the MP3 to stdout
@@ -43,7 +43,9 @@ def server_options(default: str | None = None) -> argparse.ArgumentParser:
 
 
 def api_for(args: argparse.Namespace, origin: str | None = None) -> Api:
-    return Api(args.url or origin or default_url(), getattr(args, "api_key", None) or default_api_key())
+    """The origin asked for (else the link's, else STREAMTTS_URL's), with --api-key (else STREAMTTS_API_KEY)."""
+    settings = Config.from_env()
+    return Api(args.url or origin or settings.url, getattr(args, "api_key", None) or settings.api_key or None)
 
 
 def output_options() -> argparse.ArgumentParser:
@@ -156,21 +158,15 @@ def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool
     start = (tail - 1 if state.get("status") in ("done", "error") else tail) if from_tail else 0
     where = STDOUT if args.output == STDOUT else str(Path(args.output or f"{cast_id}.mp3"))
     try:
-        if where == STDOUT:
-            outcome = _follow_into(api, cast_id, Mp3Stream(sys.stdout.buffer), state, start, args, console)
-        else:
-            with Path(where).open("wb") as file:
-                outcome = _follow_into(api, cast_id, Mp3File(file), state, start, args, console)
+        with ExitStack() as files:
+            sink: AudioSink = (Mp3Stream(sys.stdout.buffer) if where == STDOUT
+                               else Mp3File(files.enter_context(Path(where).open("wb"))))
+            outcome = follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start,
+                             console=console, on_record=print_json if args.json else None, show_progress=not args.json)
     except KeyboardInterrupt:
         console.print(f"stopped following; the cast goes on: `streamtts follow {api.link(cast_id)}`")
         return EXIT_INTERRUPTED
     return _report(outcome, where, console, as_json=args.json)
-
-
-def _follow_into(api: Api, cast_id: str, sink: AudioSink, state: dict[str, object], start: int,
-                 args: argparse.Namespace, console: Console) -> Outcome:
-    return follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start, console=console,
-                  on_record=print_json if args.json else None, show_progress=not args.json)
 
 
 def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> int:

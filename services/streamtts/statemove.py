@@ -19,8 +19,10 @@ from typing import Any
 
 from redis import Redis
 
+from castlog.keys import decoded
+
 from .redisserver import start_server
-from .serverchoice import EMBEDDED, Server, choose, lock_state_dir, named, record, recorded, redis_password
+from .serverchoice import Server, choose, lock_state_dir, named, record, recorded, redis_password
 
 SCAN_COUNT = 500
 XRANGE_COUNT = 500
@@ -48,7 +50,7 @@ def move(data_dir: Path, target: str, say: Say = _say) -> Path:
 def _move(data_dir: Path, target: str, say: Say) -> Path:
     source = recorded(data_dir) or choose(data_dir, None)
     wanted = named(target)
-    if wanted.same_as(source):
+    if wanted == source:
         raise ValueError(f"the data in {data_dir} is already served by {source.describe()}: nothing to move")
     moving = data_dir.with_name(data_dir.name + ".moving")
     if moving.exists():
@@ -119,8 +121,7 @@ def copy_key(src: Conn, dst: Conn, key: bytes) -> bool:
     # The TTL is read first: a key expiring during its copy keeps a TTL on the new server, never
     # turns into one that lives for ever.
     ttl_ms = src.pttl(key)
-    kind = src.type(key)
-    kind = kind.decode() if isinstance(kind, bytes) else kind
+    kind = decoded(src.type(key))
     if ttl_ms == -2 or kind == "none":
         return False
     if kind == "stream":
@@ -167,35 +168,35 @@ def copy_stream(src: Conn, dst: Conn, key: bytes) -> None:
             any_entry = True
         if len(page) < XRANGE_COUNT:
             break
-        start = "(" + _text(page[-1][0])
-    last_id = _text(info["last-generated-id"])
+        start = "(" + decoded(page[-1][0])
+    last_id = decoded(info["last-generated-id"])
     if not any_entry:  # an empty stream exists only once something made it: add one entry, delete it
         dst.xadd(key, {"_": ""}, id=last_id if last_id != "0-0" else "0-1")
         dst.xtrim(key, maxlen=0)
     dst.execute_command("XSETID", key, last_id, "ENTRIESADDED", info["entries-added"],
-                        "MAXDELETEDID", _text(info["max-deleted-entry-id"]))
+                        "MAXDELETEDID", decoded(info["max-deleted-entry-id"]))
     for group in src.xinfo_groups(key):
         copy_group(src, dst, key, group)
 
 
 def copy_group(src: Conn, dst: Conn, key: bytes, group: dict[str, Any]) -> None:
-    name = _text(group["name"])
+    name = decoded(group["name"])
     read = group.get("entries-read")
     extra = ["ENTRIESREAD", read] if read is not None else []
-    dst.execute_command("XGROUP", "CREATE", key, name, _text(group["last-delivered-id"]), *extra)
+    dst.execute_command("XGROUP", "CREATE", key, name, decoded(group["last-delivered-id"]), *extra)
     for consumer in src.xinfo_consumers(key, name):
-        dst.execute_command("XGROUP", "CREATECONSUMER", key, name, _text(consumer["name"]))
+        dst.execute_command("XGROUP", "CREATECONSUMER", key, name, decoded(consumer["name"]))
     start = "-"
     while True:
         pending = src.xpending_range(key, name, min=start, max="+", count=PENDING_COUNT)
         for item in pending:
             # XCLAIM … FORCE makes the pending entry anew, owned by the same consumer
-            dst.xclaim(key, name, _text(item["consumer"]), 0, [item["message_id"]],
+            dst.xclaim(key, name, decoded(item["consumer"]), 0, [item["message_id"]],
                        idle=item["time_since_delivered"], retrycount=item["times_delivered"], force=True,
                        justid=True)
         if len(pending) < PENDING_COUNT:
             break
-        start = "(" + _text(pending[-1]["message_id"])
+        start = "(" + decoded(pending[-1]["message_id"])
 
 
 def _wait_rewrite(dst: Conn, timeout_s: float = 60.0) -> None:
@@ -208,10 +209,3 @@ def _wait_rewrite(dst: Conn, timeout_s: float = 60.0) -> None:
     # the copy is then removed and the state dir left as it was
     raise RuntimeError(f"the new server's AOF rewrite took longer than {timeout_s:g} s: nothing was changed; "
                        "run the move again")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-__all__ = ["EMBEDDED", "Server", "copy_all", "move"]

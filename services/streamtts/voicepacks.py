@@ -136,10 +136,6 @@ def fetch(source: str, ids: list[str]) -> Iterator[tuple[str, bytes]]:
         yield from _folder(Path(source), ids)
 
 
-def npm_available() -> bool:
-    return shutil.which("npm") is not None
-
-
 def tarball_url(environ: Mapping[str, str] | None = None) -> str:
     """The package's tarball on the registry (npm's layout: <name>/-/<name>-<version>.tgz)."""
     env = environment() if environ is None else environ
@@ -170,7 +166,7 @@ def _npm(ids: list[str]) -> Iterator[tuple[str, bytes]]:
     cached = tarball_cache()
     if cached.is_file() and tarball_ok(cached):
         yield from _members(cached, set(ids))
-    elif npm_available():
+    elif shutil.which("npm"):
         yield from _npm_pack(ids)
     else:
         yield from _members(_download(cached), set(ids))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from servicekit import Problem, probe, redis_answers
+from servicekit.answers import Health
 
 from .context import SYNTH
 
@@ -28,19 +27,20 @@ async def _running(app: web.Application) -> Problem | None:
     return Problem(phase, _NOT_READY[phase]) if phase != "running" else None
 
 
-async def _phase(app: web.Application) -> dict[str, Any]:
+async def _phase(app: web.Application) -> Health:
     synth = app[SYNTH]
-    return {"phase": synth.service.phase, "consumer": synth.cfg.consumer}
+    return Health(status="ok", phase=synth.service.phase, consumer=synth.cfg.consumer)
 
 
-async def _worker(app: web.Application) -> dict[str, Any]:
+async def _worker(app: web.Application) -> Health:
     synth = app[SYNTH]
     service, worker = synth.service, synth.service.worker
-    return {
-        "consumer": synth.cfg.consumer,
-        "backend": service.synthesizer.name if service.synthesizer else None,
-        "active_casts": len(worker.casts) if worker else 0,
-    }
+    return Health(
+        status="ok",
+        consumer=synth.cfg.consumer,
+        backend=service.synthesizer.name if service.synthesizer else None,
+        active_casts=len(worker.casts) if worker else 0,
+    )
 
 
 # Liveness: 200 while the process loads, warms or runs its worker; 503 once it failed or stopped

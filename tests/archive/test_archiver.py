@@ -8,10 +8,11 @@ import hashlib
 from typing import Any
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from blobstore import BlobStore
-from castlog import PROGRESS_DONE, CastStore, Done, LogReader, announce_done, archive, cast_key, catalog_key, read_jobs
+from castlog import PROGRESS_DONE, CastStore, Done, LogReader, announce_done, archive, cast_key, catalog_key
 from synth.archiver import ArchiveError
 from tests.edge.edge_helpers import cast_id, meta, write_cast
 

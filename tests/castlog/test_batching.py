@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, ResponseError
 
-from castlog import CastStore, Meta, RateLimited, RateLimiter, cast_key, content_id, read_jobs
+from castlog import CastStore, Meta, RateLimited, RateLimiter, cast_key, content_id
 from castlog.batching import NotReplicated, ScriptBatcher
 from servicekit import client_for
 from streamtts.redisserver import free_port

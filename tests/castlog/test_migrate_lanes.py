@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
@@ -21,15 +22,26 @@ from castlog import (
     content_id,
     encode_headers,
     is_cancelled,
-    read_jobs,
 )
-from castlog.keys import legacy_cancel_key, legacy_cast_key, legacy_catalog_key
 from castlog.migrate import migrate_to_lanes
 from streamtts.launcher import migrate_keys
 from streamtts.redisserver import free_port
 
 TEXT, VOICE = "Written before lanes.", "af_heart"
 CAST = content_id(TEXT, VOICE)
+
+
+# The keys as castlog wrote them before #24, without a lane: what migrate.py renames.
+def legacy_cast_key(cast_id: str) -> str:
+    return "pub/casts/" + cast_id
+
+
+def legacy_catalog_key(cast_id: str) -> str:
+    return "catalog/" + cast_id
+
+
+def legacy_cancel_key(cast_id: str) -> str:
+    return "cancel/" + cast_id
 
 
 async def write_the_old_layout(redis: Redis) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobstreams import enqueue, read_dead, read_done, read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
@@ -34,13 +35,9 @@ from castlog import (
     content_id,
     dead_letter,
     decode_job,
-    enqueue,
     lane_jobs_of,
     lane_live_jobs_of,
     publish_voices,
-    read_dead,
-    read_done,
-    read_jobs,
     read_recipe,
     read_trash,
     read_voices,

@@ -3,9 +3,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id, read_jobs
+from castlog import CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
@@ -20,7 +21,6 @@ from castlog import (
     client_tag,
     content_id,
     lane_jobs_of,
-    read_jobs,
 )
 from castlog.ratelimit import RateLimited
 

@@ -24,7 +24,7 @@ from castlog import describe_voice, voice_order
 def test_the_id_names_language_gender_and_name(voice: str, language: str, lang: str, gender: str, name: str) -> None:
     info = describe_voice(voice)
     assert (info.language, info.lang, info.gender, info.name) == (language, lang, gender, name)
-    assert info.to_json()["id"] == voice
+    assert info.id == voice
 
 
 @pytest.mark.parametrize("voice", ["narrator", "xf_odd", "a_b", "afx_heart"])

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import CastStore, LogReader, Meta, read_jobs, stamps
+from castlog import CastStore, LogReader, Meta, stamps
 from castlog.ids import content_id
 from servicekit import connect
 from servicekit.connect import is_cluster

@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 
 import castlog
 from blobstore import StoreConfig, open_blob_store
-from castlog import CastStore, LogReader, Meta, read_jobs
+from castlog import CastStore, LogReader, Meta
 from intake import Config, create_app
 from servicekit import connect
 from tests.archive.archive_helpers import archiver, finished
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
+from tests.support.cancels import read_cancels
 from tests.support.cluster import Cluster
 
 
@@ -72,7 +74,7 @@ async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster
     after = await castlog.last_cancel(cluster_redis)
     assert await castlog.cancel(cluster_redis, cast_id) == "ok"  # the key lane's flag, then the word
     assert await castlog.is_cancelled(cluster_redis, cast_id)
-    assert (await castlog.read_cancels(cluster_redis, after, 10, 10))[1] == [cast_id]
+    assert (await read_cancels(cluster_redis, after, 10, 10))[1] == [cast_id]
 
 
 @pytest.mark.rule("open-cap-own-slot")

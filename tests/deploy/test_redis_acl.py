@@ -25,6 +25,7 @@ import fanout
 from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 from synth import chunkcache, clerk
+from tests.support.cancels import read_cancels
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
@@ -387,7 +388,7 @@ async def test_a_cancel_works_as_intake_and_is_heard_as_synth(redis_port: int, a
         after = await castlog.last_cancel(synth)
         assert await castlog.cancel(intake, cast_id) == "ok"
         assert await castlog.is_cancelled(synth, cast_id)
-        assert (await castlog.read_cancels(synth, after, block_ms=100, count=10))[1] == [cast_id]
+        assert (await read_cancels(synth, after, block_ms=100, count=10))[1] == [cast_id]
     finally:
         await synth.aclose()
         await intake.aclose()

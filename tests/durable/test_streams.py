@@ -24,6 +24,7 @@ from durablestreams.keys import meta_key
 from durablestreams.streams import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
+from servicekit import sse
 from tests.durable.conftest import UNLIMITED, serving_origin
 from tests.edge.edge_helpers import Cast, audio_records, calls_between, cast_id, command_calls, read_events
 from tests.support.waiting import wait_until
@@ -364,6 +365,7 @@ async def test_a_stopping_edge_ends_its_sse_streams_at_once(redis: Redis, redis_
     await DurableStreams(redis).create("quiet", Spec("text/plain"), [b"hi"])
     async with ClientSession() as http:
         response = await http.get(server.make_url("/v1/stream/quiet"), params={"offset": "-1", "live": "sse"})
+        assert {k: response.headers[k] for k in sse.HEADERS} == sse.HEADERS  # the one SSE header set
         first = await response.content.readuntil(b"\n\n")
         assert first.startswith(b"event: data")
         closing = asyncio.create_task(server.close())

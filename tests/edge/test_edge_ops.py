@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestClient, TestServer
@@ -18,6 +19,7 @@ from castlog import CastStore
 from durablestreams.openapi import durable_part
 from edge import Config, create_app
 from edge.config import ConfigError
+from servicekit import answers
 from servicekit.openapi import EdgeLimits, document
 from tests.edge.edge_helpers import cast_id, read_events, write_cast
 from tests.support.apps import MakeClient
@@ -43,6 +45,16 @@ def route_path(resource: Any) -> str:
 def assert_matches(doc: dict[str, Any], path: str, status: str, instance: Any) -> None:
     schema = doc["paths"][path]["get"]["responses"][status]["content"]["application/json"]["schema"]
     OAS31Validator({**schema, "components": doc["components"]}).validate(instance)
+
+
+async def answers_as_documented(doc: dict[str, Any], resp: Any, path: str, answer: type[answers.Answer]) -> None:
+    """A real answer against the schema generated from the Struct that encoded it (which forbids
+    unknown fields), and decoded by that Struct."""
+    body = await resp.read()
+    assert_matches(doc, path, str(resp.status), msgspec.json.decode(body))
+    msgspec.json.decode(body, type=answer)
+    schema = doc["paths"][path]["get"]["responses"][str(resp.status)]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{answer.__name__}"}
 
 
 async def test_openapi_document_is_the_public_origins_and_lists_every_route(
@@ -80,12 +92,13 @@ async def test_answers_match_their_documented_schemas(edge: TestClient[Any, Any]
     doc = await (await edge.get("/api/edge/openapi.json")).json()
     cid = cast_id()
     await write_cast(store, cid, ["One.", "Two."])
-    assert_matches(doc, "/api/casts/{id}", "200", await (await edge.get(f"/api/casts/{cid}")).json())
-    assert_matches(doc, "/api/casts/{id}/records", "200", await (await edge.get(f"/api/casts/{cid}/records")).json())
+    await answers_as_documented(doc, await edge.get(f"/api/casts/{cid}"), "/api/casts/{id}", answers.CastState)
+    page = await edge.get(f"/api/casts/{cid}/records")
+    await answers_as_documented(doc, page, "/api/casts/{id}/records", answers.RecordPage)
     missing = await edge.get(f"/api/casts/{cast_id('missing')}/records")
     assert missing.status == 404
-    assert_matches(doc, "/api/casts/{id}/records", "404", await missing.json())
-    assert_matches(doc, "/healthz", "200", await (await edge.get("/healthz")).json())
+    await answers_as_documented(doc, missing, "/api/casts/{id}/records", answers.Error)
+    await answers_as_documented(doc, await edge.get("/healthz"), "/healthz", answers.Health)
 
 
 async def test_metrics_endpoint_has_every_documented_edge_metric(edge: TestClient[Any, Any], store: CastStore) -> None:

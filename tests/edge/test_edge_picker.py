@@ -3,6 +3,7 @@ and a voice preselected to fit the text's script until the listener picks one.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -22,7 +23,7 @@ VOICES = ["jf_alpha", "zf_xiaobei", "bf_emma", "af_heart", "am_adam", "ef_dora"]
 async def picker_page(server: TestServer, browser: Any) -> Any:
     page = await browser.new_page()
     body = {"voices": VOICES, "default": "af_heart", "source": "worker", "backend": "onnx",
-            "details": [describe_voice(v).to_json() for v in VOICES]}  # what intake answers
+            "details": [dataclasses.asdict(describe_voice(v)) for v in VOICES]}  # what intake answers
 
     async def voices(route: Any) -> None:
         await route.fulfill(status=200, content_type="application/json", body=json.dumps(body))

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import client_tag, content_id, lane_jobs_of, read_jobs
+from castlog import client_tag, content_id, lane_jobs_of
 from intake import Config
 
 

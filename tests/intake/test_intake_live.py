@@ -11,11 +11,11 @@ import aiohttp
 import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 import castlog
-from castlog import Audio, CastStore, Eos, LiveStore, LogReader, Start
-from intake.speech import pcm
+from castlog import SAMPLE_RATE, Audio, CastStore, Eos, LiveStore, LogReader, Start
 
 from .conftest import MakeClient, keys_besides_rate_limits
 
@@ -64,9 +64,9 @@ async def test_open_claims_a_random_id_with_live_meta_and_a_live_job(client: Cli
     (entry,) = await LogReader(redis).read(first)
     assert isinstance(entry.record, castlog.Meta) and entry.record.live and entry.record.sentences == 0
     assert entry.record.title == "Live cast" and entry.record.voice == "af_heart"
-    jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
+    jobs = await read_jobs(redis, castlog.JOBS_LIVE)
     assert sorted(j.id for j in jobs) == sorted([first, second])  # two lanes: no order between them
-    assert await castlog.read_jobs(redis) == []
+    assert await read_jobs(redis) == []
 
 
 async def test_generate_with_json_opens_a_live_cast_as_post_api_casts_does(client: Client, redis: Redis) -> None:
@@ -281,7 +281,7 @@ async def test_websocket_pcm_frames_are_the_decoded_mp3(client: Client, redis: R
     samples = np.frombuffer(frame.data, dtype="<i2").astype(np.float32) / 32768
     want = decode_mp3(mp3)
     assert len(samples) == len(want) and float(np.max(np.abs(samples - want))) < 1e-3
-    assert pcm.SAMPLE_RATE == 24_000
+    assert SAMPLE_RATE == 24_000
     await ws.close()
 
 

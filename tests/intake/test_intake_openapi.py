@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 from jsonschema import ValidationError
@@ -16,6 +18,7 @@ from durablestreams.openapi import durable_part
 from intake import Config
 from intake.speech.formats import CONTENT_TYPES
 from intake.speech.livemessages import Invalid, decode_message
+from servicekit import answers
 from servicekit.openapi import IntakeLimits, document
 
 from .conftest import MakeClient
@@ -139,3 +142,62 @@ def test_request_schemas_say_what_the_decoders_take() -> None:
     with pytest.raises(ValidationError):
         assert_matches(doc, schemas["LiveMessage"], {"type": "speak", "text": "Hi."})
     assert isinstance(decode_message('{"type": "speak", "text": "Hi."}'), Invalid)
+
+
+# The answers only edge gives (tests/edge/test_edge_ops.py checks them).
+EDGE_ANSWERS = {answers.CastState, answers.RecordPage}
+ADMIN = "admin-token-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+
+async def answers_as_documented(
+    doc: dict[str, Any], resp: aiohttp.ClientResponse, path: str, method: str, answer: type[answers.Answer]
+) -> type[answers.Answer]:
+    """A real answer: the documented schema of its route and status takes it (a field it lacks or
+    one too many fails: the generated schema forbids unknown ones), the Struct that encodes it
+    decodes it, and the schema is that Struct's."""
+    schema = schema_of(doc, path, method, str(resp.status))
+    body = await resp.read()
+    assert_matches(doc, schema, json.loads(body))
+    msgspec.json.decode(body, type=answer)
+    refs = [schema, *schema.get("oneOf", [])]
+    assert {"$ref": f"#/components/schemas/{answer.__name__}"} in refs, (path, resp.status)
+    return answer
+
+
+async def test_every_json_answer_is_its_structs_generated_schema(make_client: MakeClient) -> None:
+    """Each JSON answer intake sends, from its app over real Redis, against the schema generated
+    from the Struct that encoded it; together they are every answer but edge's."""
+    client = await make_client(admin_token=ADMIN, delete_wait_s=0.05)
+    doc = await served(client)
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    seen: set[type[answers.Answer]] = set()
+
+    async def check(resp: aiohttp.ClientResponse, path: str, method: str, answer: type[answers.Answer]) -> Any:
+        seen.add(await answers_as_documented(doc, resp, path, method, answer))
+        return await resp.json()
+
+    created = await check(await client.post("/api/casts", json={"text": "Hello."}), "/api/casts", "post", answers.Cast)
+    await check(await client.post("/api/casts", json={"text": 1}), "/api/casts", "post", answers.Error)
+    await check(await client.get("/api/voices"), "/api/voices", "get", answers.Voices)
+    await check(await client.get("/healthz"), "/healthz", "get", answers.Health)
+    ready = await check(await client.get("/readyz"), "/readyz", "get", answers.Health)
+    assert ready["voices"] == 6 and ready["default"] == "af_heart"
+    cancel = f"/api/casts/{created['id']}/cancel"
+    await check(await client.post(cancel, headers=admin), "/api/casts/{id}/cancel", "post", answers.Cancelled)
+    deleted = await client.delete(f"/api/casts/{created['id']}", headers=admin)  # no worker: asked, not confirmed
+    assert (await check(deleted, "/api/casts/{id}", "delete", answers.Deleted))["status"] == "asked"
+    opened = await check(await client.post("/api/casts", json={"live": True}), "/api/casts", "post", answers.LiveOpened)
+    writer = {"Authorization": f"Bearer {opened['write_token']}"}
+    text, close = "/api/casts/{id}/text", "/api/casts/{id}/close"
+    sent = await client.post(opened["text"], json={"text": "Hi. ", "offset": 0}, headers=writer)
+    await check(sent, text, "post", answers.LiveState)
+    gap = await check(await client.post(opened["text"], json={"text": "x", "offset": 9}, headers=writer), text, "post",
+                      answers.LiveError)
+    assert gap["offset"] == 4
+    await check(await client.post(opened["close"], json={}, headers=writer), close, "post", answers.LiveClosed)
+    await check(await client.get("/v1/models"), "/v1/models", "get", answers.ModelList)
+    await check(await client.get("/v1/audio/models"), "/v1/audio/models", "get", answers.AudioModels)
+    await check(await client.get("/v1/audio/voices"), "/v1/audio/voices", "get", answers.V1Voices)
+    await check(await client.get("/v1/models/whisper"), "/v1/models/{model}", "get", answers.OpenAIError)
+    await check(await client.post("/v1/speak", json={"words": "Hi."}), "/v1/speak", "post", answers.DeepgramError)
+    assert seen == set(answers.ANSWERS) - EDGE_ANSWERS

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-import castlog
 from intake import Config
 from servicekit import ConfigError
 from streamtts.redisserver import free_port, start_server
@@ -163,4 +163,4 @@ async def test_python_m_intake_finishes_an_inflight_submit_on_sigterm_then_exits
             proc.wait()
     assert proc.returncode == 0, out.decode()
     assert b"intake stopped" in out
-    assert len(await castlog.read_jobs(redis)) == 1
+    assert len(await read_jobs(redis)) == 1

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import Verdict, read_jobs
+from castlog import Verdict
 from intake.limits import Cooldowns
 
 from .conftest import MakeClient, key_names

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 import castlog
@@ -132,7 +133,7 @@ async def test_a_burst_past_the_inflight_limit_waits_its_turn(make_client: MakeC
     client = await make_client(max_inflight=2, max_waiting=100)
     replies = await asyncio.gather(*(client.post("/api/casts", json={"text": f"Cast {i}."}) for i in range(60)))
     assert [r.status for r in replies] == [201] * 60
-    assert len(await castlog.read_jobs(redis)) == 60
+    assert len(await read_jobs(redis)) == 60
 
 
 @pytest.mark.rule("body-deadline")

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 import castlog
@@ -31,7 +32,7 @@ SPEAK = "/v1/speak?model=aura-2-thalia-en&encoding={encoding}&sample_rate={rate}
 async def _next_cast(redis: Redis, seen: set[str]) -> str:
     """The id of the next open cast a session opened (its job in its lane's jobs/live)."""
     for _ in range(200):
-        for job in await castlog.read_jobs(redis, castlog.JOBS_LIVE):
+        for job in await read_jobs(redis, castlog.JOBS_LIVE):
             cast_id = job.id
             if cast_id not in seen:
                 seen.add(cast_id)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
@@ -22,7 +23,6 @@ from castlog import (
     catalog_key,
     content_id,
     lane_jobs_of,
-    read_jobs,
 )
 from chunking import count_chunks
 from intake.validate import default_title

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-import castlog
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start, content_id
 from intake.context import INTAKE
 from intake.speech.formats import decode_chunk
 from intake.speech.v1 import OPENAI_VOICES, resolve_voice, voice_list
+from servicekit.answers import V1Voice
 from synth.mp3 import encode_chunk
 
 from .conftest import MakeClient, key_names
@@ -162,7 +163,7 @@ async def test_a_failed_cast_before_any_audio_is_a_500_and_a_past_failure_is_ret
     assert openai_error(await resp.json())["code"] == "synthesis_failed"
 
     async def retry() -> None:  # the repeat re-enqueued the cast: its new attempt goes after the error
-        while len(await castlog.read_jobs(store.redis)) < 2:
+        while len(await read_jobs(store.redis)) < 2:
             await asyncio.sleep(0.01)
         tail = await store.append(cast_id, 2, [Start(attempt=4, resume_from=0, at=0)])
         d = len(decode_chunk(CHUNKS[0])) // 24
@@ -270,10 +271,10 @@ def test_openai_voice_names_map_to_the_closest_installed_english_pack() -> None:
     assert resolve_voice("alloy", (*installed, "af_alloy")) == "af_alloy", "the same name first"
     with pytest.raises(Exception, match="install"):
         resolve_voice("alloy", ("jf_alpha",))
-    listed = {v["id"]: v["name"] for v in voice_list(installed)}
+    listed = {v.id: v.name for v in voice_list(installed)}
     assert listed["jf_alpha"] == "jf_alpha" and listed["onyx"] == "onyx (am_michael)"
     assert set(OPENAI_VOICES) >= {"alloy", "echo", "fable", "onyx", "nova", "shimmer"}
-    assert voice_list(("jf_alpha",)) == [{"id": "jf_alpha", "name": "jf_alpha"}], "no pack, no OpenAI name"
+    assert voice_list(("jf_alpha",)) == [V1Voice(id="jf_alpha", name="jf_alpha")], "no pack, no OpenAI name"
 
 
 async def test_a_shutdown_ends_open_speech_streams(client: Client, store: CastStore) -> None:

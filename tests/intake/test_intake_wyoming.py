@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 from wyoming import client as wyoming_client
 from wyoming.audio import AudioChunk
@@ -46,7 +47,7 @@ async def port(make_client: MakeClient) -> int:
 
 async def _cast_opened(redis: Redis) -> str:
     for _ in range(200):
-        jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)
+        jobs = await read_jobs(redis, castlog.JOBS_LIVE)
         if jobs:
             return jobs[-1].id
         await asyncio.sleep(0.02)
@@ -138,7 +139,7 @@ async def test_a_second_start_inside_a_streaming_request_is_refused(port: int, r
         event = await asyncio.wait_for(client.read_event(), 10)
         assert event is not None and WyomingError.is_type(event.type)
         assert WyomingError.from_event(event).code == "request_open"
-        assert len(await castlog.read_jobs(redis, castlog.JOBS_LIVE)) == 1, "no second cast was opened"
+        assert len(await read_jobs(redis, castlog.JOBS_LIVE)) == 1, "no second cast was opened"
 
 
 async def test_a_client_that_leaves_mid_stream_cancels_its_cast(port: int, redis: Redis) -> None:

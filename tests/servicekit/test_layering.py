@@ -2,8 +2,9 @@
 
 castlog touches Redis keys and nothing HTTP: it imports redis, msgspec and the standard library.
 chunking (the splitter) imports the standard library alone; castlog does not import it. fanout (the
-shared tail and its listeners) sits on castlog; castlog does not import it.
-servicekit holds the services' HTTP and operations half: it may import castlog, never a service.
+shared tail and its listeners) sits on castlog, and on servicekit for the SSE frame its items carry;
+neither imports it. servicekit holds the services' HTTP and operations half (the one SSE writer
+included): it may import castlog, never fanout, durablestreams or a service.
 Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
 state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
 inside any package under libs/ and services/ (subpackages included), nor across them. intake is two rooms:
@@ -57,12 +58,13 @@ def test_chunking_imports_only_the_standard_library_and_castlog_does_not_import_
     assert all("chunking" not in names for names in imported(REPO / "libs" / "castlog").values())
 
 
-def test_fanout_sits_above_castlog_which_never_imports_it() -> None:
+def test_fanout_sits_above_castlog_and_servicekit_which_never_import_it() -> None:
     modules = imported(REPO / "libs" / "fanout")
-    assert {"castlog", "redis"} <= set().union(*modules.values())
+    assert {"castlog", "servicekit", "redis"} <= set().union(*modules.values())
     for module, names in modules.items():
-        assert outside_stdlib(names) <= {"castlog", "fanout", "redis", "msgspec"}, module
-    assert all("fanout" not in names for names in imported(REPO / "libs" / "castlog").values())
+        assert outside_stdlib(names) <= {"castlog", "servicekit", "fanout", "redis", "msgspec"}, module
+    for below in ("castlog", "servicekit"):
+        assert all("fanout" not in names for names in imported(REPO / "libs" / below).values()), below
 
 
 def test_durablestreams_sits_above_castlog_and_servicekit_and_below_the_services() -> None:
@@ -74,6 +76,7 @@ def test_durablestreams_sits_above_castlog_and_servicekit_and_below_the_services
 
 
 def test_servicekit_imports_castlog_and_its_http_tools_but_no_service() -> None:
+    """Nor fanout or durablestreams, which sit on it."""
     allowed = {"castlog", "servicekit", "redis", "msgspec", "aiohttp", "prometheus_client"}
     for module, names in imported(REPO / "libs" / "servicekit").items():
         assert outside_stdlib(names) <= allowed, module
@@ -272,7 +275,7 @@ def test_intakes_claim_side_never_imports_its_speech_room() -> None:
     assert "speech" in claim_side["app"] and {"claim", "live", "validate"} <= set(claim_side)
     assert {module for module, names in claim_side.items() if "speech" in names} == {"app"}
     speech = package_imports(intake / "speech")
-    assert {"livews", "stream", "formats", "pcm", "v1", "views"} <= set(speech)
+    assert {"livews", "stream", "formats", "v1", "views"} <= set(speech)
     assert a_cycle(speech) == [], " -> ".join(a_cycle(speech))
     taken = set().union(*imports_from_parent(intake / "speech").values())
     assert {"claim.Screen", "context.INTAKE", "live"} <= taken  # the reading sees them

@@ -27,6 +27,7 @@ from servicekit import (
     probe,
     redis_answers,
 )
+from servicekit.answers import Health
 from streamtts.redisserver import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,8 +110,8 @@ async def test_a_probe_answers_the_first_failing_check_else_ok_with_its_info(red
     async def flagged(app: web.Application) -> Problem | None:
         return Problem("flagged", "the flag is up") if app[flag]["up"] else None
 
-    async def info(app: web.Application) -> dict[str, int]:
-        return {"n": 3}
+    async def info(app: web.Application) -> Health:
+        return Health(status="ok", listeners=3)
 
     app = web.Application()
     app[clients], app[flag] = [redis], {"up": False}
@@ -118,7 +119,7 @@ async def test_a_probe_answers_the_first_failing_check_else_ok_with_its_info(red
                                         info=info))
     async with TestClient(TestServer(app)) as client:
         resp = await client.get("/readyz")
-        assert resp.status == 200 and await resp.json() == {"status": "ok", "n": 3}
+        assert resp.status == 200 and await resp.json() == {"status": "ok", "listeners": 3}
         app[clients][0] = down
         resp = await client.get("/readyz")
         assert resp.status == 503 and await resp.json() == {"error": "redis", "message": "no"}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jobstreams import enqueue, read_dead, read_done
 from modelwrap import Wrapped
 from mp3decode import decode_mp3
 from redis.asyncio import Redis
@@ -117,7 +118,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     async with running(Worker(config(), redis, model)):
         entries = await terminal(store, cast_id)
         # A job for the now finished cast is acknowledged and skipped.
-        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
+        await enqueue(redis, castlog.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
         await wait_until(lambda: delivered_all(redis))
     assert [e.seq_num for e in entries] == list(range(len(entries)))
     chunks = chunking.split_text(text)
@@ -133,7 +134,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     assert entries[-1].record.audio_ms == sum(a.d for a in audio)
     assert len(model.calls) == len(chunks)  # the duplicate job synthesized nothing
     assert await LogReader(store.redis).tail(cast_id) == len(entries)
-    assert len(await castlog.read_done(redis)) == 1
+    assert len(await read_done(redis)) == 1
 
 
 async def test_three_concurrent_casts_each_get_first_audio_before_any_finishes(
@@ -172,7 +173,7 @@ async def test_chunk_that_always_fails_with_the_real_model_ends_in_error_and_dea
     assert starts_of(entries) == [(1, 0), (2, 1), (3, 1)]
     assert entries[-1].kind == "error" and entries[-1].record.attempts == 3
     assert model.calls == [chunks[0]] + [chunks[1]] * 3  # sentence 0 was never redone
-    assert [dead.id for dead in await castlog.read_dead(redis)] == [cast_id]
+    assert [dead.id for dead in await read_dead(redis)] == [cast_id]
     assert await pending_count(redis) == 0
 
 

@@ -7,6 +7,7 @@ import asyncio
 import threading
 
 import pytest
+from jobstreams import enqueue, read_dead, read_done, read_jobs
 from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
@@ -50,10 +51,10 @@ async def test_one_cast_gets_start_audio_in_order_and_eos_then_receipt_and_ack(
         assert abs(len(decode_mp3(a.body)) / 24 - a.d) <= 1  # d is the decoded duration
         offset += a.d
     assert entries[-1].record == Eos(sentences=len(chunks), audio_ms=offset, attempts=1)
-    (receipt,) = await castlog.read_done(redis)
+    (receipt,) = await read_done(redis)
     assert receipt.id == cast_id and receipt.attempts == 1
     assert receipt.sentences == len(chunks) and receipt.audio_ms == offset
-    enqueued_at = (await castlog.read_jobs(redis))[0].enqueued_at
+    enqueued_at = (await read_jobs(redis))[0].enqueued_at
     first_audio = next(e for e in entries if e.kind == "audio")
     assert receipt.first_audio_ms == first_audio.ts - enqueued_at  # Redis's clock, both ends
     assert receipt.finished_at >= entries[-1].ts - 1000  # the eos's stamp (Redis's clock)
@@ -81,12 +82,12 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
         await wait_until(lambda: _no_pending(redis))
         calls, tail = len(synth.calls), await LogReader(store.redis).tail(cast_id)
         # A duplicate job for the same (finished) cast, as a re-delivery would bring it.
-        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
+        await enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         await wait_until(lambda: _no_pending(redis))
         await wait_until(lambda: delivered_all(redis))
     assert len(synth.calls) == calls
     assert await LogReader(store.redis).tail(cast_id) == tail
-    assert len(await castlog.read_done(redis)) == 1
+    assert len(await read_done(redis)) == 1
 
 
 @pytest.mark.rule("attempts-count-failures")
@@ -104,7 +105,7 @@ async def test_chunk_that_always_fails_gets_three_attempts_then_error_dead_lette
     assert "sentence 2" in entries[-1].record.reason
     played = castlog.playable(entries)
     assert [e.record.i for e in played] == [0, 1]  # the finished sentences were never redone
-    (dead,) = await castlog.read_dead(redis)
+    (dead,) = await read_dead(redis)
     assert dead.id == cast_id and dead.attempts == 3 and dead.consumer == "test-worker"
     assert "stand-in failure" in dead.error and dead.failed_at > 0
 
@@ -118,7 +119,7 @@ async def test_unknown_voice_fails_at_once_without_retries(redis: Redis, store: 
     assert [e.kind for e in entries] == ["meta", "error"]
     assert "unknown voice 'zz_nobody'" in entries[-1].record.reason
     assert synth.calls == []
-    assert len(await castlog.read_dead(redis)) == 1
+    assert len(await read_dead(redis)) == 1
 
 
 @pytest.mark.rule("error-is-retried")
@@ -172,8 +173,8 @@ async def test_a_resumed_casts_receipt_times_its_first_audio_from_the_first_atte
     async with running(Worker(config(), redis, StandIn())):  # a restart: attempt 2 finishes it
         entries = await terminal(store, cast_id)
         await wait_until(lambda: _no_pending(redis))
-    (receipt,) = await castlog.read_done(redis)
-    enqueued_at = (await castlog.read_jobs(redis))[0].enqueued_at
+    (receipt,) = await read_done(redis)
+    enqueued_at = (await read_jobs(redis))[0].enqueued_at
     first_audio = next(e for e in entries if e.kind == "audio")
     assert [e.kind for e in entries].index("audio") < [e.kind for e in entries].index("start", 2)  # attempt 1's
     assert receipt.attempts == 2 and receipt.first_audio_ms == first_audio.ts - enqueued_at
@@ -245,7 +246,7 @@ async def test_malformed_job_is_dead_lettered_and_acknowledged(redis: Redis) -> 
     async with running(Worker(config(), redis, StandIn())):
         await redis.xadd(castlog.JOBS, {"id": "../etc", "voice": "af_heart"})
         await wait_until(lambda: delivered_all(redis))
-    (dead,) = await castlog.read_dead(redis)
+    (dead,) = await read_dead(redis)
     assert dead.id == "../etc" and dead.error == "malformed job entry"
 
 
@@ -266,7 +267,7 @@ async def test_duplicate_job_for_an_active_cast_is_acknowledged_without_restarti
     cast_id = await submit(store, text)
     async with running(Worker(config(), redis, StandIn(rtf=0.3))):
         await wait_until(lambda: has_audio(store, cast_id, 1))
-        await castlog.enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
+        await enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         entries = await terminal(store, cast_id)
         await wait_until(lambda: delivered_all(redis))
     assert [(s.attempt, s.resume_from) for s in (e.record for e in entries) if isinstance(s, Start)] == [(1, 0)]
@@ -295,5 +296,5 @@ async def test_job_with_an_id_that_is_not_utf8_is_dead_lettered_and_the_worker_g
         assert not task.done()  # a worker that died on it would die again on every restart
         cast_id = await submit(store, TEXT)
         assert (await terminal(store, cast_id))[-1].kind == "eos"
-    (dead,) = await castlog.read_dead(redis)
+    (dead,) = await read_dead(redis)
     assert dead.error == "malformed job entry"

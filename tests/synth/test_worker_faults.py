@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import pytest
+from jobstreams import read_dead, read_done
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -63,7 +64,7 @@ async def test_a_chunk_in_hand_at_every_death_is_a_poison_input_after_the_named_
         gate.set()
     assert entries[-1].kind == "error"
     assert "sentence 1 was in hand when 2 workers died" in entries[-1].record.reason  # type: ignore[union-attr]
-    assert len(await castlog.read_dead(redis)) == 1
+    assert len(await read_dead(redis)) == 1
 
 
 class _Poisoned(StandIn):
@@ -123,7 +124,7 @@ async def test_a_job_whose_log_ends_in_eos_after_a_death_gets_its_receipt_and_is
     assert await pending_count(redis) == 1
     async with running(Worker(config("heir", lease_s=1.0), redis, StandIn())):
         await wait_until(lambda: no_pending(redis))
-    assert [done.id for done in await castlog.read_done(redis)] == [cast_id]
+    assert [done.id for done in await read_done(redis)] == [cast_id]
     assert (await log_of(store, cast_id))[-1].kind == "eos"  # settled, not turned into an error
 
 

@@ -13,6 +13,7 @@ import listening
 import numpy as np
 import pytest
 from aiohttp import ClientSession, ClientTimeout
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
@@ -74,7 +75,7 @@ async def test_home_assistants_one_shot_read_to_the_first_audio_stop_is_the_whol
                 break
     redis = Redis.from_url(system.redis.url)
     try:
-        jobs = await castlog.read_jobs(redis, castlog.JOBS_LIVE)  # this request's cast is the newest
+        jobs = await read_jobs(redis, castlog.JOBS_LIVE)  # this request's cast is the newest
         last = (await LogReader(redis).read(jobs[-1].id, 0, 1000))[-1].record
     finally:
         await redis.aclose()

@@ -2,7 +2,7 @@
 
 ``POST /v1/audio/speech`` and OpenAI's lists (``views.py``, ``v1.py``), the response that follows
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
-WebSocket (``livews.py``, with ``pcm.py``), the same session over WebRTC (``webrtc.py``, with
+WebSocket (``livews.py``), the same session over WebRTC (``webrtc.py``, with
 ``rtctrack.py`` and ``rtcports.py``), the Deepgram-compatible ``/v1/speak`` WebSocket
 (``speak.py``, with ``phone.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
@@ -25,7 +25,7 @@ V1_PREFIX = "/v1/"
 WEBRTC_ROUTE = "/v1/audio/speech/webrtc"
 log = logging.getLogger(__name__)
 
-__all__ = ["V1_PREFIX", "add_routes", "error_response", "refusal_response", "speaks_openai"]
+__all__ = ["V1_PREFIX", "add_routes", "refusal_response"]
 
 
 def add_routes(app: web.Application) -> None:
@@ -57,16 +57,11 @@ def wyoming_available() -> bool:
 
 def refusal_response(request: web.Request, refusal: Refusal) -> web.Response | None:
     """A refusal in the room's shapes: Deepgram's on its REST route, OpenAI's on the rest of
-    ``/v1/*``; None (intake's own) elsewhere."""
+    ``/v1/*`` (but the live WebSocket's refusals keep intake's own); None (intake's own) elsewhere."""
     if speakhttp.refused_here(request):
         return speakhttp.error_response(refusal)
-    return error_response(refusal) if speaks_openai(request.path) else None
-
-
-def speaks_openai(path: str) -> bool:
-    """Whether a refusal on ``path`` takes OpenAI's shape: ``/v1/*``, but the live WebSocket's
-    refusals keep intake's own."""
-    return path.startswith(V1_PREFIX) and path != livews.ROUTE
+    openai = request.path.startswith(V1_PREFIX) and request.path != livews.ROUTE
+    return error_response(refusal) if openai else None
 
 
 async def post_webrtc(request: web.Request) -> web.StreamResponse:

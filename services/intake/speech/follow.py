@@ -14,17 +14,24 @@ from collections.abc import AsyncGenerator
 from castlog import Audio, Eos, Error, LogReader, SubmitResult
 from fanout import Tail
 
+from ..validate import Refusal
 
-class CastFailed(Exception):
-    """The cast's last attempt failed: ``reason`` is its ``error`` record's."""
+
+class CastFailed(Refusal):
+    """The cast's last attempt failed: ``reason`` is its ``error`` record's (a request that has
+    sent nothing yet is answered 500)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+        super().__init__(500, "synthesis_failed",
+                         f"the synthesis failed ({reason}); send the same request again to retry it")
         self.reason = reason
 
 
-class TailClosed(Exception):
-    """intake is stopping: the shared tail closed before the cast's end."""
+class TailClosed(Refusal):
+    """intake is stopping: the shared tail closed before the cast's end (503, if nothing was sent)."""
+
+    def __init__(self) -> None:
+        super().__init__(503, "shutting_down", "intake is stopping; send the same request again")
 
 
 async def settled_at(reader: LogReader, cast_id: str, result: SubmitResult) -> int:

@@ -32,10 +32,10 @@ CONTENT_TYPES = {
     "pcm": "audio/pcm",
 }
 FORMATS = tuple(CONTENT_TYPES)
-# (muxer, codec, bit rate) of the formats PyAV encodes; bit rates as OpenAI's are, for speech.
-_ENCODED = {"opus": ("ogg", "libopus", 32_000), "aac": ("adts", "aac", 64_000), "flac": ("flac", "flac", 0)}
-# MP3 made louder or softer (``gain``) is encoded again, at the log's own bit rate.
-_MP3_AGAIN = ("mp3", "libmp3lame", 64_000)
+# (muxer, codec, bit rate) of the formats PyAV encodes; bit rates as OpenAI's are, for speech. MP3
+# made louder or softer (``gain``) or at another bit rate is encoded again, by default at the log's own.
+_ENCODED = {"opus": ("ogg", "libopus", 32_000), "aac": ("adts", "aac", 64_000), "flac": ("flac", "flac", 0),
+            "mp3": ("mp3", "libmp3lame", 64_000)}
 # Ogg pages are cut every this many microseconds (default 1 s): a page is what a client gets at once.
 OGG_PAGE_US = 100_000
 # A WAV header's sizes when the length is not known yet: the largest value, as ffmpeg streams WAV.
@@ -56,11 +56,8 @@ def converter(fmt: str, gain: float = 1.0, bit_rate: int | None = None) -> Conve
     """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response; ``gain`` scales the
     samples (Kokoro-FastAPI's ``volume_multiplier``), clipped; ``bit_rate`` (Deepgram's, for mp3,
     opus and aac) replaces the format's own."""
-    if fmt == "mp3":
-        if gain == 1.0 and bit_rate is None:
-            return Passthrough()
-        muxer, codec, default = _MP3_AGAIN
-        return EncodedConverter(muxer, codec, bit_rate or default, gain=gain)
+    if fmt == "mp3" and gain == 1.0 and bit_rate is None:
+        return Passthrough()
     if fmt == "pcm":
         return PcmConverter(gain)
     if fmt == "wav":

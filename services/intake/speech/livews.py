@@ -18,22 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import msgspec
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
-from castlog import Audio, Eos, Error
+from castlog import SAMPLE_RATE, Audio, Eos, Error
 from castlog.slots import Seat
 from servicekit import Hold, forms
 
 from ..claim import cast_url
 from ..context import INTAKE, request_client
 from ..validate import Refusal
-from . import pcm
+from .formats import Converter, converter
 from .livemessages import Invalid, decode_message
-from .session import OpenCast, deadline, receive_by
+from .session import OpenCast, SlowClient, Socket, deadline, encode
+from .stream import convert_chunk
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +42,9 @@ ROUTE = "/v1/audio/speech/live"
 CLOSE_DONE, CLOSE_GOING_AWAY = 1000, 1001
 CLOSE_BAD_REQUEST, CLOSE_IDLE, CLOSE_SLOW_READER, CLOSE_BUSY = 4400, 4408, 4429, 4503
 LISTENER_KIND = "live"  # streamtts_intake_listeners{kind}
-# How long the closing handshake may take before the connection is dropped.
-CLOSE_TIMEOUT_S = 2.0
-
-encode = msgspec.json.Encoder().encode
-
-
-class SlowClient(Exception):
-    """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
-
 
 class Transport(Protocol):
-    """What carries a live session: a WebSocket (``Socket`` here) or a peer connection's data
+    """What carries a live session: a WebSocket (``session.Socket``) or a peer connection's data
     channel and audio track (``webrtc.py``)."""
 
     async def receive(self, until: float | None) -> str | bytes | None:
@@ -76,53 +67,13 @@ class Transport(Protocol):
     async def close(self, code: int, reason: dict[str, Any] | None) -> None: ...
 
 
-class Socket:
-    """The live WebSocket as a session's transport."""
-
-    def __init__(self, ws: web.WebSocketResponse, send_timeout_s: float) -> None:
-        self.ws, self.send_timeout_s = ws, send_timeout_s
-        self._send_lock = asyncio.Lock()
-
-    async def receive(self, until: float | None) -> str | bytes | None:
-        msg = await receive_by(self.ws, until)
-        if msg is None:
-            return None
-        return msg.data if msg.type == WSMsgType.TEXT else b""
-
-    async def _send(self, frame: Awaitable[None]) -> None:
-        async with self._send_lock:
-            try:
-                await asyncio.wait_for(frame, self.send_timeout_s)
-            except asyncio.TimeoutError:
-                raise SlowClient from None
-
-    async def send_event(self, event: dict[str, Any]) -> None:
-        await self._send(self.ws.send_str(encode(event).decode()))
-
-    async def send_audio(self, audio: bytes) -> None:
-        await self._send(self.ws.send_bytes(audio))
-
-    def audio_format(self, asked: str) -> str:
-        return asked
-
-    def cancel(self) -> bool:
-        return False
-
-    async def close(self, code: int, reason: dict[str, Any] | None) -> None:
-        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
-        try:
-            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
-
-
 class Session:
     """One live session, whatever carries it (``Transport``)."""
 
     def __init__(self, app: web.Application, client: str, transport: Transport) -> None:
         self.app, self.client, self.transport = app, client, transport
         self.cast = OpenCast(app, client)  # opened by start
-        self.format = "mp3"
+        self.convert: Converter = converter("mp3")  # the MP3 as it is, or its PCM
         self.seq_num = 0  # the next record of the cast log the client has not had
         self.keep = False  # the cast goes on when the client disconnects (else it is cancelled)
         self.gone = False  # the client closed or dropped the connection
@@ -133,17 +84,13 @@ class Session:
 
     # ---- sending -------------------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any]) -> None:
-        """One event, or SlowClient when the client has not made room for it in time."""
-        await self.transport.send_event(message)
-
     async def error(self, code: str, message: str) -> None:
-        await self.send({"type": "error", "error": code, "message": message})
+        await self.transport.send_event({"type": "error", "error": code, "message": message})
 
     async def refuse(self, refusal: Refusal) -> None:
         """A refusal as an ``error`` event: its code, message and the fields of its kind (a text
         refusal's ``offset``)."""
-        await self.send({"type": "error", **refusal.body()})
+        await self.transport.send_event({"type": "error", **msgspec.structs.asdict(refusal.body())})
 
     async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
         if self.cancelled:  # whatever ended it after, the client learns it was a cancel
@@ -206,17 +153,15 @@ class Session:
         try:
             if fmt not in forms.LIVE_FORMATS:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(forms.LIVE_FORMATS)}")
-            if fmt == "pcm" and not pcm.available():
-                raise Refusal(422, "invalid_format", "pcm needs PyAV in intake (pip install av); use mp3")
             self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
             await self.refuse(refusal)
             await self.close(CLOSE_BAD_REQUEST)
             return False
-        self.format, self.keep = self.transport.audio_format(fmt), msg.keep
-        await self.send({
+        self.convert, self.keep = converter(self.transport.audio_format(fmt)), msg.keep
+        await self.transport.send_event({
             "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
-            "format": fmt, "sample_rate": pcm.SAMPLE_RATE, "write_token": write_token,
+            "format": fmt, "sample_rate": SAMPLE_RATE, "write_token": write_token,
         })
         return True
 
@@ -278,7 +223,7 @@ class Session:
                 await self.end_text()
             elif isinstance(msg, forms.CancelMessage):
                 self.cancelled = self.transport.cancel()  # then the session closes with "cancelled": true
-                await self.cancel()
+                await self.cast.cancel()  # barge-in: the text not yet spoken is dropped
                 if self.cancelled:
                     return
             elif isinstance(msg, Invalid):
@@ -298,20 +243,17 @@ class Session:
     async def end_text(self) -> None:
         await self.cast.close()
 
-    async def cancel(self) -> None:
-        """Barge-in: the text not yet spoken is dropped; ``done`` follows with ``cancelled``."""
-        await self.cast.cancel()
-
     async def leave(self) -> None:
         """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
         if self.gone and not self.keep and not self.cast.ended:
-            await asyncio.shield(self.cancel())
+            await asyncio.shield(self.cast.cancel())
         await self.end_text()
 
     # ---- the audio track: audio out ------------------------------------------------------------
 
     async def _follow(self) -> None:
         sent: set[int] = set()
+        send = self.transport.send_event
         async with self.app[INTAKE].tail.listen(self.cast.cast_id, self.seq_num, LISTENER_KIND) as listener:
             while not listener.done:
                 item = await listener.next(None)
@@ -319,15 +261,14 @@ class Session:
                     return  # intake is stopping: the session closes
                 entry, record = item.entry, item.entry.record
                 if isinstance(record, Audio) and record.i not in sent:
-                    await self.send({"type": "sentence", "index": record.i, "text": record.t})
-                    body = record.body if self.format == "mp3" else await pcm.decode(record.body)
-                    await self.transport.send_audio(body)
-                    await self.send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
+                    await send({"type": "sentence", "index": record.i, "text": record.t})
+                    await self.transport.send_audio(await convert_chunk(self.convert, record.body))
+                    await send({"type": "sentence_done", "index": record.i, "duration_ms": record.d})
                     sent.add(record.i)
                 elif isinstance(record, Eos):
                     self.cast.ended = True
                     done = {"type": "done", "sentences": record.sentences, "audio_ms": record.audio_ms}
-                    await self.send({**done, "cancelled": True} if record.cancelled else done)
+                    await send({**done, "cancelled": True} if record.cancelled else done)
                 elif isinstance(record, Error):
                     self.cast.ended = True
                     await self.error("synthesis_failed", record.reason)

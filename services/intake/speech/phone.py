@@ -20,7 +20,8 @@ MIN_RATE, MAX_RATE = 8_000, 48_000
 
 
 class PhoneAudio:
-    def __init__(self, encoding: str, rate: int) -> None:
+    def __init__(self, encoding: str, rate: int, head: bytes = b"") -> None:
+        self._head = head  # what goes out before the audio: a WAV container's header, if any
         self._resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
         self._pts = 0
         codec = ENCODINGS[encoding]
@@ -32,17 +33,18 @@ class PhoneAudio:
             self._codec = ctx
 
     def feed(self, mp3: bytes) -> bytes:
+        head, self._head = self._head, b""
         pcm = decode_chunk(mp3)
         if not pcm.size:
-            return b""
+            return head
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(pcm.reshape(1, -1)), format="flt", layout="mono")
         frame.sample_rate, frame.pts = SAMPLE_RATE, self._pts
         self._pts += pcm.size
-        return self._encode(self._resampler.resample(frame))
+        return head + self._encode(self._resampler.resample(frame))
 
     def close(self) -> bytes:
         """What the resampler (and encoder) still hold: the end of the turn."""
-        rest = self._encode(self._resampler.resample(None))
+        rest = self._head + self._encode(self._resampler.resample(None))
         if self._codec is not None:
             rest += b"".join(bytes(p) for p in self._codec.encode(None))  # type: ignore[attr-defined]
         return rest

@@ -10,6 +10,7 @@ a session holds at most that plus one sentence, and the audio track reads on onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fractions
 import time
 
@@ -17,7 +18,7 @@ from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
-from .pcm import SAMPLE_RATE
+from castlog import SAMPLE_RATE
 
 FRAME_MS = 20
 FRAME_SAMPLES = SAMPLE_RATE * FRAME_MS // 1000
@@ -38,8 +39,6 @@ class SpeechTrack(MediaStreamTrack):
         self.cleared = False  # cancelled: silence from now on
         self._started: float | None = None  # the clock when the first frame went
         self._pts = 0  # samples sent
-        self.frames_sent = 0
-        self.audio_frames_sent = 0  # frames that carried queued audio, not silence
 
     def queued_ms(self) -> float:
         return len(self._pcm) / 2 / SAMPLE_RATE * 1000
@@ -68,10 +67,8 @@ class SpeechTrack(MediaStreamTrack):
 
     async def played(self, timeout_s: float) -> None:
         """Until everything queued has been sent (or ``timeout_s``: a peer that stopped reading)."""
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._empty.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
 
     def stop(self) -> None:
         super().stop()
@@ -87,13 +84,10 @@ class SpeechTrack(MediaStreamTrack):
             await asyncio.sleep(self._started + self._pts / SAMPLE_RATE - time.monotonic())
         chunk = bytes(self._pcm[:FRAME_BYTES])
         del self._pcm[:FRAME_BYTES]
-        if chunk:
-            self.audio_frames_sent += 1
         if not self._pcm:
             self._empty.set()
         self._room.set()
         frame = AudioFrame(format="s16", layout="mono", samples=FRAME_SAMPLES)
         frame.planes[0].update(chunk.ljust(FRAME_BYTES, b"\0"))
         frame.pts, frame.sample_rate, frame.time_base = self._pts, SAMPLE_RATE, TIME_BASE
-        self.frames_sent += 1
         return frame

@@ -1,7 +1,8 @@
 """What every speech session shares, whatever its protocol (live WebSocket, WebRTC, ``/v1/speak``,
 Wyoming): the open cast it feeds (``OpenCast``), the answers that go out one after another while
-the client is read (``InOrder``: ``/v1/speak``'s turns, Wyoming's requests), and the client's
-messages read by a deadline that only its own messages move. A connection that has sent nothing
+the client is read (``InOrder``: ``/v1/speak``'s turns, Wyoming's requests), the client's
+messages read by a deadline that only its own messages move, and a WebSocket's frames
+(``Socket``: the live socket's and ``/v1/speak``'s). A connection that has sent nothing
 yet holds a waiting place (a ``servicekit.Hold`` in ``Intake.session_waiting``, one pool for
 every protocol: INTAKE_SESSIONS_WAITING_PER_CLIENT), taken at the upgrade or offer, given back
 at the first message or the end, whichever comes first.
@@ -16,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
-from aiohttp import WSMessage, WSMsgType, web
+import msgspec
+from aiohttp import WSMsgType, web
 
 from .. import live
 from ..cancel import cancel_cast
@@ -29,6 +33,10 @@ CLOSED = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 # Connections of every client together that have sent nothing yet (a socket and a few KiB each):
 # apart from the session caps, so that they never keep a started session out.
 MAX_WAITING = 4096
+# How long a WebSocket's closing handshake may take before the connection is dropped.
+CLOSE_TIMEOUT_S = 2.0
+
+encode = msgspec.json.Encoder().encode
 
 
 def deadline(after_s: float) -> float:
@@ -41,11 +49,50 @@ def left(until: float | None) -> float | None:
     return None if until is None else max(0.0, until - asyncio.get_running_loop().time())
 
 
-async def receive_by(ws: web.WebSocketResponse, until: float | None) -> WSMessage | None:
-    """The client's next message by the loop time ``until`` (None: no limit; pings and pongs do
-    not count), None once the client is gone; asyncio.TimeoutError past it."""
-    msg = await asyncio.wait_for(ws.receive(), left(until))
-    return None if msg.type in CLOSED else msg
+class SlowClient(Exception):
+    """The client took no frame for INTAKE_LIVE_SEND_TIMEOUT_S."""
+
+
+class Socket:
+    """A session's WebSocket (and the live session's transport, ``livews.Transport``): the
+    client's next message by a deadline, frames out one at a time within the send timeout, the close."""
+
+    def __init__(self, ws: web.WebSocketResponse, send_timeout_s: float) -> None:
+        self.ws, self.send_timeout_s = ws, send_timeout_s
+        self._send_lock = asyncio.Lock()
+
+    async def receive(self, until: float | None) -> str | bytes | None:
+        """The client's next message by the loop time ``until`` (None: no limit; pings and pongs do
+        not count): text, anything else as bytes, None once the client is gone; asyncio.TimeoutError past it."""
+        msg = await asyncio.wait_for(self.ws.receive(), left(until))
+        if msg.type in CLOSED:
+            return None
+        return msg.data if msg.type == WSMsgType.TEXT else b""
+
+    async def _send(self, frame: Awaitable[None]) -> None:
+        async with self._send_lock:
+            try:
+                await asyncio.wait_for(frame, self.send_timeout_s)
+            except asyncio.TimeoutError:
+                raise SlowClient from None
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self._send(self.ws.send_str(encode(event).decode()))
+
+    async def send_audio(self, audio: bytes) -> None:
+        await self._send(self.ws.send_bytes(audio))
+
+    def audio_format(self, asked: str) -> str:
+        return asked
+
+    def cancel(self) -> bool:
+        return False
+
+    async def close(self, code: int, reason: dict[str, Any] | None = None) -> None:
+        """Close with ``code``; a client that does not answer within CLOSE_TIMEOUT_S is dropped."""
+        message = encode(reason)[:123] if reason else b""  # a close frame carries 123 bytes of reason
+        with suppress(asyncio.TimeoutError, ConnectionError):
+            await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
 
 
 @dataclass(eq=False)

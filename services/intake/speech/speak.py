@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from castlog.slots import Seat
 from servicekit import Hold
@@ -28,7 +28,8 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
-from .session import InOrder, OpenCast, deadline, receive_by
+from .session import InOrder, OpenCast, SlowClient, Socket, deadline, encode
+from .stream import convert_chunk
 from .v1 import V1Refusal
 
 ROUTE = "/v1/speak"
@@ -36,15 +37,13 @@ MODEL_VERSION = "kokoro-82m-v1.0"
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}
 # Turns spoken or waiting in one session; a client that flushes faster than they are spoken waits.
 MAX_TURNS = 16
-CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BAD, CLOSE_BUSY = 1000, 1001, 4400, 4503
+CLOSE_DONE, CLOSE_GOING_AWAY, CLOSE_BUSY = 1000, 1001, 4503
 # Deepgram's Aura voices -> Kokoro's English voices: by accent and gender.
 _AURA_BRITISH = {"athena": "bf_emma", "helios": "bm_george", "pandora": "bf_isabella", "draco": "bm_fable"}
 _AURA_MALE = frozenset(
     "orion arcas perseus angus orpheus zeus apollo aries atlas hermes hyperion jupiter mars neptune odysseus "
     "pluto saturn".split()
 )
-
-encode = msgspec.json.Encoder().encode
 
 
 # ---- the client's messages, as Deepgram documents them: one tagged union, one decoder ----------
@@ -106,7 +105,8 @@ class Turn:
 
 class SpeakSession:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
-        self.app, self.ws, self.voice, self.encoding, self.rate = request.app, ws, voice, encoding, rate
+        self.app, self.voice, self.encoding, self.rate = request.app, voice, encoding, rate
+        self.socket = Socket(ws, self.app[INTAKE].cfg.live_send_timeout_s)
         self.client = request_client(request)
         self.turns = InOrder(MAX_TURNS)  # turns whose audio is not all out
         self.current: Turn | None = None  # the turn taking text
@@ -115,17 +115,13 @@ class SpeakSession:
         self.waiting = Hold(self.app[INTAKE].session_waiting, self.client)  # until its first message
         self.seat: Seat | None = None  # the client's session seat, from its first message
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        timeout = self.app[INTAKE].cfg.live_send_timeout_s
-        frame = self.ws.send_bytes(message) if isinstance(message, bytes) else self.ws.send_str(encode(message).decode())
-        await asyncio.wait_for(frame, timeout)
-
     async def warn(self, code: str, description: str) -> None:
-        await self.send({"type": "Warning", "description": description, "code": code})
+        await self.socket.send_event({"type": "Warning", "description": description, "code": code})
 
     async def run(self, model: str) -> None:
-        await self.send({"type": "Metadata", "request_id": str(uuid.uuid4()), "model_name": model or self.voice,
-                         "model_version": MODEL_VERSION, "model_uuid": self.voice})
+        await self.socket.send_event({"type": "Metadata", "request_id": str(uuid.uuid4()),
+                                      "model_name": model or self.voice, "model_version": MODEL_VERSION,
+                                      "model_uuid": self.voice})
         gone = True
         try:
             gone = await self._read()
@@ -133,7 +129,7 @@ class SpeakSession:
                 gone = await _first_ends(asyncio.ensure_future(self.turns.done()), self._hang_up())
                 if not gone:
                     await self.close(CLOSE_DONE)
-        except (ConnectionError, asyncio.TimeoutError):
+        except (ConnectionError, SlowClient):
             gone = True
         except asyncio.CancelledError:
             gone = True  # the client dropped the connection (aiohttp cancels its handler)
@@ -149,14 +145,14 @@ class SpeakSession:
         until = deadline(idle)
         while True:
             try:
-                msg = await receive_by(self.ws, until)
+                data = await self.socket.receive(until)
             except asyncio.TimeoutError:
                 await self.warn("IDLE", f"no message for {idle:g} s (INTAKE_LIVE_IDLE_S); closing")
                 await self.end_text()
                 return False
-            if msg is None:
+            if data is None:
                 return True
-            body = decode_message(msg.data) if msg.type == WSMsgType.TEXT else "send JSON text messages"
+            body = decode_message(data) if isinstance(data, str) else "send JSON text messages"
             if isinstance(body, str):
                 await self.warn("INVALID_MESSAGE", body)
                 continue
@@ -177,15 +173,15 @@ class SpeakSession:
         self.seat, _ = await self.app[INTAKE].session_seats.acquire(self.client)
         if self.seat is None:
             cap = self.app[INTAKE].session_seats.cap
-            await self.send({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": f"your address has "
-                             f"{cap} sessions open (INTAKE_LIVE_SESSIONS_PER_CLIENT); end one first"})
+            description = f"your address has {cap} sessions open (INTAKE_LIVE_SESSIONS_PER_CLIENT); end one first"
+            await self.socket.send_event({"type": "Error", "err_code": "TOO_MANY_SESSIONS", "description": description})
             await self.close(CLOSE_BUSY)
             return False
         return True
 
     async def _hang_up(self) -> None:
         """Back once the client is gone (what it says after Close is dropped)."""
-        while await receive_by(self.ws, None) is not None:
+        while await self.socket.receive(None) is not None:
             pass
 
     async def _message(self, body: Speak | Flush | Clear) -> None:
@@ -197,7 +193,7 @@ class SpeakSession:
         else:  # Clear (barge-in): every turn not yet out stops now and its cast is cut short
             self.current = None
             await self.turns.cut()
-            await self.send({"type": "Cleared", "sequence_id": self.sequence})
+            await self.socket.send_event({"type": "Cleared", "sequence_id": self.sequence})
 
     async def _speak(self, text: str) -> None:
         try:
@@ -234,18 +230,17 @@ class SpeakSession:
         if turn.cast is not None:
             await self._send_turn(turn.cast)
         if turn.sequence_id is not None:
-            await self.send({"type": "Flushed", "sequence_id": turn.sequence_id})
+            await self.socket.send_event({"type": "Flushed", "sequence_id": turn.sequence_id})
 
     async def _send_turn(self, cast: OpenCast) -> None:
         audio = PhoneAudio(self.encoding, self.rate)
         intake = self.app[INTAKE]
-        loop = asyncio.get_running_loop()
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    data = await loop.run_in_executor(None, audio.feed, record.body)
+                    data = await convert_chunk(audio, record.body)
                     if data:
-                        await self.send(data)
+                        await self.socket.send_audio(data)
         except CastFailed as failed:
             await self.warn("SYNTHESIS_FAILED", failed.reason)
         except TailClosed:
@@ -253,13 +248,10 @@ class SpeakSession:
         cast.ended = True
         rest = audio.close()
         if rest:
-            await self.send(rest)
+            await self.socket.send_audio(rest)
 
     async def close(self, code: int) -> None:
-        try:
-            await asyncio.wait_for(self.ws.close(code=code), 2.0)
-        except (asyncio.TimeoutError, ConnectionError):
-            pass
+        await self.socket.close(code)
 
 
 async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:

@@ -28,6 +28,7 @@ from aiohttp import web
 
 from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
 from servicekit import json_response
+from servicekit.answers import DeepgramError
 from servicekit.forms import SpeakBody
 
 from ..cancel import cancel_cast
@@ -79,7 +80,9 @@ class SpeakFormat:
 
     def converter(self) -> Converter:
         if self.encoding in PHONE_ENCODINGS:
-            return _Raw(self)
+            # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
+            head = wav_header(self.rate, tag=_WAV_TAGS[self.encoding]) if self.container == "wav" else b""
+            return PhoneAudio(self.encoding, self.rate, head)
         return converter(_ENCODED[self.encoding], bit_rate=self.bit_rate)
 
     @property
@@ -87,25 +90,6 @@ class SpeakFormat:
         if self.encoding in PHONE_ENCODINGS:
             return CONTENT_TYPES["wav"] if self.container == "wav" else f"{_RAW_TYPES[self.encoding]};rate={self.rate}"
         return CONTENT_TYPES[_ENCODED[self.encoding]]
-
-
-class _Raw:
-    """linear16, mulaw or alaw at the asked rate (``PhoneAudio``), behind a WAV header whose sizes
-    are unknown (a stream's, as ffmpeg writes them) when the container is ``wav``."""
-
-    def __init__(self, audio: SpeakFormat) -> None:
-        self._phone = PhoneAudio(audio.encoding, audio.rate)
-        self._head = wav_header(audio.rate, tag=_WAV_TAGS[audio.encoding]) if audio.container == "wav" else b""
-
-    def feed(self, mp3: bytes) -> bytes:
-        return self._take() + self._phone.feed(mp3)
-
-    def close(self) -> bytes:
-        return self._take() + self._phone.close()
-
-    def _take(self) -> bytes:
-        head, self._head = self._head, b""
-        return head
 
 
 def _invalid(name: str, message: str) -> V1Refusal:
@@ -163,8 +147,8 @@ def refused_here(request: web.Request) -> bool:
 
 def error_response(refusal: Refusal) -> web.Response:
     request_id = str(uuid.uuid4())
-    body = {"err_code": _ERR_CODES.get(refusal.code, refusal.code.upper()), "err_msg": refusal.message,
-            "request_id": request_id}
+    body = DeepgramError(err_code=_ERR_CODES.get(refusal.code, refusal.code.upper()), err_msg=refusal.message,
+                         request_id=request_id)
     return json_response(body, status=refusal.status, headers={**(refusal.headers or {}), "dg-request-id": request_id})
 
 
@@ -220,11 +204,8 @@ async def _stream(
         resp = resp or await _open(request, headers)
         await _write(request, resp, convert.close())
         await resp.write_eof()
-    except CastFailed as failed:
-        message = f"the synthesis failed ({failed.reason}); send the same request again to retry it"
-        return _cut(request, resp, V1Refusal(500, "synthesis_failed", message))
-    except TailClosed:
-        return _cut(request, resp, V1Refusal(503, "shutting_down", "intake is stopping; send the same request again"))
+    except (CastFailed, TailClosed) as ended:
+        return _cut(request, resp, ended)
     except (ConnectionError, asyncio.TimeoutError):
         await _hung_up(request, claimed)
         raise
@@ -247,7 +228,7 @@ async def _write(request: web.Request, resp: web.StreamResponse, data: bytes) ->
         await asyncio.wait_for(resp.write(data), request.app[INTAKE].cfg.speech_write_timeout_s)
 
 
-def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: V1Refusal) -> web.StreamResponse:
+def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: Refusal) -> web.StreamResponse:
     if resp is None:
         raise refusal
     log.warning("speak stream cut short: %s", refusal.message)

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from castlog import Audio, LogReader
 from fanout import Tail
+from servicekit import sse
 
 from ..claim import cast_url
 from ..context import INTAKE
@@ -29,7 +30,6 @@ from .v1 import SpeechRequest, V1Refusal
 
 log = logging.getLogger(__name__)
 
-SSE_TYPE = "text/event-stream; charset=utf-8"
 LISTENER_KIND = "speech"  # streamtts_intake_listeners{kind}
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -44,7 +44,6 @@ class _Stream:
     speech: SpeechRequest
     cast_id: str
     resp: web.StreamResponse | None = None
-    audio_bytes: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)  # more response headers (v1.field_headers)
 
 
@@ -54,10 +53,7 @@ async def stream_cast(
 ) -> web.StreamResponse:
     """Follow the cast's log from its start and answer with its audio; an ``error`` record at or
     before ``settled`` is history (a failure the claim re-enqueued), not this request's answer."""
-    return await _stream(_Stream(request, speech, cast_id, headers=headers or {}), tail, reader, settled)
-
-
-async def _stream(s: _Stream, tail: Tail, reader: LogReader, settled: int) -> web.StreamResponse:
+    s = _Stream(request, speech, cast_id, headers=headers or {})
     convert = converter(s.speech.response_format, s.speech.volume_multiplier)
     try:
         async with aclosing(cast_audio(tail, reader, s.cast_id, settled, LISTENER_KIND)) as records:
@@ -83,10 +79,9 @@ def _stopped(s: _Stream) -> web.StreamResponse:
 
 
 async def _open(s: _Stream) -> web.StreamResponse:
-    sse = s.speech.stream_format == "sse"
+    audio = {**STREAM_HEADERS, "Content-Type": CONTENT_TYPES[s.speech.response_format]}
     resp = web.StreamResponse(headers={
-        **STREAM_HEADERS,
-        "Content-Type": SSE_TYPE if sse else CONTENT_TYPES[s.speech.response_format],
+        **(sse.HEADERS if s.speech.stream_format == "sse" else audio),
         "X-Cast-Id": s.cast_id,
         "Location": cast_url(s.cast_id),
         **s.headers,
@@ -110,21 +105,17 @@ async def _send_audio(s: _Stream, convert: Converter, record: Audio) -> None:
     await _write(s, resp, _delta(s, data, record))
 
 
-def _delta(s: _Stream, data: bytes, record: Audio) -> bytes:
-    s.audio_bytes += len(data)
+def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
+    """``data`` as the response carries it; ``record`` gives its words (none for the converter's rest)."""
     if s.speech.stream_format != "sse":
         return data
     if not data:
         return b""
     event: dict[str, object] = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
-    if s.speech.timestamps:
+    if s.speech.timestamps and record is not None:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
                           for w, a, b in record.w]
-    return _sse(event)
-
-
-def _sse(event: dict[str, object]) -> bytes:
-    return b"data: " + encode(event) + b"\n\n"
+    return sse.frame(encode(event))
 
 
 async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
@@ -135,14 +126,11 @@ async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
 async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     rest = convert.close()
     resp = s.resp or await _open(s)
+    await _write(s, resp, _delta(s, rest, None))
     if s.speech.stream_format == "sse":
-        if rest:
-            await _write(s, resp, _sse({"type": "speech.audio.delta", "audio": base64.b64encode(rest).decode()}))
         tokens = len(s.speech.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
-        await _write(s, resp, _sse({"type": "speech.audio.done", "usage": usage}))
-    else:
-        await _write(s, resp, rest)
+        await _write(s, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
     await resp.write_eof()
     return resp
 
@@ -153,7 +141,8 @@ async def _failed(s: _Stream, reason: str) -> web.StreamResponse:
         raise V1Refusal(500, "synthesis_failed", message)
     log.warning("speech stream of %s cut short: the cast failed (%s)", s.cast_id, reason)
     if s.speech.stream_format == "sse":
-        await _write(s, s.resp, _sse({"type": "error", "error": {"message": message, "code": "synthesis_failed"}}))
+        error = {"message": message, "code": "synthesis_failed"}
+        await _write(s, s.resp, sse.frame(encode({"type": "error", "error": error})))
         await s.resp.write_eof()
     elif s.request.transport is not None:
         s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal

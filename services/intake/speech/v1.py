@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -29,6 +28,7 @@ from castlog import (
     voice_order,
 )
 from servicekit import json_response
+from servicekit.answers import Model, OpenAIError, OpenAIErrorDetail, V1Voice
 from servicekit.forms import MAX_VOLUME, MIN_VOLUME, MODELS, STREAM_FORMATS, SpeechRequest
 
 from ..validate import Refusal
@@ -220,30 +220,26 @@ def note_blend(blends: dict[str, dict[str, None]], tenant: str, voice: str) -> N
         blends.pop(next(iter(blends)))
 
 
-def voice_list(installed: tuple[str, ...], blends: Iterable[str] = ()) -> list[dict[str, str]]:
+def voice_list(installed: tuple[str, ...], blends: Iterable[str] = ()) -> list[V1Voice]:
     """Every voice a request may name: the installed ids, OpenAI's names that map to one, then
     the blends used lately."""
-    out = [{"id": v, "name": v} for v in installed]
+    out = [V1Voice(id=v, name=v) for v in installed]
     for name, candidates in OPENAI_VOICES.items():
         target = next((c for c in candidates if c in installed), None)
         if target is not None:
-            out.append({"id": name, "name": f"{name} ({target})"})
-    out += [{"id": b, "name": f"{b} (blend)"} for b in blends if voice_available(b, installed)]
+            out.append(V1Voice(id=name, name=f"{name} ({target})"))
+    out += [V1Voice(id=b, name=f"{b} (blend)") for b in blends if voice_available(b, installed)]
     return out
 
 
-def model_list() -> dict[str, Any]:
-    return {"object": "list", "data": [model_card(m) for m in MODELS]}
+def model_card(model: str) -> Model:
+    return Model(id=model, object="model", created=MODEL_CREATED, owned_by="streamtts")
 
 
-def model_card(model: str) -> dict[str, Any]:
-    return {"id": model, "object": "model", "created": MODEL_CREATED, "owned_by": "streamtts"}
-
-
-def error_body(status: int, code: str, message: str, param: str | None = None) -> dict[str, Any]:
+def error_body(status: int, code: str, message: str, param: str | None = None) -> OpenAIError:
     """OpenAI's error shape."""
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return OpenAIError(OpenAIErrorDetail(message=message, type=kind, param=param, code=code))
 
 
 # The request field behind intake's own refusal codes, for OpenAI's ``param``.

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from castlog import canonical_voice
 from servicekit import json_response
+from servicekit.answers import AudioModel, AudioModels, ModelList, V1Voices
 
 from ..claim import Claimed, Screen, read_body, request_tag, submit
 from ..context import INTAKE, Intake, request_client
@@ -44,12 +45,19 @@ async def stream_room(request: web.Request) -> AsyncIterator[None]:
     the client's INTAKE_SPEECH_STREAMS_PER_CLIENT (``/v1/audio/speech`` and Deepgram's HTTP
     ``/v1/speak`` alike)."""
     intake = request.app[INTAKE]
-    permits = intake.speech_permits
+    permits, seats = intake.speech_permits, intake.speech_seats
     if permits.locked():
         limit = intake.cfg.max_speech_streams
         raise V1Refusal(429, "too_many_streams", f"{limit} speech streams are open; retry when one ends")
-    async with permits, _client_stream(request, request_client(request)):
-        yield
+    async with permits:
+        seat, _ = await seats.acquire(request_client(request))
+        if seat is None:
+            raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
+                            "retry when one ends")
+        try:
+            yield
+        finally:
+            await seats.release(seat)
 
 
 @contextmanager
@@ -63,20 +71,6 @@ def ended_by_shutdown(intake: Intake) -> Iterator[None]:
         yield
     finally:
         streams.discard(task)  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def _client_stream(request: web.Request, client: str) -> AsyncIterator[None]:
-    """One of the client's stream seats (INTAKE_SPEECH_STREAMS_PER_CLIENT) for the block's length."""
-    seats = request.app[INTAKE].speech_seats
-    seat, _ = await seats.acquire(client)
-    if seat is None:
-        raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
-                        "retry when one ends")
-    try:
-        yield
-    finally:
-        await seats.release(seat)
 
 
 async def close_streams(app: web.Application) -> None:
@@ -114,15 +108,15 @@ async def get_v1_voices(request: web.Request) -> web.Response:
     voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
     tag = request_tag(request, request_client(request))
     blends = list(request.app[INTAKE].blends.get(tag, ()))  # only those this tenant used
-    return json_response({"voices": v1.voice_list(voices.names, blends), "default": voices.default})
+    return json_response(V1Voices(voices=v1.voice_list(voices.names, blends), default=voices.default))
 
 
 async def get_v1_audio_models(request: web.Request) -> web.Response:
-    return json_response({"models": [{"id": m} for m in v1.MODELS]})
+    return json_response(AudioModels(models=[AudioModel(id=m) for m in v1.MODELS]))
 
 
 async def get_v1_models(request: web.Request) -> web.Response:
-    return json_response(v1.model_list())
+    return json_response(ModelList(object="list", data=[v1.model_card(m) for m in v1.MODELS]))
 
 
 async def get_v1_model(request: web.Request) -> web.Response:

@@ -34,7 +34,7 @@ from ..validate import Refusal
 from . import livews
 from .rtcports import NoFreePort, ShareFull, confine
 from .rtctrack import SpeechTrack
-from .session import left
+from .session import CLOSE_TIMEOUT_S, encode, left
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Peer:
     def _send_now(self, message: dict[str, Any]) -> None:
         if self.channel is None or not self.is_open():
             raise ConnectionError("the control channel is closed")
-        self.channel.send(livews.encode(message).decode())
+        self.channel.send(encode(message).decode())
 
     async def receive(self, until: float | None) -> str | bytes | None:
         if not self.is_open():
@@ -144,15 +144,10 @@ class Peer:
         self.closing = True
         if code == livews.CLOSE_DONE:  # the last sentences still play out first
             await self.track.played(self.track.queued_ms() / 1000 + PLAYOUT_MARGIN_S)
-        try:
+        with contextlib.suppress(ConnectionError, asyncio.TimeoutError):
             self._send_now({"type": "closed", "code": code, **(reason or {})})
-        except ConnectionError:
-            pass
-        else:  # the closing handshake: the client closes on "closed", so that message is not cut off
-            try:
-                await asyncio.wait_for(self.channel_gone.wait(), livews.CLOSE_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                pass
+            # the closing handshake: the client closes on "closed", so that message is not cut off
+            await asyncio.wait_for(self.channel_gone.wait(), CLOSE_TIMEOUT_S)
         await self.pc.close()
 
 
@@ -176,13 +171,6 @@ def ice_servers(cfg: Config) -> list[RTCIceServer]:
     return [RTCIceServer(urls=url, username=cfg.webrtc_turn_username or None,
                          credential=cfg.webrtc_turn_password) if url.startswith("turn")
             else RTCIceServer(urls=url) for url in cfg.webrtc_ice_servers]
-
-
-def _check_waiting(waiting: ClientHolds, client: str) -> None:
-    """A client's offers whose peer has not started yet are capped as its WebSockets are: one
-    client's unanswered offers cannot hold every session and media port for the connect timeout."""
-    if waiting.full(client) is not None:
-        raise _waiting_full(waiting)
 
 
 def _waiting_full(waiting: ClientHolds) -> Refusal:
@@ -214,7 +202,10 @@ async def post_webrtc(request: web.Request) -> web.Response:
     if len(sessions) >= cfg.live_max_sessions:
         raise Refusal(503, "busy", "too many live sessions; retry soon", headers={"Retry-After": "1"})
     client = request_client(request)
-    _check_waiting(intake.session_waiting, client)
+    # a client's offers whose peer has not started yet are capped as its WebSockets are: one
+    # client's unanswered offers cannot hold every session and media port for the connect timeout
+    if intake.session_waiting.full(client) is not None:
+        raise _waiting_full(intake.session_waiting)
     try:
         peer, session = await _answer(request, sdp, client)
     except NoFreePort:

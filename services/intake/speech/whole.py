@@ -15,29 +15,24 @@ from castlog import LogReader
 from fanout import Tail
 
 from ..claim import cast_url
-from .follow import CastFailed, TailClosed, cast_audio
+from .follow import cast_audio
 from .formats import CONTENT_TYPES, converter, wav_header
 from .stream import LISTENER_KIND, convert_chunk
-from .v1 import SpeechRequest, V1Refusal
+from .v1 import SpeechRequest
 
 
 async def whole_cast(
     speech: SpeechRequest, cast_id: str, tail: Tail, reader: LogReader, settled: int, headers: Mapping[str, str]
 ) -> web.Response:
-    """The cast's audio in one response; 500 when the cast fails (nothing was sent yet). It follows
-    the log through intake's shared tail, as a stream does (no blocking read of its own)."""
+    """The cast's audio in one response; a refusal when the cast fails (``CastFailed``: nothing was
+    sent yet). It follows the log through intake's shared tail, as a stream does (no blocking
+    read of its own)."""
     fmt = speech.response_format
     convert = converter("pcm" if fmt == "wav" else fmt, speech.volume_multiplier)
     parts: list[bytes] = []
-    try:
-        async with aclosing(cast_audio(tail, reader, cast_id, settled, LISTENER_KIND)) as records:
-            async for record in records:
-                parts.append(await convert_chunk(convert, record.body))
-    except CastFailed as failed:
-        raise V1Refusal(500, "synthesis_failed",
-                        f"the synthesis failed ({failed.reason}); send the same request again to retry it") from None
-    except TailClosed:
-        raise V1Refusal(503, "shutting_down", "intake is stopping; send the same request again") from None
+    async with aclosing(cast_audio(tail, reader, cast_id, settled, LISTENER_KIND)) as records:
+        async for record in records:
+            parts.append(await convert_chunk(convert, record.body))
     parts.append(convert.close())
     body = b"".join(parts)
     if fmt == "wav":  # the length is known: a header with real sizes, not a stream's

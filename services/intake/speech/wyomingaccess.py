@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from fanout import stop_tasks
 from servicekit import ClientHolds, Hold
 
 KEY_FIELD = "api_key"  # where a client that is not allowed by address puts its key
@@ -72,8 +71,3 @@ class Connections:
             return (f"your address has {self.waiting.per_client} connections that sent nothing yet "
                     "(INTAKE_SESSIONS_WAITING_PER_CLIENT); send a request on one or close it")
         return f"the Wyoming port holds {self.seated.total} connections (INTAKE_WYOMING_MAX_CONNECTIONS)"
-
-    async def close_all(self) -> None:
-        """A stop: every connection's task cancelled until it has ended (fanout.stop_tasks:
-        one that swallows a cancel mid-Redis-call is cancelled again, not waited on for ever)."""
-        await stop_tasks(*self.tasks)

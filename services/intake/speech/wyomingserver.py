@@ -40,14 +40,16 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.tts import SynthesizeStopped
 
 from castlog import SAMPLE_RATE, describe_voice
+from fanout import stop_tasks
 from servicekit import address_in, client_address
 from servicekit.keys import key_matches
 
 from ..context import INTAKE
 from ..validate import Refusal
-from . import pcm
 from .follow import CastFailed, TailClosed, cast_audio
-from .session import InOrder, OpenCast
+from .formats import PcmConverter
+from .session import InOrder, OpenCast, deadline, left
+from .stream import convert_chunk
 from .wyomingaccess import KEY_FIELD, Connections, Seat
 from .wyomingframes import (
     BadFrame,
@@ -160,21 +162,20 @@ class Handler:
                 self.writer.close()
 
     def _idle_from_now(self) -> None:
-        self.deadline = asyncio.get_running_loop().time() + self.app[INTAKE].cfg.wyoming_idle_s
+        self.deadline = deadline(self.app[INTAKE].cfg.wyoming_idle_s)
 
     async def _next(self, limits: FrameLimits) -> Event | None:
         """The next whole event by the deadline (a frame trickled in does not move it); while an
         answer goes out the client is listening, not idle."""
-        loop = asyncio.get_running_loop()
         read = asyncio.ensure_future(read_event(self.reader, limits))
         try:
             while not read.done():
                 busy = self.answers.busy()
-                left = None if busy else self.deadline - loop.time()
-                if left is not None and left <= 0:
+                wait_s = None if busy else left(self.deadline)
+                if wait_s == 0:
                     idle_s = self.app[INTAKE].cfg.wyoming_idle_s
                     raise BadFrame("idle", f"no request in {idle_s:g} s (INTAKE_WYOMING_IDLE_S)")
-                await asyncio.wait({read, *busy}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({read, *busy}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             return read.result()
         finally:
             read.cancel()
@@ -278,7 +279,7 @@ class Handler:
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, answer.cast.cast_id, -1, LISTENER_KIND)) as records:
                 async for record in records:
-                    chunk = AudioChunk(**audio, audio=await pcm.decode(record.body)).event()
+                    chunk = AudioChunk(**audio, audio=await convert_chunk(PcmConverter(), record.body)).event()
                     if answer.streaming:
                         await self.write_event(AudioStart(**audio).event())
                     await self.write_event(chunk)
@@ -363,5 +364,7 @@ async def wyoming_ctx(app: web.Application) -> AsyncIterator[None]:
     log.info("Wyoming server on %s:%d", host, cfg.wyoming_port)
     yield
     server.close()
-    await connections.close_all()
+    # every connection's task cancelled until it has ended (one that swallows a cancel mid-Redis-call
+    # is cancelled again, not waited on for ever)
+    await stop_tasks(*connections.tasks)
     await server.wait_closed()
