@@ -560,7 +560,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     from aiohttp.test_utils import TestClient, TestServer
 
     from intake import Config, create_app
-    from synth.broadcasts import Broadcasts, DeleteHandler
+    from synth.broadcasts import DeleteHandler, stream_loop
     from tests.support.waiting import wait_until
 
     token = "an-admin-token-of-32-characters-0000"
@@ -570,7 +570,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     handler = DeleteHandler(synth, token)
-    task = asyncio.create_task(Broadcasts(synth, 0.05, handler).run())
+    task = asyncio.create_task(stream_loop(synth, 0.05, handler).run())
     try:
         await wait_until(lambda: handler.after is not None)
         async with TestClient(TestServer(create_app(cfg))) as http:
