@@ -10,7 +10,7 @@ rest is reached through its module (``castlog.keys.Row``, ``castlog.marks.mark``
 
 from . import archive, keys, streams
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
-from .cancels import cancel, is_cancelled, last_cancel, read_cancels
+from .cancels import cancel, is_cancelled, last_cancel
 from .deletes import delete_proof, last_delete, proven, request_delete
 from .groups import Consumer, StreamEntry, ensure_group
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
@@ -110,7 +110,7 @@ __all__ = [
     "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "last_cancel", "last_delete",
     "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed", "MAX_SEQ_NUM", "MAX_SPEED",
     "Meta", "MIN_SPEED", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE", "proven", "public_dict",
-    "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_cancels", "read_dead",
+    "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_dead",
     "read_done", "read_jobs", "read_recipe", "read_trash", "read_voices", "Recipe", "Record",
     "request_delete", "RowCache", "SAMPLE_RATE", "seq_of", "SeqMismatch", "StaleLayout", "Stamped", "stamps",
     "Start", "StreamEntry", "SubmitResult", "summarize", "SYNTH_CAPACITY", "tally_key", "TERMINAL",

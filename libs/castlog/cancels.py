@@ -58,14 +58,3 @@ async def last_cancel(redis: Redis) -> str:
     rows = cast(Rows, await redis.xrevrange(CANCELS, count=1))
     return rows[0][0].decode() if rows else "0-0"
 
-
-async def read_cancels(redis: Redis, after: str, block_ms: int, count: int) -> tuple[str, list[str]]:
-    """The cast ids cancelled after entry ``after`` (waiting up to ``block_ms``), and the new ``after``."""
-    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({CANCELS: after}, count=count, block=block_ms))
-    ids: list[str] = []
-    for _, rows in reply or ():
-        for entry_id, fields in rows:
-            after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            value = fields.get(b"id", b"")
-            ids.append(value.decode() if isinstance(value, bytes) else str(value))
-    return after, ids

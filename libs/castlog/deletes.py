@@ -20,7 +20,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from .keys import DELETES, Rows, is_cast_id
-from .streams import DeleteRequest, Malformed, decode, encode
+from .streams import DeleteRequest, encode
 
 # Entries kept in `deletes` (approximately): workers read it as it grows, never its history.
 DELETES_MAXLEN = 1_000
@@ -49,19 +49,3 @@ async def last_delete(redis: Redis) -> str:
     rows = cast(Rows, await redis.xrevrange(DELETES, count=1))
     return rows[0][0].decode() if rows else "0-0"
 
-
-async def read_deletes(
-    redis: Redis, after: str, count: int, block_ms: int | None = None
-) -> tuple[str, list[DeleteRequest | None]]:
-    """The requests after entry ``after`` (None for one that does not decode), at once or waiting
-    up to ``block_ms``, and the new ``after``."""
-    reply = cast("list[tuple[bytes, Rows]]", await redis.xread({DELETES: after}, count=count, block=block_ms))
-    out: list[DeleteRequest | None] = []
-    for _, rows in reply or ():
-        for entry_id, fields in rows:
-            after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            try:
-                out.append(decode(DeleteRequest, fields))
-            except Malformed:
-                out.append(None)
-    return after, out
