@@ -263,6 +263,13 @@ async def read_trash(redis: Redis, count: int) -> list[tuple[bytes, Trash | None
     return [(entry_id, _or_none(Trash, fields)) for entry_id, fields in rows]
 
 
+async def newest_id(redis: Redis, stream: str) -> str:
+    """Where a reader of a broadcast stream (``cancels``, ``deletes``) starts: after its newest
+    entry ("0-0" when empty)."""
+    rows = cast(Rows, await redis.xrevrange(stream, count=1))
+    return rows[0][0].decode() if rows else "0-0"
+
+
 def _decoded(kind: type[E], rows: Rows) -> list[E]:
     return [e for e in (_or_none(kind, fields) for _id, fields in rows) if e is not None]
 

@@ -28,11 +28,10 @@ logged. Every worker carries out each request; the delete is idempotent, so the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
-from castlog import CANCELS, DELETES, DeleteRequest, archive, last_cancel, last_delete, proven
+from castlog import CANCELS, DELETES, DeleteRequest, archive, newest_id, proven
 from castlog.keys import Fields, Rows
 from castlog.streams import Malformed, decode
 from fanout import StreamTail, Subscriber
@@ -60,13 +59,12 @@ class BroadcastHandler(Subscriber):
 
     stream: str
     redis: Redis
-    newest: Callable[[Redis], Awaitable[str]]  # the entry id a new loop reads after
-    after: str | None = None  # the last entry handled; None until the loop has begun
+    after: str | None = None  # the last entry handled; None until the loop has begun (its newest entry)
     count = BATCH
 
     async def streams(self) -> dict[str, str]:
         if self.after is None:
-            self.after = await self.newest(self.redis)
+            self.after = await newest_id(self.redis, self.stream)
         return {self.stream: self.after}
 
     async def take(self, got: dict[str, Rows], idle: list[str]) -> None:
@@ -79,7 +77,7 @@ class BroadcastHandler(Subscriber):
 
 
 class CancelHandler(BroadcastHandler):
-    stream, newest = CANCELS, staticmethod(last_cancel)
+    stream = CANCELS
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
         self.crew, self.outcomes, self.redis = crew, outcomes, crew.redis
@@ -101,7 +99,7 @@ class CancelHandler(BroadcastHandler):
 class DeleteHandler(BroadcastHandler):
     """Carries out ``deletes`` (``token``: the admin's; None: every request is refused)."""
 
-    stream, newest = DELETES, staticmethod(last_delete)
+    stream = DELETES
 
     def __init__(self, redis: Redis, token: str | None) -> None:
         self.redis, self.token = redis, token

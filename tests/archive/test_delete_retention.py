@@ -24,7 +24,7 @@ from castlog import (
     catalog_key,
     delete_proof,
     lane_jobs_of,
-    last_delete,
+    newest_id,
     read_jobs,
 )
 from fanout import stop_tasks
@@ -153,7 +153,7 @@ async def test_a_batch_a_redis_error_cut_short_is_read_again(redis: Redis, store
     """A Redis error while carrying out a batch of requests leaves none of it skipped."""
     first, second = await finished(store, 1), await finished(store, 2)
     handler = FlakyHandler(redis, TOKEN)
-    handler.after = await last_delete(redis)
+    handler.after = await newest_id(redis, DELETES)
     for cast_id in (first.id, second.id):
         await redis.xadd(DELETES, {"id": cast_id, "proof": delete_proof(TOKEN, cast_id)})
     task = asyncio.create_task(stream_loop(redis, 0.05, handler).run())

@@ -20,7 +20,7 @@ class Heard(BroadcastHandler):
     """Records the ids it reads (as CancelHandler and DeleteHandler read theirs)."""
 
     def __init__(self, of: type[BroadcastHandler], redis: Redis) -> None:
-        self.stream, self.newest, self.redis, self.ids = of.stream, of.newest, redis, list[str]()
+        self.stream, self.redis, self.ids = of.stream, redis, list[str]()
 
     async def handle(self, fields: Fields) -> None:
         self.ids.append(fields[b"id"].decode())

@@ -69,7 +69,7 @@ async def test_an_open_cast_takes_its_text(intake: TestClient[Any, Any], cluster
     text = await castlog.LiveStore(cluster_redis).read_text(cast_id)
     assert text is not None and "Hello there." in text.text
     assert [j.id for j in await read_jobs(cluster_redis, castlog.JOBS_LIVE)] == [cast_id]
-    after = await castlog.last_cancel(cluster_redis)
+    after = await castlog.newest_id(cluster_redis, castlog.CANCELS)
     assert await castlog.cancel(cluster_redis, cast_id) == "ok"  # the key lane's flag, then the word
     assert await castlog.is_cancelled(cluster_redis, cast_id)
     [(_, rows)] = await cluster_redis.xread({castlog.CANCELS: after}, count=10, block=10)  # as a worker's loop

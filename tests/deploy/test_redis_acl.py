@@ -384,7 +384,7 @@ async def test_a_cancel_works_as_intake_and_is_heard_as_synth(redis_port: int, a
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
     try:
-        after = await castlog.last_cancel(synth)
+        after = await castlog.newest_id(synth, castlog.CANCELS)
         assert await castlog.cancel(intake, cast_id) == "ok"
         assert await castlog.is_cancelled(synth, cast_id)
         [(_, rows)] = await synth.xread({castlog.CANCELS: after}, count=10, block=100)  # as the worker's loop
