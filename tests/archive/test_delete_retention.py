@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -25,7 +26,6 @@ from castlog import (
     delete_proof,
     lane_jobs_of,
     newest_id,
-    read_jobs,
 )
 from fanout import stop_tasks
 from intake import Config, create_app

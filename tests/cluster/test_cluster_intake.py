@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from jobstreams import read_jobs
 
 import castlog
 from blobstore import StoreConfig, open_blob_store
-from castlog import CastStore, LogReader, Meta, read_jobs
+from castlog import CastStore, LogReader, Meta
 from intake import Config, create_app
 from servicekit import connect
 from tests.archive.archive_helpers import archiver, finished
