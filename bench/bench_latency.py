@@ -19,15 +19,13 @@ load on the machine moves both by tens of percent: medians of the ratios.
    time for that chunk (the trace's: the machine's load cannot move between the two); a cast is
    deleted after its round, so that the next round's is new again;
 2. a paragraph (texts/paragraph.txt): first audio / model time of its first clause (target <= 1.2);
-3. three new paragraphs submitted together (this checkout only): the latest client's first audio
-   / one first clause's model time (mean of the three; target <= 3.5); spread between the
-   clients (target <= 2); stall per client (audio arriving after a listener who started at the
-   first audio ran dry) against the capacity bound (N x RTF - 1) x audio (target <= 1.1x,
-   +0.5 s of slack for start-up);
-4. throughput (each tree): the model alone on a paragraph's chunks / the worker on that cast,
+3. throughput (each tree): the model alone on a paragraph's chunks / the worker on that cast,
    POST to its last audio (target >= 0.95; the worker also reads the words around a seam).
 
-    python bench/bench_latency.py [--threads 2] [--rounds 3] [--parts 1234] [--base DIR]
+Several new casts at once, and the stall each listener hears as a client, are
+bench/bench_overload.py's (the log's view and the client's, side by side in one run).
+
+    python bench/bench_latency.py [--threads 2] [--rounds 3] [--parts 123] [--base DIR]
 """
 
 from __future__ import annotations
@@ -68,11 +66,6 @@ SHORT_TEXTS = (
     "Please check the front door.",
 )
 PARAGRAPH = repo_text("paragraph").strip()
-ARTICLE = repo_text("article").strip()
-# Three paragraphs of different openings (a word cut, a clause, a sentence) for part 3.
-THREE = (PARAGRAPH, ARTICLE.split("\n\n")[0], ARTICLE.split("\n\n")[2])
-# The stall target's slack: start-up costs that no capacity bound counts (seconds).
-STALL_SLACK_S = 0.5
 # The ratios of part 1 and 2: first audio (SSE, MP3) over the model alone, right after, on what
 # the worker's model read, and over the worker's own model time for it (the trace's: no load
 # moved between the two).
@@ -155,15 +148,6 @@ class Heard:
     @property
     def first_mp3_s(self) -> float:
         return self.first_mp3 - self.sent
-
-    def stall_s(self) -> float:
-        """How long a listener who started at the first audio waited for audio in all."""
-        heard = waited = 0.0
-        start = self.audio[0][0]
-        for arrival, ms in self.audio:
-            waited += max(0.0, arrival - start - heard - waited)
-            heard += ms / 1000
-        return waited
 
 
 async def follow(http: ClientSession, url: str, on_audio: Callable[[float, dict[str, Any]], None]) -> None:
@@ -299,29 +283,6 @@ class Bench:
                 rows.append(row(f"{name} [{st.name}]: {what}", statistics.median(ratios[st.name][key]), target, "<="))
         return rows, {"median ms": medians, "each": traces}
 
-    async def three(self) -> list[Row]:
-        st = self.stacks[0]
-        bodies = [self.unique(t) for t in THREE]
-        clause = statistics.mean(self.model_s(first_chunk(b)) for b in bodies)
-        model_all = sum(self.model_s(c) for b in bodies for c in chunking.split_text(b))
-        async with ClientSession(timeout=ClientTimeout(900)) as http:
-            heard = await asyncio.gather(*(listen(st, http, b) for b in bodies))
-        firsts = [h.first_audio_s for h in heard]
-        audio_s = [sum(ms for _, ms in h.audio) / 1000 for h in heard]
-        rtf = model_all / sum(audio_s)
-        stall = max(h.stall_s() for h in heard)
-        bound = max(0.0, (3 * rtf - 1)) * max(audio_s)
-        print(f"  three paragraphs: first audio {[round(f, 2) for f in firsts]} s, clause {clause:.3f} s, "
-              f"rtf {rtf:.2f}, stall per client {[round(h.stall_s(), 2) for h in heard]} s, bound {bound:.1f} s",
-              flush=True)
-        return [
-            row("three paragraphs: latest first audio / one first clause's model time", max(firsts) / clause, 3.5, "<="),
-            row("three paragraphs: spread of first audio / one first clause's model time",
-                (max(firsts) - min(firsts)) / clause, 2.0, "<="),
-            row("three paragraphs: longest stall / capacity bound (N x RTF - 1) x audio (+0.5 s)",
-                stall / (bound + STALL_SLACK_S), 1.1, "<="),
-        ]
-
     async def throughput(self, text: str) -> list[Row]:
         ratios: dict[str, list[float]] = {st.name: [] for st in self.stacks}
         for n in range(self.rounds):
@@ -350,7 +311,7 @@ async def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 12")
+    parser.add_argument("--parts", default="123", help="which parts to run, e.g. 12")
     parser.add_argument("--base", type=Path, help="a source tree (libs/, services/) to run side by side")
     parser.add_argument("--out", type=Path, default=RESULTS / "latency.json")
     parser.add_argument("--worker", type=Path, help=argparse_internal())
@@ -379,8 +340,6 @@ async def main() -> None:
                         print(f"  {name} [{tree}], per stage (median ms): "
                               + ", ".join(f"{k} {v:g}" for k, v in medians.items()))
             if "3" in args.parts:
-                rows += await bench.three()
-            if "4" in args.parts:
                 rows += await bench.throughput(" ".join(chunking.split_text(PARAGRAPH)[:3]))
     print()
     for r in rows:

@@ -10,8 +10,8 @@ rest is reached through its module (``castlog.keys.Row``, ``castlog.marks.mark``
 
 from . import archive, keys, streams
 from .blends import BlendError, blend_parts, canonical_voice, is_blend, voice_available
-from .cancels import cancel, is_cancelled, last_cancel
-from .deletes import delete_proof, last_delete, proven, request_delete
+from .cancels import cancel, is_cancelled
+from .deletes import delete_proof, proven, request_delete
 from .groups import Consumer, StreamEntry, ensure_group
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
@@ -85,6 +85,7 @@ from .streams import (
     announce_done,
     dead_letter,
     decode_job,
+    newest_id,
     now_ms,
     publish_voices,
     read_recipe,
@@ -103,8 +104,8 @@ __all__ = [
     "entry_id", "Eos", "Error", "from_public", "GROUP", "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE",
     "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id",
     "is_terminal", "Job", "JOBS", "JOBS_DEAD", "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of",
-    "lane_of", "last_cancel", "last_delete", "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed",
-    "MAX_SEQ_NUM", "MAX_SPEED", "Meta", "MIN_SPEED", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE",
+    "lane_of", "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed",
+    "MAX_SEQ_NUM", "MAX_SPEED", "Meta", "MIN_SPEED", "newest_id", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE",
     "proven", "public_dict", "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_recipe",
     "read_trash", "read_voices", "Recipe", "Record", "request_delete", "RowCache", "SAMPLE_RATE", "seq_of",
     "SeqMismatch", "StaleLayout", "Stamped", "stamps", "Start", "StreamEntry", "SubmitResult", "summarize",

@@ -13,7 +13,7 @@ from typing import Literal, cast
 
 from redis.asyncio import Redis
 
-from .keys import CANCELS, Rows, cancel_key, cast_key, decoded
+from .keys import CANCELS, cancel_key, cast_key, decoded
 from .lua import FIELD
 
 # How long the flag stays: a job waits in the queue far less (a cast has ended by then).
@@ -52,8 +52,3 @@ async def cancel(redis: Redis, cast_id: str) -> CancelAnswer:
 async def is_cancelled(redis: Redis, cast_id: str) -> bool:
     return bool(await redis.exists(cancel_key(cast_id)))
 
-
-async def last_cancel(redis: Redis) -> str:
-    """Where a follower of ``cancels`` starts: after its newest entry ("0-0" when empty)."""
-    rows = cast(Rows, await redis.xrevrange(CANCELS, count=1))
-    return rows[0][0].decode() if rows else "0-0"

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import cast
 
 from redis.asyncio import Redis
 
-from .keys import DELETES, Rows, is_cast_id
+from .keys import DELETES, is_cast_id
 from .streams import DeleteRequest, encode
 
 # Entries kept in `deletes` (approximately): workers read it as it grows, never its history.
@@ -43,8 +42,3 @@ async def request_delete(redis: Redis, cast_id: str, token: str) -> None:
     entry = encode(DeleteRequest(id=cast_id, proof=delete_proof(token, cast_id)))
     await redis.xadd(DELETES, entry, maxlen=DELETES_MAXLEN, approximate=True)  # type: ignore[arg-type]
 
-
-async def last_delete(redis: Redis) -> str:
-    """Where a follower of ``deletes`` starts: after its newest entry ("0-0" when empty)."""
-    rows = cast(Rows, await redis.xrevrange(DELETES, count=1))
-    return rows[0][0].decode() if rows else "0-0"

@@ -236,3 +236,10 @@ def decode_or_none(kind: type[E], fields: Fields) -> E | None:
         return decode(kind, fields)
     except Malformed:
         return None
+
+
+async def newest_id(redis: Redis, stream: str) -> str:
+    """Where a reader of a broadcast stream (``cancels``, ``deletes``) starts: after its newest
+    entry ("0-0" when empty)."""
+    rows = cast(Rows, await redis.xrevrange(stream, count=1))
+    return rows[0][0].decode() if rows else "0-0"

@@ -36,21 +36,12 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from .blocking import BlockingRead, WakeStream, wake_key
+from .blocking import WakeStream, wake_key
 
 log = logging.getLogger(__name__)
 
 # What a slot's connection takes over from the tail's own (the rest is the node's address).
 CONN_SETTINGS = ("username", "password", "client_name", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
-
-
-def choose_reads(conn: Redis | RedisCluster, redis: Redis, wake: str) -> BlockingRead | SlotReads:
-    """The blocked reads of a shared tail on ``redis`` (its pool): ONE XREAD on ``conn`` on a
-    single Redis, one per hash slot (``conn`` lending its settings: the cluster client itself
-    will do) on a cluster; woken by wake streams of their own, under ``tail/wake/<wake>/``."""
-    if isinstance(redis, RedisCluster):
-        return SlotReads(conn, redis, wake)
-    return BlockingRead(cast(Redis, conn), redis, wake)
 
 
 @cache  # at most one per slot

@@ -2,10 +2,11 @@
 MP3 and long polls, intake's ``/v1/audio/speech`` streams and live WebSockets all follow casts
 through the one :class:`Tail` of their process (docs/design.md, "The shared tail").
 
-The :class:`Tail` is one task: ONE blocking ``XREAD`` over every cast with a subscribed listener, a
-:class:`Watch` per cast (the last seq delivered, its ``cursor``; the stamps ``ts`` of the last
-records delivered; the listeners), each record decoded once and put on every listener's bounded
-queue. Redis work per record does not depend on how many listen.
+The :class:`Tail` is what is cast-specific above the process's one stream loop
+(``streamtail.py``: ONE blocked ``XREAD``, one per hash slot on a cluster): every cast with a
+subscribed listener, a :class:`Watch` per cast (the last seq delivered, its ``cursor``; the stamps
+``ts`` of the last records delivered; the listeners), each record decoded once and put on every
+listener's bounded queue. Redis work per record does not depend on how many listen.
 
 A :class:`~fanout.listener.Listener` (``listener.py``: one response following one cast) reads by offset
 (:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
@@ -13,15 +14,11 @@ cursor it returns is exactly what the tail delivered). This module imports the l
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
 The same read follows streams that are not casts for readers that only wait for an entry past an
-id (``waiters.py``: Durable Streams' long polls and SSE, :attr:`Tail.waiters`): one blocked read
-per process whatever it follows.
-
-A join wakes the blocked XREAD with an XADD to a wake stream of its own that the read includes
-(``blocking.py``: ``tail/wake/<wake>/*``, the service's name; no Redis user holds CLIENT UNBLOCK),
-so the connection stays; the block timeout is only a safety net. On a Redis Cluster (``redis`` is
-a cluster client) the one read becomes one per hash slot with watched casts (``slotreads.py``: per
-lane, never per listener or per cast), woken on their own nodes, and the checks below run through
-the cluster client. Its counts go to a :class:`TailMetrics` (each service names its own metrics).
+id (``waiters.py``: Durable Streams' long polls and SSE, :attr:`Tail.waiters`, the loop's other
+subscriber): one blocked read per process whatever it follows. A join wakes the read
+(``tail/wake/<wake>/*``, the service's name), so that the next one names the cast. On a Redis
+Cluster the checks below run through the cluster client. Its counts go to a :class:`TailMetrics`
+(each service names its own metrics).
 
 A log can shrink or be rewritten under a cursor (docs/design.md, "The public read path"), and an
 XREAD after it would skip the replacing records or wait forever. Each record names its
@@ -34,7 +31,6 @@ its listeners move back to the last record that still stands and read on by offs
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
@@ -42,29 +38,22 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from redis.asyncio import Redis, RedisCluster
-from redis.exceptions import RedisError
 
 from castlog.archive import ARCHIVE_FIELD
-from castlog.keys import Row, cast_id_of, cast_key, entry_id, seq_of
+from castlog.keys import Row, Rows, cast_id_of, cast_key, entry_id, seq_of
 from castlog.marks import follows, holds, stamps
 from castlog.reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from castlog.records import decode_entry
 
-from .blocking import BlockingRead, stop_tasks
 from .items import ITEM_CACHE_BYTES, ItemCache
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
-from .slotreads import SlotReads, choose_reads
+from .streamtail import StreamTail, Subscriber
 from .waiters import Waiters
 
 log = logging.getLogger(__name__)
 
-# After a failed XREAD (Redis restarting, connection lost): back off, doubling up to the max.
-ERROR_BACKOFF_S = 0.2
-ERROR_BACKOFF_MAX_S = 5.0
 # Records from the tail a listener may hold in its queue before it is demoted to offset reads.
 LISTENER_QUEUE = 64
-# Entries per stream of one XREAD while waiters (waiters.py) wait: they need to know of one.
-WAITED_ENTRIES_PER_READ = 1
 
 
 def after_id(cursor: int) -> str:
@@ -121,7 +110,7 @@ class TailMetrics(Protocol):
         """A listener of ``kind`` opened (+1) or closed (-1)."""
 
 
-class Tail:
+class Tail(Subscriber):
     """The shared tail of cast logs, and of the streams its ``waiters`` wait on, in a process
     (its connection ``conn`` sits in the one blocking XREAD; ``redis`` is the shared pool)."""
 
@@ -130,37 +119,33 @@ class Tail:
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
         item_bytes: int = ITEM_CACHE_BYTES,
     ) -> None:
-        self.conn = conn  # dedicated: it sits in the blocking XREAD (a cluster: lends its settings)
-        self.redis = redis  # the shared pool
         # woken by its own wake streams, tail/wake/<wake>/* (the service's Redis user may add there)
-        self.blocking: BlockingRead | SlotReads = choose_reads(conn, redis, wake)
+        self.stream = StreamTail(conn, redis, wake, block_ms=block_ms, name="shared tail")
         # the cursors' checks: on one Redis the tail's own connection (idle between reads)
         self.probe = redis if isinstance(redis, RedisCluster) else conn
         self.reader = reader  # offset reads, archived logs included
         self.metrics = metrics
-        self.block_ms, self.batch, self.queue_size = block_ms, batch, queue_size
+        self.count, self.queue_size = batch, queue_size
         # A listener holds at most queue_size records, in its queue or in its offset backlog.
         self.offset_batch = min(batch, queue_size)
         self.watches: dict[str, Watch] = {}
         self.listeners: set[Listener] = set()
-        self.waiters = Waiters(self._wake_read)  # other streams' readers, woken by an entry past their id
+        self.waiters = Waiters(self.stream.wake)  # other streams' readers, woken by an entry past their id
+        self.stream.subscribers += [self.waiters, self]
         self.item_cache = ItemCache(item_bytes)  # offset reads' Items, built once per record
         self.flushes: list[Listener] = []  # listeners with direct writes from the pass in progress
         self.closing = False
         self._unchecked: set[str] = set()  # casts whose cursor Redis has not confirmed yet
-        self._joined: asyncio.Future[None] | None = None  # resolved when a cast joins
-        self._task: asyncio.Task[None] | None = None
+        self._read_with: dict[str, Watch] = {}  # the watches the read in flight was issued for
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="shared-tail")
+        self.stream.start()
 
     async def stop(self) -> None:
         self.close_listeners()
-        if self._task is not None:
-            await stop_tasks(self._task)
-        await self.blocking.aclose()
+        await self.stream.stop()
 
     def close_listeners(self) -> None:
         """Shutdown: every streaming response ends now; its client resumes from its last id."""
@@ -169,10 +154,6 @@ class Tail:
             listener.close()
         self.watches.clear()
         self.waiters.close()
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
 
     @asynccontextmanager
     async def listen(self, cast_id: str, seq_num: int, kind: str) -> AsyncIterator[Listener]:
@@ -199,14 +180,9 @@ class Tail:
             cursor = listener.next_seq - 1
             watch = self.watches[listener.cast_id] = Watch(cursor, listener.stamps_upto(cursor))
             self._unchecked.add(listener.cast_id)
-            self._wake_read()
+            self.stream.wake()  # the blocked read ends, and the next one names the cast
         watch.listeners.add(listener)
         return watch.cursor
-
-    def _wake_read(self) -> None:
-        """A cast or a waiter joined: the blocked read ends, and the next one names it."""
-        if self._joined is not None and not self._joined.done():
-            self._joined.set_result(None)
 
     def unsubscribe(self, listener: Listener) -> None:
         watch = self.watches.get(listener.cast_id)
@@ -224,56 +200,27 @@ class Tail:
         """The offset read's rows as Items shared by every listener that reads them."""
         return self.item_cache.items(cast_id, rows)
 
-    # -- the tail -----------------------------------------------------------------------------
+    # -- the tail: a subscriber of the process's stream loop -----------------------------------------
 
-    async def _run(self) -> None:
-        backoff = ERROR_BACKOFF_S
-        while True:
-            if not self.watches and not self.waiters.keys:
-                self._joined = asyncio.get_running_loop().create_future()
-                await self._joined
-                continue
-            try:
-                got, read_with, idle = await self._read()
-                self._unchecked.update(idle)  # a cursor past a shrunk log reads nothing
-                await self._check(self._unproven(got, read_with) | self._unchecked)
-            except (RedisError, OSError) as exc:  # the cursors stay: the next read brings the rows again
-                self._unchecked.update(self.watches)  # the server may have restarted with less
-                log.warning("shared tail: reading failed (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
-                continue
-            backoff = ERROR_BACKOFF_S
-            self._fan_out(got, read_with)
+    async def streams(self) -> dict[str, str]:
+        """Every watch's key after its cursor (no await from here to the XREAD: a join wakes it)."""
+        self._read_with = dict(self.watches)
+        return {cast_key(c): after_id(w.cursor) for c, w in self._read_with.items()}
 
-    async def _read(self) -> tuple[list[tuple[str, Any]], dict[str, Watch], list[str]]:
-        """One XREAD after every watch's cursor: its rows per cast id, the watches it was issued
-        for, and the casts whose read ended idle (the block timeout, not a join and not a
-        record): every watch's on a single Redis, the timed-out slots' only on a cluster. The
-        waiters' keys are read in the same XREAD, and their waiters woken here."""
-        read_with = dict(self.watches)  # no await from here to the XREAD: a join wakes it
-        streams: dict[Any, Any] = {cast_key(c): after_id(w.cursor) for c, w in read_with.items()}
-        streams.update(self.waiters.streams())
-        # XREAD's COUNT is one for every key: while waiters wait, one entry per stream per read, so
-        # that a stream of large entries (a durable append is a whole request body) never hands
-        # the casts' fan-out a reply of `batch` of them
-        count = WAITED_ENTRIES_PER_READ if self.waiters.keys else self.batch
-        joined = self._joined = asyncio.get_running_loop().create_future()
-        reply = await self.blocking.xread(streams, count=count, block_ms=self.block_ms, wake=joined)
+    async def take(self, got: dict[str, Rows], idle: list[str]) -> None:
+        """The read's rows: the casts whose cursor they do not prove checked, then handed out.
+        The casts whose read ended idle (every watch's on a single Redis, the timed-out slots'
+        only on a cluster) are checked too: a cursor past a shrunk log reads nothing."""
         self.metrics.count_read()
-        by_key = list(reply.items() if isinstance(reply, dict) else reply or ())
-        got = []
-        for key, rows in by_key:
-            cast_id = cast_id_of(_str(key))  # each key parsed once
-            if cast_id is None:
-                self.waiters.ring(_str(key), rows)
-            else:
-                got.append((cast_id, rows))
-        if isinstance(self.blocking, SlotReads):
-            idle = [c for c in (cast_id_of(_str(key)) for key in self.blocking.timed_out) if c]
-        else:
-            idle = list(read_with) if not by_key and not joined.done() else []
-        return got, read_with, idle
+        read_with = self._read_with
+        rows = [(c, r) for key, r in got.items() if (c := cast_id_of(key)) is not None]  # each key parsed once
+        self._unchecked.update(c for key in idle if (c := cast_id_of(key)) is not None)
+        await self._check(self._unproven(rows, read_with) | self._unchecked)
+        self._fan_out(rows, read_with)
+
+    def read_failed(self) -> None:
+        """The cursors stay (the next read brings the rows again); the server may have restarted with less."""
+        self._unchecked.update(self.watches)
 
     def _unproven(self, got: list[tuple[str, Any]], read_with: dict[str, Watch]) -> set[str]:
         """The casts read whose rows do not prove by themselves that the log still holds the
@@ -365,6 +312,3 @@ class Tail:
         if not watch.listeners:
             del self.watches[cast_id]
 
-
-def _str(key: Any) -> str:
-    return key.decode() if isinstance(key, bytes) else str(key)

@@ -2,10 +2,10 @@
 only needs to know that its stream has an entry past an id (a Durable Streams long poll at the
 stream's tail, an SSE response between events: edge's ``/v1/stream``) waits on a future.
 
-The tail's one blocked ``XREAD`` (one per slot on a cluster) names every waited key from the
-lowest id its waiters have read, beside the watched casts; an entry past a waiter's id wakes it,
-and it reads by offset as every reader does. Nothing is decoded or queued here: a waiter costs a
-future. A key that joins, or a waiter behind the others, wakes the read (``on_join``) so that the
+They subscribe to the process's one stream loop beside the casts (``streamtail.py``), which
+names every waited key from the lowest id its waiters have read; an entry past a waiter's id wakes
+it, and it reads by offset as every reader does. Nothing is decoded or queued here: a waiter costs
+a future. A key that joins, or a waiter behind the others, wakes the read (``on_join``) so that the
 next one includes it, as a cast that joins does.
 """
 
@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+
+from castlog.keys import Rows
+
+from .streamtail import Subscriber
+
+# Entries per stream of one read while waiters wait: they need to know of one, and XREAD's COUNT is
+# one for every key (a durable append is a whole request body: never a batch of them per read).
+WAITED_ENTRIES_PER_READ = 1
 
 
 def id_order(entry: str | bytes) -> tuple[int, int]:
@@ -31,8 +38,10 @@ class Waiter:
         self.woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
-class Waiters:
+class Waiters(Subscriber):
     """Key -> who waits on it; ``on_join`` wakes the tail's blocked read."""
+
+    count = WAITED_ENTRIES_PER_READ
 
     def __init__(self, on_join: Callable[[], None]) -> None:
         self.keys: dict[str, set[Waiter]] = {}
@@ -65,22 +74,23 @@ class Waiters:
                 if not waiters:
                     del self.keys[key]
 
-    def streams(self) -> dict[str, str]:
+    async def streams(self) -> dict[str, str]:
         """What the next XREAD names for the waiters: each key from its lowest waiter's id."""
         return {key: min((w.after for w in waiters), key=id_order) for key, waiters in self.keys.items()}
 
-    def ring(self, key: str, rows: list[Any]) -> None:
-        """Wake the waiters of ``key`` that the newest entry read lies past."""
-        waiters = self.keys.get(key)
-        if not rows or waiters is None:
-            return
-        newest = id_order(rows[-1][0])
-        for waiter in [w for w in waiters if id_order(w.after) < newest]:
-            waiters.discard(waiter)  # now: the next read must not start behind it again
-            if not waiter.woken.done():
-                waiter.woken.set_result(None)
-        if not waiters:
-            del self.keys[key]
+    async def take(self, got: dict[str, Rows], idle: list[str]) -> None:
+        """Wake the waiters of each key read that its newest entry lies past."""
+        for key, rows in got.items():
+            waiters = self.keys.get(key)
+            if not rows or waiters is None:
+                continue
+            newest = id_order(rows[-1][0])
+            for waiter in [w for w in waiters if id_order(w.after) < newest]:
+                waiters.discard(waiter)  # now: the next read must not start behind it again
+                if not waiter.woken.done():
+                    waiter.woken.set_result(None)
+            if not waiters:
+                del self.keys[key]
 
     def close(self) -> None:
         """The tail stops: every waiter wakes now (and reads what there is), later ones at once."""

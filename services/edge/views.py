@@ -93,7 +93,7 @@ async def _long_poll(read_pass: Pass, edge: Edge, cast_id: str, seq: int, limit:
 
 
 async def _tail_runs(app: web.Application) -> Problem | None:
-    return None if app[EDGE].tail.running else Problem("tail_down", "the shared tail stopped; restart edge")
+    return None if app[EDGE].tail.stream.running else Problem("tail_down", "the shared tail stopped; restart edge")
 
 
 async def _listening(app: web.Application) -> Health:

@@ -1,14 +1,11 @@
 """What every worker hears at once: the broadcast streams ``cancels`` and ``deletes``, a handler
-per stream, followed by the worker's one stream loop, which follows the catalogs of its open casts
-(``livefeed.py``) in the same read.
+per stream, followed by the worker's one stream loop (:func:`stream_loop`), which follows the
+catalogs of its open casts (``livefeed.py``) in the same read.
 
-The loop is one blocked ``XREAD`` (SYNTH_POLL_S at most) on a connection of its own, over both
-streams and every open catalog; on a cluster, where no read spans two slots, one per slot with
-followed keys, each on its own connection to the slot's node (``fanout.choose_reads``: the shared
-tail's reads). An open cast admitted while the read blocks wakes it with an XADD to the loop's own
-wake stream (``tail/wake/synth/*``, one per slot on a cluster), which the read includes, so that
-the next read names its catalog: nothing polls, and synth's Redis user needs no CLIENT UNBLOCK
-(which could end anyone's blocked read).
+The loop is fanout's :class:`~fanout.StreamTail`, as edge's and intake's tail is (SYNTH_POLL_S at
+most per read, a pooled connection of its own); an open cast admitted while it blocks wakes it
+(``Hand.opened``) through its own wake stream ``tail/wake/synth/*``, so that the next read names
+its catalog: nothing polls, and synth's Redis user needs no CLIENT UNBLOCK.
 
 Each broadcast stream is read from its newest entry when the loop begins: a cancel from before is
 admission's (the ``cancel/<id>`` flag), a delete from before was answered 202 (ask again), and an
@@ -30,19 +27,14 @@ logged. Every worker carries out each request; the delete is idempotent, so the 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from castlog import CANCELS, DELETES, DeleteRequest, archive, last_cancel, last_delete, proven
+from castlog import CANCELS, DELETES, DeleteRequest, archive, newest_id, proven
 from castlog.keys import Fields, Rows
 from castlog.streams import Malformed, decode
-from fanout import BlockingRead, SlotReads, choose_reads
-from servicekit.connect import is_cluster
+from fanout import StreamTail, Subscriber
 
 from .crew import Crew
 from .outcomes import Outcomes
@@ -55,96 +47,40 @@ BATCH = 256
 WAKE_NAME = "synth"
 
 
-class BroadcastHandler:
+def stream_loop(redis: Redis, poll_s: float, *subscribers: Subscriber) -> StreamTail:
+    """The worker's one stream loop over ``subscribers`` (the handlers, ``cancels`` first, then the
+    live feed), each read blocking SYNTH_POLL_S at most (the live feed's idle casts are looked at
+    after each)."""
+    return StreamTail(None, redis, WAKE_NAME, *subscribers, block_ms=max(1, int(poll_s * 1000)), name="broadcasts")
+
+
+class BroadcastHandler(Subscriber):
     """One stream's handler: where it is read from, and what is done with what is read."""
 
     stream: str
-    newest: Callable[[Redis], Awaitable[str]]  # the entry id a new loop reads after
-    after: str | None = None  # the last entry handled; None until the loop has begun
+    redis: Redis
+    after: str | None = None  # the last entry handled; None until the loop has begun (its newest entry)
+    count = BATCH
+
+    async def streams(self) -> dict[str, str]:
+        if self.after is None:
+            self.after = await newest_id(self.redis, self.stream)
+        return {self.stream: self.after}
+
+    async def take(self, got: dict[str, Rows], idle: list[str]) -> None:
+        for entry_id, fields in got.get(self.stream, ()):
+            await self.handle(fields)
+            self.after = entry_id.decode()  # handled: a Redis error after it reads on from here
 
     async def handle(self, fields: Fields) -> None:
         raise NotImplementedError
 
 
-class Feed(Protocol):
-    """Streams whose set changes, followed in the same read (the open casts' catalogs)."""
-
-    joined: asyncio.Event  # set when a stream joins: the blocked read ends, and the next names it
-
-    def streams(self) -> dict[str, str]:
-        """Key -> the entry id to read after, for the next read (``joined`` is cleared here)."""
-
-    async def handle(self, key: str, rows: Rows) -> None:
-        """What one read brought for ``key``."""
-
-    async def after_read(self) -> None:
-        """Once per read, whatever it brought (the idle casts' close)."""
-
-
-class Broadcasts:
-    """Follows the streams of ``handlers`` (``cancels`` first) and ``feed``'s with one blocked
-    read (one per slot on a cluster)."""
-
-    def __init__(self, redis: Redis, poll_s: float, *handlers: BroadcastHandler, feed: Feed | None = None) -> None:
-        self.redis, self.poll_s, self.handlers, self.feed = redis, poll_s, handlers, feed
-
-    async def run(self) -> None:
-        # a cluster's reads make a connection per slot (the client lends its settings); a single
-        # Redis's one read holds one pooled connection
-        conn = self.redis if is_cluster(self.redis) else self.redis.client()
-        reads = choose_reads(conn, self.redis, WAKE_NAME)
-        try:
-            await self._follow(reads)
-        finally:
-            await reads.aclose()
-            if conn is not self.redis:
-                await conn.aclose()  # back to the pool
-
-    async def _follow(self, reads: BlockingRead | SlotReads) -> None:
-        while True:
-            try:
-                for handler in self.handlers:
-                    if handler.after is None:
-                        handler.after = await handler.newest(self.redis)
-                await self._hand_out(await self._read(reads))
-            except (RedisError, OSError) as exc:
-                log.warning("broadcasts (%s): Redis error (%s); retrying",
-                            ", ".join(f.stream for f in self.handlers), exc)
-                await asyncio.sleep(self.poll_s)
-
-    async def _hand_out(self, got: list[tuple[str, Rows]]) -> None:
-        by_stream = {f.stream: f for f in self.handlers}
-        for key, rows in got:
-            handler = by_stream.get(key)
-            if handler is None:
-                if self.feed is not None:
-                    await self.feed.handle(key, rows)
-                continue
-            for entry_id, fields in rows:
-                await handler.handle(fields)
-                handler.after = entry_id.decode()
-        if self.feed is not None:
-            await self.feed.after_read()
-
-    async def _read(self, reads: BlockingRead | SlotReads) -> list[tuple[str, Rows]]:
-        streams: dict[Any, Any] = {f.stream: f.after for f in self.handlers}
-        if self.feed is not None:
-            streams.update(self.feed.streams())
-            joined: asyncio.Future[Any] = asyncio.ensure_future(self.feed.joined.wait())
-        else:
-            joined = asyncio.get_running_loop().create_future()  # nothing joins
-        try:
-            reply = await reads.xread(streams, count=BATCH, block_ms=max(1, int(self.poll_s * 1000)), wake=joined)
-        finally:
-            joined.cancel()
-        return [(key.decode() if isinstance(key, bytes) else key, rows) for key, rows in reply]
-
-
 class CancelHandler(BroadcastHandler):
-    stream, newest = CANCELS, staticmethod(last_cancel)
+    stream = CANCELS
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
-        self.crew, self.outcomes = crew, outcomes
+        self.crew, self.outcomes, self.redis = crew, outcomes, crew.redis
 
     async def handle(self, fields: Fields) -> None:
         await self.cancel(fields.get(b"id", b"").decode())
@@ -163,7 +99,7 @@ class CancelHandler(BroadcastHandler):
 class DeleteHandler(BroadcastHandler):
     """Carries out ``deletes`` (``token``: the admin's; None: every request is refused)."""
 
-    stream, newest = DELETES, staticmethod(last_delete)
+    stream = DELETES
 
     def __init__(self, redis: Redis, token: str | None) -> None:
         self.redis, self.token = redis, token

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
 
@@ -39,7 +39,8 @@ class Hand:
         self.admitting = 0  # jobs taken from the inbox together and not yet admitted
         self.work = asyncio.Event()  # a cast was admitted, or stop() was called
         self.room = asyncio.Event()  # a cast left, or stop() was called
-        self.opened = asyncio.Event()  # an open cast was admitted: the live feed reads its text too
+        # an open cast was admitted: wakes the worker's stream loop, whose next read names its catalog
+        self.opened: Callable[[], None] = lambda: None
         self._stopping = asyncio.Event()
 
     @property
@@ -67,7 +68,7 @@ class Hand:
         self.metrics.active_casts.set(len(self.casts))
         self.work.set()
         if cast.live:
-            self.opened.set()
+            self.opened()
 
     def close(self, cast: ActiveCast) -> None:
         """The cast's attempt is over (whatever its outcome): drop it, and make room."""

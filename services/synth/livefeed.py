@@ -1,8 +1,9 @@
 """The worker's open casts: their text read from the catalog as it grows, cut into chunks.
 
-The worker's one stream loop (``broadcasts.py``: one blocked XREAD, one per slot on a cluster)
-follows the catalogs of every open cast this worker holds beside ``cancels`` and ``deletes``; a
-newly admitted cast wakes that read (``Hand.opened``) so that the next one names its catalog.
+The worker's one stream loop (``broadcasts.stream_loop``: one blocked XREAD, one per slot on a
+cluster) follows the catalogs of every open cast this worker holds beside ``cancels`` and
+``deletes``; a newly admitted cast wakes that read (``Hand.opened``) so that the next one names its
+catalog.
 Here each new fragment goes to its cast's chunker, and the synth loop is woken when a sentence is
 complete. An open cast waiting for text wants no chunk, so it holds up nobody and spends no
 attempt. One left without text for ``SYNTH_LIVE_IDLE_S`` is closed here (its rest is spoken, then
@@ -13,14 +14,15 @@ the idle casts are looked at after each.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 
 from castlog import LiveStore, TextEvent, catalog_key, content_id
 from castlog.keys import Rows
 from castlog.live import text_events
+from fanout import Subscriber
 
+from .broadcasts import BATCH
 from .cast import ActiveCast, OpenText
 from .crew import Crew
 from .livechunks import LiveChunks
@@ -58,30 +60,30 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
     return new
 
 
-class LiveFeed:
-    """Follows the catalogs of the open casts in hand (a ``broadcasts.Feed``); a close that
-    completes a cast (everything already appended) finishes it through ``outcomes``."""
+class LiveFeed(Subscriber):
+    """Follows the catalogs of the open casts in hand; a close that completes a cast (everything
+    already appended) finishes it through ``outcomes``."""
+
+    count = BATCH
 
     def __init__(self, crew: Crew, outcomes: Outcomes) -> None:
         self.crew, self.outcomes = crew, outcomes
-        self.joined: asyncio.Event = crew.hand.opened  # set when an open cast is admitted
         self.following: dict[str, ActiveCast] = {}  # catalog key -> cast, as the read in flight names them
 
-    def streams(self) -> dict[str, str]:
-        self.joined.clear()  # (a cast admitted from here on wakes the read)
+    async def streams(self) -> dict[str, str]:
         self.following = {
             catalog_key(c.cast_id): c for c in self.crew.hand.casts.values()
             if c.open_text is not None and not c.open_text.closed and not c.closed
         }
         return {key: c.open_text.after for key, c in self.following.items() if c.open_text is not None}
 
-    async def handle(self, key: str, rows: Rows) -> None:
-        target = self.following.get(key)
-        if target is not None and target.open_text is not None and not target.closed:
-            new = apply(target.open_text, text_events(rows), self.crew.clock())
-            await self._text_came(target, new)
-
-    async def after_read(self) -> None:
+    async def take(self, got: dict[str, Rows], idle: list[str]) -> None:
+        """Each catalog's new text to its cast; then, whatever the read brought, the idle casts' close."""
+        for key, rows in got.items():
+            target = self.following.get(key)
+            if target is not None and target.open_text is not None and not target.closed:
+                new = apply(target.open_text, text_events(rows), self.crew.clock())
+                await self._text_came(target, new)
         await self._close_idle(self.following.values(), self.crew.clock())
 
     async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:

@@ -49,7 +49,7 @@ from servicekit.connect import is_cluster
 from . import jobs, scheduler
 from .admission import Admitter
 from .appender import Appender
-from .broadcasts import Broadcasts, CancelHandler, DeleteHandler
+from .broadcasts import CancelHandler, DeleteHandler, stream_loop
 from .cast import job_key
 from .clerk import QueueClerk
 from .config import SynthConfig
@@ -92,8 +92,9 @@ class Worker:
         self.admitter = Admitter(crew, self.outcomes, frozenset(synthesizer.voices()))
         self.feed = LiveFeed(crew, self.outcomes)
         # cancels, the admin's deletes asked through intake and the open casts' text: one blocked read
-        self.broadcasts = Broadcasts(redis, cfg.poll_s, CancelHandler(crew, self.outcomes),
-                                     DeleteHandler(redis, cfg.admin_token), feed=self.feed)
+        self.broadcasts = stream_loop(redis, cfg.poll_s, CancelHandler(crew, self.outcomes),
+                                      DeleteHandler(redis, cfg.admin_token), self.feed)
+        hand.opened = self.broadcasts.wake
         # An open cast's sentence is encoded and appended by an appender of its own, so it never waits
         # behind whole-text chunks in the encoder (one in flight per open cast keeps it in order).
         self.appenders = (Appender(crew, self.outcomes, "synth-encode"),

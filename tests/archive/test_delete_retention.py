@@ -25,11 +25,11 @@ from castlog import (
     catalog_key,
     delete_proof,
     lane_jobs_of,
-    last_delete,
+    newest_id,
 )
 from fanout import stop_tasks
 from intake import Config, create_app
-from synth.broadcasts import Broadcasts, DeleteHandler
+from synth.broadcasts import DeleteHandler, stream_loop
 from tests.intake.conftest import PUBLISHED_VOICES, UNLIMITED, publish
 from tests.support.apps import app_clients
 from tests.support.waiting import wait_until
@@ -53,7 +53,7 @@ async def intake(redis_url: str, redis: Redis) -> AsyncIterator[Any]:
 async def deleting(redis: Redis, token: str | None = TOKEN) -> AsyncIterator[DeleteHandler]:
     """A worker's delete handler (the part of synth that carries out the admin's deletes), begun."""
     handler = DeleteHandler(redis, token)
-    task = asyncio.create_task(Broadcasts(redis, 0.05, handler).run())
+    task = asyncio.create_task(stream_loop(redis, 0.05, handler).run())
     try:
         await wait_until(lambda: handler.after is not None)
         yield handler
@@ -153,10 +153,10 @@ async def test_a_batch_a_redis_error_cut_short_is_read_again(redis: Redis, store
     """A Redis error while carrying out a batch of requests leaves none of it skipped."""
     first, second = await finished(store, 1), await finished(store, 2)
     handler = FlakyHandler(redis, TOKEN)
-    handler.after = await last_delete(redis)
+    handler.after = await newest_id(redis, DELETES)
     for cast_id in (first.id, second.id):
         await redis.xadd(DELETES, {"id": cast_id, "proof": delete_proof(TOKEN, cast_id)})
-    task = asyncio.create_task(Broadcasts(redis, 0.05, handler).run())
+    task = asyncio.create_task(stream_loop(redis, 0.05, handler).run())
     try:
         await wait_until(lambda: _gone(redis, first.id))
         await wait_until(lambda: _gone(redis, second.id))

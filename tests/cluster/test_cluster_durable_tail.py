@@ -33,8 +33,8 @@ async def test_waiters_on_streams_in_many_slots_are_woken_through_one_read_per_s
         for path in paths:
             await pool.xadd(log_key(path), {"d": "first"}, id="1-1")
         waits = [asyncio.ensure_future(tail.waiters.wait(log_key(p), "1-1", 60)) for p in paths for _ in range(3)]
-        assert isinstance(tail.blocking, SlotReads)
-        blocking = tail.blocking
+        assert isinstance(tail.stream.reads, SlotReads)
+        blocking = tail.stream.reads
         await wait_until(lambda: blocking.blocked == STREAMS)  # per slot, not per waiter (18)
         assert not any(w.done() for w in waits)
         for path in paths:

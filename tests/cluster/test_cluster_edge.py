@@ -92,7 +92,7 @@ async def redis(redis_cluster: Cluster) -> AsyncIterator[Redis]:
 
 
 def slot_reads(edge: TestClient[Any, Any]) -> SlotReads:
-    blocking = edge.app[EDGE].tail.blocking
+    blocking = edge.app[EDGE].tail.stream.reads
     assert isinstance(blocking, SlotReads)
     return blocking
 

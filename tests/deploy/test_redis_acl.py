@@ -25,7 +25,6 @@ import fanout
 from castlog import lanes, live, opencap, ratelimit, scripts, slots
 from streamtts.redisserver import free_port
 from synth import chunkcache, clerk
-from tests.support.cancels import read_cancels
 
 from .tools import REDIS_FILES, redis_as_deployed, require_tool, run
 
@@ -385,10 +384,11 @@ async def test_a_cancel_works_as_intake_and_is_heard_as_synth(redis_port: int, a
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     intake = AsyncRedis(port=redis_port, username="intake", password=PASSWORDS["INTAKE"])
     try:
-        after = await castlog.last_cancel(synth)
+        after = await castlog.newest_id(synth, castlog.CANCELS)
         assert await castlog.cancel(intake, cast_id) == "ok"
         assert await castlog.is_cancelled(synth, cast_id)
-        assert (await read_cancels(synth, after, block_ms=100, count=10))[1] == [cast_id]
+        [(_, rows)] = await synth.xread({castlog.CANCELS: after}, count=10, block=100)  # as the worker's loop
+        assert [fields[b"id"] for _, fields in rows] == [cast_id.encode()]
     finally:
         await synth.aclose()
         await intake.aclose()
@@ -561,7 +561,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     from aiohttp.test_utils import TestClient, TestServer
 
     from intake import Config, create_app
-    from synth.broadcasts import Broadcasts, DeleteHandler
+    from synth.broadcasts import DeleteHandler, stream_loop
     from tests.support.waiting import wait_until
 
     token = "an-admin-token-of-32-characters-0000"
@@ -571,7 +571,7 @@ async def test_the_admin_delete_works_end_to_end_through_a_worker(redis_port: in
     cfg = Config(redis_url=url, redis_connect_attempts=3, admin_token=token, delete_wait_s=30.0)  # type: ignore[call-arg]
     synth = AsyncRedis(port=redis_port, username="synth", password=PASSWORDS["SYNTH"])
     handler = DeleteHandler(synth, token)
-    task = asyncio.create_task(Broadcasts(synth, 0.05, handler).run())
+    task = asyncio.create_task(stream_loop(synth, 0.05, handler).run())
     try:
         await wait_until(lambda: handler.after is not None)
         async with TestClient(TestServer(create_app(cfg))) as http:

@@ -46,14 +46,14 @@ async def test_a_waiter_wakes_on_an_entry_past_its_id_only(tail: Tail, redis: Re
 async def test_while_waiters_wait_a_read_takes_one_entry_per_stream(tail: Tail, redis: Redis) -> None:
     """A durable stream's entry may be a whole request body: the tail never pulls a batch of them."""
     replies: list[Any] = []
-    xread = tail.blocking.xread
+    xread = tail.stream.reads.xread
 
     async def seen(*args: Any, **kwargs: Any) -> Any:
         reply = await xread(*args, **kwargs)
         replies.append(reply)
         return reply
 
-    tail.blocking.xread = seen  # type: ignore[method-assign]
+    tail.stream.reads.xread = seen  # type: ignore[method-assign]
     for n in range(1, 6):
         await redis.xadd(KEY, {"d": b"x" * 1000}, id=f"7-{n}")
     assert await tail.waiters.wait(KEY, "0-0", 60)
