@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 from jobstreams import read_jobs
 from logfollow import follow
+from modelwrap import Wrapped
 from redis.asyncio import Redis
 
 import castlog
@@ -47,7 +48,7 @@ import chunking
 from castlog import SAMPLE_RATE, Audio, CastStore, Entry, LogReader, Meta
 from synth.config import SynthConfig
 from synth.dispatcher import infer
-from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model import Synthesizer, load_synthesizer
 from synth.model.base import Word
 from synth.mp3 import encode_chunk
 from synth.worker import Worker

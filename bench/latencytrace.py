@@ -21,12 +21,13 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 from listening import english_model_dir
+from modelwrap import Wrapped
 
 import castlog
 import servicekit
 import synth.jobs as jobs_module
 from synth.config import SynthConfig
-from synth.model import Synthesizer, Wrapped, load_synthesizer
+from synth.model import Synthesizer, load_synthesizer
 from synth.model.base import Word
 from synth.worker import Worker
 

@@ -107,8 +107,10 @@ class Cast:
 def read_as_cast(synthesizer: Any, text: str, voice: str) -> Cast:
     """The text's chunks (the first sentence cut, as a slow model's worker cuts it), each read
     as the worker reads it: at a seam inside a sentence, with the neighbours' words (synth.seams)."""
+    from mp3decode import decode_mp3
+
     from synth.dispatcher import infer
-    from synth.mp3 import decode_mp3, encode_chunk
+    from synth.mp3 import encode_chunk
     from synth.seams import lookahead, lookbehind, read
 
     chunker = Chunker()

@@ -95,7 +95,9 @@ class Seam:
 
 def encoded(pcm: Pcm, *, trim_lead: bool) -> Pcm:
     """A chunk as a listener gets it: through the worker's MP3 encoder and back."""
-    from synth.mp3 import decode_mp3, encode_chunk
+    from mp3decode import decode_mp3
+
+    from synth.mp3 import encode_chunk
 
     return np.asarray(decode_mp3(encode_chunk(pcm, trim_lead=trim_lead).data), dtype=np.float32)
 

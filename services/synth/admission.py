@@ -68,10 +68,7 @@ class Admitter:
                         hand.work.set()
             except RedisError as exc:
                 hand.admitting = 0
-                log.warning("admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
-                await asyncio.sleep(REDIS_RETRY_S)
-                if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
-                    await quietly(jobs.ensure_group(self.crew.redis))
+                await self._after_redis_error(exc, inbox)
 
     def openings(self) -> int:
         """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
@@ -96,10 +93,14 @@ class Admitter:
                     continue
                 await self._admit_all(await inbox.take(room, hand.active(inbox)), inbox)
             except RedisError as exc:
-                log.warning("live admitter: Redis error (%s); retrying in %.1fs", exc, REDIS_RETRY_S)
-                await asyncio.sleep(REDIS_RETRY_S)
-                if "NOGROUP" in str(exc):
-                    await quietly(jobs.ensure_group(self.crew.redis, castlog.JOBS_LIVE))
+                await self._after_redis_error(exc, inbox)
+
+    async def _after_redis_error(self, exc: RedisError, inbox: Inbox) -> None:
+        """A pause before the next round; the group made again when Redis lost it."""
+        log.warning("admitter of %s: Redis error (%s); retrying in %.1fs", inbox.stream, exc, REDIS_RETRY_S)
+        await asyncio.sleep(REDIS_RETRY_S)
+        if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
+            await quietly(inbox.group.create())
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:

@@ -39,7 +39,8 @@ _HTTP_ERRORS = {
 def serving(cfg: SynthConfig) -> Serving:
     """``/metrics`` and the probes on SYNTH_METRICS_HOST:PORT; the process ends with the worker,
     and leaves at once after it (an inference thread still running must not hold the exit)."""
-    return Serving("synth", cfg.metrics_host, cfg.metrics_port, cfg.grace_s, until=_service_task, hard_exit=True)
+    return Serving("synth", cfg.metrics_host, cfg.metrics_port, cfg.grace_s,
+                   until=lambda app: app[SYNTH].task, hard_exit=True)
 
 
 def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Application:
@@ -54,10 +55,6 @@ def create_app(cfg: SynthConfig, *, load: Loader = load_model) -> web.Applicatio
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)
     return app
-
-
-def _service_task(app: web.Application) -> asyncio.Task[None]:
-    return app[SYNTH].task
 
 
 def _redis_and_service(load: Loader) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -81,19 +81,13 @@ class Appender:
 
     def __init__(self, crew: Crew, outcomes: Outcomes, name: str) -> None:
         self.crew, self.outcomes = crew, outcomes
+        # Chunks from the synth loop (None: no more, the loop ends); a put waits while it is full.
         self.queue: asyncio.Queue[Synthesized | None] = asyncio.Queue(PIPELINE_DEPTH)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=name)
-
-    async def put(self, item: Synthesized | None) -> None:
-        """Queue a chunk (None: no more, the loop ends); waits while the queue is full."""
-        await self.queue.put(item)
 
     async def warm(self) -> None:
         """The encoder's first use loads the codec: not on a listener's first chunk."""
         await asyncio.get_running_loop().run_in_executor(self.pool, encode_chunk, NO_PCM)
-
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=False)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

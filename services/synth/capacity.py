@@ -22,9 +22,9 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from .scheduler import ModelSpeed, Pace
+from .cast import ActiveCast
+from .scheduler import ModelSpeed
 
 # The audio one step of the forecast makes: about a later chunk (80-300 characters of speech).
 FORECAST_CHUNK_S = 5.0
@@ -40,30 +40,13 @@ class Need:
     live: bool = False
 
 
-class Holding(Protocol):
-    """What admission reads of a cast in hand (``synth.cast.ActiveCast``)."""
-
-    @property
-    def pace(self) -> Pace: ...
-    @property
-    def live(self) -> bool: ...
-    @property
-    def closed(self) -> bool: ...
-    @property
-    def reading_speed(self) -> float: ...
-    @property
-    def chunks(self) -> list[str]: ...
-    @property
-    def next_synth(self) -> int: ...
-
-
 def known_capacity(speed: ModelSpeed, measure_s: float) -> float:
     """The worker's capacity once its model has made ``measure_s`` seconds of audio (a first
     chunk alone says little: short chunks run at another speed); 0 (unknown) until then."""
     return speed.capacity if speed.measured_s >= measure_s else 0.0
 
 
-def needs_of(casts: Iterable[Holding], speed: ModelSpeed, now: float) -> list[Need]:
+def needs_of(casts: Iterable[ActiveCast], speed: ModelSpeed, now: float) -> list[Need]:
     """The needs of the casts in hand: the audio their chunks not yet made will give (at the
     model's measured audio per character), and their leads (0 before the first audio)."""
     out = []
@@ -94,11 +77,6 @@ def room(needs: Iterable[Need], capacity: float, headroom: float) -> int:
     return max(int(spare + 1e-9), 1 if idle else 0)
 
 
-def fits(needs: Iterable[Need], capacity: float, headroom: float) -> bool:
-    """Whether one more cast fits beside ``needs`` (see :func:`room`)."""
-    return room(needs, capacity, headroom) > 0
-
-
 @dataclass
 class Pool:
     """One worker as the forecast sees it: its capacity and its admitted casts' needs."""
@@ -127,7 +105,7 @@ def forecast(
         if now > horizon_s:
             break
         capacity = pools[w].capacity
-        if fits(needs, capacity, headroom):
+        if room(needs, capacity, headroom) > 0:
             starts[head] = now + first_s
             needs.append(Need(waiting_s[head], 0.0))
             head += 1

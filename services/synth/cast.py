@@ -289,10 +289,9 @@ def plan(
     were made (an earlier attempt's ramp may have cut them finer than the splitter)."""
     attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
-    offset = sum(
-        e.record.d for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from
-    )
-    made = [e.record.t for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from]
+    kept = [e.record for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from]
+    offset = sum(a.d for a in kept)  # the playable audio before the first chunk to make
+    made = [a.t for a in kept]
     if open_text is not None:  # the lists grow with the open cast's text: rebuilt in place
         chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
         chunks[:], continued[:] = resumed_chunks(list(chunks), list(continued), made)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from dataclasses import dataclass
 
 import msgspec
 import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from castlog import now_ms
 
 from .model.timing import Word
 
@@ -114,7 +115,7 @@ class ChunkCache:
             raw = await self.redis.getex(key, px=ENTRY_TTL_MS)
             if not isinstance(raw, bytes):  # a miss (the worker's Redis gives bytes)
                 return None
-            await self.redis.zadd(USES, {digest_of(key): _now_ms()}, xx=True)
+            await self.redis.zadd(USES, {digest_of(key): now_ms()}, xx=True)
         except RedisError as exc:
             log.warning("chunk cache lookup failed (%r): the model reads the chunk", exc)
             return None
@@ -129,7 +130,7 @@ class ChunkCache:
             return
         body = _encode(_Stored(np.ascontiguousarray(pcm, dtype=np.float32).tobytes(), list(words), model_s))
         try:
-            out = await self._keep(keys=[USES, SIZES, TOTAL], args=[digest_of(key), len(body), _now_ms(), self.budget])
+            out = await self._keep(keys=[USES, SIZES, TOTAL], args=[digest_of(key), len(body), now_ms(), self.budget])
             self.held = int(out[0])
             evicted = {ENTRY_PREFIX + "{" + (d.decode() if isinstance(d, bytes) else d) + "}" for d in out[1:]}
             if key not in evicted:  # larger than the whole budget: not kept
@@ -138,7 +139,3 @@ class ChunkCache:
                 await self.redis.delete(gone)
         except RedisError as exc:
             log.warning("chunk cache keep failed (%r): the chunk is not kept", exc)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -93,13 +93,10 @@ class QueueClerk:
 
     # ---- this worker's state --------------------------------------------------------------
 
-    def needs(self) -> list[Need]:
-        return capacity.needs_of(self.crew.hand.casts.values(), self.crew.speed, self.crew.clock())
-
     async def publish(self) -> None:
         crew = self.crew
         known = capacity.known_capacity(crew.speed, crew.cfg.capacity_measure_s)
-        needs = self.needs()
+        needs = capacity.needs_of(crew.hand.casts.values(), crew.speed, crew.clock())
         state = {
             "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
             "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in needs],
@@ -148,8 +145,7 @@ class QueueClerk:
         delivered yet."""
         redis = self.crew.redis
         self._line_read_ms = castlog.now_ms()
-        group = next((g for g in await redis.xinfo_groups(castlog.JOBS)
-                      if jobs.as_str(g["name"]) == castlog.GROUP), None)
+        group = await jobs.group_info(redis)
         if group is None:
             return []
         after = "(" + jobs.as_str(group["last-delivered-id"])

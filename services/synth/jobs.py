@@ -44,11 +44,6 @@ TALLY_TTL_S = 7 * 24 * 3600
 HANDED_BACK_IDLE_MS = 10 * 24 * 3600 * 1000
 
 
-async def ensure_group(redis: Redis, stream: str = castlog.JOBS) -> None:
-    """Create the group at the start of ``jobs`` (and the stream) unless it exists."""
-    await castlog.ensure_group(redis, stream, castlog.GROUP)
-
-
 def as_str(value: bytes | str) -> str:
     # "replace": a field that is not UTF-8 makes a malformed job (dead-lettered), not a crash
     # that would recur on every restart while the entry stays pending.
@@ -233,13 +228,18 @@ async def delete_consumer_if_empty(redis: Redis, consumer: str, stream: str = ca
     return bool(await script(keys=[stream], args=[castlog.GROUP, consumer]))
 
 
-async def queue_stats(redis: Redis) -> tuple[int, int]:
-    """(entries not yet delivered to the group, that plus the group's pending entries)."""
+async def group_info(redis: Redis) -> dict[str, Any] | None:
+    """XINFO GROUPS' entry for the group ``synth`` on ``jobs``; None before the stream or the group."""
     try:
         groups = await redis.xinfo_groups(castlog.JOBS)
     except ResponseError:  # no stream yet
-        return 0, 0
-    group = next((g for g in groups if as_str(g["name"]) == castlog.GROUP), None)
+        return None
+    return next((g for g in groups if as_str(g["name"]) == castlog.GROUP), None)
+
+
+async def queue_stats(redis: Redis) -> tuple[int, int]:
+    """(entries not yet delivered to the group, that plus the group's pending entries)."""
+    group = await group_info(redis)
     if group is None:
         return int(await redis.xlen(castlog.JOBS)), 0
     lag = group.get("lag")

@@ -134,10 +134,3 @@ class SynthMetrics(ServiceMetrics):
             "streamtts_archive_errors", "Archiver rounds that failed (Redis, the store) and are retried", registry=r,
         )
         self.swept = Counter("streamtts_archive_swept_casts", "Casts deleted by retention (RETENTION_DAYS)", registry=r)
-
-    def observe_synthesis(self, took_s: float, audio_s: float) -> None:
-        """One chunk's inference time and audio length: their rates' ratio is the true mean RTF,
-        where the histogram's mean would weigh a short first chunk as much as a long one."""
-        self.synth_seconds.inc(took_s)
-        self.audio_seconds.inc(audio_s)
-

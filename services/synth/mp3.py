@@ -36,6 +36,7 @@ ENCODER_DELAY_SAMPLES = 1105
 # Trailing silence: 10 ms windows quieter than this are silence; keep this much of it.
 SILENCE_DBFS = -55.0
 SILENCE_WINDOW_MS = 10
+_WINDOW = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
 TAIL_KEEP_MS = 50
 # Leading silence kept when a chunk's lead is trimmed: the model starts every chunk with about
 # 270 ms of silence, a sentence's pause at a seam, wrong inside a sentence and a delay before
@@ -87,44 +88,29 @@ def encode_chunk(
     return EncodedChunk(data=data, duration_ms=frames * FRAME_MS, samples=frames * FRAME_SAMPLES)
 
 
-def decode_mp3(data: bytes) -> Pcm:
-    """MP3 bytes -> float32 PCM, every sample the decoder outputs (nothing trimmed)."""
-    with av.open(io.BytesIO(data), "r", format="mp3") as container:
-        frames = [frame.to_ndarray().reshape(-1) for frame in container.decode(audio=0)]
-    if not frames:
-        return np.zeros(0, dtype=np.float32)
-    pcm: Pcm = np.concatenate(frames).astype(np.float32, copy=False)
-    return pcm
-
-
 def trim_trailing_silence(pcm: Pcm) -> Pcm:
     """Drop the model's trailing silence, keeping ``TAIL_KEEP_MS`` after the last sound."""
-    window = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
-    n = len(pcm) // window
-    if n == 0:
+    if len(pcm) < _WINDOW:
         return pcm
-    rms = np.sqrt(np.mean(np.square(pcm[: n * window].reshape(n, window), dtype=np.float64), axis=1))
-    loud = np.nonzero(rms > 10 ** (SILENCE_DBFS / 20))[0]
+    loud = _loud_windows(pcm)
     if loud.size == 0:
         return pcm[:0]
-    end = (loud[-1] + 1) * window + SAMPLE_RATE * TAIL_KEEP_MS // 1000
-    return pcm[:end]
+    return pcm[: (loud[-1] + 1) * _WINDOW + SAMPLE_RATE * TAIL_KEEP_MS // 1000]
 
 
 def trim_leading_silence(pcm: Pcm) -> Pcm:
     """Drop the model's leading silence, keeping ``LEAD_KEEP_MS`` before the first sound."""
-    rms = _window_rms(pcm)
-    loud = np.nonzero(rms > 10 ** (SILENCE_DBFS / 20))[0]
+    loud = _loud_windows(pcm)
     if loud.size == 0:
         return pcm
-    window = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
-    return pcm[max(0, loud[0] * window - SAMPLE_RATE * LEAD_KEEP_MS // 1000) :]
+    return pcm[max(0, loud[0] * _WINDOW - SAMPLE_RATE * LEAD_KEEP_MS // 1000) :]
 
 
-def _window_rms(pcm: Pcm) -> npt.NDArray[np.float64]:
-    window = SAMPLE_RATE * SILENCE_WINDOW_MS // 1000
-    n = len(pcm) // window
-    return np.sqrt(np.mean(np.square(pcm[: n * window].reshape(n, window), dtype=np.float64), axis=1))
+def _loud_windows(pcm: Pcm) -> npt.NDArray[np.intp]:
+    """The indices of the whole ``SILENCE_WINDOW_MS`` windows louder than ``SILENCE_DBFS``."""
+    n = len(pcm) // _WINDOW
+    rms = np.sqrt(np.mean(np.square(pcm[: n * _WINDOW].reshape(n, _WINDOW), dtype=np.float64), axis=1))
+    return np.nonzero(rms > 10 ** (SILENCE_DBFS / 20))[0]
 
 
 def fade_edges(pcm: Pcm, fade_ms: int = FADE_MS) -> Pcm:

@@ -124,12 +124,11 @@ class Worker:
                     task.result()  # a loop ended by an exception is a bug: surface it
         finally:
             await stop_tasks(*side, *main)  # a loop on a blocking read may outlive one cancel
-            if self.stopping:
+            if self.crew.hand.stopping:
                 await self._hand_back()
                 await quietly(self.clerk.resign())
-            self.dispatcher.shutdown()
-            for appender in self.appenders:
-                appender.shutdown()
+            for pool in (self.dispatcher.pool, *(appender.pool for appender in self.appenders)):
+                pool.shutdown(wait=False)
             self.crew.metrics.active_casts.set(0)
             log.info("worker %s stopped; %d cast(s) left pending", self.crew.cfg.consumer, len(self.casts))
 
@@ -152,10 +151,6 @@ class Worker:
     def stop(self) -> None:
         """Stop admitting and picking chunks; :meth:`run` returns once the chunk in hand is in."""
         self.crew.hand.stop()
-
-    @property
-    def stopping(self) -> bool:
-        return self.crew.hand.stopping
 
     # ---- the key lanes' jobs ----------------------------------------------------------------
 
@@ -195,17 +190,14 @@ class Worker:
 
     async def refresh_leases(self) -> None:
         """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""
-        for inbox in self.crew.hand.inboxes:
-            await self._refresh(inbox)
-
-    async def _refresh(self, inbox: Inbox) -> None:
         redis, consumer = self.crew.redis, self.crew.cfg.consumer
-        held = list(self.crew.hand.active(inbox)) + inbox.held()
-        owners = await jobs.pending(redis, held, inbox.stream)
-        mine = [i for i in held if i in owners and owners[i].consumer == consumer]
-        await jobs.refresh(redis, consumer, mine, inbox.stream)
-        for entry_id in set(held) - set(mine):
-            inbox.forget(entry_id)
-            cast = self.casts.get(job_key(inbox.stream, entry_id))
-            if cast is not None:
-                self.outcomes.lose(cast, "its job was taken over or acknowledged elsewhere")
+        for inbox in self.crew.hand.inboxes:
+            held = list(self.crew.hand.active(inbox)) + inbox.held()
+            owners = await jobs.pending(redis, held, inbox.stream)
+            mine = [i for i in held if i in owners and owners[i].consumer == consumer]
+            await jobs.refresh(redis, consumer, mine, inbox.stream)
+            for entry_id in set(held) - set(mine):
+                inbox.forget(entry_id)
+                cast = self.casts.get(job_key(inbox.stream, entry_id))
+                if cast is not None:
+                    self.outcomes.lose(cast, "its job was taken over or acknowledged elsewhere")

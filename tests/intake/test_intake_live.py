@@ -267,8 +267,9 @@ async def test_websocket_writes_fragments_and_sends_each_sentence_then_done(clie
 
 async def test_websocket_pcm_frames_are_the_decoded_mp3(client: Client, redis: Redis) -> None:
     import numpy as np
+    from mp3decode import decode_mp3
 
-    from synth.mp3 import decode_mp3, encode_chunk
+    from synth.mp3 import encode_chunk
 
     tone = (0.3 * np.sin(2 * np.pi * 220 * np.arange(24_000) / 24_000)).astype(np.float32)
     mp3 = encode_chunk(tone, 48_000).data

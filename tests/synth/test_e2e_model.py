@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from jobstreams import enqueue, read_dead, read_done
+from modelwrap import Wrapped
+from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
 import castlog
@@ -24,9 +26,8 @@ import chunking
 from castlog import Audio, CastStore, Entry, LogReader, Start
 from castlog.lanes import LaneMover
 from streamtts.redisserver import free_port
-from synth.model import Synthesizer, Wrapped
+from synth.model import Synthesizer
 from synth.model.base import Word
-from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
     config,

@@ -19,16 +19,18 @@ SAMPLES_PER_TOKEN = 10
 
 
 class RecordingEngine:
-    """Returns SAMPLES_PER_TOKEN samples per token and remembers each call."""
+    """Returns SAMPLES_PER_TOKEN samples per token (one frame each, as durations) and remembers each call."""
 
     name = "stand-in"
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[int], npt.NDArray[np.float32], float]] = []
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> npt.NDArray[np.float32]:
+    def infer(
+        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         self.calls.append((token_ids, style, speed))
-        return np.full(len(token_ids) * SAMPLES_PER_TOKEN, 2.0, dtype=np.float32)
+        return np.full(len(token_ids) * SAMPLES_PER_TOKEN, 2.0, dtype=np.float32), np.ones(len(token_ids) + 2, np.int64)
 
 
 @pytest.fixture

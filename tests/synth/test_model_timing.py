@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mp3decode import decode_mp3
 
 from synth.cast import chunk_words
 from synth.model import Synthesizer
 from synth.model.timing import FRAME_MS, locate, spaced_words, symbol_times
-from synth.mp3 import decode_mp3, encode_chunk
+from synth.mp3 import encode_chunk
 
 TEXT = ("The harbour was quiet before dawn. A fisherman checked his nets, counted the floats, "
         "and pushed his small boat into the grey water while the gulls watched from the wall.")

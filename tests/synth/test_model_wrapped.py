@@ -1,5 +1,5 @@
-"""``synth.model.Wrapped``, the seam of tests and benchmarks, runs the path production runs: it
-forwards every public method of the real synthesizer, ``synthesize_timed`` (the worker's call)
+"""``Wrapped`` (bench/modelwrap.py), the seam of tests and benchmarks, runs the path production
+runs: it forwards every public method of the real synthesizer, ``synthesize_timed`` (the worker's call)
 included, so a wrapped model in the failure tests and the benchmarks is timed as in production."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import inspect
 from typing import Any
 
 import numpy as np
+from modelwrap import Wrapped
 
 from synth.dispatcher import infer
-from synth.model import Wrapped
 from synth.model.pipeline import KokoroSynthesizer
 
 
@@ -37,7 +37,7 @@ class Recorder:
 
 def test_wrapped_forwards_every_public_method_of_the_real_synthesizer() -> None:
     missing = public_methods(KokoroSynthesizer) - set(vars(Wrapped))
-    assert not missing, f"synth.model.Wrapped does not forward {sorted(missing)}"
+    assert not missing, f"Wrapped does not forward {sorted(missing)}"
 
 
 def test_each_forwarded_method_reaches_the_real_one_with_its_arguments() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import av.logging
 import numpy as np
 import pytest
+from mp3decode import decode_mp3
 
 from synth.model import SAMPLE_RATE
 from synth.mp3 import (
@@ -15,7 +16,6 @@ from synth.mp3 import (
     FRAME_SAMPLES,
     EncodedChunk,
     _lame,
-    decode_mp3,
     encode_chunk,
     frame_offsets,
     scrub_ancillary,

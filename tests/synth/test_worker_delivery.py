@@ -8,12 +8,12 @@ import threading
 
 import pytest
 from jobstreams import enqueue, read_dead, read_done, read_jobs
+from mp3decode import decode_mp3
 from redis.asyncio import Redis
 
 import castlog
 import chunking
 from castlog import Audio, CastStore, Eos, Error, LogReader, Start
-from synth.mp3 import decode_mp3
 from synth.worker import Worker
 from tests.synth.support import (
     StandIn,

@@ -14,7 +14,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import castlog
 from castlog import CastStore, Stamped, Start
-from synth import jobs
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, pending_count, running, submit, terminal, wait_until
 
@@ -25,7 +24,7 @@ async def kill(worker: Worker, task: asyncio.Task[None]) -> None:
     """A death (kill -9): the worker's tasks end where they are; nothing is handed back."""
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert not worker.stopping
+    assert not worker.crew.hand.stopping
 
 
 async def no_pending(redis: Redis) -> bool:
@@ -149,7 +148,7 @@ async def test_stop_hands_the_jobs_back_and_another_worker_takes_them_at_once(
 
 
 async def test_consumers_that_are_gone_and_hold_nothing_are_removed(redis: Redis, store: CastStore) -> None:
-    await jobs.ensure_group(redis)
+    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)
     for name in ("gone-1", "gone-2"):
         await redis.xgroup_createconsumer(castlog.JOBS, castlog.GROUP, name)
     await asyncio.sleep(0.6)

@@ -66,7 +66,7 @@ async def session_events(ws: aiohttp.ClientWebSocketResponse) -> list[Any]:
 
 
 async def test_websocket_session_speaks_each_sentence_and_listeners_follow_by_link(system: System) -> None:
-    from synth.mp3 import decode_mp3
+    from mp3decode import decode_mp3
 
     async with ClientSession(timeout=ClientTimeout(total=240)) as http:
         ws = await http.ws_connect(system.url("intake", "/v1/audio/speech/live"))
@@ -192,7 +192,7 @@ async def test_a_worker_killed_mid_live_cast_is_resumed(live: System) -> None:
 
 
 def test_the_example_agent_streams_an_answer_and_saves_its_audio(system: System, tmp_path: Path) -> None:
-    from synth.mp3 import decode_mp3
+    from mp3decode import decode_mp3
 
     out = tmp_path / "answer.mp3"
     result = subprocess.run(

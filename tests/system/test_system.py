@@ -37,7 +37,7 @@ async def _sse_records(http: ClientSession, url: str) -> list[dict]:
 
 
 async def test_a_cast_flows_from_intake_through_synth_to_edge_and_prometheus(system: System, texts: dict[str, str]) -> None:
-    from synth.mp3 import decode_mp3
+    from mp3decode import decode_mp3
 
     targets = {name: [f"127.0.0.1:{port}"] for name, port in system.ports.items()}
     with running_prometheus(targets, scrape_interval="1s") as prometheus:

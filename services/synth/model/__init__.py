@@ -12,13 +12,7 @@ from __future__ import annotations
 
 from castlog import SAMPLE_RATE  # the model's output rate is every audio record's
 
-from .base import (
-    Audio,
-    BackendUnavailableError,
-    Synthesizer,
-    UnknownVoiceError,
-    Wrapped,
-)
+from .base import Audio, BackendUnavailableError, Synthesizer, UnknownVoiceError
 from .loader import load_synthesizer
 
 __all__ = [
@@ -27,6 +21,5 @@ __all__ = [
     "BackendUnavailableError",
     "Synthesizer",
     "UnknownVoiceError",
-    "Wrapped",
     "load_synthesizer",
 ]

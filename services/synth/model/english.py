@@ -185,7 +185,8 @@ class _WordFallback:
         word = token.text
         if not word.isascii() and all(_is_latin(c) for c in word if c.isalpha()):
             plain = "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
-            phonemes, rating = self.lexicon(_with_text(token, plain), misaki_en.TokenContext())
+            plain_token = MToken(text=plain, tag=token.tag, whitespace=token.whitespace, _=token._)
+            phonemes, rating = self.lexicon(plain_token, misaki_en.TokenContext())
             if phonemes is not None:
                 return phonemes, rating
         elif any(c.isalpha() and not _is_latin(c) for c in word):
@@ -210,7 +211,3 @@ class _WordFallback:
 
 def _is_latin(c: str) -> bool:
     return not c.isalpha() or unicodedata.name(c, "").startswith("LATIN")
-
-
-def _with_text(token: Any, text: str) -> Any:
-    return MToken(text=text, tag=token.tag, whitespace=token.whitespace, _=token._)

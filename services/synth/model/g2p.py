@@ -86,10 +86,6 @@ class G2P:
             return "ja"
         return ESPEAK_LANGUAGES.get(prefix, "en-us")
 
-    def japanese_available(self) -> bool:
-        """Whether Japanese text gets the Japanese G2P (pyopenjtalk-plus and its dictionaries)."""
-        return self._japanese_g2p() is not None
-
     def warm_up(self, voices: Iterable[str]) -> None:
         """Load what these voices need now (the English lexicons take about a second)."""
         prefixes = {voice[:1].lower() for voice in voices}

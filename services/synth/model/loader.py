@@ -55,6 +55,3 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
-
-
-__all__ = ["BackendUnavailableError", "load_synthesizer"]

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 # The export's output is 1.5x louder than the reference model's.
 ONNX_GAIN = 1 / 1.5
 # Inside the graph: the predicted duration of every token (int64 frames of 600 samples, the pads
-# included), made a second output at load time so that words get their times (timing.py).
+# included), made a second output at load time so that words get their times (timing.py). The
+# model is always the packaged one (its SHA-256 is checked), which has it.
 DURATIONS_TENSOR = "/encoder/Cast_output_0"
 
 
@@ -31,9 +32,11 @@ class OnnxEngine:
 
     def __init__(self, model_path: str | Path, threads: int | None = None, spin: bool = False) -> None:
         try:
+            import onnx
             import onnxruntime as ort
         except ImportError as e:
-            raise BackendUnavailableError("the onnx backend needs onnxruntime: pip install onnxruntime") from e
+            raise BackendUnavailableError("the onnx backend needs onnxruntime and onnx: "
+                                          "pip install onnxruntime onnx") from e
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or available_cores()
         # One chunk at a time: parallelism lives inside the ops, not across them.
@@ -43,37 +46,18 @@ class OnnxEngine:
         # right after a run took 0.5-0.8x the time without spinning, the model itself 0.7-0.9x.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.threads = options.intra_op_num_threads
-        self._session = ort.InferenceSession(with_durations(model_path), options, providers=["CPUExecutionProvider"])
+        model = onnx.load(str(model_path))
+        model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS_TENSOR, onnx.TensorProto.INT64, None))
+        self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
-        return self.infer_timed(token_ids, style, speed)[0]
-
-    def infer_timed(
-        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
-    ) -> tuple[Audio, Durations | None]:
-        audio, *more = self._session.run(None, {
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> tuple[Audio, Durations]:
+        audio, durations = self._session.run(None, {
             "tokens": np.array([[0, *token_ids, 0]], dtype=np.int64),
             "style": np.asarray(style, dtype=np.float32).reshape(1, -1),
             "speed": np.array([speed], dtype=np.float32),
         })
         pcm = (np.asarray(audio, dtype=np.float32).ravel() * ONNX_GAIN).astype(np.float32, copy=False)
-        return pcm, (np.asarray(more[0], dtype=np.int64).ravel() if more else None)
-
-
-def with_durations(model_path: str | Path) -> str | bytes:
-    """The model with ``DURATIONS_TENSOR`` as a second output (serialized), or its path unchanged
-    when that cannot be done (no ``onnx``; another export): then words have no times."""
-    try:
-        import onnx
-    except ImportError:
-        log.warning("onnx is not installed: no word timings (pip install onnx)")
-        return str(model_path)
-    model = onnx.load(str(model_path))
-    if not any(DURATIONS_TENSOR in node.output for node in model.graph.node):
-        log.warning("%s has no tensor %s: no word timings", model_path, DURATIONS_TENSOR)
-        return str(model_path)
-    model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS_TENSOR, onnx.TensorProto.INT64, None))
-    return model.SerializeToString()
+        return pcm, np.asarray(durations, dtype=np.int64).ravel()
 
 
 def available_cores() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import cast
 
 import numpy as np
 
@@ -57,46 +56,35 @@ class KokoroSynthesizer:
         return self.synthesize_phonemes(self.phonemize(text, voice), voice, speed)
 
     def synthesize_timed(self, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
-        """Like ``synthesize``, with each word's (text, start ms, end ms) in the audio returned
-        (none when the engine gives no durations)."""
+        """Like ``synthesize``, with each word's (text, start ms, end ms) in the audio returned."""
         self._check_voice(voice)
         _check_speed(speed)
         phonemes, words = self._g2p.with_words(text, voice)
         pieces = split_phonemes(phonemes)
-        timed = [self._infer_timed(piece, voice, speed) for piece in pieces]
-        if not timed:
-            return np.zeros(0, dtype=np.float32), []
-        audio = np.clip(np.concatenate([a for a, _ in timed]), -1.0, 1.0).astype(np.float32, copy=False)
-        durations = [d for _, d in timed]
-        if any(d is None for d in durations):
-            return audio, []
+        audio, durations = self._infer(pieces, voice, speed)
         pairs = words if words is not None else spaced_words(text, " ".join(pieces))
-        return audio, word_times(pairs, pieces, cast("list[Durations]", durations), self._g2p.keep_known)
-
-    def _infer_timed(self, phonemes: str, voice: str, speed: float) -> tuple[Audio, Durations | None]:
-        infer_timed = getattr(self._engine, "infer_timed", None)
-        if infer_timed is None:  # an engine without durations
-            return self._infer(phonemes, voice, speed), None
-        ids = [self._vocab[c] for c in phonemes]
-        audio, durations = infer_timed(ids, self._voices.style(voice, len(ids)), speed)
-        return audio, durations
+        return audio, word_times(pairs, pieces, durations, self._g2p.keep_known)
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
         self._check_voice(voice)
         _check_speed(speed)
-        pieces = split_phonemes(self._g2p.keep_known(phonemes))
-        audio = [self._infer(piece, voice, speed) for piece in pieces]
-        if not audio:
-            return np.zeros(0, dtype=np.float32)
-        return np.clip(np.concatenate(audio), -1.0, 1.0).astype(np.float32, copy=False)
+        return self._infer(split_phonemes(self._g2p.keep_known(phonemes)), voice, speed)[0]
 
-    def _infer(self, phonemes: str, voice: str, speed: float) -> Audio:
-        ids = [self._vocab[c] for c in phonemes]
-        started = time.perf_counter()
-        audio = self._engine.infer(ids, self._voices.style(voice, len(ids)), speed)
-        log.debug("%d phonemes -> %.2f s of audio in %.2f s", len(ids), len(audio) / SAMPLE_RATE,
-                  time.perf_counter() - started)
-        return audio
+    def _infer(self, pieces: list[str], voice: str, speed: float) -> tuple[Audio, list[Durations]]:
+        """Each piece through the engine: their audio end to end, and each piece's durations."""
+        audio: list[Audio] = []
+        durations: list[Durations] = []
+        for piece in pieces:
+            ids = [self._vocab[c] for c in piece]
+            started = time.perf_counter()
+            pcm, frames = self._engine.infer(ids, self._voices.style(voice, len(ids)), speed)
+            log.debug("%d phonemes -> %.2f s of audio in %.2f s", len(ids), len(pcm) / SAMPLE_RATE,
+                      time.perf_counter() - started)
+            audio.append(pcm)
+            durations.append(frames)
+        if not audio:
+            return np.zeros(0, dtype=np.float32), []
+        return np.clip(np.concatenate(audio), -1.0, 1.0).astype(np.float32, copy=False), durations
 
     def _check_voice(self, voice: str) -> None:
         if voice not in self._voices:

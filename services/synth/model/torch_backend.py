@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .assets import HUB_WEIGHTS, default_cache_dir, hub_config, hub_weights, onnx_model_path, onnx_vocab
+from .assets import HUB_WEIGHTS, hub_config, onnx_model_path, onnx_vocab
 from .base import Audio, Durations
 from .convert import converted_weights
 from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
@@ -33,12 +33,7 @@ class TorchEngine:
         self.device = device
         self._model = model.to(device)
 
-    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> Audio:
-        return self.infer_timed(token_ids, style, speed)[0]
-
-    def infer_timed(
-        self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float
-    ) -> tuple[Audio, Durations]:
+    def infer(self, token_ids: list[int], style: npt.NDArray[np.float32], speed: float) -> tuple[Audio, Durations]:
         """The audio and KModel's ``pred_dur``: each token's frames of 600 samples, pads included."""
         import torch
 
@@ -64,12 +59,12 @@ def load_torch(
         torch.set_num_threads(threads or available_cores())
     if model_dir is not None and (Path(model_dir) / HUB_WEIGHTS).is_file():
         config = hub_config(model_dir)
-        weights = hub_weights(model_dir)
+        weights = Path(model_dir) / HUB_WEIGHTS
     else:  # no hub weights (model_dir may hold only voices/, as `streamtts voices install` makes it)
         vocab = onnx_vocab()
         config = {**KOKORO_V1_CONFIG, "vocab": vocab}
-        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        weights = converted_weights(onnx_model_path(folder), folder, vocab)
+        onnx_model = onnx_model_path(cache_dir)  # the converted weights are cached beside it
+        weights = converted_weights(onnx_model, onnx_model.parent, vocab)
     engine = TorchEngine(build_kmodel(config, weights), device)
     synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), config["vocab"])
     log.info("torch backend loaded on %s in %.2f s from %s (%d voices)",

@@ -76,17 +76,13 @@ class VoiceBank:
 
 
 def load_voices(model_dir: str | Path | None = None, voices_dir: str | Path | None = None) -> VoiceBank:
-    packs = dict(_packaged_packs())
+    with onnx_voice_archive().open("rb") as f:
+        packs = dict(_npz_packs(f))
     if voices_dir is not None:
         packs.update(_folder_packs(Path(voices_dir)))
     if model_dir is not None:
         packs.update(_folder_packs(Path(model_dir) / HUB_VOICES))
     return VoiceBank(packs)
-
-
-def _packaged_packs() -> Iterator[tuple[str, Pack]]:
-    with onnx_voice_archive().open("rb") as f:
-        yield from _npz_packs(f)
 
 
 def _npz_packs(f: BinaryIO | Path) -> Iterator[tuple[str, Pack]]:
