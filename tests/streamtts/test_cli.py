@@ -20,8 +20,9 @@ from streamtts.redisserver import free_port
 from .running import Up, cli, mp3_seconds, start_up
 
 SHORT = "こんにちは。今日は良い天気です。"
-# Long enough that a Ctrl-C comes while it is still being made (about 1 s of CPU a sentence).
-LONG = "".join(f"{n}番目の文です。" for n in range(1, 7))  # 6 sentences
+# Long enough that a Ctrl-C comes while it is still being made, however late a loaded machine
+# runs the test: 20 sentences, about 30 s of audio (6 were once all made before it came)
+LONG = "".join(f"{n}番目の文です。" for n in range(1, 21))
 
 
 @pytest.fixture(scope="module")
