@@ -30,11 +30,6 @@ SPEED_WEIGHT = 0.25
 RECOVER_WEIGHT = 0.1
 # The ramp's shortest chunk: about the first phrase's length.
 RAMP_MIN_CHARS = FIRST_WORDS_CHARS
-# The share of a listener's lead that its next chunk may take to make. The rest is slack for
-# what the estimate does not see: a chunk slower than the smoothed speed, the encoder and the
-# append, and the other casts' chunks made while this cast's listener plays (the cast picked
-# has the lowest lead, so each keeps this slack of its own).
-RAMP_LEAD_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -208,7 +203,6 @@ class ModelSpeed:
     # moment of speed (a shared machine's other load pausing) does not admit what it cannot keep.
     slow_rtf: float = 0.0
     measured_s: float = 0.0  # audio made since the worker started: how much the speed rests on
-    lead_share: float = RAMP_LEAD_SHARE  # of a listener's lead, what its next chunk may take
 
     def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0) -> None:
         """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``."""
@@ -249,16 +243,14 @@ class ModelSpeed:
         return self.s_per_char * FIRST_WORDS_CHARS
 
     def ramp_chars(self, lead_s: float, speed: float = 1.0) -> int | None:
-        """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry,
-        with slack: its audio no longer than ``lead_share`` of the lead ÷ the real-time factor
-        (the slower recent one, admission's), so a lone listener's lead grows by 1 - s + s/r a
-        chunk for a share s (at s = 0.75: x1.75 at r = 0.5, x1.08 at r = 0.9, x15 on a GPU) and
-        keeps 1 - s of itself against a chunk slower than measured. Never below RAMP_MIN_CHARS
-        (a model slower than real time stalls whatever the cut: short chunks only cost more of
-        it); None (no cut) until the speed is known."""
+        """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry:
+        its audio no longer than the lead ÷ the real-time factor, so the ramp grows by 1/r a chunk
+        (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
+        RAMP_MIN_CHARS (a model slower than real time stalls whatever the cut: short chunks only
+        cost more of it); None (no cut) until the speed is known."""
         if self.rtf <= 0 or self.audio_s_per_char <= 0:
             return None
-        audio_s = max(0.0, lead_s) * self.lead_share / max(self.rtf, self.slow_rtf)
+        audio_s = max(0.0, lead_s) / self.rtf
         return max(RAMP_MIN_CHARS, int(audio_s * max(speed, 0.01) / self.audio_s_per_char))
 
 
