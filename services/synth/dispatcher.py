@@ -94,7 +94,9 @@ class Dispatcher:
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
-            limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s)
+            n = cast.next_synth  # what the model would read beside it, if the ramp cuts it
+            context = seams.context_chars(self.synth, cast.chunks[n], cast.context(n)[0]) if n < len(cast.chunks) else 0
+            limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s, context)
             if (taken := await self._take(cast, limit)) is None:
                 continue
             index, text, key, hit = taken
@@ -116,7 +118,8 @@ class Dispatcher:
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            self._observe(cast, took, len(text), len(pcm) / SAMPLE_RATE, speed, hit)
+            seen = len(seams.read_text(self.synth, text, ahead, behind))
+            self._observe(cast, took, len(text), seen, len(pcm) / SAMPLE_RATE, speed, hit)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:
@@ -181,10 +184,11 @@ class Dispatcher:
         return live if cast.live else whole
 
     def _observe(
-        self, cast: ActiveCast, took: float, chars: int, audio_s: float, speed: float, hit: chunkcache.Hit | None
+        self, cast: ActiveCast, took: float, chars: int, seen: int, audio_s: float, speed: float,
+        hit: chunkcache.Hit | None,
     ) -> None:
-        """The model's speed on this chunk (read at ``speed``): for the schedule, the metrics and the
-        receipt. A chunk from the cache says nothing of the model's speed: it counts what it saved."""
+        """The model's speed on this chunk of ``chars`` characters (read at ``speed``, ``seen`` read
+        with its neighbours' words): for the schedule, the metrics and the receipt. A chunk from the cache says nothing of the model's speed: it counts what it saved."""
         metrics = self.crew.metrics
         if hit is not None:
             metrics.cache_hits.inc()
@@ -192,7 +196,7 @@ class Dispatcher:
             return
         if self.cache.on:
             metrics.cache_misses.inc()
-        self.crew.speed.observe(took, chars, audio_s, speed)
+        self.crew.speed.observe(took, chars, audio_s, speed, read_chars=seen)
         metrics.chunk_seconds.labels(stage="synth").observe(took)
         if audio_s > 0:
             metrics.rtf.observe(took / audio_s)

@@ -203,10 +203,18 @@ class ModelSpeed:
     # moment of speed (a shared machine's other load pausing) does not admit what it cannot keep.
     slow_rtf: float = 0.0
     measured_s: float = 0.0  # audio made since the worker started: how much the speed rests on
+    # The ramp's measure: model seconds per character the model read, the words of a seam's
+    # neighbours included (synth.seams), at speed 1. Per second of audio kept, a chunk cut inside
+    # a sentence costs about twice a whole one (it reads five more words): the RTF above counts
+    # that, as admission must; the ramp sizes what the model reads, so it must not.
+    read_s_per_char: float = 0.0
 
-    def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0) -> None:
-        """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``."""
+    def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0, read_chars: int = 0) -> None:
+        """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``, the
+        model having read ``read_chars`` (its neighbours' words too; 0: the chunk alone)."""
         self.s_per_char = _smooth(self.s_per_char, seconds / max(1, chars))
+        # at speed v the model makes 1/v of the audio, in about 1/v of the time
+        self.read_s_per_char = _smooth(self.read_s_per_char, seconds * max(speed, 0.01) / max(1, read_chars or chars))
         if audio_s > 0:
             self.measured_s += audio_s
             rtf = seconds / audio_s
@@ -242,20 +250,22 @@ class ModelSpeed:
             return 0.0
         return self.s_per_char * FIRST_WORDS_CHARS
 
-    def ramp_chars(self, lead_s: float, speed: float = 1.0) -> int | None:
+    def ramp_chars(self, lead_s: float, speed: float = 1.0, context_chars: int = 0) -> int | None:
         """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry:
-        its audio no longer than the lead ÷ the real-time factor, so the ramp grows by 1/r a chunk
-        (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
+        what the model reads for it (the chunk and its ``context_chars`` of neighbours' words)
+        takes no longer than the lead at the model's own speed, so the ramp grows by about 1/r a
+        chunk (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
         RAMP_MIN_CHARS (a model slower than real time stalls whatever the cut: short chunks only
         cost more of it); None (no cut) until the speed is known."""
-        if self.rtf <= 0 or self.audio_s_per_char <= 0:
+        if self.read_s_per_char <= 0:
             return None
-        audio_s = max(0.0, lead_s) / self.rtf
-        return max(RAMP_MIN_CHARS, int(audio_s * max(speed, 0.01) / self.audio_s_per_char))
+        chars = max(0.0, lead_s) * max(speed, 0.01) / self.read_s_per_char - context_chars
+        return max(RAMP_MIN_CHARS, int(chars))
 
 
 def ramp_limit(
-    speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0, gap_s: float | None = None
+    speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0, gap_s: float | None = None,
+    context_chars: int = 0,
 ) -> int | None:
     """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead), and, for
     a live cast (``gap_s``), no longer than the model makes in ``gap_s`` (ModelSpeed.gap_chars):
@@ -263,7 +273,7 @@ def ramp_limit(
     (its first chunk is the splitter's phrase) or while the model's speed is unknown."""
     if pace.first_audio_at is None:
         return None
-    limits = [speed.ramp_chars(pace.lead(now), reading_speed), speed.gap_chars(gap_s) if gap_s else None]
+    limits = [speed.ramp_chars(pace.lead(now), reading_speed, context_chars), speed.gap_chars(gap_s) if gap_s else None]
     return min((n for n in limits if n is not None), default=None)
 
 

@@ -28,6 +28,9 @@ from .model.timing import Word
 # audio's path: kept short), and of the chunk before read with one that goes on with it.
 LOOKAHEAD_WORDS = 2
 LOOKBEHIND_WORDS = 3
+# About the characters the words ahead add to what the model reads for a chunk cut inside a
+# sentence (the ramp's allowance, before the cut is made: LOOKAHEAD_WORDS words and spaces).
+AHEAD_CHARS = 6 * LOOKAHEAD_WORDS
 
 PCM = npt.NDArray[np.float32]
 Infer = Callable[[Synthesizer, str, str, float], tuple[PCM, list[Word]]]
@@ -47,14 +50,35 @@ def lookbehind(chunk_before: str) -> str:
     return " ".join(chunk_before.split()[-LOOKBEHIND_WORDS:])
 
 
+def in_view(synth: Synthesizer, text: str) -> bool:
+    """Whether the model reads ``text`` with its neighbours' words: it times its words, and the
+    text is of a script whose timings spell it word for word."""
+    return getattr(synth, "synthesize_timed", None) is not None and _LATIN.fullmatch(text) is not None
+
+
+def read_text(synth: Synthesizer, text: str, ahead: str, behind: str = "") -> str:
+    """What the model reads for ``text``: with ``behind`` and ``ahead`` where they are in view."""
+    if (ahead or behind) and in_view(synth, f"{behind}{text}{ahead}"):
+        return " ".join(p for p in (behind, text, ahead) if p)
+    return text
+
+
+def context_chars(synth: Synthesizer, text: str, behind: str) -> int:
+    """About what a chunk of ``text`` adds to the model's reading if the ramp cuts it: the words
+    behind it (where it goes on with a sentence) and those ahead of the cut (ModelSpeed.ramp_chars)."""
+    if not in_view(synth, f"{behind}{text}"):
+        return 0
+    return (len(behind) + 1 if behind else 0) + AHEAD_CHARS
+
+
 def read(
     infer: Infer, synth: Synthesizer, text: str, voice: str, speed: float, ahead: str, behind: str = ""
 ) -> tuple[PCM, list[Word]]:
     """``text`` through the model (``infer``, on the model thread), with ``behind`` and
     ``ahead`` in view when the model times its words: the audio and words of ``text`` alone."""
-    timed = getattr(synth, "synthesize_timed", None) is not None
-    if (ahead or behind) and timed and _LATIN.fullmatch(f"{behind}{text}{ahead}"):
-        pcm, words = infer(synth, " ".join(p for p in (behind, text, ahead) if p), voice, speed)
+    seen = read_text(synth, text, ahead, behind)
+    if seen != text:
+        pcm, words = infer(synth, seen, voice, speed)
         first = words_of(words, behind) if behind else 0
         n = None if first is None else words_of(words[first:], text)
         if first is not None and n is not None and first < len(words) and (not ahead or first + n < len(words)):

@@ -109,3 +109,17 @@ def test_only_chunks_at_a_seam_inside_a_sentence_get_their_neighbours_words() ->
     cast = plan_for(TEXT, [])
     assert [cast.context(i) for i in range(len(cast.chunks))] == [
         ("", "of sand"), ("built a castle", ""), ("", ""), ("", "")]
+
+
+def test_what_the_model_reads_is_counted_and_left_room_for() -> None:
+    # the model's reading, as the worker measures its speed by it (ModelSpeed.read_s_per_char)
+    model = Timed()
+    assert seams.read_text(model, "of sand", "", "built a castle") == "built a castle of sand"
+    assert seams.read_text(model, "The children built a castle", "of sand") == "The children built a castle of sand"
+    assert seams.read_text(model, "これは", "ペンです") == "これは"  # not Latin: read alone
+    assert seams.read_text(object(), "of sand", "", "built a castle") == "of sand"  # untimed: alone
+    # the ramp's allowance before a cut: the words behind, and about LOOKAHEAD_WORDS ahead
+    assert seams.context_chars(model, "of sand on the beach", "built a castle") == len("built a castle ") + seams.AHEAD_CHARS
+    assert seams.context_chars(model, "The children built a castle", "") == seams.AHEAD_CHARS
+    assert seams.context_chars(model, "これはペンです", "") == 0
+    assert seams.context_chars(object(), "of sand", "built a castle") == 0

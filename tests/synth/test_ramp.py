@@ -37,6 +37,22 @@ def test_the_longest_next_chunk_is_the_lead_over_the_real_time_factor() -> None:
     assert gpu.ramp_chars(1.5) == 480  # twenty times the lead
 
 
+def test_the_ramp_sizes_what_the_model_reads_not_what_it_keeps() -> None:
+    # chunks cut inside sentences: each read with 16 characters of its neighbours beside its own
+    # 16, so each costs twice the model time of its kept audio. The RTF (admission's) counts that;
+    # the ramp's speed is the model's own, and the chunk leaves room for its context.
+    speed = ModelSpeed()
+    for _ in range(20):
+        speed.observe(0.9, 16, audio_s=0.5, read_chars=32)  # the model: 0.9 s for 32 characters read
+    assert speed.rtf == pytest.approx(1.8)  # per second kept: what admission must plan with
+    assert speed.ramp_chars(4.5) == 160  # 4.5 s of the model's time reads 160 characters
+    assert speed.ramp_chars(4.5, context_chars=16) == 144  # of which 16 are the neighbours'
+    kept = ModelSpeed()
+    for _ in range(20):
+        kept.observe(0.9, 16, audio_s=0.5)  # the same chunks counted by what they kept
+    assert kept.ramp_chars(4.5) == 80  # half: a slower model than there is, and smaller cuts
+
+
 @dataclass
 class Run:
     chunks: list[str]
