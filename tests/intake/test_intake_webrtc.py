@@ -200,6 +200,24 @@ async def test_bad_offers_are_refused_and_leave_no_trace(make_client: MakeClient
     assert await keys_besides_rate_limits(redis) == set()
 
 
+async def test_an_offer_that_comes_in_pieces_is_read_whole(client: Client) -> None:
+    pc = RTCPeerConnection()
+    try:
+        sdp, _ = await offer(pc)
+
+        async def pieces() -> Any:
+            yield sdp[: len(sdp) // 2].encode()
+            await asyncio.sleep(0.2)  # the network's pause between two segments
+            yield sdp[len(sdp) // 2 :].encode()
+
+        resp = await client.post(ROUTE, data=pieces(), headers={"Content-Type": SDP})
+        answer = await resp.text()
+        assert resp.status == 201, answer  # the first piece alone was an invalid offer (400)
+        assert answer.startswith("v=0")
+    finally:
+        await pc.close()
+
+
 @pytest.mark.rule("webrtc-same-session")
 async def test_a_bad_start_gets_the_websockets_error_and_leaves_no_trace(client: Client, redis: Redis) -> None:
     peer = await connect(client.post, ROUTE)

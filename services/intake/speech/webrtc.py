@@ -28,6 +28,7 @@ from aiortc import RTCConfiguration, RTCDataChannel, RTCIceServer, RTCPeerConnec
 
 from servicekit import ClientHolds
 
+from ..claim import read_body
 from ..config import Config
 from ..context import INTAKE, request_client
 from ..validate import Refusal
@@ -185,7 +186,7 @@ async def _offer(request: web.Request) -> str:
         raise Refusal(415, "unsupported_media_type", f"send the SDP offer as {SDP}")
     if (request.content_length or 0) > cfg.webrtc_max_offer_bytes:
         raise Refusal(413, "offer_too_large", f"an offer is at most {cfg.webrtc_max_offer_bytes} bytes")
-    body = await request.content.read(cfg.webrtc_max_offer_bytes + 1)
+    body = await read_body(request)  # whole, however it is cut on the way, and within the body timeout
     if len(body) > cfg.webrtc_max_offer_bytes:
         raise Refusal(413, "offer_too_large", f"an offer is at most {cfg.webrtc_max_offer_bytes} bytes")
     sdp = body.decode("utf-8", "replace")
