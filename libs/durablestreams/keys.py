@@ -22,6 +22,8 @@ from typing import cast
 
 from redis.asyncio import Redis
 
+from castlog.keys import decoded
+
 DS_PREFIX = "ds/"
 # Links read, kept per process (a few hundred bytes each); past this the oldest is read again.
 MAX_LINKS_KEPT = 10_000
@@ -100,7 +102,7 @@ async def migrate_durable_keys(redis: Redis) -> int:
     idempotent: a second run finds nothing. The durable streams' step of ``streamtts migrate-keys``."""
     sources: dict[str, str | None] = {}
     async for raw in redis.scan_iter(match=OLD_META_PREFIX + "*", count=SCAN_BATCH):
-        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        key = decoded(raw)
         source = cast("bytes | None", await redis.hget(key, "src"))
         sources[key[len(OLD_META_PREFIX):]] = source.decode() if source else None
     for path in sources:

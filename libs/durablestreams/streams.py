@@ -18,6 +18,8 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from castlog.keys import decoded
+
 from . import scripts
 from .keys import Links, keys_of, link_key, log_key, meta_key
 
@@ -60,7 +62,7 @@ def valid_path(path: str) -> bool:
 
 def offset_of(entry: str | bytes) -> str:
     """The opaque, sortable offset of a Redis entry id."""
-    text = entry.decode() if isinstance(entry, bytes) else entry
+    text = decoded(entry)
     ms, _, seq = text.partition("-")
     return f"{int(ms):0{OFFSET_DIGITS}d}_{int(seq):0{OFFSET_DIGITS}d}"
 
@@ -218,7 +220,7 @@ class Slice:
 
 
 def _words(reply: Sequence[object]) -> tuple[str, ...]:
-    return tuple(w.decode() if isinstance(w, bytes) else str(w) for w in reply)
+    return tuple(decoded(w) for w in reply)
 
 
 # A fork's claim of its path meets a stream at home that goes meanwhile: it claims again, this often.

@@ -22,6 +22,8 @@ from typing import Any
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
+from castlog.keys import decoded
+
 log = logging.getLogger(__name__)
 
 # A process's wake streams: tail/wake/<name>/<token> (an ACL grants XADD on its name's only).
@@ -72,11 +74,11 @@ class WakeStream:
         """The reply's rows but the wake stream's (whose last id it remembers)."""
         out = []
         for key, rows in reply.items() if isinstance(reply, dict) else reply or ():
-            if (key.decode() if isinstance(key, bytes) else key) != self.key:
+            if decoded(key) != self.key:
                 out.append((key, rows))
             elif rows:
                 last = rows[-1][0]
-                self.after = last.decode() if isinstance(last, bytes) else str(last)
+                self.after = decoded(last)
         return out
 
     async def ring(self, redis: Redis | RedisCluster) -> None:

@@ -21,7 +21,7 @@ from typing import cast
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
-from castlog.keys import Rows
+from castlog.keys import Rows, decoded
 
 from .blocking import BlockingRead, stop_tasks
 from .slotreads import SlotReads
@@ -119,7 +119,7 @@ class StreamTail:
             return
         count = min(subscriber.count for subscriber, keys in named if keys)
         reply = await self.reads.xread(streams, count=count, block_ms=self.block_ms, wake=woken)
-        got = {key.decode() if isinstance(key, bytes) else key: rows for key, rows in reply}  # each key once
+        got = {decoded(key): rows for key, rows in reply}  # each key once
         if isinstance(self.reads, SlotReads):
             idle = set(self.reads.timed_out)
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from castlog.keys import Rows
+from castlog.keys import Rows, decoded
 
 from .streamtail import Subscriber
 
@@ -25,7 +25,7 @@ WAITED_ENTRIES_PER_READ = 1
 
 def id_order(entry: str | bytes) -> tuple[int, int]:
     """A stream entry id (``<ms>-<seq>``) as numbers, which sort as Redis sorts the ids."""
-    text = entry.decode() if isinstance(entry, bytes) else entry
+    text = decoded(entry)
     ms, _, seq = text.partition("-")
     return int(ms), int(seq)
 

@@ -114,7 +114,7 @@ class Archiver:
         now = await self._now_ms()
         live = archived = archived_bytes = 0
         async for key in self.redis.scan_iter(match=keys.cast_key_pattern(), count=SCAN_COUNT, _type="stream"):
-            cast_id = cast_id_of(key.decode() if isinstance(key, bytes) else key)
+            cast_id = cast_id_of(keys.decoded(key))
             if cast_id is None:
                 continue
             row = await self.reader.last_row(cast_id)

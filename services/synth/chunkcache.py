@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from castlog import now_ms
+from castlog.keys import decoded
 
 from .model.timing import Word
 
@@ -132,7 +133,7 @@ class ChunkCache:
         try:
             out = await self._keep(keys=[USES, SIZES, TOTAL], args=[digest_of(key), len(body), now_ms(), self.budget])
             self.held = int(out[0])
-            evicted = {ENTRY_PREFIX + "{" + (d.decode() if isinstance(d, bytes) else d) + "}" for d in out[1:]}
+            evicted = {ENTRY_PREFIX + "{" + decoded(d) + "}" for d in out[1:]}
             if key not in evicted:  # larger than the whole budget: not kept
                 await self.redis.set(key, body, px=ENTRY_TTL_MS)
             for gone in evicted:  # one key a call: each in its own slot on a cluster
