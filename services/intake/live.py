@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -26,7 +25,7 @@ from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm
 
 from .claim import bearer, cast_url, not_replicated, rate_limited, read_body
 from .context import INTAKE, request_client
-from .validate import Refusal, check_title
+from .validate import Refusal, check_title, decode, refuse_surrogates
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
@@ -70,15 +69,6 @@ def asks_live(body: bytes) -> bool:
         return False  # the whole-text path refuses it with its own words
 
 
-def _decode(body: bytes, form: type[msgspec.Struct], shape: str) -> Any:
-    try:
-        return msgspec.json.decode(body or b"{}", type=form)
-    except msgspec.ValidationError as exc:
-        raise Refusal(422, "invalid_field", f"{exc}; {shape}") from None
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc}); {shape}") from None
-
-
 async def open_cast(app: web.Application, client: str, voice: str | None, title: str | None, speed: float) -> Opened:
     """Check the fields, take the client's token and its place among its open casts, then open the
     cast (each its own step: the client's slot, then the cast's key lane)."""
@@ -110,8 +100,7 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
 
 def clean(fragment: str) -> str:
     """A fragment as kept: controls dropped (the offsets still count them, as sent)."""
-    if not fragment.isascii() and any("\ud800" <= c <= "\udfff" for c in fragment):
-        raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
+    refuse_surrogates(fragment)
     return fragment.translate(_DROPPED)
 
 
@@ -213,7 +202,7 @@ def _json_body(request: web.Request) -> None:
 
 async def open_from_body(app: web.Application, client: str, body: bytes) -> Opened:
     """``POST /api/casts`` with ``{"live": true}`` (its body read): open a cast."""
-    form: OpenForm = _decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
+    form = decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
     return await open_cast(app, client, form.voice, form.title, form.speed)
 
 
@@ -233,9 +222,8 @@ async def post_text(request: web.Request) -> web.Response:
     cast_id = _cast_id(request)
     _json_body(request)
     await check_writer(request, cast_id)
-    form: TextForm = _decode(
-        await read_body(request), TextForm, 'send {"text": string, "offset": integer, "flush": boolean (optional)}'
-    )
+    form = decode(await read_body(request) or b"{}", TextForm,
+                  'send {"text": string, "offset": integer, "flush": boolean (optional)}')
     status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=request_client(request))
     return json_response(LiveState(id=cast_id, status=status, offset=end))
 
@@ -245,7 +233,7 @@ async def post_close(request: web.Request) -> web.Response:
     cast_id = _cast_id(request)
     _json_body(request)
     await check_writer(request, cast_id)
-    form: CloseForm = _decode(await read_body(request), CloseForm, 'send {} or {"offset": integer}')
+    form = decode(await read_body(request) or b"{}", CloseForm, 'send {} or {"offset": integer}')
     await charge_close(request.app, request_client(request))
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)

@@ -11,6 +11,7 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 import msgspec
 
@@ -63,8 +64,8 @@ class Submission:
     speed: float = DEFAULT_SPEED
 
 
-_decode_form_json = msgspec.json.Decoder(CastForm).decode
-_SHAPE = (
+F = TypeVar("F", bound=msgspec.Struct)
+CAST_SHAPE = (
     'send {"text": string, "voice": string (optional), "title": string (optional), '
     f'"speed": number from {MIN_SPEED} to {MAX_SPEED} (optional)}}'
 )
@@ -82,17 +83,19 @@ def body_kind(content_type: str, charset: str | None, *, allow_form: bool) -> Bo
     raise Refusal(415, "unsupported_media_type", f"send the body with Content-Type: {wanted}")
 
 
-def parse_json(body: bytes) -> CastForm:
+def decode(body: bytes, form: type[F], shape: str) -> F:
+    """``body`` as the JSON of ``form``; 422 for a field of the wrong kind, 400 for a body that is
+    not JSON (``shape`` says what to send)."""
     try:
-        return _decode_form_json(body)
+        return msgspec.json.decode(body, type=form)
     except msgspec.ValidationError as exc:
-        raise Refusal(422, "invalid_field", f"{exc}; {_SHAPE}") from None
+        raise Refusal(422, "invalid_field", f"{exc}; {shape}") from None
     except msgspec.DecodeError as exc:
         # msgspec refuses invalid UTF-8, lone surrogate escapes and malformed JSON alike.
-        raise Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc}); {_SHAPE}") from None
+        raise Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc}); {shape}") from None
     except RecursionError:
         # msgspec skips an unknown field's value recursively; a very deep one exhausts the stack.
-        raise Refusal(400, "malformed_json", f"the body is nested too deeply; {_SHAPE}") from None
+        raise Refusal(400, "malformed_json", f"the body is nested too deeply; {shape}") from None
 
 
 def parse_form(body: bytes) -> CastForm:
@@ -151,15 +154,17 @@ def default_title(text: str, limit: int = DEFAULT_TITLE_CHARS) -> str:
     return title.rstrip(" ,;:-–—") + ELLIPSIS
 
 
-def _has_surrogates(s: str) -> bool:
+def refuse_surrogates(text: str) -> None:
+    """400 for a text with lone surrogates: not Unicode that UTF-8 can carry."""
     # isascii() is O(1) in CPython: most texts skip the scan (the decoders refuse them already).
-    return not s.isascii() and _SURROGATES.search(s) is not None
+    if not text.isascii() and _SURROGATES.search(text) is not None:
+        raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
 
 
 def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice: str) -> Submission:
     """Normalise and check every field; the first problem found is refused."""
-    if _has_surrogates(form.text) or (form.title and _has_surrogates(form.title)):
-        raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
+    refuse_surrogates(form.text)
+    refuse_surrogates(form.title or "")
     text = normalise_text(form.text)
     if not text:
         raise Refusal(422, "empty_text", "the text is empty; send some words to read out")

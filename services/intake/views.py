@@ -17,7 +17,7 @@ from servicekit.answers import Cast, Deleted, Health
 from . import live
 from .claim import Claimed, Screen, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
-from .validate import BodyKind, Refusal, body_kind, parse_form, parse_json
+from .validate import CAST_SHAPE, BodyKind, CastForm, Refusal, body_kind, decode, parse_form
 from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
@@ -129,5 +129,5 @@ async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | li
         body = await read_body(request)
         if kind is BodyKind.JSON and live.asks_live(body):
             return await live.open_from_body(request.app, client, body), kind
-        form = parse_json(body) if kind is BodyKind.JSON else parse_form(body)
+        form = decode(body, CastForm, CAST_SHAPE) if kind is BodyKind.JSON else parse_form(body)
         return await submit(request, client, form), kind
