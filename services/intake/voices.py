@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -59,17 +58,10 @@ def warming_up() -> Refusal:
 class VoiceBook:
     """A cached view of the published voices; one per process."""
 
-    def __init__(
-        self,
-        redis: Redis,
-        refresh_s: float,
-        default_voice: str = "",
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, redis: Redis, refresh_s: float, default_voice: str) -> None:
         self._redis = redis
         self._refresh_s = refresh_s
         self._default_voice = default_voice
-        self._clock = clock
         self._voices: Voices | None = None
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
@@ -77,26 +69,22 @@ class VoiceBook:
 
     async def current(self) -> Voices | None:
         """The last published list; None while no worker has ever published one."""
-        if self._voices is None or self._read_at is None or self._clock() - self._read_at > self._refresh_s:
+        if self._voices is None or self._read_at is None or time.monotonic() - self._read_at > self._refresh_s:
             return await self.refresh()
         return self._voices
 
-    async def offering(self, voice: str | None) -> Voices | None:
-        """The voices to check ``voice`` against, re-read once if the cache does not have it."""
+    async def required(self, voice: str | None) -> Voices:
+        """The voices to check ``voice`` against, re-read once if the cache does not have it; a
+        submit cannot go on without a list: 503 warming_up."""
         voices = await self.current()
         if voices is not None and voice and not voice_available(voice, voices.names):
             voices = await self.refresh()
-        return voices
-
-    async def required(self, voice: str | None) -> Voices:
-        """As :meth:`offering`, but a submit cannot go on without a list: 503 warming_up."""
-        voices = await self.offering(voice)
         if voices is None:
             raise warming_up()
         return voices
 
     async def refresh(self) -> Voices | None:
-        asked_at = self._clock()
+        asked_at = time.monotonic()
         async with self._lock:
             # Whoever held the lock may have read the list since we asked: one read serves all.
             if self._read_at is not None and self._read_at >= asked_at:
@@ -105,7 +93,7 @@ class VoiceBook:
             self._voices = None if offer is None else Voices(
                 names=offer.voices, default=self._pick_default(offer.voices, offer.default), backend=offer.backend
             )
-            self._read_at = self._clock()
+            self._read_at = time.monotonic()
             return self._voices
 
     def _warn(self, entry_id: bytes, exc: Malformed) -> None:
