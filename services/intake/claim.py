@@ -21,7 +21,7 @@ from castlog.batching import NotReplicated
 from servicekit.keys import key_matches
 
 from .context import INTAKE, request_client
-from .validate import CastForm, Limits, Refusal, check
+from .validate import CastForm, Refusal, check
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,11 @@ class Screen:
             if wait:
                 raise rate_limited(wait)  # refused a moment ago: not worth reading the body for
             await intake.gate.acquire()
-            await self._bucket_holds_a_token(client)
+            try:
+                await self._bucket_holds_a_token(client)
+            except BaseException:
+                intake.gate.release()
+                raise
         except Refusal as refusal:
             intake.metrics.refused(refusal.code)
             raise
@@ -74,16 +78,11 @@ class Screen:
 
     async def _bucket_holds_a_token(self, client: str) -> None:
         """The rate limit, checked before the body is read (a peek: the token is taken with the
-        write, so a refused submit spends none); a permit of the gate held meanwhile."""
+        write, so a refused submit spends none)."""
         intake = self._intake
         asked_at = intake.cooldowns.clock()
-        try:
-            verdict = await intake.limiter.peek(client)
-        except BaseException:
-            intake.gate.release()
-            raise
+        verdict = await intake.limiter.peek(client)
         if not verdict.allowed:
-            intake.gate.release()
             intake.cooldowns.refused(client, asked_at, verdict)
             raise rate_limited(verdict.retry_after_s)
 
@@ -150,7 +149,7 @@ async def submit(request: web.Request, client: str, form: CastForm) -> Claimed:
     cfg = intake.cfg
     started = time.perf_counter()
     voices = await intake.voices.required(form.voice)
-    sub = check(form, Limits(cfg.max_chars, cfg.max_title_chars), voices.names, voices.default)
+    sub = check(form, voices.names, voices.default, cfg.max_chars, cfg.max_title_chars)
     tenant = tag if tenant_key(request) is not None else None
     cast_id = content_id(sub.text, sub.voice, sub.speed, key=cache_key(cfg.content_key.encode(), tenant))
     sentences = await intake.planner.sentences(cast_id, sub.text)

@@ -37,7 +37,6 @@ class InflightGate:
     and answers clearly when the queue is full."""
 
     def __init__(self, limit: int, waiting: int) -> None:
-        self.limit = limit
         self.max_waiting = waiting
         self.active = 0
         self.waiting = 0

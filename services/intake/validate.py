@@ -49,12 +49,6 @@ class BodyKind(Enum):
 
 
 @dataclass(frozen=True)
-class Limits:
-    max_chars: int
-    max_title_chars: int
-
-
-@dataclass(frozen=True)
 class Submission:
     """A checked submission: the text exactly as it will be stored and hashed."""
 
@@ -161,25 +155,25 @@ def refuse_surrogates(text: str) -> None:
         raise Refusal(400, "invalid_text", "the text is not valid Unicode (lone surrogates); send UTF-8 text")
 
 
-def check(form: CastForm, limits: Limits, voices: tuple[str, ...], default_voice: str) -> Submission:
+def check(form: CastForm, voices: tuple[str, ...], default_voice: str, max_chars: int, max_title_chars: int) -> Submission:
     """Normalise and check every field; the first problem found is refused."""
     refuse_surrogates(form.text)
     refuse_surrogates(form.title or "")
     text = normalise_text(form.text)
     if not text:
         raise Refusal(422, "empty_text", "the text is empty; send some words to read out")
-    if len(text) > limits.max_chars:
+    if len(text) > max_chars:
         raise Refusal(
             413,
             "text_too_long",
-            f"the text has {len(text)} characters, more than {limits.max_chars}; split it into several casts",
+            f"the text has {len(text)} characters, more than {max_chars}; split it into several casts",
         )
     voice = _voice(form.voice or default_voice)
     if not voice_available(voice, voices):
         listed = ", ".join(voices[:LISTED_VOICES]) + (", …" if len(voices) > LISTED_VOICES else "")
         raise Refusal(422, "unknown_voice", f"no such voice; pick one of {listed} (see GET /api/voices)")
     speed = check_speed(form.speed)
-    title = check_title(form.title, limits.max_title_chars)
+    title = check_title(form.title, max_title_chars)
     return Submission(text=text, voice=voice, title=title or default_title(text), speed=speed)
 
 
