@@ -84,7 +84,7 @@ def create_app(cfg: Config) -> web.Application:
         internal="intake failed unexpectedly; retry, and report it if it persists", count=metrics.requests,
         shape=_shape,
     )
-    guard = cross_site_guard(cfg.allowed_hosts, cfg.allowed_origins, exempt=_is_probe)
+    guard = cross_site_guard(cfg.allowed_hosts, cfg.allowed_origins, exempt=PROBE_PATHS.__contains__)
     app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, guard, _auth])
     app[CONFIG] = cfg
     app[METRICS] = metrics
@@ -167,19 +167,11 @@ def _shape(request: web.Request, refusal: Refusal) -> web.Response:
     return speech.refusal_response(request, refusal) or error_response(refusal)
 
 
-def _is_probe(path: str) -> bool:
-    return path in PROBE_PATHS
-
-
-def _guarded(request: web.Request) -> bool:
-    keys = request.app[CONFIG].api_keys
-    return bool(keys) and (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS)
-
-
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if _guarded(request):
-        cfg, failures = request.app[CONFIG], request.app[INTAKE].auth_failures
+    cfg = request.app[CONFIG]
+    if cfg.api_keys and (request.path.startswith(speech.V1_PREFIX) or request.path in SUBMIT_PATHS):
+        failures = request.app[INTAKE].auth_failures
         client = request_client(request, cfg.forwarded_allow_ips)
         failures.check(client)
         if not bearer_key(request, cfg.api_keys):  # or Token: Deepgram's clients (/v1/speak)
