@@ -15,26 +15,9 @@ from servicekit import json_response
 from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
 
-from .claim import bearer, cast_url, request_tag, tenant_key
+from .claim import bearer, cast_url, request_tag
 from .context import INTAKE, request_client
 from .validate import Refusal
-
-
-async def may_cancel(request: web.Request, cast_id: str) -> bool | None:
-    """Whether the request may cancel ``cast_id``: it carries the admin token (any cast) or a key
-    of STREAMTTS_API_KEYS as ``Authorization: Bearer`` (only casts submitted with that key: a
-    tenant does not cancel another's). None: no credential that cancels at all. The one check,
-    so that a cast's own write token can take its place."""
-    intake = request.app[INTAKE]
-    token = bearer(request)
-    if not token:
-        return None
-    if intake.cfg.admin_token and key_matches(token, [intake.cfg.admin_token]):
-        return True
-    if tenant_key(request) is None:
-        return None
-    recipe = await intake.store.recipe(cast_id)
-    return recipe is not None and recipe.client == request_tag(request, request_client(request))
 
 
 async def cancel_cast(app: web.Application, cast_id: str) -> CancelAnswer:
@@ -49,14 +32,20 @@ async def post_cancel(request: web.Request) -> web.Response:
     intake = request.app[INTAKE]
     client = request_client(request)
     intake.auth_failures.check(client)  # guessing the admin token or a key here runs at the same limit
-    allowed = await may_cancel(request, cast_id)
-    if allowed is None:
+    # The admin token cancels any cast; a key of STREAMTTS_API_KEYS only those submitted with it
+    # (a tenant does not cancel another's).
+    token = bearer(request)
+    admin = intake.cfg.admin_token is not None and key_matches(token, [intake.cfg.admin_token])
+    if not admin and not key_matches(token, intake.cfg.api_keys):
         if "Authorization" in request.headers:  # a credential given and wrong: a guess
             await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(401, "unauthorized", "send the admin token or an API key as Authorization: Bearer <token>")
-    if not allowed:  # another tenant's cast answers as a missing one: the key learns nothing of it
-        raise Refusal(404, "not_found", "no such cast among those submitted with this key; the admin token "
-                      "cancels any")
+    if not admin:
+        recipe = await intake.store.recipe(cast_id)
+        if recipe is None or recipe.client != request_tag(request, client):
+            # another tenant's cast answers as a missing one: the key learns nothing of it
+            raise Refusal(404, "not_found", "no such cast among those submitted with this key; the admin token "
+                          "cancels any")
     answer = await cancel_cast(request.app, cast_id)
     if answer == "missing":
         raise Refusal(404, "not_found", "no such cast")

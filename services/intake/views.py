@@ -62,21 +62,19 @@ async def delete_cast(request: web.Request) -> web.Response:
     token's proof (castlog.deletes: its Redis user deletes nothing), and waits up to
     INTAKE_DELETE_WAIT_S for the cast to be gone: 200, else 202 (asked, not confirmed)."""
     intake = request.app[INTAKE]
-    cfg, failures = intake.cfg, intake.auth_failures
-    token = cfg.admin_token
-    given = request.headers.get("Authorization", "")
+    token, given = intake.cfg.admin_token, request.headers.get("Authorization", "")
+    if token is None or not given:
+        raise Refusal(404, "not_found", "no such route")
     client = request_client(request)
-    if token is not None and given:
-        failures.check(client)
-    if token is None or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        if token is not None and given:
-            await failures.failed(client, "admin_token")
+    intake.auth_failures.check(client)
+    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(404, "not_found", "no such route")
     cast_id = request.match_info["id"]
     if not is_cast_id(cast_id) or not await intake.redis.exists(cast_key(cast_id)):
         raise Refusal(404, "not_found", "no such cast")
     await request_delete(intake.redis, cast_id, token)
-    if await _gone(intake.redis, cast_id, cfg.delete_wait_s):
+    if await _gone(intake.redis, cast_id, intake.cfg.delete_wait_s):
         return json_response(Deleted(id=cast_id, deleted=True))
     return json_response(Deleted(id=cast_id, deleted=False, status="asked", message="no worker confirmed the delete "
                                  "in time (workers carry out a request only while they run): GET the cast to see "
