@@ -151,7 +151,7 @@ async def add_text(
 
 async def close_text(app: web.Application, cast_id: str, voice: str, seen: LiveText | None = None) -> tuple[int, str]:
     """Close the text (idempotent); (its length, the final text's content id) or TextRefusal.
-    Never refused for its cost: a session that ends must close its text (see charge_close)."""
+    Never refused for its cost: a session that ends must close its text (post_close charges a client's)."""
     intake = app[INTAKE]
     answer, end, cid = await intake.live.close_text(cast_id, voice, seen)
     if answer in ("ok", "closed"):
@@ -159,29 +159,20 @@ async def close_text(app: web.Application, cast_id: str, voice: str, seen: LiveT
     raise refusal_of(answer, end, intake.cfg.max_chars)
 
 
-async def charge_close(app: web.Application, client: str) -> None:
-    """A client's close costs FLUSH_COST of its live text (it makes the worker speak the rest)."""
-    verdict = await app[INTAKE].text_limiter.take(client, FLUSH_COST)
-    if not verdict.allowed:
-        raise text_limited(verdict.retry_after_s)
-
-
 # ---- the HTTP handlers ------------------------------------------------------------------------
-
-def _cast_id(request: web.Request) -> str:
-    cast_id = request.match_info["id"]
-    if not is_cast_id(cast_id):
-        raise Refusal(404, "not_found", "no such cast; a cast id is 12 characters of A-Z, a-z, 0-9, - and _")
-    return cast_id
-
 
 def _no_write_token(message: str) -> Refusal:
     return Refusal(401, "invalid_write_token", message, {"WWW-Authenticate": 'Bearer realm="live cast"'})
 
 
-async def check_writer(request: web.Request, cast_id: str) -> None:
-    """The request's ``Authorization: Bearer <write_token>`` may write to ``cast_id``: checked
-    before the body is read, so a stranger's body is never read and nothing is written."""
+async def _written_cast(request: web.Request) -> str:
+    """The cast ``{id}`` the request writes to, once its ``Authorization: Bearer <write_token>`` may:
+    checked before the body is read, so a stranger's body is never read and nothing is written."""
+    cast_id = request.match_info["id"]
+    if not is_cast_id(cast_id):
+        raise Refusal(404, "not_found", "no such cast; a cast id is 12 characters of A-Z, a-z, 0-9, - and _")
+    if request.content_type != "application/json" and request.can_read_body:
+        raise Refusal(415, "unsupported_media_type", "send the body with Content-Type: application/json")
     token = bearer(request)
     if not token:
         raise _no_write_token("send the write_token that opened this cast as Authorization: Bearer <write_token>")
@@ -193,11 +184,7 @@ async def check_writer(request: web.Request, cast_id: str) -> None:
         raise _no_write_token("this write_token does not write to this cast; only its opener's does")
     if answer != "ok":
         raise refusal_of(answer, 0, 0)
-
-
-def _json_body(request: web.Request) -> None:
-    if request.content_type != "application/json" and request.can_read_body:
-        raise Refusal(415, "unsupported_media_type", "send the body with Content-Type: application/json")
+    return cast_id
 
 
 async def open_from_body(app: web.Application, client: str, body: bytes) -> Opened:
@@ -219,9 +206,7 @@ def opened_reply(opened: Opened) -> web.Response:
 
 async def post_text(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/text`` ``{"text", "offset", "flush"}``: 200 with the text's end."""
-    cast_id = _cast_id(request)
-    _json_body(request)
-    await check_writer(request, cast_id)
+    cast_id = await _written_cast(request)
     form = decode(await read_body(request) or b"{}", TextForm,
                   'send {"text": string, "offset": integer, "flush": boolean (optional)}')
     status, end = await add_text(request.app, cast_id, form.offset, form.text, form.flush, client=request_client(request))
@@ -230,11 +215,12 @@ async def post_text(request: web.Request) -> web.Response:
 
 async def post_close(request: web.Request) -> web.Response:
     """``POST /api/casts/{id}/close`` (optionally ``{"offset"}``, the length the client sent)."""
-    cast_id = _cast_id(request)
-    _json_body(request)
-    await check_writer(request, cast_id)
+    cast_id = await _written_cast(request)
     form = decode(await read_body(request) or b"{}", CloseForm, 'send {} or {"offset": integer}')
-    await charge_close(request.app, request_client(request))
+    # a close costs FLUSH_COST of the client's live text: it makes the worker speak the rest
+    verdict = await request.app[INTAKE].text_limiter.take(request_client(request), FLUSH_COST)
+    if not verdict.allowed:
+        raise text_limited(verdict.retry_after_s)
     store = request.app[INTAKE].live
     text = await store.read_text(cast_id)
     if text is None:
