@@ -259,21 +259,16 @@ def _created_headers(meta: Meta) -> dict[str, str]:
 
 
 def _producer(request: web.Request) -> tuple[str, int, int] | None:
-    names = (ds.PRODUCER_ID, ds.PRODUCER_EPOCH, ds.PRODUCER_SEQ)
-    values = [request.headers.get(n) for n in names]
-    if all(v is None for v in values):
+    if all(request.headers.get(n) is None for n in (ds.PRODUCER_ID, ds.PRODUCER_EPOCH, ds.PRODUCER_SEQ)):
         return None
-    pid, epoch, seq = values
+    pid = request.headers.get(ds.PRODUCER_ID)
+    epoch = _decimal(request, ds.PRODUCER_EPOCH, MAX_SAFE_INTEGER)
+    seq = _decimal(request, ds.PRODUCER_SEQ, MAX_SAFE_INTEGER)
     if pid is None or epoch is None or seq is None:
         raise ds.bad("send Producer-Id, Producer-Epoch and Producer-Seq together")
     if not pid or len(pid) > MAX_TOKEN_CHARS:
         raise ds.bad(f"Producer-Id must have 1 to {MAX_TOKEN_CHARS} characters")
-    numbers = []
-    for name, value in ((ds.PRODUCER_EPOCH, epoch), (ds.PRODUCER_SEQ, seq)):
-        if not value.isascii() or not value.isdigit() or int(value) > MAX_SAFE_INTEGER:
-            raise ds.bad(f"{name} must be an integer from 0 to 2^53-1")
-        numbers.append(int(value))
-    return pid, numbers[0], numbers[1]
+    return pid, epoch, seq
 
 
 async def append(request: web.Request) -> web.Response:

@@ -79,10 +79,11 @@ async def test_bad_names_and_bodies_are_refused_and_leave_no_key(origin: str, re
         async with http.put(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain"}) as response:
             assert response.status == 201
         for headers in ({"Producer-Id": "p" * 257, "Producer-Epoch": "0", "Producer-Seq": "0"},
+                        {"Producer-Id": "p", "Producer-Epoch": "9" * 5000, "Producer-Seq": "0"},
                         {"Stream-Seq": "s" * 257}):
             async with http.post(f"{origin}/v1/stream/s", headers={"Content-Type": "text/plain", **headers},
                                  data=b"x") as response:
-                assert response.status == 400
+                assert response.status == 400, headers
                 assert (await response.json())["error"]["code"] == "bad_request"
     assert sorted(await redis.keys("ds/*")) == [meta_key("s").encode()]  # no log, no producer
 
