@@ -15,7 +15,7 @@ from servicekit import Problem, json_response, probe, redis_answers
 from servicekit.answers import Cast, Deleted, Health
 
 from . import live
-from .claim import Claimed, Screen, cast_url, read_body, submit
+from .claim import Screen, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
 from .validate import CAST_SHAPE, BodyKind, CastForm, Refusal, body_kind, decode, parse_form
 from .voices import warming_up
@@ -28,18 +28,12 @@ DELETE_POLL_S = 0.05
 
 async def post_cast(request: web.Request) -> web.Response:
     """POST /api/casts: JSON in, the cast's link out (or, with "live": true, an open cast)."""
-    taken, _ = await _take(request, allow_form=False)
-    return live.opened_reply(taken) if isinstance(taken, live.Opened) else _cast_reply(taken)
+    return await _take(request, allow_form=False)
 
 
 async def post_generate(request: web.Request) -> web.Response:
     """POST /generate: the paste form (303 to the cast) or JSON (as POST /api/casts)."""
-    taken, kind = await _take(request, allow_form=True)
-    if isinstance(taken, live.Opened):
-        return live.opened_reply(taken)
-    if kind is BodyKind.FORM:
-        return web.Response(status=303, headers={"Location": cast_url(taken.cast_id)})
-    return _cast_reply(taken)
+    return await _take(request, allow_form=True)
 
 
 async def get_voices(request: web.Request) -> web.Response:
@@ -107,17 +101,9 @@ get_healthz = probe(_REDIS_ANSWERS)
 get_readyz = probe(_REDIS_ANSWERS, info=_published)
 
 
-def _cast_reply(claimed: Claimed) -> web.Response:
-    url = cast_url(claimed.cast_id)
-    return json_response(
-        Cast(id=claimed.cast_id, url=url, status=claimed.result), status=STATUS_OF[claimed.result],
-        headers={"Location": url},
-    )
-
-
-async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | live.Opened, BodyKind]:
+async def _take(request: web.Request, *, allow_form: bool) -> web.Response:
     """Admit, read, check and submit one cast (or open one, for ``{"live": true}``), its client's
-    token taken in the same Redis round trip.
+    token taken in the same Redis round trip; the answer.
 
     A request refused before that round trip touches no key and spends no token; every refusal
     is counted by its code.
@@ -125,7 +111,12 @@ async def _take(request: web.Request, *, allow_form: bool) -> tuple[Claimed | li
     async with Screen(request) as client:
         kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
         body = await read_body(request)
-        if kind is BodyKind.JSON and live.asks_live(body):
-            return await live.open_from_body(request.app, client, body), kind
-        form = decode(body, CastForm, CAST_SHAPE) if kind is BodyKind.JSON else parse_form(body)
-        return await submit(request, client, form), kind
+        if kind is BodyKind.FORM:
+            claimed = await submit(request, client, parse_form(body))
+            return web.Response(status=303, headers={"Location": cast_url(claimed.cast_id)})
+        if live.asks_live(body):
+            return live.opened_reply(await live.open_from_body(request.app, client, body))
+        claimed = await submit(request, client, decode(body, CastForm, CAST_SHAPE))
+    url = cast_url(claimed.cast_id)
+    return json_response(Cast(id=claimed.cast_id, url=url, status=claimed.result), STATUS_OF[claimed.result],
+                         {"Location": url})
