@@ -98,12 +98,6 @@ async def open_cast(app: web.Application, client: str, voice: str | None, title:
     return Opened(opened.cast_id, voice, opened.write_token)
 
 
-def clean(fragment: str) -> str:
-    """A fragment as kept: controls dropped (the offsets still count them, as sent)."""
-    refuse_surrogates(fragment)
-    return fragment.translate(_DROPPED)
-
-
 _ANSWERS = {
     "gap": (409, "offset_gap", "text is missing before this offset; send the text from offset {end} first"),
     "overlap": (409, "offset_overlap", "this fragment overlaps text already sent; send the part from offset {end}"),
@@ -135,9 +129,10 @@ async def add_text(
     intake = app[INTAKE]
     limit = intake.cfg.max_chars
     cost = len(fragment) + (FLUSH_COST if flush else 0) or FLUSH_COST
+    refuse_surrogates(fragment)
     try:
-        answer, end = await intake.live.append_text(
-            cast_id, offset, len(fragment), clean(fragment), max_chars=limit, flush=flush,
+        answer, end = await intake.live.append_text(  # kept without controls; the offsets count them, as sent
+            cast_id, offset, len(fragment), fragment.translate(_DROPPED), max_chars=limit, flush=flush,
             limit=(intake.text_limiter, client, min(cost, intake.text_limiter.burst)),
         )
     except RateLimited as limited:
