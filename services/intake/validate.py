@@ -10,7 +10,6 @@ import re
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass
-from enum import Enum
 from typing import TypeVar
 
 import msgspec
@@ -43,11 +42,6 @@ _LINE_MARKS = re.compile(r"^(?:#{1,6}|>|[-*+]|\d{1,3}[.)])[ \t]+")
 _MARKS = re.compile(r"\*\*|__|`+|~~")
 
 
-class BodyKind(Enum):
-    JSON = "json"
-    FORM = "form"
-
-
 @dataclass(frozen=True)
 class Submission:
     """A checked submission: the text exactly as it will be stored and hashed."""
@@ -65,14 +59,14 @@ CAST_SHAPE = (
 )
 
 
-def body_kind(content_type: str, charset: str | None, *, allow_form: bool) -> BodyKind:
-    """What the body is, from its Content-Type; 415 for anything else."""
+def is_form(content_type: str, charset: str | None, *, allow_form: bool) -> bool:
+    """Whether the body is the paste form (else JSON), from its Content-Type; 415 for anything else."""
     if charset is not None and charset.lower() not in ("utf-8", "utf8"):
         raise Refusal(415, "unsupported_media_type", "send the body encoded as UTF-8")
     if content_type == "application/json" or content_type.endswith("+json"):
-        return BodyKind.JSON
+        return False
     if allow_form and content_type == "application/x-www-form-urlencoded":
-        return BodyKind.FORM
+        return True
     wanted = "application/json or application/x-www-form-urlencoded" if allow_form else "application/json"
     raise Refusal(415, "unsupported_media_type", f"send the body with Content-Type: {wanted}")
 

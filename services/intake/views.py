@@ -17,7 +17,7 @@ from servicekit.answers import Cast, Deleted, Health
 from . import live
 from .claim import Screen, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
-from .validate import CAST_SHAPE, BodyKind, CastForm, Refusal, body_kind, decode, parse_form
+from .validate import CAST_SHAPE, CastForm, Refusal, decode, is_form, parse_form
 from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
@@ -109,9 +109,9 @@ async def _take(request: web.Request, *, allow_form: bool) -> web.Response:
     is counted by its code.
     """
     async with Screen(request) as client:
-        kind = body_kind(request.content_type, request.charset, allow_form=allow_form)
+        pasted = is_form(request.content_type, request.charset, allow_form=allow_form)
         body = await read_body(request)
-        if kind is BodyKind.FORM:
+        if pasted:
             claimed = await submit(request, client, parse_form(body))
             return web.Response(status=303, headers={"Location": cast_url(claimed.cast_id)})
         if live.asks_live(body):
