@@ -157,9 +157,7 @@ async def create(request: web.Request) -> web.Response:
     outcome = await streams.create(path, spec, entries)
     if outcome.status == "created":
         assert outcome.meta is not None
-        headers = _created_headers(outcome.meta)
-        headers["Location"] = ds.public_url(request)
-        return web.Response(status=201, headers=headers)
+        return web.Response(status=201, headers={**_created_headers(outcome.meta), "Location": ds.public_url(request)})
     if outcome.status == "exists":
         assert outcome.meta is not None
         if outcome.meta.owner != spec.owner:
