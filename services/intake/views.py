@@ -18,7 +18,6 @@ from . import live
 from .claim import Screen, cast_url, read_body, submit
 from .context import INTAKE, OPENAPI, request_client
 from .validate import CAST_SHAPE, CastForm, Refusal, decode, is_form, parse_form
-from .voices import warming_up
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
 
@@ -37,10 +36,7 @@ async def post_generate(request: web.Request) -> web.Response:
 
 
 async def get_voices(request: web.Request) -> web.Response:
-    voices = await request.app[INTAKE].voices.current()
-    if voices is None:
-        raise warming_up()
-    return json_response(voices.answer())
+    return json_response((await request.app[INTAKE].voices.required(None)).answer())  # 503 warming_up before any list
 
 
 async def get_openapi(request: web.Request) -> web.Response:

@@ -46,15 +46,6 @@ class Voices:
                               details=[describe_voice(name) for name in self.names])
 
 
-def warming_up() -> Refusal:
-    """The answer to a submit while no worker has ever published its voices."""
-    return Refusal(
-        503, "warming_up",
-        f"the model is loading: no worker has published its voices yet; retry in {WARMING_UP_RETRY_S} s",
-        {"Retry-After": str(WARMING_UP_RETRY_S)},
-    )
-
-
 class VoiceBook:
     """A cached view of the published voices; one per process."""
 
@@ -80,7 +71,8 @@ class VoiceBook:
         if voices is not None and voice and not voice_available(voice, voices.names):
             voices = await self.refresh()
         if voices is None:
-            raise warming_up()
+            raise Refusal(503, "warming_up", "the model is loading: no worker has published its voices yet; retry in "
+                          f"{WARMING_UP_RETRY_S} s", {"Retry-After": str(WARMING_UP_RETRY_S)})
         return voices
 
     async def refresh(self) -> Voices | None:
