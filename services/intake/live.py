@@ -25,7 +25,7 @@ from servicekit.forms import LIVE_MAX_SPEED, LIVE_MIN_SPEED, CloseForm, OpenForm
 
 from .claim import bearer, cast_url, not_replicated, rate_limited, read_body
 from .context import INTAKE, request_client
-from .validate import Refusal, check_title, decode, refuse_surrogates
+from .validate import CONTROLS, Refusal, check_title, decode, refuse_surrogates
 
 # A title for an open cast that was given none (there is no text yet to take one from).
 LIVE_TITLE = "Live cast"
@@ -34,9 +34,6 @@ LIVE_TITLE = "Live cast"
 FLUSH_COST = 50
 # A client at its cap of open casts may retry once it closed one.
 OPEN_RETRY_AFTER_S = 5
-# Controls except \t and \n are dropped from fragments; \r is dropped too (a \r\n cut between two
-# fragments must not count as two line breaks).
-_DROPPED = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
 
 
 @dataclass(frozen=True)
@@ -131,8 +128,10 @@ async def add_text(
     cost = len(fragment) + (FLUSH_COST if flush else 0) or FLUSH_COST
     refuse_surrogates(fragment)
     try:
-        answer, end = await intake.live.append_text(  # kept without controls; the offsets count them, as sent
-            cast_id, offset, len(fragment), fragment.translate(_DROPPED), max_chars=limit, flush=flush,
+        # Kept without controls (the offsets count them, as sent); \r goes too, not made a \n as in a whole
+        # text: a \r\n cut between two fragments must not count as two line breaks.
+        answer, end = await intake.live.append_text(
+            cast_id, offset, len(fragment), CONTROLS.sub("", fragment), max_chars=limit, flush=flush,
             limit=(intake.text_limiter, client, min(cost, intake.text_limiter.burst)),
         )
     except RateLimited as limited:

@@ -33,7 +33,7 @@ MAX_FORM_FIELDS = 32
 LISTED_VOICES = 12
 
 # Cc (C0, DEL, C1) except \t and \n; \r is turned into \n first so that old line ends survive.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_ENDS = re.compile(r"\r\n?")
 _WHITESPACE = re.compile(r"\s+")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
@@ -116,7 +116,7 @@ def normalise_text(raw: str) -> str:
 
     Controls go first: one between a letter and its combining mark would block NFC composition.
     """
-    return unicodedata.normalize("NFC", _CONTROLS.sub("", _LINE_ENDS.sub("\n", raw))).strip()
+    return unicodedata.normalize("NFC", CONTROLS.sub("", _LINE_ENDS.sub("\n", raw))).strip()
 
 
 def normalise_title(raw: str) -> str:
