@@ -9,7 +9,7 @@ subscribed listener, a :class:`Watch` per cast (the last seq delivered, its ``cu
 listener's bounded queue. Redis work per record does not depend on how many listen.
 
 A :class:`~fanout.listener.Listener` (``listener.py``: one response following one cast) reads by offset
-(:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
+(:meth:`Tail.read`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
@@ -194,17 +194,14 @@ class Tail(Subscriber):
             if not watch.listeners:
                 del self.watches[listener.cast_id]  # the next XREAD leaves it out
 
-    async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
-        """The one read by offset (listeners catching up, demoted or moved back), archived
-        logs included."""
-        return await self.reader.rows(cast_id, low, high, count)
-
-    def items(self, cast_id: str, rows: list[Row]) -> list[Item]:
-        """The offset read's rows as Items shared by every listener that reads them: each built
-        once and kept beside its row in the reader's cache (rows of unknown kinds left out)."""
+    async def read(self, cast_id: str, low: str, high: str, count: int) -> tuple[list[Row], list[Item]]:
+        """The one read by offset (listeners catching up, demoted or moved back), archived logs
+        included: its rows, and their Items shared by every listener that reads them, each built
+        once and kept beside its row in the reader's cache (rows of unknown kinds have none)."""
+        rows = await self.reader.rows(cast_id, low, high, count)
         if self.reader.cache is None:
-            return [item for row in rows if (item := _item(row)) is not None]
-        return self.reader.cache.built(cast_id, rows, _item)
+            return rows, [item for row in rows if (item := _item(row)) is not None]
+        return rows, self.reader.cache.built(cast_id, rows, _item)
 
     # -- the tail: a subscriber of the process's stream loop -----------------------------------------
 

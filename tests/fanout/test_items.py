@@ -73,21 +73,20 @@ async def test_the_cache_holds_rows_and_items_within_its_bytes(store: CastStore,
     await write(store, RECORDS)
     cache = RowCache(redis, max_bytes=12 * BODY)
     tail = cached_tail(redis, cache)
-    rows = await tail.rows(CAST, entry_id(0), "+", 100)
-    items = tail.items(CAST, rows)
+    rows, items = await tail.read(CAST, entry_id(0), "+", 100)
     assert len(items) == RECORDS + 3  # every row still becomes an Item for its reader
     assert 0 < cache.bytes <= 12 * BODY
-    assert tail.items(CAST, rows[-1:])[0] is items[-1]  # the newest stay
+    assert cache.built(CAST, rows[-1:], lambda row: None) == [items[-1]]  # the newest stay
 
 
 async def test_a_rewritten_log_gets_new_items(store: CastStore, redis: Redis) -> None:
     await write(store, 3)
     tail = cached_tail(redis, RowCache(redis))
-    old = tail.items(CAST, await tail.rows(CAST, entry_id(0), "+", 10))
+    old = (await tail.read(CAST, entry_id(0), "+", 10))[1]
     await redis.delete(cast_key(CAST))
     await asyncio.sleep(0.002)  # a new stamp (ms) for the records that replace them
     await write(store, 3, fill=7)
-    new = tail.items(CAST, await tail.rows(CAST, entry_id(0), "+", 10))
+    new = (await tail.read(CAST, entry_id(0), "+", 10))[1]
     assert [i.seq for i in new] == [i.seq for i in old]
     assert all(a is not b for a, b in zip(old, new))
     bodies = [i.entry.record.body for i in new if isinstance(i.entry.record, Audio)]
