@@ -112,7 +112,7 @@ class LaneMover:
             by_target.setdefault(self._target[entry.stream], []).append(entry)
         moved = 0
         for target, jobs in by_target.items():
-            jobs.sort(key=lambda job: _id_key(job.id))
+            jobs.sort(key=lambda job: keys.id_order(job.id))
             # the re-adds and their WAIT on one connection (a cluster pipeline: one per node)
             pipe = self.redis.pipeline(transaction=False)
             for job in jobs:
@@ -145,8 +145,3 @@ class Bell:
     async def ring(self, stream: str) -> None:
         if self.rings is not None:
             await self.rings(keys=[keys.JOBS_BELL], args=[stream, BELL_MAXLEN])
-
-
-def _id_key(entry_id: bytes | str) -> tuple[int, int]:
-    ms, _, seq = keys.decoded(entry_id).partition("-")
-    return int(ms), int(seq or 0)
