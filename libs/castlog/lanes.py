@@ -31,6 +31,7 @@ from redis.asyncio import Redis, RedisCluster
 from . import keys
 from .batching import ScriptBatcher
 from .groups import Consumer, StreamEntry, pairs
+from .streams import newest_id
 
 # Jobs moved per lane per sweep.
 MOVE_BATCH = 64
@@ -67,8 +68,7 @@ class LaneMover:
     async def open(self) -> None:
         """Create the group on every lane stream (and the streams) unless they exist."""
         await self.group.create()
-        last = cast(keys.Rows, await self.redis.xrevrange(keys.JOBS_BELL, count=1))
-        self._bell_after = keys.decoded(last[0][0]) if last else "0-0"
+        self._bell_after = await newest_id(self.redis, keys.JOBS_BELL)
 
     async def sweep(self, block_ms: int, *, pending: bool = False) -> int:
         """Move what the lanes hold; ``pending``: this consumer's unacknowledged entries (after
