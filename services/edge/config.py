@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from blobstore import StoreConfig
 from castlog.rowcache import ROW_CACHE_BYTES
+from fanout import LISTENER_QUEUE
 from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
@@ -25,7 +26,7 @@ class Config(Settings):
     redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")
     # A listener that lets its queue fill is demoted to reading by offset: a slow client costs this much memory.
-    listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per listener; "
+    listener_queue: int = setting("EDGE_LISTENER_QUEUE", LISTENER_QUEUE, gt=0, doc="records queued per listener; "
                                   "a listener that fills it goes back to reading by offset")
     sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
                                      doc="a comment line this often keeps idle streams open through proxies")
