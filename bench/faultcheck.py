@@ -21,6 +21,8 @@ import castlog
 import chunking
 from castlog import Audio, Entry, Eos, decode_entry, is_terminal
 
+# The kinds of record that end a log (castlog.is_terminal's, read here from the public JSON).
+TERMINAL = {"eos", "error"}
 # Decoded audio may differ from the sum of the chunk durations by about a frame per chunk.
 DURATION_SLACK_MS_PER_CHUNK = 30
 # A follower retries after a refused or broken stream this long after (edge or Redis restarting).
@@ -69,7 +71,7 @@ class Follower:
             record = json.loads("".join(data))
             self._take(record["seq_num"], record["kind"], int(record["ts"]))
             last_kind = record["kind"]
-            if last_kind in castlog.TERMINAL:
+            if last_kind in TERMINAL:
                 return True
 
     def _take(self, seq: int, kind: str, ts: int) -> None:
@@ -96,7 +98,7 @@ class Verdict:
 
 async def read_log(redis: Redis, cast_id: str) -> tuple[list[Entry], list[int]]:
     rows = await castlog.LogReader(redis).stored(cast_id)  # as stored: unknown kinds count in the seqs
-    seqs = [castlog.seq_of(raw) for raw, _ in rows]
+    seqs = [castlog.keys.seq_of(raw) for raw, _ in rows]
     return [e for e in (decode_entry(raw, f) for raw, f in rows) if e is not None], seqs
 
 

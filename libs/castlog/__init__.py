@@ -15,7 +15,6 @@ from .deletes import delete_proof, proven, request_delete
 from .groups import Consumer, StreamEntry, ensure_group
 from .ids import DEFAULT_SPEED, MAX_SPEED, MIN_SPEED, content_id, normalise_speed
 from .keys import (
-    ARCHIVE_TRASH,
     CANCELS,
     DELETES,
     EDGE_SCOPE,
@@ -44,16 +43,14 @@ from .keys import (
     lane_jobs_of,
     lane_live_jobs_of,
     lane_of,
-    seq_of,
     tally_key,
 )
-from .live import LiveStore, LiveText, TextEvent, TooManyOpen, client_tag, write_hash
+from .live import LiveStore, LiveText, TextEvent, TooManyOpen, client_tag
 from .marks import stamps
 from .ratelimit import RateLimited, RateLimiter, Verdict
 from .reader import ArchiveUnavailable, LogReader
 from .records import (
     SAMPLE_RATE,
-    TERMINAL,
     Audio,
     Entry,
     Eos,
@@ -67,19 +64,16 @@ from .records import (
     encode_headers,
     from_public,
     is_terminal,
-    kind_of,
     public_dict,
 )
 from .rowcache import RowCache
 from .state import CastState, playable, summarize
 from .store import CastStore, SeqMismatch, Stamped, SubmitResult
 from .streams import (
-    DeadLetter,
     DeleteRequest,
     Done,
     Job,
     Malformed,
-    Recipe,
     Trash,
     VoiceList,
     announce_done,
@@ -96,19 +90,18 @@ from .view import Chunk, Layout, LogView, StaleLayout
 from .voicemeta import describe_voice, voice_order
 
 __all__ = [
-    "archive", "keys", "streams", "announce_done", "ARCHIVE_TRASH", "ArchiveUnavailable", "Audio", "blend_parts",
-    "BlendError", "cancel", "cancel_key", "CANCELS", "canonical_voice", "cast_id_of", "cast_key", "CastState",
-    "CastStore", "catalog_key", "Chunk", "client_tag", "Consumer", "content_id", "dead_letter", "DeadLetter",
-    "decode_entry", "decode_job", "DEFAULT_SPEED", "delete_proof", "DeleteRequest", "DELETES", "describe_voice",
-    "Done", "EDGE_SCOPE", "EDGE_STREAMS_SCOPE", "encode_fields", "encode_headers", "ensure_group", "Entry",
-    "entry_id", "Eos", "Error", "from_public", "GROUP", "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE",
-    "INTAKE_SESSIONS_SCOPE", "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id",
-    "is_terminal", "Job", "JOBS", "JOBS_DEAD", "JOBS_LIVE", "kind_of", "lane_jobs_of", "lane_live_jobs_of",
-    "lane_of", "Layout", "LiveStore", "LiveText", "LogReader", "LogView", "Malformed",
-    "MAX_SEQ_NUM", "MAX_SPEED", "Meta", "MIN_SPEED", "newest_id", "normalise_speed", "now_ms", "playable", "PROGRESS_DONE",
-    "proven", "public_dict", "publish_voices", "QUEUE_CLERK", "Queued", "RateLimited", "RateLimiter", "read_recipe",
-    "read_trash", "read_voices", "Recipe", "Record", "request_delete", "RowCache", "SAMPLE_RATE", "seq_of",
-    "SeqMismatch", "StaleLayout", "Stamped", "stamps", "Start", "StreamEntry", "SubmitResult", "summarize",
-    "SYNTH_CAPACITY", "tally_key", "TERMINAL", "TextEvent", "TooManyOpen", "Trash", "Verdict", "voice_available",
-    "voice_order", "VoiceList", "VOICES", "write_hash",
+    "archive", "keys", "streams", "announce_done", "ArchiveUnavailable", "Audio", "blend_parts", "BlendError",
+    "cancel", "cancel_key", "CANCELS", "canonical_voice", "cast_id_of", "cast_key", "CastState", "CastStore",
+    "catalog_key", "Chunk", "client_tag", "Consumer", "content_id", "dead_letter", "decode_entry", "decode_job",
+    "DEFAULT_SPEED", "delete_proof", "DeleteRequest", "DELETES", "describe_voice", "Done", "EDGE_SCOPE",
+    "EDGE_STREAMS_SCOPE", "encode_fields", "encode_headers", "ensure_group", "Entry", "entry_id", "Eos", "Error",
+    "from_public", "GROUP", "HANDED_BACK", "INTAKE_AUTH_SCOPE", "INTAKE_SCOPE", "INTAKE_SESSIONS_SCOPE",
+    "INTAKE_SPEECH_SCOPE", "INTAKE_TEXT_SCOPE", "is_blend", "is_cancelled", "is_cast_id", "is_terminal", "Job", "JOBS",
+    "JOBS_DEAD", "JOBS_LIVE", "lane_jobs_of", "lane_live_jobs_of", "lane_of", "Layout", "LiveStore", "LiveText",
+    "LogReader", "LogView", "Malformed", "MAX_SEQ_NUM", "MAX_SPEED", "Meta", "MIN_SPEED", "newest_id",
+    "normalise_speed", "now_ms", "playable", "PROGRESS_DONE", "proven", "public_dict", "publish_voices", "QUEUE_CLERK",
+    "Queued", "RateLimited", "RateLimiter", "read_recipe", "read_trash", "read_voices", "Record", "request_delete",
+    "RowCache", "SAMPLE_RATE", "SeqMismatch", "StaleLayout", "Stamped", "stamps", "Start", "StreamEntry",
+    "SubmitResult", "summarize", "SYNTH_CAPACITY", "tally_key", "TextEvent", "TooManyOpen", "Trash", "Verdict",
+    "voice_available", "voice_order", "VoiceList", "VOICES",
 ]

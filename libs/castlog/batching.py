@@ -86,19 +86,14 @@ class ScriptBatcher:
             keys, args, future = batch[0]
             await _settle(future, self._script(keys=keys, args=args))
             return
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for keys, args, _ in batch:
-                    # (by name: redis-py blocks the evalsha method in a cluster pipeline, for
-                    # scripts whose keys span slots; ours are one lane each)
-                    pipe.execute_command("EVALSHA", self._script.sha, len(keys), *keys, *args)
-                waits = self._waits(pipe, batch)
-                answers = await pipe.execute(raise_on_error=False)
-        except Exception as exc:  # the connection failed: every call of the batch failed
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
+        # the connection failing fails every call of the batch (_send_all tells their callers)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for keys, args, _ in batch:
+                # (by name: redis-py blocks the evalsha method in a cluster pipeline, for
+                # scripts whose keys span slots; ours are one lane each)
+                pipe.execute_command("EVALSHA", self._script.sha, len(keys), *keys, *args)
+            waits = self._waits(pipe, batch)
+            answers = await pipe.execute(raise_on_error=False)
         acked = self._acked(len(batch), waits, answers[len(batch) :])
         for (keys, args, future), answer, reached in zip(batch, answers, acked):
             if isinstance(answer, NoScriptError):  # Redis restarted or SCRIPT FLUSH: load, run
@@ -143,11 +138,10 @@ class ScriptBatcher:
             return
         try:
             await self._redis.script_load(self._source)
-        except Exception as exc:
+            await self._send([(keys, args, future)])
+        except Exception as exc:  # this call's alone: the batch's others have their answers
             if not future.done():
                 future.set_exception(exc)
-            return
-        await self._send([(keys, args, future)])
 
 
 async def _settle(future: asyncio.Future[Any], call: Any) -> None:

@@ -76,6 +76,12 @@ def decoded(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def id_order(entry_id: str | bytes) -> tuple[int, int]:
+    """A stream entry id (``<ms>-<seq>``) as numbers, which sort as Redis sorts the ids."""
+    ms, _, seq = decoded(entry_id).partition("-")
+    return int(ms), int(seq or 0)
+
+
 def is_cast_id(value: str) -> bool:
     return _CAST_ID.fullmatch(value) is not None
 

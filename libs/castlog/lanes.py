@@ -31,6 +31,7 @@ from redis.asyncio import Redis, RedisCluster
 from . import keys
 from .batching import ScriptBatcher
 from .groups import Consumer, StreamEntry, pairs
+from .streams import newest_id
 
 # Jobs moved per lane per sweep.
 MOVE_BATCH = 64
@@ -67,8 +68,7 @@ class LaneMover:
     async def open(self) -> None:
         """Create the group on every lane stream (and the streams) unless they exist."""
         await self.group.create()
-        last = cast(keys.Rows, await self.redis.xrevrange(keys.JOBS_BELL, count=1))
-        self._bell_after = keys.decoded(last[0][0]) if last else "0-0"
+        self._bell_after = await newest_id(self.redis, keys.JOBS_BELL)
 
     async def sweep(self, block_ms: int, *, pending: bool = False) -> int:
         """Move what the lanes hold; ``pending``: this consumer's unacknowledged entries (after
@@ -112,7 +112,7 @@ class LaneMover:
             by_target.setdefault(self._target[entry.stream], []).append(entry)
         moved = 0
         for target, jobs in by_target.items():
-            jobs.sort(key=lambda job: _id_key(job.id))
+            jobs.sort(key=lambda job: keys.id_order(job.id))
             # the re-adds and their WAIT on one connection (a cluster pipeline: one per node)
             pipe = self.redis.pipeline(transaction=False)
             for job in jobs:
@@ -145,8 +145,3 @@ class Bell:
     async def ring(self, stream: str) -> None:
         if self.rings is not None:
             await self.rings(keys=[keys.JOBS_BELL], args=[stream, BELL_MAXLEN])
-
-
-def _id_key(entry_id: bytes | str) -> tuple[int, int]:
-    ms, _, seq = keys.decoded(entry_id).partition("-")
-    return int(ms), int(seq or 0)

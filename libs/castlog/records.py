@@ -78,7 +78,6 @@ class Queued(_Record, tag="queue", frozen=True):
 
 Record = Meta | Start | Audio | Eos | Error | Queued
 KINDS = {"meta", "start", "audio", "eos", "error", "queue"}
-TERMINAL = {"eos", "error"}
 
 
 def kind_of(record: Record) -> str:

@@ -239,7 +239,7 @@ def decode_or_none(kind: type[E], fields: Fields) -> E | None:
 
 
 async def newest_id(redis: Redis, stream: str) -> str:
-    """Where a reader of a broadcast stream (``cancels``, ``deletes``) starts: after its newest
-    entry ("0-0" when empty)."""
+    """Where a reader of a stream it follows as it grows (the broadcasts ``cancels`` and
+    ``deletes``, the movers' ``jobs/bell``) starts: after its newest entry ("0-0" when empty)."""
     rows = cast(Rows, await redis.xrevrange(stream, count=1))
     return rows[0][0].decode() if rows else "0-0"

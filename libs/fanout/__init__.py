@@ -4,8 +4,8 @@
 subscribers name, woken through its own wake stream); ``tail.py`` the casts' subscriber (each
 record handed to the casts' listeners) and ``waiters.py`` the other streams' (their waiters
 woken); ``listener.py`` one response following one cast (by offset up to the end, then the tail's
-records; it knows the tail only as a ``Hub``); ``items.py`` the records built once for every
-listener (their JSON and SSE frames); ``blocking.py`` a blocked read that its owner wakes through
+records; it knows the tail only as a ``Hub``, and an ``Item`` is one record built once for every
+listener: its JSON and SSE frame); ``blocking.py`` a blocked read that its owner wakes through
 its own wake stream, and ``stop_tasks``; ``slotreads.py`` one such read per hash slot on a Redis
 Cluster.
 
@@ -14,13 +14,11 @@ servicekit (an Item's SSE frame is ``servicekit.sse``'s); neither imports it.
 """
 
 from .blocking import stop_tasks
-from .items import ITEM_CACHE_BYTES, ItemCache
 from .listener import Item, Listener
 from .slotreads import SlotReads
 from .streamtail import StreamTail, Subscriber
 from .tail import LISTENER_QUEUE, Tail, TailMetrics
 
 __all__ = [
-    "ITEM_CACHE_BYTES", "LISTENER_QUEUE", "Item", "ItemCache", "Listener", "SlotReads", "StreamTail", "Subscriber",
-    "Tail", "TailMetrics", "stop_tasks",
+    "LISTENER_QUEUE", "Item", "Listener", "SlotReads", "StreamTail", "Subscriber", "Tail", "TailMetrics", "stop_tasks",
 ]

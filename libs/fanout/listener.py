@@ -3,7 +3,7 @@ stream or a live WebSocket of intake). A bounded queue fed by the shared tail, o
 reads before it joins and whenever it is demoted or moved back, and one lazily moved alarm for
 its wait.
 
-A :class:`Listener` reads by offset (:meth:`Hub.rows`, castlog's ``LogReader``) to the end of the
+A :class:`Listener` reads by offset (:meth:`Hub.read`, castlog's ``LogReader``) to the end of the
 log, then joins. Joining is synchronous: the tail has delivered exactly up to the cursor and every
 later record reaches the queue, so the listener reads by offset up to the cursor, then takes the
 queue, dropping what lies below its position: no gap, no duplicate. A full queue demotes it to
@@ -105,13 +105,9 @@ class Hub(Protocol):
 
     def unsubscribe(self, listener: Listener) -> None: ...
 
-    async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
-        """A read by offset, archived logs included."""
-        ...
-
-    def items(self, cast_id: str, rows: list[Row]) -> list[Item]:
-        """The records of ``rows`` as Items shared by every listener that reads them by offset
-        (their JSON and frames built once); unknown kinds left out."""
+    async def read(self, cast_id: str, low: str, high: str, count: int) -> tuple[list[Row], list[Item]]:
+        """A read by offset, archived logs included: its rows, and their records as Items shared by
+        every listener that reads them (their JSON and frames built once; unknown kinds left out)."""
         ...
 
 
@@ -298,8 +294,8 @@ class Listener:
         """One read by offset from next_seq (to ``upto``) into the backlog; the rows read."""
         high = entry_id(upto) if upto is not None else "+"
         count = self.tail.offset_batch
-        rows = await self.tail.rows(self.cast_id, entry_id(self.next_seq), high, count)
-        self.backlog.extend(self.tail.items(self.cast_id, rows))
+        rows, items = await self.tail.read(self.cast_id, entry_id(self.next_seq), high, count)
+        self.backlog.extend(items)
         if upto is None and rows and len(rows) < count and self.backlog:
             last = self.backlog[-1]
             if last.terminal:

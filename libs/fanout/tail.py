@@ -9,7 +9,7 @@ subscribed listener, a :class:`Watch` per cast (the last seq delivered, its ``cu
 listener's bounded queue. Redis work per record does not depend on how many listen.
 
 A :class:`~fanout.listener.Listener` (``listener.py``: one response following one cast) reads by offset
-(:meth:`Tail.rows`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
+(:meth:`Tail.read`) to the end of the log, then joins (:meth:`Tail.subscribe`, synchronous: the
 cursor it returns is exactly what the tail delivered). This module imports the listener; the
 listener sees the tail only through its ``Hub`` protocol, so the imports go one way.
 
@@ -45,7 +45,6 @@ from castlog.marks import follows, holds, stamps
 from castlog.reader import FOLLOW_BLOCK_MS, READ_BATCH, LogReader
 from castlog.records import decode_entry
 
-from .items import ITEM_CACHE_BYTES, ItemCache
 from .listener import STAMP_HISTORY, Item, Listener, Stamp
 from .streamtail import StreamTail, Subscriber
 from .waiters import Waiters
@@ -94,6 +93,12 @@ class Watch:
         return self.stamps[-1][1] if self.stamps and self.stamps[-1][0] == self.cursor else None
 
 
+def _item(row: Row) -> Item | None:
+    """A row read by offset as an Item (None: a kind this version does not know)."""
+    entry = decode_entry(*row)
+    return Item(entry) if entry is not None else None
+
+
 class TailMetrics(Protocol):
     """What the tail counts; each service implements it with its own metric names."""
 
@@ -117,7 +122,6 @@ class Tail(Subscriber):
     def __init__(
         self, conn: Redis, redis: Redis, metrics: TailMetrics, *, reader: LogReader, wake: str,
         block_ms: int = FOLLOW_BLOCK_MS, batch: int = READ_BATCH, queue_size: int = LISTENER_QUEUE,
-        item_bytes: int = ITEM_CACHE_BYTES,
     ) -> None:
         # woken by its own wake streams, tail/wake/<wake>/* (the service's Redis user may add there)
         self.stream = StreamTail(conn, redis, wake, block_ms=block_ms, name="shared tail")
@@ -132,7 +136,6 @@ class Tail(Subscriber):
         self.listeners: set[Listener] = set()
         self.waiters = Waiters(self.stream.wake)  # other streams' readers, woken by an entry past their id
         self.stream.subscribers += [self.waiters, self]
-        self.item_cache = ItemCache(item_bytes)  # offset reads' Items, built once per record
         self.flushes: list[Listener] = []  # listeners with direct writes from the pass in progress
         self.closing = False
         self._unchecked: set[str] = set()  # casts whose cursor Redis has not confirmed yet
@@ -191,14 +194,14 @@ class Tail(Subscriber):
             if not watch.listeners:
                 del self.watches[listener.cast_id]  # the next XREAD leaves it out
 
-    async def rows(self, cast_id: str, low: str, high: str, count: int) -> list[Row]:
-        """The one read by offset (listeners catching up, demoted or moved back), archived
-        logs included."""
-        return await self.reader.rows(cast_id, low, high, count)
-
-    def items(self, cast_id: str, rows: list[Row]) -> list[Item]:
-        """The offset read's rows as Items shared by every listener that reads them."""
-        return self.item_cache.items(cast_id, rows)
+    async def read(self, cast_id: str, low: str, high: str, count: int) -> tuple[list[Row], list[Item]]:
+        """The one read by offset (listeners catching up, demoted or moved back), archived logs
+        included: its rows, and their Items shared by every listener that reads them, each built
+        once and kept beside its row in the reader's cache (rows of unknown kinds have none)."""
+        rows = await self.reader.rows(cast_id, low, high, count)
+        if self.reader.cache is None:
+            return rows, [item for row in rows if (item := _item(row)) is not None]
+        return rows, self.reader.cache.built(cast_id, rows, _item)
 
     # -- the tail: a subscriber of the process's stream loop -----------------------------------------
 

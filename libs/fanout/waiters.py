@@ -14,20 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from castlog.keys import Rows, decoded
+from castlog.keys import Rows, id_order
 
 from .streamtail import Subscriber
 
 # Entries per stream of one read while waiters wait: they need to know of one, and XREAD's COUNT is
 # one for every key (a durable append is a whole request body: never a batch of them per read).
 WAITED_ENTRIES_PER_READ = 1
-
-
-def id_order(entry: str | bytes) -> tuple[int, int]:
-    """A stream entry id (``<ms>-<seq>``) as numbers, which sort as Redis sorts the ids."""
-    text = decoded(entry)
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq)
 
 
 class Waiter:

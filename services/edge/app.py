@@ -98,7 +98,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
     blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
-                queue_size=cfg.listener_queue, item_bytes=cfg.item_cache_bytes, reader=reader, wake=WAKE_NAME)
+                queue_size=cfg.listener_queue, reader=reader, wake=WAKE_NAME)
     app[EDGE] = Edge(
         cfg=cfg, metrics=app[METRICS], redis=redis, tail=tail,
         guard=Guard(redis, cfg, app[METRICS]), layouts=LayoutCache(cfg.layout_cache, reader),

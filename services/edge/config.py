@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
-from fanout import ITEM_CACHE_BYTES
+from castlog.rowcache import ROW_CACHE_BYTES
+from fanout import LISTENER_QUEUE
 from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
@@ -25,7 +26,7 @@ class Config(Settings):
     redis_connect_attempts: int = setting("EDGE_REDIS_CONNECT_ATTEMPTS", CONNECT_ATTEMPTS, gt=0,
                                           doc="connection attempts at start-up, with backoff")
     # A listener that lets its queue fill is demoted to reading by offset: a slow client costs this much memory.
-    listener_queue: int = setting("EDGE_LISTENER_QUEUE", 64, gt=0, doc="records queued per listener; "
+    listener_queue: int = setting("EDGE_LISTENER_QUEUE", LISTENER_QUEUE, gt=0, doc="records queued per listener; "
                                   "a listener that fills it goes back to reading by offset")
     sse_heartbeat_s: float = setting("EDGE_SSE_HEARTBEAT_S", 15.0, gt=0,
                                      doc="a comment line this often keeps idle streams open through proxies")
@@ -34,13 +35,11 @@ class Config(Settings):
                                  doc="the shared tail's longest blocking XREAD (new casts wake it at once)")
     read_batch: int = setting("EDGE_READ_BATCH", 100, gt=0, doc="records per cast per XREAD of the shared tail, "
                               "and per XRANGE when a listener reads by offset")
-    # N listeners catching up on one log read it from Redis about once (castlog.RowCache).
-    row_cache_bytes: int = setting("EDGE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows (bodies "
-                                   "included) kept for listeners catching up, shared by every stream of the process")
-    # N listeners catching up on one log decode it and build its JSON and frames once (fanout.ItemCache).
-    item_cache_bytes: int = setting("EDGE_ITEM_CACHE_BYTES", ITEM_CACHE_BYTES, gt=0, doc="bytes of records "
-                                    "built for listeners catching up (decoded, their JSON and SSE frames), shared "
-                                    "by every stream of the process")
+    # N listeners catching up on one log read it from Redis about once, and decode it and build its
+    # JSON and frames once (castlog.RowCache).
+    row_cache_bytes: int = setting("EDGE_ROW_CACHE_BYTES", ROW_CACHE_BYTES, gt=0, doc="bytes of log records kept "
+                                   "for listeners catching up (their rows, bodies included, and what was built from "
+                                   "them: their JSON and SSE frames), shared by every stream of the process")
     # The per-address token bucket for reads is shared by replicas through Redis.
     read_rate: float = setting("EDGE_READ_RATE", 20.0, gt=0,
                                doc="read requests per second sustained, per client (429 beyond)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blobstore import StoreConfig
+from castlog.rowcache import ROW_CACHE_BYTES
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.crosssite import ALLOWED_HOSTS, ALLOWED_ORIGINS
 from servicekit.settings import (
@@ -143,9 +144,11 @@ class Config(Settings):
                                    "for a worker to delete the cast (200) before it answers 202 (asked, not done yet)")
     max_speech_streams: int = setting("INTAKE_MAX_SPEECH_STREAMS", 64, gt=0, doc="`POST /v1/audio/speech` "
                                       "responses streaming at once (429 beyond)")
-    # N streams replaying one log read it from Redis about once (castlog.RowCache).
-    row_cache_bytes: int = setting("INTAKE_ROW_CACHE_BYTES", 32 * 1024 * 1024, gt=0, doc="bytes of log rows "
-                                   "(bodies included) kept for speech streams and live sessions catching up")
+    # N streams replaying one log read it from Redis about once, and decode it and build its JSON and
+    # frames once (castlog.RowCache).
+    row_cache_bytes: int = setting("INTAKE_ROW_CACHE_BYTES", ROW_CACHE_BYTES, gt=0, doc="bytes of log records "
+                                   "kept for speech streams and live sessions catching up (their rows, bodies "
+                                   "included, and what was built from them)")
     speech_streams_per_client: int = setting("INTAKE_SPEECH_STREAMS_PER_CLIENT", 4, gt=0, doc="`POST "
                                              "/v1/audio/speech` responses one client may have streaming at once, "
                                              "across replicas (429 beyond)")

@@ -5,20 +5,8 @@ import logging
 import msgspec
 import pytest
 
-from castlog import (
-    Audio,
-    Entry,
-    Eos,
-    Error,
-    Meta,
-    Start,
-    decode_entry,
-    encode_fields,
-    from_public,
-    kind_of,
-    public_dict,
-)
-from castlog.records import Record
+from castlog import Audio, Entry, Eos, Error, Meta, Start, decode_entry, encode_fields, from_public, public_dict
+from castlog.records import Record, kind_of
 
 SAMPLES: list[Record] = [
     Meta(title="T", voice="af_heart", chars=12, sentences=2, created_at=1_700_000_000_000),

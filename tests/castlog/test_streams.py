@@ -10,21 +10,18 @@ from jobstreams import enqueue, read_dead, read_done, read_jobs
 from redis.asyncio import Redis
 
 from castlog import (
-    ARCHIVE_TRASH,
     JOBS,
     JOBS_DEAD,
     JOBS_LIVE,
     PROGRESS_DONE,
     VOICES,
     CastStore,
-    DeadLetter,
     Done,
     Error,
     Job,
     LiveStore,
     Malformed,
     Meta,
-    Recipe,
     Start,
     Trash,
     VoiceList,
@@ -41,9 +38,10 @@ from castlog import (
     read_recipe,
     read_trash,
     read_voices,
-    write_hash,
 )
-from castlog.streams import decode, encode
+from castlog.keys import ARCHIVE_TRASH
+from castlog.live import write_hash
+from castlog.streams import DeadLetter, Recipe, decode, encode
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)

@@ -93,7 +93,8 @@ async def test_records_the_tail_delivered_during_the_join_are_read_by_offset_onc
 async def test_a_client_that_never_reads_does_not_grow_edge_memory_and_can_resume(
     make_edge: Any, store: CastStore, redis: Redis
 ) -> None:
-    # the row cache is bounded on its own (EDGE_ROW_CACHE_BYTES): kept small, it stays out of the count
+    # the record cache (rows and Items) is bounded on its own (EDGE_ROW_CACHE_BYTES): kept small, it stays
+    # out of the count
     edge = await make_edge(listener_queue=QUEUE, write_timeout_s=1.0, row_cache_bytes=256 * 1024)
     tail = edge.server.app[EDGE].tail
     cast = Cast(store, cast_id())

@@ -1,6 +1,6 @@
-"""fanout.ItemCache through the shared tail: listeners catching up by offset share each record's
-Item (decoded, its public JSON and SSE frame built once), bounded by bytes, and a rewritten log
-never meets the old Items."""
+"""Items through the shared tail and the one record cache (castlog.RowCache): listeners catching up
+by offset share each record's Item (decoded, its public JSON and SSE frame built once), kept beside
+its row within the cache's one budget, and a rewritten log never meets the old Items."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key
-from fanout import Item, ItemCache, Tail
+from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key, entry_id
+from fanout import Item, Tail
 from servicekit.tailmetrics import TailCounters
 
 CAST = "itemcacheAAA"
@@ -21,6 +21,10 @@ RECORDS = 20
 
 def counters() -> TailCounters:
     return TailCounters(CollectorRegistry(), "test", ["sse"])
+
+
+def cached_tail(redis: Redis, cache: RowCache, **kw: int) -> Tail:
+    return Tail(redis, redis, counters(), reader=LogReader(redis, cache=cache), wake="test", **kw)
 
 
 def audio(i: int, fill: int = 0) -> Audio:
@@ -47,44 +51,42 @@ async def read_all(tail: Tail, start: int = 0) -> list[Item]:
 @pytest.mark.rule("items-built-once")
 async def test_fifty_late_listeners_share_each_records_item(store: CastStore, redis: Redis) -> None:
     await write(store, RECORDS)
-    reader = LogReader(redis, cache=RowCache(redis))
-    tail = Tail(redis, redis, counters(), reader=reader, wake="test", queue_size=8)  # offset reads of 8
+    tail = cached_tail(redis, RowCache(redis), queue_size=8)  # offset reads of 8
     reads = await asyncio.gather(*(read_all(tail) for _ in range(50)))
     first = reads[0]
     assert [i.seq for i in first] == list(range(RECORDS + 3))
     for got in reads[1:]:
-        assert all(a is b for a, b in zip(got, first, strict=True))  # the same Items, not copies
+        assert all(a is b for a, b in zip(got, first, strict=True))  # the same Items: each built once
     frames = {id(i.sse_chunk()) for got in reads for i in got}
     assert len(frames) == RECORDS + 3  # each frame built once, whoever wrote it
-    assert tail.item_cache.misses == RECORDS + 3 and tail.item_cache.hits == 49 * (RECORDS + 3)
 
 
 async def test_a_listener_starting_mid_log_takes_the_items_already_built(store: CastStore, redis: Redis) -> None:
     await write(store, RECORDS)
-    tail = Tail(redis, redis, counters(), reader=LogReader(redis), wake="test")
+    tail = cached_tail(redis, RowCache(redis))
     whole = await read_all(tail)
     later = await read_all(tail, start=10)
     assert later == whole[10:] and all(a is b for a, b in zip(later, whole[10:]))
 
 
-async def test_the_item_cache_holds_at_most_its_bytes(store: CastStore, redis: Redis) -> None:
+async def test_the_cache_holds_rows_and_items_within_its_bytes(store: CastStore, redis: Redis) -> None:
     await write(store, RECORDS)
-    cache = ItemCache(max_bytes=12 * BODY)
-    rows = await redis.xrange(cast_key(CAST))
-    items = cache.items(CAST, rows)
+    cache = RowCache(redis, max_bytes=12 * BODY)
+    tail = cached_tail(redis, cache)
+    rows, items = await tail.read(CAST, entry_id(0), "+", 100)
     assert len(items) == RECORDS + 3  # every row still becomes an Item for its reader
     assert 0 < cache.bytes <= 12 * BODY
-    assert cache.items(CAST, rows[-1:])[0] is items[-1]  # the newest stay
+    assert cache.built(CAST, rows[-1:], lambda row: None) == [items[-1]]  # the newest stay
 
 
 async def test_a_rewritten_log_gets_new_items(store: CastStore, redis: Redis) -> None:
     await write(store, 3)
-    cache = ItemCache()
-    old = cache.items(CAST, await redis.xrange(cast_key(CAST)))
+    tail = cached_tail(redis, RowCache(redis))
+    old = (await tail.read(CAST, entry_id(0), "+", 10))[1]
     await redis.delete(cast_key(CAST))
     await asyncio.sleep(0.002)  # a new stamp (ms) for the records that replace them
     await write(store, 3, fill=7)
-    new = cache.items(CAST, await redis.xrange(cast_key(CAST)))
+    new = (await tail.read(CAST, entry_id(0), "+", 10))[1]
     assert [i.seq for i in new] == [i.seq for i in old]
     assert all(a is not b for a, b in zip(old, new))
     bodies = [i.entry.record.body for i in new if isinstance(i.entry.record, Audio)]
