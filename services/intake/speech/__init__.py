@@ -4,7 +4,7 @@
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
 WebSocket (``livews.py``), the same session over WebRTC (``webrtc.py``, with
 ``rtctrack.py`` and ``rtcports.py``), the Deepgram-compatible ``/v1/speak`` WebSocket
-(``speak.py``, with ``phone.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
+(``speak.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """

@@ -6,7 +6,7 @@ request walks the whole-text claim path of ``/v1/audio/speech`` (the screen, the
 the same text in the same voice is the same cast) with the voices of the ``/v1/speak``
 WebSocket (``speak.voice_of``: a voice id or an Aura name); the cast's log is followed as a speech
 stream follows it and each chunk converted as it comes: ``linear16``, ``mulaw`` and ``alaw`` at any
-rate from 8 to 48 kHz (``phone.py``, raw or in a WAV container), ``mp3``, ``opus`` (Ogg),
+rate from 8 to 48 kHz (raw or in a WAV container), ``mp3``, ``opus`` (Ogg),
 ``flac`` and ``aac`` at the model's 24 kHz (``formats.py``). It holds a speech stream's room (a permit and the client's seat)
 (INTAKE_MAX_SPEECH_STREAMS, INTAKE_SPEECH_STREAMS_PER_CLIENT). A client that hangs up mid-stream
 (a barge-in) cancels the cast it made; one that joined another request's cast leaves it be.
@@ -36,9 +36,7 @@ from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
 from ..validate import CastForm, Refusal
 from .follow import CastFailed, TailClosed, cast_audio, settled_at
-from .formats import CONTENT_TYPES, WAV_ALAW, WAV_MULAW, WAV_PCM, Converter, converter, wav_header
-from .phone import ENCODINGS as PHONE_ENCODINGS
-from .phone import MAX_RATE, MIN_RATE, PhoneAudio
+from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
 from .speak import ROUTE, voice_of
 from .stream import STREAM_HEADERS, convert_chunk
 from .v1 import V1Refusal
@@ -50,7 +48,6 @@ LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak We
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
 # Deepgram's default rate of each raw encoding (telephony's 8 kHz for G.711).
 DEFAULT_RATES = {"linear16": SAMPLE_RATE, "mulaw": 8_000, "alaw": 8_000}
-_WAV_TAGS = {"linear16": WAV_PCM, "mulaw": WAV_MULAW, "alaw": WAV_ALAW}
 # Raw audio without a container, by encoding.
 _RAW_TYPES = {"linear16": "audio/l16", "mulaw": "audio/basic", "alaw": "audio/x-alaw-basic"}
 # The encoded formats: Deepgram's name -> ours, and the bit rates (bit/s) each takes (None: none).
@@ -81,8 +78,8 @@ class SpeakFormat:
     def converter(self) -> Converter:
         if self.encoding in PHONE_ENCODINGS:
             # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
-            head = wav_header(self.rate, tag=_WAV_TAGS[self.encoding]) if self.container == "wav" else b""
-            return PhoneAudio(self.encoding, self.rate, head)
+            head = wav_header(self.rate, encoding=self.encoding) if self.container == "wav" else b""
+            return converter(self.encoding, rate=self.rate, head=head)
         return converter(_ENCODED[self.encoding], bit_rate=self.bit_rate)
 
     @property
