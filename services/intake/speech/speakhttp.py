@@ -17,7 +17,6 @@ Refusals take Deepgram's shape, ``{"err_code", "err_msg", "request_id"}`` (``err
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import Mapping
 from contextlib import aclosing
@@ -38,11 +37,9 @@ from ..validate import CastForm, Refusal
 from .follow import CastFailed, TailClosed, cast_audio, settled_at
 from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
 from .speak import ROUTE, voice_of
-from .stream import STREAM_HEADERS, convert_chunk
+from .stream import STREAM_HEADERS, convert_chunk, cut, open_response, write
 from .v1 import V1Refusal
 from .views import ended_by_shutdown, stream_room
-
-log = logging.getLogger(__name__)
 
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak WebSocket's
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
@@ -50,15 +47,14 @@ DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
 DEFAULT_RATES = {"linear16": SAMPLE_RATE, "mulaw": 8_000, "alaw": 8_000}
 # Raw audio without a container, by encoding.
 _RAW_TYPES = {"linear16": "audio/l16", "mulaw": "audio/basic", "alaw": "audio/x-alaw-basic"}
-# The encoded formats: Deepgram's name -> ours, and the bit rates (bit/s) each takes (None: none).
-_ENCODED = {"mp3": "mp3", "opus": "opus", "flac": "flac", "aac": "aac"}
+# The encoded formats (Deepgram's names are ours) and the bit rates (bit/s) each takes (None: none).
 BIT_RATES: dict[str, tuple[int, int] | None] = {
     "mp3": (32_000, 320_000), "opus": (4_000, 650_000), "aac": (4_000, 192_000), "flac": None,
 }
 # Containers each encoding takes, its default first.
 _CONTAINERS = {**{e: ("wav", "none") for e in PHONE_ENCODINGS}, "opus": ("ogg",), "mp3": ("none",),
                "flac": ("none",), "aac": ("none",)}
-ENCODINGS = (*PHONE_ENCODINGS, *_ENCODED)
+ENCODINGS = (*PHONE_ENCODINGS, *BIT_RATES)
 # Deepgram's err_code for our refusal codes that have one of its own; others are ours, upper-cased.
 _ERR_CODES = {"invalid_api_key": "INVALID_AUTH"}
 
@@ -76,17 +72,15 @@ class SpeakFormat:
     bit_rate: int | None
 
     def converter(self) -> Converter:
-        if self.encoding in PHONE_ENCODINGS:
-            # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
-            head = wav_header(self.rate, encoding=self.encoding) if self.container == "wav" else b""
-            return converter(self.encoding, rate=self.rate, head=head)
-        return converter(_ENCODED[self.encoding], bit_rate=self.bit_rate)
+        # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
+        head = wav_header(self.rate, encoding=self.encoding) if self.container == "wav" else b""
+        return converter(self.encoding, bit_rate=self.bit_rate, rate=self.rate, head=head)
 
     @property
     def content_type(self) -> str:
         if self.encoding in PHONE_ENCODINGS:
             return CONTENT_TYPES["wav"] if self.container == "wav" else f"{_RAW_TYPES[self.encoding]};rate={self.rate}"
-        return CONTENT_TYPES[_ENCODED[self.encoding]]
+        return CONTENT_TYPES[self.encoding]
 
 
 def _invalid(name: str, message: str) -> V1Refusal:
@@ -196,13 +190,13 @@ async def _stream(
         async with aclosing(cast_audio(intake.tail, intake.reader, claimed.cast_id, settled, LISTENER_KIND)) as records:
             async for record in records:
                 data = await convert_chunk(convert, record.body)
-                resp = resp or await _open(request, headers)
-                await _write(request, resp, data)
-        resp = resp or await _open(request, headers)
-        await _write(request, resp, convert.close())
+                resp = resp or await open_response(request, headers)
+                await write(request, resp, data)
+        resp = resp or await open_response(request, headers)
+        await write(request, resp, convert.close())
         await resp.write_eof()
     except (CastFailed, TailClosed) as ended:
-        return _cut(request, resp, ended)
+        return cut(request, resp, ended)
     except (ConnectionError, asyncio.TimeoutError):
         await _hung_up(request, claimed)
         raise
@@ -210,27 +204,6 @@ async def _stream(
         if request.transport is None or request.transport.is_closing():
             await _hung_up(request, claimed)
         raise
-    return resp
-
-
-async def _open(request: web.Request, headers: Mapping[str, str]) -> web.StreamResponse:
-    resp = web.StreamResponse(headers=headers)
-    resp.enable_chunked_encoding()
-    await resp.prepare(request)
-    return resp
-
-
-async def _write(request: web.Request, resp: web.StreamResponse, data: bytes) -> None:
-    if data:
-        await asyncio.wait_for(resp.write(data), request.app[INTAKE].cfg.speech_write_timeout_s)
-
-
-def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: Refusal) -> web.StreamResponse:
-    if resp is None:
-        raise refusal
-    log.warning("speak stream cut short: %s", refusal.message)
-    if request.transport is not None:
-        request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
     return resp
 
 

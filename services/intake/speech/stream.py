@@ -24,9 +24,10 @@ from servicekit import sse
 
 from ..claim import cast_url
 from ..context import INTAKE
+from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .formats import CONTENT_TYPES, Converter, Passthrough, converter
-from .v1 import SpeechRequest, V1Refusal
+from .v1 import SpeechRequest
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,8 @@ async def stream_cast(
         async with aclosing(cast_audio(tail, reader, s.cast_id, settled, LISTENER_KIND)) as records:
             async for record in records:
                 await _send_audio(s, convert, record)
-    except CastFailed as failed:
-        return await _failed(s, failed.reason)
-    except TailClosed:  # intake is stopping: the same request replays the cast
-        return _stopped(s)
+    except (CastFailed, TailClosed) as ended:  # (a stop: the same request replays the cast)
+        return await _ended(s, ended)
     except ConnectionResetError:  # the client hung up mid-stream (aiohttp's ClientConnectionResetError):
         if s.resp is None:  # nobody to answer, and not intake's error (no 500, no logged traceback)
             raise
@@ -70,26 +69,33 @@ async def stream_cast(
     return await _finish(s, convert)
 
 
-def _stopped(s: _Stream) -> web.StreamResponse:
-    if s.resp is None:
-        raise V1Refusal(503, "shutting_down", "intake is stopping; send the same request again")
-    if s.request.transport is not None:
-        s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
-    return s.resp
+def cut(request: web.Request, resp: web.StreamResponse | None, ended: Refusal) -> web.StreamResponse:
+    """A stream that cannot go on (the cast failed, intake stops): the refusal before the first
+    byte; after it the connection is cut, the only signal once the audio's headers are out."""
+    if resp is None:
+        raise ended
+    log.warning("speech stream %s cut short: %s", request.path, ended.message)
+    if request.transport is not None:
+        request.transport.abort()
+    return resp
+
+
+async def open_response(request: web.Request, headers: Mapping[str, str]) -> web.StreamResponse:
+    resp = web.StreamResponse(headers=headers)
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    return resp
 
 
 async def _open(s: _Stream) -> web.StreamResponse:
     audio = {**STREAM_HEADERS, "Content-Type": CONTENT_TYPES[s.speech.response_format]}
-    resp = web.StreamResponse(headers={
+    s.resp = await open_response(s.request, {
         **(sse.HEADERS if s.speech.stream_format == "sse" else audio),
         "X-Cast-Id": s.cast_id,
         "Location": cast_url(s.cast_id),
         **s.headers,
     })
-    resp.enable_chunked_encoding()
-    await resp.prepare(s.request)
-    s.resp = resp
-    return resp
+    return s.resp
 
 
 async def convert_chunk(convert: Converter, body: bytes) -> bytes:
@@ -102,7 +108,7 @@ async def convert_chunk(convert: Converter, body: bytes) -> bytes:
 async def _send_audio(s: _Stream, convert: Converter, record: Audio) -> None:
     data = await convert_chunk(convert, record.body)
     resp = s.resp or await _open(s)
-    await _write(s, resp, _delta(s, data, record))
+    await write(s.request, resp, _delta(s, data, record))
 
 
 def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
@@ -118,32 +124,30 @@ def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
     return sse.frame(encode(event))
 
 
-async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
+async def write(request: web.Request, resp: web.StreamResponse, data: bytes) -> None:
+    """``data`` out within INTAKE_SPEECH_WRITE_TIMEOUT_S (asyncio.TimeoutError: a client that stopped reading)."""
     if data:
-        await asyncio.wait_for(resp.write(data), s.request.app[INTAKE].cfg.speech_write_timeout_s)
+        await asyncio.wait_for(resp.write(data), request.app[INTAKE].cfg.speech_write_timeout_s)
 
 
 async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     rest = convert.close()
     resp = s.resp or await _open(s)
-    await _write(s, resp, _delta(s, rest, None))
+    await write(s.request, resp, _delta(s, rest, None))
     if s.speech.stream_format == "sse":
         tokens = len(s.speech.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
-        await _write(s, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
+        await write(s.request, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
     await resp.write_eof()
     return resp
 
 
-async def _failed(s: _Stream, reason: str) -> web.StreamResponse:
-    message = f"the synthesis failed ({reason}); send the same request again to retry it"
-    if s.resp is None:
-        raise V1Refusal(500, "synthesis_failed", message)
-    log.warning("speech stream of %s cut short: the cast failed (%s)", s.cast_id, reason)
-    if s.speech.stream_format == "sse":
-        error = {"message": message, "code": "synthesis_failed"}
-        await _write(s, s.resp, sse.frame(encode({"type": "error", "error": error})))
-        await s.resp.write_eof()
-    elif s.request.transport is not None:
-        s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
+async def _ended(s: _Stream, ended: CastFailed | TailClosed) -> web.StreamResponse:
+    """An SSE stream's failure is its ``error`` event; anything else is ``cut``."""
+    if s.resp is None or s.speech.stream_format != "sse" or not isinstance(ended, CastFailed):
+        return cut(s.request, s.resp, ended)
+    log.warning("speech stream of %s cut short: the cast failed (%s)", s.cast_id, ended.reason)
+    error = {"message": ended.message, "code": ended.code}
+    await write(s.request, s.resp, sse.frame(encode({"type": "error", "error": error})))
+    await s.resp.write_eof()
     return s.resp
