@@ -241,10 +241,8 @@ class SpeakSession:
                     data = await convert_chunk(audio, record.body)
                     if data:
                         await self.socket.send_audio(data)
-        except CastFailed as failed:
-            await self.warn("SYNTHESIS_FAILED", failed.reason)
-        except TailClosed:
-            await self.warn("SHUTTING_DOWN", "intake is stopping")
+        except (CastFailed, TailClosed) as ended:
+            await self.warn(ended.code.upper(), ended.message)
         cast.ended = True
         rest = audio.close()
         if rest:
