@@ -71,7 +71,7 @@ def converter(fmt: str, gain: float = 1.0, bit_rate: int | None = None, rate: in
     if fmt == "pcm":
         return PcmConverter(gain)
     if fmt == "wav":
-        return WavConverter(gain)
+        return PcmConverter(gain, wav=True)
     if fmt in _ENCODED:
         muxer, codec, default = _ENCODED[fmt]
         return EncodedConverter(muxer, codec, bit_rate or default, gain=gain, rate=rate, head=head)
@@ -115,28 +115,16 @@ def _louder(pcm: Pcm, gain: float) -> Pcm:
 
 
 class PcmConverter:
-    def __init__(self, gain: float = 1.0) -> None:
+    def __init__(self, gain: float = 1.0, wav: bool = False) -> None:
         self._gain = gain
+        self._head = wav_header() if wav else b""  # a WAV stream's header (sizes unknown), before the samples
 
     def feed(self, mp3: bytes) -> bytes:
-        return to_s16le(_louder(decode_chunk(mp3), self._gain))
+        head, self._head = self._head, b""
+        return head + to_s16le(_louder(decode_chunk(mp3), self._gain))
 
     def close(self) -> bytes:
-        return b""
-
-
-class WavConverter(PcmConverter):
-    def __init__(self, gain: float = 1.0) -> None:
-        super().__init__(gain)
-        self._started = False
-
-    def feed(self, mp3: bytes) -> bytes:
-        head = b"" if self._started else wav_header()
-        self._started = True
-        return head + super().feed(mp3)
-
-    def close(self) -> bytes:
-        return b"" if self._started else wav_header(data_bytes=0)
+        return wav_header(data_bytes=0) if self._head else b""  # a WAV that got no samples: a header that says so
 
 
 class _Sink:
