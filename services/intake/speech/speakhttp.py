@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from contextlib import aclosing
 from dataclasses import dataclass
+from functools import partial
 
 import msgspec
 from aiohttp import web
@@ -34,10 +34,10 @@ from ..cancel import cancel_cast
 from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
 from ..validate import CastForm, Refusal
-from .follow import CastFailed, TailClosed, cast_audio, settled_at
+from .follow import settled_at
 from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
 from .speak import ROUTE, voice_of
-from .stream import STREAM_HEADERS, convert_chunk, cut, open_response, write
+from .stream import STREAM_HEADERS, stream_cast
 from .v1 import V1Refusal
 from .views import ended_by_shutdown, stream_room
 
@@ -150,7 +150,8 @@ async def post_speak(request: web.Request) -> web.StreamResponse:
         claimed, headers = await _claim(request, audio, speed)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
         with ended_by_shutdown(intake):
-            return await _stream(request, audio, claimed, settled, headers)
+            return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
+                                     kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
 
 
 async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tuple[Claimed, dict[str, str]]:
@@ -176,35 +177,6 @@ async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tupl
         "X-Cast-Id": claimed.cast_id, "Location": cast_url(claimed.cast_id),
     }
     return claimed, headers
-
-
-async def _stream(
-    request: web.Request, audio: SpeakFormat, claimed: Claimed, settled: int, headers: Mapping[str, str]
-) -> web.StreamResponse:
-    """The cast's audio as it comes; a failure before the first byte is a refusal, after it a cut
-    stream (the headers are out). A client gone cancels the cast it made."""
-    intake = request.app[INTAKE]
-    convert = audio.converter()
-    resp: web.StreamResponse | None = None
-    try:
-        async with aclosing(cast_audio(intake.tail, intake.reader, claimed.cast_id, settled, LISTENER_KIND)) as records:
-            async for record in records:
-                data = await convert_chunk(convert, record.body)
-                resp = resp or await open_response(request, headers)
-                await write(request, resp, data)
-        resp = resp or await open_response(request, headers)
-        await write(request, resp, convert.close())
-        await resp.write_eof()
-    except (CastFailed, TailClosed) as ended:
-        return cut(request, resp, ended)
-    except (ConnectionError, asyncio.TimeoutError):
-        await _hung_up(request, claimed)
-        raise
-    except asyncio.CancelledError:  # a shutdown (the cast goes on), or a server that cancels on a hang-up
-        if request.transport is None or request.transport.is_closing():
-            await _hung_up(request, claimed)
-        raise
-    return resp
 
 
 async def _hung_up(request: web.Request, claimed: Claimed) -> None:
