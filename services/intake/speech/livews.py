@@ -115,10 +115,9 @@ class Session:
             self.gone = True  # the client dropped the connection (aiohttp cancels its handler)
             raise
         finally:
-            if self.gone:  # cancelled, unless kept (a stop keeps every cast: close_sessions)
-                await asyncio.shield(self.leave())
-            elif self.cast.text_open:  # failed: the text ends, the cast finishes
-                await asyncio.shield(self.end_text())
+            if self.gone and not self.keep and not self.cast.ended:  # cancelled, unless kept (a stop keeps every cast)
+                await asyncio.shield(self.cast.cancel())
+            await asyncio.shield(self.end_text())  # else (kept, failed) the text ends, the cast finishes
             self.waiting.give()
             await self.app[INTAKE].session_seats.release(self.seat)
 
@@ -239,12 +238,6 @@ class Session:
 
     async def end_text(self) -> None:
         await self.cast.close()
-
-    async def leave(self) -> None:
-        """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
-        if self.gone and not self.keep and not self.cast.ended:
-            await asyncio.shield(self.cast.cancel())
-        await self.end_text()
 
     # ---- the audio track: audio out ------------------------------------------------------------
 
