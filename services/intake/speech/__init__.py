@@ -4,7 +4,7 @@
 a cast's log and converts its MP3 as it comes (``stream.py``, ``formats.py``), and the live
 WebSocket (``livews.py``), the same session over WebRTC (``webrtc.py``, with
 ``rtctrack.py`` and ``rtcports.py``), the Deepgram-compatible ``/v1/speak`` WebSocket
-(``speak.py``, with ``phone.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
+(``speak.py``) and Deepgram's REST TTS on the same path (``speakhttp.py``). Its requests claim casts through the claim side's
 public pieces (``claim``, ``live``, ``validate``, ``context``); the claim side never imports this
 room, and only ``app.py`` wires it in, with ``add_routes``.
 """
@@ -41,18 +41,12 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/audio/models", views.get_v1_audio_models)
     app.router.add_get("/v1/models", views.get_v1_models)
     app.router.add_get("/v1/models/{model}", views.get_v1_model)
-    if app[CONFIG].wyoming_port and wyoming_available():
+    if app[CONFIG].wyoming_port and importlib.util.find_spec("wyoming") is None:  # intake's extra: no server
+        log.error("INTAKE_WYOMING_PORT is set but the `wyoming` package is missing: pip install 'streamtts[intake]'")
+    elif app[CONFIG].wyoming_port:
         from .wyomingserver import wyoming_ctx  # the `wyoming` package: only where the server runs
 
         app.cleanup_ctx.append(wyoming_ctx)
-
-
-def wyoming_available() -> bool:
-    """Whether the `wyoming` package is installed (intake's extra); without it, no Wyoming server."""
-    if importlib.util.find_spec("wyoming") is not None:
-        return True
-    log.error("INTAKE_WYOMING_PORT is set but the `wyoming` package is missing: pip install 'streamtts[intake]'")
-    return False
 
 
 def refusal_response(request: web.Request, refusal: Refusal) -> web.Response | None:

@@ -6,6 +6,10 @@ concatenation of its chunks' PCM, sample for sample. ``pcm``, ``wav`` and ``flac
 those samples (no gap, delay or padding at a seam); ``opus`` and ``aac`` run one encoder over the
 whole response, so their only delay is their codec's priming at the very start.
 
+Deepgram's raw encodings (``linear16``, ``mulaw``, ``alaw``: ``/v1/speak``'s) come at any rate from
+8 to 48 kHz: the encoder resamples, keeping its filter state across a turn's chunks (no click at a
+seam), and flushes it at the turn's end.
+
 A converter is fed one chunk at a time and returns the bytes ready to send; ``close`` returns
 the rest. Converters are synchronous and take milliseconds per chunk (``bench/bench_speech.py``).
 """
@@ -35,13 +39,17 @@ FORMATS = tuple(CONTENT_TYPES)
 # (muxer, codec, bit rate) of the formats PyAV encodes; bit rates as OpenAI's are, for speech. MP3
 # made louder or softer (``gain``) or at another bit rate is encoded again, by default at the log's own.
 _ENCODED = {"opus": ("ogg", "libopus", 32_000), "aac": ("adts", "aac", 64_000), "flac": ("flac", "flac", 0),
-            "mp3": ("mp3", "libmp3lame", 64_000)}
+            "mp3": ("mp3", "libmp3lame", 64_000), "linear16": ("s16le", "pcm_s16le", 0),
+            "mulaw": ("mulaw", "pcm_mulaw", 0), "alaw": ("alaw", "pcm_alaw", 0)}
+# Deepgram's raw encodings (16-bit little-endian PCM, G.711) and the rates they come at.
+PHONE_ENCODINGS = ("linear16", "mulaw", "alaw")
+MIN_RATE, MAX_RATE = 8_000, 48_000
 # Ogg pages are cut every this many microseconds (default 1 s): a page is what a client gets at once.
 OGG_PAGE_US = 100_000
 # A WAV header's sizes when the length is not known yet: the largest value, as ffmpeg streams WAV.
 UNKNOWN_SIZE = 0xFFFFFFFF
 # WAVE format tags: linear PCM, and the G.711 codecs.
-WAV_PCM, WAV_ALAW, WAV_MULAW = 1, 6, 7
+WAV_TAGS = {"linear16": 1, "alaw": 6, "mulaw": 7}
 
 Pcm = npt.NDArray[np.float32]
 
@@ -52,19 +60,21 @@ class Converter(Protocol):
     def close(self) -> bytes: ...
 
 
-def converter(fmt: str, gain: float = 1.0, bit_rate: int | None = None) -> Converter:
-    """A fresh converter to ``fmt`` (one of ``FORMATS``) for one response; ``gain`` scales the
-    samples (Kokoro-FastAPI's ``volume_multiplier``), clipped; ``bit_rate`` (Deepgram's, for mp3,
-    opus and aac) replaces the format's own."""
+def converter(fmt: str, gain: float = 1.0, bit_rate: int | None = None, rate: int = SAMPLE_RATE,
+              head: bytes = b"") -> Converter:
+    """A fresh converter to ``fmt`` (one of ``FORMATS`` or ``PHONE_ENCODINGS``) for one response;
+    ``gain`` scales the samples (Kokoro-FastAPI's ``volume_multiplier``), clipped; ``bit_rate``
+    (Deepgram's, for mp3, opus and aac) replaces the format's own; a phone encoding comes at
+    ``rate``, after ``head`` (a WAV container's header, if any)."""
     if fmt == "mp3" and gain == 1.0 and bit_rate is None:
         return Passthrough()
     if fmt == "pcm":
         return PcmConverter(gain)
     if fmt == "wav":
-        return WavConverter(gain)
+        return PcmConverter(gain, wav=True)
     if fmt in _ENCODED:
         muxer, codec, default = _ENCODED[fmt]
-        return EncodedConverter(muxer, codec, bit_rate or default, gain=gain)
+        return EncodedConverter(muxer, codec, bit_rate or default, gain=gain, rate=rate, head=head)
     raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
@@ -81,12 +91,12 @@ def to_s16le(pcm: Pcm) -> bytes:
     return (np.clip(pcm, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
 
 
-def wav_header(sample_rate: int = SAMPLE_RATE, data_bytes: int = UNKNOWN_SIZE, tag: int = WAV_PCM) -> bytes:
-    """A 44-byte RIFF/WAVE header for mono s16le (``WAV_PCM``) or G.711 (``WAV_ALAW``,
-    ``WAV_MULAW``: 8 bits a sample); sizes unknown (a stream) by default."""
+def wav_header(sample_rate: int = SAMPLE_RATE, data_bytes: int = UNKNOWN_SIZE, encoding: str = "linear16") -> bytes:
+    """A 44-byte RIFF/WAVE header for mono s16le (``linear16``) or G.711 (``alaw``, ``mulaw``: 8
+    bits a sample); sizes unknown (a stream) by default."""
     riff = UNKNOWN_SIZE if data_bytes == UNKNOWN_SIZE else 36 + data_bytes
-    width = 2 if tag == WAV_PCM else 1
-    fmt = struct.pack("<HHIIHH", tag, 1, sample_rate, sample_rate * width, width, 8 * width)
+    width = 2 if encoding == "linear16" else 1
+    fmt = struct.pack("<HHIIHH", WAV_TAGS[encoding], 1, sample_rate, sample_rate * width, width, 8 * width)
     return b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack(
         "<I", data_bytes
     )
@@ -105,28 +115,16 @@ def _louder(pcm: Pcm, gain: float) -> Pcm:
 
 
 class PcmConverter:
-    def __init__(self, gain: float = 1.0) -> None:
+    def __init__(self, gain: float = 1.0, wav: bool = False) -> None:
         self._gain = gain
+        self._head = wav_header() if wav else b""  # a WAV stream's header (sizes unknown), before the samples
 
     def feed(self, mp3: bytes) -> bytes:
-        return to_s16le(_louder(decode_chunk(mp3), self._gain))
+        head, self._head = self._head, b""
+        return head + to_s16le(_louder(decode_chunk(mp3), self._gain))
 
     def close(self) -> bytes:
-        return b""
-
-
-class WavConverter(PcmConverter):
-    def __init__(self, gain: float = 1.0) -> None:
-        super().__init__(gain)
-        self._started = False
-
-    def feed(self, mp3: bytes) -> bytes:
-        head = b"" if self._started else wav_header()
-        self._started = True
-        return head + super().feed(mp3)
-
-    def close(self) -> bytes:
-        return b"" if self._started else wav_header(data_bytes=0)
+        return wav_header(data_bytes=0) if self._head else b""  # a WAV that got no samples: a header that says so
 
 
 class _Sink:
@@ -149,14 +147,16 @@ class _Sink:
 class EncodedConverter:
     """Decode each chunk and feed one encoder and muxer for the whole response."""
 
-    def __init__(self, muxer: str, codec: str, bit_rate: int, gain: float = 1.0) -> None:
+    def __init__(self, muxer: str, codec: str, bit_rate: int, gain: float = 1.0, rate: int = SAMPLE_RATE,
+                 head: bytes = b"") -> None:
         self._gain = gain
         self._sink = _Sink()
+        self._sink.write(head)  # what goes out before the audio
         options = {"flush_packets": "1"}
         if muxer == "ogg":
             options["page_duration"] = str(OGG_PAGE_US)
         self._container = av.open(self._sink, "w", format=muxer, options=options)
-        stream = self._container.add_stream(codec, rate=SAMPLE_RATE, layout="mono")
+        stream = self._container.add_stream(codec, rate=rate, layout="mono")  # PyAV resamples to it
         assert isinstance(stream, av.AudioStream)
         self._stream = stream
         if bit_rate:

@@ -115,10 +115,9 @@ class Session:
             self.gone = True  # the client dropped the connection (aiohttp cancels its handler)
             raise
         finally:
-            if self.gone:  # cancelled, unless kept (a stop keeps every cast: close_sessions)
-                await asyncio.shield(self.leave())
-            elif self.cast.text_open:  # failed: the text ends, the cast finishes
-                await asyncio.shield(self.end_text())
+            if self.gone and not self.keep and not self.cast.ended:  # cancelled, unless kept (a stop keeps every cast)
+                await asyncio.shield(self.cast.cancel())
+            await asyncio.shield(self.end_text())  # else (kept, failed) the text ends, the cast finishes
             self.waiting.give()
             await self.app[INTAKE].session_seats.release(self.seat)
 
@@ -131,39 +130,36 @@ class Session:
             return False
         self.waiting.give()
         if isinstance(msg, Invalid) and msg.code == "invalid_field":  # a start with a field of the wrong type
-            await self.error(msg.code, msg.message)
-            await self.close(CLOSE_BAD_REQUEST)
-            return False
+            return await self._refuse_start(Refusal(422, msg.code, msg.message))
         if not isinstance(msg, forms.StartMessage):
-            await self.error("expected_start", 'send {"type": "start", "voice", "speed", "format"} first')
-            await self.close(CLOSE_BAD_REQUEST)
-            return False
+            message = 'send {"type": "start", "voice", "speed", "format"} first'
+            return await self._refuse_start(Refusal(400, "expected_start", message))
         if len(intake.live_sessions) >= intake.cfg.live_max_sessions:
-            await self.error("busy", "too many live sessions; retry soon")
-            await self.close(CLOSE_BUSY)
-            return False
+            return await self._refuse_start(Refusal(503, "busy", "too many live sessions; retry soon"), CLOSE_BUSY)
         intake.live_sessions.add(self)  # a started session: the process-wide cap counts it
         self.seat, _ = await intake.session_seats.acquire(self.client)
         if self.seat is None:
-            cap = intake.session_seats.cap
-            await self.error("too_many_sessions", f"your address has {cap} live sessions open; end one first")
-            await self.close(CLOSE_BUSY)
-            return False
+            message = f"your address has {intake.session_seats.cap} live sessions open; end one first"
+            return await self._refuse_start(Refusal(429, "too_many_sessions", message), CLOSE_BUSY)
         fmt = msg.format or "mp3"
         try:
             if fmt not in forms.LIVE_FORMATS:
                 raise Refusal(422, "invalid_format", f"format must be one of {', '.join(forms.LIVE_FORMATS)}")
             self.cast, write_token = await OpenCast.open(self.app, self.client, msg.voice, msg.title, msg.speed)
         except Refusal as refusal:
-            await self.refuse(refusal)
-            await self.close(CLOSE_BAD_REQUEST)
-            return False
+            return await self._refuse_start(refusal)
         self.convert, self.keep = converter(self.transport.audio_format(fmt)), msg.keep
         await self.transport.send_event({
             "type": "cast", "id": self.cast.cast_id, "url": cast_url(self.cast.cast_id), "voice": self.cast.voice,
             "format": fmt, "sample_rate": SAMPLE_RATE, "write_token": write_token,
         })
         return True
+
+    async def _refuse_start(self, refusal: Refusal, code: int = CLOSE_BAD_REQUEST) -> bool:
+        """No session: the refusal as an ``error`` event, then the close with ``code``."""
+        await self.refuse(refusal)
+        await self.close(code)
+        return False
 
     async def _tracks(self) -> None:
         """Run the text track and the audio track until the cast is done or the client is gone."""
@@ -242,12 +238,6 @@ class Session:
 
     async def end_text(self) -> None:
         await self.cast.close()
-
-    async def leave(self) -> None:
-        """The client is gone: cancel the cast, unless it asked to keep it (then its text ends)."""
-        if self.gone and not self.keep and not self.cast.ended:
-            await asyncio.shield(self.cast.cancel())
-        await self.end_text()
 
     # ---- the audio track: audio out ------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from servicekit import Hold
 from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
-from .phone import ENCODINGS, MAX_RATE, MIN_RATE, PhoneAudio
+from .formats import MAX_RATE, MIN_RATE, PHONE_ENCODINGS, converter
 from .session import InOrder, OpenCast, SlowClient, Socket, deadline, encode
 from .stream import convert_chunk
 from .v1 import V1Refusal
@@ -233,7 +233,7 @@ class SpeakSession:
             await self.socket.send_event({"type": "Flushed", "sequence_id": turn.sequence_id})
 
     async def _send_turn(self, cast: OpenCast) -> None:
-        audio = PhoneAudio(self.encoding, self.rate)
+        audio = converter(self.encoding, rate=self.rate)
         intake = self.app[INTAKE]
         try:
             async with aclosing(cast_audio(intake.tail, intake.reader, cast.cast_id, -1, LISTENER_KIND)) as records:
@@ -241,10 +241,8 @@ class SpeakSession:
                     data = await convert_chunk(audio, record.body)
                     if data:
                         await self.socket.send_audio(data)
-        except CastFailed as failed:
-            await self.warn("SYNTHESIS_FAILED", failed.reason)
-        except TailClosed:
-            await self.warn("SHUTTING_DOWN", "intake is stopping")
+        except (CastFailed, TailClosed) as ended:
+            await self.warn(ended.code.upper(), ended.message)
         cast.ended = True
         rest = audio.close()
         if rest:
@@ -273,8 +271,8 @@ def _query(request: web.Request) -> tuple[str, str, int]:
     """(model, encoding, sample_rate) from the query, or a 400/422 before the upgrade."""
     q = request.query
     encoding = q.get("encoding", "linear16")
-    if encoding not in ENCODINGS:
-        raise V1Refusal(422, "invalid_field", f"encoding must be one of {', '.join(ENCODINGS)}", "encoding")
+    if encoding not in PHONE_ENCODINGS:
+        raise V1Refusal(422, "invalid_field", f"encoding must be one of {', '.join(PHONE_ENCODINGS)}", "encoding")
     try:
         rate = int(q.get("sample_rate", "24000"))
     except ValueError:

@@ -6,7 +6,7 @@ request walks the whole-text claim path of ``/v1/audio/speech`` (the screen, the
 the same text in the same voice is the same cast) with the voices of the ``/v1/speak``
 WebSocket (``speak.voice_of``: a voice id or an Aura name); the cast's log is followed as a speech
 stream follows it and each chunk converted as it comes: ``linear16``, ``mulaw`` and ``alaw`` at any
-rate from 8 to 48 kHz (``phone.py``, raw or in a WAV container), ``mp3``, ``opus`` (Ogg),
+rate from 8 to 48 kHz (raw or in a WAV container), ``mp3``, ``opus`` (Ogg),
 ``flac`` and ``aac`` at the model's 24 kHz (``formats.py``). It holds a speech stream's room (a permit and the client's seat)
 (INTAKE_MAX_SPEECH_STREAMS, INTAKE_SPEECH_STREAMS_PER_CLIENT). A client that hangs up mid-stream
 (a barge-in) cancels the cast it made; one that joined another request's cast leaves it be.
@@ -17,11 +17,10 @@ Refusals take Deepgram's shape, ``{"err_code", "err_msg", "request_id"}`` (``err
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import Mapping
-from contextlib import aclosing
 from dataclasses import dataclass
+from functools import partial
 
 import msgspec
 from aiohttp import web
@@ -35,33 +34,27 @@ from ..cancel import cancel_cast
 from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
 from ..validate import CastForm, Refusal
-from .follow import CastFailed, TailClosed, cast_audio, settled_at
-from .formats import CONTENT_TYPES, WAV_ALAW, WAV_MULAW, WAV_PCM, Converter, converter, wav_header
-from .phone import ENCODINGS as PHONE_ENCODINGS
-from .phone import MAX_RATE, MIN_RATE, PhoneAudio
+from .follow import settled_at
+from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
 from .speak import ROUTE, voice_of
-from .stream import STREAM_HEADERS, convert_chunk
+from .stream import STREAM_HEADERS, stream_cast
 from .v1 import V1Refusal
 from .views import ended_by_shutdown, stream_room
-
-log = logging.getLogger(__name__)
 
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak WebSocket's
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
 # Deepgram's default rate of each raw encoding (telephony's 8 kHz for G.711).
 DEFAULT_RATES = {"linear16": SAMPLE_RATE, "mulaw": 8_000, "alaw": 8_000}
-_WAV_TAGS = {"linear16": WAV_PCM, "mulaw": WAV_MULAW, "alaw": WAV_ALAW}
 # Raw audio without a container, by encoding.
 _RAW_TYPES = {"linear16": "audio/l16", "mulaw": "audio/basic", "alaw": "audio/x-alaw-basic"}
-# The encoded formats: Deepgram's name -> ours, and the bit rates (bit/s) each takes (None: none).
-_ENCODED = {"mp3": "mp3", "opus": "opus", "flac": "flac", "aac": "aac"}
+# The encoded formats (Deepgram's names are ours) and the bit rates (bit/s) each takes (None: none).
 BIT_RATES: dict[str, tuple[int, int] | None] = {
     "mp3": (32_000, 320_000), "opus": (4_000, 650_000), "aac": (4_000, 192_000), "flac": None,
 }
 # Containers each encoding takes, its default first.
 _CONTAINERS = {**{e: ("wav", "none") for e in PHONE_ENCODINGS}, "opus": ("ogg",), "mp3": ("none",),
                "flac": ("none",), "aac": ("none",)}
-ENCODINGS = (*PHONE_ENCODINGS, *_ENCODED)
+ENCODINGS = (*PHONE_ENCODINGS, *BIT_RATES)
 # Deepgram's err_code for our refusal codes that have one of its own; others are ours, upper-cased.
 _ERR_CODES = {"invalid_api_key": "INVALID_AUTH"}
 
@@ -79,17 +72,15 @@ class SpeakFormat:
     bit_rate: int | None
 
     def converter(self) -> Converter:
-        if self.encoding in PHONE_ENCODINGS:
-            # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
-            head = wav_header(self.rate, tag=_WAV_TAGS[self.encoding]) if self.container == "wav" else b""
-            return PhoneAudio(self.encoding, self.rate, head)
-        return converter(_ENCODED[self.encoding], bit_rate=self.bit_rate)
+        # in a `wav` container: behind a header whose sizes are unknown (a stream's, as ffmpeg writes them)
+        head = wav_header(self.rate, encoding=self.encoding) if self.container == "wav" else b""
+        return converter(self.encoding, bit_rate=self.bit_rate, rate=self.rate, head=head)
 
     @property
     def content_type(self) -> str:
         if self.encoding in PHONE_ENCODINGS:
             return CONTENT_TYPES["wav"] if self.container == "wav" else f"{_RAW_TYPES[self.encoding]};rate={self.rate}"
-        return CONTENT_TYPES[_ENCODED[self.encoding]]
+        return CONTENT_TYPES[self.encoding]
 
 
 def _invalid(name: str, message: str) -> V1Refusal:
@@ -159,7 +150,8 @@ async def post_speak(request: web.Request) -> web.StreamResponse:
         claimed, headers = await _claim(request, audio, speed)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
         with ended_by_shutdown(intake):
-            return await _stream(request, audio, claimed, settled, headers)
+            return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
+                                     kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
 
 
 async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tuple[Claimed, dict[str, str]]:
@@ -185,56 +177,6 @@ async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tupl
         "X-Cast-Id": claimed.cast_id, "Location": cast_url(claimed.cast_id),
     }
     return claimed, headers
-
-
-async def _stream(
-    request: web.Request, audio: SpeakFormat, claimed: Claimed, settled: int, headers: Mapping[str, str]
-) -> web.StreamResponse:
-    """The cast's audio as it comes; a failure before the first byte is a refusal, after it a cut
-    stream (the headers are out). A client gone cancels the cast it made."""
-    intake = request.app[INTAKE]
-    convert = audio.converter()
-    resp: web.StreamResponse | None = None
-    try:
-        async with aclosing(cast_audio(intake.tail, intake.reader, claimed.cast_id, settled, LISTENER_KIND)) as records:
-            async for record in records:
-                data = await convert_chunk(convert, record.body)
-                resp = resp or await _open(request, headers)
-                await _write(request, resp, data)
-        resp = resp or await _open(request, headers)
-        await _write(request, resp, convert.close())
-        await resp.write_eof()
-    except (CastFailed, TailClosed) as ended:
-        return _cut(request, resp, ended)
-    except (ConnectionError, asyncio.TimeoutError):
-        await _hung_up(request, claimed)
-        raise
-    except asyncio.CancelledError:  # a shutdown (the cast goes on), or a server that cancels on a hang-up
-        if request.transport is None or request.transport.is_closing():
-            await _hung_up(request, claimed)
-        raise
-    return resp
-
-
-async def _open(request: web.Request, headers: Mapping[str, str]) -> web.StreamResponse:
-    resp = web.StreamResponse(headers=headers)
-    resp.enable_chunked_encoding()
-    await resp.prepare(request)
-    return resp
-
-
-async def _write(request: web.Request, resp: web.StreamResponse, data: bytes) -> None:
-    if data:
-        await asyncio.wait_for(resp.write(data), request.app[INTAKE].cfg.speech_write_timeout_s)
-
-
-def _cut(request: web.Request, resp: web.StreamResponse | None, refusal: Refusal) -> web.StreamResponse:
-    if resp is None:
-        raise refusal
-    log.warning("speak stream cut short: %s", refusal.message)
-    if request.transport is not None:
-        request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
-    return resp
 
 
 async def _hung_up(request: web.Request, claimed: Claimed) -> None:

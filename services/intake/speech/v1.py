@@ -236,23 +236,16 @@ def model_card(model: str) -> Model:
     return Model(id=model, object="model", created=MODEL_CREATED, owned_by="streamtts")
 
 
-def error_body(status: int, code: str, message: str, param: str | None = None) -> OpenAIError:
-    """OpenAI's error shape."""
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return OpenAIError(OpenAIErrorDetail(message=message, type=kind, param=param, code=code))
-
-
 # The request field behind intake's own refusal codes, for OpenAI's ``param``.
 _PARAMS = {"empty_text": "input", "text_too_long": "input", "invalid_text": "input", "unknown_voice": "voice"}
-
-
-def param_of(code: str, message: str) -> str | None:
-    return _PARAMS.get(code) or (_field_of(message) if code == "invalid_field" else None)
 
 
 def error_response(refusal: Refusal) -> web.Response:
     """Any refusal on ``/v1/*`` in OpenAI's shape: a ``V1Refusal``'s own param, else the field
     that intake's refusal code points at."""
+    code, message, status = refusal.code, refusal.message, refusal.status
     named = refusal.param if isinstance(refusal, V1Refusal) else None
-    body = error_body(refusal.status, refusal.code, refusal.message, named or param_of(refusal.code, refusal.message))
-    return json_response(body, status=refusal.status, headers=refusal.headers or None)
+    param = named or _PARAMS.get(code) or (_field_of(message) if code == "invalid_field" else None)
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = OpenAIError(OpenAIErrorDetail(message=message, type=kind, param=param, code=code))
+    return json_response(body, status=status, headers=refusal.headers or None)

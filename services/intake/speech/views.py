@@ -22,7 +22,7 @@ from ..context import INTAKE, Intake, request_client
 from ..validate import CastForm
 from . import v1
 from .follow import settled_at
-from .stream import stream_cast
+from .stream import stream_speech
 from .v1 import SpeechRequest, V1Refusal, parse_speech, resolve_voice
 from .whole import whole_cast
 
@@ -31,12 +31,11 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
     intake = request.app[INTAKE]
     async with stream_room(request):
         speech, claimed, headers = await _claim(request)
-        reader = intake.reader
-        settled = await settled_at(reader, claimed.cast_id, claimed.result)
+        settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
         with ended_by_shutdown(intake):
             if not speech.stream and speech.stream_format == "audio":
-                return await whole_cast(speech, claimed.cast_id, intake.tail, reader, settled, headers)
-            return await stream_cast(request, speech, claimed.cast_id, intake.tail, reader, settled, headers)
+                return await whole_cast(speech, claimed.cast_id, intake.tail, intake.reader, settled, headers)
+            return await stream_speech(request, speech, claimed.cast_id, settled, headers)
 
 
 @asynccontextmanager

@@ -210,12 +210,12 @@ async def post_webrtc(request: web.Request) -> web.Response:
     try:
         peer, session = await _answer(request, sdp, client)
     except NoFreePort:
-        if not await _make_room(request.app, client):
-            raise _no_port() from None
-        try:  # once more, in the ports just freed
+        try:  # once more, in the ports that dropping another client's unconnected offer frees
+            if not await _make_room(request.app, client):
+                raise
             peer, session = await _answer(request, sdp, client)
         except NoFreePort:
-            raise _no_port() from None
+            raise Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"}) from None
     sessions.add(session)
     task = asyncio.ensure_future(run_session(session, peer))
     HOLDS.add(task)  # referenced while the session lives
@@ -275,7 +275,3 @@ async def _make_room(app: web.Application, client: str) -> bool:
     await peer.end(session.client)
     peer.gone()  # its hold wakes and ends (the waiting count, the session)
     return True
-
-
-def _no_port() -> Refusal:
-    return Refusal(503, "busy", "no free media port; retry soon", headers={"Retry-After": "1"})

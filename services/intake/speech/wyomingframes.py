@@ -19,6 +19,8 @@ from typing import Any
 import msgspec
 from wyoming.event import Event
 
+from ..validate import Refusal
+
 
 @dataclass(frozen=True)
 class FrameLimits:
@@ -120,16 +122,12 @@ REQUEST_TYPES = frozenset(str(t.__struct_config__.tag) for t in (Describe, Synth
                                                                   SynthesizeChunk, SynthesizeStop))
 
 
-class BadRequest(Exception):
-    """A request whose fields are of the wrong type: answered ``bad_request``, the connection goes on."""
-
-
 def request_of(event: Event) -> Request | None:
     """The request ``event`` is, None for any other event (audio, junk: ignored, as the protocol
-    wants); ``BadRequest`` saying which field is wrong."""
+    wants); a ``bad_request`` refusal saying which field is wrong (answered; the connection goes on)."""
     if event.type not in REQUEST_TYPES:
         return None
     try:
         return msgspec.convert({**event.data, "type": event.type}, Request)  # type: ignore[arg-type]
     except msgspec.ValidationError as exc:
-        raise BadRequest(f"{event.type}: {exc}") from None
+        raise Refusal(400, "bad_request", f"{event.type}: {exc}") from None

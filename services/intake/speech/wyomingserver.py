@@ -53,7 +53,6 @@ from .stream import convert_chunk
 from .wyomingaccess import KEY_FIELD, Connections, Seat
 from .wyomingframes import (
     BadFrame,
-    BadRequest,
     Describe,
     FrameLimits,
     Request,
@@ -200,10 +199,7 @@ class Handler:
         try:
             request = request_of(event)
             return False if request is None else await self._handle(request)
-        except BadRequest as bad:
-            await self.write_event(WyomingError(text=str(bad), code="bad_request").event())
-            return True
-        except Refusal as refusal:
+        except Refusal as refusal:  # a bad request, or one refused: answered, and the connection goes on
             await self.write_event(WyomingError(text=refusal.message, code=refusal.code).event())
             return True
 
