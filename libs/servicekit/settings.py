@@ -272,11 +272,6 @@ def declaration(cls: type[Settings], name: str) -> Setting[Any]:
     return next(s for f, s, _ in declared(cls) if f.name == name and s is not None)
 
 
-def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` sets ``s`` (a blank value is unset)."""
-    return raw_of(s, environ) is not None
-
-
 def value_of(cls: type[Settings], name: str, environ: Mapping[str, str]) -> Any:
     """Field ``name`` of ``cls`` as ``environ`` sets it, checked, without reading the others."""
     s, hint = next((s, hint) for f, s, hint in declared(cls) if f.name == name and s is not None)
