@@ -80,12 +80,9 @@ class ServiceMetrics:
                       ["version", "service"], registry=self.registry)
         build.labels(version=project_version(), service=self.service).set(1)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
     async def view(self, request: web.Request) -> web.Response:
         """``GET /metrics``: the Prometheus text of this registry."""
-        return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 class RequestCounter:
@@ -120,10 +117,6 @@ class LoopHistogram(Collector):
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
         self.sum += value
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
 
     def describe(self) -> Iterator[Metric]:
         yield HistogramMetricFamily(self.name, self.documentation)
