@@ -11,7 +11,7 @@ library imports it (and aiohttp, prometheus_client, msgspec); no service, ``fano
 from .address import UNIX_PEER, address_in, client_address, request_client
 from .connect import client_for, connect, healthy, redact
 from .crosssite import cross_site_guard
-from .errors import Refusal, json_errors, json_response
+from .errors import Refusal, encode_json, json_errors, json_response
 from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
 from .holds import ClientHolds, Hold
@@ -25,7 +25,7 @@ from .settings import ConfigError, Setting, Settings, comma_list, comma_set, fla
 __all__ = [
     "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "Hold", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
     "Setting", "Settings",
-    "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "flag", "healthy",
+    "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "encode_json", "flag", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",
     "setting",
     "setup_logging",

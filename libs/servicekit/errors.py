@@ -38,7 +38,8 @@ UNMATCHED_ROUTE = "unmatched"
 # Headers of aiohttp's own errors worth keeping in the JSON answer.
 KEPT_HEADERS = ("Allow", "Retry-After")
 
-_encode = msgspec.json.Encoder().encode
+# The one JSON encoder of the services and the libraries above servicekit (structs and plain data alike).
+encode_json = msgspec.json.Encoder().encode
 
 
 class Refusal(Exception):
@@ -58,7 +59,7 @@ class Refusal(Exception):
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     """``body`` as JSON (msgspec: structs and plain data alike)."""
-    return web.Response(body=_encode(body), status=status, headers=headers, content_type="application/json")
+    return web.Response(body=encode_json(body), status=status, headers=headers, content_type="application/json")
 
 
 def error_response(refusal: Refusal) -> web.Response:

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-import msgspec
 from aiohttp import web
 
 from castlog import Audio, LogReader
 from fanout import Tail
-from servicekit import sse
+from servicekit import encode_json, sse
 
 from ..claim import cast_url
 from ..context import INTAKE
@@ -33,7 +32,6 @@ log = logging.getLogger(__name__)
 LISTENER_KIND = "speech"  # streamtts_intake_listeners{kind}
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
-encode = msgspec.json.Encoder().encode
 
 
 @dataclass
@@ -115,7 +113,7 @@ def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
     if s.speech.timestamps and record is not None:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
                           for w, a, b in record.w]
-    return sse.frame(encode(event))
+    return sse.frame(encode_json(event))
 
 
 async def _write(s: _Stream, resp: web.StreamResponse, data: bytes) -> None:
@@ -130,7 +128,7 @@ async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     if s.speech.stream_format == "sse":
         tokens = len(s.speech.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
-        await _write(s, resp, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
+        await _write(s, resp, sse.frame(encode_json({"type": "speech.audio.done", "usage": usage})))
     await resp.write_eof()
     return resp
 
@@ -142,7 +140,7 @@ async def _failed(s: _Stream, reason: str) -> web.StreamResponse:
     log.warning("speech stream of %s cut short: the cast failed (%s)", s.cast_id, reason)
     if s.speech.stream_format == "sse":
         error = {"message": message, "code": "synthesis_failed"}
-        await _write(s, s.resp, sse.frame(encode({"type": "error", "error": error})))
+        await _write(s, s.resp, sse.frame(encode_json({"type": "error", "error": error})))
         await s.resp.write_eof()
     elif s.request.transport is not None:
         s.request.transport.abort()  # the audio's headers are out: a cut stream is the only signal
