@@ -20,12 +20,12 @@ from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
 from .runner import Serving, run
-from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
+from .settings import ConfigError, Settings, setting
 
 __all__ = [
     "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "Hold", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
-    "Setting", "Settings",
-    "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "encode_json", "flag", "healthy",
+    "Settings",
+    "add_security_headers", "address_in", "client_address", "client_for", "connect", "cross_site_guard", "encode_json", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",
     "setting",
     "setup_logging",

@@ -29,8 +29,6 @@ from .openapi_speak import SPEAK_SCHEMAS
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 from .schemas import answer_schemas
 
-__all__ = ["ApiPart", "EdgeLimits", "IntakeLimits", "document"]
-
 
 def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None, parts: Sequence[ApiPart] = ()) -> Json:
     """A fresh document of every public route, ``parts``' too, with the limits given (a caller may

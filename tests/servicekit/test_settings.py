@@ -10,8 +10,8 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from servicekit import ConfigError, Settings, comma_list, comma_set, flag, setting
-from servicekit.settings import Setting, declaration, networks, raw_of, value_of
+from servicekit import ConfigError, Settings, setting
+from servicekit.settings import Setting, comma_list, comma_set, declaration, flag, networks, raw_of, value_of
 
 ANSWER = Setting("ANSWER", 42, doc="shared by two groups")
 
