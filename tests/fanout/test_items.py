@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key
 from fanout import Item, ItemCache, Tail
-from servicekit.tailmetrics import TailCounters
+from servicekit.metrics import TailCounters
 
 CAST = "itemcacheAAA"
 BODY = 1_000
