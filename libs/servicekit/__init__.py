@@ -15,11 +15,10 @@ from .errors import Refusal, encode_json, json_errors, json_response
 from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
 from .holds import ClientHolds, Hold
-from .logs import setup_logging
 from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
-from .runner import Serving, run
+from .runner import Serving, run, setup_logging
 from .settings import ConfigError, Settings, setting
 
 __all__ = [
