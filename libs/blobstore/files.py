@@ -31,24 +31,7 @@ class FileStore:
         return self.root.joinpath(*parts)
 
     async def put(self, key: str, data: bytes) -> None:
-        await asyncio.to_thread(self._put, self.path(key), data)
-
-    def _put(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself survives a power cut
-        finally:
-            os.close(fd)
+        await asyncio.to_thread(write_atomically, self.path(key), data)
 
     async def size(self, key: str) -> int | None:
         try:
@@ -79,6 +62,26 @@ class FileStore:
 
     async def close(self) -> None:
         return None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole or not at all, even after a power cut: written to a temporary
+    name in its folder (made if missing), fsynced, renamed over it. The one atomic file write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a power cut
+    finally:
+        os.close(fd)
 
 
 def _want(left: int | None) -> int:

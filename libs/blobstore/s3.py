@@ -47,11 +47,9 @@ class S3Store:
     async def size(self, key: str) -> int | None:
         try:
             head = await self._client.head_object(Bucket=self.bucket, Key=self.name(key))
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
+        except (BotoCoreError, ClientError) as exc:
+            if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in _MISSING:
                 return None
-            raise BlobStoreError(f"HEAD {key} in {self.url} failed: {exc}") from exc
-        except BotoCoreError as exc:
             raise BlobStoreError(f"HEAD {key} in {self.url} failed: {exc}") from exc
         return int(head["ContentLength"])
 
@@ -75,7 +73,3 @@ class S3Store:
 
     async def close(self) -> None:
         await self._stack.aclose()
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

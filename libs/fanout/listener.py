@@ -21,11 +21,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
-import msgspec
-
 from castlog.keys import Row, entry_id, seq_of
 from castlog.records import Entry, is_terminal, public_dict
-from servicekit import sse
+from servicekit import encode_json, sse
 
 # Stamps (seq_num, ts) of delivered records kept: how far back a rewritten log is matched.
 STAMP_HISTORY = 64
@@ -35,7 +33,6 @@ ALARM_SLACK_S = 0.001
 
 Stamp = tuple[int, int | None]
 
-encode_json = msgspec.json.Encoder().encode
 
 
 class Item:

@@ -11,21 +11,20 @@ library imports it (and aiohttp, prometheus_client, msgspec); no service, ``fano
 from .address import UNIX_PEER, address_in, client_address, request_client
 from .connect import client_for, connect, healthy, redact
 from .crosssite import cross_site_guard
-from .errors import Refusal, error_response, json_errors, json_response
+from .errors import Refusal, encode_json, json_errors, json_response
 from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
 from .holds import ClientHolds, Hold
-from .logs import setup_logging
 from .metrics import RequestCounter, ServiceMetrics
 from .openapi import EdgeLimits, IntakeLimits
 from .openapi import document as openapi_document
-from .runner import Serving, run
-from .settings import ConfigError, Setting, Settings, comma_list, comma_set, flag, setting
+from .runner import Serving, run, setup_logging
+from .settings import ConfigError, Settings, setting
 
 __all__ = [
     "UNIX_PEER", "ClientHolds", "ConfigError", "EdgeLimits", "Hold", "IntakeLimits", "Problem", "Refusal", "RequestCounter", "ServiceMetrics", "Serving",
-    "Setting", "Settings",
-    "add_security_headers", "address_in", "client_address", "client_for", "comma_list", "comma_set", "connect", "cross_site_guard", "error_response", "flag", "healthy",
+    "Settings",
+    "add_security_headers", "address_in", "client_address", "client_for", "connect", "cross_site_guard", "encode_json", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",
     "setting",
     "setup_logging",

@@ -6,7 +6,7 @@ live text refusals say the ``offset`` to go on from). The middleware also turns 
 errors (no such route, wrong method), an unreachable Redis or archive (503 with Retry-After) and a
 bug (a logged 500) into that shape, and counts every request by route template and status. A
 service may shape the body its own way for some routes (intake answers OpenAI's shape on
-``/v1/*``) by passing ``shape``.
+``/v1/*``) by passing ``shape``, which answers None where the plain body goes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ UNMATCHED_ROUTE = "unmatched"
 # Headers of aiohttp's own errors worth keeping in the JSON answer.
 KEPT_HEADERS = ("Allow", "Retry-After")
 
-_encode = msgspec.json.Encoder().encode
+# The one JSON encoder of the services and the libraries above servicekit (structs and plain data alike).
+encode_json = msgspec.json.Encoder().encode
 
 
 class Refusal(Exception):
@@ -58,7 +59,7 @@ class Refusal(Exception):
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     """``body`` as JSON (msgspec: structs and plain data alike)."""
-    return web.Response(body=_encode(body), status=status, headers=headers, content_type="application/json")
+    return web.Response(body=encode_json(body), status=status, headers=headers, content_type="application/json")
 
 
 def error_response(refusal: Refusal) -> web.Response:
@@ -72,14 +73,9 @@ def route_name(request: web.Request) -> str:
     return (resource.canonical if resource is not None else "") or UNMATCHED_ROUTE
 
 
-Shape = Callable[[web.Request, Refusal], web.Response]
+# A service's own body for a refusal on some routes; None: the plain one (error_response).
+Shape = Callable[[web.Request, Refusal], "web.Response | None"]
 Count = Callable[[str, int], None]
-# A service's own exception -> the refusal it means (None: not ours, go on).
-Translate = Callable[[Exception], "Refusal | None"]
-
-
-def plain(request: web.Request, refusal: Refusal) -> web.Response:
-    return error_response(refusal)
 
 
 def _uncounted(route: str, status: int) -> None:
@@ -92,8 +88,7 @@ def json_errors(
     unavailable: str,
     internal: str,
     count: Count = _uncounted,
-    shape: Shape = plain,
-    translate: Translate | None = None,
+    shape: Shape | None = None,
 ) -> Middleware:
     """The middleware: ``codes`` names aiohttp's own errors by status (``(code, message)``),
     ``unavailable`` and ``internal`` say what to do after a Redis failure and after a bug."""
@@ -114,10 +109,6 @@ def json_errors(
             log.warning("%s", exc)  # the store's words (paths, bucket, endpoint) stay in the log
             return Refusal(503, "archive_unavailable", "this cast's audio is archived and the archive cannot be "
                            "read now; retry in a moment", {"Retry-After": str(ARCHIVE_RETRY_S)})
-        known = translate(exc) if translate is not None else None
-        if known is not None:
-            log.warning("%s", exc)
-            return known
         # the one place that turns a bug into a plain 500
         log.error("unexpected error under %s %s", request.method, request.path, exc_info=exc)
         return Refusal(500, "internal", internal)
@@ -134,7 +125,7 @@ def json_errors(
             if refusal is None:
                 count(route_name(request), getattr(exc, "status", 500))
                 raise
-            response = shape(request, refusal)
+            response = (shape(request, refusal) if shape is not None else None) or error_response(refusal)
         count(route_name(request), response.status)
         return response
 

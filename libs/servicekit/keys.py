@@ -1,4 +1,5 @@
-"""The API keys' check (``STREAMTTS_API_KEYS``), one for every service that asks for a key."""
+"""The API keys' check (``STREAMTTS_API_KEYS``), one for every service that asks for a key, and the
+one reading of ``Authorization: <scheme> <token>``."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ def key_matches(given: object, keys: Iterable[str]) -> bool:
     return any(matches)
 
 
+def bearer(request: web.Request, schemes: tuple[str, ...] = ("bearer",)) -> str:
+    """The token of ``Authorization: <scheme> <token>`` when its scheme is one of ``schemes``; else ""."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() in schemes else ""
+
+
 def bearer_key(request: web.Request, keys: Iterable[str]) -> bool:
     """The request sends one of ``keys`` as ``Authorization: Bearer`` (or ``Token``: Deepgram's clients)."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    matches = key_matches(token.strip(), keys)
-    return scheme.lower() in ("bearer", "token") and matches
+    return key_matches(bearer(request, ("bearer", "token")), keys)

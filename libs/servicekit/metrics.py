@@ -1,12 +1,13 @@
 """The shape of every service's metrics: a class that defines each metric once on its own
 registry (two apps in one process, as in tests or a launcher, never share a counter), renders
-it for ``/metrics``, and counts requests by route template and status."""
+it for ``/metrics``, and counts requests by route template and status; and the shared tail's
+counters (``TailCounters``)."""
 
 from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import metadata
 from typing import ClassVar
 
@@ -80,12 +81,9 @@ class ServiceMetrics:
                       ["version", "service"], registry=self.registry)
         build.labels(version=project_version(), service=self.service).set(1)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
     async def view(self, request: web.Request) -> web.Response:
         """``GET /metrics``: the Prometheus text of this registry."""
-        return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 class RequestCounter:
@@ -121,10 +119,6 @@ class LoopHistogram(Collector):
         self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
         self.sum += value
 
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
     def describe(self) -> Iterator[Metric]:
         yield HistogramMetricFamily(self.name, self.documentation)
 
@@ -155,3 +149,39 @@ class LoopCounter(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily(self.name, self.documentation, value=float(self.value))
+
+
+class TailCounters:
+    """The shared tail's counters (``fanout.TailMetrics``) under a service's prefix, so that edge and
+    intake count their tails alike: ``streamtts_<service>_listeners{kind}`` (``kinds`` present at 0
+    from the start), ``..._upstream_reads_total``, ``..._listeners_demoted_total`` and
+    ``..._tail_rewinds_total``."""
+
+    def __init__(self, registry: CollectorRegistry, service: str, kinds: Iterable[str]) -> None:
+        prefix = f"streamtts_{service}"
+        self.listeners = Gauge(f"{prefix}_listeners", "open listeners", ["kind"], registry=registry)
+        for kind in kinds:
+            self.listeners.labels(kind=kind)  # for dashboards
+        self.upstream_reads = Counter(
+            f"{prefix}_upstream_reads_total", "blocking XREADs issued by the shared tail", registry=registry,
+        )
+        self.demoted = Counter(
+            f"{prefix}_listeners_demoted_total", "listeners moved back to offset reads (queue full)",
+            registry=registry,
+        )
+        self.rewound = Counter(
+            f"{prefix}_tail_rewinds_total",
+            "watched casts whose log shrank or was rewritten under the tail's cursor", registry=registry,
+        )
+
+    def count_read(self) -> None:
+        self.upstream_reads.inc()
+
+    def count_demoted(self, listeners: int) -> None:
+        self.demoted.inc(listeners)
+
+    def count_rewind(self) -> None:
+        self.rewound.inc()
+
+    def count_listeners(self, kind: str, delta: int) -> None:
+        self.listeners.labels(kind=kind).inc(delta)

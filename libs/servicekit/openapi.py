@@ -25,11 +25,8 @@ from .openapi_parts import (
     IntakeLimits,
     Json,
 )
-from .openapi_speak import SPEAK_SCHEMAS
 from .openapi_v1 import V1_PATHS, V1_SCHEMAS
 from .schemas import answer_schemas
-
-__all__ = ["ApiPart", "EdgeLimits", "IntakeLimits", "document"]
 
 
 def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None, parts: Sequence[ApiPart] = ()) -> Json:
@@ -53,7 +50,7 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None,
         "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
                   **{path: ops for part in parts for path, ops in part.paths.items()}},
         "components": {"schemas": {
-            **answer_schemas(), **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS, **SPEAK_SCHEMAS,
+            **answer_schemas(), **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,
         }, "securitySchemes": {"writeToken": WRITE_TOKEN_SCHEME}},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .forms import CloseForm, LiveMessage, OpenForm, TextForm
 from .openapi_parts import Json, error_body, json_body, ref
-from .openapi_speak import SPEAK_POST
+from .openapi_v1 import SPEAK_POST
 from .schemas import body_schema, union_schemas
 
 _ERROR = ref("LiveError")

@@ -4,7 +4,9 @@ The stop is aiohttp's: the site stops accepting, ``on_shutdown`` closes long-liv
 requests in flight get ``shutdown_timeout_s`` to finish, then ``cleanup_ctx`` runs backwards
 (background tasks stop, work is handed back, Redis closes). A service whose real work is a task
 of its own (synth's worker) tells where it is with ``until``: the process also stops when that
-task ends, and exits 1 if it failed.
+task ends, and exits 1 if it failed. Before it, ``setup_logging``: one log format for every process
+of StreamTTS (the launcher, intake, edge, synth), whose lines interleave in one terminal under
+``streamtts up`` and read the same in a pod's log.
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ from aiohttp import web
 log = logging.getLogger(__name__)
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# aiohttp's own loggers (access, server) speak at INFO about every request; quieter by default.
+QUIET = ("aiohttp.access",)
+
+
+def setup_logging(level: str | int = "INFO") -> None:
+    """Configure the root logger once, in the one format; request lines only at DEBUG."""
+    logging.basicConfig(level=level, format=FORMAT)
+    numeric = logging.getLogger().getEffectiveLevel()
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ class Setting(Generic[T]):
     doc: str = ""
     gt: float | None = None  # the value must be greater than this
     ge: float | None = None  # ... or at least this
+    le: float | None = None  # ... and at most this
     parse: Callable[[str], Any] | None = None  # None: by the field's type (PARSERS)
     factory: Callable[[], T] | None = None  # a default made per instance (a process's name)
     fallback: str | None = None  # a second variable read when ``env`` is unset
@@ -136,10 +137,12 @@ class Setting(Generic[T]):
                                   "one: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
         if self.ge is not None and isinstance(value, (int, float)) and not value >= self.ge:
             raise ConfigError(f"{self.env}={value!r} is out of range: it must be {self.ge:g} or more")
+        if self.le is not None and isinstance(value, (int, float)) and not value <= self.le:
+            raise ConfigError(f"{self.env}={value!r} is out of range: it must be {self.le:g} or less")
 
 
 @overload
-def setting(env: str, default: T, *, doc: str, gt: float | None = None, ge: float | None = None,
+def setting(env: str, default: T, *, doc: str, gt: float | None = None, ge: float | None = None, le: float | None = None,
             parse: Callable[[str], Any] | None = None, fallback: str | None = None, shown: str | None = None,
             secret: bool = False, min_len: int | None = None) -> T: ...
 @overload
@@ -270,11 +273,6 @@ class Settings:
 def declaration(cls: type[Settings], name: str) -> Setting[Any]:
     """The Setting behind field ``name`` of ``cls``: its variable's name for whoever sets it for a child."""
     return next(s for f, s, _ in declared(cls) if f.name == name and s is not None)
-
-
-def is_set(s: Setting[Any], environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` sets ``s`` (a blank value is unset)."""
-    return raw_of(s, environ) is not None
 
 
 def value_of(cls: type[Settings], name: str, environ: Mapping[str, str]) -> Any:

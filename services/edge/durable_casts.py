@@ -19,20 +19,18 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import msgspec
 from aiohttp import web
 
 from castlog import Layout, public_dict
 from durablestreams import protocol as ds
 from durablestreams.streams import entry_of, id_key, offset_of
-from servicekit import sse
+from servicekit import encode_json, sse
 
 from .context import CONFIG, EDGE, Edge, known_cast
 from .params import cast_id_from
 
 AUDIO = "audio/mpeg"
 RECORDS = "application/json"
-_json = msgspec.json.Encoder()
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -118,7 +116,7 @@ class CastSource:
         for entry in page.entries:
             message = public_dict(entry)
             message.pop("body", None)
-            items.append(_json.encode(message))
+            items.append(encode_json(message))
         end = page.next_seq
         complete = end >= page.tail
         return Got(items, end, complete, complete and self.layout.closed and page.tail <= self.layout.tail)

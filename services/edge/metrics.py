@@ -9,8 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter
 
 from servicekit import RequestCounter, ServiceMetrics
-from servicekit.metrics import LoopCounter, LoopHistogram
-from servicekit.tailmetrics import TailCounters
+from servicekit.metrics import LoopCounter, LoopHistogram, TailCounters
 
 # Append -> written: from a few ms at the tail to seconds for a slow proxy.
 DELIVERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

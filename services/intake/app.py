@@ -38,7 +38,6 @@ from servicekit import (
     add_security_headers,
     connect,
     cross_site_guard,
-    error_response,
     json_errors,
     openapi_document,
     redact,
@@ -82,7 +81,7 @@ def create_app(cfg: Config) -> web.Application:
     errors = json_errors(
         codes=_HTTP_ERRORS, unavailable="the queue is unreachable; retry shortly",
         internal="intake failed unexpectedly; retry, and report it if it persists", count=metrics.requests,
-        shape=_shape,
+        shape=speech.refusal_response,  # OpenAI's and Deepgram's shapes on /v1/*
     )
     guard = cross_site_guard(cfg.allowed_hosts, cfg.allowed_origins, exempt=PROBE_PATHS.__contains__)
     app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[errors, guard, _auth])
@@ -161,10 +160,6 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     await redis.aclose()
 
 
-def _shape(request: web.Request, refusal: Refusal) -> web.Response:
-    """``{"error", "message"}`` (and a refusal's own fields), or the speech room's (OpenAI's,
-    Deepgram's) on ``/v1/*``."""
-    return speech.refusal_response(request, refusal) or error_response(refusal)
 
 
 @web.middleware

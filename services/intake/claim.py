@@ -18,7 +18,7 @@ from aiohttp import web
 
 from castlog import Meta, RateLimited, SubmitResult, client_tag, content_id
 from castlog.batching import NotReplicated
-from servicekit.keys import key_matches
+from servicekit.keys import bearer, key_matches
 
 from .context import INTAKE, request_client
 from .validate import CastForm, Refusal, check
@@ -106,12 +106,6 @@ async def read_body(request: web.Request) -> bytes:
         except web.HTTPRequestEntityTooLarge:
             pass  # a chunked body ran past client_max_size
     raise Refusal(413, "body_too_large", f"the body is larger than {limit} bytes; send a shorter text")
-
-
-def bearer(request: web.Request, schemes: tuple[str, ...] = ("bearer",)) -> str:
-    """The token of ``Authorization: <scheme> <token>`` when its scheme is one of ``schemes``; else ""."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() in schemes else ""
 
 
 def tenant_key(request: web.Request) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from servicekit import RequestCounter, ServiceMetrics
-from servicekit.tailmetrics import TailCounters
+from servicekit.metrics import TailCounters
 
 # A submit is validation plus one script call: sub-millisecond to a few ms; past 1 s is trouble.
 SUBMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -5,7 +5,6 @@ room's handlers (``/v1/*``) are in ``speech/``."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -13,6 +12,7 @@ from redis.asyncio import Redis
 from castlog import cast_key, is_cast_id, request_delete
 from servicekit import Problem, json_response, probe, redis_answers
 from servicekit.answers import Cast, Deleted, Health
+from servicekit.keys import bearer, key_matches
 
 from . import live
 from .claim import Screen, cast_url, read_body, submit
@@ -57,7 +57,7 @@ async def delete_cast(request: web.Request) -> web.Response:
         raise Refusal(404, "not_found", "no such route")
     client = request_client(request)
     intake.auth_failures.check(client)
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    if not key_matches(bearer(request), (token,)):
         await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(404, "not_found", "no such route")
     cast_id = request.match_info["id"]

@@ -37,7 +37,7 @@ from castlog.migrate import migrate_to_lanes
 from durablestreams.keys import migrate_durable_keys
 from servicekit import UNIX_PEER, connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
-from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, REDIS_URL, declaration, is_set, value_of
+from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, REDIS_URL, declaration, raw_of, value_of
 from synth.config import SynthConfig
 
 from . import doorway
@@ -64,7 +64,7 @@ def child_grace_s(environ: Mapping[str, str]) -> float:
 
 def redis_url(environ: Mapping[str, str]) -> str | None:
     """REDIS_URL when it is set; None: ``up`` runs an embedded server."""
-    return str(environ[REDIS_URL.env]).strip() if is_set(REDIS_URL, environ) else None
+    return raw_of(REDIS_URL, environ)
 
 
 def synth_env(name: str) -> str:
@@ -177,7 +177,7 @@ def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str],
     env = {**environment(), **extra}
     env[REDIS_URL.env] = redis_url
     env[ALLOWED_HOSTS.env] = ",".join(sorted(hosts))  # intake's own port checks them too
-    if not is_set(CONTENT_KEY, env):
+    if raw_of(CONTENT_KEY, env) is None:
         env[CONTENT_KEY.env] = content_key(state_dir)
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
     # finished audio leaves Redis

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from blobstore.files import write_atomically
+
 from .redisserver import ServerNotFound, embedded_binary, owner_secret, server_binaries, start_server
 
 RECORD = "server.json"
@@ -121,10 +123,7 @@ def recorded(data_dir: Path) -> Server | None:
 
 
 def record(data_dir: Path, server: Server) -> None:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    scratch = data_dir / (RECORD + ".tmp")
-    scratch.write_text(json.dumps(asdict(server), indent=2) + "\n")
-    scratch.replace(data_dir / RECORD)
+    write_atomically(data_dir / RECORD, (json.dumps(asdict(server), indent=2) + "\n").encode())
 
 
 def has_data(data_dir: Path) -> bool:

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from blobstore.files import write_atomically
 from servicekit.settings import value_of
 from synth.config import SynthConfig
 
@@ -103,9 +104,8 @@ def install(source: str, dest: Path, ids: Iterable[str], progress: Progress | No
     if missing:
         raise VoicePackError(f"{source} has no pack for {', '.join(missing)}; nothing was installed")
     check(packs)
-    dest.mkdir(parents=True, exist_ok=True)
     for voice, data in packs.items():
-        _write_atomically(dest / f"{voice}.bin", data)
+        write_atomically(dest / f"{voice}.bin", data)  # makes dest
     report(f"installed {len(packs)} voices in {dest}", len(wanted), len(wanted))
     return sorted(packs)
 
@@ -269,13 +269,3 @@ def pack_bytes(path: Path) -> bytes:
         raise VoicePackError(f"{path} is a torch file: pip install torch, or use --from npm") from e
     tensor = torch.load(path, map_location="cpu", weights_only=True)
     return np.ascontiguousarray(tensor.float().numpy(), dtype="<f4").tobytes()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from blobstore import StoreConfig
-from servicekit import ConfigError
 from servicekit.settings import ADMIN_TOKEN, CONTENT_KEY, REDIS_URL, Settings, setting
 
 Backend = Literal["auto", "onnx", "torch"]
@@ -96,13 +95,14 @@ class SynthConfig(Settings):
                                      "least recently used evicted past it (`0`: no chunk cache)")
     # A listener waits for the first chunk's encoding: LAME's -q 6 takes about 0.6x the time of
     # its default 3, with its psychoacoustics and noise shaping kept (see mp3.py).
-    first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, doc="LAME's quality (`0` best and "
+    first_mp3_quality: int = setting("SYNTH_FIRST_MP3_QUALITY", 6, ge=0, le=MAX_LAME_QUALITY, doc="LAME's quality (`0` best and "
                                      "slowest … `9`) of an attempt's first chunk, which its listener waits for; "
                                      "later chunks, encoded while the model works, take LAME's default `3`")
     # Admission within capacity (docs/design.md, "Admission within capacity")
     max_active: int = setting("SYNTH_MAX_ACTIVE", 6, gt=0, doc="hard bound on whole-text casts held at once, "
                               "whatever the measured capacity")
-    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, doc="a worker admits a whole-text cast "
+    # At most 1: beyond the measured capacity some listener stalls for sure.
+    admit_headroom: float = setting("SYNTH_ADMIT_HEADROOM", 0.7, gt=0, le=1, doc="a worker admits a whole-text cast "
                                     "while its casts' demand fits this share of its model's measured capacity (audio "
                                     "seconds per second); the rest wait before their first audio with a place in line "
                                     "and an estimate")
@@ -163,13 +163,6 @@ class SynthConfig(Settings):
     # The archive (ARCHIVE_URL unset: audio stays in Redis)
     archive: StoreConfig | None = None
     archiver: ArchiverConfig = field(default_factory=ArchiverConfig)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.first_mp3_quality > MAX_LAME_QUALITY:
-            raise ConfigError(f"SYNTH_FIRST_MP3_QUALITY is LAME's 0..9, not {self.first_mp3_quality}")
-        if self.admit_headroom > 1:  # beyond the measured capacity some listener stalls for sure
-            raise ConfigError(f"SYNTH_ADMIT_HEADROOM={self.admit_headroom!r} is out of range: it must be 1 or less")
 
     @property
     def lease_ms(self) -> int:

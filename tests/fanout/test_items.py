@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key, entry_id
 from fanout import Item, Tail
-from servicekit.tailmetrics import TailCounters
+from servicekit.metrics import TailCounters
 
 CAST = "itemcacheAAA"
 BODY = 1_000

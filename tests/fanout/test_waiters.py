@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from castlog import LogReader
 from fanout import Tail
-from servicekit.tailmetrics import TailCounters
+from servicekit.metrics import TailCounters
 from tests.support.waiting import wait_until
 
 KEY = "ds/{waited}/log/waited"

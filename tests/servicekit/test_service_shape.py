@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import Counter
+from prometheus_client import Counter, generate_latest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from castlog import ArchiveUnavailable
 from servicekit import (
     Problem,
     Refusal,
     RequestCounter,
     ServiceMetrics,
-    error_response,
     json_errors,
     probe,
     redis_answers,
@@ -32,10 +32,6 @@ from streamtts.redisserver import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CODES = {404: ("not_found", "no such route"), 405: ("method_not_allowed", "use GET")}
-
-
-class Gone(Exception):
-    """A service's own exception that the middleware is told to translate."""
 
 
 def _app(counted: list[tuple[str, int]], **more: object) -> web.Application:
@@ -49,17 +45,13 @@ def _app(counted: list[tuple[str, int]], **more: object) -> web.Application:
         raise RuntimeError("a bug")
 
     async def gone(request: web.Request) -> web.Response:
-        raise Gone("the archive is away")
+        raise ArchiveUnavailable("the archive is away")
 
     async def redirect(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/elsewhere")
 
-    def translate(exc: Exception) -> Refusal | None:
-        return Refusal(503, "archive_unavailable", str(exc)) if isinstance(exc, Gone) else None
-
     errors = json_errors(codes=CODES, unavailable="Redis is away; retry", internal="our fault; retry",
-                         count=lambda route, status: counted.append((route, status)), translate=translate,
-                         **more)  # type: ignore[arg-type]
+                         count=lambda route, status: counted.append((route, status)), **more)  # type: ignore[arg-type]
     app = web.Application(middlewares=[errors])
     for path, handler in (("/refused/{x}", refused), ("/redis", redis_down), ("/bug", bug), ("/gone", gone),
                           ("/redirect", redirect)):
@@ -79,7 +71,8 @@ async def test_every_error_is_json_with_its_status_and_every_request_is_counted_
         resp = await client.get("/bug")
         assert resp.status == 500 and await resp.json() == {"error": "internal", "message": "our fault; retry"}
         resp = await client.get("/gone")
-        assert resp.status == 503 and (await resp.json())["error"] == "archive_unavailable"
+        assert resp.status == 503 and resp.headers["Retry-After"] == "5"
+        assert (await resp.json())["error"] == "archive_unavailable"
         resp = await client.get("/nowhere/at/all")
         assert resp.status == 404 and await resp.json() == {"error": "not_found", "message": "no such route"}
         resp = await client.post("/bug")
@@ -92,9 +85,9 @@ async def test_every_error_is_json_with_its_status_and_every_request_is_counted_
 
 
 async def test_a_service_may_shape_its_error_bodies() -> None:
-    def shape(request: web.Request, refusal: Refusal) -> web.Response:
+    def shape(request: web.Request, refusal: Refusal) -> web.Response | None:
         if not request.path.startswith("/v1/"):
-            return error_response(refusal)
+            return None  # the plain body
         return web.json_response({"error": {"code": refusal.code}}, status=refusal.status)
 
     async with TestClient(TestServer(_app([], shape=shape))) as client:
@@ -139,10 +132,10 @@ async def test_metrics_live_on_their_own_registry_per_instance() -> None:
     a.things.inc()
     a.requests("/x/{id}", 200)
     a.requests("/x/{id}", 200)
-    text = a.render().decode()
+    text = generate_latest(a.registry).decode()
     assert "things_total 1.0" in text and 'things_requests_total{route="/x/{id}",status="200"} 2.0' in text
     assert "process_" in text or sys.platform != "linux"  # the dashboard's service panels read these
-    assert "things_total 0.0" in b.render().decode()
+    assert "things_total 0.0" in generate_latest(b.registry).decode()
     async with TestClient(TestServer(_served(a))) as client:
         resp = await client.get("/metrics")
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")

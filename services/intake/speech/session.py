@@ -21,8 +21,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 from aiohttp import WSMsgType, web
+
+from servicekit import encode_json as encode  # livews, speak and webrtc take it from here
 
 from .. import live
 from ..cancel import cancel_cast
@@ -36,7 +37,6 @@ MAX_WAITING = 4096
 # How long a WebSocket's closing handshake may take before the connection is dropped.
 CLOSE_TIMEOUT_S = 2.0
 
-encode = msgspec.json.Encoder().encode
 
 
 def deadline(after_s: float) -> float:

@@ -17,11 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 
-import msgspec
 from aiohttp import web
 
 from castlog import Audio
-from servicekit import sse
+from servicekit import encode_json, sse
 
 from ..claim import cast_url
 from ..context import INTAKE
@@ -35,7 +34,6 @@ LISTENER_KIND = "speech"  # streamtts_intake_listeners{kind}
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 HangUp = Callable[[], Awaitable[None]]  # what a client's leaving does (Deepgram's: cancel the cast it made)
 
-encode = msgspec.json.Encoder().encode
 
 
 @dataclass
@@ -117,7 +115,7 @@ def _delta(s: _Stream, data: bytes, record: Audio | None) -> bytes:
     if s.sse_of.timestamps and record is not None:
         event["words"] = [{"word": w, "start": (record.o + a) / 1000, "end": (record.o + b) / 1000}
                           for w, a, b in record.w]
-    return sse.frame(encode(event))
+    return sse.frame(encode_json(event))
 
 
 async def _write(s: _Stream, data: bytes) -> None:
@@ -131,7 +129,7 @@ async def _finish(s: _Stream, convert: Converter) -> web.StreamResponse:
     if s.sse_of is not None:
         tokens = len(s.sse_of.input)
         usage = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
-        await _write(s, sse.frame(encode({"type": "speech.audio.done", "usage": usage})))
+        await _write(s, sse.frame(encode_json({"type": "speech.audio.done", "usage": usage})))
     await resp.write_eof()
     return resp
 
@@ -144,7 +142,7 @@ async def _ended(s: _Stream, ended: CastFailed | TailClosed) -> web.StreamRespon
         raise ended
     log.warning("speech stream of %s cut short: %s", s.cast_id, ended.message)
     if s.sse_of is not None and isinstance(ended, CastFailed):
-        await _write(s, sse.frame(encode({"type": "error", "error": {"message": ended.message, "code": ended.code}})))
+        await _write(s, sse.frame(encode_json({"type": "error", "error": {"message": ended.message, "code": ended.code}})))
         await s.resp.write_eof()
     elif s.request.transport is not None:
         s.request.transport.abort()
