@@ -103,16 +103,18 @@ def bad(message: str) -> Refusal:
     return Refusal(400, "bad_request", message)
 
 
-def read_offset(request: web.Request) -> str | None:
+def read_query(request: web.Request) -> tuple[str | None, str | None]:
+    """A read's ``offset`` and its live mode (``live``: long-poll or sse, which want an offset)."""
     offsets = request.query.getall("offset", [])
     if len(offsets) > 1:
         raise bad("send one offset")
-    if not offsets:
-        return None
-    offset = offsets[0]
-    if offset not in ("-1", "now") and entry_of(offset) is None:
+    offset = offsets[0] if offsets else None
+    if offset not in (None, "-1", "now") and entry_of(offset or "") is None:
         raise bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
-    return offset
+    mode = request.query.get("live")
+    if mode in ("long-poll", "sse") and offset is None:
+        raise bad(f"live={mode} needs an offset")
+    return offset, mode
 
 
 def sse_event(kind: str, payload: bytes) -> bytes:
