@@ -13,7 +13,6 @@ like every other listener of a cast. Writes are refused (intake answers 405).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import msgspec
@@ -25,6 +24,7 @@ from durablestreams.streams import id_key
 
 from .context import CONFIG, Edge, known_cast
 from .durable import Got, serve, start_after
+from .mp3stream import audio_bytes
 from .params import cast_id_from
 
 AUDIO = "audio/mpeg"
@@ -88,19 +88,11 @@ class CastSource:
                 end = chunk.start + chunk.size
                 if end - first >= self.max_bytes:
                     break
-        body = b"".join([piece async for piece in self._bytes(first, end)]) if end > first else b""
+        body = b""
+        if end > first:
+            body = b"".join([piece async for piece in audio_bytes(self.edge, self.cast_id, layout, first, end)])
         complete = end >= total
         return _got(body, end, complete, layout.closed and complete)
-
-    async def _bytes(self, first: int, end: int) -> AsyncIterator[bytes]:
-        layout = self.layout
-        if layout.blob is not None:  # archived: the blob's prefix is the playable MP3
-            async for piece in self.edge.reader.stream(self.cast_id, layout.blob, first, end):
-                yield piece
-            return
-        wanted = [c for c in layout.chunks if c.start < end and c.start + c.size > first]
-        async for chunk, body in self.edge.reader.bodies(self.cast_id, wanted):
-            yield body[max(first - chunk.start, 0):min(end - chunk.start, chunk.size)]
 
     async def _records(self, position: int) -> Got:
         page = await self.edge.reader.page(self.cast_id, position, self.edge.cfg.max_records_limit)
