@@ -14,7 +14,7 @@ from aiohttp import web
 
 from servicekit import Refusal, sse
 
-from .streams import entry_of, valid_path
+from .streams import entry_of, served_type, valid_path
 
 PREFIX = "/v1/stream/"
 ROUTE = PREFIX + "{path:.+}"
@@ -132,6 +132,15 @@ def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: b
         if at_tail:
             control["upToDate"] = True
     return sse_event("control", json.dumps(control).encode())
+
+
+def state_headers(content_type: str, next_offset: str, closed: bool) -> dict[str, str]:
+    """What a read or a create answers about the stream: its served type, where the next read
+    starts, and its closure."""
+    headers = {"Content-Type": served_type(content_type), NEXT_OFFSET: next_offset}
+    if closed:
+        headers[CLOSED] = "true"
+    return headers
 
 
 def timed_out(request: web.Request, offset: str, closed: bool) -> web.Response:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Union
 from aiohttp import web
 
 from durablestreams import protocol as ds
-from durablestreams.streams import ZERO_ID, Meta, entry_of, id_key, is_json, normal_type, offset_of, served_type
+from durablestreams.streams import ZERO_ID, Meta, entry_of, id_key, is_json, normal_type, offset_of
 from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
@@ -143,15 +143,15 @@ async def serve(
 ) -> web.StreamResponse:
     """HEAD, catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
     if request.method == "HEAD":
-        headers = {**_state_headers(source, source.tail, source.closed), **source.lifetime()}
-        headers["Cache-Control"] = "no-store"
+        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
+        headers.update({**source.lifetime(), "Cache-Control": "no-store"})
         headers["ETag"] = ds.etag(source.name, "-1", offset_of(source.tail), source.closed)
         return web.Response(status=200, headers=headers)
     after = source.start(offset)
     if mode == "sse":
         return await _sse(request, read_pass, source, after)
     if offset == "now" and mode != "long-poll":
-        headers = _state_headers(source, source.tail, source.closed)
+        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
         return web.Response(status=200, headers=headers, body=b"[]" if is_json(source.content_type) else b"")
     got = await source.read(after)
@@ -161,13 +161,6 @@ async def serve(
         if not got.entries:
             return ds.timed_out(request, offset_of(got.end), got.closed)
     return _catch_up(request, source, got, offset or "-1", mode == "long-poll")
-
-
-def _state_headers(source: Source, end: str, closed: bool) -> dict[str, str]:
-    headers = {"Content-Type": served_type(source.content_type), ds.NEXT_OFFSET: offset_of(end)}
-    if closed:
-        headers[ds.CLOSED] = "true"
-    return headers
 
 
 async def _long_poll(request: web.Request, read_pass: Pass, source: Source, after: str, got: Got) -> Got:
@@ -197,7 +190,7 @@ def _permit(request: web.Request) -> asyncio.Semaphore:
 
 
 def _catch_up(request: web.Request, source: Source, got: Got, start: str, long_poll: bool) -> web.Response:
-    headers = _state_headers(source, got.end, got.closed)
+    headers = ds.state_headers(source.content_type, offset_of(got.end), got.closed)
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"
     if long_poll or not got.closed:
