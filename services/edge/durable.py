@@ -1,7 +1,7 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
 reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's. A stream
-is a :class:`Source`: a general one here, a cast's in ``durable_casts.py``; one reader
-(:func:`serve`) answers for both.
+is a ``Source``: a general one here, a cast's in ``durable_casts.py``; one reader (:func:`serve`)
+answers for both.
 
 Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on edge's one
 shared tail (``fanout.Tail.waiters``; a cast's as a listener); at most ``EDGE_DS_MAX_WAITERS`` at
@@ -49,17 +49,6 @@ class Got:
     closed: bool
 
 
-def start_after(offset: str | None, tail: str) -> str:
-    """The entry id that a read from a client's ``offset`` (parsed by ``ds.read_query``) starts after."""
-    if offset in (None, "-1"):
-        return ZERO_ID
-    if offset == "now":
-        return tail
-    entry = entry_of(offset or "")
-    assert entry is not None
-    return entry
-
-
 @dataclass
 class StreamSource:
     """A general stream, as its meta last said."""
@@ -91,13 +80,6 @@ class StreamSource:
         if self.meta.expires_at is not None:
             headers[ds.EXPIRES_AT] = self.meta.expires_at
         return headers
-
-    def start(self, offset: str | None) -> str:
-        after = start_after(offset, self.meta.tail)
-        if id_key(after) > id_key(self.meta.tail):  # no offset this stream sent: a long-poll would wait for ever
-            raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
-                         "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
-        return after
 
     async def read(self, after: str) -> Got:
         got = await self.edge.durable.read(self.meta, after, self.max_bytes)
@@ -135,6 +117,10 @@ async def read(request: web.Request) -> web.StreamResponse:
                                               "Authorization: Bearer <key> (casts' streams are public)")
     read_pass = await edge.guard.take_read(request)
     meta = await _opened(edge, path, touch=request.method != "HEAD")
+    after = entry_of(offset or "")
+    if after is not None and id_key(after) > id_key(meta.tail):  # no offset it sent: a long-poll would wait for ever
+        raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
+                     "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
     return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), read_pass, offset, mode)
 
 
@@ -147,7 +133,8 @@ async def serve(
         headers.update({**source.lifetime(), "Cache-Control": "no-store"})
         headers["ETag"] = ds.etag(source.name, "-1", offset_of(source.tail), source.closed)
         return web.Response(status=200, headers=headers)
-    after = source.start(offset)
+    after = ZERO_ID if offset in (None, "-1") else source.tail if offset == "now" else entry_of(offset or "")
+    assert after is not None
     if mode == "sse":
         return await _sse(request, read_pass, source, after)
     if offset == "now" and mode != "long-poll":

@@ -23,7 +23,7 @@ from durablestreams import protocol as ds
 from durablestreams.streams import id_key
 
 from .context import CONFIG, Edge, known_cast
-from .durable import Got, serve, start_after
+from .durable import Got, serve
 from .mp3stream import audio_bytes
 from .params import cast_id_from
 
@@ -34,8 +34,8 @@ _json = msgspec.json.Encoder()
 
 def add_routes(router: web.UrlDispatcher) -> None:
     """Before the general stream route, which would take these paths too."""
-    router.add_get(ds.PREFIX + ds.CASTS + "/{id}", audio)
-    router.add_get(ds.PREFIX + ds.CASTS + "/{id}/records", records)
+    router.add_get(ds.PREFIX + ds.CASTS + "/{id}", read)
+    router.add_get(ds.PREFIX + ds.CASTS + "/{id}/records", read)
 
 
 @dataclass
@@ -67,9 +67,6 @@ class CastSource:
 
     def lifetime(self) -> dict[str, str]:
         return {}  # a cast's lifetime is its retention's, not the protocol's
-
-    def start(self, offset: str | None) -> str:
-        return start_after(offset, self.tail)
 
     async def refresh(self) -> None:
         self.layout = await self.edge.layouts.get(self.cast_id)
@@ -116,17 +113,11 @@ def _got(body: bytes, end: int, complete: bool, closed: bool) -> Got:
     return Got([(f"0-{end}", body)] if body else [], f"0-{end}", complete, closed)
 
 
-async def audio(request: web.Request) -> web.StreamResponse:
-    return await _serve(request, records=False)
-
-
-async def records(request: web.Request) -> web.StreamResponse:
-    return await _serve(request, records=True)
-
-
-async def _serve(request: web.Request, records: bool) -> web.StreamResponse:
+async def read(request: web.Request) -> web.StreamResponse:
+    """GET and HEAD of a cast's audio or records (a cast id holds no ``/``)."""
     offset, mode = ds.read_query(request)
     cast_id = cast_id_from(request)
     known = await known_cast(request, cast_id)
+    records = request.path.endswith("/records")
     source = CastSource(known.edge, cast_id, known.layout, records, request.app[CONFIG].ds_read_max_bytes)
     return await serve(request, source, known.read_pass, offset, mode)
