@@ -212,10 +212,19 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Slice:
-    """Entries of a read, oldest first: (entry id, bytes); ``complete`` when they reach the tail."""
+    """Entries of a read, oldest first: (entry id, bytes); the entry id it ends at (its last
+    entry's, else the tail's); ``complete`` when it reaches the tail, ``closed`` when that tail is
+    a closed stream's end."""
 
     entries: list[tuple[str, bytes]]
+    end: str
     complete: bool
+    closed: bool
+
+    @staticmethod
+    def of(meta: Meta, entries: list[tuple[str, bytes]], complete: bool) -> Slice:
+        end = entries[-1][0] if entries else meta.tail
+        return Slice(entries, end, complete, meta.closed and complete and end == meta.tail)
 
 
 def _words(reply: Sequence[object]) -> tuple[str, ...]:
@@ -462,11 +471,11 @@ class DurableStreams:
                     entries.append((entry, data))
                     size += len(data)
                     if size >= max_bytes:
-                        return Slice(entries, complete=id_key(entry) >= id_key(meta.tail))
+                        return Slice.of(meta, entries, id_key(entry) >= id_key(meta.tail))
                 if len(batch) < RANGE_BATCH:
                     break
                 start = "(" + batch[-1][0].decode()
-        return Slice(entries, complete=True)
+        return Slice.of(meta, entries, True)
 
     async def _segments(self, meta: Meta, after: str) -> list[tuple[str, str, str]]:
         """(log key, after this id, up to this id) per stream of the chain, source first."""

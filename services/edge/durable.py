@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Union
 from aiohttp import web
 
 from durablestreams import protocol as ds
-from durablestreams.streams import ZERO_ID, Meta, entry_of, id_key, is_json, normal_type, offset_of
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, is_json, normal_type, offset_of
 from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
@@ -36,17 +36,6 @@ def setup(app: web.Application) -> None:
     app.on_response_prepare.append(ds.secure)
     app.router.add_get(ds.ROUTE, read)  # HEAD too
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
-
-
-@dataclass
-class Got:
-    """What one read found: its data events' (entry id, bytes), the entry id it ends at, whether it
-    reached the tail (``complete``), and whether that tail is a closed stream's end (``closed``)."""
-
-    entries: list[tuple[str, bytes]]
-    end: str
-    complete: bool
-    closed: bool
 
 
 @dataclass
@@ -81,10 +70,8 @@ class StreamSource:
             headers[ds.EXPIRES_AT] = self.meta.expires_at
         return headers
 
-    async def read(self, after: str) -> Got:
-        got = await self.edge.durable.read(self.meta, after, self.max_bytes)
-        end = got.entries[-1][0] if got.entries else self.meta.tail
-        return Got(got.entries, end, got.complete, self.meta.closed and got.complete and end == self.meta.tail)
+    async def read(self, after: str) -> Slice:
+        return await self.edge.durable.read(self.meta, after, self.max_bytes)
 
     async def wait(self, after: str, seconds: float) -> None:
         """On the stream's own log past ``after`` (or its tail): edge's shared tail's waiters."""
@@ -150,7 +137,7 @@ async def serve(
     return _catch_up(request, source, got, offset or "-1", mode == "long-poll")
 
 
-async def _long_poll(request: web.Request, read_pass: Pass, source: Source, after: str, got: Got) -> Got:
+async def _long_poll(request: web.Request, read_pass: Pass, source: Source, after: str, got: Slice) -> Slice:
     """Wait for the stream's own next entry; none until the deadline (or a close, or edge's stop):
     the last read, empty."""
     deadline = time.monotonic() + request.app[CONFIG].ds_long_poll_s
@@ -176,7 +163,7 @@ def _permit(request: web.Request) -> asyncio.Semaphore:
     return waiters
 
 
-def _catch_up(request: web.Request, source: Source, got: Got, start: str, long_poll: bool) -> web.Response:
+def _catch_up(request: web.Request, source: Source, got: Slice, start: str, long_poll: bool) -> web.Response:
     headers = ds.state_headers(source.content_type, offset_of(got.end), got.closed)
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"

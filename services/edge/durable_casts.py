@@ -20,10 +20,10 @@ from aiohttp import web
 
 from castlog import Layout, public_dict
 from durablestreams import protocol as ds
-from durablestreams.streams import id_key
+from durablestreams.streams import Slice, id_key
 
 from .context import CONFIG, Edge, known_cast
-from .durable import Got, serve
+from .durable import serve
 from .mp3stream import audio_bytes
 from .params import cast_id_from
 
@@ -71,11 +71,11 @@ class CastSource:
     async def refresh(self) -> None:
         self.layout = await self.edge.layouts.get(self.cast_id)
 
-    async def read(self, after: str) -> Got:
+    async def read(self, after: str) -> Slice:
         position = id_key(after)[1]
         return await (self._records(position) if self.records else self._audio(position))
 
-    async def _audio(self, position: int) -> Got:
+    async def _audio(self, position: int) -> Slice:
         layout = self.layout
         total = layout.total_bytes
         first = min(position, total)
@@ -89,9 +89,9 @@ class CastSource:
         if end > first:
             body = b"".join([piece async for piece in audio_bytes(self.edge, self.cast_id, layout, first, end)])
         complete = end >= total
-        return _got(body, end, complete, layout.closed and complete)
+        return _slice(body, end, complete, layout.closed and complete)
 
-    async def _records(self, position: int) -> Got:
+    async def _records(self, position: int) -> Slice:
         page = await self.edge.reader.page(self.cast_id, position, self.edge.cfg.max_records_limit)
         items = []
         for entry in page.entries:
@@ -100,7 +100,7 @@ class CastSource:
             items.append(_json.encode(message))
         end = page.next_seq
         complete = end >= page.tail
-        return _got(b",".join(items), end, complete, complete and self.layout.closed and page.tail <= self.layout.tail)
+        return _slice(b",".join(items), end, complete, complete and self.layout.closed and page.tail <= self.layout.tail)
 
     async def wait(self, after: str, seconds: float) -> None:
         """Until the log has a record past the one last seen (or ``seconds``): edge's shared tail."""
@@ -108,9 +108,9 @@ class CastSource:
             await listener.next(seconds)
 
 
-def _got(body: bytes, end: int, complete: bool, closed: bool) -> Got:
+def _slice(body: bytes, end: int, complete: bool, closed: bool) -> Slice:
     """A read's bytes as one entry, at its end (JSON: the records' messages, comma-separated)."""
-    return Got([(f"0-{end}", body)] if body else [], f"0-{end}", complete, closed)
+    return Slice([(f"0-{end}", body)] if body else [], f"0-{end}", complete, closed)
 
 
 async def read(request: web.Request) -> web.StreamResponse:
