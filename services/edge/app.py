@@ -18,7 +18,7 @@ from durablestreams.openapi import durable_part
 from fanout import Tail, stop_tasks
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
 
-from . import captions, docs, durable, durable_casts, mp3stream, sse, views
+from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
 from .errors import middleware
@@ -59,8 +59,7 @@ def create_app(cfg: Config) -> web.Application:
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)
     add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
-    durable_casts.add_routes(app.router)  # /v1/stream: Durable Streams reads, the casts' first
-    durable.setup(app)
+    durable.setup(app)  # /v1/stream: Durable Streams reads
     if cfg.metrics_port:
         app.cleanup_ctx.append(_metrics_site)
     return app

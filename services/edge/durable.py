@@ -1,6 +1,6 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
 reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's. A stream
-is a ``Source``: a general one here, a cast's in ``durable_casts.py``; one reader (:func:`serve`)
+is a ``Source``: a general one here, a cast's (``durable_casts.py``); one reader (:func:`serve`)
 answers for both.
 
 Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on edge's one
@@ -15,7 +15,6 @@ import asyncio
 import base64
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
 
 from aiohttp import web
 
@@ -24,17 +23,20 @@ from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, is_js
 from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
-from .context import CONFIG, EDGE, Edge
+from .context import CONFIG, EDGE, Edge, known_cast
+from .durable_casts import CastSource
 from .guards import Pass
-
-if TYPE_CHECKING:
-    from .durable_casts import CastSource
+from .params import cast_id_from
+from .streaming import write_within
 
 
 def setup(app: web.Application) -> None:
-    """Routes (after the casts', ``durable_casts.add_routes``) and the protocol's security headers."""
+    """Routes (the casts' first: the general route would take their paths too) and the protocol's
+    security headers."""
     app.on_response_prepare.append(ds.secure)
-    app.router.add_get(ds.ROUTE, read)  # HEAD too
+    app.router.add_get(ds.PREFIX + ds.CASTS + "/{id}", read_cast)  # HEAD too, as every GET here
+    app.router.add_get(ds.PREFIX + ds.CASTS + "/{id}/records", read_cast)
+    app.router.add_get(ds.ROUTE, read)
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
 
 
@@ -82,7 +84,7 @@ class StreamSource:
 
 
 # A stream as the reader sees it; positions are entry ids (a cast's: ``0-<n>``).
-Source = Union[StreamSource, "CastSource"]
+Source = StreamSource | CastSource
 
 
 async def _opened(edge: Edge, path: str, touch: bool) -> Meta:
@@ -109,6 +111,16 @@ async def read(request: web.Request) -> web.StreamResponse:
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
     return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), read_pass, offset, mode)
+
+
+async def read_cast(request: web.Request) -> web.StreamResponse:
+    """GET and HEAD of a cast's audio or records (a cast id holds no ``/``)."""
+    offset, mode = ds.read_query(request)
+    cast_id = cast_id_from(request)
+    known = await known_cast(request, cast_id)
+    records = request.path.endswith("/records")
+    source = CastSource(known.edge, cast_id, known.layout, records, request.app[CONFIG].ds_read_max_bytes)
+    return await serve(request, source, known.read_pass, offset, mode)
 
 
 async def serve(
@@ -210,7 +222,7 @@ async def _sse(request: web.Request, read_pass: Pass, source: Source, after: str
                 out.append(ds.control_event(offset_of(entry), cursor, at_tail=at_tail, closed=got.closed))
             if not got.entries:
                 out.append(ds.control_event(offset_of(got.end), cursor, at_tail=got.complete, closed=got.closed))
-            await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
+            await write_within(request, response, b"".join(out), cfg.write_timeout_s)
             remaining = ends - time.monotonic()
             if got.closed or remaining <= 0:
                 break

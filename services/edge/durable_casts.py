@@ -6,9 +6,9 @@
 - ``/v1/stream/casts/<id>/records``: its log as a JSON-mode stream of records (seq, kind, ts,
   headers; no bodies); an offset is the entry id of the next record's predecessor.
 
-Both are closed when the log ends in a terminal record. Catch-up, long-poll and SSE are the
-general streams' reader's (``durable.serve``); a waiting reader listens on edge's shared tail,
-like every other listener of a cast. Writes are refused (intake answers 405).
+Both are closed when the log ends in a terminal record. Their routes, catch-up, long-poll and SSE
+are the general streams' (``durable.py``); a waiting reader listens on edge's shared tail, like
+every other listener of a cast. Writes are refused (intake answers 405).
 """
 
 from __future__ import annotations
@@ -16,26 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import msgspec
-from aiohttp import web
 
 from castlog import Layout, public_dict
 from durablestreams import protocol as ds
 from durablestreams.streams import Slice, id_key
 
-from .context import CONFIG, Edge, known_cast
-from .durable import serve
+from .context import Edge
 from .mp3stream import audio_bytes
-from .params import cast_id_from
 
 AUDIO = "audio/mpeg"
 RECORDS = "application/json"
 _json = msgspec.json.Encoder()
-
-
-def add_routes(router: web.UrlDispatcher) -> None:
-    """Before the general stream route, which would take these paths too."""
-    router.add_get(ds.PREFIX + ds.CASTS + "/{id}", read)
-    router.add_get(ds.PREFIX + ds.CASTS + "/{id}/records", read)
 
 
 @dataclass
@@ -111,13 +102,3 @@ class CastSource:
 def _slice(body: bytes, end: int, complete: bool, closed: bool) -> Slice:
     """A read's bytes as one entry, at its end (JSON: the records' messages, comma-separated)."""
     return Slice([(f"0-{end}", body)] if body else [], f"0-{end}", complete, closed)
-
-
-async def read(request: web.Request) -> web.StreamResponse:
-    """GET and HEAD of a cast's audio or records (a cast id holds no ``/``)."""
-    offset, mode = ds.read_query(request)
-    cast_id = cast_id_from(request)
-    known = await known_cast(request, cast_id)
-    records = request.path.endswith("/records")
-    source = CastSource(known.edge, cast_id, known.layout, records, request.app[CONFIG].ds_read_max_bytes)
-    return await serve(request, source, known.read_pass, offset, mode)
