@@ -45,7 +45,8 @@ def _read(operation_id: str, summary: str, params: list[Json], media: str | None
     }
 
 
-def durable_paths() -> Json:
+def durable_part() -> ApiPart:
+    """The part both services give ``servicekit.openapi_document`` (``parts``)."""
     general: dict[str, Any] = _read("readStream", "read a durable stream (catch-up, long-poll, SSE)", [_PATH])
     for read in (general["get"], general["head"]):  # the casts' streams want none
         read["responses"]["401"] = error_body("with STREAMTTS_API_KEYS set, a key is wanted (invalid_api_key)")
@@ -73,7 +74,7 @@ def durable_paths() -> Json:
         "options": op("preflightStream", TAG, "CORS preflight", {"204": {"description": "allowed"}},
                       parameters=[_PATH]),
     })
-    return {
+    paths = {
         "/v1/stream/{path}": general,
         "/v1/stream/casts/{id}": _read(
             "readCastStream", "a cast's playable MP3 as a read-only durable stream (offsets are byte positions)",
@@ -82,9 +83,5 @@ def durable_paths() -> Json:
             "readCastRecordsStream", "a cast's records (no bodies) as a read-only JSON-mode durable stream",
             [_ID], "application/json"),
     }
-
-
-def durable_part() -> ApiPart:
-    """The part both services give ``servicekit.openapi_document`` (``parts``)."""
     return ApiPart({"name": TAG, "description": "Durable Streams (/v1/stream/*): reads by edge, writes by intake"},
-                   durable_paths())
+                   paths)

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from servicekit import Refusal, sse
 
-from .streams import entry_of, valid_path
+from .streams import entry_of, served_type, valid_path
 
 PREFIX = "/v1/stream/"
 ROUTE = PREFIX + "{path:.+}"
@@ -103,16 +103,18 @@ def bad(message: str) -> Refusal:
     return Refusal(400, "bad_request", message)
 
 
-def read_offset(request: web.Request) -> str | None:
+def read_query(request: web.Request) -> tuple[str | None, str | None]:
+    """A read's ``offset`` and its live mode (``live``: long-poll or sse, which want an offset)."""
     offsets = request.query.getall("offset", [])
     if len(offsets) > 1:
         raise bad("send one offset")
-    if not offsets:
-        return None
-    offset = offsets[0]
-    if offset not in ("-1", "now") and entry_of(offset) is None:
+    offset = offsets[0] if offsets else None
+    if offset not in (None, "-1", "now") and entry_of(offset or "") is None:
         raise bad("offset must be -1, now, or a Stream-Next-Offset this server sent")
-    return offset
+    mode = request.query.get("live")
+    if mode in ("long-poll", "sse") and offset is None:
+        raise bad(f"live={mode} needs an offset")
+    return offset, mode
 
 
 def sse_event(kind: str, payload: bytes) -> bytes:
@@ -130,6 +132,15 @@ def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: b
         if at_tail:
             control["upToDate"] = True
     return sse_event("control", json.dumps(control).encode())
+
+
+def state_headers(content_type: str, next_offset: str, closed: bool) -> dict[str, str]:
+    """What a read or a create answers about the stream: its served type, where the next read
+    starts, and its closure."""
+    headers = {"Content-Type": served_type(content_type), NEXT_OFFSET: next_offset}
+    if closed:
+        headers[CLOSED] = "true"
+    return headers
 
 
 def timed_out(request: web.Request, offset: str, closed: bool) -> web.Response:

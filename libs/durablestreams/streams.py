@@ -141,7 +141,6 @@ class Meta:
     ttl: int | None
     expires_at: str | None
     closed: bool
-    closed_by: str | None  # `epoch:seq:producer` of the append that closed it
     tail: str  # entry id of the last byte (the fork point, or 0-0, while it has none of its own)
     source: str | None
     fork_at: str | None  # entry id: the source's entries up to here are this stream's
@@ -179,7 +178,7 @@ class Meta:
         return Meta(
             path=path, content_type=m.get("ct", "application/octet-stream"),
             ttl=int(m["ttl"]) if "ttl" in m else None, expires_at=m.get("exp"), closed="closed" in m,
-            closed_by=m.get("cby"), tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
+            tail=m.get("tail", ZERO_ID), source=m.get("src"), fork_at=m.get("fofs"),
             fork_sub=int(m.get("fsub", "0")), refs=int(m.get("refs", "0")),
             gone="gone" in m, depth=int(m.get("depth", "0")), family=family, owner=m.get("own", ""),
             deadline=int(m["dl"]) if "dl" in m else None,
@@ -213,22 +212,32 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Slice:
-    """Entries of a read, oldest first: (entry id, bytes); ``complete`` when they reach the tail."""
+    """Entries of a read, oldest first: (entry id, bytes); the entry id it ends at (its last
+    entry's, else the tail's); ``complete`` when it reaches the tail, ``closed`` when that tail is
+    a closed stream's end."""
 
     entries: list[tuple[str, bytes]]
+    end: str
     complete: bool
+    closed: bool
+
+    @staticmethod
+    def of(meta: Meta, entries: list[tuple[str, bytes]], complete: bool) -> Slice:
+        end = entries[-1][0] if entries else meta.tail
+        return Slice(entries, end, complete, meta.closed and complete and end == meta.tail)
 
 
 def _words(reply: Sequence[object]) -> tuple[str, ...]:
     return tuple(decoded(w) for w in reply)
 
 
+def _word(reply: Sequence[object], i: int) -> str:
+    """Word ``i`` of a script's reply (its status is word 0), or '' past its end."""
+    return decoded(reply[i]) if len(reply) > i else ""
+
+
 # A fork's claim of its path meets a stream at home that goes meanwhile: it claims again, this often.
 CLAIM_TRIES = 3
-
-
-def _status(reply: Sequence[object]) -> str:
-    return _words(reply[:1])[0]
 
 
 class DurableStreams:
@@ -278,15 +287,15 @@ class DurableStreams:
             source_key = meta_key(spec.source, family) if spec.source else meta_key(path, family)
             home = [link_key(path)] if family == path else []
             reply = await self._create(keys=[*keys_of(path, family), source_key, *home], args=args)
-            status = _status(reply)
+            status = _word(reply, 0)
             if status == "linked":  # linked to a family meanwhile (or before this process knew)
-                family = _words(reply[1:2])[0]
+                family = _word(reply, 1)
                 self.links.keep(path, family)
                 if not spec.source:
                     wanted = family
                 continue
             if status in ("created", "exists"):
-                await self._release_chain(_words(reply[2:3])[0] if len(reply) > 2 else "", family)
+                await self._release_chain(_word(reply, 2), family)
                 meta = Meta.of(path, reply[1], family)
                 if family != path and await self._claim(path, family) != family:
                     # its link went meanwhile (the stream before it went) and the path is another's
@@ -297,7 +306,7 @@ class DurableStreams:
                 if status == "created" and spec.source:  # the source lives on while its fork does
                     await self._set_link_life(spec.source, family, "")
                 return Outcome(status, meta)
-            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
+            await self._release_chain(_word(reply, 1), family)
             if status != "gone":  # (a refused fork claimed its path; a soft-deleted stream keeps it)
                 await self._drop_link(path, family)
             return Outcome(status)
@@ -322,7 +331,7 @@ class DurableStreams:
         """The family ``path`` is linked to once claimed for ``family`` (an earlier link wins), or
         None while a stream is at home."""
         reply = await self._link(keys=[*keys_of(path), link_key(path)], args=[family])
-        if _status(reply) == "home":
+        if _word(reply, 0) == "home":
             return None
         linked, released = _words(reply[1:3])
         await self._release_chain(released, path)
@@ -394,10 +403,9 @@ class DurableStreams:
 
     async def _delete_at(self, path: str, family: str, owner: str) -> str:
         reply = await self._delete(keys=keys_of(path, family), args=[owner])
-        status = _status(reply)
-        if status in ("deleted", "missing") and len(reply) > 1:
-            await self._release_chain(_words(reply[1:2])[0], family)
+        status = _word(reply, 0)
         if status in ("deleted", "missing"):
+            await self._release_chain(_word(reply, 1), family)  # '' (none) leaves it be
             await self._drop_link(path, family)
         return status
 
@@ -411,9 +419,9 @@ class DurableStreams:
 
     async def _run_at(self, path: str, family: str, script: Callable[..., Awaitable[Any]], args: list[Any]) -> Outcome:
         reply = await script(keys=keys_of(path, family), args=args)
-        status = _status(reply)
+        status = _word(reply, 0)
         if status == "missing":  # lapsed just now, or never there
-            await self._release_chain(_words(reply[1:2])[0] if len(reply) > 1 else "", family)
+            await self._release_chain(_word(reply, 1), family)
             await self._drop_link(path, family)
             return Outcome(status)
         if status == "gone":
@@ -463,11 +471,11 @@ class DurableStreams:
                     entries.append((entry, data))
                     size += len(data)
                     if size >= max_bytes:
-                        return Slice(entries, complete=id_key(entry) >= id_key(meta.tail))
+                        return Slice.of(meta, entries, id_key(entry) >= id_key(meta.tail))
                 if len(batch) < RANGE_BATCH:
                     break
                 start = "(" + batch[-1][0].decode()
-        return Slice(entries, complete=True)
+        return Slice.of(meta, entries, True)
 
     async def _segments(self, meta: Meta, after: str) -> list[tuple[str, str, str]]:
         """(log key, after this id, up to this id) per stream of the chain, source first."""

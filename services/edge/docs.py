@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .errors import refusal
+from servicekit import Refusal
 
 ASSETS_PREFIX = "/docs/assets/"
 # The files of Swagger UI the page loads (the wheel also holds editors and source maps).
@@ -46,7 +46,7 @@ def swagger_folder() -> Path | None:
 
 async def docs_page(request: web.Request) -> web.Response:
     if swagger_folder() is None:
-        raise refusal(404, "not_found", "the API page needs swagger-ui-py: pip install swagger-ui-py; "
+        raise Refusal(404, "not_found", "the API page needs swagger-ui-py: pip install swagger-ui-py; "
                       "the document itself is at /api/openapi.json")
     return web.Response(text=PAGE, content_type="text/html", headers={"Cache-Control": "no-cache"})
 
@@ -55,5 +55,5 @@ async def docs_asset(request: web.Request) -> web.FileResponse:
     name = request.match_info["name"]
     folder = swagger_folder()
     if name not in ASSETS or folder is None:
-        raise refusal(404, "not_found", "no such file")
+        raise Refusal(404, "not_found", "no such file")
     return web.FileResponse(folder / name, headers={"Cache-Control": "public, max-age=86400"})

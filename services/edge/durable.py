@@ -1,9 +1,12 @@
 """The read side of the Durable Streams protocol under ``/v1/stream/<path>``: HEAD, catch-up
-reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's.
+reads, long-poll and SSE. Parse, call ``durablestreams``, answer; writes are intake's. A stream
+is a ``Source``: a general one here, a cast's (``durable_casts.py``); one reader (:func:`serve`)
+answers for both.
 
 Every waiting reader (a long-poll at the tail, an SSE stream between events) waits on edge's one
-shared tail (``fanout.Tail.waiters``), as the casts' listeners do; at most ``EDGE_DS_MAX_WAITERS``
-at once (503 beyond). The tail's graceful stop wakes them: each answers what there is and ends.
+shared tail (``fanout.Tail.waiters``; a cast's as a listener); at most ``EDGE_DS_MAX_WAITERS`` at
+once, casts' included (503 beyond). The tail's graceful stop wakes them: each answers what there
+is and ends.
 """
 
 from __future__ import annotations
@@ -11,109 +14,157 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from durablestreams import protocol as ds
-from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, normal_type, offset_of, served_type
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, is_json, normal_type, offset_of
 from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
-from . import durable_casts
-from .context import CONFIG, EDGE
+from .context import CONFIG, EDGE, Edge, known_cast
+from .durable_casts import CastSource
 from .guards import Pass
+from .params import cast_id_from
+from .streaming import write_within
 
 
 def setup(app: web.Application) -> None:
-    """Routes (casts' first) and the protocol's security headers."""
+    """Routes (the casts' first: the general route would take their paths too) and the protocol's
+    security headers."""
     app.on_response_prepare.append(ds.secure)
-    durable_casts.add_routes(app.router)
-    app.router.add_get(ds.ROUTE, read, allow_head=False)
-    app.router.add_head(ds.ROUTE, head)
+    app.router.add_get(ds.PREFIX + ds.CASTS + "/{id}", read_cast)  # HEAD too, as every GET here
+    app.router.add_get(ds.PREFIX + ds.CASTS + "/{id}/records", read_cast)
+    app.router.add_get(ds.ROUTE, read)
     app.router.add_route("OPTIONS", ds.ROUTE, ds.preflight)
 
 
-async def _open(request: web.Request, path: str, touch: bool) -> tuple[Meta, Pass]:
-    """The stream's meta, after the client's key where keys are set [R:ds-read-keys] and its
-    read token (the same buckets as casts' reads)."""
-    keys = request.app[CONFIG].api_keys
-    if keys and not bearer_key(request, keys):
-        raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
-                                              "Authorization: Bearer <key> (casts' streams are public)")
-    read_pass = await request.app[EDGE].guard.take_read(request)
-    found = await request.app[EDGE].durable.open(path, touch=touch)
+@dataclass
+class StreamSource:
+    """A general stream, as its meta last said."""
+
+    edge: Edge
+    meta: Meta
+    max_bytes: int
+
+    @property
+    def name(self) -> str:
+        return self.meta.path
+
+    @property
+    def content_type(self) -> str:
+        return self.meta.content_type
+
+    @property
+    def tail(self) -> str:
+        return self.meta.tail
+
+    @property
+    def closed(self) -> bool:
+        return self.meta.closed
+
+    def lifetime(self) -> dict[str, str]:
+        headers = {}
+        if self.meta.ttl is not None:
+            headers[ds.TTL] = str(self.meta.ttl)
+        if self.meta.expires_at is not None:
+            headers[ds.EXPIRES_AT] = self.meta.expires_at
+        return headers
+
+    async def read(self, after: str) -> Slice:
+        return await self.edge.durable.read(self.meta, after, self.max_bytes)
+
+    async def wait(self, after: str, seconds: float) -> None:
+        """On the stream's own log past ``after`` (or its tail): edge's shared tail's waiters."""
+        await self.edge.tail.waiters.wait(self.meta.log, max(after, self.meta.tail, key=id_key), seconds)
+
+    async def refresh(self) -> None:
+        self.meta = await _opened(self.edge, self.meta.path, touch=True)
+
+
+# A stream as the reader sees it; positions are entry ids (a cast's: ``0-<n>``).
+Source = StreamSource | CastSource
+
+
+async def _opened(edge: Edge, path: str, touch: bool) -> Meta:
+    found = await edge.durable.open(path, touch=touch)
     if found.meta is None:
         raise ds.gone() if found.status == "gone" else ds.missing()
-    return found.meta, read_pass
-
-
-def _meta_headers(meta: Meta) -> dict[str, str]:
-    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: meta.tail_offset}
-    if meta.closed:
-        headers[ds.CLOSED] = "true"
-    return headers
-
-
-async def head(request: web.Request) -> web.Response:
-    """Metadata only; a HEAD does not slide the TTL [R:ds-head]."""
-    meta, _ = await _open(request, ds.stream_path(request), touch=False)
-    headers = _meta_headers(meta)
-    headers["Cache-Control"] = "no-store"
-    if meta.ttl is not None:
-        headers[ds.TTL] = str(meta.ttl)
-    if meta.expires_at is not None:
-        headers[ds.EXPIRES_AT] = meta.expires_at
-    headers["ETag"] = ds.etag(meta.path, "-1", meta.tail_offset, meta.closed)
-    return web.Response(status=200, headers=headers)
+    return found.meta
 
 
 async def read(request: web.Request) -> web.StreamResponse:
-    """GET: catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    """GET and HEAD of a general stream, after the client's key where keys are set
+    [R:ds-read-keys] and its read token (the same buckets as casts' reads); a HEAD does not slide
+    the TTL [R:ds-head]."""
     path = ds.stream_path(request)
-    offset = ds.read_offset(request)
-    mode = request.query.get("live")  # the protocol's live mode: long-poll or sse
-    if mode in ("long-poll", "sse") and offset is None:
-        raise ds.bad(f"live={mode} needs an offset")
-    meta, read_pass = await _open(request, path, touch=True)
-    after = ZERO_ID if offset in (None, "-1") else meta.tail if offset == "now" else entry_of(offset or "")
-    assert after is not None
-    if id_key(after) > id_key(meta.tail):  # no offset this stream sent: a long-poll would wait for ever
+    offset, mode = ds.read_query(request)
+    edge, cfg = request.app[EDGE], request.app[CONFIG]
+    if cfg.api_keys and not bearer_key(request, cfg.api_keys):
+        raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
+                                              "Authorization: Bearer <key> (casts' streams are public)")
+    read_pass = await edge.guard.take_read(request)
+    meta = await _opened(edge, path, touch=request.method != "HEAD")
+    after = entry_of(offset or "")
+    if after is not None and id_key(after) > id_key(meta.tail):  # no offset it sent: a long-poll would wait for ever
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
+    return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), read_pass, offset, mode)
+
+
+async def read_cast(request: web.Request) -> web.StreamResponse:
+    """GET and HEAD of a cast's audio or records (a cast id holds no ``/``)."""
+    offset, mode = ds.read_query(request)
+    cast_id = cast_id_from(request)
+    known = await known_cast(request, cast_id)
+    records = request.path.endswith("/records")
+    source = CastSource(known.edge, cast_id, known.layout, records, request.app[CONFIG].ds_read_max_bytes)
+    return await serve(request, source, known.read_pass, offset, mode)
+
+
+async def serve(
+    request: web.Request, source: Source, read_pass: Pass, offset: str | None, mode: str | None
+) -> web.StreamResponse:
+    """HEAD, catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    if request.method == "HEAD":
+        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
+        headers.update({**source.lifetime(), "Cache-Control": "no-store"})
+        headers["ETag"] = ds.etag(source.name, "-1", offset_of(source.tail), source.closed)
+        return web.Response(status=200, headers=headers)
+    after = ZERO_ID if offset in (None, "-1") else source.tail if offset == "now" else entry_of(offset or "")
+    assert after is not None
     if mode == "sse":
-        return await _sse(request, read_pass, meta, after)
+        return await _sse(request, read_pass, source, after)
     if offset == "now" and mode != "long-poll":
-        headers = _meta_headers(meta)
+        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
         headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
-        return web.Response(status=200, headers=headers, body=b"[]" if meta.json else b"")
-    got = await request.app[EDGE].durable.read(meta, after, request.app[CONFIG].ds_read_max_bytes)
+        return web.Response(status=200, headers=headers, body=b"[]" if is_json(source.content_type) else b"")
+    got = await source.read(after)
     if mode == "long-poll" and not got.entries:
-        meta, got = await _long_poll(request, read_pass, meta, after)
+        if not got.closed:
+            got = await _long_poll(request, read_pass, source, after, got)
         if not got.entries:
-            return ds.timed_out(request, meta.tail_offset, meta.closed)
-    return _catch_up(request, meta, got, offset or "-1", mode == "long-poll")
+            return ds.timed_out(request, offset_of(got.end), got.closed)
+    return _catch_up(request, source, got, offset or "-1", mode == "long-poll")
 
 
-async def _long_poll(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> tuple[Meta, Slice]:
-    """Wait for the stream's own next entry; none until the deadline (or a close): empty slice."""
-    cfg = request.app[CONFIG]
-    deadline = time.monotonic() + cfg.ds_long_poll_s
-    empty = Slice([], complete=True)
+async def _long_poll(request: web.Request, read_pass: Pass, source: Source, after: str, got: Slice) -> Slice:
+    """Wait for the stream's own next entry; none until the deadline (or a close, or edge's stop):
+    the last read, empty."""
+    deadline = time.monotonic() + request.app[CONFIG].ds_long_poll_s
     tail = request.app[EDGE].tail
     async with _permit(request), read_pass.stream_seat():
-        while not meta.closed and not tail.closing:  # a stopping edge answers what there is
+        while not tail.closing:  # a stopping edge answers what there is
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            await _wait(request, meta, after, remaining)
-            found = await request.app[EDGE].durable.open(meta.path, touch=True)
-            if found.meta is None:
-                raise ds.gone() if found.status == "gone" else ds.missing()
-            meta = found.meta
-            got = await request.app[EDGE].durable.read(meta, after, cfg.ds_read_max_bytes)
-            if got.entries:
-                return meta, got
-    return meta, empty
+            await source.wait(after, remaining)
+            await source.refresh()
+            got = await source.read(after)
+            if got.entries or got.closed:
+                break
+    return got
 
 
 def _permit(request: web.Request) -> asyncio.Semaphore:
@@ -124,86 +175,63 @@ def _permit(request: web.Request) -> asyncio.Semaphore:
     return waiters
 
 
-async def _wait(request: web.Request, meta: Meta, after: str, seconds: float) -> bool:
-    """Block on the stream's own log past ``after`` (or its tail), at most ``seconds``."""
-    since = max(after, meta.tail, key=id_key)
-    return await request.app[EDGE].tail.waiters.wait(meta.log, since, seconds)
-
-
-def _catch_up(request: web.Request, meta: Meta, got: Slice, start: str, long_poll: bool) -> web.Response:
-    end = offset_of(got.entries[-1][0]) if got.entries else meta.tail_offset
-    closed = meta.closed and got.complete and end == meta.tail_offset
-    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: end}
+def _catch_up(request: web.Request, source: Source, got: Slice, start: str, long_poll: bool) -> web.Response:
+    headers = ds.state_headers(source.content_type, offset_of(got.end), got.closed)
     if got.complete:
         headers[ds.UP_TO_DATE] = "true"
-    if closed:
-        headers[ds.CLOSED] = "true"
-    if long_poll or not closed:
+    if long_poll or not got.closed:
         headers[ds.CURSOR] = ds.cursor_after(request.query.get("cursor"))
-    tag = ds.etag(meta.path, start, end, closed)
+    tag = ds.etag(source.name, start, offset_of(got.end), got.closed)
     headers["ETag"] = tag
     if request.headers.get("If-None-Match") == tag:
         return web.Response(status=304, headers={"ETag": tag})
-    return web.Response(status=200, headers=headers, body=_body(meta, got))
+    if is_json(source.content_type):
+        body = b"[" + b",".join(data for _, data in got.entries) + b"]"
+    else:
+        body = b"".join(data for _, data in got.entries)
+    return web.Response(status=200, headers=headers, body=body)
 
 
-def _body(meta: Meta, got: Slice) -> bytes:
-    if meta.json:
-        return b"[" + b",".join(data for _, data in got.entries) + b"]"
-    return b"".join(data for _, data in got.entries)
-
-
-def _data_event(meta: Meta, data: bytes, binary: bool) -> bytes:
+def _data_event(data: bytes, json: bool, binary: bool) -> bytes:
     if binary:
         return ds.sse_event("data", base64.b64encode(data))
-    if meta.json:
+    if json:
         return ds.sse_event("data", b"[" + data + b"]")  # stored as UTF-8 (``json_entry``)
     return ds.sse_event("data", data.decode("utf-8", errors="replace").encode())  # SSE is UTF-8
 
 
-async def _sse(request: web.Request, read_pass: Pass, meta: Meta, after: str) -> web.StreamResponse:
+async def _sse(request: web.Request, read_pass: Pass, source: Source, after: str) -> web.StreamResponse:
     """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
-    binary = not (normal_type(meta.content_type).startswith("text/") or meta.json)
+    json = is_json(source.content_type)
+    binary = not (normal_type(source.content_type).startswith("text/") or json)
     response = web.StreamResponse(status=200, headers=sse.HEADERS)
     if binary:
         response.headers[ds.SSE_ENCODING] = "base64"
-    async with _permit(request), read_pass.stream_seat():
-        await response.prepare(request)
-        await _events(request, response, meta, after, binary)
-    await response.write_eof()
-    return response
-
-
-async def _events(
-    request: web.Request, response: web.StreamResponse, meta: Meta, after: str, binary: bool
-) -> None:
     cfg = request.app[CONFIG]
-    streams, tail = request.app[EDGE].durable, request.app[EDGE].tail
     ends = time.monotonic() + cfg.ds_sse_max_s
     cursor = request.query.get("cursor")
-    while not tail.closing:
-        got = await streams.read(meta, after, cfg.ds_read_max_bytes)
-        out: list[bytes] = []
-        at_tail = got.complete
-        for n, (entry, data) in enumerate(got.entries):  # a control event after every data event
-            last = n == len(got.entries) - 1
-            after = entry
-            out.append(_data_event(meta, data, binary))
-            out.append(ds.control_event(offset_of(entry), cursor, at_tail=at_tail and last, closed=meta.closed))
-        if not got.entries:
-            out.append(ds.control_event(meta.tail_offset, cursor, at_tail=at_tail, closed=meta.closed))
-        closed = meta.closed and at_tail
-        await asyncio.wait_for(response.write(b"".join(out)), cfg.write_timeout_s)
-        if closed:
-            break
-        remaining = ends - time.monotonic()
-        if remaining <= 0:
-            break
-        if at_tail:
-            after = max(after, meta.tail, key=id_key)
-            await _wait(request, meta, after, min(remaining, cfg.sse_heartbeat_s))
-        found = await streams.open(meta.path, touch=True)
-        if found.meta is None:
-            break
-        meta = found.meta
+    async with _permit(request), read_pass.stream_seat():
+        await response.prepare(request)
+        while not request.app[EDGE].tail.closing:
+            got = await source.read(after)
+            out: list[bytes] = []
+            for n, (entry, data) in enumerate(got.entries):  # a control event after every data event
+                out.append(_data_event(data, json, binary))
+                at_tail = got.complete and n == len(got.entries) - 1
+                out.append(ds.control_event(offset_of(entry), cursor, at_tail=at_tail, closed=got.closed))
+            if not got.entries:
+                out.append(ds.control_event(offset_of(got.end), cursor, at_tail=got.complete, closed=got.closed))
+            await write_within(request, response, b"".join(out), cfg.write_timeout_s)
+            remaining = ends - time.monotonic()
+            if got.closed or remaining <= 0:
+                break
+            after = got.end
+            if got.complete:
+                await source.wait(after, min(remaining, cfg.sse_heartbeat_s))
+            try:
+                await source.refresh()
+            except Refusal:  # deleted or lapsed meanwhile: its readers' streams end
+                break
+    await response.write_eof()
+    return response

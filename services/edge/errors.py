@@ -3,8 +3,6 @@ with edge's wording): every error a JSON ``{"error", "message"}``, every request
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from aiohttp.typedefs import Middleware
 
 from servicekit import Refusal, json_errors
@@ -21,10 +19,6 @@ STATUS_CODES = {
     500: ("internal", "something went wrong on our side; retry in a moment"),
     503: ("unavailable", "the service is busy or starting; retry in a moment"),
 }
-
-
-def refusal(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> Refusal:
-    return Refusal(status, code, message, headers)
 
 
 def not_found(message: str = STATUS_CODES[404][1]) -> Refusal:

@@ -15,14 +15,11 @@ from redis.asyncio import Redis
 
 from castlog import EDGE_SCOPE, EDGE_STREAMS_SCOPE, RateLimiter
 from castlog.slots import SeatLimiter
-from servicekit import request_client
+from servicekit import Refusal, request_client
 
 from .config import Config
-from .errors import refusal
 from .metrics import EdgeMetrics
 
-RATE_SCOPE = EDGE_SCOPE  # rl/edge/<client>: the client's read bucket
-STREAMS_SCOPE = EDGE_STREAMS_SCOPE  # rl/edge-streams/<client>: the client's open-stream seats
 # A client over its stream cap may retry once one of its streams ends.
 STREAMS_RETRY_AFTER_S = 5
 BUSY_RETRY_AFTER_S = 5
@@ -33,8 +30,9 @@ class Guard:
     replica; ``seats`` holds and renews this process's), and this process's own cap on listeners."""
 
     def __init__(self, redis: Redis, cfg: Config, metrics: EdgeMetrics) -> None:
-        self.limiter = RateLimiter(redis, RATE_SCOPE, cfg.read_rate, cfg.read_burst)
-        self.seats = SeatLimiter(redis, STREAMS_SCOPE, cfg.max_streams_per_client, cfg.stream_lease_s)
+        self.limiter = RateLimiter(redis, EDGE_SCOPE, cfg.read_rate, cfg.read_burst)  # rl/edge/<client>
+        # rl/edge-streams/<client>: the client's open-stream seats
+        self.seats = SeatLimiter(redis, EDGE_STREAMS_SCOPE, cfg.max_streams_per_client, cfg.stream_lease_s)
         self.trusted = cfg.forwarded_allow_ips
         self.max_listeners = cfg.max_listeners
         self.metrics = metrics
@@ -45,7 +43,7 @@ class Guard:
         verdict = await self.limiter.take(client, 1)
         if not verdict.allowed:
             self.metrics.rate_limited.inc()
-            raise refusal(
+            raise Refusal(
                 429, "rate_limited", f"too many reads from your address; retry in {verdict.retry_after_s}s",
                 headers={"Retry-After": str(verdict.retry_after_s)},
             )
@@ -55,14 +53,14 @@ class Guard:
     async def hold_seat(self, client: str) -> AsyncIterator[None]:
         """Hold one of ``client``'s open-stream seats for the block's length (see :class:`Pass`)."""
         if len(self.seats.held) >= self.max_listeners:  # this process is full: no Redis command spent
-            raise refusal(
+            raise Refusal(
                 503, "busy", "this edge serves its maximum of listeners; retry in a moment",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
             )
         seat, held = await self.seats.acquire(client)
         if seat is None:
             self.metrics.rate_limited.inc()
-            raise refusal(
+            raise Refusal(
                 429, "too_many_streams",
                 f"your address already has {held} streams open; close one or retry later",
                 headers={"Retry-After": str(STREAMS_RETRY_AFTER_S)},

@@ -23,7 +23,6 @@ from castlog import Audio, Layout
 from servicekit import Refusal
 
 from .context import Edge, known_cast
-from .errors import refusal
 from .params import cast_id_from
 from .streaming import cut_short, observe, write_within
 
@@ -60,7 +59,7 @@ def parse_range(header: str, total: int) -> tuple[int, int] | None:
 
 
 def _unsatisfiable(total: int) -> Refusal:
-    return refusal(416, "range_not_satisfiable", f"the audio has {total} bytes",
+    return Refusal(416, "range_not_satisfiable", f"the audio has {total} bytes",
                    headers={"Content-Range": f"bytes */{total}"})
 
 
@@ -91,24 +90,22 @@ async def _send_closed(request: web.Request, edge: Edge, cast_id: str, layout: L
     if request.method == "HEAD" or total == 0:
         return resp
     with cut_short("audio", cast_id):  # a short body tells the client to retry
-        async for piece in _closed_bytes(edge, cast_id, layout, first, last):
+        async for piece in audio_bytes(edge, cast_id, layout, first, last + 1):
             await write_within(request, resp, piece, edge.cfg.write_timeout_s)
         await resp.write_eof()
     return resp
 
 
-async def _closed_bytes(edge: Edge, cast_id: str, layout: Layout, first: int, last: int) -> AsyncIterator[bytes]:
-    """Bytes ``first..last`` of a closed cast's audio: straight from the archived blob (its
-    playable prefix is the whole MP3), else body by body from the log."""
+async def audio_bytes(edge: Edge, cast_id: str, layout: Layout, first: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes ``first`` up to ``end`` of a cast's playable audio: straight from the archived blob
+    (its playable prefix is the whole MP3), else body by body from the log."""
     if layout.blob is not None:
-        async for piece in edge.reader.stream(cast_id, layout.blob, first, last + 1):
+        async for piece in edge.reader.stream(cast_id, layout.blob, first, end):
             yield piece
         return
-    wanted = [c for c in layout.chunks if c.start <= last and c.start + c.size > first]
+    wanted = [c for c in layout.chunks if c.start < end and c.start + c.size > first]
     async for chunk, body in edge.reader.bodies(cast_id, wanted):
-        lo = max(first - chunk.start, 0)
-        hi = min(last - chunk.start + 1, chunk.size)
-        yield body[lo:hi]
+        yield body[max(first - chunk.start, 0):min(end - chunk.start, chunk.size)]
 
 
 async def _send_growing(request: web.Request, edge: Edge, cast_id: str, layout: Layout) -> web.StreamResponse:

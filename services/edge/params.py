@@ -93,7 +93,7 @@ def _records(request: web.Request, cfg: Config, cast_id: str) -> RecordsQuery:
     )
 
 
-def int_param(request: web.Request, name: str, default: int, low: int, high: int | None = None) -> int:
+def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
@@ -101,9 +101,8 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
         value = int(raw)
     except ValueError:
         raise bad_request(f"{name} must be an integer, not {raw[:32]!r}") from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise bad_request(f"{name} must be {bound}, not {value}")
+    if not low <= value <= high:
+        raise bad_request(f"{name} must be between {low} and {high}, not {value}")
     return value
 
 

@@ -31,7 +31,6 @@ from durablestreams.streams import (
     json_messages,
     normal_type,
     passive_type,
-    served_type,
     valid_path,
 )
 from servicekit import Refusal
@@ -156,15 +155,19 @@ async def create(request: web.Request) -> web.Response:
     await _take_quota(request, True, entries)
     outcome = await streams.create(path, spec, entries)
     if outcome.status == "created":
-        assert outcome.meta is not None
-        return web.Response(status=201, headers={**_created_headers(outcome.meta), "Location": ds.public_url(request)})
+        meta = outcome.meta
+        assert meta is not None
+        headers = ds.state_headers(meta.content_type, meta.tail_offset, meta.closed)
+        headers["Location"] = ds.public_url(request)
+        return web.Response(status=201, headers=headers)
     if outcome.status == "exists":
         assert outcome.meta is not None
         if outcome.meta.owner != spec.owner:
             raise not_owner()
         if not _same(outcome.meta, spec, fork_at):
             raise Refusal(409, "conflict", "a stream with another configuration is at this path")
-        return web.Response(status=200, headers=_created_headers(outcome.meta))
+        meta = outcome.meta
+        return web.Response(status=200, headers=ds.state_headers(meta.content_type, meta.tail_offset, meta.closed))
     if outcome.status == "nosrc":
         raise Refusal(404, "not_found", "no such source stream")
     if outcome.status == "not_owner":
@@ -247,13 +250,6 @@ def _same(meta: Meta, spec: Spec, fork_at: str | None) -> bool:
         and meta.expires_at == spec.expires_at and meta.closed == spec.closed and meta.source == spec.source
         and (fork_at is None or meta.fork_at == fork_at) and meta.fork_sub == spec.fork_sub
     )
-
-
-def _created_headers(meta: Meta) -> dict[str, str]:
-    headers = {"Content-Type": served_type(meta.content_type), ds.NEXT_OFFSET: meta.tail_offset}
-    if meta.closed:
-        headers[ds.CLOSED] = "true"
-    return headers
 
 
 def _producer(request: web.Request) -> tuple[str, int, int] | None:
