@@ -106,7 +106,3 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-if __name__ == "__main__":
-    sys.exit(main())
