@@ -29,7 +29,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import StoreConfig
@@ -42,7 +42,7 @@ from synth.config import SynthConfig
 
 from . import doorway
 from .config import environment
-from .proxy import Limits, Upstreams, create_app, readiness, runner, session_for, url_of
+from .proxy import Limits, Upstreams, create_app, readiness, ready_body, runner, session_for
 from .redisserver import RedisServer, die_with_parent, free_port, owner_secret, start_server
 from .serverchoice import PASSWORD_FILE, Server, redis_password
 from .voicepacks import model_dir
@@ -302,8 +302,7 @@ class Launcher:
         started = time.monotonic()
         announced = False
         async with AsyncExitStack() as stack:
-            sessions = {c.name: await stack.enter_async_context(session_for(c.upstream, timeout=ClientTimeout(total=2)))
-                        for c in self.children}
+            sessions = {c.name: await stack.enter_async_context(session_for(c.upstream)) for c in self.children}
             while not self.stopping.is_set():
                 for child in self.children:
                     assert child.proc is not None
@@ -314,7 +313,7 @@ class Launcher:
                             child.name, child.proc.returncode, child.name,
                         )
                         return 1
-                    if not child.ready and await _answers(sessions[child.name], url_of(child.upstream) + "/readyz"):
+                    if not child.ready and await ready_body(sessions[child.name], child.upstream) is not None:
                         child.ready = True
                         log.info("%s ready after %.1fs", child.name, time.monotonic() - started)
                 if not announced and all(c.ready for c in self.children):
@@ -350,14 +349,6 @@ class Launcher:
                 child.proc.kill()
                 child.proc.wait()
             log.info("stopped %s (code %s)", child.name, child.proc.returncode)
-
-
-async def _answers(session: ClientSession, url: str) -> bool:
-    try:
-        async with session.get(url) as response:
-            return response.status == 200
-    except (OSError, asyncio.TimeoutError):
-        return False
 
 
 async def migrate_keys(redis: Redis) -> int:
