@@ -367,6 +367,8 @@ async def _close_relays(app: web.Application) -> None:
     relays = app[RELAYS]
     while relays:
         relays.pop().close()
+    sockets: set[web.WebSocketResponse] = app[wsrelay.SOCKETS]
+    await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)  # going away
 
 
 def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
@@ -386,7 +388,7 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
     app[SEEN] = {}
     app.on_shutdown.append(_close_relays)
     add_security_headers(app)
-    wsrelay.setup(app)
+    app[wsrelay.SOCKETS] = set()
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)

@@ -68,11 +68,6 @@ def server_binaries() -> list[str]:
     return found
 
 
-def find_server_binary() -> str:
-    """The best server here, for a scratch server."""
-    return server_binaries()[0]
-
-
 PORT_FLOOR = 10000  # below this, well-known services live
 _handed_out: set[int] = set()
 
@@ -156,7 +151,7 @@ def start_server(
     data_dir.mkdir(parents=True, exist_ok=True)
     log_file = data_dir / "redis.log"
     port = port or free_port()
-    binary = binary or find_server_binary()
+    binary = binary or server_binaries()[0]  # the best server here, for a scratch server
     args = [
         binary,
         "--bind", "127.0.0.1",
