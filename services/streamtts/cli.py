@@ -74,16 +74,14 @@ def run_up(args: argparse.Namespace) -> int:
         hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
-    url = redis_url(environment())
     state_dir = args.state_dir.expanduser().resolve()
-    try:  # before anything starts: the state dir's own server, or a refusal that says why
-        server = None if url else statecmd.server_for(state_dir, args.redis_server)
+    try:  # before anything starts: REDIS_URL, else the state dir's own server, or a refusal that says why
+        redis = redis_url(environment()) or statecmd.server_for(state_dir, args.redis_server)
     except (ServerRefused, ServerNotFound) as exc:
         return fail(exc, 1)
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
-    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
-                      redis_server=server, services=services, limits=limits,
+    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis=redis, services=services, limits=limits,
                       access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())

@@ -110,8 +110,7 @@ class Options:
     host: str
     port: int
     state_dir: Path  # absolute: children and Redis run in other working directories
-    redis_url: str | None
-    redis_server: Server | None  # the state dir's server (serverchoice.choose), when no redis_url
+    redis: str | Server  # REDIS_URL, or the state dir's server to start (serverchoice.choose)
     services: tuple[str, ...]
     limits: Limits  # the proxy's: its settings, and what intake takes
     access_log: bool  # a concise line per request through the proxy (--log-level debug)
@@ -272,15 +271,14 @@ class Launcher:
         return None
 
     def _redis(self) -> str:
-        if self.options.redis_url:
-            log.info("using Redis at %s", redact(self.options.redis_url))
-            return self.options.redis_url
+        chosen = self.options.redis
+        if isinstance(chosen, str):
+            log.info("using Redis at %s", redact(chosen))
+            return chosen
         data = self.options.state_dir / "redis"
-        chosen = self.options.redis_server
         # state_dir is absolute: so are --dir and --logfile
-        self.server = start_server(data, aof=True, binary=chosen.binary if chosen else None,
-                                   password=redis_password(self.options.state_dir))
-        log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe() if chosen else "Redis",
+        self.server = start_server(data, aof=True, binary=chosen.binary, password=redis_password(self.options.state_dir))
+        log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe(),
                  self.server.port, data, self.options.state_dir / PASSWORD_FILE)
         return self.server.url
 

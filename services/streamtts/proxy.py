@@ -69,7 +69,6 @@ NOT_READY_RETRY_S = 2
 PROBES = frozenset({"/healthz", "/readyz"})
 
 
-
 @dataclass(frozen=True)
 class Limits:
     """Everything the local front door bounds (docs/security.md): ``up``'s own settings, and what
@@ -371,11 +370,10 @@ async def _close_relays(app: web.Application) -> None:
     await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)  # going away
 
 
-def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
+def create_app(redis: Redis, upstreams: Upstreams, limits: Limits = Limits(),
                hosts: frozenset[str] = frozenset()) -> web.Application:
     """The proxy, bounded by ``limits``; a Host that names none of ``hosts`` is refused (empty: any).
     Serve it with ``doorway.serve`` (``runner`` below), which bounds connections before aiohttp."""
-    limits = limits or Limits()
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[_refusals])
     app[LIMITS] = limits
     app[HOSTS] = hosts
