@@ -229,7 +229,8 @@ class Launcher:
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
-            upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
+            # each one's socket (_child); one not running: a socket nobody listens on (503)
+            upstreams = Upstreams(intake=str(self.runtime / "intake.sock"), edge=str(self.runtime / "edge.sock"))
             limits = self.options.limits
             app = create_app(redis, upstreams, limits, self.options.hosts)
             app_runner = runner(app, access_log=log_access if self.options.access_log else None,
@@ -281,11 +282,6 @@ class Launcher:
         log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe(),
                  self.server.port, data, self.options.state_dir / PASSWORD_FILE)
         return self.server.url
-
-    def _base(self, name: str) -> str:
-        """The upstream of the service ``name``; one not running: a socket nobody listens on (503)."""
-        assert self.runtime is not None
-        return next((c.upstream for c in self.children if c.name == name), str(self.runtime / f"{name}.sock"))
 
     async def _watch(self, app: web.Application) -> int:
         """Report readiness as it comes; return when asked to stop or when a child dies."""
