@@ -69,8 +69,9 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
 
-        limits = Limits(Config.from_env(), *(value_of(IntakeConfig, name, environment())  # what intake takes, in its time
-                                             for name in ("max_body_bytes", "body_timeout_s", "live_max_message_bytes")))
+        # the proxy takes what intake takes, in its time
+        limits = Limits(Config.from_env(), *(value_of(IntakeConfig, name, environment()) for name in
+                                             ("max_body_bytes", "body_timeout_s", "live_max_message_bytes")))
         hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
@@ -81,8 +82,8 @@ def run_up(args: argparse.Namespace) -> int:
         return fail(exc, 1)
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
-    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis=redis, services=services, limits=limits,
-                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
+    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis=redis, services=services,
+                      limits=limits, access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:

@@ -278,7 +278,8 @@ class Launcher:
             return chosen
         data = self.options.state_dir / "redis"
         # state_dir is absolute: so are --dir and --logfile
-        self.server = start_server(data, aof=True, binary=chosen.binary, password=redis_password(self.options.state_dir))
+        self.server = start_server(data, aof=True, binary=chosen.binary,
+                                   password=redis_password(self.options.state_dir))
         log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe(),
                  self.server.port, data, self.options.state_dir / PASSWORD_FILE)
         return self.server.url
