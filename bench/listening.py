@@ -12,6 +12,7 @@ the checks read the voices from (``english_model_dir``).
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ import numpy.typing as npt
 
 from chunking import Chunker
 from streamtts import voicepacks
-from streamtts.config import Config
 
 WHISPER_RATE = 16_000
 MODEL_RATE = 24_000
@@ -162,7 +162,7 @@ def seam_pauses_ms(chunks: Sequence[Pcm]) -> list[int]:
 def cache_dir() -> Path:
     """The checks' model folder: ``STREAMTTS_TEST_MODEL_DIR``, else ``~/.cache/streamtts/test-model``
     (``scripts/test`` fills it before pytest runs)."""
-    configured = Config.from_env().test_model_dir
+    configured = os.environ.get("STREAMTTS_TEST_MODEL_DIR")  # a test and bench tool's: no setting of the command
     return Path(configured) if configured else Path.home() / ".cache" / "streamtts" / "test-model"
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamtts.redisserver import die_with_parent, find_server_binary, free_port
+from streamtts.redisserver import die_with_parent, free_port, server_binaries
 
 MASTERS = 3
 REPLICAS_PER_MASTER = 1
@@ -45,7 +45,7 @@ class Node:
 class Cluster:
     nodes: list[Node] = field(default_factory=list)
     replicas: int = REPLICAS_PER_MASTER  # per master
-    binary: str = ""  # the server every node runs (empty: find_server_binary's)
+    binary: str = ""  # the server every node runs (empty: the best here, server_binaries()[0])
 
     @property
     def url(self) -> str:
@@ -107,7 +107,7 @@ class Cluster:
 
     def restart(self, node: Node) -> None:
         """Start a killed node again on its folder and ports: it rejoins (a replica, once failed over)."""
-        binary = self.binary or find_server_binary()
+        binary = self.binary or server_binaries()[0]
         node.process = start_node(node.data_dir, binary, ports=(node.port, node.bus_port)).process
 
     def failed_over(self, node: Node) -> bool:
@@ -205,7 +205,7 @@ def start_cluster(
 ) -> Cluster:
     """``masters`` nodes with ``replicas`` each; returns once every slot is served (and every
     replica is in sync)."""
-    binary = binary or find_server_binary()
+    binary = binary or server_binaries()[0]
     cluster = Cluster(replicas=replicas, binary=binary)
     try:
         for i in range(masters * (1 + replicas)):

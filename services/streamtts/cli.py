@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 
 from servicekit import ConfigError, setup_logging
@@ -19,7 +18,7 @@ from servicekit.settings import value_of
 
 from . import commands as client_commands
 from . import migratecmd, statecmd, voicecmd
-from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError
+from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError, fail
 from .config import Config, environment
 from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
 from .proxy import Limits
@@ -66,35 +65,29 @@ def run_up(args: argparse.Namespace) -> int:
     if unknown:
         parser.error(f"unknown service(s) {sorted(unknown)}; choose from {', '.join(SERVICES)}")
     if port_in_use(args.host, args.port):
-        print(f"streamtts: port {args.port} is in use; pass --port", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"port {args.port} is in use; pass --port", EXIT_USAGE)
     try:
         from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
 
-        intake = {name: value_of(IntakeConfig, name, environment())  # the proxy takes what intake takes, in its time
-                  for name in ("max_body_bytes", "body_timeout_s", "live_max_message_bytes")}
-        limits = Limits(Config.from_env(), intake["max_body_bytes"], intake["body_timeout_s"],
-                        intake["live_max_message_bytes"])
+        # the proxy takes what intake takes, in its time
+        limits = Limits(Config.from_env(), *(value_of(IntakeConfig, name, environment()) for name in
+                                             ("max_body_bytes", "body_timeout_s", "live_max_message_bytes")))
         hosts = local_hosts(args.host, value_of(IntakeConfig, "allowed_hosts", environment()))
     except ConfigError as exc:
         parser.error(str(exc))
-    url = redis_url(environment())
     state_dir = args.state_dir.expanduser().resolve()
-    try:  # before anything starts: the state dir's own server, or a refusal that says why
-        server = None if url else statecmd.server_for(state_dir, args.redis_server)
+    try:  # before anything starts: REDIS_URL, else the state dir's own server, or a refusal that says why
+        redis = redis_url(environment()) or statecmd.server_for(state_dir, args.redis_server)
     except (ServerRefused, ServerNotFound) as exc:
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     if "synth" in services and not args.no_voice_install:
         voicecmd.first_start(state_dir)
-    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis_url=url,
-                      redis_server=server, services=services, limits=limits,
-                      access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
+    options = Options(host=args.host, port=args.port, state_dir=state_dir, redis=redis, services=services,
+                      limits=limits, access_log=args.log_level == "DEBUG", wyoming_port=args.wyoming_port, hosts=hosts)
     try:
         return asyncio.run(Launcher(options).run())
     except (ConnectionError, RuntimeError) as exc:
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc, 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,11 +95,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ClientError as exc:
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return fail(exc, exc.exit_code)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

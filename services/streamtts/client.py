@@ -7,6 +7,7 @@ failure is one of three errors, each with the exit code the CLI returns and what
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -50,6 +51,17 @@ class Unreachable(ClientError):
             f"cannot reach StreamTTS at {url} ({why}). Start it with `streamtts up`, or pass --url "
             f"(or set {URL_SETTING.env}) to where it runs"
         )
+
+
+def say(line: object) -> None:
+    """A line for the user on stderr under the command's name: progress, a warning, why it failed."""
+    print(f"streamtts: {line}", file=sys.stderr, flush=True)
+
+
+def fail(why: object, exit_code: int) -> int:
+    """Say why the command fails; its exit code, to return."""
+    say(why)
+    return exit_code
 
 
 def split_link(id_or_link: str) -> tuple[str, str | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 from rich.console import Console
@@ -122,8 +122,7 @@ def run_say(args: argparse.Namespace) -> int:
     text = read_text(args)
     if not text.strip():
         raise UsageError("the text is empty; give some words to read out")
-    api = api_for(args)
-    try:
+    with closing(api_for(args)) as api:
         cast = api.submit(text, args.voice, args.title, args.speed)
         cast_id, link = cast["id"], api.link(cast["id"])
         err = Console(stderr=True)
@@ -133,22 +132,17 @@ def run_say(args: argparse.Namespace) -> int:
         elif args.output != STDOUT:
             print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
         return _follow(api, cast_id, args, from_tail=False, console=err)
-    finally:
-        api.close()
 
 
 def run_follow(args: argparse.Namespace) -> int:
     check_outputs(args)
     cast_id, origin = split_link(args.cast)
-    api = api_for(args, origin)  # a full link names its server
-    try:
+    with closing(api_for(args, origin)) as api:  # a full link names its server
         err = Console(stderr=True)
         err.print(api.link(cast_id))
         if args.json:
             print_json({"event": "cast", "id": cast_id, "url": api.link(cast_id)})
         return _follow(api, cast_id, args, from_tail=args.live, console=err)
-    finally:
-        api.close()
 
 
 def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, console: Console) -> int:
@@ -181,11 +175,8 @@ def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> i
 
 
 def run_voices_list(args: argparse.Namespace) -> int:
-    api = api_for(args)
-    try:
+    with closing(api_for(args)) as api:
         listing = api.voices()
-    finally:
-        api.close()
     if getattr(args, "ids", False):
         print("\n".join(listing["voices"]))
         return EXIT_OK

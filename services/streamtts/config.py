@@ -44,8 +44,6 @@ class Config(Settings):
         "client this often; one that does not answer is closed, and its session upstream with it")
     redis_server: str = setting("STREAMTTS_REDIS_SERVER", "", doc="`streamtts up` only: the state dir's Redis "
                                 "server, `embedded` or a path (`--redis-server`); unset: the one that wrote it")
-    test_model_dir: str = setting("STREAMTTS_TEST_MODEL_DIR", "", shown="~/.cache/streamtts/test-model",
-                                  doc="the listening checks' model folder (tests, `bench/bench_listen.py`)")
     api_key: str = setting("STREAMTTS_API_KEY", "", secret=True, shown="unset", doc="`streamtts say/follow/"
                            "voices`: the API key they send when `--api-key` is not given")
     url: str = setting("STREAMTTS_URL", "http://127.0.0.1:8080", doc="`streamtts say/follow/voices`: the "

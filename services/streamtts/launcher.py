@@ -26,10 +26,10 @@ import tempfile
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import web
 from redis.asyncio import Redis
 
 from blobstore import StoreConfig
@@ -42,8 +42,8 @@ from synth.config import SynthConfig
 
 from . import doorway
 from .config import environment
-from .proxy import Limits, Upstreams, create_app, readiness, runner, session_for, url_of
-from .redisserver import RedisServer, die_with_parent, free_port, owner_secret, start_server
+from .proxy import Limits, Upstreams, create_app, readiness, ready_body, runner, session_for
+from .redisserver import RedisServer, die_with_parent, free_port, owner_secret, start_server, wait_or_kill
 from .serverchoice import PASSWORD_FILE, Server, redis_password
 from .voicepacks import model_dir
 
@@ -104,22 +104,18 @@ def runtime_dir() -> Path:
     return made
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    state_dir: Path = field(default_factory=lambda: Path(".state"))
-    redis_url: str | None = None
-    redis_server: Server | None = None  # the state dir's server (serverchoice.choose), when no redis_url
-    services: tuple[str, ...] = SERVICES
-    limits: Limits = field(default_factory=Limits)  # the proxy's: its settings, and what intake takes
-    access_log: bool = False  # a concise line per request through the proxy (--log-level debug)
-    wyoming_port: int = 0  # intake's Wyoming server, on `host` (0: none)
-    hosts: frozenset[str] = frozenset({"localhost"})  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
-
-    def __post_init__(self) -> None:
-        # Absolute before any use: children and Redis run in other working directories.
-        self.state_dir = self.state_dir.expanduser().resolve()
+    """``up``'s command line as ``cli.run_up`` read and checked it."""
+    host: str
+    port: int
+    state_dir: Path  # absolute: children and Redis run in other working directories
+    redis: str | Server  # REDIS_URL, or the state dir's server to start (serverchoice.choose)
+    services: tuple[str, ...]
+    limits: Limits  # the proxy's: its settings, and what intake takes
+    access_log: bool  # a concise line per request through the proxy (--log-level debug)
+    wyoming_port: int  # intake's Wyoming server, on `host` (0: none)
+    hosts: frozenset[str]  # STREAMTTS_ALLOWED_HOSTS as up applies it (local_hosts)
 
     @property
     def origin(self) -> str:
@@ -172,11 +168,11 @@ def available(name: str) -> bool:
     return importlib.util.find_spec(f"{name}.__main__") is not None
 
 
-def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str],
-           extra: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    env = {**environment(), **extra}
+def _spawn(child: Child, redis_url: str, options: Options) -> subprocess.Popen[bytes]:
+    state_dir = options.state_dir
+    env = environment()
     env[REDIS_URL.env] = redis_url
-    env[ALLOWED_HOSTS.env] = ",".join(sorted(hosts))  # intake's own port checks them too
+    env[ALLOWED_HOSTS.env] = ",".join(sorted(options.hosts))  # intake's own port checks them too
     if raw_of(CONTENT_KEY, env) is None:
         env[CONTENT_KEY.env] = content_key(state_dir)
     env.setdefault(synth_env("cache_dir"), str(state_dir / "model-cache"))
@@ -191,6 +187,11 @@ def _spawn(child: Child, redis_url: str, state_dir: Path, hosts: frozenset[str],
         upper = child.name.upper()
         env[f"{upper}_SOCKET"], env[f"{upper}_HOST"] = child.socket, "127.0.0.1"  # the host: a metrics port's
         env[FORWARDED_ALLOW_IPS.env] = UNIX_PEER
+    if child.name == "intake" and options.wyoming_port:  # the Wyoming server, on the origin's host
+        from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
+
+        env[declaration(IntakeConfig, "wyoming_port").env] = str(options.wyoming_port)
+        env[declaration(IntakeConfig, "wyoming_host").env] = options.host
     return subprocess.Popen(
         [sys.executable, "-m", child.name], env=env, stdin=subprocess.DEVNULL,
         start_new_session=True,  # our own signals only: Ctrl-C reaches us, we stop them in order
@@ -224,12 +225,12 @@ class Launcher:
             self.runtime = runtime_dir()
             self.children = [self._child(name) for name in self.options.services if available(name)]
             for child in self.children:
-                child.proc = _spawn(child, redis_url, self.options.state_dir, self.options.hosts,
-                                    self._extra(child.name))
+                child.proc = _spawn(child, redis_url, self.options)
                 log.info("started %s (pid %d)", child.name, child.proc.pid)
             for name in self.missing:
                 log.warning("%s is not installed; running without it", name)
-            upstreams = Upstreams(intake=self._base("intake"), edge=self._base("edge"))
+            # each one's socket (_child); one not running: a socket nobody listens on (503)
+            upstreams = Upstreams(intake=str(self.runtime / "intake.sock"), edge=str(self.runtime / "edge.sock"))
             limits = self.options.limits
             app = create_app(redis, upstreams, limits, self.options.hosts)
             app_runner = runner(app, access_log=log_access if self.options.access_log else None,
@@ -256,15 +257,6 @@ class Launcher:
         assert self.runtime is not None
         return Child(name, socket=str(self.runtime / f"{name}.sock")) if name in ON_SOCKETS else Child(name, free_port())
 
-    def _extra(self, name: str) -> dict[str, str]:
-        """What one child gets beyond the environment: intake, the Wyoming server on the origin's host."""
-        if name != "intake" or not self.options.wyoming_port:
-            return {}
-        from intake.config import Config as IntakeConfig  # here: intake's package loads its audio tools
-
-        return {declaration(IntakeConfig, "wyoming_port").env: str(self.options.wyoming_port),
-                declaration(IntakeConfig, "wyoming_host").env: self.options.host}
-
     async def _connect(self, url: str) -> Redis | None:
         """A client once Redis answers; None when asked to stop first (connect retries for
         minutes against a wrong REDIS_URL, and Ctrl-C must not wait for that)."""
@@ -280,30 +272,24 @@ class Launcher:
         return None
 
     def _redis(self) -> str:
-        if self.options.redis_url:
-            log.info("using Redis at %s", redact(self.options.redis_url))
-            return self.options.redis_url
+        chosen = self.options.redis
+        if isinstance(chosen, str):
+            log.info("using Redis at %s", redact(chosen))
+            return chosen
         data = self.options.state_dir / "redis"
-        chosen = self.options.redis_server
         # state_dir is absolute: so are --dir and --logfile
-        self.server = start_server(data, aof=True, binary=chosen.binary if chosen else None,
+        self.server = start_server(data, aof=True, binary=chosen.binary,
                                    password=redis_password(self.options.state_dir))
-        log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe() if chosen else "Redis",
+        log.info("%s on port %d, AOF on, data in %s, its password in %s", chosen.describe(),
                  self.server.port, data, self.options.state_dir / PASSWORD_FILE)
         return self.server.url
-
-    def _base(self, name: str) -> str:
-        """The upstream of the service ``name``; one not running: a socket nobody listens on (503)."""
-        assert self.runtime is not None
-        return next((c.upstream for c in self.children if c.name == name), str(self.runtime / f"{name}.sock"))
 
     async def _watch(self, app: web.Application) -> int:
         """Report readiness as it comes; return when asked to stop or when a child dies."""
         started = time.monotonic()
         announced = False
         async with AsyncExitStack() as stack:
-            sessions = {c.name: await stack.enter_async_context(session_for(c.upstream, timeout=ClientTimeout(total=2)))
-                        for c in self.children}
+            sessions = {c.name: await stack.enter_async_context(session_for(c.upstream)) for c in self.children}
             while not self.stopping.is_set():
                 for child in self.children:
                     assert child.proc is not None
@@ -314,7 +300,7 @@ class Launcher:
                             child.name, child.proc.returncode, child.name,
                         )
                         return 1
-                    if not child.ready and await _answers(sessions[child.name], url_of(child.upstream) + "/readyz"):
+                    if not child.ready and await ready_body(sessions[child.name], child.upstream) is not None:
                         child.ready = True
                         log.info("%s ready after %.1fs", child.name, time.monotonic() - started)
                 if not announced and all(c.ready for c in self.children):
@@ -343,21 +329,9 @@ class Launcher:
         deadline = time.monotonic() + grace_s
         for child in running:
             assert child.proc is not None
-            while child.proc.poll() is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            if child.proc.poll() is None:
-                log.warning("%s did not stop within %.0fs; killing it", child.name, grace_s)
-                child.proc.kill()
-                child.proc.wait()
+            if not await asyncio.to_thread(wait_or_kill, child.proc, max(0.0, deadline - time.monotonic())):
+                log.warning("%s did not stop within %.0fs; killed it", child.name, grace_s)
             log.info("stopped %s (code %s)", child.name, child.proc.returncode)
-
-
-async def _answers(session: ClientSession, url: str) -> bool:
-    try:
-        async with session.get(url) as response:
-            return response.status == 200
-    except (OSError, asyncio.TimeoutError):
-        return False
 
 
 async def migrate_keys(redis: Redis) -> int:

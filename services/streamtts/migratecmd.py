@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 from redis.exceptions import RedisError
 
 from servicekit import connect, redact
 
+from .client import fail
 from .config import environment
 from .launcher import migrate_keys, redis_url
 
@@ -31,16 +31,13 @@ def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def run_migrate(args: argparse.Namespace) -> int:
     url = args.redis_url or redis_url(environment())
     if not url:
-        print("streamtts: give --redis-url or set REDIS_URL", file=sys.stderr)
-        return 2
+        return fail("give --redis-url or set REDIS_URL", 2)
     try:
         moved = asyncio.run(_migrate(url))
     except ConnectionError as exc:  # nothing answers there (the message names the URL)
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     except RedisError as exc:  # e.g. a user that may not SCAN and RENAME
-        print(f"streamtts: {redact(url)}: {exc} (migrate-keys needs the admin user)", file=sys.stderr)
-        return 1
+        return fail(f"{redact(url)}: {exc} (migrate-keys needs the admin user)", 1)
     print(f"{redact(url)}: {moved} key(s) moved to the lane layout")
     return 0
 

@@ -29,8 +29,9 @@ from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 from redis.asyncio import Redis
 
-from servicekit import ClientHolds, add_security_headers, client_address, healthy
+from servicekit import ClientHolds, Refusal, add_security_headers, client_address, healthy, probe
 from servicekit.crosssite import ALLOWED_HOSTS, host_allowed
+from servicekit.errors import error_response
 
 from . import routes, wsrelay
 from .config import Config
@@ -67,7 +68,6 @@ NOT_READY_RETRY_S = 2
 
 # The probes answer whatever Host asks (a load balancer's checks name an address or nothing).
 PROBES = frozenset({"/healthz", "/readyz"})
-
 
 
 @dataclass(frozen=True)
@@ -136,11 +136,6 @@ class Upstreams:
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
 
 
-async def healthz(request: web.Request) -> web.Response:
-    """Liveness: the proxy answers. Whether the system can do its work is /readyz."""
-    return web.json_response({"status": "ok"})
-
-
 async def readyz(request: web.Request) -> web.Response:
     """200 only when Redis answers, intake and edge are ready, and a worker's voices are published."""
     ready = await readiness(request.app)
@@ -166,9 +161,8 @@ class Readiness:
 
 async def readiness(app: web.Application) -> Readiness:
     upstreams = app[UPSTREAMS]
-    redis_ok, intake, edge = await asyncio.gather(
-        healthy(app[REDIS]), _probe(app, upstreams.intake), _probe(app, upstreams.edge)
-    )
+    redis_ok, intake, edge = await asyncio.gather(healthy(app[REDIS]), *(
+        ready_body(app[SESSIONS][base], base, app[SEEN]) for base in (upstreams.intake, upstreams.edge)))
     waiting = [name for name, ok in (("Redis", redis_ok), ("intake", intake is not None), ("edge", edge is not None))
                if not ok]
     voices = intake.get("voices") if intake else None
@@ -177,12 +171,12 @@ async def readiness(app: web.Application) -> Readiness:
     return Readiness(waiting, voices or 0, intake.get("default") if intake else None)
 
 
-async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
-    """A service's /readyz body when it answers 200, else None."""
+async def ready_body(session: ClientSession, base: str, seen: dict[str, bool] | None = None) -> dict[str, Any] | None:
+    """A service's /readyz body when it answers 200, else None (the proxy's probes and the launcher's)."""
     try:
-        async with app[SESSIONS][base].get(url_of(base) + "/readyz",
-                                           timeout=ClientTimeout(total=READY_PROBE_S)) as response:
-            app[SEEN].setdefault(base, True)  # it listens: from now on, a refusal means it is down
+        async with session.get(url_of(base) + "/readyz", timeout=ClientTimeout(total=READY_PROBE_S)) as response:
+            if seen is not None:
+                seen.setdefault(base, True)  # it listens: from now on, a refusal means it is down
             if response.status != 200:
                 return None
             body = await response.json()
@@ -192,24 +186,27 @@ async def _probe(app: web.Application, base: str) -> dict[str, Any] | None:
 
 
 @web.middleware
-async def _known_host(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """DNS rebinding: a name the origin was not told to answer to is refused (servicekit.crosssite)."""
-    if request.path not in PROBES and not host_allowed(request.host, request.app[HOSTS]):
-        return web.json_response(
-            {"error": "unknown_host", "message": "this server does not answer to that host name; "
-             f"add it to {ALLOWED_HOSTS.env}"}, status=403)
-    return await handler(request)
+async def _refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The proxy's own refusals answered as the services answer theirs ({error, message}), and
+    DNS rebinding: a name the origin was not told to answer to is refused (servicekit.crosssite)."""
+    try:
+        if request.path not in PROBES and not host_allowed(request.host, request.app[HOSTS]):
+            raise Refusal(403, "unknown_host", f"this server does not answer to that host name; add it to "
+                          f"{ALLOWED_HOSTS.env}")
+        return await handler(request)
+    except Refusal as refusal:
+        return error_response(refusal)
 
 
 async def forward(request: web.Request) -> web.StreamResponse:
     base = request.app[UPSTREAMS].pick(request.method, request.path)
     if base is None:
-        return web.json_response({"error": "not_found", "message": "no such route here"}, status=404)
+        raise Refusal(404, "not_found", "no such route here")
     holds, client = request.app[RELAY_HOLDS], client_address(request.remote, None, frozenset())
     refused = holds.take(client)
     if refused is not None:
-        return _too_many(refused, "too_many_relays", f"your address has {holds.per_client} requests or streams "
-                         "open through this origin; close one first")
+        raise _too_many(refused, "too_many_relays", f"your address has {holds.per_client} requests or streams "
+                        "open through this origin; close one first")
     try:
         return await _forward(request, base)
     finally:
@@ -234,28 +231,15 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
             return web.Response(status=refused.status, reason=refused.reason, body=refused.body,
                                 headers=end_to_end(refused.headers, HOP_BY_HOP | {"content-length"}))
         except (ClientError, OSError, asyncio.TimeoutError) as exc:
-            return _unreachable(request.app, base, exc)
+            raise _unreachable(request.app, base, exc) from None
         limits = request.app[LIMITS]
         return await wsrelay.relay(request, upstream_ws, limits.max_message_bytes,
                                    limits.settings.proxy_heartbeat_s, limits.settings.proxy_write_timeout_s, reset)
     try:
         body = await _buffered(request) if request.can_read_body else None
-    except _Refused as refused:
-        return refused.response
     except ConnectionResetError:  # the client went away while sending: nobody to answer, no error
         log.debug("client left during its body: %s %s", request.method, request.path)
         return web.Response(status=400)
-    except web.HTTPRequestEntityTooLarge:
-        return web.json_response(
-            {"error": "body_too_large",
-             "message": f"the body is larger than {request.app[LIMITS].max_body_bytes} bytes; send a shorter text"},
-            status=413,
-        )
-    except asyncio.TimeoutError:
-        return web.json_response(
-            {"error": "body_timeout",
-             "message": f"the body took longer than {request.app[LIMITS].body_timeout_s:g} s; send it at once"},
-            status=408, headers={"Connection": "close"})
     try:
         upstream = await request.app[SESSIONS][base].request(
             request.method,
@@ -267,7 +251,7 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
             skip_auto_headers=() if "Content-Type" in request.headers else ("Content-Type",),
         )
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
-        return _unreachable(request.app, base, exc)
+        raise _unreachable(request.app, base, exc) from None
     seen = request.app[SEEN]
     if seen.get(base) is False:
         log.info("upstream %s answers again", base)
@@ -281,18 +265,11 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
         relays.discard(upstream)
 
 
-class _Refused(Exception):
-    def __init__(self, response: web.Response) -> None:
-        self.response = response
-
-
-def _too_many(refused: str, error: str, message: str) -> web.Response:
+def _too_many(refused: str, error: str, message: str) -> Refusal:
     """A client past its share (429 ``error``), or everyone's share taken (503 busy)."""
     if refused == "client":
-        return web.json_response({"error": error, "message": message}, status=429,
-                                 headers={"Retry-After": str(NOT_READY_RETRY_S)})
-    return web.json_response({"error": "busy", "message": "too many clients at once; retry in a moment"},
-                             status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)})
+        return Refusal(429, error, message, {"Retry-After": str(NOT_READY_RETRY_S)})
+    return Refusal(503, "busy", "too many clients at once; retry in a moment", {"Retry-After": str(NOT_READY_RETRY_S)})
 
 
 async def _buffered(request: web.Request) -> bytes:
@@ -303,10 +280,17 @@ async def _buffered(request: web.Request) -> bytes:
     crowded = uploads.count >= uploads.total // 2 and uploads.held.get(client, 0) >= 1
     refused = "client" if crowded else uploads.take(client)
     if refused is not None:
-        raise _Refused(_too_many(refused, "too_many_uploads",
-                                 "your address is sending as many bodies at once as it may now; finish one first"))
+        raise _too_many(refused, "too_many_uploads",
+                        "your address is sending as many bodies at once as it may now; finish one first")
+    limits = request.app[LIMITS]
     try:
-        return await asyncio.wait_for(request.read(), request.app[LIMITS].body_timeout_s)
+        return await asyncio.wait_for(request.read(), limits.body_timeout_s)
+    except web.HTTPRequestEntityTooLarge:
+        raise Refusal(413, "body_too_large", f"the body is larger than {limits.max_body_bytes} bytes; send a "
+                      "shorter text") from None
+    except asyncio.TimeoutError:
+        raise Refusal(408, "body_timeout", f"the body took longer than {limits.body_timeout_s:g} s; send it at once",
+                      {"Connection": "close"}) from None
     finally:
         uploads.give(client)
 
@@ -322,22 +306,18 @@ def end_to_end(headers: Mapping[str, str], hop_by_hop: set[str]) -> CIMultiDict[
     return kept
 
 
-def _unreachable(app: web.Application, base: str, exc: BaseException) -> web.Response:
+def _unreachable(app: web.Application, base: str, exc: BaseException) -> Refusal:
     """A service that has not answered yet is starting (503, retry); one that did is down (502,
     one warning until it answers again)."""
     seen = app[SEEN]
     if base not in seen:
         log.debug("upstream %s not listening yet: %s", base, exc)
-        return web.json_response(
-            {"error": "starting", "message": "StreamTTS is starting; retry in a moment"},
-            status=503, headers={"Retry-After": str(NOT_READY_RETRY_S)},
-        )
+        return Refusal(503, "starting", "StreamTTS is starting; retry in a moment",
+                       {"Retry-After": str(NOT_READY_RETRY_S)})
     if seen[base]:
         log.warning("upstream %s unreachable: %s", base, exc)
         seen[base] = False
-    return web.json_response(
-        {"error": "upstream_unavailable", "message": "the service is down; retry in a moment"}, status=502
-    )
+    return Refusal(502, "upstream_unavailable", "the service is down; retry in a moment")
 
 
 async def _relay(request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
@@ -387,14 +367,15 @@ async def _close_relays(app: web.Application) -> None:
     relays = app[RELAYS]
     while relays:
         relays.pop().close()
+    sockets: set[web.WebSocketResponse] = app[wsrelay.SOCKETS]
+    await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)  # going away
 
 
-def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
+def create_app(redis: Redis, upstreams: Upstreams, limits: Limits = Limits(),
                hosts: frozenset[str] = frozenset()) -> web.Application:
     """The proxy, bounded by ``limits``; a Host that names none of ``hosts`` is refused (empty: any).
     Serve it with ``doorway.serve`` (``runner`` below), which bounds connections before aiohttp."""
-    limits = limits or Limits()
-    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[_known_host])
+    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[_refusals])
     app[LIMITS] = limits
     app[HOSTS] = hosts
     app[UPLOADS] = ClientHolds(limits.max_buffered, limits.settings.uploads_per_client)
@@ -406,7 +387,7 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
     app[SEEN] = {}
     app.on_shutdown.append(_close_relays)
     add_security_headers(app)
-    wsrelay.setup(app)
+    app[wsrelay.SOCKETS] = set()
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)
@@ -419,7 +400,7 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits | None = None,
             await session.close()
 
     app.cleanup_ctx.append(session_ctx)
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/healthz", probe())  # liveness: the proxy answers; whether the system can work is /readyz
     app.router.add_get("/readyz", readyz)
     app.router.add_route("*", "/{tail:.*}", forward)
     return app

