@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 
 import msgspec
 import numpy as np
@@ -64,21 +63,20 @@ return out
 """
 
 
-class _Stored(msgspec.Struct, array_like=True):
+class Hit(msgspec.Struct, array_like=True):
+    """An entry, as stored and as a lookup finds it."""
+
     pcm: bytes  # float32 samples, as the model gave them
-    words: list[tuple[str, int, int]]
+    words: list[Word]
     model_s: float  # the model's time for it: what a hit saves
+
+    def output(self) -> tuple[np.ndarray, list[Word]]:
+        """The chunk as the model gave it (what the dispatcher reads in place of the model)."""
+        return np.frombuffer(self.pcm, dtype=np.float32), self.words
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(_Stored).decode
-
-
-@dataclass(frozen=True)
-class Hit:
-    pcm: np.ndarray
-    words: list[Word]
-    model_s: float
+_decode = msgspec.msgpack.Decoder(Hit).decode
 
 
 def model_tag(synth: object) -> str:
@@ -120,8 +118,7 @@ class ChunkCache:
         except RedisError as exc:
             log.warning("chunk cache lookup failed (%r): the model reads the chunk", exc)
             return None
-        stored = _decode(raw)
-        return Hit(np.frombuffer(stored.pcm, dtype=np.float32), [tuple(w) for w in stored.words], stored.model_s)  # type: ignore[misc]
+        return _decode(raw)
 
     async def put(self, key: str, pcm: np.ndarray, words: list[Word], model_s: float) -> None:
         """Keep a chunk the model made: counted in the index first (evicting past the budget),
@@ -129,7 +126,7 @@ class ChunkCache:
         never bytes without an index entry."""
         if not self.on:
             return
-        body = _encode(_Stored(np.ascontiguousarray(pcm, dtype=np.float32).tobytes(), list(words), model_s))
+        body = _encode(Hit(np.ascontiguousarray(pcm, dtype=np.float32).tobytes(), list(words), model_s))
         try:
             out = await self._keep(keys=[USES, SIZES, TOTAL], args=[digest_of(key), len(body), now_ms(), self.budget])
             self.held = int(out[0])

@@ -49,11 +49,6 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     return pcm, words
 
 
-def _stored(hit: chunkcache.Hit) -> tuple[PCM, list[Word]]:
-    """A chunk from the cache, as the model gave it."""
-    return hit.pcm, hit.words
-
-
 def read_and_encode(
     read: Callable[[], tuple[PCM, list[Word]]], encode: Encoding | None
 ) -> tuple[PCM, list[Word], EncodedChunk | Exception | None, float]:
@@ -104,10 +99,11 @@ class Dispatcher:
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed
             behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
+            seen = seams.read_text(self.synth, text, ahead, behind)  # what the model reads for it
             started = crew.clock()
             try:
-                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind) if hit is None
-                        else partial(_stored, hit))
+                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind, seen=seen)
+                        if hit is None else hit.output)
                 encode = encoder(crew.cfg, cast, index) if first else None
                 pcm, words, encoded, encode_s = await loop.run_in_executor(self.pool, read_and_encode, read, encode)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
@@ -118,8 +114,7 @@ class Dispatcher:
             took = max(0.0, crew.clock() - started - encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            seen = len(seams.read_text(self.synth, text, ahead, behind))
-            self._observe(cast, took, len(text), seen, len(pcm) / SAMPLE_RATE, speed, hit)
+            self._observe(cast, took, len(text), len(seen), len(pcm) / SAMPLE_RATE, speed, hit)
             cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
             item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
             if encoded is None:

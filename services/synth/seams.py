@@ -72,11 +72,13 @@ def context_chars(synth: Synthesizer, text: str, behind: str) -> int:
 
 
 def read(
-    infer: Infer, synth: Synthesizer, text: str, voice: str, speed: float, ahead: str, behind: str = ""
+    infer: Infer, synth: Synthesizer, text: str, voice: str, speed: float, ahead: str, behind: str = "",
+    *, seen: str | None = None,
 ) -> tuple[PCM, list[Word]]:
     """``text`` through the model (``infer``, on the model thread), with ``behind`` and
-    ``ahead`` in view when the model times its words: the audio and words of ``text`` alone."""
-    seen = read_text(synth, text, ahead, behind)
+    ``ahead`` in view when the model times its words: the audio and words of ``text`` alone.
+    ``seen``: :func:`read_text`'s answer, when the caller has it already."""
+    seen = read_text(synth, text, ahead, behind) if seen is None else seen
     if seen != text:
         pcm, words = infer(synth, seen, voice, speed)
         first = words_of(words, behind) if behind else 0
