@@ -4,8 +4,8 @@ other with.
 Every task of the worker reads and changes this one object (through the worker's
 :class:`~synth.crew.Crew`): the admitter adds casts, the synth loop picks from them, the
 outcomes drop them (:meth:`Hand.close`).
-Beside it, the two small helpers those tasks share: wait on an event for a while, and shrug off
-a Redis error in a step that may fail.
+Beside it, the small helpers those tasks share: wait on an event for a while, shrug off a Redis
+error in a step that may fail, and pause a loop after one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .metrics import SynthMetrics
 
 log = logging.getLogger(__name__)
 
-# After a Redis error, the admitter and lease loop wait this long before trying again.
+# After a Redis error, the admitters and the key lane mover wait this long before trying again.
 REDIS_RETRY_S = 1.0
 
 
@@ -84,6 +84,14 @@ async def quietly(step: Awaitable[object]) -> None:
         await step
     except RedisError as exc:
         log.warning("Redis error (%s)", exc)
+
+
+async def pause_after(exc: RedisError, what: str) -> bool:
+    """A loop's Redis error: logged, then a pause of ``REDIS_RETRY_S`` before its next round.
+    True when Redis lost its data (a restart without persistence): the loop's group is gone."""
+    log.warning("%s: Redis error (%s); retrying in %.1fs", what, exc, REDIS_RETRY_S)
+    await asyncio.sleep(REDIS_RETRY_S)
+    return "NOGROUP" in str(exc)
 
 
 async def wait(event: asyncio.Event, timeout_s: float) -> None:

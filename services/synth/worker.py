@@ -55,7 +55,7 @@ from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
 from .dispatcher import Dispatcher
-from .hand import REDIS_RETRY_S, Hand, quietly
+from .hand import Hand, pause_after, quietly
 from .inbox import Inbox
 from .livefeed import LiveFeed
 from .metrics import SynthMetrics
@@ -173,9 +173,7 @@ class Worker:
                 if pending:
                     last_pending = now
             except RedisError as exc:
-                log.warning("key lane mover: Redis error (%s)", exc)
-                await asyncio.sleep(REDIS_RETRY_S)
-                if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
+                if await pause_after(exc, "key lane mover"):
                     last_pending = -float("inf")  # open the lanes' group again, then sweep all
 
     # ---- leases -----------------------------------------------------------------------------
