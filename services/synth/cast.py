@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import castlog
 import chunking
 from castlog import Audio, CastState, Entry, Stamped, Start
+from chunking import Chunker
 from chunking.cuts import cut_head
 
-from .livechunks import LiveChunks
 from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
@@ -21,9 +21,17 @@ from .seams import lookahead, lookbehind
 
 @dataclass
 class OpenText:
-    """An open cast's text as this worker has read it from the catalog so far."""
+    """An open cast's text as this worker has read it from the catalog so far, and its chunks:
+    the one splitter (chunking), fed fragment by fragment, gives exactly the batch splitter's
+    chunks however the text is cut into fragments; a flush (the client's ``flush``, or the
+    close) ends the pending sentence as a line break would. The ramp may cut a chunk further in
+    place (ActiveCast.take_chunk): ``chunks`` and ``continued`` are this cast's, the chunker's
+    count is only the splitter's."""
 
-    chunker: LiveChunks
+    chunker: Chunker = field(default_factory=Chunker)
+    chunks: list[str] = field(default_factory=list)  # every chunk cut so far
+    # Per chunk: whether it goes on with the sentence of the chunk before (see Chunker).
+    continued: list[bool] = field(default_factory=list)
     after: str = "0-0"  # the last catalog entry read
     end: int = 0  # the text's end offset (characters as sent)
     parts: list[str] = field(default_factory=list)  # the fragments kept (joined once, at a close)
@@ -35,6 +43,12 @@ class OpenText:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def add(self, new: list[str]) -> int:
+        """The chunks the chunker just completed, kept with their ``continued``; how many."""
+        self.chunks.extend(new)
+        self.continued.extend(self.chunker.continued[len(self.chunker.continued) - len(new) :])
+        return len(new)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -150,7 +164,8 @@ class ActiveCast:
     @property
     def typing(self) -> bool:
         """An open cast holds text that completes no sentence yet."""
-        return self.open_text is not None and not self.open_text.closed and self.open_text.chunker.pending
+        text = self.open_text
+        return text is not None and not text.closed and bool(text.chunker.pending.strip())
 
     @property
     def in_flight(self) -> int:
@@ -293,7 +308,7 @@ def plan(
     offset = sum(a.d for a in kept)  # the playable audio before the first chunk to make
     made = [a.t for a in kept]
     if open_text is not None:  # the lists grow with the open cast's text: rebuilt in place
-        chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
+        chunks, continued = open_text.chunks, open_text.continued
         chunks[:], continued[:] = resumed_chunks(list(chunks), list(continued), made)
     else:
         chunker = chunking.Chunker()

@@ -25,7 +25,6 @@ from fanout import Subscriber
 from .broadcasts import BATCH
 from .cast import ActiveCast, OpenText
 from .crew import Crew
-from .livechunks import LiveChunks
 from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText 
     text = await live.read_text(cast_id)
     if text is None:
         return None
-    state = OpenText(chunker=LiveChunks(), heard_at=now, speed=text.speed, client=text.client)
+    state = OpenText(heard_at=now, speed=text.speed, client=text.client)
     apply(state, text.events, now)
     return state
 
@@ -53,9 +52,9 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
         state.heard_at = now
         if event.kind == "text":
             state.parts.append(event.text)  # not +=: a long text of small fragments stays linear
-            new += len(state.chunker.feed(event.text))
+            new += state.add(state.chunker.feed(event.text))
         else:  # flush, or closed: what is buffered is spoken now
-            new += len(state.chunker.flush())
+            new += state.add(state.chunker.flush())
             state.closed = event.kind == "closed"
     return new
 
