@@ -58,16 +58,22 @@ class Synthesized:
     encode_s: float = 0.0  # how long that took
     cached: bool = False  # its PCM came from the chunk cache, not the model
 
+    def encode_with(self, encode: Callable[[PCM], EncodedChunk]) -> None:
+        """On an encoder's thread (or the model's): its MP3, or the news that the encoder failed
+        (which fails the attempt), and how long that took."""
+        started = time.perf_counter()
+        try:
+            self.ready = encode(self.pcm)
+        except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
+            self.failure = f"sentence {self.index}: encoding failed: {exc!r}"
+        self.encode_s = time.perf_counter() - started
+
 
 def encoder(cfg: SynthConfig, cast: ActiveCast, index: int) -> Callable[[PCM], EncodedChunk]:
     """How chunk ``index`` of ``cast`` is encoded; an attempt's first, which its listener waits
     for, at ``SYNTH_FIRST_MP3_QUALITY``."""
     quality = cfg.first_mp3_quality if index == cast.resume_from else None
     return partial(encode_chunk, bitrate=cfg.bitrate, trim_lead=cast.trims_lead(index), quality=quality)
-
-
-def encoding_failed(index: int, exc: BaseException) -> str:
-    return f"sentence {index}: encoding failed: {exc!r}"
 
 
 def made_ms(pcm: PCM) -> int:
@@ -91,17 +97,10 @@ class Appender:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        crew = self.crew
         while (item := await self.queue.get()) is not None:
             cast = item.cast
             if item.failure is None and not (cast.closed or cast.cancelled):
-                started = crew.clock()
-                try:
-                    encode = partial(encoder(crew.cfg, cast, item.index), item.pcm)
-                    item.ready = await loop.run_in_executor(self.pool, encode)
-                    item.encode_s = crew.clock() - started
-                except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
-                    item.failure = encoding_failed(item.index, exc)
+                await loop.run_in_executor(self.pool, item.encode_with, encoder(self.crew.cfg, cast, item.index))
             await self.land(item)
 
     async def land(self, item: Synthesized) -> None:
