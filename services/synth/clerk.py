@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 import castlog
 from castlog import Queued, SeqMismatch
+from castlog.keys import decoded
 from chunking.cuts import FIRST_WORDS_CHARS
 
 from . import capacity, jobs
@@ -148,11 +149,11 @@ class QueueClerk:
         group = await jobs.group_info(redis)
         if group is None:
             return []
-        after = "(" + jobs.as_str(group["last-delivered-id"])
+        after = "(" + decoded(group["last-delivered-id"])
         rows: Any = await redis.xrange(castlog.JOBS, min=after, count=self.crew.cfg.queue_notes_max)
         ids = await self._read_ahead()
         for entry_id, fields in rows:
-            job = jobs.parse_job(jobs.as_str(entry_id), fields, 0)
+            job = jobs.parse_job(decoded(entry_id), fields, 0)
             if job is not None:
                 ids.append(job.cast_id)
         out: list[Waiting] = []

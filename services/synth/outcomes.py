@@ -133,7 +133,9 @@ class Outcomes:
     async def malformed(self, entry_id: str, fields: jobs.Fields, deliveries: int, stream: str) -> None:
         """An entry that is no job: to ``jobs/dead`` (under the id it names, if any), then XACK."""
         log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
-        cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
+        # "replace": an id that is not UTF-8 is dead-lettered too, not a crash that would recur
+        # on every restart while the entry stays pending.
+        cast_id = fields.get(b"id", b"?").decode(errors="replace")[:64]
         await self._dead_letter(cast_id, deliveries, "malformed job entry", entry_id, stream)
 
     # ---- failed -----------------------------------------------------------------------------
