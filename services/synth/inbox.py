@@ -77,7 +77,7 @@ class Inbox:
 
     def held(self) -> list[str]:
         """Entries this consumer holds without working on them yet (their leases need refreshing)."""
-        return list(self._retrying) + [e.id for e in self._backlog] + self._waiting.entry_ids()
+        return [*self._retrying, *(e.id for e in self._backlog + self._waiting.order())]
 
     def waiting(self) -> list[str]:
         """The cast ids of the new jobs read ahead, in the order they will be admitted (the queue
@@ -170,9 +170,6 @@ class Turns:
             else:
                 del self._queues[client]
         return out
-
-    def entry_ids(self) -> list[str]:
-        return [e.id for q in self._queues.values() for e in q]
 
     def order(self) -> list[castlog.StreamEntry]:
         """Every waiting entry in the order :meth:`take` hands them out: round ``r`` is each
