@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from dataclasses import dataclass
 from typing import Any
-
-from redis.exceptions import RedisError
 
 import castlog
 from castlog import Queued, SeqMismatch
@@ -29,8 +26,7 @@ from chunking.cuts import FIRST_WORDS_CHARS
 from . import capacity, jobs
 from .capacity import Need, Pool
 from .crew import Crew
-
-log = logging.getLogger(__name__)
+from .hand import quietly
 
 # A note is written again when its place changed, or when the new estimate differs from the old
 # one counted down (what a client shows) by more than this many seconds, or this share of it.
@@ -82,15 +78,15 @@ class QueueClerk:
         self._resign = crew.redis.register_script(RESIGN)
 
     async def run(self) -> None:
-        cfg = self.crew.cfg
         while not self.crew.hand.stopping:
-            try:
-                await self.publish()
-                if await self.elected():
-                    await self.note_line()
-            except RedisError as exc:
-                log.warning("queue clerk: Redis error (%s)", exc)
-            await asyncio.sleep(cfg.queue_note_s)
+            await quietly(self.round(), "queue clerk")
+            await asyncio.sleep(self.crew.cfg.queue_note_s)
+
+    async def round(self) -> None:
+        """Publish this worker's state; note the line when this worker is the clerk."""
+        await self.publish()
+        if await self.elected():
+            await self.note_line()
 
     # ---- this worker's state --------------------------------------------------------------
 

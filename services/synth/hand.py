@@ -78,12 +78,13 @@ class Hand:
         self.room.set()
 
 
-async def quietly(step: Awaitable[object]) -> None:
-    """Await ``step``; a Redis error is logged, not raised (the step is a best effort)."""
+async def quietly(step: Awaitable[object], what: str = "a best-effort step") -> None:
+    """Await ``step``; a Redis error is logged, not raised (the step is a best effort, or a
+    loop's round that the next round repeats)."""
     try:
         await step
     except RedisError as exc:
-        log.warning("Redis error (%s)", exc)
+        log.warning("%s: Redis error (%s)", what, exc)
 
 
 async def pause_after(exc: RedisError, what: str) -> bool:
