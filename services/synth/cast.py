@@ -281,13 +281,6 @@ def first_audio_ts(entries: Sequence[Entry]) -> int | None:
     return next((e.ts for e in entries if isinstance(e.record, Audio)), None)
 
 
-def first_audio_ms(first_audio_ts: int | None, enqueued_at: int) -> int:
-    """The receipt's time from the job's enqueueing to the cast's first audio (0: not known)."""
-    if first_audio_ts is None or not enqueued_at:
-        return 0
-    return max(0, first_audio_ts - enqueued_at)
-
-
 def plan(
     job: Assignment,
     voice: str,
