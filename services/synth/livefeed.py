@@ -81,16 +81,11 @@ class LiveFeed(Subscriber):
         for key, rows in got.items():
             target = self.following.get(key)
             if target is not None and target.open_text is not None and not target.closed:
-                new = apply(target.open_text, text_events(rows), self.crew.clock())
-                await self._text_came(target, new)
+                if apply(target.open_text, text_events(rows), self.crew.clock()):
+                    self.crew.hand.work.set()  # new chunks: wake the synth loop
+                if target.complete:  # a close that completes the cast finishes it here
+                    await self.outcomes.finish(target)
         await self._close_idle(self.following.values(), self.crew.clock())
-
-    async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
-        """Wake the synth loop for new chunks; a close that completes the cast finishes it here."""
-        if new_chunks:
-            self.crew.hand.work.set()
-        if cast.complete and not cast.closed:
-            await self.outcomes.finish(cast)
 
     async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
         cfg = self.crew.cfg
