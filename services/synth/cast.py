@@ -266,17 +266,6 @@ def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:
     return tuple((w, min(a + shift, duration_ms), min(b + shift, duration_ms)) for w, a, b in words)
 
 
-def attempt_numbers(entries: Sequence[Entry], failures: int) -> tuple[int, int]:
-    """(number for the new `start`, attempt of this job against SYNTH_MAX_ATTEMPTS).
-
-    The start number continues the log's: one more than the starts already there. The job's
-    attempt counts only the attempts that failed in the model or encoder (its tally), not the
-    deliveries: a restart, hand-back or take-over is not a failed attempt.
-    """
-    starts = sum(1 for e in entries if isinstance(e.record, Start))
-    return starts + 1, failures + 1
-
-
 def first_audio_ts(entries: Sequence[Entry]) -> int | None:
     return next((e.ts for e in entries if isinstance(e.record, Audio)), None)
 
@@ -295,7 +284,6 @@ def plan(
     counts records of kinds this version skips): resume at the first sentence not in the log.
     An open cast's chunks so far come from ``open_text``. The chunks the log has stand as they
     were made (an earlier attempt's ramp may have cut them finer than the splitter)."""
-    attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
     kept = [e.record for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from]
     offset = sum(a.d for a in kept)  # the playable audio before the first chunk to make
@@ -311,8 +299,11 @@ def plan(
         voice=voice,
         chunks=chunks,
         continued=continued,
-        attempt=attempt,
-        job_attempt=job_attempt,
+        # The `start` number continues the log's. The job's attempt (against SYNTH_MAX_ATTEMPTS)
+        # counts only the attempts that failed in the model or encoder (its tally), not the
+        # deliveries: a restart, hand-back or take-over is not a failed attempt.
+        attempt=sum(1 for e in entries if isinstance(e.record, Start)) + 1,
+        job_attempt=failures + 1,
         resume_from=resume_from,
         tail=tail,
         offset_ms=offset,
