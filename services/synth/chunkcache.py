@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from castlog import now_ms
 from castlog.keys import decoded
 
+from .model import Synthesizer
 from .model.timing import Word
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,9 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(Hit).decode
 
 
-def model_tag(synth: object) -> str:
+def model_tag(synth: Synthesizer) -> str:
     """The model and backend a chunk's audio depends on (a backend's ``name``: onnx, torch-cuda)."""
-    return f"kokoro-82m-v1.0/{getattr(synth, 'name', type(synth).__name__)}"
+    return f"kokoro-82m-v1.0/{synth.name}"
 
 
 def chunk_key(model: str, text: str, voice: str, speed: float, ahead: str, behind: str) -> str:

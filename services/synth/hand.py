@@ -41,20 +41,16 @@ class Hand:
         self.room = asyncio.Event()  # a cast left, or stop() was called
         # an open cast was admitted: wakes the worker's stream loop, whose next read names its catalog
         self.opened: Callable[[], None] = lambda: None
-        self._stopping = asyncio.Event()
+        self.stopping = False  # stop() was called: take no more work
 
     @property
     def inboxes(self) -> tuple[Inbox, Inbox]:
         return (self.inbox, self.live_inbox)
 
     def stop(self) -> None:
-        self._stopping.set()
+        self.stopping = True
         self.work.set()
         self.room.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
 
     def active(self, inbox: Inbox) -> set[str]:
         """The entry ids of ``inbox``'s jobs whose casts are in hand."""

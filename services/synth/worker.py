@@ -98,7 +98,7 @@ class Worker:
         self.appenders = (Appender(crew, self.outcomes, "synth-encode"),
                           Appender(crew, self.outcomes, "synth-encode-live"))
         self.dispatcher = Dispatcher(crew, synthesizer, self.appenders)
-        self.clerk = QueueClerk(crew, getattr(synthesizer, "name", "model"))
+        self.clerk = QueueClerk(crew, synthesizer.name)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
