@@ -26,12 +26,11 @@ import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from castlog import SeqMismatch
+from castlog import SAMPLE_RATE, SeqMismatch
 
 from .cast import ActiveCast
 from .config import SynthConfig
 from .crew import Crew
-from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
 from .outcomes import Outcomes

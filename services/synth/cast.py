@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 
 import castlog
 import chunking
-from castlog import Audio, CastState, Entry, Stamped, Start
+from castlog import SAMPLE_RATE, Audio, CastState, Entry, Stamped, Start
 from chunking import Chunker
 from chunking.cuts import cut_head
 
-from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
 from .scheduler import RAMP_MIN_CHARS, Appended, Pace, PaceEvent

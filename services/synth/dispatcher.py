@@ -19,13 +19,15 @@ from functools import partial
 
 import numpy as np
 
+from castlog import SAMPLE_RATE
+
 from . import chunkcache, jobs, seams
 from .appender import NO_PCM, PCM, Appender, Synthesized, encoder, made_ms
 from .cast import ActiveCast, heads
 from .crew import Crew
 from .hand import quietly, wait
 from .livesched import Rotation, pick_next
-from .model import SAMPLE_RATE, Synthesizer
+from .model import Synthesizer
 from .model.timing import Word
 from .mp3 import EncodedChunk
 from .scheduler import Made, Yielded, ramp_limit

@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .model import SAMPLE_RATE, Synthesizer
+from castlog import SAMPLE_RATE
+
+from .model import Synthesizer
 from .model.normalize import normalize_english
 from .model.timing import Word
 

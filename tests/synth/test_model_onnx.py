@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from castlog import SAMPLE_RATE
 from streamtts import voicepacks
 from synth.model import (
-    SAMPLE_RATE,
     BackendUnavailableError,
     Synthesizer,
     UnknownVoiceError,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mp3decode import decode_mp3
 
-from synth.model import SAMPLE_RATE
+from castlog import SAMPLE_RATE
 from synth.mp3 import (
     FRAME_MS,
     FRAME_SAMPLES,
