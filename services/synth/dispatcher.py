@@ -22,22 +22,19 @@ import numpy as np
 from castlog import SAMPLE_RATE
 
 from . import chunkcache, jobs, seams
-from .appender import NO_PCM, PCM, Appender, Synthesized, encoder, made_ms
+from .appender import NO_PCM, Appender, Encoding, Synthesized, encoder, made_ms
 from .cast import ActiveCast, heads
 from .crew import Crew
 from .hand import quietly, wait
 from .livesched import Rotation, pick_next
-from .model import Synthesizer
+from .model import Audio, Synthesizer
 from .model.timing import Word
-from .mp3 import EncodedChunk
 from .scheduler import Made, Yielded, ramp_limit
 
 log = logging.getLogger(__name__)
 
-Encoding = Callable[[PCM], EncodedChunk]
 
-
-def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tuple[PCM, list[Word]]:
+def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
     """One chunk through the model (on the model thread): mono PCM and, where timed, its words."""
     timed = getattr(synth, "synthesize_timed", None)  # a Synthesizer may not time words
     if timed is not None:
@@ -50,7 +47,7 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     return pcm, words
 
 
-def read_and_encode(read: Callable[[], tuple[PCM, list[Word]]], item: Synthesized, encode: Encoding | None) -> None:
+def read_and_encode(read: Callable[[], tuple[Audio, list[Word]]], item: Synthesized, encode: Encoding | None) -> None:
     """On the model thread: the chunk into ``item``, then, given ``encode``, its MP3 at once
     (:meth:`Synthesized.encode_with`). A model failure raises."""
     item.pcm, item.words = read()
