@@ -109,8 +109,7 @@ class ChunkCache:
         return self.budget > 0
 
     async def get(self, key: str) -> Hit | None:
-        if not self.on:
-            return None
+        """The entry at ``key``, its use noted; None for a miss (asked only while ``on``)."""
         try:
             raw = await self.redis.getex(key, px=ENTRY_TTL_MS)
             if not isinstance(raw, bytes):  # a miss (the worker's Redis gives bytes)

@@ -33,6 +33,7 @@ class Hand:
         self.inbox = inbox
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
         self.live_inbox = live_inbox
+        self.inboxes = (inbox, live_inbox)
         self.metrics = metrics
         self.casts: dict[str, ActiveCast] = {}  # job entry id -> cast, in admission order
         self.requeued: set[str] = set()  # jobs this worker put back itself after a Redis error
@@ -42,10 +43,6 @@ class Hand:
         # an open cast was admitted: wakes the worker's stream loop, whose next read names its catalog
         self.opened: Callable[[], None] = lambda: None
         self.stopping = False  # stop() was called: take no more work
-
-    @property
-    def inboxes(self) -> tuple[Inbox, Inbox]:
-        return (self.inbox, self.live_inbox)
 
     def stop(self) -> None:
         self.stopping = True
