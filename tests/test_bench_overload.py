@@ -16,7 +16,7 @@ T0 = 1_800_000_000.0  # a wall clock, in seconds
 
 def tone(seconds: float) -> EncodedChunk:
     t = np.arange(int(seconds * SAMPLE_RATE), dtype=np.float32) / SAMPLE_RATE
-    return encode_chunk(0.3 * np.sin(2 * np.pi * 220 * t), trim=False)
+    return encode_chunk(0.3 * np.sin(2 * np.pi * 220 * t))
 
 
 def record(seq: int, i: int, chunk: EncodedChunk, at_s: float) -> Entry:

@@ -26,7 +26,7 @@ from castlog import SeqMismatch, Start
 from . import capacity, jobs
 from .cast import ActiveCast, Assignment, plan
 from .crew import Crew
-from .hand import REDIS_RETRY_S, quietly, wait
+from .hand import pause_after, quietly, wait
 from .inbox import Delivery, Inbox
 from .livefeed import read_open_text
 from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
@@ -68,7 +68,8 @@ class Admitter:
                         hand.work.set()
             except RedisError as exc:
                 hand.admitting = 0
-                await self._after_redis_error(exc, inbox)
+                if await pause_after(exc, f"admitter of {inbox.stream}"):
+                    await quietly(inbox.group.create())
 
     def openings(self) -> int:
         """How many whole-text jobs may be taken now: as many as the admitted demand leaves room
@@ -93,14 +94,8 @@ class Admitter:
                     continue
                 await self._admit_all(await inbox.take(room, hand.active(inbox)), inbox)
             except RedisError as exc:
-                await self._after_redis_error(exc, inbox)
-
-    async def _after_redis_error(self, exc: RedisError, inbox: Inbox) -> None:
-        """A pause before the next round; the group made again when Redis lost it."""
-        log.warning("admitter of %s: Redis error (%s); retrying in %.1fs", inbox.stream, exc, REDIS_RETRY_S)
-        await asyncio.sleep(REDIS_RETRY_S)
-        if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
-            await quietly(inbox.group.create())
+                if await pause_after(exc, f"admitter of {inbox.stream}"):
+                    await quietly(inbox.group.create())
 
     async def _admit_all(self, deliveries: list[Delivery], inbox: Inbox) -> None:
         for delivery in deliveries:

@@ -23,25 +23,24 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
-import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from castlog import SeqMismatch
+from castlog import SAMPLE_RATE, SeqMismatch
 
 from .cast import ActiveCast
 from .config import SynthConfig
 from .crew import Crew
-from .model import SAMPLE_RATE
+from .model import Audio
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
 from .outcomes import Outcomes
 from .scheduler import Encoded
 
-PCM = npt.NDArray[np.float32]
 # Synthesized chunks waiting for the encoder: one, so the model runs ahead by exactly a chunk.
 PIPELINE_DEPTH = 1
 
-NO_PCM: PCM = np.zeros(0, dtype=np.float32)
+NO_PCM: Audio = np.zeros(0, dtype=np.float32)
+Encoding = Callable[[Audio], EncodedChunk]  # how a chunk is encoded (see encoder())
 
 
 @dataclass
@@ -51,26 +50,32 @@ class Synthesized:
 
     cast: ActiveCast
     index: int
-    pcm: PCM
+    pcm: Audio
     failure: str | None = None
     words: list[Word] = field(default_factory=list)  # (text, start ms, end ms) in ``pcm``
     ready: EncodedChunk | None = None  # its MP3, once encoded
     encode_s: float = 0.0  # how long that took
     cached: bool = False  # its PCM came from the chunk cache, not the model
 
+    def encode_with(self, encode: Encoding) -> None:
+        """On an encoder's thread (or the model's): its MP3, or the news that the encoder failed
+        (which fails the attempt), and how long that took."""
+        started = time.perf_counter()
+        try:
+            self.ready = encode(self.pcm)
+        except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
+            self.failure = f"sentence {self.index}: encoding failed: {exc!r}"
+        self.encode_s = time.perf_counter() - started
 
-def encoder(cfg: SynthConfig, cast: ActiveCast, index: int) -> Callable[[PCM], EncodedChunk]:
+
+def encoder(cfg: SynthConfig, cast: ActiveCast, index: int) -> Encoding:
     """How chunk ``index`` of ``cast`` is encoded; an attempt's first, which its listener waits
     for, at ``SYNTH_FIRST_MP3_QUALITY``."""
     quality = cfg.first_mp3_quality if index == cast.resume_from else None
     return partial(encode_chunk, bitrate=cfg.bitrate, trim_lead=cast.trims_lead(index), quality=quality)
 
 
-def encoding_failed(index: int, exc: BaseException) -> str:
-    return f"sentence {index}: encoding failed: {exc!r}"
-
-
-def made_ms(pcm: PCM) -> int:
+def made_ms(pcm: Audio) -> int:
     """A chunk's length as the model made it: the lead's estimate until it is encoded (the
     encoder trims silence)."""
     return len(pcm) * 1000 // SAMPLE_RATE
@@ -91,17 +96,10 @@ class Appender:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        crew = self.crew
         while (item := await self.queue.get()) is not None:
             cast = item.cast
             if item.failure is None and not (cast.closed or cast.cancelled):
-                started = crew.clock()
-                try:
-                    encode = partial(encoder(crew.cfg, cast, item.index), item.pcm)
-                    item.ready = await loop.run_in_executor(self.pool, encode)
-                    item.encode_s = crew.clock() - started
-                except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt
-                    item.failure = encoding_failed(item.index, exc)
+                await loop.run_in_executor(self.pool, item.encode_with, encoder(self.crew.cfg, cast, item.index))
             await self.land(item)
 
     async def land(self, item: Synthesized) -> None:

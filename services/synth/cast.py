@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 
 import castlog
 import chunking
-from castlog import Audio, CastState, Entry, Stamped, Start
+from castlog import SAMPLE_RATE, Audio, CastState, Entry, Stamped, Start
+from chunking import Chunker
 from chunking.cuts import cut_head
 
-from .livechunks import LiveChunks
-from .model import SAMPLE_RATE
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
 from .scheduler import RAMP_MIN_CHARS, Appended, Pace, PaceEvent
@@ -21,9 +20,17 @@ from .seams import lookahead, lookbehind
 
 @dataclass
 class OpenText:
-    """An open cast's text as this worker has read it from the catalog so far."""
+    """An open cast's text as this worker has read it from the catalog so far, and its chunks:
+    the one splitter (chunking), fed fragment by fragment, gives exactly the batch splitter's
+    chunks however the text is cut into fragments; a flush (the client's ``flush``, or the
+    close) ends the pending sentence as a line break would. The ramp may cut a chunk further in
+    place (ActiveCast.take_chunk): ``chunks`` and ``continued`` are this cast's, the chunker's
+    count is only the splitter's."""
 
-    chunker: LiveChunks
+    chunker: Chunker = field(default_factory=Chunker)
+    chunks: list[str] = field(default_factory=list)  # every chunk cut so far
+    # Per chunk: whether it goes on with the sentence of the chunk before (see Chunker).
+    continued: list[bool] = field(default_factory=list)
     after: str = "0-0"  # the last catalog entry read
     end: int = 0  # the text's end offset (characters as sent)
     parts: list[str] = field(default_factory=list)  # the fragments kept (joined once, at a close)
@@ -35,6 +42,12 @@ class OpenText:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def add(self, new: list[str]) -> int:
+        """The chunks the chunker just completed, kept with their ``continued``; how many."""
+        self.chunks.extend(new)
+        self.continued.extend(self.chunker.continued[len(self.chunker.continued) - len(new) :])
+        return len(new)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -150,7 +163,8 @@ class ActiveCast:
     @property
     def typing(self) -> bool:
         """An open cast holds text that completes no sentence yet."""
-        return self.open_text is not None and not self.open_text.closed and self.open_text.chunker.pending
+        text = self.open_text
+        return text is not None and not text.closed and bool(text.chunker.pending.strip())
 
     @property
     def in_flight(self) -> int:
@@ -251,26 +265,8 @@ def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:
     return tuple((w, min(a + shift, duration_ms), min(b + shift, duration_ms)) for w, a, b in words)
 
 
-def attempt_numbers(entries: Sequence[Entry], failures: int) -> tuple[int, int]:
-    """(number for the new `start`, attempt of this job against SYNTH_MAX_ATTEMPTS).
-
-    The start number continues the log's: one more than the starts already there. The job's
-    attempt counts only the attempts that failed in the model or encoder (its tally), not the
-    deliveries: a restart, hand-back or take-over is not a failed attempt.
-    """
-    starts = sum(1 for e in entries if isinstance(e.record, Start))
-    return starts + 1, failures + 1
-
-
 def first_audio_ts(entries: Sequence[Entry]) -> int | None:
     return next((e.ts for e in entries if isinstance(e.record, Audio)), None)
-
-
-def first_audio_ms(first_audio_ts: int | None, enqueued_at: int) -> int:
-    """The receipt's time from the job's enqueueing to the cast's first audio (0: not known)."""
-    if first_audio_ts is None or not enqueued_at:
-        return 0
-    return max(0, first_audio_ts - enqueued_at)
 
 
 def plan(
@@ -287,13 +283,12 @@ def plan(
     counts records of kinds this version skips): resume at the first sentence not in the log.
     An open cast's chunks so far come from ``open_text``. The chunks the log has stand as they
     were made (an earlier attempt's ramp may have cut them finer than the splitter)."""
-    attempt, job_attempt = attempt_numbers(entries, failures)
     resume_from = state.next_sentence()
     kept = [e.record for e in castlog.playable(entries) if isinstance(e.record, Audio) and e.record.i < resume_from]
     offset = sum(a.d for a in kept)  # the playable audio before the first chunk to make
     made = [a.t for a in kept]
     if open_text is not None:  # the lists grow with the open cast's text: rebuilt in place
-        chunks, continued = open_text.chunker.chunks, open_text.chunker.continued
+        chunks, continued = open_text.chunks, open_text.continued
         chunks[:], continued[:] = resumed_chunks(list(chunks), list(continued), made)
     else:
         chunker = chunking.Chunker()
@@ -303,8 +298,11 @@ def plan(
         voice=voice,
         chunks=chunks,
         continued=continued,
-        attempt=attempt,
-        job_attempt=job_attempt,
+        # The `start` number continues the log's. The job's attempt (against SYNTH_MAX_ATTEMPTS)
+        # counts only the attempts that failed in the model or encoder (its tally), not the
+        # deliveries: a restart, hand-back or take-over is not a failed attempt.
+        attempt=sum(1 for e in entries if isinstance(e.record, Start)) + 1,
+        job_attempt=failures + 1,
         resume_from=resume_from,
         tail=tail,
         offset_ms=offset,

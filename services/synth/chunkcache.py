@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 
 import msgspec
 import numpy as np
@@ -29,6 +28,7 @@ from redis.exceptions import RedisError
 from castlog import now_ms
 from castlog.keys import decoded
 
+from .model import Synthesizer
 from .model.timing import Word
 
 log = logging.getLogger(__name__)
@@ -64,26 +64,25 @@ return out
 """
 
 
-class _Stored(msgspec.Struct, array_like=True):
+class Hit(msgspec.Struct, array_like=True):
+    """An entry, as stored and as a lookup finds it."""
+
     pcm: bytes  # float32 samples, as the model gave them
-    words: list[tuple[str, int, int]]
+    words: list[Word]
     model_s: float  # the model's time for it: what a hit saves
+
+    def output(self) -> tuple[np.ndarray, list[Word]]:
+        """The chunk as the model gave it (what the dispatcher reads in place of the model)."""
+        return np.frombuffer(self.pcm, dtype=np.float32), self.words
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(_Stored).decode
+_decode = msgspec.msgpack.Decoder(Hit).decode
 
 
-@dataclass(frozen=True)
-class Hit:
-    pcm: np.ndarray
-    words: list[Word]
-    model_s: float
-
-
-def model_tag(synth: object) -> str:
+def model_tag(synth: Synthesizer) -> str:
     """The model and backend a chunk's audio depends on (a backend's ``name``: onnx, torch-cuda)."""
-    return f"kokoro-82m-v1.0/{getattr(synth, 'name', type(synth).__name__)}"
+    return f"kokoro-82m-v1.0/{synth.name}"
 
 
 def chunk_key(model: str, text: str, voice: str, speed: float, ahead: str, behind: str) -> str:
@@ -110,8 +109,7 @@ class ChunkCache:
         return self.budget > 0
 
     async def get(self, key: str) -> Hit | None:
-        if not self.on:
-            return None
+        """The entry at ``key``, its use noted; None for a miss (asked only while ``on``)."""
         try:
             raw = await self.redis.getex(key, px=ENTRY_TTL_MS)
             if not isinstance(raw, bytes):  # a miss (the worker's Redis gives bytes)
@@ -120,8 +118,7 @@ class ChunkCache:
         except RedisError as exc:
             log.warning("chunk cache lookup failed (%r): the model reads the chunk", exc)
             return None
-        stored = _decode(raw)
-        return Hit(np.frombuffer(stored.pcm, dtype=np.float32), [tuple(w) for w in stored.words], stored.model_s)  # type: ignore[misc]
+        return _decode(raw)
 
     async def put(self, key: str, pcm: np.ndarray, words: list[Word], model_s: float) -> None:
         """Keep a chunk the model made: counted in the index first (evicting past the budget),
@@ -129,7 +126,7 @@ class ChunkCache:
         never bytes without an index entry."""
         if not self.on:
             return
-        body = _encode(_Stored(np.ascontiguousarray(pcm, dtype=np.float32).tobytes(), list(words), model_s))
+        body = _encode(Hit(np.ascontiguousarray(pcm, dtype=np.float32).tobytes(), list(words), model_s))
         try:
             out = await self._keep(keys=[USES, SIZES, TOTAL], args=[digest_of(key), len(body), now_ms(), self.budget])
             self.held = int(out[0])

@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import RedisError
-
 import castlog
 from castlog import Queued, SeqMismatch
+from castlog.keys import decoded
 from chunking.cuts import FIRST_WORDS_CHARS
 
 from . import capacity, jobs
 from .capacity import Need, Pool
 from .crew import Crew
-
-log = logging.getLogger(__name__)
+from .hand import quietly
 
 # A note is written again when its place changed, or when the new estimate differs from the old
 # one counted down (what a client shows) by more than this many seconds, or this share of it.
@@ -81,15 +78,15 @@ class QueueClerk:
         self._resign = crew.redis.register_script(RESIGN)
 
     async def run(self) -> None:
-        cfg = self.crew.cfg
         while not self.crew.hand.stopping:
-            try:
-                await self.publish()
-                if await self.elected():
-                    await self.note_line()
-            except RedisError as exc:
-                log.warning("queue clerk: Redis error (%s)", exc)
-            await asyncio.sleep(cfg.queue_note_s)
+            await quietly(self.round(), "queue clerk")
+            await asyncio.sleep(self.crew.cfg.queue_note_s)
+
+    async def round(self) -> None:
+        """Publish this worker's state; note the line when this worker is the clerk."""
+        await self.publish()
+        if await self.elected():
+            await self.note_line()
 
     # ---- this worker's state --------------------------------------------------------------
 
@@ -120,11 +117,13 @@ class QueueClerk:
 
     # ---- the line ---------------------------------------------------------------------------
 
-    async def pools(self) -> list[Pool]:
-        """Every live worker's capacity and needs, as published; those gone are dropped."""
+    async def published(self) -> tuple[list[Pool], list[str]]:
+        """Every live worker's capacity and needs, as published (those gone are dropped), and the
+        cast ids they read ahead: round ``r`` is each worker's ``r``-th (each admits its own in
+        parallel)."""
         redis, now = self.crew.redis, castlog.now_ms()
         stale_ms = self.crew.cfg.queue_note_s * 1000 * STALE_ROUNDS
-        pools, gone = [], []
+        pools, lists, gone = [], [], []
         for consumer, raw in (await redis.hgetall(castlog.SYNTH_CAPACITY)).items():
             try:
                 state = json.loads(raw)
@@ -133,26 +132,28 @@ class QueueClerk:
                     continue
                 needs = [Need(float(left), float(lead), bool(live)) for left, lead, live in state["needs"]]
                 pools.append(Pool(float(state["capacity"]), needs))
-            except (ValueError, KeyError, TypeError):
+                lists.append([str(i) for i in state.get("waiting", [])])
+            except (ValueError, KeyError, TypeError, AttributeError):
                 gone.append(consumer)  # not a worker's state: nobody reads it
         if gone:
             await redis.hdel(castlog.SYNTH_CAPACITY, *gone)
-        return pools
+        deepest = max((len(ids) for ids in lists), default=0)
+        return pools, [ids[r] for r in range(deepest) for ids in lists if r < len(ids)]
 
-    async def line(self) -> list[Waiting]:
+    async def line(self) -> tuple[list[Waiting], list[Pool]]:
         """The casts waiting in line, first first: the jobs workers read ahead (published in the
         order each admits them, the workers' lists interleaved), then jobs the group has not
-        delivered yet."""
+        delivered yet; and the workers' pools they wait for (:meth:`published`)."""
         redis = self.crew.redis
         self._line_read_ms = castlog.now_ms()
         group = await jobs.group_info(redis)
         if group is None:
-            return []
-        after = "(" + jobs.as_str(group["last-delivered-id"])
+            return [], []
+        after = "(" + decoded(group["last-delivered-id"])
         rows: Any = await redis.xrange(castlog.JOBS, min=after, count=self.crew.cfg.queue_notes_max)
-        ids = await self._read_ahead()
+        pools, ids = await self.published()
         for entry_id, fields in rows:
-            job = jobs.parse_job(jobs.as_str(entry_id), fields, 0)
+            job = jobs.parse_job(decoded(entry_id), fields, 0)
             if job is not None:
                 ids.append(job.cast_id)
         out: list[Waiting] = []
@@ -160,19 +161,7 @@ class QueueClerk:
             if castlog.is_cast_id(cast_id) and all(w.cast_id != cast_id for w in out):
                 out.append(Waiting(cast_id, len(out) + 1, await self._audio_of(cast_id)))
         self._audio_s = {w.cast_id: self._audio_s[w.cast_id] for w in out if w.cast_id in self._audio_s}
-        return out
-
-    async def _read_ahead(self) -> list[str]:
-        """The cast ids every worker has read ahead, as published: round ``r`` is each worker's
-        ``r``-th (each admits its own in parallel)."""
-        lists = []
-        for raw in (await self.crew.redis.hgetall(castlog.SYNTH_CAPACITY)).values():
-            try:
-                lists.append([str(i) for i in json.loads(raw).get("waiting", [])])
-            except (ValueError, AttributeError, TypeError):
-                continue  # not a worker's state: pools() drops it
-        deepest = max((len(ids) for ids in lists), default=0)
-        return [ids[r] for r in range(deepest) for ids in lists if r < len(ids)]
+        return out, pools
 
     async def _audio_of(self, cast_id: str) -> float:
         if cast_id not in self._audio_s:
@@ -186,11 +175,11 @@ class QueueClerk:
     async def note_line(self) -> None:
         """Note each waiting cast's place and estimate where they moved."""
         crew, cfg = self.crew, self.crew.cfg
-        waiting = await self.line()
+        waiting, pools = await self.line()
         if not waiting:
             return
         first_s = crew.speed.s_per_char * FIRST_WORDS_CHARS
-        starts = capacity.forecast(await self.pools(), [w.audio_s for w in waiting],
+        starts = capacity.forecast(pools, [w.audio_s for w in waiting],
                                    headroom=cfg.admit_headroom, first_s=first_s, horizon_s=cfg.queue_horizon_s)
         for w, start in zip(waiting, starts):
             await self._note(w, -1 if start is None else round(start * 1000))

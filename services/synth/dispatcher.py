@@ -13,30 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
 
+from castlog import SAMPLE_RATE
+
 from . import chunkcache, jobs, seams
-from .appender import NO_PCM, PCM, Appender, Synthesized, encoder, encoding_failed, made_ms
+from .appender import NO_PCM, Appender, Encoding, Synthesized, encoder, made_ms
 from .cast import ActiveCast, heads
 from .crew import Crew
 from .hand import quietly, wait
 from .livesched import Rotation, pick_next
-from .model import SAMPLE_RATE, Synthesizer
+from .model import Audio, Synthesizer
 from .model.timing import Word
-from .mp3 import EncodedChunk
 from .scheduler import Made, Yielded, ramp_limit
 
 log = logging.getLogger(__name__)
 
-Encoding = Callable[[PCM], EncodedChunk]
 
-
-def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tuple[PCM, list[Word]]:
+def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tuple[Audio, list[Word]]:
     """One chunk through the model (on the model thread): mono PCM and, where timed, its words."""
     timed = getattr(synth, "synthesize_timed", None)  # a Synthesizer may not time words
     if timed is not None:
@@ -49,25 +47,12 @@ def infer(synth: Synthesizer, text: str, voice: str, speed: float = 1.0) -> tupl
     return pcm, words
 
 
-def _stored(hit: chunkcache.Hit) -> tuple[PCM, list[Word]]:
-    """A chunk from the cache, as the model gave it."""
-    return hit.pcm, hit.words
-
-
-def read_and_encode(
-    read: Callable[[], tuple[PCM, list[Word]]], encode: Encoding | None
-) -> tuple[PCM, list[Word], EncodedChunk | Exception | None, float]:
-    """On the model thread: the chunk, then, given ``encode``, its MP3 at once (or the encoder's
-    exception) and the seconds that took. A model failure raises."""
-    pcm, words = read()
-    if encode is None:
-        return pcm, words, None, 0.0
-    started = time.perf_counter()
-    try:
-        encoded: EncodedChunk | Exception = encode(pcm)
-    except Exception as exc:  # noqa: BLE001 - an encoder failure fails the attempt (in the appender)
-        encoded = exc
-    return pcm, words, encoded, time.perf_counter() - started
+def read_and_encode(read: Callable[[], tuple[Audio, list[Word]]], item: Synthesized, encode: Encoding | None) -> None:
+    """On the model thread: the chunk into ``item``, then, given ``encode``, its MP3 at once
+    (:meth:`Synthesized.encode_with`). A model failure raises."""
+    item.pcm, item.words = read()
+    if encode is not None:
+        item.encode_with(encode)
 
 
 class Dispatcher:
@@ -104,36 +89,33 @@ class Dispatcher:
             first = index == cast.resume_from  # its listener waits: encoded and appended at once
             speed = cast.reading_speed
             behind, ahead = cast.context(index)  # a seam inside a sentence: see seams.read
+            seen = seams.read_text(self.synth, text, ahead, behind)  # what the model reads for it
             started = crew.clock()
+            item = Synthesized(cast, index, NO_PCM, cached=hit is not None)
+            encode = encoder(crew.cfg, cast, index) if first else None
             try:
-                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind) if hit is None
-                        else partial(_stored, hit))
-                encode = encoder(crew.cfg, cast, index) if first else None
-                pcm, words, encoded, encode_s = await loop.run_in_executor(self.pool, read_and_encode, read, encode)
+                read = (partial(seams.read, infer, self.synth, text, cast.voice, speed, ahead, behind, seen=seen)
+                        if hit is None else hit.output)
+                await loop.run_in_executor(self.pool, read_and_encode, read, item, encode)
             except Exception as exc:  # noqa: BLE001 - any model failure fails the attempt
                 log.warning("cast %s: chunk %d failed: %r", cast.cast_id, index, exc)
                 cast.failing = True
-                await self.appender(cast).queue.put(Synthesized(cast, index, NO_PCM, f"sentence {index}: {exc!r}"))
+                item.failure = f"sentence {index}: {exc!r}"
+                await self.appender(cast).queue.put(item)
                 continue
-            took = max(0.0, crew.clock() - started - encode_s)  # the model's share
+            took = max(0.0, crew.clock() - started - item.encode_s)  # the model's share
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
-            seen = len(seams.read_text(self.synth, text, ahead, behind))
-            self._observe(cast, took, len(text), seen, len(pcm) / SAMPLE_RATE, speed, hit)
-            cast.note(Made(made_ms(pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
-            item = Synthesized(cast, index, pcm, words=words, encode_s=encode_s, cached=hit is not None)
-            if encoded is None:
+            self._observe(cast, took, len(text), len(seen), len(item.pcm) / SAMPLE_RATE, speed, hit)
+            cast.note(Made(made_ms(item.pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
+            if encode is None:
                 await self.appender(cast).queue.put(item)
             else:
-                if isinstance(encoded, Exception):
-                    item.failure = encoding_failed(index, encoded)
-                else:
-                    item.ready = encoded
                 # In the log before the next inference, which on a CPU would share the cores with
                 # the append and with edge's delivery to the listener.
                 await self.appender(cast).land(item)
             if hit is None:  # kept after its append: never on a listener's path
-                await self.cache.put(key, pcm, words, took)
+                await self.cache.put(key, item.pcm, item.words, took)
                 crew.metrics.cache_bytes.set(self.cache.held)
         for appender in self.appenders:  # the chunk in hand is queued: the append loops drain, end
             await appender.queue.put(None)

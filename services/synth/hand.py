@@ -4,8 +4,8 @@ other with.
 Every task of the worker reads and changes this one object (through the worker's
 :class:`~synth.crew.Crew`): the admitter adds casts, the synth loop picks from them, the
 outcomes drop them (:meth:`Hand.close`).
-Beside it, the two small helpers those tasks share: wait on an event for a while, and shrug off
-a Redis error in a step that may fail.
+Beside it, the small helpers those tasks share: wait on an event for a while, shrug off a Redis
+error in a step that may fail, and pause a loop after one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .metrics import SynthMetrics
 
 log = logging.getLogger(__name__)
 
-# After a Redis error, the admitter and lease loop wait this long before trying again.
+# After a Redis error, the admitters and the key lane mover wait this long before trying again.
 REDIS_RETRY_S = 1.0
 
 
@@ -33,6 +33,7 @@ class Hand:
         self.inbox = inbox
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
         self.live_inbox = live_inbox
+        self.inboxes = (inbox, live_inbox)
         self.metrics = metrics
         self.casts: dict[str, ActiveCast] = {}  # job entry id -> cast, in admission order
         self.requeued: set[str] = set()  # jobs this worker put back itself after a Redis error
@@ -41,20 +42,12 @@ class Hand:
         self.room = asyncio.Event()  # a cast left, or stop() was called
         # an open cast was admitted: wakes the worker's stream loop, whose next read names its catalog
         self.opened: Callable[[], None] = lambda: None
-        self._stopping = asyncio.Event()
-
-    @property
-    def inboxes(self) -> tuple[Inbox, Inbox]:
-        return (self.inbox, self.live_inbox)
+        self.stopping = False  # stop() was called: take no more work
 
     def stop(self) -> None:
-        self._stopping.set()
+        self.stopping = True
         self.work.set()
         self.room.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
 
     def active(self, inbox: Inbox) -> set[str]:
         """The entry ids of ``inbox``'s jobs whose casts are in hand."""
@@ -78,12 +71,21 @@ class Hand:
         self.room.set()
 
 
-async def quietly(step: Awaitable[object]) -> None:
-    """Await ``step``; a Redis error is logged, not raised (the step is a best effort)."""
+async def quietly(step: Awaitable[object], what: str = "a best-effort step") -> None:
+    """Await ``step``; a Redis error is logged, not raised (the step is a best effort, or a
+    loop's round that the next round repeats)."""
     try:
         await step
     except RedisError as exc:
-        log.warning("Redis error (%s)", exc)
+        log.warning("%s: Redis error (%s)", what, exc)
+
+
+async def pause_after(exc: RedisError, what: str) -> bool:
+    """A loop's Redis error: logged, then a pause of ``REDIS_RETRY_S`` before its next round.
+    True when Redis lost its data (a restart without persistence): the loop's group is gone."""
+    log.warning("%s: Redis error (%s); retrying in %.1fs", what, exc, REDIS_RETRY_S)
+    await asyncio.sleep(REDIS_RETRY_S)
+    return "NOGROUP" in str(exc)
 
 
 async def wait(event: asyncio.Event, timeout_s: float) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Container
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -50,7 +50,6 @@ class Inbox:
         lease_ms: int,
         claim_every_s: float,
         poll_s: float,
-        clock: Callable[[], float] = time.monotonic,
         stream: str = castlog.JOBS,
         fair_window: int = FAIR_WINDOW,
     ) -> None:
@@ -59,7 +58,6 @@ class Inbox:
         self.fair_window = fair_window
         self._waiting = Turns()  # new entries read ahead, by client
         self.lease_ms, self.claim_every_s, self.poll_s = lease_ms, claim_every_s, poll_s
-        self._clock = clock
         self._backlog: list[castlog.StreamEntry] = []
         self._retrying: dict[str, float] = {}  # entry id -> clock time the retry is due
         self._last_claim = -float("inf")
@@ -73,11 +71,11 @@ class Inbox:
 
     def retry_later(self, entry_id: str, delay_s: float) -> None:
         """Keep the entry pending and deliver it to ourselves again after ``delay_s``."""
-        self._retrying[entry_id] = self._clock() + delay_s
+        self._retrying[entry_id] = time.monotonic() + delay_s
 
     def held(self) -> list[str]:
         """Entries this consumer holds without working on them yet (their leases need refreshing)."""
-        return list(self._retrying) + [e.id for e in self._backlog] + self._waiting.entry_ids()
+        return [*self._retrying, *(e.id for e in self._backlog + self._waiting.order())]
 
     def waiting(self) -> list[str]:
         """The cast ids of the new jobs read ahead, in the order they will be admitted (the queue
@@ -94,7 +92,7 @@ class Inbox:
         """Up to ``room`` deliveries; waits at most ``poll_s`` (less when a retry is due sooner)."""
         out = [Delivery(e.id, e.fields, None) for e in self._backlog[:room]]
         del self._backlog[:room]
-        now = self._clock()
+        now = time.monotonic()
         due = [i for i, at in self._retrying.items() if at <= now][: room - len(out)]
         owners = await jobs.pending(self.redis, due, self.stream)
         for entry_id in due:
@@ -123,7 +121,7 @@ class Inbox:
         out = [Delivery(e.id, e.fields, None) for e in back]
         for delivery in out:
             log.info("took over job %s, handed back by a stopping worker", delivery.entry_id)
-        now = self._clock()
+        now = time.monotonic()
         if len(out) < room and now - self._last_claim >= self.claim_every_s:
             self._last_claim = now
             # a dead worker's entries; our own active ones, idle for a lease, are a stalled loop's
@@ -139,7 +137,7 @@ class Inbox:
     def _until_next_retry(self) -> float:
         if not self._retrying:
             return self.poll_s
-        return max(0.001, min(self._retrying.values()) - self._clock())
+        return max(0.001, min(self._retrying.values()) - time.monotonic())
 
 
 class Turns:
@@ -170,9 +168,6 @@ class Turns:
             else:
                 del self._queues[client]
         return out
-
-    def entry_ids(self) -> list[str]:
-        return [e.id for q in self._queues.values() for e in q]
 
     def order(self) -> list[castlog.StreamEntry]:
         """Every waiting entry in the order :meth:`take` hands them out: round ``r`` is each

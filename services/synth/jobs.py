@@ -29,6 +29,7 @@ from redis.exceptions import ResponseError
 
 import castlog
 from castlog.groups import entries
+from castlog.keys import decoded
 
 from .cast import Assignment
 
@@ -42,12 +43,6 @@ LAG_SCAN_LIMIT = 10_000
 TALLY_TTL_S = 7 * 24 * 3600
 # A job handed back is left this idle, so that a take-over's XAUTOCLAIM takes it at once too.
 HANDED_BACK_IDLE_MS = 10 * 24 * 3600 * 1000
-
-
-def as_str(value: bytes | str) -> str:
-    # "replace": a field that is not UTF-8 makes a malformed job (dead-lettered), not a crash
-    # that would recur on every restart while the entry stays pending.
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def parse_job(entry_id: str, fields: Fields, deliveries: int, stream: str = castlog.JOBS) -> Assignment | None:
@@ -82,7 +77,7 @@ async def pending(redis: Redis, entry_ids: list[str], stream: str = castlog.JOBS
     out: dict[str, Pending] = {}
     for entry_id, rows in zip(entry_ids, replies):
         for row in rows:
-            out[entry_id] = Pending(as_str(row["consumer"]), int(row["times_delivered"]))
+            out[entry_id] = Pending(decoded(row["consumer"]), int(row["times_delivered"]))
     return out
 
 
@@ -116,7 +111,7 @@ class Tally:
 
 async def tally(redis: Redis, entry_id: str) -> Tally:
     raw: Any = await redis.hgetall(castlog.tally_key(entry_id))
-    got = {as_str(k): int(v) for k, v in raw.items()}
+    got = {decoded(k): int(v) for k, v in raw.items()}
     return Tally(**{k: got[k] for k in ("failures", "hand", "crash_i", "crashes") if k in got})
 
 
@@ -192,7 +187,7 @@ async def handed_back(redis: Redis, consumer: str, count: int, stream: str = cas
     rows: Any = await redis.xpending_range(
         stream, castlog.GROUP, min="-", max="+", count=count, consumername=castlog.HANDED_BACK
     )
-    ids = [as_str(r["message_id"]) for r in rows]
+    ids = [decoded(r["message_id"]) for r in rows]
     if not ids:
         return []
     claimed: Any = await redis.xclaim(stream, castlog.GROUP, consumer, HANDED_BACK_IDLE_MS // 2, list[Any](ids))
@@ -207,8 +202,8 @@ async def remove_gone_consumers(redis: Redis, idle_ms: int, keep: str, stream: s
     except ResponseError:  # no stream or group yet
         return []
     gone = [
-        as_str(c["name"]) for c in consumers
-        if int(c["pending"]) == 0 and int(c["idle"]) > idle_ms and as_str(c["name"]) not in (keep, castlog.HANDED_BACK)
+        decoded(c["name"]) for c in consumers
+        if int(c["pending"]) == 0 and int(c["idle"]) > idle_ms and decoded(c["name"]) not in (keep, castlog.HANDED_BACK)
     ]
     return [name for name in gone if await delete_consumer_if_empty(redis, name, stream)]
 
@@ -234,7 +229,7 @@ async def group_info(redis: Redis) -> dict[str, Any] | None:
         groups = await redis.xinfo_groups(castlog.JOBS)
     except ResponseError:  # no stream yet
         return None
-    return next((g for g in groups if as_str(g["name"]) == castlog.GROUP), None)
+    return next((g for g in groups if decoded(g["name"]) == castlog.GROUP), None)
 
 
 async def queue_stats(redis: Redis) -> tuple[int, int]:
@@ -244,7 +239,7 @@ async def queue_stats(redis: Redis) -> tuple[int, int]:
         return int(await redis.xlen(castlog.JOBS)), 0
     lag = group.get("lag")
     if lag is None:  # Redis cannot tell after deletions: count what follows the last delivery
-        last = as_str(group["last-delivered-id"])
+        last = decoded(group["last-delivered-id"])
         rows: Any = await redis.xrange(castlog.JOBS, min=f"({last}", count=LAG_SCAN_LIMIT)
         lag = len(rows)
     depth = int(lag)

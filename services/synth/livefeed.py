@@ -25,7 +25,6 @@ from fanout import Subscriber
 from .broadcasts import BATCH
 from .cast import ActiveCast, OpenText
 from .crew import Crew
-from .livechunks import LiveChunks
 from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ async def read_open_text(live: LiveStore, cast_id: str, now: float) -> OpenText 
     text = await live.read_text(cast_id)
     if text is None:
         return None
-    state = OpenText(chunker=LiveChunks(), heard_at=now, speed=text.speed, client=text.client)
+    state = OpenText(heard_at=now, speed=text.speed, client=text.client)
     apply(state, text.events, now)
     return state
 
@@ -53,9 +52,9 @@ def apply(state: OpenText, events: Iterable[TextEvent], now: float) -> int:
         state.heard_at = now
         if event.kind == "text":
             state.parts.append(event.text)  # not +=: a long text of small fragments stays linear
-            new += len(state.chunker.feed(event.text))
+            new += state.add(state.chunker.feed(event.text))
         else:  # flush, or closed: what is buffered is spoken now
-            new += len(state.chunker.flush())
+            new += state.add(state.chunker.flush())
             state.closed = event.kind == "closed"
     return new
 
@@ -82,16 +81,11 @@ class LiveFeed(Subscriber):
         for key, rows in got.items():
             target = self.following.get(key)
             if target is not None and target.open_text is not None and not target.closed:
-                new = apply(target.open_text, text_events(rows), self.crew.clock())
-                await self._text_came(target, new)
+                if apply(target.open_text, text_events(rows), self.crew.clock()):
+                    self.crew.hand.work.set()  # new chunks: wake the synth loop
+                if target.complete:  # a close that completes the cast finishes it here
+                    await self.outcomes.finish(target)
         await self._close_idle(self.following.values(), self.crew.clock())
-
-    async def _text_came(self, cast: ActiveCast, new_chunks: int) -> None:
-        """Wake the synth loop for new chunks; a close that completes the cast finishes it here."""
-        if new_chunks:
-            self.crew.hand.work.set()
-        if cast.complete and not cast.closed:
-            await self.outcomes.finish(cast)
 
     async def _close_idle(self, casts: Iterable[ActiveCast], now: float) -> None:
         cfg = self.crew.cfg

@@ -64,20 +64,18 @@ class EncodedChunk:
 
 
 def encode_chunk(
-    pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim: bool = True, trim_lead: bool = False,
-    quality: int | None = None,
+    pcm: npt.ArrayLike, bitrate: int = DEFAULT_BITRATE, *, trim_lead: bool = False, quality: int | None = None
 ) -> EncodedChunk:
     """24 kHz mono float PCM -> one standalone, concatenable MP3 chunk (CBR ``bitrate``).
 
-    ``trim``: cut the trailing silence down to ``TAIL_KEEP_MS`` first; ``trim_lead``: the leading
+    The trailing silence is cut down to ``TAIL_KEEP_MS`` first; ``trim_lead``: the leading
     silence down to ``LEAD_KEEP_MS`` (a cast's first chunk, a chunk that continues a sentence).
     Both ends are faded. Empty input gives a few frames of silence (72 ms), so a chunk is never
     empty. ``quality``: LAME's ``-q`` (None: its default, 3); the bytes differ, the frames and
     the duration do not.
     """
     samples = np.clip(np.nan_to_num(np.asarray(pcm, dtype=np.float32).ravel()), -1.0, 1.0)
-    if trim:
-        samples = trim_trailing_silence(samples)
+    samples = trim_trailing_silence(samples)
     if trim_lead:
         samples = trim_leading_silence(samples)
     samples = fade_edges(samples)

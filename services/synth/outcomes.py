@@ -27,7 +27,7 @@ import castlog
 from castlog import Eos, Error, SeqMismatch
 
 from . import jobs
-from .cast import ActiveCast, Assignment, first_audio_ms, first_audio_ts
+from .cast import ActiveCast, Assignment, first_audio_ts
 from .crew import Crew
 from .hand import REDIS_RETRY_S
 from .inbox import Inbox
@@ -85,15 +85,7 @@ class Outcomes:
             self.lose(cast, f"eos refused ({exc})")
             return
         crew.hand.close(cast)
-        receipt = castlog.Done(
-            id=cast.cast_id,
-            attempts=cast.attempt,
-            sentences=len(cast.chunks),
-            audio_ms=cast.offset_ms,
-            synth_ms=int(cast.synth_s * 1000),
-            first_audio_ms=first_audio_ms(cast.first_audio_ts, cast.job.enqueued_at),
-            finished_at=finished_at,
-        )
+        receipt = _receipt(cast.job, eos, cast.first_audio_ts, finished_at, synth_ms=int(cast.synth_s * 1000))
         try:  # the receipt, then XACK: a crash in between repeats the receipt (receipts may repeat)
             await castlog.announce_done(crew.redis, receipt)
             await jobs.ack(crew.redis, cast.job.entry_id, cast.job.stream)
@@ -124,16 +116,15 @@ class Outcomes:
         consumers take them as idempotent, keyed by cast id)."""
         eos = entries[-1].record
         assert isinstance(eos, Eos)
-        await castlog.announce_done(self.crew.redis, castlog.Done(
-            id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
-            synth_ms=0, first_audio_ms=first_audio_ms(first_audio_ts(entries), job.enqueued_at),
-            finished_at=entries[-1].ts or castlog.now_ms(),
-        ))
+        finished_at = entries[-1].ts or castlog.now_ms()
+        await castlog.announce_done(self.crew.redis, _receipt(job, eos, first_audio_ts(entries), finished_at))
 
     async def malformed(self, entry_id: str, fields: jobs.Fields, deliveries: int, stream: str) -> None:
         """An entry that is no job: to ``jobs/dead`` (under the id it names, if any), then XACK."""
         log.warning("job %s is malformed (%r); moving it to %s", entry_id, fields, castlog.JOBS_DEAD)
-        cast_id = jobs.as_str(fields.get(b"id", b"?"))[:64]
+        # "replace": an id that is not UTF-8 is dead-lettered too, not a crash that would recur
+        # on every restart while the entry stays pending.
+        cast_id = fields.get(b"id", b"?").decode(errors="replace")[:64]
         await self._dead_letter(cast_id, deliveries, "malformed job entry", entry_id, stream)
 
     # ---- failed -----------------------------------------------------------------------------
@@ -202,3 +193,11 @@ class Outcomes:
         if not cast.closed:
             log.warning("cast %s: lost to another worker (%s); dropping it", cast.cast_id, why)
             self.crew.hand.close(cast)
+
+
+def _receipt(job: Assignment, eos: Eos, first_ts: int | None, finished_at: int, synth_ms: int = 0) -> castlog.Done:
+    """The receipt of a cast that ends in ``eos``; its time to first audio counts from the job's
+    enqueueing to the cast's first audio record (``first_ts``), 0 where either is not known."""
+    first_ms = max(0, first_ts - job.enqueued_at) if first_ts is not None and job.enqueued_at else 0
+    return castlog.Done(id=job.cast_id, attempts=eos.attempts, sentences=eos.sentences, audio_ms=eos.audio_ms,
+                        synth_ms=synth_ms, first_audio_ms=first_ms, finished_at=finished_at)

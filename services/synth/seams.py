@@ -17,10 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-import numpy as np
-import numpy.typing as npt
+from castlog import SAMPLE_RATE
 
-from .model import SAMPLE_RATE, Synthesizer
+from .model import Audio, Synthesizer
 from .model.normalize import normalize_english
 from .model.timing import Word
 
@@ -32,8 +31,7 @@ LOOKBEHIND_WORDS = 3
 # sentence (the ramp's allowance, before the cut is made: LOOKAHEAD_WORDS words and spaces).
 AHEAD_CHARS = 6 * LOOKAHEAD_WORDS
 
-PCM = npt.NDArray[np.float32]
-Infer = Callable[[Synthesizer, str, str, float], tuple[PCM, list[Word]]]
+Infer = Callable[[Synthesizer, str, str, float], tuple[Audio, list[Word]]]
 _LETTERS = re.compile(r"[\W_]+")
 # Text the context applies to: Latin letters and punctuation (the word timings of other
 # scripts are not spelled word for word like the text).
@@ -72,11 +70,13 @@ def context_chars(synth: Synthesizer, text: str, behind: str) -> int:
 
 
 def read(
-    infer: Infer, synth: Synthesizer, text: str, voice: str, speed: float, ahead: str, behind: str = ""
-) -> tuple[PCM, list[Word]]:
+    infer: Infer, synth: Synthesizer, text: str, voice: str, speed: float, ahead: str, behind: str = "",
+    *, seen: str | None = None,
+) -> tuple[Audio, list[Word]]:
     """``text`` through the model (``infer``, on the model thread), with ``behind`` and
-    ``ahead`` in view when the model times its words: the audio and words of ``text`` alone."""
-    seen = read_text(synth, text, ahead, behind)
+    ``ahead`` in view when the model times its words: the audio and words of ``text`` alone.
+    ``seen``: :func:`read_text`'s answer, when the caller has it already."""
+    seen = read_text(synth, text, ahead, behind) if seen is None else seen
     if seen != text:
         pcm, words = infer(synth, seen, voice, speed)
         first = words_of(words, behind) if behind else 0

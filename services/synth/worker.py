@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -55,7 +54,7 @@ from .clerk import QueueClerk
 from .config import SynthConfig
 from .crew import Crew
 from .dispatcher import Dispatcher
-from .hand import REDIS_RETRY_S, Hand, quietly
+from .hand import Hand, pause_after, quietly
 from .inbox import Inbox
 from .livefeed import LiveFeed
 from .metrics import SynthMetrics
@@ -72,19 +71,18 @@ class Worker:
         redis: Redis,
         synthesizer: Synthesizer,
         *,
-        clock: Callable[[], float] = time.monotonic,
         metrics: SynthMetrics | None = None,
     ) -> None:
         metrics = metrics or SynthMetrics()
         def inbox(stream: str) -> Inbox:
             return Inbox(redis, cfg.consumer, lease_ms=cfg.lease_ms, claim_every_s=cfg.refresh_s, poll_s=cfg.poll_s,
-                         clock=clock, stream=stream, fair_window=cfg.fair_window)
+                         stream=stream, fair_window=cfg.fair_window)
 
         # Open casts come through their own stream, admitted apart from the others (SYNTH_MAX_LIVE).
         hand = Hand(inbox(castlog.JOBS), inbox(castlog.JOBS_LIVE), metrics)
         self.crew = crew = Crew(
             cfg=cfg, redis=redis, store=CastStore(redis), reader=LogReader(redis), live=LiveStore(redis, cfg.content_key.encode()),
-            hand=hand, metrics=metrics, clock=clock, speed=scheduler.ModelSpeed(),
+            hand=hand, metrics=metrics, clock=time.monotonic, speed=scheduler.ModelSpeed(),
         )
         self.store = crew.store  # (tests and benchmarks reach the writes through it)
         self.casts = crew.hand.casts  # job entry id -> cast, in admission order
@@ -100,7 +98,7 @@ class Worker:
         self.appenders = (Appender(crew, self.outcomes, "synth-encode"),
                           Appender(crew, self.outcomes, "synth-encode-live"))
         self.dispatcher = Dispatcher(crew, synthesizer, self.appenders)
-        self.clerk = QueueClerk(crew, getattr(synthesizer, "name", "model"))
+        self.clerk = QueueClerk(crew, synthesizer.name)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -173,9 +171,7 @@ class Worker:
                 if pending:
                     last_pending = now
             except RedisError as exc:
-                log.warning("key lane mover: Redis error (%s)", exc)
-                await asyncio.sleep(REDIS_RETRY_S)
-                if "NOGROUP" in str(exc):  # Redis lost its data (a restart without persistence)
+                if await pause_after(exc, "key lane mover"):
                     last_pending = -float("inf")  # open the lanes' group again, then sweep all
 
     # ---- leases -----------------------------------------------------------------------------
@@ -183,10 +179,7 @@ class Worker:
     async def _lease_loop(self) -> None:
         while True:
             await asyncio.sleep(self.crew.cfg.refresh_s)
-            try:
-                await self.refresh_leases()
-            except RedisError as exc:
-                log.warning("lease refresh: Redis error (%s)", exc)
+            await quietly(self.refresh_leases(), "lease refresh")
 
     async def refresh_leases(self) -> None:
         """Reset the idle time of every job we hold; drop the casts whose job is no longer ours."""

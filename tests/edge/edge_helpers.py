@@ -30,7 +30,7 @@ def mp3_chunk(ms: int, freq: float = 440.0) -> tuple[bytes, int]:
         from synth.mp3 import encode_chunk  # the synth's own encoder: what casts really hold
     except ImportError:  # pragma: no cover - only while synth is not installed
         return _pyav_chunk(tone(ms, freq))
-    chunk = encode_chunk(tone(ms, freq), trim=False)
+    chunk = encode_chunk(tone(ms, freq))
     return chunk.data, chunk.duration_ms
 
 

@@ -17,7 +17,6 @@ from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_o
 from synth.cast import ActiveCast, Assignment, OpenText
 from synth.clerk import Waiting
 from synth.config import SynthConfig
-from synth.livechunks import LiveChunks
 from synth.scheduler import ModelSpeed
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -208,7 +207,7 @@ def test_the_audio_a_text_will_make_counts_its_speed() -> None:
     whole = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
                        offset_ms=0, first_audio_ts=None, speed=0.5)
     live = ActiveCast(job, "af_heart", ["x" * 20], attempt=1, job_attempt=1, resume_from=0, tail=1,
-                      offset_ms=0, first_audio_ts=None, open_text=OpenText(LiveChunks(), speed=2.0))
+                      offset_ms=0, first_audio_ts=None, open_text=OpenText(speed=2.0))
     assert [n.left_s for n in needs_of([whole, live], speed, 0.0)] == pytest.approx([4.0, 1.0])
 
 

@@ -91,7 +91,7 @@ async def test_the_cache_keeps_to_its_budget_evicting_the_least_recently_used(re
     for key in keys[:3]:
         await cache.put(key, pcm, [("chunk", 0, 900)], 0.5)
     hit = await cache.get(keys[0])  # used again: the second is now the least recently used
-    assert hit is not None and hit.words == [("chunk", 0, 900)] and np.array_equal(hit.pcm, pcm)
+    assert hit is not None and hit.output()[1] == [("chunk", 0, 900)] and np.array_equal(hit.output()[0], pcm)
     await cache.put(keys[3], pcm, [], 0.5)
     assert await cache.get(keys[1]) is None
     assert all([await cache.get(k) is not None for k in (keys[0], keys[2], keys[3])])

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from castlog import SAMPLE_RATE
 from streamtts import voicepacks
 from synth.model import (
-    SAMPLE_RATE,
     BackendUnavailableError,
     Synthesizer,
     UnknownVoiceError,
@@ -89,7 +89,7 @@ def test_auto_falls_back_to_onnx_when_cuda_has_no_torch_backend(
         raise BackendUnavailableError("pip install kokoro")
 
     monkeypatch.setattr(loader, "cuda_available", lambda: True)
-    monkeypatch.setattr(torch_backend, "load_torch", unavailable)
+    monkeypatch.setattr(torch_backend, "torch_engine", unavailable)
     assert load_synthesizer("auto", cache_dir=str(model_cache), threads=1).name == "onnx"
     assert "torch backend is not" in caplog.text
     with pytest.raises(BackendUnavailableError):

@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from synth.model import SAMPLE_RATE, BackendUnavailableError, Synthesizer, load_synthesizer
+from castlog import SAMPLE_RATE
+from synth.model import BackendUnavailableError, Synthesizer, load_synthesizer
 from synth.model.convert import CHECKSUM_SUFFIX, _Mapper, _torch_gates, converted_weights
 from synth.model.kmodel import kmodel_class
 

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 import castlog
 import chunking
 from castlog import Audio, CastStore, LiveStore, Meta, RateLimiter, Start
-from synth.livechunks import LiveChunks
+from synth.cast import OpenText
 from synth.scheduler import RAMP_MIN_CHARS
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, running, submit, terminal, wait_until
@@ -158,16 +158,16 @@ def test_chunker_gives_the_batch_chunks_however_the_text_is_cut() -> None:
     )
     want = chunking.split_text(text)
     for cut in range(len(text) + 1):
-        chunker = LiveChunks()
-        chunker.feed(text[:cut])
-        chunker.feed(text[cut:])
-        chunker.flush()
-        assert chunker.chunks == want, cut
-    chunker = LiveChunks()
+        state = OpenText()
+        state.add(state.chunker.feed(text[:cut]))
+        state.add(state.chunker.feed(text[cut:]))
+        state.add(state.chunker.flush())
+        assert state.chunks == want, cut
+    state = OpenText()
     for ch in text:
-        chunker.feed(ch)
-    chunker.flush()
-    assert chunker.chunks == want
+        state.add(state.chunker.feed(ch))
+    state.add(state.chunker.flush())
+    assert state.chunks == want
 
 
 async def feed_read_ids(redis: Redis) -> set[int]:

@@ -10,13 +10,10 @@ Everything here blocks; the worker runs it in a thread, never on the event loop.
 
 from __future__ import annotations
 
-from castlog import SAMPLE_RATE  # the model's output rate is every audio record's
-
 from .base import Audio, BackendUnavailableError, Synthesizer, UnknownVoiceError
 from .loader import load_synthesizer
 
 __all__ = [
-    "SAMPLE_RATE",
     "Audio",
     "BackendUnavailableError",
     "Synthesizer",

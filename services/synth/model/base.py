@@ -44,20 +44,12 @@ class Synthesizer(Protocol):
         as fast as the rest."""
         ...
 
-    def phonemize(self, text: str, voice: str) -> str:
-        """Text -> phonemes in the model's vocabulary; the language follows the voice."""
-        ...
-
     def synthesize(self, text: str, voice: str, speed: float = 1.0) -> Audio:
         """One chunk of text -> float32 PCM, 24 kHz mono, in [-1, 1].
 
         A chunk longer than ``MAX_PHONEMES`` phonemes is split at word boundaries and the
         pieces are concatenated. Text with nothing to say gives an empty array.
         """
-        ...
-
-    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float = 1.0) -> Audio:
-        """Like ``synthesize`` but from phonemes (symbols outside the vocabulary are dropped)."""
         ...
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
-from .base import BackendUnavailableError, Synthesizer
+from .base import BackendUnavailableError, Engine, Synthesizer
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +36,26 @@ def load_synthesizer(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    loaded: tuple[Engine, Mapping[str, int]] | None = None
     if backend == "torch" or (backend == "auto" and cuda_available()):
-        from .torch_backend import load_torch
+        from .torch_backend import torch_engine
 
         try:
-            return load_torch(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir)
+            loaded = torch_engine(model_dir=model_dir, cache_dir=cache_dir, threads=threads)
         except BackendUnavailableError as e:
             if backend == "torch":
                 raise
             log.warning("CUDA is available but the torch backend is not (%s): using onnx on the CPU", e)
-    from .onnx_backend import load_onnx
+    # Imported here: the G2P (misaki) loads with the model, not with every import of synth.model.
+    from .assets import onnx_model_path, onnx_vocab
+    from .onnx_backend import OnnxEngine
+    from .pipeline import KokoroSynthesizer
+    from .voices import load_voices
 
-    return load_onnx(model_dir=model_dir, cache_dir=cache_dir, threads=threads, voices_dir=voices_dir, spin=spin)
+    if loaded is None:
+        loaded = OnnxEngine(onnx_model_path(cache_dir), threads, spin), onnx_vocab()
+    engine, vocab = loaded
+    return KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), vocab)
 
 
 def cuda_available() -> bool:

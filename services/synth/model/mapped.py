@@ -67,16 +67,11 @@ class Mapped:
             ends.extend(self.ends[start:end])
 
 
-def keep_group(name: str, before: str = "", after: str = "") -> Edit:
-    """An edit that keeps only group ``name`` of the match (with text around it)."""
+def keep_group(name: str) -> Edit:
+    """An edit that keeps only group ``name`` of the match."""
 
     def edit(m: re.Match[str]) -> Sequence[str | tuple[int, int]]:
-        pieces: list[str | tuple[int, int]] = [before] if before else []
-        if m.group(name) is not None:
-            pieces.append(m.span(name))
-        if after:
-            pieces.append(after)
-        return pieces
+        return [m.span(name)] if m.group(name) is not None else []
 
     return edit
 

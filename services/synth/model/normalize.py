@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from num2words import num2words
 
-from .mapped import Mapped, translate
+from .mapped import Mapped, drop, translate
 
 Rule = tuple["re.Pattern[str]", Callable[["re.Match[str]", bool], str]]
 
@@ -81,8 +81,8 @@ def normalize_mapped(mapped: Mapped, british: bool = False) -> Mapped:
         mapped = mapped.replace(pattern, lambda m, spell=spell: spell(m, british))  # type: ignore[misc]
     mapped = translate(mapped, _CHARACTERS)
     mapped = mapped.replace(_SPACES, lambda m: " ")
-    mapped = mapped.sub(_SPACE_BEFORE_STOP, lambda m: ())
-    return mapped.sub(_OUTER_SPACE, lambda m: ())
+    mapped = mapped.sub(_SPACE_BEFORE_STOP, drop)
+    return mapped.sub(_OUTER_SPACE, drop)
 
 
 _OUTER_SPACE = re.compile(r"^\s+|\s+$")

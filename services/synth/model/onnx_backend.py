@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from .assets import onnx_model_path, onnx_vocab
 from .base import Audio, BackendUnavailableError, Durations
-from .pipeline import KokoroSynthesizer
-from .voices import load_voices
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +41,7 @@ class OnnxEngine:
         # need next (and edge's delivery on one box): measured on 2 shared cores, the encoding
         # right after a run took 0.5-0.8x the time without spinning, the model itself 0.7-0.9x.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.threads = options.intra_op_num_threads
+        log.info("onnx backend: %d inference threads", options.intra_op_num_threads)
         model = onnx.load(str(model_path))
         model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS_TENSOR, onnx.TensorProto.INT64, None))
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -67,15 +63,3 @@ def available_cores() -> int:
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
 
-
-def load_onnx(
-    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None,
-    voices_dir: str | None = None, spin: bool = False,
-) -> KokoroSynthesizer:
-    """The packaged int8 ONNX; ``model_dir`` (hub layout) only adds its voices."""
-    started = time.perf_counter()
-    engine = OnnxEngine(onnx_model_path(cache_dir), threads, spin)
-    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), onnx_vocab())
-    log.info("onnx backend loaded in %.2f s (%d threads, %d voices)",
-             time.perf_counter() - started, engine.threads, len(synthesizer.voices()))
-    return synthesizer

@@ -7,7 +7,6 @@ converted once into ``cache_dir`` (``convert.py``). Either way nothing is downlo
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,6 @@ from .base import Audio, Durations
 from .convert import converted_weights
 from .kmodel import KOKORO_V1_CONFIG, build_kmodel, kmodel_class
 from .onnx_backend import available_cores
-from .pipeline import KokoroSynthesizer
-from .voices import load_voices
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +42,14 @@ class TorchEngine:
         return np.asarray(audio.float().cpu().numpy(), dtype=np.float32).ravel(), durations
 
 
-def load_torch(
-    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None,
-    voices_dir: str | None = None,
-) -> KokoroSynthesizer:
-    """KModel with the hub weights in ``model_dir``, or with weights rebuilt from the ONNX."""
+def torch_engine(
+    model_dir: str | None = None, cache_dir: str | None = None, threads: int | None = None
+) -> tuple[TorchEngine, dict[str, int]]:
+    """KModel with the hub weights in ``model_dir``, or with weights rebuilt from the ONNX; and
+    its vocabulary."""
     kmodel_class()  # fail fast, before any conversion, when torch or kokoro is missing
     import torch
 
-    started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         torch.set_num_threads(threads or available_cores())
@@ -65,8 +61,5 @@ def load_torch(
         config = {**KOKORO_V1_CONFIG, "vocab": vocab}
         onnx_model = onnx_model_path(cache_dir)  # the converted weights are cached beside it
         weights = converted_weights(onnx_model, onnx_model.parent, vocab)
-    engine = TorchEngine(build_kmodel(config, weights), device)
-    synthesizer = KokoroSynthesizer(engine, load_voices(model_dir, voices_dir), config["vocab"])
-    log.info("torch backend loaded on %s in %.2f s from %s (%d voices)",
-             device, time.perf_counter() - started, weights, len(synthesizer.voices()))
-    return synthesizer
+    log.info("torch backend on %s, weights from %s", device, weights)
+    return TorchEngine(build_kmodel(config, weights), device), config["vocab"]
