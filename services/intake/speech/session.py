@@ -23,10 +23,11 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from castlog import cancel
 from servicekit import encode_json as encode  # livews, speak and webrtc take it from here
 
 from .. import live
-from ..cancel import cancel_cast
+from ..context import INTAKE
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class OpenCast:
         """Cut short: the text not yet spoken is dropped and the worker stops at the chunk in hand."""
         self.text_open = False
         if self.cast_id and not self.ended:
-            await cancel_cast(self.app, self.cast_id)
+            await cancel(self.app[INTAKE].redis, self.cast_id)
 
 
 class InOrder:

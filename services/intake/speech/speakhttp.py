@@ -25,12 +25,11 @@ from functools import partial
 import msgspec
 from aiohttp import web
 
-from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
+from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, cancel
 from servicekit import json_response
 from servicekit.answers import DeepgramError
 from servicekit.forms import SpeakBody
 
-from ..cancel import cancel_cast
 from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
 from ..validate import CastForm, Refusal
@@ -184,4 +183,4 @@ async def _hung_up(request: web.Request, claimed: Claimed) -> None:
     request made is cut short, as the WebSocket's turn is on a disconnect. A cast it joined is
     another request's too, and goes on."""
     if claimed.result == "new":
-        await asyncio.shield(cancel_cast(request.app, claimed.cast_id))
+        await asyncio.shield(cancel(request.app[INTAKE].redis, claimed.cast_id))
