@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
-import msgspec
 from aiohttp import web
 
 from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, cancel
@@ -32,7 +31,7 @@ from servicekit.forms import SpeakBody
 
 from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
-from ..validate import CastForm, Refusal
+from ..validate import CastForm, Refusal, decode
 from .follow import settled_at
 from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
 from .speak import ROUTE, voice_of
@@ -56,9 +55,6 @@ _CONTAINERS = {**{e: ("wav", "none") for e in PHONE_ENCODINGS}, "opus": ("ogg",)
 ENCODINGS = (*PHONE_ENCODINGS, *BIT_RATES)
 # Deepgram's err_code for our refusal codes that have one of its own; others are ours, upper-cased.
 _ERR_CODES = {"invalid_api_key": "INVALID_AUTH"}
-
-
-_decode_body = msgspec.json.Decoder(SpeakBody).decode
 
 
 @dataclass(frozen=True)
@@ -161,12 +157,7 @@ async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tupl
             raise V1Refusal(415, "unsupported_media_type", 'send the body as application/json: {"text": "..."}')
         body = await read_body(request)
         voices = await intake.voices.required(None)  # 503 warming_up before any worker published
-        try:
-            text = _decode_body(body).text
-        except msgspec.ValidationError as exc:
-            raise V1Refusal(422, "invalid_field", f'{exc}; send {{"text": "..."}}', "text") from None
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise V1Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc})") from None
+        text = decode(body, SpeakBody, 'send {"text": "..."}').text
         model = request.query.get("model", "")
         voice = voice_of(model, voices.names, voices.default)
         claimed = await submit(request, client, CastForm(text=text, voice=voice, speed=speed))
