@@ -37,7 +37,7 @@ from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Convert
 from .speak import ROUTE, voice_of
 from .stream import STREAM_HEADERS, stream_cast
 from .v1 import V1Refusal
-from .views import ended_by_shutdown, stream_room
+from .views import stream_room
 
 LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak WebSocket's
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
@@ -144,9 +144,8 @@ async def post_speak(request: web.Request) -> web.StreamResponse:
     async with stream_room(request):
         claimed, headers = await _claim(request, audio, speed)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
-        with ended_by_shutdown(intake):
-            return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
-                                     kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
+        return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
+                                 kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
 
 
 async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tuple[Claimed, dict[str, str]]:
