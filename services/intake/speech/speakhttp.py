@@ -34,12 +34,11 @@ from ..context import INTAKE
 from ..validate import CastForm, Refusal, decode
 from .follow import settled_at
 from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
-from .speak import ROUTE, voice_of
+from .speak import LISTENER_KIND, ROUTE, voice_of  # its listeners count as the WebSocket's
 from .stream import STREAM_HEADERS, stream_cast
 from .v1 import V1Refusal
 from .views import stream_room
 
-LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak WebSocket's
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
 # Deepgram's default rate of each raw encoding (telephony's 8 kHz for G.711).
 DEFAULT_RATES = {"linear16": SAMPLE_RATE, "mulaw": 8_000, "alaw": 8_000}
