@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -127,7 +125,7 @@ class SpeakSession:
         try:
             gone = await self._read()
             if not gone:  # Close: the turns in hand are spoken while the socket is watched, then it closes
-                gone = await _first_ends(asyncio.ensure_future(self.turns.done()), self._hang_up())
+                gone = await self._hung_up_first()
                 if not gone:
                     await self.close(CLOSE_DONE)
         except (ConnectionError, SlowClient):
@@ -180,8 +178,23 @@ class SpeakSession:
             return False
         return True
 
+    async def _hung_up_first(self) -> bool:
+        """Whether the client hung up (what it says after Close is dropped) before the turns in
+        hand were all out (an error of a turn's is raised)."""
+        spoken = asyncio.ensure_future(self.turns.done())
+        watch = asyncio.ensure_future(self._hang_up())
+        try:
+            await asyncio.wait({spoken, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not spoken.done():
+                spoken.cancel()  # (the turns themselves stop with the session)
+        if spoken.done() and not spoken.cancelled():
+            spoken.result()
+            return False
+        return True
+
     async def _hang_up(self) -> None:
-        """Back once the client is gone (what it says after Close is dropped)."""
         while await self.socket.receive(None) is not None:
             pass
 
@@ -251,21 +264,6 @@ class SpeakSession:
 
     async def close(self, code: int) -> None:
         await self.socket.close(code)
-
-
-async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:
-    """Whether the client hung up before ``sender`` was done (an error of the sender's is raised)."""
-    watch = asyncio.ensure_future(hang_up)
-    try:
-        await asyncio.wait({sender, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-        if not sender.done():
-            sender.cancel()  # (the turns themselves stop with the session)
-    if sender.done() and not sender.cancelled():
-        sender.result()
-        return False
-    return True
 
 
 def _query(request: web.Request) -> tuple[str, str, int]:
