@@ -1,7 +1,7 @@
 """Cancelling a cast from intake: who may, and the one call behind every route that cancels.
 
 ``POST /api/casts/{id}/cancel`` and the live WebSocket's ``{"type": "cancel"}`` both end in
-``cancel_cast``: castlog flags the cast and tells the workers (``castlog/cancels.py``); the
+castlog's ``cancel``: it flags the cast and tells the workers (``castlog/cancels.py``); the
 worker holding it stops at the chunk in hand and ends the log as cancelled.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from castlog import cancel, is_cast_id
-from castlog.cancels import CancelAnswer
 from servicekit import json_response
 from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
@@ -18,10 +17,6 @@ from servicekit.keys import key_matches
 from .claim import bearer, cast_url, request_tag
 from .context import INTAKE, request_client
 from .validate import Refusal
-
-
-async def cancel_cast(app: web.Application, cast_id: str) -> CancelAnswer:
-    return await cancel(app[INTAKE].redis, cast_id)
 
 
 async def post_cancel(request: web.Request) -> web.Response:
@@ -46,7 +41,7 @@ async def post_cancel(request: web.Request) -> web.Response:
             # another tenant's cast answers as a missing one: the key learns nothing of it
             raise Refusal(404, "not_found", "no such cast among those submitted with this key; the admin token "
                           "cancels any")
-    answer = await cancel_cast(request.app, cast_id)
+    answer = await cancel(intake.redis, cast_id)
     if answer == "missing":
         raise Refusal(404, "not_found", "no such cast")
     if answer == "ended":

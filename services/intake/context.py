@@ -14,10 +14,10 @@ from redis.asyncio import Redis
 
 import servicekit
 from castlog import CastStore, LiveStore, LogReader, RateLimiter
-from castlog.slots import SeatLimiter
+from castlog.slots import Seat, SeatLimiter
 from durablestreams.streams import DurableStreams
 from fanout import Tail
-from servicekit import ClientHolds
+from servicekit import ClientHolds, Hold
 
 from .config import Config
 from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
@@ -27,10 +27,14 @@ from .voices import VoiceBook
 
 
 class LiveSession(Protocol):
-    """A live WebSocket session as a stop sees it (``speech.livews.Session``, which reads this
-    module: a Protocol here keeps the import one-way)."""
+    """A live session (``speech.livews.Session``, ``speech.speak.SpeakSession``, which read this
+    module: a Protocol here keeps the import one-way) as its socket and a stop see it."""
 
     keep: bool  # the cast goes on when the session ends (a stop sets it)
+    waiting: Hold  # its place among the client's connections that have sent nothing yet
+    seat: Seat | None  # the client's session seat, once it has one
+
+    async def run(self) -> None: ...
 
     async def end_text(self) -> None: ...
 

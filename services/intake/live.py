@@ -181,21 +181,18 @@ async def _written_cast(request: web.Request) -> str:
     return cast_id
 
 
-async def open_from_body(app: web.Application, client: str, body: bytes) -> Opened:
-    """``POST /api/casts`` with ``{"live": true}`` (its body read): open a cast."""
+async def open_from_body(app: web.Application, client: str, body: bytes) -> web.Response:
+    """``POST /api/casts`` with ``{"live": true}`` (its body read): open a cast; 201 with its id,
+    routes and write token (Cache-Control: no-store: a secret)."""
     form = decode(body, OpenForm, 'send {"live": true, "voice", "title", "speed" (all optional)}')
-    return await open_cast(app, client, form.voice, form.title, form.speed)
-
-
-def opened_reply(opened: Opened) -> web.Response:
-    """201 with the open cast's id, routes and write token (Cache-Control: no-store: a secret)."""
+    opened = await open_cast(app, client, form.voice, form.title, form.speed)
     url = cast_url(opened.cast_id)
-    body = LiveOpened(
+    answer = LiveOpened(
         id=opened.cast_id, url=url, status="open", offset=0, voice=opened.voice,
         text=f"/api/casts/{opened.cast_id}/text", close=f"/api/casts/{opened.cast_id}/close",
         write_token=opened.write_token,
     )
-    return json_response(body, 201, {"Location": url, "Cache-Control": "no-store"})
+    return json_response(answer, 201, {"Location": url, "Cache-Control": "no-store"})
 
 
 async def post_text(request: web.Request) -> web.Response:

@@ -111,7 +111,7 @@ async def _take(request: web.Request, *, allow_form: bool) -> web.Response:
             claimed = await submit(request, client, parse_form(body))
             return web.Response(status=303, headers={"Location": cast_url(claimed.cast_id)})
         if live.asks_live(body):
-            return live.opened_reply(await live.open_from_body(request.app, client, body))
+            return await live.open_from_body(request.app, client, body)
         claimed = await submit(request, client, decode(body, CastForm, CAST_SHAPE))
     url = cast_url(claimed.cast_id)
     return json_response(Cast(id=claimed.cast_id, url=url, status=claimed.result), STATUS_OF[claimed.result],

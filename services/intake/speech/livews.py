@@ -32,7 +32,7 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .formats import Converter, converter
 from .livemessages import Invalid, decode_message
-from .session import OpenCast, SlowClient, Socket, deadline, encode
+from .session import OpenCast, SlowClient, deadline, serve
 from .stream import convert_chunk
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,6 @@ class Session:
             if self.gone and not self.keep and not self.cast.ended:  # cancelled, unless kept (a stop keeps every cast)
                 await asyncio.shield(self.cast.cancel())
             await asyncio.shield(self.end_text())  # else (kept, failed) the text ends, the cast finishes
-            self.waiting.give()
-            await self.app[INTAKE].session_seats.release(self.seat)
 
     async def _start(self) -> bool:
         """The first message must be ``start``; then the client's session seat; answer with the
@@ -266,20 +264,8 @@ class Session:
 
 
 async def live_socket(request: web.Request) -> web.StreamResponse:
-    intake = request.app[INTAKE]
-    cfg, sessions = intake.cfg, intake.live_sessions
-    ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
-    await ws.prepare(request)
-    session = Session(request.app, request_client(request), Socket(ws, cfg.live_send_timeout_s))
-    if len(sessions) >= cfg.live_max_sessions or session.waiting.take() is not None:
-        await ws.send_str(encode({"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}).decode())
-        await ws.close(code=CLOSE_BUSY)
-        return ws
-    try:
-        await session.run()
-    finally:
-        sessions.discard(session)
-    return ws
+    busy = {"type": "error", "error": "busy", "message": "too many live sessions; retry soon"}
+    return await serve(request, lambda socket: Session(request.app, request_client(request), socket), busy, CLOSE_BUSY)
 
 
 async def close_sessions(app: web.Application) -> None:

@@ -23,10 +23,11 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from castlog import cancel
 from servicekit import encode_json as encode  # livews, speak and webrtc take it from here
 
 from .. import live
-from ..cancel import cancel_cast
+from ..context import INTAKE, LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,29 @@ class Socket:
             await asyncio.wait_for(self.ws.close(code=code, message=message), CLOSE_TIMEOUT_S)
 
 
+async def serve(request: web.Request, session_on: Callable[[Socket], LiveSession], busy: dict[str, Any],
+                code: int) -> web.WebSocketResponse:
+    """A WebSocket session (the live socket's, ``/v1/speak``'s): the upgrade, then ``busy`` and the
+    close with ``code`` when INTAKE_LIVE_MAX_SESSIONS are open or the client's waiting places are
+    all taken; else the session runs, and then gives back its place, its seat and its count."""
+    intake = request.app[INTAKE]
+    cfg = intake.cfg
+    ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
+    await ws.prepare(request)
+    session = session_on(Socket(ws, cfg.live_send_timeout_s))
+    if len(intake.live_sessions) >= cfg.live_max_sessions or session.waiting.take() is not None:
+        await ws.send_str(encode(busy).decode())
+        await ws.close(code=code)
+        return ws
+    try:
+        await session.run()
+    finally:
+        intake.live_sessions.discard(session)
+        session.waiting.give()
+        await intake.session_seats.release(session.seat)
+    return ws
+
+
 @dataclass(eq=False)
 class OpenCast:
     """One open cast a session feeds, whatever its protocol (a live session's, a ``/v1/speak``
@@ -134,7 +158,7 @@ class OpenCast:
         """Cut short: the text not yet spoken is dropped and the worker stops at the chunk in hand."""
         self.text_open = False
         if self.cast_id and not self.ended:
-            await cancel_cast(self.app, self.cast_id)
+            await cancel(self.app[INTAKE].redis, self.cast_id)
 
 
 class InOrder:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -28,7 +26,7 @@ from ..context import INTAKE, request_client
 from ..validate import Refusal
 from .follow import CastFailed, TailClosed, cast_audio
 from .formats import MAX_RATE, MIN_RATE, PHONE_ENCODINGS, converter
-from .session import InOrder, OpenCast, SlowClient, Socket, deadline, encode
+from .session import InOrder, OpenCast, SlowClient, Socket, deadline, serve
 from .stream import convert_chunk
 from .v1 import V1Refusal
 
@@ -104,9 +102,9 @@ class Turn:
 
 
 class SpeakSession:
-    def __init__(self, request: web.Request, ws: web.WebSocketResponse, voice: str, encoding: str, rate: int) -> None:
-        self.app, self.voice, self.encoding, self.rate = request.app, voice, encoding, rate
-        self.socket = Socket(ws, self.app[INTAKE].cfg.live_send_timeout_s)
+    def __init__(self, request: web.Request, socket: Socket, model: str, voice: str, encoding: str, rate: int) -> None:
+        self.app, self.socket, self.model = request.app, socket, model
+        self.voice, self.encoding, self.rate = voice, encoding, rate
         self.client = request_client(request)
         self.turns = InOrder(MAX_TURNS)  # turns whose audio is not all out
         self.current: Turn | None = None  # the turn taking text
@@ -118,15 +116,16 @@ class SpeakSession:
     async def warn(self, code: str, description: str) -> None:
         await self.socket.send_event({"type": "Warning", "description": description, "code": code})
 
-    async def run(self, model: str) -> None:
+    async def run(self) -> None:
+        self.app[INTAKE].live_sessions.add(self)  # counted from the upgrade, before its first message
         await self.socket.send_event({"type": "Metadata", "request_id": str(uuid.uuid4()),
-                                      "model_name": model or self.voice, "model_version": MODEL_VERSION,
+                                      "model_name": self.model or self.voice, "model_version": MODEL_VERSION,
                                       "model_uuid": self.voice})
         gone = True
         try:
             gone = await self._read()
             if not gone:  # Close: the turns in hand are spoken while the socket is watched, then it closes
-                gone = await _first_ends(asyncio.ensure_future(self.turns.done()), self._hang_up())
+                gone = await self._hung_up_first()
                 if not gone:
                     await self.close(CLOSE_DONE)
         except (ConnectionError, SlowClient):
@@ -179,8 +178,23 @@ class SpeakSession:
             return False
         return True
 
+    async def _hung_up_first(self) -> bool:
+        """Whether the client hung up (what it says after Close is dropped) before the turns in
+        hand were all out (an error of a turn's is raised)."""
+        spoken = asyncio.ensure_future(self.turns.done())
+        watch = asyncio.ensure_future(self._hang_up())
+        try:
+            await asyncio.wait({spoken, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not spoken.done():
+                spoken.cancel()  # (the turns themselves stop with the session)
+        if spoken.done() and not spoken.cancelled():
+            spoken.result()
+            return False
+        return True
+
     async def _hang_up(self) -> None:
-        """Back once the client is gone (what it says after Close is dropped)."""
         while await self.socket.receive(None) is not None:
             pass
 
@@ -252,21 +266,6 @@ class SpeakSession:
         await self.socket.close(code)
 
 
-async def _first_ends(sender: asyncio.Future[None], hang_up: Coroutine[Any, Any, None]) -> bool:
-    """Whether the client hung up before ``sender`` was done (an error of the sender's is raised)."""
-    watch = asyncio.ensure_future(hang_up)
-    try:
-        await asyncio.wait({sender, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-        if not sender.done():
-            sender.cancel()  # (the turns themselves stop with the session)
-    if sender.done() and not sender.cancelled():
-        sender.result()
-        return False
-    return True
-
-
 def _query(request: web.Request) -> tuple[str, str, int]:
     """(model, encoding, sample_rate) from the query, or a 400/422 before the upgrade."""
     q = request.query
@@ -283,24 +282,9 @@ def _query(request: web.Request) -> tuple[str, str, int]:
 
 
 async def speak_socket(request: web.Request) -> web.StreamResponse:
-    intake = request.app[INTAKE]
-    cfg, sessions = intake.cfg, intake.live_sessions
     model, encoding, rate = _query(request)
-    voices = await intake.voices.required(None)  # 503 warming_up before any worker published
+    voices = await request.app[INTAKE].voices.required(None)  # 503 warming_up before any worker published
     voice = voice_of(model, voices.names, voices.default)
-    ws = web.WebSocketResponse(heartbeat=cfg.live_ping_s, max_msg_size=cfg.live_max_message_bytes)
-    await ws.prepare(request)
-    session = SpeakSession(request, ws, voice, encoding, rate)
-    if len(sessions) >= cfg.live_max_sessions or session.waiting.take() is not None:
-        await ws.send_str(encode({"type": "Error", "description": "too many sessions; retry soon",
-                                  "err_code": "BUSY"}).decode())
-        await ws.close(code=CLOSE_GOING_AWAY)
-        return ws
-    sessions.add(session)
-    try:
-        await session.run(model)
-    finally:
-        sessions.discard(session)
-        session.waiting.give()
-        await intake.session_seats.release(session.seat)
-    return ws
+    busy = {"type": "Error", "description": "too many sessions; retry soon", "err_code": "BUSY"}
+    return await serve(request, lambda socket: SpeakSession(request, socket, model, voice, encoding, rate), busy,
+                       CLOSE_GOING_AWAY)

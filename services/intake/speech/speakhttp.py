@@ -22,26 +22,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
-import msgspec
 from aiohttp import web
 
-from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE
+from castlog import MAX_SPEED, MIN_SPEED, SAMPLE_RATE, cancel
 from servicekit import json_response
 from servicekit.answers import DeepgramError
 from servicekit.forms import SpeakBody
 
-from ..cancel import cancel_cast
 from ..claim import Claimed, Screen, cast_url, read_body, submit
 from ..context import INTAKE
-from ..validate import CastForm, Refusal
+from ..validate import CastForm, Refusal, decode
 from .follow import settled_at
 from .formats import CONTENT_TYPES, MAX_RATE, MIN_RATE, PHONE_ENCODINGS, Converter, converter, wav_header
-from .speak import ROUTE, voice_of
+from .speak import LISTENER_KIND, ROUTE, voice_of  # its listeners count as the WebSocket's
 from .stream import STREAM_HEADERS, stream_cast
 from .v1 import V1Refusal
-from .views import ended_by_shutdown, stream_room
+from .views import stream_room
 
-LISTENER_KIND = "speak"  # streamtts_intake_listeners{kind}: as the /v1/speak WebSocket's
 DEFAULT_ENCODING = "mp3"  # Deepgram's, when the query names none
 # Deepgram's default rate of each raw encoding (telephony's 8 kHz for G.711).
 DEFAULT_RATES = {"linear16": SAMPLE_RATE, "mulaw": 8_000, "alaw": 8_000}
@@ -57,9 +54,6 @@ _CONTAINERS = {**{e: ("wav", "none") for e in PHONE_ENCODINGS}, "opus": ("ogg",)
 ENCODINGS = (*PHONE_ENCODINGS, *BIT_RATES)
 # Deepgram's err_code for our refusal codes that have one of its own; others are ours, upper-cased.
 _ERR_CODES = {"invalid_api_key": "INVALID_AUTH"}
-
-
-_decode_body = msgspec.json.Decoder(SpeakBody).decode
 
 
 @dataclass(frozen=True)
@@ -149,9 +143,8 @@ async def post_speak(request: web.Request) -> web.StreamResponse:
     async with stream_room(request):
         claimed, headers = await _claim(request, audio, speed)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
-        with ended_by_shutdown(intake):
-            return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
-                                     kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
+        return await stream_cast(request, claimed.cast_id, settled, audio.converter(), headers,
+                                 kind=LISTENER_KIND, hung_up=partial(_hung_up, request, claimed))
 
 
 async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tuple[Claimed, dict[str, str]]:
@@ -162,12 +155,7 @@ async def _claim(request: web.Request, audio: SpeakFormat, speed: float) -> tupl
             raise V1Refusal(415, "unsupported_media_type", 'send the body as application/json: {"text": "..."}')
         body = await read_body(request)
         voices = await intake.voices.required(None)  # 503 warming_up before any worker published
-        try:
-            text = _decode_body(body).text
-        except msgspec.ValidationError as exc:
-            raise V1Refusal(422, "invalid_field", f'{exc}; send {{"text": "..."}}', "text") from None
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise V1Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc})") from None
+        text = decode(body, SpeakBody, 'send {"text": "..."}').text
         model = request.query.get("model", "")
         voice = voice_of(model, voices.names, voices.default)
         claimed = await submit(request, client, CastForm(text=text, voice=voice, speed=speed))
@@ -184,4 +172,4 @@ async def _hung_up(request: web.Request, claimed: Claimed) -> None:
     request made is cut short, as the WebSocket's turn is on a disconnect. A cast it joined is
     another request's too, and goes on."""
     if claimed.result == "new":
-        await asyncio.shield(cancel_cast(request.app, claimed.cast_id))
+        await asyncio.shield(cancel(request.app[INTAKE].redis, claimed.cast_id))

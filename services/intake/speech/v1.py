@@ -31,7 +31,7 @@ from servicekit import json_response
 from servicekit.answers import Model, OpenAIError, OpenAIErrorDetail, V1Voice
 from servicekit.forms import MAX_VOLUME, MIN_VOLUME, MODELS, STREAM_FORMATS, SpeechRequest
 
-from ..validate import Refusal
+from ..validate import Refusal, decode
 from .formats import FORMATS
 
 MODEL_CREATED = 1_735_689_600  # 2025-01-01: when Kokoro-82M v1.0 was published
@@ -98,19 +98,16 @@ class V1Refusal(Refusal):
         self.param = param
 
 
-_decode = msgspec.json.Decoder(SpeechRequest).decode
 _decode_names = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _KNOWN = frozenset(SpeechRequest.__struct_fields__)
+SPEECH_SHAPE = 'send {"model", "input": string, "voice": string, ...} (see OpenAI\'s speech API)'
 
 
 def parse_speech(body: bytes) -> Speech:
-    try:
-        request = _decode(body)
-        names = _decode_names(body)
-    except msgspec.ValidationError as exc:
-        raise V1Refusal(422, "invalid_field", str(exc), _field_of(str(exc))) from None
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise V1Refusal(400, "malformed_json", f"the body is not valid UTF-8 JSON ({exc})") from None
+    """The request (a 422 names its field in the refusal's message: ``error_response`` finds it), and
+    the names of the fields it sent (an object's: once it decoded as one, they do too)."""
+    request = decode(body, SpeechRequest, SPEECH_SHAPE)
+    names = _decode_names(body)
     _check_choices(request)
     return Speech(request, tuple(sorted(n for n in names if n not in _KNOWN)))
 

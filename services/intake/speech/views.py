@@ -8,8 +8,8 @@ the finished one); then ``stream.py`` answers with the cast's audio as it is mad
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 
@@ -18,7 +18,7 @@ from servicekit import json_response
 from servicekit.answers import AudioModel, AudioModels, ModelList, V1Voices
 
 from ..claim import Claimed, Screen, read_body, request_tag, submit
-from ..context import INTAKE, Intake, request_client
+from ..context import INTAKE, request_client
 from ..validate import CastForm
 from . import v1
 from .follow import settled_at
@@ -32,17 +32,16 @@ async def post_speech(request: web.Request) -> web.StreamResponse:
     async with stream_room(request):
         speech, claimed, headers = await _claim(request)
         settled = await settled_at(intake.reader, claimed.cast_id, claimed.result)
-        with ended_by_shutdown(intake):
-            if not speech.stream and speech.stream_format == "audio":
-                return await whole_cast(speech, claimed.cast_id, intake.tail, intake.reader, settled, headers)
-            return await stream_speech(request, speech, claimed.cast_id, settled, headers)
+        if not speech.stream and speech.stream_format == "audio":
+            return await whole_cast(speech, claimed.cast_id, intake.tail, intake.reader, settled, headers)
+        return await stream_speech(request, speech, claimed.cast_id, settled, headers)
 
 
 @asynccontextmanager
 async def stream_room(request: web.Request) -> AsyncIterator[None]:
     """A speech stream's places for the block's length: one of INTAKE_MAX_SPEECH_STREAMS and one of
     the client's INTAKE_SPEECH_STREAMS_PER_CLIENT (``/v1/audio/speech`` and Deepgram's HTTP
-    ``/v1/speak`` alike)."""
+    ``/v1/speak`` alike); the block's task is among the streams a shutdown ends (``close_streams``)."""
     intake = request.app[INTAKE]
     permits, seats = intake.speech_permits, intake.speech_seats
     if permits.locked():
@@ -53,23 +52,14 @@ async def stream_room(request: web.Request) -> AsyncIterator[None]:
         if seat is None:
             raise V1Refusal(429, "too_many_streams", f"your address has {seats.cap} speech streams open; "
                             "retry when one ends")
+        task = asyncio.current_task()
+        assert task is not None  # (a handler runs in a task)
+        intake.speech_streams.add(task)
         try:
             yield
         finally:
+            intake.speech_streams.discard(task)
             await seats.release(seat)
-
-
-@contextmanager
-def ended_by_shutdown(intake: Intake) -> Iterator[None]:
-    """The block's task is among the streams a shutdown ends (``close_streams``)."""
-    task = asyncio.current_task()
-    streams = intake.speech_streams
-    if task is not None:
-        streams.add(task)
-    try:
-        yield
-    finally:
-        streams.discard(task)  # type: ignore[arg-type]
 
 
 async def close_streams(app: web.Application) -> None:

@@ -164,6 +164,7 @@ async def run_session(session: livews.Session, peer: Peer) -> None:
             await session.run()
     finally:
         session.waiting.give()  # no longer waiting for start, whether it ran or its peer never came
+        await session.app[INTAKE].session_seats.release(session.seat)
         await peer.end(session.client)
 
 
