@@ -9,6 +9,12 @@ from typing import Any
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
 CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
+CAST_ID_PARAM = {
+    "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
+    "schema": {"type": "string", "pattern": CAST_ID_PATTERN},
+}  # fmt: skip
+# A WebSocket route's answer to its upgrade.
+UPGRADED = {"description": "Switching to the WebSocket protocol"}
 
 
 Json = dict[str, Any]
