@@ -15,7 +15,7 @@ import msgspec
 
 from .openapi_edge import edge_paths, edge_schemas
 from .openapi_intake import intake_paths, intake_schemas
-from .openapi_live import LIVE_SCHEMAS, WRITE_TOKEN_SCHEME, live_paths
+from .openapi_live import LIVE_PATHS, LIVE_SCHEMAS, WRITE_TOKEN_SCHEME
 from .openapi_parts import (
     API_VERSION,
     OPENAPI_VERSION,
@@ -47,7 +47,7 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None,
             {"name": "openai", "description": "OpenAI-compatible speech API: answered by intake"},
             *(part.tag for part in parts),
         ],
-        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
+        "paths": {**intake_paths(intake), **LIVE_PATHS, **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
                   **{path: ops for part in parts for path, ops in part.paths.items()}},
         "components": {"schemas": {
             **answer_schemas(), **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,

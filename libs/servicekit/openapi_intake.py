@@ -18,21 +18,20 @@ def intake_schemas(limits: IntakeLimits | None) -> Json:
     return {"CastRequest": request}
 
 
-def _submit_responses() -> Json:
-    location = {"Location": {"schema": {"type": "string"}, "description": "/c/<id>"}}
-    return {
-        "201": json_body({"oneOf": [ref("Cast"), ref("LiveOpened")]},
-                         "A new cast was claimed and queued (or, for live: true, opened)", location),
-        "200": json_body(ref("Cast"), "The cast exists already (same text and voice)", location),
-        "202": json_body(ref("Cast"), "The cast had failed and was queued again", location),
-        "400": error_body("Malformed body (not JSON, not UTF-8, not a form)"),
-        "413": error_body("Body or text too large"),
-        "415": error_body("Unsupported Content-Type"),
-        "422": error_body("A field is missing, of the wrong type, or not allowed (unknown voice, too long a title)"),
-        "429": error_body("Rate limited: retry after the Retry-After header's seconds", retry_after=True),
-        "503": error_body("Redis is unreachable, intake is overloaded, or no worker has published its voices yet "
+_LOCATION = {"Location": {"schema": {"type": "string"}, "description": "/c/<id>"}}
+_SUBMIT_RESPONSES: Json = {
+    "201": json_body({"oneOf": [ref("Cast"), ref("LiveOpened")]},
+                     "A new cast was claimed and queued (or, for live: true, opened)", _LOCATION),
+    "200": json_body(ref("Cast"), "The cast exists already (same text and voice)", _LOCATION),
+    "202": json_body(ref("Cast"), "The cast had failed and was queued again", _LOCATION),
+    "400": error_body("Malformed body (not JSON, not UTF-8, not a form)"),
+    "413": error_body("Body or text too large"),
+    "415": error_body("Unsupported Content-Type"),
+    "422": error_body("A field is missing, of the wrong type, or not allowed (unknown voice, too long a title)"),
+    "429": error_body("Rate limited: retry after the Retry-After header's seconds", retry_after=True),
+    "503": error_body("Redis is unreachable, intake is overloaded, or no worker has published its voices yet "
                       "(warming_up): retry after the Retry-After header's seconds", retry_after=True),
-    }
+}
 
 
 def intake_paths(limits: IntakeLimits | None) -> Json:
@@ -42,7 +41,7 @@ def intake_paths(limits: IntakeLimits | None) -> Json:
     return {
         "/api/casts": {"post": op(
             "createCast", "intake", "Submit text and a voice; get the cast's link at once",
-            _submit_responses(),
+            _SUBMIT_RESPONSES,
             requestBody={"required": True, "description": body_note, "content": {"application/json": json_request}},
         )},
         "/generate": {"post": op(
@@ -51,7 +50,7 @@ def intake_paths(limits: IntakeLimits | None) -> Json:
             {
                 "303": {"description": "Form submitted: see the cast at Location",
                         "headers": {"Location": {"schema": {"type": "string"}}}},
-                **_submit_responses(),
+                **_SUBMIT_RESPONSES,
             },
             requestBody={"required": True, "description": body_note,
                          "content": {"application/x-www-form-urlencoded": request_body, "application/json": json_request}},

@@ -1,5 +1,6 @@
-"""The open (live) casts' part of the OpenAPI document (see castlog.openapi): the HTTP text routes
-and the WebSocket, whose messages OpenAPI cannot describe, so its description names them."""
+"""The open (live) casts' part of the OpenAPI document (``openapi.py``): the HTTP text routes, the
+cancel, and the WebSocket and WebRTC sessions, whose messages OpenAPI cannot describe, so their
+descriptions name them."""
 
 from __future__ import annotations
 
@@ -53,43 +54,43 @@ WRITE_TOKEN_SCHEME: Json = {
 }
 
 
-def live_paths() -> Json:
-    writer = {"security": [{"writeToken": []}], "parameters": [CAST_ID_PARAM]}
-    sdp = {"application/sdp": {"schema": {"type": "string"}}}
-    return {
-        "/api/casts/{id}/text": {"post": op(
-            "addLiveText", "intake", "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
-            {"200": json_body(ref("LiveState"), "Appended, or a resend"), **_REFUSALS},
-            requestBody={"required": True, "content": {"application/json": {"schema": ref("LiveText")}}}, **writer,
-        )},
-        "/api/casts/{id}/close": {"post": op(
-            "closeLiveText", "intake", "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
-            {"200": json_body(ref("LiveClosed"), "Closed"), **_REFUSALS},
-            requestBody={"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}}, **writer,
-        )},
-        "/api/casts/{id}/cancel": {"post": op(
-            "cancelCast", "intake", "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was "
-            "spoken (Authorization: Bearer with the admin token or an API key)",
-            {"202": json_body(ref("Cancelled"), "The worker cuts it short at the chunk in hand"),
-             "401": error_body("No admin token or API key (unauthorized)"), "404": error_body("No such cast"),
-             "409": error_body("The cast has ended already (cast_ended)")},
-            parameters=[CAST_ID_PARAM],
-        )},
-        "/v1/audio/speech/live": {"get": op(
-            "liveSpeech", "intake", "Live speech over a WebSocket: text fragments in, each sentence's audio out",
-            {"101": UPGRADED, "400": {"description": "Not a WebSocket upgrade"}}, description=WS_DESCRIPTION,
-        )},
-        "/v1/audio/speech/webrtc": {"post": op(
-            "liveSpeechWebrtc", "intake", "Live speech over WebRTC: an SDP offer in, the answer out",
-            {
-                "201": {"description": "The SDP answer", "content": sdp},
-                "400": {"description": "Not an offer with an audio transceiver and a data channel"},
-                "401": {"description": "Missing or unknown API key (when STREAMTTS_API_KEYS is set)"},
-                "413": {"description": "The offer is larger than WEBRTC_MAX_OFFER_BYTES"},
-                "415": {"description": "Not application/sdp"},
-                "501": {"description": "intake was installed without aiortc (`streamtts[webrtc]`)"},
-                "503": {"description": "Too many live sessions, or no free media port; Retry-After"},
-            },
-            description=WEBRTC_DESCRIPTION, requestBody={"required": True, "content": sdp},
-        )},
-    }  # fmt: skip
+_WRITER = {"security": [{"writeToken": []}], "parameters": [CAST_ID_PARAM]}
+_SDP = {"application/sdp": {"schema": {"type": "string"}}}
+
+LIVE_PATHS: Json = {
+    "/api/casts/{id}/text": {"post": op(
+        "addLiveText", "intake", "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
+        {"200": json_body(ref("LiveState"), "Appended, or a resend"), **_REFUSALS},
+        requestBody={"required": True, "content": {"application/json": {"schema": ref("LiveText")}}}, **_WRITER,
+    )},
+    "/api/casts/{id}/close": {"post": op(
+        "closeLiveText", "intake", "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
+        {"200": json_body(ref("LiveClosed"), "Closed"), **_REFUSALS},
+        requestBody={"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}}, **_WRITER,
+    )},
+    "/api/casts/{id}/cancel": {"post": op(
+        "cancelCast", "intake", "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was "
+        "spoken (Authorization: Bearer with the admin token or an API key)",
+        {"202": json_body(ref("Cancelled"), "The worker cuts it short at the chunk in hand"),
+         "401": error_body("No admin token or API key (unauthorized)"), "404": error_body("No such cast"),
+         "409": error_body("The cast has ended already (cast_ended)")},
+        parameters=[CAST_ID_PARAM],
+    )},
+    "/v1/audio/speech/live": {"get": op(
+        "liveSpeech", "intake", "Live speech over a WebSocket: text fragments in, each sentence's audio out",
+        {"101": UPGRADED, "400": {"description": "Not a WebSocket upgrade"}}, description=WS_DESCRIPTION,
+    )},
+    "/v1/audio/speech/webrtc": {"post": op(
+        "liveSpeechWebrtc", "intake", "Live speech over WebRTC: an SDP offer in, the answer out",
+        {
+            "201": {"description": "The SDP answer", "content": _SDP},
+            "400": {"description": "Not an offer with an audio transceiver and a data channel"},
+            "401": {"description": "Missing or unknown API key (when STREAMTTS_API_KEYS is set)"},
+            "413": {"description": "The offer is larger than WEBRTC_MAX_OFFER_BYTES"},
+            "415": {"description": "Not application/sdp"},
+            "501": {"description": "intake was installed without aiortc (`streamtts[webrtc]`)"},
+            "503": {"description": "Too many live sessions, or no free media port; Retry-After"},
+        },
+        description=WEBRTC_DESCRIPTION, requestBody={"required": True, "content": _SDP},
+    )},
+}  # fmt: skip

@@ -23,22 +23,19 @@ REF_TEMPLATE = "#/components/schemas/{name}"
 # What a record's public headers leave out: the tag (it is the record's `kind`) and the audio body
 # (the record's `body`, base64).
 NOT_HEADERS = ("e", "body")
-
-
-def record_types() -> tuple[type[msgspec.Struct], ...]:
-    return typing.get_args(Record)
+RECORD_TYPES: tuple[type[msgspec.Struct], ...] = typing.get_args(Record)
 
 
 def record_kinds() -> list[str]:
     """Every kind of the cast log, in the union's order: meta, start, audio, eos, error."""
-    return [t.__struct_config__.tag for t in record_types()]  # type: ignore[misc]
+    return [t.__struct_config__.tag for t in RECORD_TYPES]  # type: ignore[misc]
 
 
 def header_schemas() -> Json:
     """``<Kind>Headers`` for each record type: its fields as a reader gets them in ``headers``."""
-    _, components = msgspec.json.schema_components(record_types(), ref_template=REF_TEMPLATE)
+    _, components = msgspec.json.schema_components(RECORD_TYPES, ref_template=REF_TEMPLATE)
     out: Json = {}
-    for cls in record_types():
+    for cls in RECORD_TYPES:
         schema = components[cls.__name__]
         schema["properties"] = {k: v for k, v in schema["properties"].items() if k not in NOT_HEADERS}
         schema["required"] = [k for k in schema.get("required", []) if k not in NOT_HEADERS]
