@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
+from aiohttp import web
 
 from .openapi_edge import edge_paths, edge_schemas
 from .openapi_intake import intake_paths, intake_schemas
@@ -55,4 +56,14 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None,
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
     return msgspec.json.decode(msgspec.json.encode(doc))  # type: ignore[no-any-return]
+
+
+def serve_openapi(router: web.UrlDispatcher, path: str, doc: Json) -> None:
+    """GET ``path`` answers ``doc``: intake's and edge's route to the one document, encoded once."""
+    body = msgspec.json.encode(doc)
+
+    async def openapi(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    router.add_get(path, openapi)
 
