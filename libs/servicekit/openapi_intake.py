@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from .forms import CastForm
 from .openapi_parts import IntakeLimits, Json, error_body, json_body, limit_text, op, ref
-from .schemas import body_schema
 
 
-def intake_schemas(limits: IntakeLimits | None) -> Json:
-    request = body_schema("CastRequest", CastForm)
+def limit_cast_request(request: Json, limits: IntakeLimits | None) -> None:
+    """The CastRequest schema (generated from ``forms.CastForm``) with intake's limits on its text and title."""
     text, title = request["properties"]["text"], request["properties"]["title"]
     text["description"] += f"; at most {limit_text(limits.max_chars if limits else None, 'INTAKE_MAX_CHARS')} characters."
     if limits is not None:
         text["maxLength"], title["maxLength"] = limits.max_chars, limits.max_title_chars
     else:
         title["description"] += " At most INTAKE_MAX_TITLE_CHARS characters."
-    return {"CastRequest": request}
 
 
 _LOCATION = {"Location": {"schema": {"type": "string"}, "description": "/c/<id>"}}

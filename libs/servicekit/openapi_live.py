@@ -4,9 +4,7 @@ descriptions name them."""
 
 from __future__ import annotations
 
-from .forms import CloseForm, LiveMessage, OpenForm, TextForm
 from .openapi_parts import CAST_ID_PARAM, UPGRADED, Json, error_body, json_body, op, ref
-from .schemas import body_schema, union_schemas
 
 _ERROR = ref("LiveError")
 
@@ -19,13 +17,6 @@ WEBRTC_DESCRIPTION = (
     "cast's audio as Opus at 48 kHz, silence while waiting for text. Media uses WEBRTC_UDP_PORTS."
 )
 
-
-LIVE_SCHEMAS: Json = {
-    "LiveOpenRequest": body_schema("LiveOpenRequest", OpenForm),
-    "LiveText": body_schema("LiveText", TextForm),
-    "LiveClose": body_schema("LiveClose", CloseForm),
-    **union_schemas("LiveMessage", LiveMessage),  # the WebSocket's client messages
-}
 
 _REFUSALS: Json = {
     "401": json_body(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),

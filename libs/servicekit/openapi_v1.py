@@ -4,14 +4,7 @@ WebSocket (GET)."""
 
 from __future__ import annotations
 
-from .forms import SpeakBody, SpeechRequest
 from .openapi_parts import UPGRADED, Json, json_body, op, ref
-from .schemas import body_schema
-
-V1_SCHEMAS: Json = {
-    "SpeechRequest": body_schema("SpeechRequest", SpeechRequest),
-    "DeepgramSpeakRequest": body_schema("DeepgramSpeakRequest", SpeakBody),
-}
 
 # What OpenAI's speech route and Deepgram's REST one refuse alike (each in its own shape).
 _SPEECH_REFUSALS = {

@@ -16,6 +16,7 @@ import msgspec
 from castlog import Record
 
 from .answers import ANSWERS
+from .forms import CastForm, CloseForm, LiveMessage, OpenForm, SpeakBody, SpeechRequest, TextForm
 
 Json = dict[str, Any]
 
@@ -23,6 +24,11 @@ REF_TEMPLATE = "#/components/schemas/{name}"
 # What a record's public headers leave out: the tag (it is the record's `kind`) and the audio body
 # (the record's `body`, base64).
 NOT_HEADERS = ("e", "body")
+# Each request body by the name the document gives it (its Struct is named for how it is decoded).
+BODIES: dict[str, type[msgspec.Struct]] = {
+    "CastRequest": CastForm, "LiveOpenRequest": OpenForm, "LiveText": TextForm, "LiveClose": CloseForm,
+    "SpeechRequest": SpeechRequest, "DeepgramSpeakRequest": SpeakBody,
+}
 RECORD_TYPES: tuple[type[msgspec.Struct], ...] = typing.get_args(Record)
 
 
@@ -45,18 +51,13 @@ def header_schemas() -> Json:
     return out
 
 
-def answer_schemas() -> Json:
-    """The schema of each JSON answer (``answers.py``), named by its Struct, with those it nests."""
-    return msgspec.json.schema_components(ANSWERS, ref_template=REF_TEMPLATE)[1]
-
-
-def body_schema(name: str, form: type[msgspec.Struct]) -> Json:
-    """The schema of a request body decoded by ``form`` (a Struct of plain fields), named ``name``."""
-    _, components = msgspec.json.schema_components([form], ref_template=REF_TEMPLATE)
-    return {**components[form.__name__], "title": name}
-
-
-def union_schemas(name: str, union: Any) -> Json:
-    """A tagged union's schema, named ``name``, with each of its members' (named by its class)."""
-    (schema,), components = msgspec.json.schema_components([union], ref_template=REF_TEMPLATE)
-    return {name: schema, **components}
+def generated_schemas() -> Json:
+    """The schema of each JSON answer (``answers.py``), named by its Struct, with those it nests; of
+    each request body, named as ``BODIES`` says; and of the live session's client messages
+    (``LiveMessage``) with each of its members."""
+    (messages, *_), components = msgspec.json.schema_components(
+        [LiveMessage, *ANSWERS, *BODIES.values()], ref_template=REF_TEMPLATE
+    )
+    for name, form in BODIES.items():
+        components[name] = {**components.pop(form.__name__), "title": name}
+    return {**components, "LiveMessage": messages}
