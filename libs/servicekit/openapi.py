@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import msgspec
 from aiohttp import web
 
-from .openapi_edge import edge_paths, edge_schemas
+from .openapi_edge import edge_paths
 from .openapi_intake import intake_paths, limit_cast_request
 from .openapi_live import LIVE_PATHS, WRITE_TOKEN_SCHEME
 from .openapi_parts import (
@@ -27,13 +27,13 @@ from .openapi_parts import (
     Json,
 )
 from .openapi_v1 import V1_PATHS
-from .schemas import generated_schemas
+from .schemas import generated_schemas, record_schemas
 
 
 def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None, parts: Sequence[ApiPart] = ()) -> Json:
     """A fresh document of every public route, ``parts``' too, with the limits given (a caller may
     change it freely)."""
-    schemas = {**generated_schemas(), **edge_schemas()}
+    schemas = {**generated_schemas(), **record_schemas()}
     limit_cast_request(schemas["CastRequest"], intake)
     doc = {
         "openapi": OPENAPI_VERSION,

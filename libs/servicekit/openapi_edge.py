@@ -6,7 +6,6 @@ from __future__ import annotations
 from castlog import MAX_SEQ_NUM
 
 from .openapi_parts import CAST_ID_PARAM, EdgeLimits, Json, error_body, json_body, limit_text, op, ref
-from .schemas import header_schemas, record_kinds
 
 _SEQ_NUM = {
     "name": "seq_num", "in": "query", "required": False,
@@ -26,27 +25,6 @@ _RANGE = {
     "name": "Range", "in": "header", "required": False,
     "description": "one bytes=first-last range (closed casts only)", "schema": {"type": "string"},
 }  # fmt: skip
-
-
-def edge_schemas() -> Json:
-    """A record as edge's JSON routes give it: its kinds and headers are generated from castlog's
-    types (schemas.py); the wrapping is written here."""
-    headers = header_schemas()
-    return {
-        **headers,
-        "Record": {
-            "type": "object",
-            "required": ["seq_num", "kind", "ts", "headers", "body"],
-            "properties": {
-                "seq_num": {"type": "integer", "minimum": 0},
-                "kind": {"type": "string", "enum": record_kinds()},
-                "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
-                "headers": {"anyOf": [ref(name) for name in headers],
-                            "description": "the record's fields without e and body (the schema of its kind)"},
-                "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
-            },
-        },
-    }
 
 
 def _read_parameters(limits: EdgeLimits | None) -> list[Json]:

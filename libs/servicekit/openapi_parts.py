@@ -9,6 +9,7 @@ from typing import Any
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
 CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
+REF_TEMPLATE = "#/components/schemas/{name}"
 CAST_ID_PARAM = {
     "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
     "schema": {"type": "string", "pattern": CAST_ID_PATTERN},
@@ -48,7 +49,7 @@ class EdgeLimits:
 
 
 def ref(name: str) -> Json:
-    return {"$ref": f"#/components/schemas/{name}"}
+    return {"$ref": REF_TEMPLATE.format(name=name)}
 
 
 def json_body(schema: Json, description: str, headers: Json | None = None) -> Json:

@@ -1,15 +1,15 @@
 """The OpenAPI schemas that msgspec types define: generated, so that they cannot drift.
 
 A record's kind and headers come from castlog's ``Record`` union (a new kind or field appears here
-by itself), a request body from the Struct that decodes it (``forms.py``) and a JSON answer from
-the Struct that encodes it (``answers.py``). What a route adds around them (the seq_num of a
-record, a body's configured limits) is written in ``openapi*.py``.
+by itself; edge's wrapping of it, the seq_num and the rest, is written here), a request body from
+the Struct that decodes it (``forms.py``) and a JSON answer from the Struct that encodes it
+(``answers.py``). What a route adds around them (a body's configured limits) is written in
+``openapi*.py``.
 """
 
 from __future__ import annotations
 
 import typing
-from typing import Any
 
 import msgspec
 
@@ -17,10 +17,8 @@ from castlog import Record
 
 from .answers import ANSWERS
 from .forms import CastForm, CloseForm, LiveMessage, OpenForm, SpeakBody, SpeechRequest, TextForm
+from .openapi_parts import REF_TEMPLATE, Json, ref
 
-Json = dict[str, Any]
-
-REF_TEMPLATE = "#/components/schemas/{name}"
 # What a record's public headers leave out: the tag (it is the record's `kind`) and the audio body
 # (the record's `body`, base64).
 NOT_HEADERS = ("e", "body")
@@ -32,23 +30,33 @@ BODIES: dict[str, type[msgspec.Struct]] = {
 RECORD_TYPES: tuple[type[msgspec.Struct], ...] = typing.get_args(Record)
 
 
-def record_kinds() -> list[str]:
-    """Every kind of the cast log, in the union's order: meta, start, audio, eos, error."""
-    return [t.__struct_config__.tag for t in RECORD_TYPES]  # type: ignore[misc]
-
-
-def header_schemas() -> Json:
-    """``<Kind>Headers`` for each record type: its fields as a reader gets them in ``headers``."""
+def record_schemas() -> Json:
+    """A record as edge's JSON routes give it (``Record``): its kinds, and ``<Kind>Headers`` for each
+    record type, its fields as a reader gets them in ``headers``."""
     _, components = msgspec.json.schema_components(RECORD_TYPES, ref_template=REF_TEMPLATE)
-    out: Json = {}
+    headers: Json = {}
     for cls in RECORD_TYPES:
         schema = components[cls.__name__]
         schema["properties"] = {k: v for k, v in schema["properties"].items() if k not in NOT_HEADERS}
         schema["required"] = [k for k in schema.get("required", []) if k not in NOT_HEADERS]
         schema["title"] = f"{cls.__name__}Headers"
         schema["description"] = f"the headers of a {cls.__struct_config__.tag} record (a field at its default is left out)"
-        out[f"{cls.__name__}Headers"] = schema
-    return out
+        headers[f"{cls.__name__}Headers"] = schema
+    return {
+        **headers,
+        "Record": {
+            "type": "object",
+            "required": ["seq_num", "kind", "ts", "headers", "body"],
+            "properties": {
+                "seq_num": {"type": "integer", "minimum": 0},
+                "kind": {"type": "string", "enum": [cls.__struct_config__.tag for cls in RECORD_TYPES]},
+                "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
+                "headers": {"anyOf": [ref(name) for name in headers],
+                            "description": "the record's fields without e and body (the schema of its kind)"},
+                "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
+            },
+        },
+    }
 
 
 def generated_schemas() -> Json:
