@@ -17,15 +17,7 @@ from aiohttp import web
 from .openapi_edge import edge_paths
 from .openapi_intake import intake_paths, limit_cast_request
 from .openapi_live import LIVE_PATHS, WRITE_TOKEN_SCHEME
-from .openapi_parts import (
-    API_VERSION,
-    OPENAPI_VERSION,
-    OPS_PATHS,
-    ApiPart,
-    EdgeLimits,
-    IntakeLimits,
-    Json,
-)
+from .openapi_parts import API_VERSION, OPENAPI_VERSION, OPS_PATHS, ApiPart, EdgeLimits, IntakeLimits, Json
 from .openapi_v1 import V1_PATHS
 from .schemas import generated_schemas, record_schemas
 

@@ -33,7 +33,6 @@ _SUBMIT_RESPONSES: Json = {
 
 def intake_paths(limits: IntakeLimits | None) -> Json:
     body_note = f"At most {limit_text(limits.max_body_bytes if limits else None, 'INTAKE_MAX_BODY_BYTES')} bytes."
-    request_body = {"schema": ref("CastRequest")}
     json_request = {"schema": {"oneOf": [ref("CastRequest"), ref("LiveOpenRequest")]}}  # {"live": true} opens
     return {
         "/api/casts": {"post": op(
@@ -50,7 +49,7 @@ def intake_paths(limits: IntakeLimits | None) -> Json:
                 **_SUBMIT_RESPONSES,
             },
             requestBody={"required": True, "description": body_note,
-                         "content": {"application/x-www-form-urlencoded": request_body, "application/json": json_request}},
+                         "content": {"application/x-www-form-urlencoded": {"schema": ref("CastRequest")}, "application/json": json_request}},
         )},
         "/api/voices": {"get": op(
             "listVoices", "intake", "The voices a cast may ask for, with the default",

@@ -4,10 +4,7 @@ descriptions name them."""
 
 from __future__ import annotations
 
-from .openapi_parts import CAST_ID_PARAM, UPGRADED, Json, error_body, json_body, op, ref
-
-_ERROR = ref("LiveError")
-
+from .openapi_parts import CAST_ID_PARAM, UPGRADED, Json, error_body, json_body, op, ref, refused
 
 WEBRTC_DESCRIPTION = (
     "The live session of `/v1/audio/speech/live` over a peer connection. The offer has a data channel "
@@ -18,14 +15,14 @@ WEBRTC_DESCRIPTION = (
 )
 
 
-_REFUSALS: Json = {
-    "401": json_body(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),
-    "404": json_body(_ERROR, "No such cast"),
-    "409": json_body(_ERROR, "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast"),
-    "413": json_body(_ERROR, "The text would exceed INTAKE_MAX_CHARS"),
-    "415": json_body(_ERROR, "Unsupported Content-Type"),
-    "422": json_body(_ERROR, "A field is missing or of the wrong type"),
-}
+_REFUSALS = refused("LiveError", {
+    "401": "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's",
+    "404": "No such cast",
+    "409": "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast",
+    "413": "The text would exceed INTAKE_MAX_CHARS",
+    "415": "Unsupported Content-Type",
+    "422": "A field is missing or of the wrong type",
+})
 
 WS_DESCRIPTION = (
     "A WebSocket (upgrade with GET). Client JSON messages (the LiveMessage schema): start once, then text, flush, "

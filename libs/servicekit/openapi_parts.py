@@ -64,6 +64,11 @@ def error_body(description: str, retry_after: bool = False) -> Json:
     return json_body(ref("Error"), description, retry if retry_after else None)
 
 
+def refused(shape: str, descriptions: dict[str, str]) -> Json:
+    """A refusal in ``shape`` (an error schema's name) for each status, in the statuses' order."""
+    return {status: json_body(ref(shape), descriptions[status]) for status in sorted(descriptions)}
+
+
 def limit_text(value: float | None, setting: str) -> str:
     """A limit as documented: the number when this process knows it, else its setting's name."""
     if value is None:

@@ -4,7 +4,7 @@ WebSocket (GET)."""
 
 from __future__ import annotations
 
-from .openapi_parts import UPGRADED, Json, json_body, op, ref
+from .openapi_parts import UPGRADED, Json, json_body, op, ref, refused
 
 # What OpenAI's speech route and Deepgram's REST one refuse alike (each in its own shape).
 _SPEECH_REFUSALS = {
@@ -13,11 +13,6 @@ _SPEECH_REFUSALS = {
     "429": "rate limited, or too many open speech streams",
     "500": "the synthesis failed before any audio: send the request again",
 }
-
-
-def _refused(shape: str, descriptions: dict[str, str]) -> Json:
-    """A refusal in ``shape`` (OpenAI's or Deepgram's error) for each status, in the statuses' order."""
-    return {status: json_body(ref(shape), descriptions[status]) for status in sorted(descriptions)}
 
 
 def _header(description: str) -> Json:
@@ -35,7 +30,7 @@ _SPEECH_HEADERS = {"X-Cast-Id": _header("the cast behind the audio"), "Location"
 
 def _get(operation_id: str, summary: str, schema: Json) -> Json:
     return {"get": op(operation_id, "openai", summary, {
-        "200": json_body(schema, summary), **_refused("OpenAIError", {"401": "a key is wanted"})})}
+        "200": json_body(schema, summary), **refused("OpenAIError", {"401": "a key is wanted"})})}
 
 
 _DEEPGRAM_AUDIO = {t: {"schema": {"type": "string", "format": "binary"}} for t in (
@@ -57,7 +52,7 @@ V1_PATHS: Json = {
             "200": {"description": "the audio (or, with stream_format=sse, speech.audio.delta and "
                     "speech.audio.done events)", "headers": _SPEECH_HEADERS,
                     "content": {**_AUDIO, "text/event-stream": {"schema": {"type": "string"}}}},
-            **_refused("OpenAIError", {
+            **refused("OpenAIError", {
                 **_SPEECH_REFUSALS,
                 "401": "STREAMTTS_API_KEYS is set and no key of it was sent as a bearer token",
                 "422": "a field is unknown, missing or invalid: param names it",
@@ -71,7 +66,7 @@ V1_PATHS: Json = {
     "/v1/models": _get("listModels", "The model's names, as OpenAI lists models", ref("ModelList")),
     "/v1/models/{model}": {"get": op(
         "getModel", "openai", "One model name",
-        {"200": json_body(ref("Model"), "the model"), **_refused("OpenAIError", {"404": "no such model"})},
+        {"200": json_body(ref("Model"), "the model"), **refused("OpenAIError", {"404": "no such model"})},
         parameters=[{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
     )},
     "/v1/speak": {"get": op(
@@ -96,7 +91,7 @@ V1_PATHS: Json = {
                 "dg-char-count": _header("characters of the text"),
                 **_SPEECH_HEADERS,
             }},
-            **_refused("DeepgramError", {
+            **refused("DeepgramError", {
                 **_SPEECH_REFUSALS,
                 "401": "STREAMTTS_API_KEYS is set and no key of it was sent (INVALID_AUTH)",
                 "422": "a bad query parameter (INVALID_QUERY_PARAMETER), an unknown model, or no text",
