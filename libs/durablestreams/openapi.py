@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servicekit.openapi_parts import CAST_ID_PATTERN, ApiPart, Json, error_body, op
+from servicekit.openapi_parts import CAST_ID_PARAM, ApiPart, Json, error_body, op
 
 TAG = "durable-streams"
 _OFFSET = {"name": "offset", "in": "query", "required": False,
@@ -17,7 +17,6 @@ _CURSOR = {"name": "cursor", "in": "query", "required": False, "description": "t
            "schema": {"type": "string"}}
 _PATH = {"name": "path", "in": "path", "required": True, "description": "the stream's name (/-separated)",
          "schema": {"type": "string", "maxLength": 256}}
-_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "pattern": CAST_ID_PATTERN}}
 _STATE = {h: {"schema": {"type": "string"}} for h in ("Stream-Next-Offset", "Stream-Up-To-Date", "Stream-Closed",
                                                        "Stream-Cursor", "ETag")}
 _BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
@@ -78,10 +77,10 @@ def durable_part() -> ApiPart:
         "/v1/stream/{path}": general,
         "/v1/stream/casts/{id}": _read(
             "readCastStream", "a cast's playable MP3 as a read-only durable stream (offsets are byte positions)",
-            [_ID], "audio/mpeg"),
+            [CAST_ID_PARAM], "audio/mpeg"),
         "/v1/stream/casts/{id}/records": _read(
             "readCastRecordsStream", "a cast's records (no bodies) as a read-only JSON-mode durable stream",
-            [_ID], "application/json"),
+            [CAST_ID_PARAM], "application/json"),
     }
     return ApiPart({"name": TAG, "description": "Durable Streams (/v1/stream/*): reads by edge, writes by intake"},
                    paths)

@@ -16,7 +16,7 @@ from .headers import add_security_headers
 from .health import Problem, probe, redis_answers
 from .holds import ClientHolds, Hold
 from .metrics import RequestCounter, ServiceMetrics
-from .openapi import EdgeLimits, IntakeLimits
+from .openapi import EdgeLimits, IntakeLimits, serve_openapi
 from .openapi import document as openapi_document
 from .runner import Serving, run, setup_logging
 from .settings import ConfigError, Settings, setting
@@ -26,6 +26,6 @@ __all__ = [
     "Settings",
     "add_security_headers", "address_in", "client_address", "client_for", "connect", "cross_site_guard", "encode_json", "healthy",
     "json_errors", "json_response", "openapi_document", "probe", "redact", "redis_answers", "request_client", "run",
-    "setting",
+    "serve_openapi", "setting",
     "setup_logging",
 ]

@@ -12,26 +12,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
+from aiohttp import web
 
-from .openapi_edge import edge_paths, edge_schemas
-from .openapi_intake import intake_paths, intake_schemas
-from .openapi_live import LIVE_SCHEMAS, WRITE_TOKEN_SCHEME, live_paths
-from .openapi_parts import (
-    API_VERSION,
-    OPENAPI_VERSION,
-    OPS_PATHS,
-    ApiPart,
-    EdgeLimits,
-    IntakeLimits,
-    Json,
-)
-from .openapi_v1 import V1_PATHS, V1_SCHEMAS
-from .schemas import answer_schemas
+from .openapi_edge import edge_paths
+from .openapi_intake import intake_paths, limit_cast_request
+from .openapi_live import LIVE_PATHS, WRITE_TOKEN_SCHEME
+from .openapi_parts import API_VERSION, OPENAPI_VERSION, OPS_PATHS, ApiPart, EdgeLimits, IntakeLimits, Json
+from .openapi_v1 import V1_PATHS
+from .schemas import generated_schemas, record_schemas
 
 
 def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None, parts: Sequence[ApiPart] = ()) -> Json:
     """A fresh document of every public route, ``parts``' too, with the limits given (a caller may
     change it freely)."""
+    schemas = {**generated_schemas(), **record_schemas()}
+    limit_cast_request(schemas["CastRequest"], intake)
     doc = {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -47,12 +42,20 @@ def document(intake: IntakeLimits | None = None, edge: EdgeLimits | None = None,
             {"name": "openai", "description": "OpenAI-compatible speech API: answered by intake"},
             *(part.tag for part in parts),
         ],
-        "paths": {**intake_paths(intake), **live_paths(), **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
+        "paths": {**intake_paths(intake), **LIVE_PATHS, **edge_paths(edge), **OPS_PATHS, **V1_PATHS,
                   **{path: ops for part in parts for path, ops in part.paths.items()}},
-        "components": {"schemas": {
-            **answer_schemas(), **intake_schemas(intake), **LIVE_SCHEMAS, **edge_schemas(), **V1_SCHEMAS,
-        }, "securitySchemes": {"writeToken": WRITE_TOKEN_SCHEME}},
+        "components": {"schemas": schemas, "securitySchemes": {"writeToken": WRITE_TOKEN_SCHEME}},
     }
     # A round trip through JSON: plain data that shares no object with another document or this module.
     return msgspec.json.decode(msgspec.json.encode(doc))  # type: ignore[no-any-return]
+
+
+def serve_openapi(router: web.UrlDispatcher, path: str, doc: Json) -> None:
+    """GET ``path`` answers ``doc``: intake's and edge's route to the one document, encoded once."""
+    body = msgspec.json.encode(doc)
+
+    async def openapi(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    router.add_get(path, openapi)
 

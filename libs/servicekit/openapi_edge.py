@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from castlog import MAX_SEQ_NUM
 
-from .openapi_parts import CAST_ID_PATTERN, EdgeLimits, Json, error_body, json_body, limit_text, op, ref
-from .schemas import header_schemas, record_kinds
+from .openapi_parts import CAST_ID_PARAM, EdgeLimits, Json, error_body, json_body, limit_text, op, ref
 
-_CAST_ID = {
-    "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
-    "schema": {"type": "string", "pattern": CAST_ID_PATTERN},
-}
 _SEQ_NUM = {
     "name": "seq_num", "in": "query", "required": False,
     "description": "the first record to return (0: the start of the log)",
@@ -30,29 +25,6 @@ _RANGE = {
     "name": "Range", "in": "header", "required": False,
     "description": "one bytes=first-last range (closed casts only)", "schema": {"type": "string"},
 }  # fmt: skip
-_RATE_LIMITED = "too many reads, or too many open streams, from this address"
-_NO_CAST = "no such cast (or not a readable stream name)"
-
-
-def edge_schemas() -> Json:
-    """A record as edge's JSON routes give it: its kinds and headers are generated from castlog's
-    types (schemas.py); the wrapping is written here."""
-    headers = header_schemas()
-    return {
-        **headers,
-        "Record": {
-            "type": "object",
-            "required": ["seq_num", "kind", "ts", "headers", "body"],
-            "properties": {
-                "seq_num": {"type": "integer", "minimum": 0},
-                "kind": {"type": "string", "enum": record_kinds()},
-                "ts": {"type": "integer", "description": "ms since the epoch when Redis appended it"},
-                "headers": {"anyOf": [ref(name) for name in headers],
-                            "description": "the record's fields without e and body (the schema of its kind)"},
-                "body": {"type": ["string", "null"], "description": "audio: the MP3 chunk in base64"},
-            },
-        },
-    }
 
 
 def _read_parameters(limits: EdgeLimits | None) -> list[Json]:
@@ -73,36 +45,34 @@ def _read_parameters(limits: EdgeLimits | None) -> list[Json]:
     ]  # fmt: skip
 
 
-def _html(description: str) -> Json:
-    return {"description": description, "content": {"text/html": {"schema": {"type": "string"}}}}
-
-
 def edge_paths(limits: EdgeLimits | None) -> Json:
     mp3 = {"audio/mpeg": {"schema": {"type": "string", "format": "binary"}}}
+    # What every read of a cast may answer: no cast, or this address has read too much.
+    refused = {"404": error_body("no such cast (or not a readable stream name)"),
+               "429": error_body("too many reads, or too many open streams, from this address", retry_after=True)}
+    malformed = error_body("a parameter is malformed")
+    full = error_body("this edge serves its maximum of listeners", retry_after=True)
     page = {
-        "200": json_body(ref("RecordPage"), "records from seq_num"),
-        "400": error_body("a parameter is malformed"),
-        "404": error_body(_NO_CAST),
-        "429": error_body(_RATE_LIMITED, retry_after=True),
+        "200": json_body(ref("RecordPage"), "records from seq_num"), "400": malformed, **refused,
         "503": error_body("a long-poll found this edge at its maximum of listeners", retry_after=True),
     }
+    html = {"200": {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}}}
+    file = {"200": {"description": "the file"}, "404": error_body("no such file")}
     return {
         "/api/casts/{id}": {"get": op(
             "castState", "edge", "A cast's state, derived from its log",
-            {"200": json_body(ref("CastState"), "the cast's state"), "404": error_body(_NO_CAST),
-             "429": error_body(_RATE_LIMITED, retry_after=True)},
-            parameters=[_CAST_ID],
+            {"200": json_body(ref("CastState"), "the cast's state"), **refused}, parameters=[CAST_ID_PARAM],
         ), "delete": op(
             "deleteCast", "intake", "Admin: delete a cast (its audio, log and claim); an identical submit makes it again",
             {"200": json_body(ref("Deleted"), "deleted"),
              "202": json_body(ref("Deleted"), "asked, not confirmed in time (no worker running?): send it again if "
                               "the cast stays"),
              "404": error_body("no such cast, or no admin token configured or given (Authorization: Bearer <token>)")},
-            parameters=[_CAST_ID],
+            parameters=[CAST_ID_PARAM],
         )},
         "/api/casts/{id}/records": {"get": op(
             "castRecords", "edge", "Records of a cast from seq_num, as JSON", page,
-            parameters=[_CAST_ID, *_read_parameters(limits)],
+            parameters=[CAST_ID_PARAM, *_read_parameters(limits)],
         )},
         "/s2/records": {"get": op(
             "s2Records", "edge", "The original design's gateway path: records of pub/casts/<id>", page,
@@ -114,57 +84,46 @@ def edge_paths(limits: EdgeLimits | None) -> Json:
                 "200": {"description": "an event stream",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                 "204": {"description": "past the end of a finished log: nothing will come"},
-                "400": error_body("a parameter is malformed"),
-                "404": error_body(_NO_CAST),
-                "429": error_body(_RATE_LIMITED, retry_after=True),
-                "503": error_body("this edge serves its maximum of listeners", retry_after=True),
+                "400": malformed, **refused, "503": full,
             },
             description="id: the seq_num; event: the kind; data: a Record as JSON. A heartbeat comment "
             "every 15 s. The response ends after the log's terminal record (eos or error).",
-            parameters=[_CAST_ID, _SEQ_NUM, _LAST_EVENT_ID],
+            parameters=[CAST_ID_PARAM, _SEQ_NUM, _LAST_EVENT_ID],
         )},
         "/api/casts/{id}/audio.mp3": {"get": op(
             "castAudio", "edge", "The playable audio as one MP3",
             {
                 "200": {"description": "the MP3", "content": mp3},
                 "206": {"description": "a byte range of the MP3", "content": mp3},
-                "404": error_body(_NO_CAST),
-                "416": error_body("the range lies outside the audio"),
-                "429": error_body(_RATE_LIMITED, retry_after=True),
-                "503": error_body("this edge serves its maximum of listeners", retry_after=True),
+                "416": error_body("the range lies outside the audio"), **refused, "503": full,
             },
             description="While the cast is made: chunked, following the tail until eos. Once it ended: "
             "a Content-Length and byte ranges.",
-            parameters=[_CAST_ID, _RANGE],
+            parameters=[CAST_ID_PARAM, _RANGE],
         )},
         "/api/casts/{id}/captions": {"get": op(
             "castCaptions", "edge", "The cast's words and sentences as WebVTT cues (so far, while it is made)",
             {"200": {"description": "WebVTT", "content": {"text/vtt": {"schema": {"type": "string"}}}},
-             "400": error_body("cues is not all, words or sentences"), "404": error_body(_NO_CAST),
-             "429": error_body(_RATE_LIMITED, retry_after=True)},
-            parameters=[_CAST_ID, {"name": "cues", "in": "query", "required": False,
-                                   "schema": {"type": "string", "enum": ["all", "words", "sentences"]}}],
+             "400": error_body("cues is not all, words or sentences"), **refused},
+            parameters=[CAST_ID_PARAM, {"name": "cues", "in": "query", "required": False,
+                                        "schema": {"type": "string", "enum": ["all", "words", "sentences"]}}],
         )},
         "/api/edge/openapi.json": {"get": op(
             "edgeOpenapi", "edge", "This document, from edge",
             {"200": json_body({"type": "object"}, "An OpenAPI 3.1 document")},
         )},
-        "/": {"get": op("pastePage", "edge", "The paste page: a form that POSTs to /generate",
-                         {"200": _html("the page")})},
+        "/": {"get": op("pastePage", "edge", "The paste page: a form that POSTs to /generate", html)},
         "/docs": {"get": op("apiPage", "edge", "This document as an interactive page (Swagger UI)",
-                             {"200": _html("the page"), "404": error_body("swagger-ui-py is not installed")})},
+                            {**html, "404": error_body("swagger-ui-py is not installed")})},
         "/docs/assets/{name}": {"get": op(
-            "apiPageAsset", "edge", "Swagger UI's files, from the swagger-ui-py wheel",
-            {"200": {"description": "the file"}, "404": error_body("no such file")},
+            "apiPageAsset", "edge", "Swagger UI's files, from the swagger-ui-py wheel", file,
             parameters=[{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
         )},
         "/c/{id}": {"get": op(
-            "playerPage", "edge", "A cast's player page", {"200": _html("the page"), "404": error_body(_NO_CAST)},
-            parameters=[_CAST_ID],
+            "playerPage", "edge", "A cast's player page", {**html, "404": refused["404"]}, parameters=[CAST_ID_PARAM],
         )},
         "/static/{file}": {"get": op(
-            "staticFile", "edge", "The pages' scripts and styles",
-            {"200": {"description": "the file"}, "404": error_body("no such file")},
+            "staticFile", "edge", "The pages' scripts and styles", file,
             parameters=[{"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}],
         )},
     }  # fmt: skip

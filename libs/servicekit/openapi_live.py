@@ -1,15 +1,10 @@
-"""The open (live) casts' part of the OpenAPI document (see castlog.openapi): the HTTP text routes
-and the WebSocket, whose messages OpenAPI cannot describe, so its description names them."""
+"""The open (live) casts' part of the OpenAPI document (``openapi.py``): the HTTP text routes, the
+cancel, and the WebSocket and WebRTC sessions, whose messages OpenAPI cannot describe, so their
+descriptions name them."""
 
 from __future__ import annotations
 
-from .forms import CloseForm, LiveMessage, OpenForm, TextForm
-from .openapi_parts import Json, error_body, json_body, ref
-from .openapi_v1 import SPEAK_POST
-from .schemas import body_schema, union_schemas
-
-_ERROR = ref("LiveError")
-
+from .openapi_parts import CAST_ID_PARAM, UPGRADED, Json, error_body, json_body, op, ref, refused
 
 WEBRTC_DESCRIPTION = (
     "The live session of `/v1/audio/speech/live` over a peer connection. The offer has a data channel "
@@ -20,21 +15,14 @@ WEBRTC_DESCRIPTION = (
 )
 
 
-LIVE_SCHEMAS: Json = {
-    "LiveOpenRequest": body_schema("LiveOpenRequest", OpenForm),
-    "LiveText": body_schema("LiveText", TextForm),
-    "LiveClose": body_schema("LiveClose", CloseForm),
-    **union_schemas("LiveMessage", LiveMessage),  # the WebSocket's client messages
-}
-
-_REFUSALS: Json = {
-    "401": json_body(_ERROR, "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's"),
-    "404": json_body(_ERROR, "No such cast"),
-    "409": json_body(_ERROR, "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast"),
-    "413": json_body(_ERROR, "The text would exceed INTAKE_MAX_CHARS"),
-    "415": json_body(_ERROR, "Unsupported Content-Type"),
-    "422": json_body(_ERROR, "A field is missing or of the wrong type"),
-}
+_REFUSALS = refused("LiveError", {
+    "401": "invalid_write_token: no Authorization: Bearer <write_token>, or not this cast's",
+    "404": "No such cast",
+    "409": "A gap or an overlap (offset says where to go on), the text is closed, or not a live cast",
+    "413": "The text would exceed INTAKE_MAX_CHARS",
+    "415": "Unsupported Content-Type",
+    "422": "A field is missing or of the wrong type",
+})
 
 WS_DESCRIPTION = (
     "A WebSocket (upgrade with GET). Client JSON messages (the LiveMessage schema): start once, then text, flush, "
@@ -47,14 +35,6 @@ WS_DESCRIPTION = (
     "resume listening by link), 4503 too many sessions."
 )
 
-
-SPEAK_DESCRIPTION = (
-    "Deepgram's TTS WebSocket protocol. Client JSON messages: {type: Speak, text}, {type: Flush}, {type: Clear}, "
-    "{type: Close}. Server: {type: Metadata, request_id, model_name, model_version, model_uuid} first, binary "
-    "audio (raw, no header), {type: Flushed, sequence_id} once a flushed turn's audio is all out, {type: Cleared, "
-    "sequence_id}, {type: Warning, description, code}. Each flushed turn is a live cast with its own link; Clear "
-    "and a disconnect cancel the turns not yet out. Authorization: Token <key> when STREAMTTS_API_KEYS is set."
-)
 # The write token: a bearer secret per open cast (components.securitySchemes).
 WRITE_TOKEN_SCHEME: Json = {
     "type": "http", "scheme": "bearer",
@@ -62,67 +42,43 @@ WRITE_TOKEN_SCHEME: Json = {
 }
 
 
-def live_paths() -> Json:
-    return {
-        "/api/casts/{id}/text": {"post": {
-            "operationId": "addLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
-            "summary": "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
-            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": ref("LiveText")}}},
-            "responses": {"200": json_body(ref("LiveState"), "Appended, or a resend"), **_REFUSALS},
-        }},
-        "/api/casts/{id}/close": {"post": {
-            "operationId": "closeLiveText", "tags": ["intake"], "security": [{"writeToken": []}],
-            "summary": "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
-            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": {"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}},
-            "responses": {"200": json_body(ref("LiveClosed"), "Closed"), **_REFUSALS},
-        }},
-        "/api/casts/{id}/cancel": {"post": {
-            "operationId": "cancelCast", "tags": ["intake"],
-            "summary": "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was spoken "
-                       "(Authorization: Bearer with the admin token or an API key)",
-            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"202": json_body(ref("Cancelled"), "The worker cuts it short at the chunk in hand"),
-                          "401": error_body("No admin token or API key (unauthorized)"),
-                          "404": error_body("No such cast"),
-                          "409": error_body("The cast has ended already (cast_ended)")},
-        }},
-        "/v1/speak": {"get": {
-            "operationId": "deepgramSpeak", "tags": ["intake"],
-            "summary": "Deepgram-compatible TTS over a WebSocket (Pipecat's and LiveKit's Deepgram services)",
-            "description": SPEAK_DESCRIPTION,
-            "parameters": [
-                {"name": "model", "in": "query", "required": False, "schema": {"type": "string"},
-                 "description": "a voice id, or an Aura name (aura-2-thalia-en) mapped to an English voice"},
-                {"name": "encoding", "in": "query", "required": False,
-                 "schema": {"type": "string", "enum": ["linear16", "mulaw", "alaw"], "default": "linear16"}},
-                {"name": "sample_rate", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 8000, "maximum": 48000, "default": 24000}},
-            ],
-            "responses": {"101": {"description": "Switching to the WebSocket protocol"},
-                          "422": {"description": "A bad model, encoding or sample_rate"}},
-        }, "post": SPEAK_POST},
-        "/v1/audio/speech/live": {"get": {
-            "operationId": "liveSpeech", "tags": ["intake"],
-            "summary": "Live speech over a WebSocket: text fragments in, each sentence's audio out",
-            "description": WS_DESCRIPTION,
-            "responses": {"101": {"description": "Switching to the WebSocket protocol"},
-                          "400": {"description": "Not a WebSocket upgrade"}},
-        }},
-        "/v1/audio/speech/webrtc": {"post": {
-            "operationId": "liveSpeechWebrtc", "tags": ["intake"],
-            "summary": "Live speech over WebRTC: an SDP offer in, the answer out",
-            "description": WEBRTC_DESCRIPTION,
-            "requestBody": {"required": True, "content": {"application/sdp": {"schema": {"type": "string"}}}},
-            "responses": {
-                "201": {"description": "The SDP answer", "content": {"application/sdp": {"schema": {"type": "string"}}}},
-                "400": {"description": "Not an offer with an audio transceiver and a data channel"},
-                "401": {"description": "Missing or unknown API key (when STREAMTTS_API_KEYS is set)"},
-                "413": {"description": "The offer is larger than WEBRTC_MAX_OFFER_BYTES"},
-                "415": {"description": "Not application/sdp"},
-                "501": {"description": "intake was installed without aiortc (`streamtts[webrtc]`)"},
-                "503": {"description": "Too many live sessions, or no free media port; Retry-After"},
-            },
-        }},
-    }  # fmt: skip
+_WRITER = {"security": [{"writeToken": []}], "parameters": [CAST_ID_PARAM]}
+_SDP = {"application/sdp": {"schema": {"type": "string"}}}
+
+LIVE_PATHS: Json = {
+    "/api/casts/{id}/text": {"post": op(
+        "addLiveText", "intake", "Add a fragment of an open cast's text at its offset (a resend appends nothing)",
+        {"200": json_body(ref("LiveState"), "Appended, or a resend"), **_REFUSALS},
+        requestBody={"required": True, "content": {"application/json": {"schema": ref("LiveText")}}}, **_WRITER,
+    )},
+    "/api/casts/{id}/close": {"post": op(
+        "closeLiveText", "intake", "Close an open cast's text: the rest is spoken, then the cast ends (idempotent)",
+        {"200": json_body(ref("LiveClosed"), "Closed"), **_REFUSALS},
+        requestBody={"required": False, "content": {"application/json": {"schema": ref("LiveClose")}}}, **_WRITER,
+    )},
+    "/api/casts/{id}/cancel": {"post": op(
+        "cancelCast", "intake", "Cancel a cast: the text not yet spoken is dropped, the cast ends with what was "
+        "spoken (Authorization: Bearer with the admin token or an API key)",
+        {"202": json_body(ref("Cancelled"), "The worker cuts it short at the chunk in hand"),
+         "401": error_body("No admin token or API key (unauthorized)"), "404": error_body("No such cast"),
+         "409": error_body("The cast has ended already (cast_ended)")},
+        parameters=[CAST_ID_PARAM],
+    )},
+    "/v1/audio/speech/live": {"get": op(
+        "liveSpeech", "intake", "Live speech over a WebSocket: text fragments in, each sentence's audio out",
+        {"101": UPGRADED, "400": {"description": "Not a WebSocket upgrade"}}, description=WS_DESCRIPTION,
+    )},
+    "/v1/audio/speech/webrtc": {"post": op(
+        "liveSpeechWebrtc", "intake", "Live speech over WebRTC: an SDP offer in, the answer out",
+        {
+            "201": {"description": "The SDP answer", "content": _SDP},
+            "400": {"description": "Not an offer with an audio transceiver and a data channel"},
+            "401": {"description": "Missing or unknown API key (when STREAMTTS_API_KEYS is set)"},
+            "413": {"description": "The offer is larger than WEBRTC_MAX_OFFER_BYTES"},
+            "415": {"description": "Not application/sdp"},
+            "501": {"description": "intake was installed without aiortc (`streamtts[webrtc]`)"},
+            "503": {"description": "Too many live sessions, or no free media port; Retry-After"},
+        },
+        description=WEBRTC_DESCRIPTION, requestBody={"required": True, "content": _SDP},
+    )},
+}  # fmt: skip

@@ -9,6 +9,13 @@ from typing import Any
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1.0.0"
 CAST_ID_PATTERN = "^[A-Za-z0-9_-]{12}$"
+REF_TEMPLATE = "#/components/schemas/{name}"
+CAST_ID_PARAM = {
+    "name": "id", "in": "path", "required": True, "description": "the cast id: 12 URL-safe base64 characters",
+    "schema": {"type": "string", "pattern": CAST_ID_PATTERN},
+}  # fmt: skip
+# A WebSocket route's answer to its upgrade.
+UPGRADED = {"description": "Switching to the WebSocket protocol"}
 
 
 Json = dict[str, Any]
@@ -42,7 +49,7 @@ class EdgeLimits:
 
 
 def ref(name: str) -> Json:
-    return {"$ref": f"#/components/schemas/{name}"}
+    return {"$ref": REF_TEMPLATE.format(name=name)}
 
 
 def json_body(schema: Json, description: str, headers: Json | None = None) -> Json:
@@ -55,6 +62,11 @@ def json_body(schema: Json, description: str, headers: Json | None = None) -> Js
 def error_body(description: str, retry_after: bool = False) -> Json:
     retry = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}
     return json_body(ref("Error"), description, retry if retry_after else None)
+
+
+def refused(shape: str, descriptions: dict[str, str]) -> Json:
+    """A refusal in ``shape`` (an error schema's name) for each status, in the statuses' order."""
+    return {status: json_body(ref(shape), descriptions[status]) for status in sorted(descriptions)}
 
 
 def limit_text(value: float | None, setting: str) -> str:

@@ -7,7 +7,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
-import msgspec
 from aiohttp import web
 from redis.asyncio import Redis
 
@@ -16,11 +15,11 @@ from castlog import LogReader, RowCache
 from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from fanout import Tail, stop_tasks
-from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact
+from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact, serve_openapi
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
-from .context import CONFIG, EDGE, METRICS, OPENAPI, Edge
+from .context import CONFIG, EDGE, METRICS, Edge
 from .errors import middleware
 from .guards import Guard
 from .layout import LayoutCache
@@ -53,12 +52,12 @@ def create_app(cfg: Config) -> web.Application:
     app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
-    app[OPENAPI] = msgspec.json.encode(openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s),
-                                                        parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)
     add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
+    serve_openapi(app.router, "/api/edge/openapi.json",
+                  openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s), parts=[durable_part()]))
     durable.setup(app)  # /v1/stream: Durable Streams reads
     if cfg.metrics_port:
         app.cleanup_ctx.append(_metrics_site)
@@ -73,7 +72,6 @@ def add_routes(router: web.UrlDispatcher, metrics: EdgeMetrics | None) -> None:
     router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
     router.add_get("/api/casts/{id}/captions", captions.captions)
     router.add_get("/s2/records", views.s2_records)
-    router.add_get("/api/edge/openapi.json", views.openapi)
     router.add_get("/healthz", views.healthz)
     router.add_get("/readyz", views.readyz)
     if metrics is not None:

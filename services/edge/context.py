@@ -38,8 +38,6 @@ class Edge:
 EDGE = web.AppKey("edge", Edge)
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", EdgeMetrics)
-# The public origin's OpenAPI document as served: JSON, built once with this config's limits.
-OPENAPI = web.AppKey("openapi", bytes)
 
 
 class Known(NamedTuple):

@@ -15,7 +15,7 @@ from fanout import Item
 from servicekit import Problem, json_response, probe, redis_answers
 from servicekit.answers import CastState, Health, Links, RecordPage
 
-from .context import EDGE, OPENAPI, Edge, known_cast
+from .context import EDGE, Edge, known_cast
 from .errors import not_found
 from .guards import Pass
 from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
@@ -107,11 +107,6 @@ healthz = probe(
 )
 # Ready to serve reads: the same checks (edge has nothing to load).
 readyz = healthz
-
-
-async def openapi(request: web.Request) -> web.Response:
-    """The same document as intake's GET /api/openapi.json: every route of the public origin."""
-    return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
 async def index_page(request: web.Request) -> web.FileResponse:

@@ -8,7 +8,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
-import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from redis.asyncio import Redis
@@ -42,12 +41,13 @@ from servicekit import (
     openapi_document,
     redact,
     request_client,
+    serve_openapi,
 )
 from servicekit.keys import bearer_key
 
 from . import cancel, durable, live, speech, views
 from .config import Config
-from .context import CONFIG, INTAKE, METRICS, OPENAPI, Intake
+from .context import CONFIG, INTAKE, METRICS, Intake
 from .limits import AuthFailures, Cooldowns, DurableQuota, InflightGate
 from .metrics import Metrics
 from .plan import Planner
@@ -88,13 +88,12 @@ def create_app(cfg: Config) -> web.Application:
     app[CONFIG] = cfg
     app[METRICS] = metrics
     limits = IntakeLimits(cfg.max_chars, cfg.max_title_chars, cfg.max_body_bytes)
-    app[OPENAPI] = msgspec.json.encode(openapi_document(intake=limits, parts=[durable_part()]))
     app.cleanup_ctx.append(_redis_ctx)
     add_security_headers(app)
     app.router.add_post("/api/casts", views.post_cast)
     app.router.add_post("/generate", views.post_generate)
     app.router.add_get("/api/voices", views.get_voices)
-    app.router.add_get("/api/openapi.json", views.get_openapi)
+    serve_openapi(app.router, "/api/openapi.json", openapi_document(intake=limits, parts=[durable_part()]))
     app.router.add_get("/healthz", views.get_healthz)
     app.router.add_get("/readyz", views.get_readyz)
     app.router.add_get("/metrics", metrics.view)

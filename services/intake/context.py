@@ -78,8 +78,6 @@ class Intake:
 INTAKE = web.AppKey("intake", Intake)
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
-# The public origin's OpenAPI document as served: JSON, built once with this config's limits.
-OPENAPI = web.AppKey("openapi", bytes)
 
 
 def request_client(request: web.Request) -> str:

@@ -16,7 +16,7 @@ from servicekit.keys import bearer, key_matches
 
 from . import live
 from .claim import Screen, cast_url, read_body, submit
-from .context import INTAKE, OPENAPI, request_client
+from .context import INTAKE, request_client
 from .validate import CAST_SHAPE, CastForm, Refusal, decode, is_form, parse_form
 
 STATUS_OF: dict[str, int] = {"new": 201, "existing": 200, "reenqueued": 202}
@@ -37,11 +37,6 @@ async def post_generate(request: web.Request) -> web.Response:
 
 async def get_voices(request: web.Request) -> web.Response:
     return json_response((await request.app[INTAKE].voices.required(None)).answer())  # 503 warming_up before any list
-
-
-async def get_openapi(request: web.Request) -> web.Response:
-    """The public origin's one document: intake's routes and edge's (servicekit.openapi)."""
-    return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
 async def delete_cast(request: web.Request) -> web.Response:

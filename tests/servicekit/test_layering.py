@@ -111,12 +111,12 @@ def dataclasses_of(path: Path) -> list[str]:
 @pytest.mark.parametrize("service", SERVICES)
 def test_each_service_keeps_config_metrics_and_one_state_dataclass_under_one_key(service: str) -> None:
     """edge's ``EDGE``, intake's ``INTAKE``, synth's ``SYNTH``: what every handler needs, set up once
-    Redis is connected; ``CONFIG`` and ``METRICS`` beside it (and ``OPENAPI`` where served), nothing more."""
+    Redis is connected; ``CONFIG`` and ``METRICS`` beside it, nothing more."""
     folder = REPO / "services" / service
     state = service.capitalize()
     assert dataclasses_of(folder / "context.py") == [state]
     keys = app_keys(folder / "context.py")
-    assert set(keys) - {"OPENAPI"} == {"CONFIG", "METRICS", service.upper()}, sorted(keys)
+    assert set(keys) == {"CONFIG", "METRICS", service.upper()}, sorted(keys)
     assert ast.unparse(keys[service.upper()]) == state  # type: ignore[arg-type]
     elsewhere = {p.name: sorted(app_keys(p)) for p in folder.rglob("*.py") if p.name != "context.py" and app_keys(p)}
     assert elsewhere == {}, "app keys belong in context.py"
