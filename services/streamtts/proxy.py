@@ -12,7 +12,7 @@ import logging
 import socket
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import (
@@ -46,17 +46,11 @@ HOP_BY_HOP = {
     "transfer-encoding", "upgrade",
 }
 REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
-# Bodies are buffered before they are relayed: the launcher sets these to INTAKE_MAX_BODY_BYTES and
-# INTAKE_BODY_TIMEOUT_S, so the proxy takes what intake takes, in the time intake gives. At most
-# MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy), and at most
-# STREAMTTS_UPLOADS_PER_CLIENT of them one client's (429 beyond), so one address with many slow
+# Bodies are buffered before they are relayed, each bounded as intake bounds it (Limits). At most
+# MAX_BUFFERED bodies are held at once (64 MiB at intake's default size; past that 503 busy), and at
+# most STREAMTTS_UPLOADS_PER_CLIENT of them one client's (429 beyond), so one address with many slow
 # bodies cannot take every slot from the others.
-MAX_BODY_BYTES = 1024 * 1024
 MAX_BUFFERED = 64
-BODY_TIMEOUT_S = 10.0
-# The largest WebSocket message a client may send: intake's INTAKE_LIVE_MAX_MESSAGE_BYTES (the
-# launcher passes it), so nothing intake would refuse is held here first.
-MAX_MESSAGE_BYTES = 64 * 1024
 # What the proxy calls itself: never aiohttp's name and version, nor a service's.
 SERVER_NAME = "StreamTTS"
 UPSTREAM_CONNECT_S = 5.0
@@ -73,11 +67,12 @@ PROBES = frozenset({"/healthz", "/readyz"})
 @dataclass(frozen=True)
 class Limits:
     """Everything the local front door bounds (docs/security.md): ``up``'s own settings, and what
-    intake takes, which the launcher reads from intake's settings."""
-    settings: Config = field(default_factory=Config)
-    max_body_bytes: int = MAX_BODY_BYTES
-    body_timeout_s: float = BODY_TIMEOUT_S
-    max_message_bytes: int = MAX_MESSAGE_BYTES
+    intake takes, read from intake's settings, so that nothing intake would refuse is held here
+    first: INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S, INTAKE_LIVE_MAX_MESSAGE_BYTES."""
+    settings: Config
+    max_body_bytes: int
+    body_timeout_s: float
+    max_message_bytes: int
     max_buffered: int = MAX_BUFFERED
 
 
@@ -371,7 +366,7 @@ async def _close_relays(app: web.Application) -> None:
     await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)  # going away
 
 
-def create_app(redis: Redis, upstreams: Upstreams, limits: Limits = Limits(),
+def create_app(redis: Redis, upstreams: Upstreams, limits: Limits,
                hosts: frozenset[str] = frozenset()) -> web.Application:
     """The proxy, bounded by ``limits``; a Host that names none of ``hosts`` is refused (empty: any).
     Serve it with ``doorway.serve`` (``runner`` below), which bounds connections before aiohttp."""
