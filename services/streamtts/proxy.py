@@ -76,7 +76,7 @@ class Limits:
     max_buffered: int = MAX_BUFFERED
 
 
-# Upstream -> the session that relays requests to it (each Unix socket needs a connector of its own).
+# Upstream -> the session that relays requests and upgrades to it (a Unix socket needs a connector of its own).
 SESSIONS: web.AppKey[dict[str, ClientSession]] = web.AppKey("sessions")
 REDIS = web.AppKey("redis", Redis)
 LIMITS = web.AppKey("limits", Limits)
@@ -219,9 +219,9 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
     headers["X-Forwarded-Host"] = request.host
     headers["X-Forwarded-Proto"] = request.scheme
-    if wsrelay.is_upgrade(request):
+    if wsrelay.is_upgrade(request.headers):
         try:
-            upstream_ws = await wsrelay.connect(request, request.app[wsrelay.UPGRADES][base], url_of(base), headers)
+            upstream_ws = await wsrelay.connect(request, request.app[SESSIONS][base], url_of(base), headers)
         except wsrelay.UpgradeRefused as refused:  # the service's own answer: its status and body
             return web.Response(status=refused.status, reason=refused.reason, body=refused.body,
                                 headers=end_to_end(refused.headers, HOP_BY_HOP | {"content-length"}))
@@ -387,11 +387,10 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits,
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)
         bases = {upstreams.intake, upstreams.edge}
-        app[SESSIONS] = {base: session_for(base, timeout=timeout, auto_decompress=False) for base in bases}
-        app[wsrelay.UPGRADES] = {base: session_for(base, timeout=timeout, response_class=wsrelay.UpgradeResponse)
-                                 for base in bases}
+        app[SESSIONS] = {base: session_for(base, timeout=timeout, auto_decompress=False,
+                                           response_class=wsrelay.UpgradeResponse) for base in bases}
         yield
-        for session in (*app[SESSIONS].values(), *app[wsrelay.UPGRADES].values()):
+        for session in app[SESSIONS].values():
             await session.close()
 
     app.cleanup_ctx.append(session_ctx)
