@@ -94,7 +94,6 @@ def add_voices(commands: argparse._SubParsersAction[argparse.ArgumentParser], se
     listing = sub.add_parser("list", parents=[server_options(argparse.SUPPRESS)], help="a table of the voices (the default)")
     listing.set_defaults(func=run_voices_list)
     voicecmd.add_install_command(sub)  # `streamtts voices install`: packs onto this machine
-    sub.choices["install"].set_defaults(func=voicecmd.run_install)
 
 
 def read_text(args: argparse.Namespace) -> str:

@@ -43,8 +43,5 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 async def _migrate(url: str) -> int:
-    redis = await connect(url, attempts=3)
-    try:
+    async with await connect(url, attempts=3) as redis:
         return await migrate_keys(redis)
-    finally:
-        await redis.aclose()
