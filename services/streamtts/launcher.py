@@ -62,11 +62,6 @@ def child_grace_s(environ: Mapping[str, str]) -> float:
     return float(value_of(SynthConfig, "grace_s", environ)) + CHILD_GRACE_MARGIN_S
 
 
-def redis_url(environ: Mapping[str, str]) -> str | None:
-    """REDIS_URL when it is set; None: ``up`` runs an embedded server."""
-    return raw_of(REDIS_URL, environ)
-
-
 def synth_env(name: str) -> str:
     """The variable behind synth's setting ``name`` (the launcher sets a few for its child)."""
     return declaration(SynthConfig, name).env
