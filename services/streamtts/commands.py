@@ -45,7 +45,7 @@ def server_options(default: str | None = None) -> argparse.ArgumentParser:
 def api_for(args: argparse.Namespace, origin: str | None = None) -> Api:
     """The origin asked for (else the link's, else STREAMTTS_URL's), with --api-key (else STREAMTTS_API_KEY)."""
     settings = Config.from_env()
-    return Api(args.url or origin or settings.url, getattr(args, "api_key", None) or settings.api_key or None)
+    return Api(args.url or origin or settings.url, args.api_key or settings.api_key or None)
 
 
 def output_options() -> argparse.ArgumentParser:
@@ -75,7 +75,7 @@ def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], serve
     say.add_argument("-v", "--voice", help="the voice (see `streamtts voices`; default: the server's)")
     say.add_argument("--title", help="the cast's title (default: its first words)")
     say.add_argument("--speed", type=float, help="speaking speed, 0.25 to 4.0 (default 1.0)")
-    say.set_defaults(func=run_say, parser=say)
+    say.set_defaults(func=run_say)
 
 
 def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser,
@@ -123,28 +123,24 @@ def run_say(args: argparse.Namespace) -> int:
         raise UsageError("the text is empty; give some words to read out")
     with closing(api_for(args)) as api:
         cast = api.submit(text, args.voice, args.title, args.speed)
-        cast_id, link = cast["id"], api.link(cast["id"])
-        err = Console(stderr=True)
-        err.print(f"{link}  ({'new' if cast['status'] == 'new' else 'already made: cached'})")
-        if args.json:
-            print_json({"event": "cast", "id": cast_id, "url": link, "status": cast["status"]})
-        elif args.output != STDOUT:
-            print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
-        return _follow(api, cast_id, args, from_tail=False, console=err)
+        return _follow(api, cast["id"], args, from_tail=False, submitted=cast["status"])
 
 
 def run_follow(args: argparse.Namespace) -> int:
     check_outputs(args)
     cast_id, origin = split_link(args.cast)
     with closing(api_for(args, origin)) as api:  # a full link names its server
-        err = Console(stderr=True)
-        err.print(api.link(cast_id))
-        if args.json:
-            print_json({"event": "cast", "id": cast_id, "url": api.link(cast_id)})
-        return _follow(api, cast_id, args, from_tail=args.live, console=err)
+        return _follow(api, cast_id, args, from_tail=args.live)
 
 
-def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, console: Console) -> int:
+def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, submitted: str | None = None) -> int:
+    """The cast's link said, then its records followed to the end; ``submitted``: what ``say``'s submit answered."""
+    link, console = api.link(cast_id), Console(stderr=True)
+    console.print(link if submitted is None else f"{link}  ({'new' if submitted == 'new' else 'already made: cached'})")
+    if args.json:
+        print_json({"event": "cast", "id": cast_id, "url": link, **({"status": submitted} if submitted else {})})
+    elif submitted is not None and args.output != STDOUT:
+        print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
     state = api.state(cast_id)
     tail = int(state.get("tail", 0))
     # --live (from_tail): from the next record; of a cast that has ended, its terminal record (nothing to wait for)
@@ -176,7 +172,7 @@ def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> i
 def run_voices_list(args: argparse.Namespace) -> int:
     with closing(api_for(args)) as api:
         listing = api.voices()
-    if getattr(args, "ids", False):
+    if args.ids:
         print("\n".join(listing["voices"]))
         return EXIT_OK
     table = Table("voice", "language", "gender", "default")
