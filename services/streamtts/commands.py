@@ -15,6 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from castlog import CastState
+
 from . import completion, voicecmd
 from .client import (
     EXIT_CAST_ERROR,
@@ -26,7 +28,7 @@ from .client import (
     voice_traits,
 )
 from .config import Config
-from .follow import AudioSink, Mp3File, Mp3Stream, Outcome, follow, print_json
+from .follow import AudioSink, Mp3File, Mp3Stream, follow, print_json
 
 STDOUT = "-"  # -o -: the MP3 to stdout
 
@@ -150,22 +152,23 @@ def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool
         with ExitStack() as files:
             sink: AudioSink = (Mp3Stream(sys.stdout.buffer) if where == STDOUT
                                else Mp3File(files.enter_context(Path(where).open("wb"))))
-            outcome = follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start,
-                             console=console, on_record=print_json if args.json else None, show_progress=not args.json)
+            ended = follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start,
+                           console=console, on_record=print_json if args.json else None, show_progress=not args.json)
     except KeyboardInterrupt:
         console.print(f"stopped following; the cast goes on: `streamtts follow {api.link(cast_id)}`")
         return EXIT_INTERRUPTED
-    return _report(outcome, where, console, as_json=args.json)
+    return _report(ended, where, console, as_json=args.json)
 
 
-def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> int:
+def _report(ended: CastState, out: str, console: Console, *, as_json: bool) -> int:
+    audio_s = ended.audio_ms / 1000
     if as_json:
-        print_json({"event": "end", "status": outcome.status, "sentences": outcome.sentences,
-                    "audio_s": round(outcome.audio_s, 3), "error": outcome.error, "output": out})
-    if outcome.status == "error":
-        console.print(f"[red]the cast ended in error:[/red] {outcome.error}")
+        print_json({"event": "end", "status": ended.status, "sentences": ended.finished,
+                    "audio_s": round(audio_s, 3), "error": ended.error, "output": out})
+    if ended.status == "error":
+        console.print(f"[red]the cast ended in error:[/red] {ended.error}")
         return EXIT_CAST_ERROR
-    console.print(f"done: {outcome.sentences} sentences, {outcome.audio_s:.1f} s of audio in {out}")
+    console.print(f"done: {ended.finished} sentences, {audio_s:.1f} s of audio in {out}")
     return EXIT_OK
 
 
