@@ -47,12 +47,10 @@ class UpgradeResponse(ClientResponse):
     async def start(self, connection: Any) -> ClientResponse:
         await super().start(connection)
         if self.status != 101 and is_upgrade(self.request_info.headers):
-            body = b""
-            while len(body) < MAX_REFUSAL_BYTES:
-                piece = await self.content.read(MAX_REFUSAL_BYTES - len(body))
-                if not piece:
-                    break
-                body += piece
+            try:  # the body to its end, or its first MAX_REFUSAL_BYTES
+                body = await self.content.readexactly(MAX_REFUSAL_BYTES)
+            except asyncio.IncompleteReadError as short:
+                body = short.partial
             raise UpgradeRefused(self.status, self.reason, self.headers, body)
         return self
 
