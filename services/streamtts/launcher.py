@@ -310,10 +310,10 @@ class Launcher:
     async def _announce(self, app: web.Application) -> bool:
         """Print the one line that says the whole system is ready, once it is."""
         ready = await readiness(app)
-        if ready.ok:
+        if not ready.waiting:
             print(f"StreamTTS ready at {self.options.origin} ({ready.voices} voices, default {ready.default})",
                   flush=True)
-        return ready.ok
+        return not ready.waiting
 
     async def _stop_children(self) -> None:
         running = [c for c in self.children if c.proc is not None and c.proc.poll() is None]

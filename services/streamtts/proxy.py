@@ -134,7 +134,7 @@ UPSTREAMS = web.AppKey("upstreams", Upstreams)
 async def readyz(request: web.Request) -> web.Response:
     """200 only when Redis answers, intake and edge are ready, and a worker's voices are published."""
     ready = await readiness(request.app)
-    if ready.ok:
+    if not ready.waiting:
         return web.json_response({"status": "ok", "voices": ready.voices, "default": ready.default})
     return web.json_response(
         {"error": "not_ready", "message": f"waiting for {', '.join(ready.waiting)}; retry shortly",
@@ -145,13 +145,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 @dataclass(frozen=True)
 class Readiness:
-    waiting: list[str]  # what is not ready yet, in words
+    waiting: list[str]  # what is not ready yet, in words (empty: all is ready)
     voices: int = 0
     default: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.waiting
 
 
 async def readiness(app: web.Application) -> Readiness:
