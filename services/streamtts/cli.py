@@ -14,13 +14,13 @@ from pathlib import Path
 
 from servicekit import ConfigError, setup_logging
 from servicekit.metrics import project_version
-from servicekit.settings import value_of
+from servicekit.settings import REDIS_URL, raw_of, value_of
 
 from . import commands as client_commands
 from . import migratecmd, statecmd, voicecmd
 from .client import EXIT_INTERRUPTED, EXIT_USAGE, ClientError, fail
 from .config import Config, environment
-from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use, redis_url
+from .launcher import SERVICES, Launcher, Options, local_hosts, port_in_use
 from .proxy import Limits
 from .redisserver import ServerNotFound
 from .serverchoice import ServerRefused
@@ -77,7 +77,7 @@ def run_up(args: argparse.Namespace) -> int:
         parser.error(str(exc))
     state_dir = args.state_dir.expanduser().resolve()
     try:  # before anything starts: REDIS_URL, else the state dir's own server, or a refusal that says why
-        redis = redis_url(environment()) or statecmd.server_for(state_dir, args.redis_server)
+        redis = raw_of(REDIS_URL, environment()) or statecmd.server_for(state_dir, args.redis_server)
     except (ServerRefused, ServerNotFound) as exc:
         return fail(exc, 1)
     if "synth" in services and not args.no_voice_install:

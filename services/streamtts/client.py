@@ -20,8 +20,6 @@ from servicekit.settings import declaration
 
 from .config import Config
 
-URL_SETTING = declaration(Config, "url")
-
 # Connecting fails fast (nothing listening is the common mistake); reads that follow a cast wait.
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0  # edge sends a heartbeat every 15 s
@@ -49,7 +47,7 @@ class Unreachable(ClientError):
     def __init__(self, url: str, why: str) -> None:
         super().__init__(
             f"cannot reach StreamTTS at {url} ({why}). Start it with `streamtts up`, or pass --url "
-            f"(or set {URL_SETTING.env}) to where it runs"
+            f"(or set {declaration(Config, 'url').env}) to where it runs"
         )
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from castlog import CastState
+
 from . import completion, voicecmd
 from .client import (
     EXIT_CAST_ERROR,
@@ -26,7 +28,7 @@ from .client import (
     voice_traits,
 )
 from .config import Config
-from .follow import AudioSink, Mp3File, Mp3Stream, Outcome, follow, print_json
+from .follow import AudioSink, Mp3File, Mp3Stream, follow, print_json
 
 STDOUT = "-"  # -o -: the MP3 to stdout
 
@@ -45,7 +47,7 @@ def server_options(default: str | None = None) -> argparse.ArgumentParser:
 def api_for(args: argparse.Namespace, origin: str | None = None) -> Api:
     """The origin asked for (else the link's, else STREAMTTS_URL's), with --api-key (else STREAMTTS_API_KEY)."""
     settings = Config.from_env()
-    return Api(args.url or origin or settings.url, getattr(args, "api_key", None) or settings.api_key or None)
+    return Api(args.url or origin or settings.url, args.api_key or settings.api_key or None)
 
 
 def output_options() -> argparse.ArgumentParser:
@@ -75,7 +77,7 @@ def add_say(commands: argparse._SubParsersAction[argparse.ArgumentParser], serve
     say.add_argument("-v", "--voice", help="the voice (see `streamtts voices`; default: the server's)")
     say.add_argument("--title", help="the cast's title (default: its first words)")
     say.add_argument("--speed", type=float, help="speaking speed, 0.25 to 4.0 (default 1.0)")
-    say.set_defaults(func=run_say, parser=say)
+    say.set_defaults(func=run_say)
 
 
 def add_follow(commands: argparse._SubParsersAction[argparse.ArgumentParser], server: argparse.ArgumentParser,
@@ -94,7 +96,6 @@ def add_voices(commands: argparse._SubParsersAction[argparse.ArgumentParser], se
     listing = sub.add_parser("list", parents=[server_options(argparse.SUPPRESS)], help="a table of the voices (the default)")
     listing.set_defaults(func=run_voices_list)
     voicecmd.add_install_command(sub)  # `streamtts voices install`: packs onto this machine
-    sub.choices["install"].set_defaults(func=voicecmd.run_install)
 
 
 def read_text(args: argparse.Namespace) -> str:
@@ -124,28 +125,24 @@ def run_say(args: argparse.Namespace) -> int:
         raise UsageError("the text is empty; give some words to read out")
     with closing(api_for(args)) as api:
         cast = api.submit(text, args.voice, args.title, args.speed)
-        cast_id, link = cast["id"], api.link(cast["id"])
-        err = Console(stderr=True)
-        err.print(f"{link}  ({'new' if cast['status'] == 'new' else 'already made: cached'})")
-        if args.json:
-            print_json({"event": "cast", "id": cast_id, "url": link, "status": cast["status"]})
-        elif args.output != STDOUT:
-            print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
-        return _follow(api, cast_id, args, from_tail=False, console=err)
+        return _follow(api, cast["id"], args, from_tail=False, submitted=cast["status"])
 
 
 def run_follow(args: argparse.Namespace) -> int:
     check_outputs(args)
     cast_id, origin = split_link(args.cast)
     with closing(api_for(args, origin)) as api:  # a full link names its server
-        err = Console(stderr=True)
-        err.print(api.link(cast_id))
-        if args.json:
-            print_json({"event": "cast", "id": cast_id, "url": api.link(cast_id)})
-        return _follow(api, cast_id, args, from_tail=args.live, console=err)
+        return _follow(api, cast_id, args, from_tail=args.live)
 
 
-def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, console: Console) -> int:
+def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool, submitted: str | None = None) -> int:
+    """The cast's link said, then its records followed to the end; ``submitted``: what ``say``'s submit answered."""
+    link, console = api.link(cast_id), Console(stderr=True)
+    console.print(link if submitted is None else f"{link}  ({'new' if submitted == 'new' else 'already made: cached'})")
+    if args.json:
+        print_json({"event": "cast", "id": cast_id, "url": link, **({"status": submitted} if submitted else {})})
+    elif submitted is not None and args.output != STDOUT:
+        print(link, flush=True)  # stdout holds the link alone: `link=$(streamtts say …)`
     state = api.state(cast_id)
     tail = int(state.get("tail", 0))
     # --live (from_tail): from the next record; of a cast that has ended, its terminal record (nothing to wait for)
@@ -155,29 +152,30 @@ def _follow(api: Api, cast_id: str, args: argparse.Namespace, *, from_tail: bool
         with ExitStack() as files:
             sink: AudioSink = (Mp3Stream(sys.stdout.buffer) if where == STDOUT
                                else Mp3File(files.enter_context(Path(where).open("wb"))))
-            outcome = follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start,
-                             console=console, on_record=print_json if args.json else None, show_progress=not args.json)
+            ended = follow(api, cast_id, sink, planned=int(str(state.get("planned") or 0)), seq_num=start,
+                           console=console, on_record=print_json if args.json else None, show_progress=not args.json)
     except KeyboardInterrupt:
         console.print(f"stopped following; the cast goes on: `streamtts follow {api.link(cast_id)}`")
         return EXIT_INTERRUPTED
-    return _report(outcome, where, console, as_json=args.json)
+    return _report(ended, where, console, as_json=args.json)
 
 
-def _report(outcome: Outcome, out: str, console: Console, *, as_json: bool) -> int:
+def _report(ended: CastState, out: str, console: Console, *, as_json: bool) -> int:
+    audio_s = ended.audio_ms / 1000
     if as_json:
-        print_json({"event": "end", "status": outcome.status, "sentences": outcome.sentences,
-                    "audio_s": round(outcome.audio_s, 3), "error": outcome.error, "output": out})
-    if outcome.status == "error":
-        console.print(f"[red]the cast ended in error:[/red] {outcome.error}")
+        print_json({"event": "end", "status": ended.status, "sentences": ended.finished,
+                    "audio_s": round(audio_s, 3), "error": ended.error, "output": out})
+    if ended.status == "error":
+        console.print(f"[red]the cast ended in error:[/red] {ended.error}")
         return EXIT_CAST_ERROR
-    console.print(f"done: {outcome.sentences} sentences, {outcome.audio_s:.1f} s of audio in {out}")
+    console.print(f"done: {ended.finished} sentences, {audio_s:.1f} s of audio in {out}")
     return EXIT_OK
 
 
 def run_voices_list(args: argparse.Namespace) -> int:
     with closing(api_for(args)) as api:
         listing = api.voices()
-    if getattr(args, "ids", False):
+    if args.ids:
         print("\n".join(listing["voices"]))
         return EXIT_OK
     table = Table("voice", "language", "gender", "default")

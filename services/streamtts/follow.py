@@ -90,18 +90,10 @@ def record_event(public: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-@dataclass
-class Outcome:
-    status: str  # "done" or "error"
-    sentences: int
-    audio_s: float
-    error: str | None = None
-
-
 def follow(api: Api, cast_id: str, sink: AudioSink, *, planned: int, seq_num: int, console: Console,
-           on_record: Callable[[dict[str, Any]], None] | None = None, show_progress: bool = True) -> Outcome:
+           on_record: Callable[[dict[str, Any]], None] | None = None, show_progress: bool = True) -> CastState:
     """Follow ``cast_id`` from ``seq_num`` to its end, writing its audio to ``sink``; each
-    record's public form goes to ``on_record`` too (``--json``)."""
+    record's public form goes to ``on_record`` too (``--json``). The cast's state at its end."""
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"),
         TextColumn("{task.fields[audio]:.1f} s of audio"), TextColumn("ETA"), TimeRemainingColumn(),
@@ -112,9 +104,8 @@ def follow(api: Api, cast_id: str, sink: AudioSink, *, planned: int, seq_num: in
         for entry, public in api.records(cast_id, seq_num):
             if on_record is not None:
                 on_record(record_event(public))
-            outcome = _apply(entry, state, sink, progress, task)
-            if outcome is not None:
-                return outcome
+            if _apply(entry, state, sink, progress, task) is not None:
+                return state
     raise ClientError(f"the cast's event stream ended before its end; resume with `streamtts follow {cast_id}`")
 
 
@@ -129,17 +120,15 @@ def waiting_line(state: CastState) -> str:
     return f"queued: {place}, starts in about {max(1, round(state.starts_in_ms / 1000))} s"
 
 
-def _apply(entry: Entry, state: CastState, mp3: AudioSink, progress: Progress, task: TaskID) -> Outcome | None:
-    """Fold one record into the cast's state (castlog's fold, as every reader's) and the file."""
+def _apply(entry: Entry, state: CastState, mp3: AudioSink, progress: Progress, task: TaskID) -> CastState | None:
+    """Fold one record into the cast's state (castlog's fold, as every reader's) and the file;
+    the state once the record ends the cast."""
     state.add(entry)
     record = entry.record
     if isinstance(record, Start):
         mp3.restart_from(record.resume_from)
     elif isinstance(record, Audio):
         mp3.add(record.i, record.body)
-    audio_s = state.audio_ms / 1000
-    progress.update(task, total=state.planned or None, completed=state.finished, audio=audio_s,
+    progress.update(task, total=state.planned or None, completed=state.finished, audio=state.audio_ms / 1000,
                     description=waiting_line(state) or "making")
-    if is_terminal(record):
-        return Outcome(state.status, state.finished, audio_s, state.error)
-    return None
+    return state if is_terminal(record) else None

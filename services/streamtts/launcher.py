@@ -62,11 +62,6 @@ def child_grace_s(environ: Mapping[str, str]) -> float:
     return float(value_of(SynthConfig, "grace_s", environ)) + CHILD_GRACE_MARGIN_S
 
 
-def redis_url(environ: Mapping[str, str]) -> str | None:
-    """REDIS_URL when it is set; None: ``up`` runs an embedded server."""
-    return raw_of(REDIS_URL, environ)
-
-
 def synth_env(name: str) -> str:
     """The variable behind synth's setting ``name`` (the launcher sets a few for its child)."""
     return declaration(SynthConfig, name).env
@@ -315,10 +310,10 @@ class Launcher:
     async def _announce(self, app: web.Application) -> bool:
         """Print the one line that says the whole system is ready, once it is."""
         ready = await readiness(app)
-        if ready.ok:
+        if not ready.waiting:
             print(f"StreamTTS ready at {self.options.origin} ({ready.voices} voices, default {ready.default})",
                   flush=True)
-        return ready.ok
+        return not ready.waiting
 
     async def _stop_children(self) -> None:
         running = [c for c in self.children if c.proc is not None and c.proc.poll() is None]

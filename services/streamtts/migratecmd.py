@@ -14,10 +14,11 @@ import asyncio
 from redis.exceptions import RedisError
 
 from servicekit import connect, redact
+from servicekit.settings import REDIS_URL, raw_of
 
 from .client import fail
 from .config import environment
-from .launcher import migrate_keys, redis_url
+from .launcher import migrate_keys
 
 
 def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +30,7 @@ def add_migrate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    url = args.redis_url or redis_url(environment())
+    url = args.redis_url or raw_of(REDIS_URL, environment())
     if not url:
         return fail("give --redis-url or set REDIS_URL", 2)
     try:
@@ -43,8 +44,5 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 async def _migrate(url: str) -> int:
-    redis = await connect(url, attempts=3)
-    try:
+    async with await connect(url, attempts=3) as redis:
         return await migrate_keys(redis)
-    finally:
-        await redis.aclose()

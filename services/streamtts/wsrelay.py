@@ -27,8 +27,6 @@ MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024
 MAX_REFUSAL_BYTES = 64 * 1024
 # The client WebSockets being relayed: closed (1001, going away) on shutdown, with the proxy's relays.
 SOCKETS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("websockets")
-# Upstream handshakes: per upstream, a session whose responses keep a refusal's body (UpgradeResponse).
-UPGRADES: web.AppKey[dict[str, ClientSession]] = web.AppKey("upgrades")
 # Either end: aiohttp's server and client sockets share receive, send_str, send_bytes and close.
 Socket = Any
 _ENDS = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
@@ -43,27 +41,26 @@ class UpgradeRefused(Exception):
 
 
 class UpgradeResponse(ClientResponse):
-    """aiohttp's client drops a refused handshake's body; this keeps it (up to MAX_REFUSAL_BYTES)."""
+    """aiohttp's client drops a refused handshake's body; this keeps it (up to MAX_REFUSAL_BYTES).
+    Any other answer passes as it is: the proxy's one session per upstream relays both."""
 
     async def start(self, connection: Any) -> ClientResponse:
         await super().start(connection)
-        if self.status != 101:
-            body = b""
-            while len(body) < MAX_REFUSAL_BYTES:
-                piece = await self.content.read(MAX_REFUSAL_BYTES - len(body))
-                if not piece:
-                    break
-                body += piece
+        if self.status != 101 and is_upgrade(self.request_info.headers):
+            try:  # the body to its end, or its first MAX_REFUSAL_BYTES
+                body = await self.content.readexactly(MAX_REFUSAL_BYTES)
+            except asyncio.IncompleteReadError as short:
+                body = short.partial
             raise UpgradeRefused(self.status, self.reason, self.headers, body)
         return self
 
 
-def is_upgrade(request: web.Request) -> bool:
-    return request.headers.get("Upgrade", "").lower() == "websocket"
+def is_upgrade(headers: Mapping[str, str]) -> bool:
+    return headers.get("Upgrade", "").lower() == "websocket"
 
 
 async def connect(request: web.Request, session: ClientSession, base_url: str, headers: Mapping[str, str]) -> Any:
-    """The upstream WebSocket through ``session`` (one of UPGRADES); UpgradeRefused with the
+    """The upstream WebSocket through ``session`` (its responses UpgradeResponse); UpgradeRefused with the
     service's answer, or a ClientError/OSError when it cannot be reached."""
     url = base_url.replace("http", "ws", 1) + request.rel_url.raw_path_qs
     forwarded = CIMultiDict((k, v) for k, v in headers.items() if not k.lower().startswith("sec-websocket"))

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 import edge
 import intake
 from streamtts.proxy import Upstreams, create_app
+from tests.support.proxylimits import proxy_limits
 
 # The suite waits out some long-polls: a short one keeps it quick (the default is 15 s).
 LONG_POLL_S = 3.0
@@ -36,7 +37,7 @@ async def serving_origin(redis: Redis, redis_url: str, *, edge_changes: dict[str
     for server in servers:
         await server.start_server()
     upstreams = Upstreams(str(servers[0].make_url("")).rstrip("/"), str(servers[1].make_url("")).rstrip("/"))
-    proxy = TestServer(create_app(redis, upstreams), host="127.0.0.1")
+    proxy = TestServer(create_app(redis, upstreams, proxy_limits(intake=intake_cfg)), host="127.0.0.1")
     await proxy.start_server()
     try:
         yield str(proxy.make_url("")).rstrip("/")

@@ -12,10 +12,11 @@ from redis.asyncio import Redis
 
 from streamtts import routes
 from streamtts.config import Config
-from streamtts.proxy import MAX_BODY_BYTES, RELAYS, UPLOADS, Limits, Upstreams, create_app
+from streamtts.proxy import RELAYS, UPLOADS, Upstreams, create_app
 from streamtts.redisserver import free_port
 from tests.support.frontdoor import API_KEY, REFUSALS, Refused, answer, service_of
 from tests.support.origin import running_origin
+from tests.support.proxylimits import INTAKE, proxy_limits
 from tests.support.routetable import front_door_cases
 from tests.support.waiting import wait_until
 
@@ -35,7 +36,7 @@ def upstream(name: str, seen: list[tuple[str, str, str, str]]) -> web.Applicatio
             return web.Response(status=303, headers={"Location": "/c/pHanHO6047OT"})
         return web.json_response({"by": name, "body": body.decode()}, status=201 if request.method == "POST" else 200)
 
-    app = web.Application(client_max_size=16 * MAX_BODY_BYTES)
+    app = web.Application(client_max_size=16 * INTAKE.max_body_bytes)
     app.router.add_route("*", "/{tail:.*}", echo)
     return app
 
@@ -46,7 +47,7 @@ async def proxied(redis: Redis) -> AsyncIterator[tuple[str, list[tuple[str, str,
     intake, edge = TestServer(upstream("intake", seen)), TestServer(upstream("edge", seen))
     await intake.start_server()
     await edge.start_server()
-    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(edge.make_url("")))))
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(edge.make_url(""))), proxy_limits()))
     await proxy.start_server()
     yield str(proxy.make_url("")), seen
     for server in (proxy, intake, edge):
@@ -94,7 +95,7 @@ async def test_an_upstream_not_listening_yet_is_starting_and_one_that_went_away_
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proxy = TestServer(create_app(redis, Upstreams(base, base)))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits()))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -142,7 +143,7 @@ async def test_stopping_the_proxy_ends_live_streams_instead_of_waiting_for_them(
     upstream_server = TestServer(streaming_forever())
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base)))  # aiohttp's shutdown_timeout: 60 s
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits()))  # aiohttp's shutdown_timeout: 60 s
     await proxy.start_server()
     loop = asyncio.get_running_loop()
     try:
@@ -164,7 +165,7 @@ async def test_an_upstream_dying_mid_stream_cuts_the_clients_stream_too(redis: R
     upstream_server = TestServer(streaming_forever(cut_after=2))
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base)))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits()))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -179,7 +180,7 @@ async def test_an_upstream_dying_mid_stream_cuts_the_clients_stream_too(redis: R
 async def test_an_oversized_body_is_a_json_413(proxied) -> None:
     base, seen = proxied
     async with ClientSession() as http:
-        async with http.post(base.rstrip("/") + "/api/casts", data=io.BytesIO(b"x" * (MAX_BODY_BYTES + 1))) as response:
+        async with http.post(base.rstrip("/") + "/api/casts", data=io.BytesIO(b"x" * (INTAKE.max_body_bytes + 1))) as response:
             assert response.status == 413
             assert (await response.json())["error"] == "body_too_large"
     assert seen == []  # refused before it reached intake
@@ -190,17 +191,17 @@ async def test_the_body_limit_is_the_one_given_so_it_matches_intakes(redis: Redi
     intake = TestServer(upstream("intake", seen))
     await intake.start_server()
     proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")), str(intake.make_url(""))),
-                                  Limits(max_body_bytes=3 * MAX_BODY_BYTES)))
+                                  proxy_limits(max_body_bytes=3 * INTAKE.max_body_bytes)))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
-            big = b"x" * (2 * MAX_BODY_BYTES)  # over the default, under the limit given
+            big = b"x" * (2 * INTAKE.max_body_bytes)  # over the default, under the limit given
             async with http.post(str(proxy.make_url("/api/casts")), data=io.BytesIO(big)) as response:
                 assert response.status == 201
                 assert len((await response.json())["body"]) == len(big)
-            async with http.post(str(proxy.make_url("/api/casts")), data=io.BytesIO(b"x" * (3 * MAX_BODY_BYTES + 1))) as response:
+            async with http.post(str(proxy.make_url("/api/casts")), data=io.BytesIO(b"x" * (3 * INTAKE.max_body_bytes + 1))) as response:
                 assert response.status == 413
-                assert str(3 * MAX_BODY_BYTES) in (await response.json())["message"]
+                assert str(3 * INTAKE.max_body_bytes) in (await response.json())["message"]
     finally:
         await proxy.close()
         await intake.close()
@@ -240,7 +241,7 @@ async def test_websockets_are_relayed_both_ways_with_the_closing_code_and_reason
     upstream_server = TestServer(websocket_upstream())
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, "http://127.0.0.1:9")))
+    proxy = TestServer(create_app(redis, Upstreams(base, "http://127.0.0.1:9"), proxy_limits()))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -290,7 +291,8 @@ async def test_readyz_is_200_only_when_redis_intake_edge_and_the_voices_are(
     intake, edge = TestServer(ready_upstream(intake_body)), TestServer(ready_upstream(edge_body))
     await intake.start_server()
     await edge.start_server()
-    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")).rstrip("/"), str(edge.make_url("")).rstrip("/"))))
+    proxy = TestServer(create_app(redis, Upstreams(str(intake.make_url("")).rstrip("/"), str(edge.make_url("")).rstrip("/")),
+                                  proxy_limits()))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -311,7 +313,7 @@ async def test_readyz_is_200_only_when_redis_intake_edge_and_the_voices_are(
 async def test_content_length_and_range_headers_pass_through(redis: Redis) -> None:
     edge = TestServer(ready_upstream(None, b"x" * 100))
     await edge.start_server()
-    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/"))))
+    proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/")), proxy_limits()))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -330,7 +332,7 @@ async def test_a_client_leaving_mid_stream_is_no_error(redis: Redis, caplog: pyt
     """A closed tab or a stopped player: no warning, no traceback, and the relay is given up."""
     edge = TestServer(streaming_forever())
     await edge.start_server()
-    app = create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/")))
+    app = create_app(redis, Upstreams("http://127.0.0.1:9", str(edge.make_url("")).rstrip("/")), proxy_limits())
     proxy = TestServer(app)
     await proxy.start_server()
     try:
@@ -363,7 +365,7 @@ async def test_the_proxy_refuses_a_rebound_name_and_hands_the_host_on(redis: Red
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), hosts=frozenset({"localhost"})))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits(), hosts=frozenset({"localhost"})))
     await proxy.start_server()
     try:
         async with ClientSession() as http:
@@ -402,7 +404,7 @@ async def test_the_proxy_drops_hop_by_hop_headers_keeps_repeats_and_bounds_buffe
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(max_buffered=1)))  # one body buffered at once
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits(max_buffered=1)))  # one body buffered at once
     await proxy.start_server()
     try:
         # raw HTTP: a client library would fold the repeated request headers itself
@@ -438,7 +440,7 @@ async def test_a_body_that_does_not_arrive_in_the_time_given_is_a_json_408(redis
     """The proxy gives a body the time intake gives it (the launcher passes INTAKE_BODY_TIMEOUT_S),
     and frees its buffer slot for other uploads."""
     proxy = TestServer(create_app(redis, Upstreams("http://127.0.0.1:9", "http://127.0.0.1:9"),
-                                  Limits(max_buffered=1, body_timeout_s=0.3)))
+                                  proxy_limits(max_buffered=1, body_timeout_s=0.3)))
     await proxy.start_server()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
@@ -469,7 +471,7 @@ async def test_one_client_holds_at_most_its_share_of_the_upload_slots(redis: Red
     upstream_server = TestServer(app)
     await upstream_server.start_server()
     base = str(upstream_server.make_url(""))
-    proxy = TestServer(create_app(redis, Upstreams(base, base), Limits(Config(uploads_per_client=2), max_buffered=4)))
+    proxy = TestServer(create_app(redis, Upstreams(base, base), proxy_limits(Config(uploads_per_client=2), max_buffered=4)))
     await proxy.start_server()
     head = f"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\nContent-Type: application/json\r\n"
     slow = []

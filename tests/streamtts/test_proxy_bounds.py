@@ -21,6 +21,7 @@ from streamtts import doorway
 from streamtts.config import Config
 from streamtts.proxy import RELAY_HOLDS, RELAYS, SERVER_NAME, UPLOADS, Limits, Upstreams, create_app, runner
 from streamtts.redisserver import free_port
+from tests.support.proxylimits import proxy_limits
 from tests.support.waiting import wait_until
 
 ATTACKER, OTHER = "127.0.0.2", "127.0.0.3"
@@ -99,7 +100,7 @@ async def answer_then_end(reader: asyncio.StreamReader) -> bytes:
 
 @pytest.mark.rule("front-door-bounded")
 async def test_a_slow_loris_is_closed_with_408_while_another_client_is_served(redis: Redis) -> None:
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_header_timeout_s=0.5))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_header_timeout_s=0.5))
     async with front_door(redis, sse_upstream(), limits) as door:
         loris = [await opened(door, ATTACKER) for _ in range(3)]
         for _, writer in loris:
@@ -113,7 +114,7 @@ async def test_a_slow_loris_is_closed_with_408_while_another_client_is_served(re
 
 @pytest.mark.rule("front-door-bounded")
 async def test_an_idle_kept_alive_connection_is_closed(redis: Redis) -> None:
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_idle_s=0.5))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_idle_s=0.5))
     async with front_door(redis, sse_upstream(), limits) as door:
         reader, writer = await opened(door, ATTACKER)
         writer.write(b"GET /c/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -127,7 +128,7 @@ async def test_an_idle_kept_alive_connection_is_closed(redis: Redis) -> None:
 
 @pytest.mark.rule("front-door-bounded")
 async def test_one_address_holds_at_most_its_share_of_connections(redis: Redis) -> None:
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_connections_per_client=4))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_connections_per_client=4))
     async with front_door(redis, sse_upstream(), limits) as door:
         held = [await opened(door, ATTACKER) for _ in range(4)]
         await wait_until(lambda: door.serving.door.connections.held.get(ATTACKER) == 4)
@@ -146,7 +147,7 @@ async def test_one_address_holds_at_most_its_share_of_connections(redis: Redis) 
 @pytest.mark.rule("front-door-bounded")
 async def test_a_relay_whose_client_stops_reading_is_cut(redis: Redis) -> None:
     """#35 item 5: 16 relays of a never-read SSE stream pinned ~10 MiB of kernel memory each."""
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_write_timeout_s=0.5))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_write_timeout_s=0.5))
     asked: list[str] = []
     async with front_door(redis, sse_upstream(b"data: " + b"x" * 65536 + b"\n\n", asked), limits) as door:
         stuck = []
@@ -172,7 +173,7 @@ async def test_a_relay_whose_client_stops_reading_is_cut(redis: Redis) -> None:
 
 @pytest.mark.rule("front-door-bounded")
 async def test_one_address_relays_at_most_its_share(redis: Redis) -> None:
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_relays_per_client=2))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_relays_per_client=2))
     async with front_door(redis, sse_upstream(), limits) as door, \
             ClientSession(connector=TCPConnector(local_addr=(ATTACKER, 0))) as attacker:
         streams = [await attacker.get(door.url("/api/casts/AbCdEfGhIjKl/events")) for _ in range(2)]
@@ -215,7 +216,7 @@ async def echoes(door: Door, address: str = OTHER) -> str:
 async def test_a_websocket_message_past_intakes_limit_closes_that_socket_only(redis: Redis) -> None:
     """#35 item 6: 4 MiB messages were relayed (intake takes 64 KiB) and the proxy's RSS grew."""
     ended = asyncio.Event()
-    async with front_door(redis, socket_upstream(ended), Limits(SETTINGS, max_message_bytes=64 * 1024)) as door, \
+    async with front_door(redis, socket_upstream(ended), proxy_limits(SETTINGS)) as door, \
             ClientSession(connector=TCPConnector(local_addr=(ATTACKER, 0))) as attacker:
         async with attacker.ws_connect(door.url("/v1/audio/speech/live"), max_msg_size=0) as ws:
             await ws.send_str("x" * (60 * 1024))
@@ -233,7 +234,7 @@ async def test_a_websocket_message_past_intakes_limit_closes_that_socket_only(re
 async def test_a_dead_websocket_client_ends_its_session_upstream(redis: Redis) -> None:
     """#35 item 2: the proxy answered intake's pings itself, so a dead client held its session."""
     ended = asyncio.Event()
-    limits = Limits(dataclasses.replace(SETTINGS, proxy_heartbeat_s=0.5))
+    limits = proxy_limits(dataclasses.replace(SETTINGS, proxy_heartbeat_s=0.5))
     async with front_door(redis, socket_upstream(ended), limits) as door, \
             ClientSession(connector=TCPConnector(local_addr=(ATTACKER, 0))) as attacker:
         ws = await attacker.ws_connect(door.url("/v1/audio/speech/live"), autoping=False)  # never answers a ping
@@ -245,7 +246,7 @@ async def test_a_dead_websocket_client_ends_its_session_upstream(redis: Redis) -
 async def test_the_proxy_names_itself_and_replaces_the_clients_forwarded_host_and_proto(redis: Redis) -> None:
     """#35 low: Server named aiohttp's version; a client's X-Forwarded-Host/-Proto reached the
     services, which build Location from them."""
-    async with front_door(redis, sse_upstream(), Limits(SETTINGS)) as door, \
+    async with front_door(redis, sse_upstream(), proxy_limits(SETTINGS)) as door, \
             ClientSession(connector=TCPConnector(local_addr=(ATTACKER, 0))) as http:
         headers = {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"}
         async with http.get(door.url("/c/x"), headers=headers) as response:
@@ -259,7 +260,7 @@ async def test_the_proxy_names_itself_and_replaces_the_clients_forwarded_host_an
 @pytest.mark.rule("front-door-bounded")
 async def test_past_half_the_upload_slots_each_address_gets_one(redis: Redis) -> None:
     """#35 item 6: eight addresses trickling eight bodies each took all 64 upload slots."""
-    limits = Limits(dataclasses.replace(SETTINGS, uploads_per_client=8), max_buffered=8)
+    limits = proxy_limits(dataclasses.replace(SETTINGS, uploads_per_client=8), max_buffered=8)
     async with front_door(redis, sse_upstream(), limits) as door:
         uploads = door.app[UPLOADS]
         head = b"POST /api/casts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"

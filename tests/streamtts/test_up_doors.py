@@ -27,6 +27,7 @@ from streamtts.proxy import Upstreams, create_app
 from streamtts.redisserver import embedded_binary, free_port, start_server
 from streamtts.serverchoice import PASSWORD_FILE
 from tests.support.processes import descendants, listening
+from tests.support.proxylimits import proxy_limits
 from tests.support.waiting import wait_healthy, wait_until
 
 START_S = 60.0
@@ -65,7 +66,7 @@ async def edge_on_a_socket(redis_url: str, redis: Redis) -> AsyncIterator[tuple[
     port = free_port()
     await web.UnixSite(runner, path).start()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    proxy = TestServer(create_app(redis, Upstreams(path, path)))
+    proxy = TestServer(create_app(redis, Upstreams(path, path), proxy_limits()))
     await proxy.start_server()
     try:
         yield str(proxy.make_url("")).rstrip("/"), f"http://127.0.0.1:{port}"

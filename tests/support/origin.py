@@ -17,6 +17,7 @@ import intake
 from streamtts import proxy
 from synth.app import create_app as create_synth
 from synth.context import SYNTH
+from tests.support.proxylimits import proxy_limits
 from tests.synth.support import StandIn, config, wait_until
 
 
@@ -44,7 +45,7 @@ async def running_origin(redis: Redis, redis_url: str, api_keys: frozenset[str] 
             redis_url=redis_url, redis_connect_attempts=3, api_keys=api_keys))))
         servers.append(await _serve(edge.create_app(edge.Config(redis_url=redis_url, redis_connect_attempts=3))))
         upstreams = proxy.Upstreams(*(f"http://127.0.0.1:{s.port}" for s in servers[1:]))
-        servers.append(await _serve(proxy.create_app(redis, upstreams)))
+        servers.append(await _serve(proxy.create_app(redis, upstreams, proxy_limits())))
         yield Origin(f"http://127.0.0.1:{servers[-1].port}", upstreams.intake, upstreams.edge)
     finally:
         for server in reversed(servers):
