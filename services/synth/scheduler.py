@@ -1,7 +1,8 @@
 """The live schedule: which cast gets the model next, and how fast the model is.
 
-Pure functions of an immutable snapshot: each active cast shows the schedule its :class:`Pace`
-(a frozen value) and the work it has left, and the clock is passed in. :func:`pick` changes
+Pure functions of the casts, read through :class:`Schedulable` (nothing in it can be set): each
+active cast shows the schedule its :class:`Pace` (a frozen value) and the work it has left, and
+the clock is passed in. :func:`pick` changes
 nothing: it returns a :class:`Decision` that the worker applies. So the policy is unit-tested
 without a model, Redis or real time. docs/design.md's rule, one lead per cast:
 
