@@ -30,7 +30,6 @@ from .hand import pause_after, quietly, wait
 from .inbox import Delivery, Inbox
 from .livefeed import read_open_text
 from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
-from .scheduler import Admitted
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +196,7 @@ class Admitter:
         if cast.complete:  # every sentence was already in the log: only `eos` is missing
             await self.outcomes.finish(cast)
             return
-        cast.note(Admitted(), self.crew.clock())
+        cast.pace = cast.pace.admitted(self.crew.clock())
         self.crew.hand.add(cast)  # an open cast wakes the live feed too (Hand.opened)
 
 

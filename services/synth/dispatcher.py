@@ -29,7 +29,7 @@ from .hand import quietly, wait
 from .livesched import Rotation, pick_next
 from .model import Audio, Synthesizer
 from .model.timing import Word
-from .scheduler import Made, Yielded, ramp_limit
+from .scheduler import ramp_limit
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Dispatcher:
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
             self._observe(cast, took, len(text), len(seen), len(item.pcm) / SAMPLE_RATE, speed, hit)
-            cast.note(Made(made_ms(item.pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
+            cast.pace = cast.pace.made(made_ms(item.pcm), crew.clock())  # in the lead at once: see scheduler.Pace
             if encode is None:
                 await self.appender(cast).queue.put(item)
             else:
@@ -153,7 +153,7 @@ class Dispatcher:
         decision = pick_next(casts, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s,
                              rotation=self.rotation.last)
         for newcomer in decision.yielded:
-            newcomer.note(Yielded(), now)
+            newcomer.pace = newcomer.pace.yielding()
         if decision.cast is not None and decision.cast.live:
             self.rotation.served(decision.cast.client)
         return decision.cast
