@@ -6,11 +6,11 @@ retries whose backoff ran out, then entries of dead workers (XAUTOCLAIM after th
 new ones; jobs begun elsewhere go on at once, up to ``SYNTH_MAX_ACTIVE``. Open casts come through their own inbox, up to ``SYNTH_MAX_LIVE``.
 
 Admitting a job recovers its cast from its log (read through :class:`castlog.LogReader`) and
-decides; what it writes for a job that begins no attempt is :class:`~synth.outcomes.Outcomes`'
-(a :data:`~synth.outcomes.Settlement`): a finished cast is acknowledged (its receipt published
-again when the job may have died before it), an answered error acknowledged, a cast whose chunk
-in hand killed too many workers given up, a malformed entry dead-lettered. Any other is planned
-from the log's true tail and begins its next attempt with `start`.
+decides; what it writes for a job that begins no attempt is :class:`~synth.outcomes.Outcomes`': a
+finished cast is acknowledged (its receipt published again when the job may have died before
+it), an answered error acknowledged, a cast whose chunk in hand killed too many workers given up,
+a malformed entry dead-lettered. Any other is planned from the log's true tail and begins its next
+attempt with `start`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from .crew import Crew
 from .hand import pause_after, quietly, wait
 from .inbox import Delivery, Inbox
 from .livefeed import read_open_text
-from .outcomes import Answered, FinishedEarlier, GiveUp, Outcomes, Settlement
-from .scheduler import Admitted
+from .outcomes import Outcomes
 
 log = logging.getLogger(__name__)
 
@@ -127,23 +126,31 @@ class Admitter:
         """Read the cast's log and recipe and start the next attempt, or settle the job at once."""
         if job.key in self.crew.hand.casts:
             return  # already ours and running
-        planned = await self._plan(job)
-        if isinstance(planned, ActiveCast):
-            await self._begin(planned)
-        else:
-            await self.outcomes.settle(job, planned)
-
-    async def _plan(self, job: Assignment) -> ActiveCast | Settlement:
-        """The job's next attempt, planned from its cast's log, or how to settle it at once."""
         if any(c.cast_id == job.cast_id for c in self.crew.hand.casts.values()):
             # A second job for a cast we are making: its first job stays pending until `eos`,
             # so this one adds nothing (and a second `start` would restart our own attempt).
-            return Answered("it duplicates an active cast")
+            await self.outcomes.answered(job, "it duplicates an active cast")
+            return
         entries, tail = await self.crew.reader.read_all(job.cast_id)
-        return _settled(job, entries) or await self._recover(job, entries, tail)
+        if not await self._settled(job, entries):
+            await self._recover(job, entries, tail)
 
-    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> ActiveCast | GiveUp:
-        """Plan the next attempt from the log, or give the job up."""
+    async def _settled(self, job: Assignment, entries: list[castlog.Entry]) -> bool:
+        """Whether the job was settled at once, its cast's log answering it (or there being none).
+        The clerk's `queue` notes answer nothing: the record before them decides."""
+        last = next((e for e in reversed(entries) if e.kind != "queue"), None)
+        if last is None:
+            await self.outcomes.give_up(job, None, "the cast has no log (was it deleted?)", job.deliveries)
+        elif last.kind == "eos":
+            await self.outcomes.finished_earlier(job, entries)
+        elif last.kind == "error" and last.ts > job.enqueued_at:
+            await self.outcomes.answered(job, "the error its cast ends in answered it (we died before the XACK)")
+        else:
+            return False
+        return True
+
+    async def _recover(self, job: Assignment, entries: list[castlog.Entry], tail: int) -> None:
+        """Plan the next attempt from the log and begin it, or give the job up."""
         crew, cfg = self.crew, self.crew.cfg
         state = castlog.summarize(entries)
         tally = await jobs.tally(crew.redis, job.entry_id)
@@ -153,10 +160,12 @@ class Admitter:
             crashes = await jobs.count_death(crew.redis, job.entry_id, tally)
             if crashes >= cfg.max_crashes_per_chunk:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
-                return GiveUp(reason, state.attempts, tail)
+                await self.outcomes.give_up(job, tail, reason, state.attempts)
+                return
         recipe = await crew.store.recipe(job.cast_id)
         if recipe is None:
-            return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
+            await self.outcomes.give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
+            return
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
         args = (job, recipe.voice, recipe.text, entries, state, tail, open_text, tally.failures)
         # A whole text is split here: linear, but tens of milliseconds for the longest, which the
@@ -164,12 +173,13 @@ class Admitter:
         cast = plan(*args) if open_text is not None else await asyncio.to_thread(plan, *args)
         if not castlog.voice_available(recipe.voice, self.voices):
             known = ", ".join(sorted(self.voices))
-            return GiveUp(f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt, tail)
-        if cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
-            return GiveUp(f"gave up after {tally.failures} failed attempts", cast.attempt - 1, tail)
-        if await castlog.is_cancelled(crew.redis, job.cast_id):  # cancelled while queued or taken over
-            cast.cancel()
-        return cast
+            await self.outcomes.give_up(job, tail, f"unknown voice {recipe.voice!r}: this worker has {known}", cast.attempt)
+        elif cast.job_attempt > cfg.max_attempts:  # failed for good; the answer was lost
+            await self.outcomes.give_up(job, tail, f"gave up after {tally.failures} failed attempts", cast.attempt - 1)
+        else:
+            if await castlog.is_cancelled(crew.redis, job.cast_id):  # cancelled while queued or taken over
+                cast.cancel()
+            await self._begin(cast)
 
     async def _begin(self, cast: ActiveCast) -> None:
         """`start` the attempt in the log, then hold the cast (or finish it: only `eos` was missing)."""
@@ -197,18 +207,5 @@ class Admitter:
         if cast.complete:  # every sentence was already in the log: only `eos` is missing
             await self.outcomes.finish(cast)
             return
-        cast.note(Admitted(), self.crew.clock())
+        cast.pace = cast.pace.admitted(self.crew.clock())
         self.crew.hand.add(cast)  # an open cast wakes the live feed too (Hand.opened)
-
-
-def _settled(job: Assignment, entries: list[castlog.Entry]) -> Settlement | None:
-    """How to settle the job at once when its cast's log already answers it (or there is none).
-    The clerk's `queue` notes answer nothing: the record before them decides."""
-    last = next((e for e in reversed(entries) if e.kind != "queue"), None)
-    if last is None:
-        return GiveUp("the cast has no log (was it deleted?)", job.deliveries, None)
-    if last.kind == "eos":
-        return FinishedEarlier(entries)
-    if last.kind == "error" and last.ts > job.enqueued_at:
-        return Answered("the error its cast ends in answered it (we died before the XACK)")
-    return None

@@ -34,7 +34,6 @@ from .model import Audio
 from .model.timing import Word
 from .mp3 import EncodedChunk, encode_chunk
 from .outcomes import Outcomes
-from .scheduler import Encoded
 
 # Synthesized chunks waiting for the encoder: one, so the model runs ahead by exactly a chunk.
 PIPELINE_DEPTH = 1
@@ -113,7 +112,7 @@ class Appender:
             await self.outcomes.fail(cast, item.failure or f"sentence {item.index}: not encoded")
             return
         crew.metrics.chunk_seconds.labels(stage="encode").observe(item.encode_s)
-        cast.note(Encoded(made_ms(item.pcm), encoded.duration_ms), crew.clock())
+        cast.pace = cast.pace.encoded(made_ms(item.pcm), encoded.duration_ms)
         try:
             await self._append(cast, item, encoded)
         except SeqMismatch as exc:

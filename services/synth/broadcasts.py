@@ -83,10 +83,7 @@ class CancelHandler(BroadcastHandler):
         self.crew, self.outcomes, self.redis = crew, outcomes, crew.redis
 
     async def handle(self, fields: Fields) -> None:
-        await self.cancel(fields.get(b"id", b"").decode())
-
-    async def cancel(self, cast_id: str) -> None:
-        hand = self.crew.hand
+        cast_id, hand = fields.get(b"id", b"").decode(), self.crew.hand
         for cast in [c for c in hand.casts.values() if c.cast_id == cast_id and not c.closed and not c.cancelled]:
             dropped = cast.in_flight
             cast.cancel()
@@ -105,19 +102,15 @@ class DeleteHandler(BroadcastHandler):
         self.redis, self.token = redis, token
 
     async def handle(self, fields: Fields) -> None:
+        """Delete the cast the request names when the admin's proof comes with it."""
         try:
             request: DeleteRequest | None = decode(DeleteRequest, fields)
         except Malformed:
             request = None
-        await self.carry_out(request)
-
-    async def carry_out(self, request: DeleteRequest | None) -> bool:
-        """Delete the cast the request names when the admin's proof comes with it."""
         if request is None or not proven(request, self.token):
             named = request.id[:32] if request is not None else "(malformed)"
             why = "no STREAMTTS_ADMIN_TOKEN here" if not self.token else "its proof is not the admin token's"
             log.warning("refused a request to delete cast %r: %s", named, why)
-            return False
+            return
         deleted = await archive.delete(self.redis, request.id)
         log.info("cast %s deleted at the admin's request%s", request.id, "" if deleted else " (already gone)")
-        return True

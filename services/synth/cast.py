@@ -14,7 +14,7 @@ from chunking.cuts import cut_head
 
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
-from .scheduler import RAMP_MIN_CHARS, Appended, Pace, PaceEvent
+from .scheduler import RAMP_MIN_CHARS, Pace
 from .seams import lookahead, lookbehind
 
 
@@ -95,7 +95,8 @@ class ActiveCast:
     Chunks are synthesized in order (``next_synth``) and appended in order (``next_append``);
     between the two, at most a chunk or two sit in the encoder. ``tail`` is the seq_num the next
     conditional append expects; ``offset_ms`` is where the next audio starts on the timeline.
-    ``pace`` is the cast's one lead, moved only by :meth:`note`; the schedule sees :meth:`view`.
+    ``pace`` is the cast's one lead, a value replaced at each event (Pace); the schedule reads the cast
+    through the read-only :class:`~synth.livesched.Interactive` and changes nothing.
     """
 
     job: Assignment
@@ -224,38 +225,13 @@ class ActiveCast:
         return Audio(i=i, t=self.chunks[i], d=duration_ms, o=self.offset_ms, n=planned,
                      w=chunk_words(words, duration_ms), c=cached, body=body)
 
-    def note(self, event: PaceEvent, now: float) -> None:
-        """The one place this cast's lead moves: admitted, a chunk made, appended, a yield."""
-        self.pace = self.pace.after(event, now)
-
-    def view(self) -> CastView:
-        """What the schedule sees of this cast now: an immutable snapshot."""
-        return CastView(
-            key=self.job.key, pace=self.pace, wants_chunk=self.wants_chunk, chunks_left=self.chunks_left,
-            live=self.live, in_flight=self.in_flight, typing=self.typing, client=self.client,
-        )
-
     def appended(self, audio: Audio, stamped: Stamped, now: float) -> None:
         if self.first_audio_ts is None:
             self.first_audio_ts = stamped.ts
         self.tail = stamped.tail
         self.offset_ms += audio.d
         self.next_append += 1
-        self.note(Appended(audio.d), now)
-
-
-@dataclass(frozen=True)
-class CastView:
-    """One active cast as the schedule sees it at one instant (``key``: its job's key)."""
-
-    key: str
-    pace: Pace
-    wants_chunk: bool
-    chunks_left: int
-    live: bool
-    in_flight: int
-    typing: bool
-    client: str
+        self.pace = self.pace.appended(audio.d, now)
 
 
 def chunk_words(words: Sequence[Word], duration_ms: int) -> tuple[Word, ...]:

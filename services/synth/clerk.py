@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 import castlog
@@ -137,8 +138,7 @@ class QueueClerk:
                 gone.append(consumer)  # not a worker's state: nobody reads it
         if gone:
             await redis.hdel(castlog.SYNTH_CAPACITY, *gone)
-        deepest = max((len(ids) for ids in lists), default=0)
-        return pools, [ids[r] for r in range(deepest) for ids in lists if r < len(ids)]
+        return pools, [i for ids in zip_longest(*lists) for i in ids if i is not None]  # round r: each list's r-th
 
     async def line(self) -> tuple[list[Waiting], list[Pool]]:
         """The casts waiting in line, first first: the jobs workers read ahead (published in the

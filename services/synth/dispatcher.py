@@ -1,6 +1,6 @@
 """The synth loop: ask the schedule which cast goes next, run one chunk of it on the model thread.
 
-The schedule is a pure function of the casts' snapshot (:func:`livesched.pick_next`, over
+The schedule is a pure function of the casts (:func:`livesched.pick_next`, over
 :mod:`scheduler`); this loop applies its decision (newcomers that yielded are noted), marks the
 chunk as in hand (a worker's death now counts against it), runs the model in its own thread, and
 puts the chunk, or the news that it failed, on the cast's appender. An attempt's first chunk, which
@@ -29,7 +29,7 @@ from .hand import quietly, wait
 from .livesched import Rotation, pick_next
 from .model import Audio, Synthesizer
 from .model.timing import Word
-from .scheduler import Made, Yielded, ramp_limit
+from .scheduler import ramp_limit
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Dispatcher:
             if cast.closed or cast.cancelled:  # a cancel threw this chunk away
                 continue
             self._observe(cast, took, len(text), len(seen), len(item.pcm) / SAMPLE_RATE, speed, hit)
-            cast.note(Made(made_ms(item.pcm)), crew.clock())  # in the lead at once: see scheduler.Pace
+            cast.pace = cast.pace.made(made_ms(item.pcm), crew.clock())  # in the lead at once: see scheduler.Pace
             if encode is None:
                 await self.appender(cast).queue.put(item)
             else:
@@ -146,20 +146,17 @@ class Dispatcher:
         return chunkcache.chunk_key(self.model, text, cast.voice, cast.reading_speed, ahead, behind)
 
     def next_cast(self) -> ActiveCast | None:
-        """Ask the schedule (a pure function of the casts' snapshot) and apply its decision."""
-        casts = self.crew.hand.casts
-        views = [c.view() for c in casts.values()]
-        first_chunk_s = self.crew.speed.first_chunk_s(listeners=sum(1 for v in views if v.wants_chunk))
+        """Ask the schedule (a pure function of the casts, which it only reads) and apply its decision."""
+        casts = self.crew.hand.casts.values()
+        first_chunk_s = self.crew.speed.first_chunk_s(listeners=sum(1 for c in casts if c.wants_chunk))
         now = self.crew.clock()
-        decision = pick_next(views, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s,
+        decision = pick_next(casts, now, first_chunk_s=first_chunk_s, hold_lead_s=self.crew.cfg.live_hold_lead_s,
                              rotation=self.rotation.last)
         for newcomer in decision.yielded:
-            casts[newcomer.key].note(Yielded(), now)
-        if decision.cast is None:
-            return None
-        if decision.cast.live:
+            newcomer.pace = newcomer.pace.yielding()
+        if decision.cast is not None and decision.cast.live:
             self.rotation.served(decision.cast.client)
-        return casts[decision.cast.key]
+        return decision.cast
 
     def appender(self, cast: ActiveCast) -> Appender:
         whole, live = self.appenders

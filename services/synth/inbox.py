@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Container
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from redis.asyncio import Redis
 
@@ -172,9 +173,8 @@ class Turns:
     def order(self) -> list[castlog.StreamEntry]:
         """Every waiting entry in the order :meth:`take` hands them out: round ``r`` is each
         client's ``r``-th, the clients in turn."""
-        queues = [self._queues[client] for client in self._turns]
-        deepest = max((len(q) for q in queues), default=0)
-        return [q[r] for r in range(deepest) for q in queues if r < len(q)]
+        rounds = zip_longest(*(self._queues[client] for client in self._turns))
+        return [entry for entries in rounds for entry in entries if entry is not None]
 
     def remove(self, entry_id: str) -> None:
         for client, queue in list(self._queues.items()):

@@ -6,9 +6,8 @@ of the worker is written here, and each job leaves through exactly one of these.
 - *failed* in the model or encoder: counted in the job's tally, then retried after a backoff
   (the job stays pending) or given up for good: `error` (when the cast has a log), an entry in
   ``jobs/dead``, XACK;
-- *settled at admission*, without an attempt (a :data:`Settlement` that admission decided): its
-  cast finished earlier (the receipt again when the job may have died before it, then XACK),
-  answered already (by the error its cast ends in, or by the job in hand for the same cast: XACK)
+- *settled at admission*, without an attempt (as admission decides): its cast finished earlier
+  (the receipt again when the job may have died before it, then XACK), answered already (by the error its cast ends in, or by the job in hand for the same cast: XACK)
   or given up as above; a malformed entry goes to ``jobs/dead`` and is acknowledged;
 - *requeued* after a Redis error, which is not the cast's fault: dropped and admitted again
   soon, nothing counted;
@@ -19,7 +18,6 @@ of the worker is written here, and each job leaves through exactly one of these.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
@@ -36,35 +34,6 @@ log = logging.getLogger(__name__)
 
 # Longest error text kept in `error` records and `jobs/dead` entries.
 MAX_REASON_CHARS = 500
-
-
-# ---- how admission settles a job without an attempt (its cast's log, or its absence, says) ----
-
-
-@dataclass(frozen=True)
-class FinishedEarlier:
-    """The cast's log ends in `eos`."""
-
-    entries: list[castlog.Entry]
-
-
-@dataclass(frozen=True)
-class Answered:
-    """The job adds nothing: the error its cast ends in answered it, or a job in hand will."""
-
-    why: str
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    """The job fails for good: `error` at ``tail`` (None: the cast has no log), `jobs/dead`, XACK."""
-
-    reason: str
-    attempts: int
-    tail: int | None
-
-
-Settlement = FinishedEarlier | Answered | GiveUp
 
 
 class Outcomes:
@@ -98,17 +67,17 @@ class Outcomes:
 
     # ---- settled at admission ---------------------------------------------------------------
 
-    async def settle(self, job: Assignment, settlement: Settlement) -> None:
-        """Answer a job at admission, without an attempt."""
-        if isinstance(settlement, GiveUp):
-            await self._give_up(job, settlement.tail, settlement.reason, settlement.attempts)
-            return
-        if isinstance(settlement, FinishedEarlier):
-            log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
-            if job.deliveries > 1:  # this job may have written that eos and died before its receipt
-                await self._announce_again(job, settlement.entries)
-        else:
-            log.info("job %s (cast %s): %s; acknowledging it", job.entry_id, job.cast_id, settlement.why)
+    async def finished_earlier(self, job: Assignment, entries: list[castlog.Entry]) -> None:
+        """The cast's log ends in `eos`: XACK, after the receipt again when this job may have
+        written that eos and died before its receipt."""
+        log.info("cast %s is already finished; acknowledging job %s", job.cast_id, job.entry_id)
+        if job.deliveries > 1:
+            await self._announce_again(job, entries)
+        await jobs.ack(self.crew.redis, job.entry_id, job.stream)
+
+    async def answered(self, job: Assignment, why: str) -> None:
+        """The job adds nothing: the error its cast ends in answered it, or a job in hand will."""
+        log.info("job %s (cast %s): %s; acknowledging it", job.entry_id, job.cast_id, why)
         await jobs.ack(self.crew.redis, job.entry_id, job.stream)
 
     async def _announce_again(self, job: Assignment, entries: list[castlog.Entry]) -> None:
@@ -149,11 +118,11 @@ class Outcomes:
             crew.hand.inbox_of(cast.job).retry_later(cast.job.entry_id, delay)
             return
         try:
-            await self._give_up(cast.job, cast.tail, reason, cast.attempt)
+            await self.give_up(cast.job, cast.tail, reason, cast.attempt)
         except RedisError as exc:  # the job stays pending; its lease brings it back
             log.error("cast %s: could not record the failure (%r); leaving the job pending", cast.cast_id, exc)
 
-    async def _give_up(self, job: Assignment, tail: int | None, reason: str, attempts: int) -> None:
+    async def give_up(self, job: Assignment, tail: int | None, reason: str, attempts: int) -> None:
         """The terminal answer: `error` (when the cast has a log), `jobs/dead`, XACK."""
         crew = self.crew
         reason = reason[:MAX_REASON_CHARS]

@@ -1,7 +1,8 @@
 """The live schedule: which cast gets the model next, and how fast the model is.
 
-Pure functions of an immutable snapshot: each active cast shows the schedule its :class:`Pace`
-(a frozen value) and the work it has left, and the clock is passed in. :func:`pick` changes
+Pure functions of the casts, read through :class:`Schedulable` (nothing in it can be set): each
+active cast shows the schedule its :class:`Pace` (a frozen value) and the work it has left, and
+the clock is passed in. :func:`pick` changes
 nothing: it returns a :class:`Decision` that the worker applies. So the policy is unit-tested
 without a model, Redis or real time. docs/design.md's rule, one lead per cast:
 
@@ -33,46 +34,11 @@ RAMP_MIN_CHARS = FIRST_WORDS_CHARS
 
 
 @dataclass(frozen=True)
-class Admitted:
-    """The cast became active: its listener waits from now."""
-
-
-@dataclass(frozen=True)
-class Made:
-    """A chunk left the model: ``ms`` of audio in hand (the model's length, before encoding)."""
-
-    ms: int
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """A chunk in hand was encoded: its ``made_ms`` (as :class:`Made` counted it) is ``ms`` now,
-    its exact length (the encoder trims silence)."""
-
-    made_ms: int
-    ms: int
-
-
-@dataclass(frozen=True)
-class Appended:
-    """An encoded chunk of ``ms`` reached the log: a listener can hear it."""
-
-    ms: int
-
-
-@dataclass(frozen=True)
-class Yielded:
-    """A newcomer let a listener about to run dry go first (it does so once)."""
-
-
-PaceEvent = Admitted | Made | Encoded | Appended | Yielded
-
-
-@dataclass(frozen=True)
 class Pace:
     """One cast's lead: how far its audio is ahead of a listener who started at its first audio.
 
-    A value: :meth:`after` gives the pace after an event, and nothing else changes it. The audio
+    A value: its event methods (:meth:`made` …) give the pace after one, and nothing else changes
+    it. The audio
     counts what is appended and what is in hand (synthesized, being encoded): with encoding
     overlapping the next inference, a cast whose chunk is in the encoder must not look as far
     behind as before that chunk, or it would be picked twice for one gap.
@@ -103,20 +69,29 @@ class Pace:
         (the chunk appended now comes late: an underrun)."""
         return self.heard_at is not None and self.appended_ms / 1000 < now - self.heard_at
 
-    def after(self, event: PaceEvent, now: float) -> Pace:
-        """The pace once ``event`` happened at ``now``: the one place a lead moves."""
-        if isinstance(event, Admitted):
-            return replace(self, admitted_at=now)
-        if isinstance(event, Made):
-            first = now if self.first_audio_at is None else self.first_audio_at
-            return replace(self, first_audio_at=first, in_hand_ms=self.in_hand_ms + event.ms)
-        if isinstance(event, Encoded):
-            return replace(self, in_hand_ms=self.in_hand_ms - event.made_ms + event.ms)
-        if isinstance(event, Appended):
-            heard = now if self.heard_at is None else self.heard_at
-            return replace(
-                self, appended_ms=self.appended_ms + event.ms, in_hand_ms=self.in_hand_ms - event.ms, heard_at=heard
-            )
+    # ---- the pace after an event at ``now``: the one place a lead moves ----
+
+    def admitted(self, now: float) -> Pace:
+        """The cast became active: its listener waits from now."""
+        return replace(self, admitted_at=now)
+
+    def made(self, ms: int, now: float) -> Pace:
+        """A chunk left the model: ``ms`` of audio in hand (the model's length, before encoding)."""
+        first = now if self.first_audio_at is None else self.first_audio_at
+        return replace(self, first_audio_at=first, in_hand_ms=self.in_hand_ms + ms)
+
+    def encoded(self, made_ms: int, ms: int) -> Pace:
+        """A chunk in hand was encoded: its ``made_ms`` (as :meth:`made` counted it) is ``ms`` now,
+        its exact length (the encoder trims silence)."""
+        return replace(self, in_hand_ms=self.in_hand_ms - made_ms + ms)
+
+    def appended(self, ms: int, now: float) -> Pace:
+        """An encoded chunk of ``ms`` reached the log: a listener can hear it."""
+        heard = now if self.heard_at is None else self.heard_at
+        return replace(self, appended_ms=self.appended_ms + ms, in_hand_ms=self.in_hand_ms - ms, heard_at=heard)
+
+    def yielding(self) -> Pace:
+        """A newcomer let a listener about to run dry go first (it does so once)."""
         return replace(self, yielded=True)
 
 
@@ -141,7 +116,7 @@ S = TypeVar("S", bound=Schedulable)
 @dataclass(frozen=True)
 class Decision(Generic[S]):
     """What the schedule decided: the cast that gets the next chunk (None: none now), and the
-    newcomers that let it go first (each to be marked :class:`Yielded`)."""
+    newcomers that let it go first (each to be marked, :meth:`Pace.yielding`)."""
 
     cast: S | None
     yielded: tuple[S, ...] = ()

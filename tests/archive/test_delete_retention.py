@@ -19,7 +19,6 @@ from castlog import (
     DELETES,
     VOICES,
     CastStore,
-    DeleteRequest,
     archive,
     cast_key,
     catalog_key,
@@ -27,6 +26,7 @@ from castlog import (
     lane_jobs_of,
     newest_id,
 )
+from castlog.keys import Fields
 from fanout import stop_tasks
 from intake import Config, create_app
 from synth.broadcasts import DeleteHandler, stream_loop
@@ -132,8 +132,8 @@ async def test_a_delete_request_without_the_admin_tokens_proof_deletes_nothing(r
         await wait_until(lambda: _gone(redis, marker.id))  # read in order: the two before it were refused
     assert await redis.exists(cast_key(kept.id), catalog_key(kept.id)) == 2
     blind = DeleteHandler(redis, None)  # no STREAMTTS_ADMIN_TOKEN: nothing is proven
-    assert not await blind.carry_out(DeleteRequest(id=kept.id, proof=delete_proof(TOKEN, kept.id)))
-    assert await redis.exists(cast_key(kept.id)) == 1
+    await blind.handle({b"id": kept.id.encode(), b"proof": delete_proof(TOKEN, kept.id).encode()})
+    assert await redis.exists(cast_key(kept.id)) == 1  # refused
 
 
 class FlakyHandler(DeleteHandler):
@@ -141,11 +141,11 @@ class FlakyHandler(DeleteHandler):
 
     failed = False
 
-    async def carry_out(self, request: DeleteRequest | None) -> bool:
+    async def handle(self, fields: Fields) -> None:
         if not self.failed:
             self.failed = True
             raise RedisError("connection lost")
-        return await super().carry_out(request)
+        await super().handle(fields)
 
 
 @pytest.mark.rule("delete-by-worker")

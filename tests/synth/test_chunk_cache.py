@@ -53,7 +53,7 @@ async def test_a_cancel_while_the_cache_is_asked_for_a_head_drops_the_chunk_and_
     async def cancelled_meanwhile(cache: ChunkCache, key: str) -> chunkcache.Hit | None:
         looked_up.append(key)
         if len(looked_up) == 3:  # the third chunk's first head: its cast is cancelled while Redis answers
-            await CancelHandler(worker.crew, worker.outcomes).cancel(cancelled)
+            await CancelHandler(worker.crew, worker.outcomes).handle({b"id": cancelled.encode()})
         return await lookup(cache, key)
 
     monkeypatch.setattr(ChunkCache, "get", cancelled_meanwhile)

@@ -13,7 +13,7 @@ from castlog import Audio, CastStore, Eos
 from chunking import split_text
 from synth.cast import ActiveCast, Assignment
 from synth.config import SynthConfig
-from synth.scheduler import RAMP_MIN_CHARS, Appended, Made, ModelSpeed, ramp_limit
+from synth.scheduler import RAMP_MIN_CHARS, ModelSpeed, ramp_limit
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, running, submit, terminal
 
@@ -76,8 +76,7 @@ def simulate(text: str, rtf: float, gap_s: float | None = None) -> Run:
         if cast.pace.first_audio_at is not None:
             worst = max(worst, -cast.pace.lead(now))
         speed.observe(rtf * audio_s, len(chunk), audio_s)
-        cast.note(Made(round(audio_s * 1000)), now)
-        cast.note(Appended(round(audio_s * 1000)), now)
+        cast.pace = cast.pace.made(round(audio_s * 1000), now).appended(round(audio_s * 1000), now)
         cast.next_append += 1
     return Run(cast.chunks, worst, gap)
 

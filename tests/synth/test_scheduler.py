@@ -11,12 +11,8 @@ import pytest
 from chunking.cuts import FIRST_WORDS_CHARS
 from synth.scheduler import (
     NO_AUDIO_LEAD,
-    Appended,
-    Encoded,
-    Made,
     ModelSpeed,
     Pace,
-    Yielded,
     pick,
 )
 
@@ -48,15 +44,15 @@ def test_lead_is_audio_ahead_of_a_listener_who_started_at_the_first_audio() -> N
 
 
 def test_pace_add_starts_the_listener_clock_at_the_first_chunk() -> None:
-    pace = Pace().after(Made(3_000), 50.0).after(Made(2_000), 52.0)
+    pace = Pace().made(3_000, 50.0).made(2_000, 52.0)
     assert pace.first_audio_at == 50.0 and pace.audio_ms == 5_000 and pace.lead(52.0) == 3.0
 
 
 def test_a_chunk_counts_in_the_lead_from_the_model_on_at_its_exact_length_once_encoded() -> None:
-    made = Pace().after(Made(3_000), 50.0)
-    encoded = made.after(Encoded(3_000, 2_600), 50.5)  # the encoder trimmed silence
+    made = Pace().made(3_000, 50.0)
+    encoded = made.encoded(3_000, 2_600)  # the encoder trimmed silence
     assert encoded.lead(51.0) == 1.6 and encoded.appended_ms == 0 and not encoded.dry(60.0)
-    heard = encoded.after(Appended(2_600), 51.0)
+    heard = encoded.appended(2_600, 51.0)
     assert heard.audio_ms == 2_600 and heard.in_hand_ms == 0 and heard.heard_at == 51.0
     assert not heard.dry(53.5) and heard.dry(53.7)  # the listener started at the append
     assert made.audio_ms == 3_000 and Pace().audio_ms == 0  # each step gave a new pace
@@ -89,12 +85,12 @@ def simulate(casts: list[Cast], rtf: float, first_chunk_s: float = 0.0) -> list[
     now, log = 0.0, []
     while (decision := pick(casts, now, first_chunk_s=first_chunk_s)).cast is not None:
         for newcomer in decision.yielded:
-            newcomer.pace = newcomer.pace.after(Yielded(), now)
+            newcomer.pace = newcomer.pace.yielding()
         cast = decision.cast
         ms = cast.chunks_ms[cast.done]
         now += rtf * ms / 1000
         cast.done += 1
-        cast.pace = cast.pace.after(Made(ms), now)
+        cast.pace = cast.pace.made(ms, now)
         log.append((cast.name, now))
     return log
 
@@ -217,7 +213,7 @@ def test_a_listener_about_to_run_dry_goes_before_a_newcomer_that_has_not_waited_
     risky, safe, newcomer = scene()
     decision = pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0)
     assert decision.cast is risky and decision.yielded == (newcomer,)
-    newcomer.pace = newcomer.pace.after(Yielded(), 10.0)  # as the worker applies it
+    newcomer.pace = newcomer.pace.yielding()  # as the worker applies it
     assert newcomer.pace.yielded
     assert pick([safe, newcomer, risky], now=10.0, first_chunk_s=1.0).cast is newcomer  # it yields once
     risky, safe, newcomer = scene()

@@ -44,12 +44,11 @@ from misaki.token import MToken  # type: ignore[import-untyped,unused-ignore]  #
 
 _MisakiBase: Any = misaki_en.G2P
 
-# Mapping espeak-ng IPA to misaki's symbols for English, longest first (after misaki.espeak).
-_ESPEAK_TO_MISAKI = sorted({
-    "ʔˌn\u0329": "ʔn", "ʔn\u0329": "ʔn", "a^ɪ": "I", "a^ʊ": "W", "d^ʒ": "ʤ", "e^ɪ": "A", "e": "A",
-    "t^ʃ": "ʧ", "ɔ^ɪ": "Y", "ə^l": "ᵊl", "ʲo": "jo", "ʲə": "jə", "ʲ": "", "ɚ": "əɹ", "r": "ɹ",
-    "x": "k", "ç": "k", "ɐ": "ə", "ɬ": "l", "\u0303": "",
-}.items(), key=lambda kv: -len(kv[0]))
+# Mapping espeak-ng IPA to misaki's symbols for English: the ties, and these (after misaki.espeak).
+_ESPEAK_TO_MISAKI = {
+    **espeak.KOKORO_TIES, "ʔˌn\u0329": "ʔn", "ʔn\u0329": "ʔn", "e": "A", "ə^l": "ᵊl", "ʲo": "jo", "ʲə": "jə",
+    "ʲ": "", "ɚ": "əɹ", "r": "ɹ", "x": "k", "ç": "k", "ɐ": "ə", "ɬ": "l", "\u0303": "",
+}
 
 _TOKEN = re.compile(
     r"(?:[A-Za-z]\.){2,}(?![A-Za-z])"  # initialisms: U.S., a.m.
@@ -194,17 +193,14 @@ class _WordFallback:
         return self._espeak(word), 1
 
     def _espeak(self, word: str) -> str | None:
-        ipa = espeak.to_ipa(word, self.language)
+        ipa = espeak.to_ipa(word, self.language, _ESPEAK_TO_MISAKI)
         if not ipa:
             return None
-        for old, new in _ESPEAK_TO_MISAKI:
-            ipa = ipa.replace(old, new)
         ipa = _UNSTRESSED_DROP.sub(r"ᵊ\1", ipa).replace("\u0329", "")
         if self.british:
-            ipa = ipa.replace("e^ə", "ɛː").replace("iə", "ɪə").replace("ə^ʊ", "Q")
+            ipa = ipa.replace("iə", "ɪə")
         else:
-            ipa = ipa.replace("o^ʊ", "O").replace("ɜːɹ", "ɜɹ").replace("ɜː", "ɜɹ").replace("ɪə", "iə")
-            ipa = ipa.replace("ː", "")
+            ipa = ipa.replace("ɜːɹ", "ɜɹ").replace("ɜː", "ɜɹ").replace("ɪə", "iə").replace("ː", "")
         ipa = ipa.replace("ɾ", "T").replace("ʔ", "t")  # Kokoro v1.0 spells flaps and stops so
         return ipa.replace(espeak.TIE, "")
 

@@ -16,6 +16,12 @@ _CHARS_UTF8 = 1
 # phoneme_mode: bit 1 = IPA; bit 7 = tie multi-letter phonemes with the char in bits 8-23.
 TIE = "^"
 _IPA_TIED = 0x02 | 0x80 | (ord(TIE) << 8)
+# espeak's tied multi-letter phonemes -> Kokoro's single symbols (after misaki.espeak), for every
+# language; English adds its own (english.py).
+KOKORO_TIES = {
+    "a^ɪ": "I", "a^ʊ": "W", "d^z": "ʣ", "d^ʒ": "ʤ", "e^ɪ": "A", "o^ʊ": "O", "ə^ʊ": "Q", "s^s": "S",
+    "t^s": "ʦ", "t^ʃ": "ʧ", "ɔ^ɪ": "Y",
+}
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -62,9 +68,10 @@ def _library() -> ctypes.CDLL:
     return _lib
 
 
-def to_ipa(text: str, language: str = "en-us") -> str:
-    """IPA with stress marks, multi-letter phonemes tied with ``TIE``, clauses joined by
-    spaces (espeak drops punctuation). ``language`` is a language code: en-us, en-gb, el, …"""
+def to_ipa(text: str, language: str = "en-us", table: dict[str, str] = KOKORO_TIES) -> str:
+    """IPA with stress marks, clauses joined by spaces (espeak drops punctuation); ``table``'s
+    phonemes (longest first) written as Kokoro's, other multi-letter ones tied with ``TIE`` (for
+    the caller's rules: English's British "iə" is an untied one). ``language``: en-us, el, …"""
     global _voice
     with _lock:
         lib = _library()
@@ -79,4 +86,8 @@ def to_ipa(text: str, language: str = "en-us") -> str:
             out = lib.espeak_TextToPhonemes(pointer, _CHARS_UTF8, _IPA_TIED)
             if out:
                 clauses.append(out.decode())
-    return " ".join(c.strip() for c in clauses if c.strip())
+    ipa = " ".join(c.strip() for c in clauses if c.strip())
+    for old, new in sorted(table.items(), key=lambda kv: -len(kv[0])):
+        ipa = ipa.replace(old, new)
+    return ipa
+

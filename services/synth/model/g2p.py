@@ -35,11 +35,6 @@ ESPEAK_LANGUAGES = {"e": "es", "f": "fr-fr", "h": "hi", "i": "it", "p": "pt-br",
 # Scripts an English text may quote a word in, and the espeak language that reads them.
 _SCRIPT_LANGUAGES = {"GREEK": "el", "CYRILLIC": "ru", "HEBREW": "he", "ARABIC": "ar", "HANGUL": "ko",
                      "DEVANAGARI": "hi", "THAI": "th", "CJK": "cmn"}
-# espeak's tied multi-letter phonemes -> Kokoro's single symbols (after misaki.espeak).
-_ESPEAK_TIES = sorted({
-    "a^ɪ": "I", "a^ʊ": "W", "d^z": "ʣ", "d^ʒ": "ʤ", "e^ɪ": "A", "o^ʊ": "O", "ə^ʊ": "Q", "s^s": "S",
-    "t^s": "ʦ", "t^ʃ": "ʧ", "ɔ^ɪ": "Y",
-}.items(), key=lambda kv: -len(kv[0]))
 _JAPANESE_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
 # A kanji outside OpenJTalk's dictionary: reading it needs Sudachi's dictionary too.
 JAPANESE_PROBE = "彁"
@@ -164,10 +159,7 @@ def espeak_sentence(text: str, language: str) -> str:
         if _CLAUSES.fullmatch(part):
             out += part
         elif part.strip():
-            ipa = espeak.to_ipa(part, language)
-            for old, new in _ESPEAK_TIES:
-                ipa = ipa.replace(old, new)
-            out += " " + ipa.replace(espeak.TIE, "").replace("-", "")
+            out += " " + espeak.to_ipa(part, language).replace(espeak.TIE, "").replace("-", "")
     return out.strip()
 
 
