@@ -25,10 +25,10 @@ from castlog import (
     Start,
     archive,
     cast_key,
-    entry_id,
     playable,
     summarize,
 )
+from castlog.keys import entry_id
 
 CAST = "pHanHO6047OT"
 N_AUDIO = 60

@@ -20,8 +20,8 @@ from castlog import (
     catalog_key,
     client_tag,
     content_id,
-    lane_jobs_of,
 )
+from castlog.keys import lane_jobs_of
 from castlog.ratelimit import RateLimited
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"

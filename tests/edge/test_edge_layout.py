@@ -15,7 +15,6 @@ from redis.asyncio import Redis
 from castlog import (
     Audio,
     CastStore,
-    Chunk,
     Eos,
     Error,
     Layout,
@@ -27,7 +26,7 @@ from castlog import (
     scripts,
     summarize,
 )
-from castlog.view import SCAN_BATCH
+from castlog.view import SCAN_BATCH, Chunk
 from edge.context import EDGE
 from edge.layout import LayoutCache
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, write_cast

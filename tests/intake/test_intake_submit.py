@@ -11,19 +11,8 @@ from aiohttp.test_utils import TestClient
 from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import (
-    Audio,
-    CastStore,
-    Eos,
-    Error,
-    LogReader,
-    Meta,
-    Start,
-    cast_key,
-    catalog_key,
-    content_id,
-    lane_jobs_of,
-)
+from castlog import Audio, CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id
+from castlog.keys import lane_jobs_of
 from chunking import count_chunks
 from intake.validate import default_title
 
