@@ -30,9 +30,9 @@ from redis.asyncio import Redis
 
 from . import keys
 from .keys import Fields, Rows
+from .records import encode_json
 
 CastId = Annotated[str, msgspec.Meta(pattern=f"^{keys.CAST_ID_PATTERN}$")]
-_json = msgspec.json.Encoder()
 
 
 class Malformed(ValueError):
@@ -56,7 +56,7 @@ def encode(entry: TypedEntry) -> dict[str, str | int | float]:
         if value is None:
             continue
         if name in entry.JSON_FIELDS:
-            value = _json.encode(value).decode()
+            value = encode_json(value).decode()
         elif isinstance(value, bool):
             value = "1" if value else "0"
         out[name] = value
