@@ -8,7 +8,7 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 |---|---|---|---|
 | ``jobs/lane/{lN}``, ``jobs/live/lane/{lN}`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's lane mover (lanes.py) |
 | ``jobs``, ``jobs/live`` | :class:`Job` | the lane mover | synth's consumer group |
-| ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth (:meth:`CastStore.recipe`) |
+| ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth, intake's cancel (:func:`read_recipe`) |
 | ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |

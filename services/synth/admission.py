@@ -154,7 +154,7 @@ class Admitter:
             if crashes >= cfg.max_crashes_per_chunk:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
                 return GiveUp(reason, state.attempts, tail)
-        recipe = await crew.store.recipe(job.cast_id)
+        recipe = await castlog.read_recipe(crew.redis, job.cast_id)
         if recipe is None:
             return GiveUp("the cast's recipe is missing from the catalog", job.deliveries, tail)
         open_text = await read_open_text(crew.live, job.cast_id, crew.clock()) if job.live else None
