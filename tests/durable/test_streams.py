@@ -323,7 +323,7 @@ async def test_a_durable_long_poll_an_sse_read_and_a_cast_follow_share_edges_one
             sse = await http.get(url, params={"offset": offset, "live": "sse"})
             follow = await http.get(str(server.make_url(f"/api/casts/{cid}/events")))
             assert sse.status == follow.status == 200
-            await wait_until(lambda: tail.waiters.waiting == 2 and cid in tail.watches)
+            await wait_until(lambda: sum(map(len, tail.waiters.keys.values())) == 2 and cid in tail.watches)
             await wait_until(lambda: _blocked_on_edges_tail(redis))
             names = [c.get("name") for c in await redis.client_list()]
             assert names.count(TAIL_CLIENT_NAME) == 1 and "edge-durable-tail" not in names  # one tail connection
