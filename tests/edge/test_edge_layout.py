@@ -19,6 +19,7 @@ from castlog import (
     Error,
     Layout,
     LogReader,
+    LogView,
     Record,
     Start,
     cast_key,
@@ -220,7 +221,7 @@ async def test_the_layout_extended_across_attempts_equals_a_full_scan(store: Cas
         chunks, state = await expected_layout(store, cid)
         assert list(layout.chunks) == chunks
         assert public_state(layout.state) == state
-        fresh = await reader.view(cid).refresh()
+        fresh = await LogView(reader, cid).refresh()
         assert fresh.chunks == layout.chunks and public_state(fresh.state) == state
         assert (layout.closed, layout.finished) == (fresh.closed, fresh.finished)
         seen.append((layout, layout.chunks, public_state(layout.state)))
