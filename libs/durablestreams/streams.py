@@ -162,10 +162,6 @@ class Meta:
     def tail_offset(self) -> str:
         return offset_of(self.tail)
 
-    @property
-    def json(self) -> bool:
-        return is_json(self.content_type)
-
     @staticmethod
     def of(path: str, flat: Sequence[bytes], family: str) -> Meta:
         m = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}

@@ -234,7 +234,7 @@ async def _cut(streams: DurableStreams, src: Meta, at: str, sub: int) -> bytes:
     first = await streams.first_after(src, at)
     if first is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} points past the source's data")
-    if src.json:
+    if is_json(src.content_type):
         messages = json_messages(first)
         if sub > len(messages):
             raise ds.bad(f"{ds.FORK_SUB_OFFSET} is past the next append's messages")
