@@ -15,7 +15,8 @@ from contextlib import asynccontextmanager, suppress
 
 import aiohttp
 
-from durablestreams.streams import entry_of, id_key, offset_of
+from castlog.keys import id_order
+from durablestreams.streams import entry_of, offset_of
 from streamtts import doorway
 from streamtts.config import Config as UpConfig
 from streamtts.proxy import RELAY_HOLDS, RELAYS, SERVER_NAME, UPLOADS, Limits, Upstreams, create_app, runner
@@ -199,7 +200,7 @@ async def low_ones(s: Stack) -> Outcome:
         async with http.put(f"{s.door}/v1/stream/low/where", headers={"Content-Type": "text/plain",
                             "X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"}, data=b"x") as r:
             location, tail = r.headers.get("Location", ""), r.headers.get("Stream-Next-Offset", "")
-        beyond = offset_of(f"{id_key(entry_of(tail) or '0-0')[0] + 1}-0")  # an entry not yet written
+        beyond = offset_of(f"{id_order(entry_of(tail) or '0-0')[0] + 1}-0")  # an entry not yet written
         async with http.get(f"{s.door}/v1/stream/low/where", params={"offset": beyond}) as r:
             past = r.status
     victim = await probe(s.door)

@@ -12,7 +12,8 @@ import asyncio
 import statistics
 import time
 
-from castlog import Audio, CastStore, cast_key, encode_fields
+from castlog import Audio, CastStore, cast_key
+from castlog.records import encode_fields
 from servicekit import client_for
 
 from common import RESULTS, arguments, print_rows, print_target, repo_text, temp_redis, write_results

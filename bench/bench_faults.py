@@ -43,6 +43,7 @@ from pathlib import Path
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
 import castlog
+from castlog.records import decode_entry
 from servicekit import client_for
 from streamtts.redisserver import free_port
 
@@ -207,7 +208,7 @@ async def settle(stack: Stack, c: Campaign, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ends = [await redis.xrevrange(castlog.cast_key(cid), count=1) for cid in c.accepted]
-            done = all(not rows or castlog.is_terminal(castlog.decode_entry(*rows[0]).record)  # type: ignore[union-attr]
+            done = all(not rows or castlog.is_terminal(decode_entry(*rows[0]).record)  # type: ignore[union-attr]
                        for rows in ends)
             pending = (await redis.xpending(castlog.JOBS, castlog.GROUP))["pending"]
             if done and not pending:

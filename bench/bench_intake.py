@@ -42,6 +42,7 @@ import castlog
 import servicekit
 from castlog import CastStore, Meta, RateLimiter, SubmitResult
 from castlog.ratelimit import RateLimited
+from castlog.records import encode_headers
 from intake import Config, create_app
 from intake.context import INTAKE
 from streamtts.redisserver import free_port
@@ -81,11 +82,11 @@ class ThreeTripStore(CastStore):
         except ResponseError:  # the catalog has its entry: somebody claimed this cast before
             return "existing"
         try:
-            meta_fields = {"e": b"meta", "h": castlog.encode_headers(meta), "ts": now}
+            meta_fields = {"e": b"meta", "h": encode_headers(meta), "ts": now}
             await r.xadd(castlog.cast_key(cast_id), meta_fields, id="0-1")
         except ResponseError:
             return "existing"
-        await enqueue(r, castlog.Job(id=cast_id, voice=voice, enqueued_at=now))
+        await enqueue(r, castlog.streams.Job(id=cast_id, voice=voice, enqueued_at=now))
         return "new"
 
 

@@ -19,7 +19,8 @@ from redis.asyncio import Redis
 
 import castlog
 import chunking
-from castlog import Audio, Entry, Eos, decode_entry, is_terminal
+from castlog import Audio, Entry, Eos, is_terminal
+from castlog.records import decode_entry
 
 # The kinds of record that end a log (castlog.is_terminal's, read here from the public JSON).
 TERMINAL = {"eos", "error"}

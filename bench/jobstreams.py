@@ -8,9 +8,9 @@ from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
 
-from castlog import Done, Job, keys
+from castlog import Done, keys
 from castlog.keys import Rows
-from castlog.streams import DeadLetter, TypedEntry, decode_or_none, encode
+from castlog.streams import DeadLetter, Job, TypedEntry, decode_or_none, encode
 
 E = TypeVar("E", bound=TypedEntry)
 

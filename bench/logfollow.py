@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from castlog import Entry, LogReader, archive, decode_entry, is_terminal, keys
+from castlog import Entry, LogReader, archive, is_terminal, keys
 from castlog.keys import Row, Rows
 from castlog.reader import FOLLOW_BLOCK_MS, READ_BATCH
+from castlog.records import decode_entry
 
 
 async def follow(

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from . import keys, scripts
 from .keys import Row
-from .records import decode_rows
+from .records import decode_rows, encode_json
 from .state import playable
 
 # One index row: seq, kind, ts, headers (raw JSON), body offset in the blob (-1: none), body size
@@ -40,7 +40,6 @@ class Descriptor(msgspec.Struct, frozen=True):
     index: list[IndexRow]
 
 
-_encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Descriptor)
 
 
@@ -50,7 +49,7 @@ class Packed:
     descriptor: Descriptor
 
     def encoded(self) -> bytes:
-        return zlib.compress(_encoder.encode(self.descriptor), ZLIB_LEVEL)
+        return zlib.compress(encode_json(self.descriptor), ZLIB_LEVEL)
 
 
 def blob_key(cast_id: str, eos_ts: int, sha256: str) -> str:

@@ -172,9 +172,7 @@ def entry_id(seq_num: int) -> str:
 
 def seq_of(stream_id: str | bytes) -> int:
     """The seq_num of an entry id written by :func:`entry_id`."""
-    if isinstance(stream_id, bytes):
-        stream_id = stream_id.decode()
-    ms, _, seq = stream_id.partition("-")
+    ms, _, seq = decoded(stream_id).partition("-")
     if ms != "0" or not seq:
         raise ValueError(f"not a cast log entry id: {stream_id!r}")
     return int(seq) - 1

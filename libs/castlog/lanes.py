@@ -40,13 +40,6 @@ BELL_MAXLEN = 10_000
 BELL_BATCH = 512
 
 
-def lane_streams() -> list[tuple[str, str]]:
-    """(lane stream, the inbox its jobs go to) for every lane."""
-    return [(keys.jobs_lane_key(n), keys.JOBS) for n in range(keys.LANES)] + [
-        (keys.jobs_live_lane_key(n), keys.JOBS_LIVE) for n in range(keys.LANES)
-    ]
-
-
 class LaneMover:
     """One per worker process: ``consumer`` is its name in the group ``lanes``."""
 
@@ -54,8 +47,9 @@ class LaneMover:
         self, redis: Redis, consumer: str, *, lease_ms: int, single_redis: bool, replicas: int = 0, wait_ms: int = 0
     ) -> None:
         self.redis, self.replicas, self.wait_ms = redis, replicas, wait_ms
-        self.streams = lane_streams()
-        self._target = dict(self.streams)
+        # every lane's stream -> the inbox its jobs go to
+        self._target = {keys.jobs_lane_key(n): keys.JOBS for n in range(keys.LANES)}
+        self._target.update({keys.jobs_live_lane_key(n): keys.JOBS_LIVE for n in range(keys.LANES)})
         # A single Redis takes one blocking XREADGROUP over every lane; a cluster refuses keys of
         # several slots in one call, so there a sweep sends one non-blocking read per lane
         # (pipelined: one round trip per node) and the caller paces the sweeps.

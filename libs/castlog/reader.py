@@ -23,7 +23,7 @@ from .keys import Row
 from .marks import read_only
 from .records import Audio, Entry, decode_entry, decode_rows
 from .rowcache import RowCache
-from .view import BLOB_FIELD, SIZE_FIELD, Chunk, LogView, StaleLayout
+from .view import BLOB_FIELD, SIZE_FIELD, Chunk, StaleLayout
 
 # One blocking read of a log's tail waits at most this long before its reader re-checks its state.
 FOLLOW_BLOCK_MS = 5_000
@@ -209,11 +209,7 @@ class LogReader:
         row = await self.last_row(cast_id, bodies=False)
         return keys.seq_of(row[0]) + 1 if row else 0
 
-    # ---- the playable layout -----------------------------------------------------------------
-
-    def view(self, cast_id: str) -> LogView:
-        """An incremental fold of the log: each :meth:`LogView.refresh` reads only what is new."""
-        return LogView(self, cast_id)
+    # ---- the playable layout (folded by a LogView(reader, cast_id)) ----------------------------
 
     async def bodies(self, cast_id: str, chunks: Sequence[Chunk]) -> AsyncIterator[tuple[Chunk, bytes]]:
         """The MP3 body of each chunk, in order, reading runs of consecutive records together;

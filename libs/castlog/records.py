@@ -100,7 +100,8 @@ class Entry(msgspec.Struct, frozen=True):
         return kind_of(self.record)
 
 
-_encoder = msgspec.json.Encoder()
+# The one JSON encoder of castlog and everything above it (structs and plain data alike).
+encode_json = msgspec.json.Encoder().encode
 _decoder = msgspec.json.Decoder(Record)
 _warned_kinds: set[str] = set()
 
@@ -111,7 +112,7 @@ def encode_fields(record: Record) -> list[bytes]:
     if isinstance(record, Audio):
         body = record.body
         record = msgspec.structs.replace(record, body=b"")
-    return [kind_of(record).encode(), _encoder.encode(record), body]
+    return [kind_of(record).encode(), encode_json(record), body]
 
 
 def encode_headers(record: Record) -> bytes:

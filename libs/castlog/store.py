@@ -1,4 +1,4 @@
-"""The cast log's writes over one Redis client: conditional append, submit, the recipe.
+"""The cast log's writes over one Redis client: conditional append, submit.
 
 Every read of a cast log is :class:`castlog.reader.LogReader`'s.
 """
@@ -16,7 +16,6 @@ from .keys import Rows
 from .lanes import Bell
 from .ratelimit import RateLimited, RateLimiter
 from .records import Meta, Record, encode_fields, encode_headers
-from .streams import Recipe, read_recipe
 
 SubmitResult = Literal["new", "existing", "reenqueued"]
 
@@ -127,6 +126,3 @@ class CastStore:
         if result != "existing":
             await self.bell.ring(submit_keys[2])
         return result
-
-    async def recipe(self, cast_id: str) -> Recipe | None:
-        return await read_recipe(self.redis, cast_id)

@@ -8,7 +8,7 @@ assumptions, so don't). A field that holds a JSON document is listed in ``JSON_F
 |---|---|---|---|
 | ``jobs/lane/{lN}``, ``jobs/live/lane/{lN}`` | :class:`Job` | SUBMIT (scripts.py), OPEN (live.py) | synth's lane mover (lanes.py) |
 | ``jobs``, ``jobs/live`` | :class:`Job` | the lane mover | synth's consumer group |
-| ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth (:meth:`CastStore.recipe`) |
+| ``catalog/<id>`` (first entry) | :class:`Recipe` | SUBMIT, OPEN | synth, intake's cancel (:func:`read_recipe`) |
 | ``jobs/dead`` | :class:`DeadLetter` | synth | operators, tests |
 | ``progress/done`` | :class:`Done` | synth | the archiver's group |
 | ``synth/voices`` | :class:`VoiceList` | synth at start | intake |
@@ -30,9 +30,9 @@ from redis.asyncio import Redis
 
 from . import keys
 from .keys import Fields, Rows
+from .records import encode_json
 
 CastId = Annotated[str, msgspec.Meta(pattern=f"^{keys.CAST_ID_PATTERN}$")]
-_json = msgspec.json.Encoder()
 
 
 class Malformed(ValueError):
@@ -56,7 +56,7 @@ def encode(entry: TypedEntry) -> dict[str, str | int | float]:
         if value is None:
             continue
         if name in entry.JSON_FIELDS:
-            value = _json.encode(value).decode()
+            value = encode_json(value).decode()
         elif isinstance(value, bool):
             value = "1" if value else "0"
         out[name] = value

@@ -1,6 +1,6 @@
 """A cast log folded incrementally into the cast's state and the byte layout of its playable
 audio (docs/design.md, "Reading a log"). A :class:`LogView` reads through its
-:class:`~castlog.reader.LogReader` (``LogReader.view(cast_id)``) only the records appended since
+:class:`~castlog.reader.LogReader` (``LogView(reader, cast_id)``) only the records appended since
 its last refresh; every refresh hands out an immutable :class:`Layout`, so a stream that holds
 one across awaits never sees it change.
 """

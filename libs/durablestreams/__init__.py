@@ -11,6 +11,6 @@ servicekit never import it. A follower of a stream's log waits on its process's 
 (``fanout.Tail.wait``).
 """
 
-from .streams import DurableStreams, Meta, Outcome, Slice, Spec, entry_of, id_key, offset_of
+from .streams import DurableStreams
 
-__all__ = ["DurableStreams", "Meta", "Outcome", "Slice", "Spec", "entry_of", "id_key", "offset_of"]
+__all__ = ["DurableStreams"]

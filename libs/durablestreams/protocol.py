@@ -6,13 +6,12 @@ that carry protocol headers. The storage side is ``streams.py``.
 from __future__ import annotations
 
 import base64
-import json
 import random
 import time
 
 from aiohttp import web
 
-from servicekit import Refusal, sse
+from servicekit import Refusal, encode_json, sse
 
 from .streams import entry_of, served_type, valid_path
 
@@ -131,7 +130,7 @@ def control_event(position: str, cursor: str | None, *, at_tail: bool, closed: b
         control["streamCursor"] = cursor_after(cursor)
         if at_tail:
             control["upToDate"] = True
-    return sse_event("control", json.dumps(control).encode())
+    return sse_event("control", encode_json(control))
 
 
 def state_headers(content_type: str, next_offset: str, closed: bool) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from castlog.keys import decoded
+from castlog.keys import decoded, id_order
 
 from . import scripts
 from .keys import Links, keys_of, link_key, log_key, meta_key
@@ -62,20 +62,14 @@ def valid_path(path: str) -> bool:
 
 def offset_of(entry: str | bytes) -> str:
     """The opaque, sortable offset of a Redis entry id."""
-    text = decoded(entry)
-    ms, _, seq = text.partition("-")
-    return f"{int(ms):0{OFFSET_DIGITS}d}_{int(seq):0{OFFSET_DIGITS}d}"
+    ms, seq = id_order(entry)
+    return f"{ms:0{OFFSET_DIGITS}d}_{seq:0{OFFSET_DIGITS}d}"
 
 
 def entry_of(offset: str) -> str | None:
     """The entry id an offset names, or None for anything that is not an offset we made."""
     match = _OFFSET.fullmatch(offset)
     return f"{int(match[1])}-{int(match[2])}" if match else None
-
-
-def id_key(entry: str) -> tuple[int, int]:
-    ms, _, seq = entry.partition("-")
-    return int(ms), int(seq)
 
 
 def normal_type(content_type: str) -> str:
@@ -167,10 +161,6 @@ class Meta:
     @property
     def tail_offset(self) -> str:
         return offset_of(self.tail)
-
-    @property
-    def json(self) -> bool:
-        return is_json(self.content_type)
 
     @staticmethod
     def of(path: str, flat: Sequence[bytes], family: str) -> Meta:
@@ -471,7 +461,7 @@ class DurableStreams:
                     entries.append((entry, data))
                     size += len(data)
                     if size >= max_bytes:
-                        return Slice.of(meta, entries, id_key(entry) >= id_key(meta.tail))
+                        return Slice.of(meta, entries, id_order(entry) >= id_order(meta.tail))
                 if len(batch) < RANGE_BATCH:
                     break
                 start = "(" + batch[-1][0].decode()
@@ -483,12 +473,12 @@ class DurableStreams:
         current: Meta | None = meta
         high = meta.tail
         while current is not None:
-            low = max(after, current.fork_at or ZERO_ID, key=id_key)
-            if id_key(low) < id_key(high):
+            low = max(after, current.fork_at or ZERO_ID, key=id_order)
+            if id_order(low) < id_order(high):
                 segments.insert(0, (current.log, low, high))
-            if current.source is None or current.fork_at is None or id_key(after) >= id_key(current.fork_at):
+            if current.source is None or current.fork_at is None or id_order(after) >= id_order(current.fork_at):
                 break
-            high = min(high, current.fork_at, key=id_key)
+            high = min(high, current.fork_at, key=id_order)
             current = await self.peek(current.source, current.family)  # a chain is one family
         return segments
 

@@ -22,6 +22,7 @@ from typing import Any
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
+from castlog.groups import pairs
 from castlog.keys import decoded
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,11 @@ class WakeStream:
     def take(self, reply: Any) -> list[tuple[Any, Any]]:
         """The reply's rows but the wake stream's (whose last id it remembers)."""
         out = []
-        for key, rows in reply.items() if isinstance(reply, dict) else reply or ():
-            if decoded(key) != self.key:
+        for key, rows in pairs(reply):
+            if key != self.key:
                 out.append((key, rows))
             elif rows:
-                last = rows[-1][0]
-                self.after = decoded(last)
+                self.after = decoded(rows[-1][0])
         return out
 
     async def ring(self, redis: Redis | RedisCluster) -> None:

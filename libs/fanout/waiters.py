@@ -41,10 +41,6 @@ class Waiters(Subscriber):
         self.on_join = on_join
         self.closing = False
 
-    @property
-    def waiting(self) -> int:
-        return sum(len(w) for w in self.keys.values())
-
     async def wait(self, key: str, after: str, seconds: float) -> bool:
         """Until the stream ``key`` has an entry past ``after`` (True), or ``seconds`` pass (False);
         True at once while the tail stops (the reader answers what there is)."""

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from redis.exceptions import RedisError
 
 from castlog import ArchiveUnavailable
+from castlog.records import encode_json
 
 from . import answers
 
@@ -38,8 +38,6 @@ UNMATCHED_ROUTE = "unmatched"
 # Headers of aiohttp's own errors worth keeping in the JSON answer.
 KEPT_HEADERS = ("Allow", "Retry-After")
 
-# The one JSON encoder of the services and the libraries above servicekit (structs and plain data alike).
-encode_json = msgspec.json.Encoder().encode
 
 
 class Refusal(Exception):

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from castlog.keys import id_order
 from durablestreams import protocol as ds
-from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, id_key, is_json, normal_type, offset_of
+from durablestreams.streams import ZERO_ID, Meta, Slice, entry_of, is_json, normal_type, offset_of
 from servicekit import Refusal, sse
 from servicekit.keys import bearer_key
 
@@ -77,7 +78,7 @@ class StreamSource:
 
     async def wait(self, after: str, seconds: float) -> None:
         """On the stream's own log past ``after`` (or its tail): edge's shared tail's waiters."""
-        await self.edge.tail.waiters.wait(self.meta.log, max(after, self.meta.tail, key=id_key), seconds)
+        await self.edge.tail.waiters.wait(self.meta.log, max(after, self.meta.tail, key=id_order), seconds)
 
     async def refresh(self) -> None:
         self.meta = await _opened(self.edge, self.meta.path, touch=True)
@@ -107,7 +108,7 @@ async def read(request: web.Request) -> web.StreamResponse:
     read_pass = await edge.guard.take_read(request)
     meta = await _opened(edge, path, touch=request.method != "HEAD")
     after = entry_of(offset or "")
-    if after is not None and id_key(after) > id_key(meta.tail):  # no offset it sent: a long-poll would wait for ever
+    if after is not None and id_order(after) > id_order(meta.tail):  # no offset it sent: a long-poll waits for ever
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
     return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), read_pass, offset, mode)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from castlog import Layout, public_dict
+from castlog.keys import id_order
 from durablestreams import protocol as ds
-from durablestreams.streams import Slice, id_key
+from durablestreams.streams import Slice
 from servicekit import encode_json
 
 from .context import Edge
@@ -61,7 +62,7 @@ class CastSource:
         self.layout = await self.edge.layouts.get(self.cast_id)
 
     async def read(self, after: str) -> Slice:
-        position = id_key(after)[1]
+        position = id_order(after)[1]
         return await (self._records(position) if self.records else self._audio(position))
 
     async def _audio(self, position: int) -> Slice:

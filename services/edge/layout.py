@@ -39,7 +39,7 @@ class LayoutCache:
             return await view.refresh()
         view = self._loading.get(cast_id)
         if view is None:
-            view = self._loading[cast_id] = self.reader.view(cast_id)
+            view = self._loading[cast_id] = LogView(self.reader, cast_id)
         try:
             return await view.refresh()
         finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from castlog import cancel, is_cast_id
+from castlog import cancel, is_cast_id, read_recipe
 from servicekit import json_response
 from servicekit.answers import Cancelled
 from servicekit.keys import key_matches
@@ -36,7 +36,7 @@ async def post_cancel(request: web.Request) -> web.Response:
             await intake.auth_failures.failed(client, "admin_token")
         raise Refusal(401, "unauthorized", "send the admin token or an API key as Authorization: Bearer <token>")
     if not admin:
-        recipe = await intake.store.recipe(cast_id)
+        recipe = await read_recipe(intake.redis, cast_id)
         if recipe is None or recipe.client != request_tag(request, client):
             # another tenant's cast answers as a missing one: the key learns nothing of it
             raise Refusal(404, "not_found", "no such cast among those submitted with this key; the admin token "

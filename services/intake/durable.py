@@ -13,6 +13,7 @@ from typing import Annotated
 import msgspec
 from aiohttp import web
 
+from castlog.keys import id_order
 from durablestreams import protocol as ds
 from durablestreams.scripts import MAX_EPOCH_STEP
 from durablestreams.streams import (
@@ -25,7 +26,6 @@ from durablestreams.streams import (
     Outcome,
     Spec,
     entry_of,
-    id_key,
     is_json,
     json_entry,
     json_messages,
@@ -217,7 +217,7 @@ async def _fork_spec(
     if content_type is not None and normal_type(content_type) != normal_type(src.content_type):
         raise Refusal(409, "conflict", "a fork has its source's content type")
     at = fork_at or src.tail
-    if id_key(at) > id_key(src.tail):
+    if id_order(at) > id_order(src.tail):
         raise ds.bad(f"{ds.FORK_OFFSET} is beyond the source's tail")
     prefix: list[bytes] = []
     if sub:
@@ -234,7 +234,7 @@ async def _cut(streams: DurableStreams, src: Meta, at: str, sub: int) -> bytes:
     first = await streams.first_after(src, at)
     if first is None:
         raise ds.bad(f"{ds.FORK_SUB_OFFSET} points past the source's data")
-    if src.json:
+    if is_json(src.content_type):
         messages = json_messages(first)
         if sub > len(messages):
             raise ds.bad(f"{ds.FORK_SUB_OFFSET} is past the next append's messages")

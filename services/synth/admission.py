@@ -162,7 +162,7 @@ class Admitter:
                 reason = f"sentence {tally.hand} was in hand when {crashes} workers died (SYNTH_MAX_CRASHES_PER_CHUNK)"
                 await self.outcomes.give_up(job, tail, reason, state.attempts)
                 return
-        recipe = await crew.store.recipe(job.cast_id)
+        recipe = await castlog.read_recipe(crew.redis, job.cast_id)
         if recipe is None:
             await self.outcomes.give_up(job, tail, "the cast's recipe is missing from the catalog", job.deliveries)
             return

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from blobstore import BlobStore
 from castlog import PROGRESS_DONE, CastStore, Done, LogReader, announce_done, archive, cast_key, catalog_key
+from castlog.streams import read_recipe
 from synth.archiver import ArchiveError
 from tests.edge.edge_helpers import cast_id, meta, write_cast
 
@@ -74,7 +75,7 @@ async def test_redis_keeps_one_small_entry_per_archived_cast(redis: Redis, store
     d = await descriptor(redis, cast.id)
     last: Any = await redis.xrevrange(cast_key(cast.id), count=1)
     assert last[0][1][b"k"].decode() == d.key  # where, beside the index (size and digest in it)
-    assert await redis.exists(catalog_key(cast.id)) == 0 and await store.recipe(cast.id) is None
+    assert await redis.exists(catalog_key(cast.id)) == 0 and await read_recipe(store.redis, cast.id) is None
     after = await redis.memory_usage(cast_key(cast.id)) or 0
     assert after < 2048 < before  # the stream's node is sized to its one entry
 

@@ -15,18 +15,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from blobstore import BlobStore
-from castlog import (
-    DELETES,
-    VOICES,
-    CastStore,
-    archive,
-    cast_key,
-    catalog_key,
-    delete_proof,
-    lane_jobs_of,
-    newest_id,
-)
-from castlog.keys import Fields
+from castlog import DELETES, VOICES, CastStore, archive, cast_key, catalog_key, newest_id
+from castlog.deletes import delete_proof
+from castlog.keys import Fields, lane_jobs_of
 from fanout import stop_tasks
 from intake import Config, create_app
 from synth.broadcasts import DeleteHandler, stream_loop

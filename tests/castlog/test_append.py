@@ -5,7 +5,8 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, SeqMismatch, Start, cast_key, encode_fields
+from castlog import Audio, CastStore, Eos, LogReader, Meta, SeqMismatch, Start, cast_key
+from castlog.records import encode_fields
 
 CAST = "pHanHO6047OT"
 META = Meta(title="t", voice="v", chars=1, sentences=1, created_at=0)

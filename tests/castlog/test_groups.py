@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Consumer, ensure_group
+from castlog import Consumer
+from castlog.groups import ensure_group
 
 STREAM, GROUP = "test/jobs", "workers"
 LEASE_MS = 60_000

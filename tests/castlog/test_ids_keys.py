@@ -4,8 +4,8 @@ import zlib
 
 import pytest
 
-from castlog import MAX_SEQ_NUM, cast_id_of, content_id, entry_id, is_cast_id
-from castlog.keys import seq_of
+from castlog import MAX_SEQ_NUM, cast_id_of, content_id, is_cast_id
+from castlog.keys import entry_id, seq_of
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ async def test_a_burst_over_many_lanes_is_moved_in_arrival_order(redis: Redis) -
         assert got, "every job is moved"
         moved += got
     assert await queued_ids(redis) == ids
-    assert [await redis.xlen(stream) for stream, _ in mover.streams] == [0] * len(mover.streams)  # dropped
+    assert [await redis.xlen(stream) for stream in mover.group.streams] == [0] * 2 * keys.LANES  # dropped
 
 
 @pytest.mark.rule("one-slot-per-step")
@@ -55,11 +55,11 @@ async def test_a_dead_movers_jobs_are_moved_once_by_the_pending_sweep(redis: Red
     dead = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
     await dead.open()
     # it read every lane, then died before moving: the entries wait in its pending list
-    await redis.xreadgroup(keys.LANE_GROUP, "mover-dead", {s: ">" for s, _ in dead.streams}, count=100)
+    await redis.xreadgroup(keys.LANE_GROUP, "mover-dead", {s: ">" for s in dead.group.streams}, count=100)
     assert await redis.xlen(keys.JOBS) == 0
     # a restarted mover of the same name finds its own entries AND claims them (idle past lease 0)
     again = LaneMover(redis, "mover-dead", lease_ms=0, single_redis=True)
     await again.open()
     assert await again.sweep(10, pending=True) == len(ids)
     assert await queued_ids(redis) == ids  # each once, in arrival order
-    assert [await redis.xlen(stream) for stream, _ in again.streams] == [0] * len(again.streams)
+    assert [await redis.xlen(stream) for stream in again.group.streams] == [0] * 2 * keys.LANES

@@ -11,19 +11,9 @@ import pytest
 from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import (
-    CastStore,
-    Eos,
-    LogReader,
-    Meta,
-    Start,
-    cast_key,
-    catalog_key,
-    content_id,
-    encode_headers,
-    is_cancelled,
-)
+from castlog import CastStore, Eos, LogReader, Meta, Start, cast_key, catalog_key, content_id, is_cancelled
 from castlog.migrate import migrate_to_lanes
+from castlog.records import encode_headers
 from streamtts.launcher import migrate_keys
 from streamtts.redisserver import free_port
 

@@ -20,15 +20,16 @@ from castlog import (
     Eos,
     Error,
     LogReader,
+    LogView,
     Meta,
     StaleLayout,
     Start,
     archive,
     cast_key,
-    entry_id,
     playable,
     summarize,
 )
+from castlog.keys import entry_id
 
 CAST = "pHanHO6047OT"
 N_AUDIO = 60
@@ -156,7 +157,7 @@ ATTEMPTS = [
 
 
 async def test_a_view_refreshed_record_by_record_equals_the_whole_log_folded(store: CastStore, redis: Redis) -> None:
-    view = LogReader(redis).view(CAST)
+    view = LogView(LogReader(redis), CAST)
     for n, record in enumerate(ATTEMPTS):
         await store.append(CAST, n, [record])
         layout = await view.refresh()
@@ -174,7 +175,7 @@ async def test_a_view_refreshed_record_by_record_equals_the_whole_log_folded(sto
 
 async def test_a_view_notices_a_log_that_shrank_and_reads_it_again(store: CastStore, redis: Redis) -> None:
     await store.append(CAST, 0, ATTEMPTS[:5])  # meta, start, audio 0..2
-    view = LogReader(redis).view(CAST)
+    view = LogView(LogReader(redis), CAST)
     assert [c.i for c in (await view.refresh()).chunks] == [0, 1, 2]
     await redis.delete(cast_key(CAST))
     await store.append(CAST, 0, ATTEMPTS[:3])  # Redis lost audio 1 and 2 (an AOF cut back) ...
@@ -187,7 +188,7 @@ async def test_a_view_notices_a_log_that_shrank_and_reads_it_again(store: CastSt
 
 async def test_a_stale_layout_is_refused_when_its_bodies_are_gone(store: CastStore, redis: Redis) -> None:
     await store.append(CAST, 0, ATTEMPTS[:5])
-    layout = await LogReader(redis).view(CAST).refresh()
+    layout = await LogView(LogReader(redis), CAST).refresh()
     await redis.xdel(cast_key(CAST), entry_id(3))
     with pytest.raises(StaleLayout):
         _ = [body async for _, body in LogReader(redis).bodies(CAST, layout.chunks)]
@@ -223,7 +224,7 @@ async def test_an_archived_log_reads_like_the_redis_held_one(store: CastStore, r
     assert (page.entries, page.next_seq, page.tail) == (before[2:5], 5, len(before))
     assert [e async for e in follow(reader, CAST, 6, batch=2)] == before[6:]
     assert [e async for e in follow(reader, CAST)] == before[:6]  # as from Redis: ends at the first terminal (the error)
-    layout = await reader.view(CAST).refresh()
+    layout = await LogView(reader, CAST).refresh()
     assert layout.blob is not None and layout.finished
     heard = [e.record.body for e in playable(before)]  # type: ignore[union-attr]
     assert [body async for _, body in reader.bodies(CAST, layout.chunks)] == heard
@@ -239,7 +240,7 @@ async def test_without_an_archive_an_archived_log_is_its_eos_and_its_bodies_are_
     (eos,) = await reader.read(CAST)
     assert eos.seq_num == before[-1].seq_num and eos.record == before[-1].record
     assert await reader.tail(CAST) == len(before)
-    layout = await reader.view(CAST).refresh()  # headers and sizes come from the index alone
+    layout = await LogView(reader, CAST).refresh()  # headers and sizes come from the index alone
     assert [c.i for c in layout.chunks] == [0, 1, 2, 3] and layout.finished
     with pytest.raises(ArchiveUnavailable):
         _ = [body async for _, body in reader.bodies(CAST, layout.chunks)]

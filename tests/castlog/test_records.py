@@ -5,8 +5,8 @@ import logging
 import msgspec
 import pytest
 
-from castlog import Audio, Entry, Eos, Error, Meta, Start, decode_entry, encode_fields, from_public, public_dict
-from castlog.records import Record, kind_of
+from castlog import Audio, Entry, Eos, Error, Meta, Start, from_public, public_dict
+from castlog.records import Record, decode_entry, encode_fields, kind_of
 
 SAMPLES: list[Record] = [
     Meta(title="T", voice="af_heart", chars=12, sentences=2, created_at=1_700_000_000_000),

@@ -8,7 +8,9 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, LogReader, Meta, RowCache, Start, cast_key, decode_entry, entry_id
+from castlog import Audio, CastStore, LogReader, Meta, RowCache, Start, cast_key
+from castlog.keys import entry_id
+from castlog.records import decode_entry
 
 CAST = "rowcacheAAAA"
 BODY = 1_000

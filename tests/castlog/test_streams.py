@@ -18,12 +18,10 @@ from castlog import (
     CastStore,
     Done,
     Error,
-    Job,
     LiveStore,
     Malformed,
     Meta,
     Start,
-    Trash,
     VoiceList,
     announce_done,
     archive,
@@ -32,16 +30,14 @@ from castlog import (
     content_id,
     dead_letter,
     decode_job,
-    lane_jobs_of,
-    lane_live_jobs_of,
     publish_voices,
     read_recipe,
     read_trash,
     read_voices,
 )
-from castlog.keys import ARCHIVE_TRASH
+from castlog.keys import ARCHIVE_TRASH, lane_jobs_of, lane_live_jobs_of
 from castlog.live import write_hash
-from castlog.streams import DeadLetter, Recipe, decode, encode
+from castlog.streams import DeadLetter, Job, Recipe, Trash, decode, encode
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)

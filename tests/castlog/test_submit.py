@@ -7,6 +7,7 @@ from jobstreams import read_jobs
 from redis.asyncio import Redis
 
 from castlog import CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id
+from castlog.streams import read_recipe
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -21,7 +22,7 @@ async def test_first_submit_claims_writes_recipe_meta_and_one_job(store: CastSto
     assert await store.submit(CAST, TEXT, VOICE, meta()) == "new"
     (entry,) = await LogReader(store.redis).read(CAST)
     assert entry.seq_num == 0 and entry.record == meta()
-    recipe = await store.recipe(CAST)
+    recipe = await read_recipe(store.redis, CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")
     (job,) = await read_jobs(redis)
     assert job.id == CAST and job.voice == VOICE and job.enqueued_at > 0
@@ -52,7 +53,7 @@ async def test_resubmit_of_errored_cast_enqueues_one_job_however_many_race(store
     assert results.count("reenqueued") == 1 and results.count("existing") == 49
     assert len(await read_jobs(redis)) == 2
     # the recipe stays the first catalog entry
-    recipe = await store.recipe(CAST)
+    recipe = await read_recipe(store.redis, CAST)
     assert recipe is not None and recipe.text == TEXT
 
 

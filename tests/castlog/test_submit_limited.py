@@ -20,9 +20,10 @@ from castlog import (
     catalog_key,
     client_tag,
     content_id,
-    lane_jobs_of,
 )
+from castlog.keys import lane_jobs_of
 from castlog.ratelimit import RateLimited
+from castlog.streams import read_recipe
 
 TEXT, VOICE = "Hello there. This is a test.", "af_heart"
 CAST = content_id(TEXT, VOICE)
@@ -56,7 +57,7 @@ async def test_allowed_limited_submit_behaves_exactly_like_submit(store: CastSto
     assert limited == plain == ["new", "existing", "reenqueued", "existing"]
     assert [await redis.xlen(k) for k in (cast_key(CAST), catalog_key(CAST), lane_jobs_of(CAST))] == plain_state == [3, 2, 2]
     assert [e.record for e in await LogReader(store.redis).read(CAST)] == [e.record for e in plain_log]
-    recipe = await store.recipe(CAST)
+    recipe = await read_recipe(store.redis, CAST)
     assert recipe is not None and (recipe.text, recipe.voice, recipe.title) == (TEXT, VOICE, "Hello")
     assert await key_names(redis) == {cast_key(CAST), catalog_key(CAST), lane_jobs_of(CAST), f"rl/t/{CLIENT}"}
 

@@ -9,8 +9,9 @@ import asyncio
 from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import CastStore, LogReader, Meta, stamps
+from castlog import CastStore, LogReader, Meta
 from castlog.ids import content_id
+from castlog.marks import stamps
 from servicekit import connect
 from servicekit.connect import is_cluster
 from tests.support.cluster import Cluster

@@ -52,7 +52,7 @@ async def test_submits_over_http_are_claimed_once_in_their_lanes(intake: TestCli
     assert again.status == 200 and (await again.json())["id"] == ids[0]
     assert sorted(j.id for j in await read_jobs(cluster_redis)) == sorted(ids)
     for cast_id in ids:
-        assert await cluster_redis.xlen(castlog.lane_jobs_of(cast_id)) == 1
+        assert await cluster_redis.xlen(castlog.keys.lane_jobs_of(cast_id)) == 1
         assert len(await LogReader(cluster_redis).read(cast_id)) == 1  # its meta
 
 
@@ -124,7 +124,7 @@ async def test_concurrent_submits_share_round_trips_for_their_tokens_and_bells(c
         for i, (cast_id, text) in enumerate(zip(ids, texts))))
     assert answers == ["new"] * len(ids)
     bells = [fields[b"s"].decode() for _, fields in await cluster_redis.xrange(castlog.keys.JOBS_BELL)]
-    assert sorted(bells) == sorted(castlog.lane_jobs_of(cast_id) for cast_id in ids)
+    assert sorted(bells) == sorted(castlog.keys.lane_jobs_of(cast_id) for cast_id in ids)
     assert store.bell.rings is not None  # a cluster: every new job is rung
     assert store.bell.rings.calls == len(ids) and store.bell.rings.round_trips < len(ids)
     assert limiter.takes.calls == len(ids) and limiter.takes.round_trips < len(ids)

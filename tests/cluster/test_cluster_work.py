@@ -36,7 +36,7 @@ async def test_casts_spread_over_the_lanes_reach_eos(redis_cluster: Cluster) -> 
         worker = Worker(config("cluster-worker", wait_replicas=1, wait_timeout_ms=WAIT_MS), redis, StandIn(GPU_RTF))
         async with running(worker):
             ids = await asyncio.gather(*(submit(store, text(i)) for i in range(24)))
-            assert len({castlog.lane_of(c) for c in ids}) > 10  # spread over many lanes, so all masters
+            assert len({castlog.keys.lane_of(c) for c in ids}) > 10  # spread over many lanes, so all masters
             for cast_id in ids:
                 entries = await terminal(store, cast_id, 60)
                 assert isinstance(entries[-1].record, Eos)
@@ -101,7 +101,7 @@ async def test_open_casts_in_several_lanes_are_spoken_as_their_text_comes(redis_
         async with running(Worker(config("cluster-live"), redis, StandIn(GPU_RTF))):
             meta = castlog.Meta(title="live", voice="af_heart", chars=0, sentences=0, created_at=0, live=True)
             ids = [(await live.open("af_heart", meta)).cast_id for _ in range(4)]
-            assert len({castlog.lane_of(c) for c in ids}) > 1  # the feed reads several lanes
+            assert len({castlog.keys.lane_of(c) for c in ids}) > 1  # the feed reads several lanes
             for cast_id in ids:
                 said = "Hello there. Said on a cluster."
                 answer, _ = await live.append_text(cast_id, 0, len(said), said, max_chars=1000)
@@ -139,7 +139,7 @@ async def test_idle_open_casts_in_several_lanes_are_not_polled(redis_cluster: Cl
     try:
         async with running(Worker(config("cluster-live-idle", poll_s=30.0), redis, StandIn(GPU_RTF))):
             ids = [(await live.open("af_heart", meta)).cast_id for _ in range(4)]
-            assert len({castlog.lane_of(c) for c in ids}) > 1
+            assert len({castlog.keys.lane_of(c) for c in ids}) > 1
             for cast_id in ids:  # each admitted while the others' reads block
                 said = "Hello there."
                 assert (await live.append_text(cast_id, 0, len(said), said, max_chars=1000, flush=True))[0] == "ok"

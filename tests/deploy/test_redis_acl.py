@@ -127,7 +127,7 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     admin.xadd("synth/voices", {"voices": "af_heart"})
     intake = client("intake")
     submit = intake.register_script(SUBMIT)
-    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_jobs_of(CAST)]
+    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.keys.lane_jobs_of(CAST)]
     args = [CAST, "af_heart", "Hello.", "Hello", "{}"]
     assert submit(keys=keys, args=args) == b"new"
     assert submit(keys=keys, args=args) == b"existing"  # the second identical claim loses
@@ -137,10 +137,10 @@ def test_intake_can_submit_and_rate_limit(client: Callable[[str], redis.Redis],
     assert intake.xlen(castlog.cast_key(CAST)) == 2
     take = intake.register_script(TAKE)
     assert take(keys=["rl/intake/203.0.113.9"], args=[1, 30, 1]) == [1, 0]
-    assert admin.xlen(castlog.lane_jobs_of(CAST)) == 2
+    assert admin.xlen(castlog.keys.lane_jobs_of(CAST)) == 2
     assert intake.wait(0, 10) == 0  # INTAKE_WAIT_REPLICAS: a submit waits for its replicas
     ring = intake.register_script(lanes.RING)  # a cluster's bell (castlog.lanes.Bell)
-    assert ring(keys=["jobs/bell"], args=[castlog.lane_jobs_of(CAST), 100])
+    assert ring(keys=["jobs/bell"], args=[castlog.keys.lane_jobs_of(CAST), 100])
     # intake's shared tail: one blocking XREAD over the followed casts and its own wake stream (one
     # selector), woken by an XADD there when a cast joins (no CLIENT UNBLOCK: it could end anyone's
     # blocked read); on a cluster the wake stream's key carries its slot's hash tag
@@ -166,7 +166,7 @@ def test_intake_can_open_feed_and_meter_live_casts(client: Callable[[str], redis
     assert reserve(keys=[mine], args=[CAST, 4, 60_000, 60_000, "ZZZZZZZZZZZZ", "closed"]) == [1, 1]
     assert admin.zrange(mine, 0, -1) == [CAST.encode()]
     opener = intake.register_script(live.OPEN)
-    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_live_jobs_of(CAST)]
+    keys = [castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.keys.lane_live_jobs_of(CAST)]
     args = [CAST, "af_heart", "Live", "{}", "1.0", "hash", live.client_tag("203.0.113.9")]
     assert opener(keys=keys, args=args) == b"new"
     assert intake.zrem(mine, CAST) == 1  # OpenCap.give_back: an open that did not happen
@@ -206,7 +206,7 @@ def test_synth_can_work_the_queue_and_append(client: Callable[[str], redis.Redis
     synth = client("synth")
     synth.xgroup_create("jobs", "synth", id="0", mkstream=True)
     # the lane mover: a lane's job read through group `lanes`, re-added to jobs, acked, dropped
-    lane = castlog.lane_jobs_of(CAST)
+    lane = castlog.keys.lane_jobs_of(CAST)
     admin.xadd(lane, {"id": CAST})
     synth.xgroup_create(lane, castlog.keys.LANE_GROUP, id="0", mkstream=True)
     [[_, [(lane_id, lane_fields)]]] = synth.xreadgroup(castlog.keys.LANE_GROUP, "worker-1", {lane: ">"})
@@ -275,7 +275,7 @@ def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis
     # It may close an abandoned open cast's text (catalog/*) and delete casts (the archive's
     # retention), and it moves the lanes' jobs into jobs (castlog/lanes.py), but no lane is its to
     # write, and no receipt or rate limit is its to change.
-    denied(lambda: synth.xadd(castlog.lane_jobs_of(CAST), {"id": "forged"}))
+    denied(lambda: synth.xadd(castlog.keys.lane_jobs_of(CAST), {"id": "forged"}))
     denied(lambda: synth.xadd("deletes", {"id": CAST, "proof": "forged"}))  # it carries deletes out, never asks
     denied(lambda: synth.xrange("progress/done"))
     denied(lambda: synth.delete("jobs", "progress/done"))
@@ -284,7 +284,7 @@ def test_synth_cannot_do_more(client: Callable[[str], redis.Redis], admin: redis
     denied(lambda: synth.config_set("appendonly", "no"))
     denied(lambda: synth.register_script(WRITE_ANY)(keys=["progress/done"]))  # a forged receipt
     denied(lambda: synth.register_script(SUBMIT)(
-        keys=[castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.lane_jobs_of(CAST)],
+        keys=[castlog.cast_key(CAST), castlog.catalog_key(CAST), castlog.keys.lane_jobs_of(CAST)],
         args=[CAST, "v", "t", "", "{}"]))
     denied(lambda: synth.register_script(TAKE)(keys=["rl/x"], args=[1, 30, 1]))
 
@@ -350,7 +350,7 @@ async def test_the_stream_helpers_work_as_the_services_users(redis_port: int, ad
         assert castlog.streams.decode(castlog.Done, taken.fields) == castlog.Done(id=CAST, attempts=1)
         assert await castlog.Consumer(synth, "archiver", "a-2", "progress/done", lease_ms=0).claim(10)
         await receipts.ack([taken])
-        assert [trash for _, trash in await castlog.read_trash(synth, 10)] == [castlog.Trash(key="casts/x.bin")]
+        assert [trash for _, trash in await castlog.read_trash(synth, 10)] == [castlog.streams.Trash(key="casts/x.bin")]
         offer = await castlog.read_voices(intake, 10)
         assert offer is not None and offer.voices == ("af_heart",)
         # layouts and a stream's last record come from headers alone (the HEADERS script), as edge

@@ -19,9 +19,10 @@ from yarl import URL
 import edge
 import intake
 from castlog import CastStore, Start
+from castlog.keys import id_order
 from durablestreams import protocol
 from durablestreams.keys import meta_key
-from durablestreams.streams import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, id_key, offset_of
+from durablestreams.streams import MAX_FORK_DEPTH, DurableStreams, Spec, entry_of, offset_of
 from edge.app import TAIL_CLIENT_NAME
 from edge.context import EDGE
 from servicekit import sse
@@ -131,7 +132,7 @@ async def test_an_offset_past_the_tail_is_refused(origin: str) -> None:
             tail = response.headers["Stream-Next-Offset"]
         async with http.get(url, params={"offset": tail}) as response:  # at the tail: nothing more, 200
             assert response.status == 200 and await response.read() == b""
-        beyond = offset_of(f"{id_key(entry_of(tail) or '')[0] + 1}-0")
+        beyond = offset_of(f"{id_order(entry_of(tail) or '')[0] + 1}-0")
         for live in ({}, {"live": "long-poll"}, {"live": "sse"}):
             async with http.get(url, params={"offset": beyond, **live}) as response:
                 assert response.status == 400, live
@@ -225,7 +226,7 @@ async def test_a_chain_of_forks_is_bounded(origin: str, redis: Redis) -> None:
                                                                              st.integers(0, 2**40)))
 def test_offsets_sort_as_strings_the_way_entry_ids_sort(a: tuple[int, int], b: tuple[int, int]) -> None:
     ida, idb = f"{a[0]}-{a[1]}", f"{b[0]}-{b[1]}"
-    assert (offset_of(ida) < offset_of(idb)) == (id_key(ida) < id_key(idb))
+    assert (offset_of(ida) < offset_of(idb)) == (id_order(ida) < id_order(idb))
     assert entry_of(offset_of(ida)) == ida
     assert entry_of("-1") is None and entry_of("now") is None and entry_of("1-2") is None
 
@@ -322,7 +323,7 @@ async def test_a_durable_long_poll_an_sse_read_and_a_cast_follow_share_edges_one
             sse = await http.get(url, params={"offset": offset, "live": "sse"})
             follow = await http.get(str(server.make_url(f"/api/casts/{cid}/events")))
             assert sse.status == follow.status == 200
-            await wait_until(lambda: tail.waiters.waiting == 2 and cid in tail.watches)
+            await wait_until(lambda: sum(map(len, tail.waiters.keys.values())) == 2 and cid in tail.watches)
             await wait_until(lambda: _blocked_on_edges_tail(redis))
             names = [c.get("name") for c in await redis.client_list()]
             assert names.count(TAIL_CLIENT_NAME) == 1 and "edge-durable-tail" not in names  # one tail connection

@@ -14,7 +14,8 @@ import numpy as np
 from aiohttp import ClientResponse
 from redis.asyncio import Redis
 
-from castlog import SAMPLE_RATE, Audio, CastStore, Eos, Meta, Record, Start, cast_key, content_id, decode_entry
+from castlog import SAMPLE_RATE, Audio, CastStore, Eos, Meta, Record, Start, cast_key, content_id
+from castlog.records import decode_entry
 
 VOICE = "af_heart"
 

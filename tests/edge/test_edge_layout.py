@@ -15,11 +15,11 @@ from redis.asyncio import Redis
 from castlog import (
     Audio,
     CastStore,
-    Chunk,
     Eos,
     Error,
     Layout,
     LogReader,
+    LogView,
     Record,
     Start,
     cast_key,
@@ -27,7 +27,7 @@ from castlog import (
     scripts,
     summarize,
 )
-from castlog.view import SCAN_BATCH
+from castlog.view import SCAN_BATCH, Chunk
 from edge.context import EDGE
 from edge.layout import LayoutCache
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, write_cast
@@ -221,7 +221,7 @@ async def test_the_layout_extended_across_attempts_equals_a_full_scan(store: Cas
         chunks, state = await expected_layout(store, cid)
         assert list(layout.chunks) == chunks
         assert public_state(layout.state) == state
-        fresh = await reader.view(cid).refresh()
+        fresh = await LogView(reader, cid).refresh()
         assert fresh.chunks == layout.chunks and public_state(fresh.state) == state
         assert (layout.closed, layout.finished) == (fresh.closed, fresh.finished)
         seen.append((layout, layout.chunks, public_state(layout.state)))

@@ -12,7 +12,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from castlog import CastStore, Eos, LogReader, Start, cast_key, encode_fields, entry_id, playable, summarize
+from castlog import CastStore, Eos, LogReader, Start, cast_key, playable, summarize
+from castlog.keys import entry_id
+from castlog.records import encode_fields
 from edge.context import EDGE
 from tests.edge.edge_helpers import Cast, audio_records, cast_id, read_events, write_cast, xrange_public
 from tests.edge.test_edge_fanout import wait_for_listeners

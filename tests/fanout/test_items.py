@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key, entry_id
+from castlog import Audio, CastStore, Eos, LogReader, Meta, RowCache, Start, cast_key
+from castlog.keys import entry_id
 from fanout import Item, Tail
 from servicekit.metrics import TailCounters
 

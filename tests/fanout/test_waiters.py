@@ -36,7 +36,7 @@ async def test_a_waiter_wakes_on_an_entry_past_its_id_only(tail: Tail, redis: Re
     behind = asyncio.ensure_future(tail.waiters.wait(KEY, "5-0", 60))
     assert await behind  # 5-1 lies past it
     waiting = asyncio.ensure_future(tail.waiters.wait(KEY, "5-1", 60))
-    await wait_until(lambda: tail.waiters.waiting == 1)
+    await wait_until(lambda: len(tail.waiters.keys.get(KEY, ())) == 1)
     assert not await tail.waiters.wait(KEY, "5-1", 0.05)  # nothing new: it times out
     await redis.xadd(KEY, {"d": "b"}, id="5-2")
     assert await waiting
@@ -64,7 +64,7 @@ async def test_while_waiters_wait_a_read_takes_one_entry_per_stream(tail: Tail, 
 async def test_the_tails_stop_wakes_every_waiter(tail: Tail, redis: Redis) -> None:
     await redis.xadd(KEY, {"d": "a"}, id="9-1")
     waits = [asyncio.ensure_future(tail.waiters.wait(KEY, "9-1", 60)) for _ in range(3)]
-    await wait_until(lambda: tail.waiters.waiting == 3)
+    await wait_until(lambda: len(tail.waiters.keys.get(KEY, ())) == 3)
     tail.close_listeners()
     assert await asyncio.gather(*waits) == [True] * 3
     assert await tail.waiters.wait(KEY, "9-1", 60)  # a later one at once: the reader answers what there is

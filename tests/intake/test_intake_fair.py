@@ -8,7 +8,8 @@ from aiohttp.test_utils import TestClient
 from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import client_tag, content_id, lane_jobs_of
+from castlog import client_tag, content_id
+from castlog.keys import lane_jobs_of
 from intake import Config
 
 

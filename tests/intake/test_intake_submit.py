@@ -11,19 +11,9 @@ from aiohttp.test_utils import TestClient
 from jobstreams import read_jobs
 from redis.asyncio import Redis
 
-from castlog import (
-    Audio,
-    CastStore,
-    Eos,
-    Error,
-    LogReader,
-    Meta,
-    Start,
-    cast_key,
-    catalog_key,
-    content_id,
-    lane_jobs_of,
-)
+from castlog import Audio, CastStore, Eos, Error, LogReader, Meta, Start, cast_key, catalog_key, content_id
+from castlog.keys import lane_jobs_of
+from castlog.streams import read_recipe
 from chunking import count_chunks
 from intake.validate import default_title
 
@@ -92,13 +82,13 @@ async def test_id_is_content_id_of_the_normalised_stored_text(client: Client, st
     status, body, _ = await post(client, {"text": raw, "voice": "af_heart"})
     assert status == 201
     assert body["id"] == content_id(expected, "af_heart")
-    recipe = await store.recipe(body["id"])
+    recipe = await read_recipe(store.redis, body["id"])
     assert recipe is not None and recipe.text == expected and recipe.voice == "af_heart"
 
 
 async def test_control_between_letter_and_mark_does_not_block_composition(client: Client, store: CastStore) -> None:
     status, body, _ = await post(client, {"text": "e\x07\u0301te", "voice": "af_heart"})
-    recipe = await store.recipe(body["id"])
+    recipe = await read_recipe(store.redis, body["id"])
     assert status == 201 and recipe is not None and recipe.text == "éte"
 
 
@@ -116,19 +106,19 @@ async def test_meta_plans_sentences_chars_and_title(client: Client, store: CastS
     assert meta.voice == "jf_nezumi"
     assert meta.title == texts["article"].splitlines()[0]  # a short first line: a heading
     assert before <= meta.created_at <= after
-    recipe = await store.recipe(body["id"])
+    recipe = await read_recipe(store.redis, body["id"])
     assert recipe is not None and recipe.title == meta.title
 
 
 async def test_given_title_is_kept_on_one_line(client: Client, store: CastStore) -> None:
     _, body, _ = await post(client, {"text": "Hello.", "voice": "af_heart", "title": "  My\n\tfirst\x00 cast  "})
-    recipe = await store.recipe(body["id"])
+    recipe = await read_recipe(store.redis, body["id"])
     assert recipe is not None and recipe.title == "My first cast"
 
 
 async def test_blank_title_falls_back_to_first_words(client: Client, store: CastStore) -> None:
     _, body, _ = await post(client, {"text": "Hello there, world.", "voice": "af_heart", "title": " \n "})
-    recipe = await store.recipe(body["id"])
+    recipe = await read_recipe(store.redis, body["id"])
     assert recipe is not None and recipe.title == "Hello there, world."
 
 
@@ -242,7 +232,7 @@ async def test_form_post_with_utf8_text_keeps_it(client: Client, store: CastStor
     resp = await client.post("/generate", data=form, allow_redirects=False)
     cast_id = content_id("こんにちは。元気ですか？", "af_heart")
     assert resp.status == 303 and resp.headers["Location"] == f"/c/{cast_id}"
-    recipe = await store.recipe(cast_id)
+    recipe = await read_recipe(store.redis, cast_id)
     assert recipe is not None and recipe.text == "こんにちは。元気ですか？"
 
 

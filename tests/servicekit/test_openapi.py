@@ -9,7 +9,8 @@ import msgspec
 import pytest
 from openapi_spec_validator import validate
 
-from castlog import Audio, CastState, Eos, Error, Meta, Queued, Record, Start, encode_headers
+from castlog import Audio, CastState, Eos, Error, Meta, Queued, Record, Start
+from castlog.records import encode_headers
 from durablestreams.openapi import durable_part
 from servicekit.openapi import EdgeLimits, IntakeLimits, document
 

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
+from castlog.groups import ensure_group
 from synth import clerk as clerk_module
 from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_of, room
 from synth.cast import ActiveCast, Assignment, OpenText
@@ -217,7 +218,7 @@ async def test_a_cast_that_fails_for_good_while_the_clerk_reads_the_line_is_not_
 ) -> None:
     cast_id = await submit(store, TEXTS[0], voice="zz_nobody")
     clerk = Worker(slow_config(), redis, StandIn()).clerk
-    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)  # as the worker does at its start
+    await ensure_group(redis, castlog.JOBS, castlog.GROUP)  # as the worker does at its start
     await clerk.line()  # the clerk reads the line, this cast in it; then a worker gives up on it
     (meta,) = await log_of(store, cast_id)
     await store.append(cast_id, meta.seq_num + 1, [castlog.Error(reason="unknown voice", attempts=1)])

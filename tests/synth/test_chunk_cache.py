@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from castlog import Audio, CastStore, Eos, encode_fields, encode_headers, summarize
-from castlog.records import decode_fields
+from castlog import Audio, CastStore, Eos, summarize
+from castlog.records import decode_fields, encode_fields, encode_headers
 from synth import chunkcache
 from synth.broadcasts import CancelHandler
 from synth.cast import heads

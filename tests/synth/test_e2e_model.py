@@ -118,7 +118,7 @@ async def test_one_cast_end_to_end_with_the_real_model(
     async with running(Worker(config(), redis, model)):
         entries = await terminal(store, cast_id)
         # A job for the now finished cast is acknowledged and skipped.
-        await enqueue(redis, castlog.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
+        await enqueue(redis, castlog.streams.Job(id=cast_id, voice=voice_of(synthesizer), enqueued_at=1))
         await wait_until(lambda: delivered_all(redis))
     assert [e.seq_num for e in entries] == list(range(len(entries)))
     chunks = chunking.split_text(text)

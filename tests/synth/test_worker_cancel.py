@@ -83,4 +83,4 @@ async def test_an_open_cast_waiting_for_text_ends_at_once_on_cancel(redis: Redis
 
 async def test_cancelling_no_cast_is_missing(redis: Redis) -> None:
     assert await castlog.cancel(redis, "AAAAAAAAAAAA") == "missing"
-    assert await redis.exists(castlog.cancel_key("AAAAAAAAAAAA")) == 0
+    assert await redis.exists(castlog.keys.cancel_key("AAAAAAAAAAAA")) == 0

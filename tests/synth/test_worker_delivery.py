@@ -82,7 +82,7 @@ async def test_job_for_finished_cast_is_acknowledged_and_skipped(redis: Redis, s
         await wait_until(lambda: _no_pending(redis))
         calls, tail = len(synth.calls), await LogReader(store.redis).tail(cast_id)
         # A duplicate job for the same (finished) cast, as a re-delivery would bring it.
-        await enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
+        await enqueue(redis, castlog.streams.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         await wait_until(lambda: _no_pending(redis))
         await wait_until(lambda: delivered_all(redis))
     assert len(synth.calls) == calls
@@ -267,7 +267,7 @@ async def test_duplicate_job_for_an_active_cast_is_acknowledged_without_restarti
     cast_id = await submit(store, text)
     async with running(Worker(config(), redis, StandIn(rtf=0.3))):
         await wait_until(lambda: has_audio(store, cast_id, 1))
-        await enqueue(redis, castlog.Job(id=cast_id, voice="af_heart", enqueued_at=1))
+        await enqueue(redis, castlog.streams.Job(id=cast_id, voice="af_heart", enqueued_at=1))
         entries = await terminal(store, cast_id)
         await wait_until(lambda: delivered_all(redis))
     assert [(s.attempt, s.resume_from) for s in (e.record for e in entries) if isinstance(s, Start)] == [(1, 0)]

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import castlog
 from castlog import CastStore, Stamped, Start
+from castlog.groups import ensure_group
 from synth.worker import Worker
 from tests.synth.support import StandIn, config, has_audio, log_of, pending_count, running, submit, terminal, wait_until
 
@@ -148,7 +149,7 @@ async def test_stop_hands_the_jobs_back_and_another_worker_takes_them_at_once(
 
 
 async def test_consumers_that_are_gone_and_hold_nothing_are_removed(redis: Redis, store: CastStore) -> None:
-    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)
+    await ensure_group(redis, castlog.JOBS, castlog.GROUP)
     for name in ("gone-1", "gone-2"):
         await redis.xgroup_createconsumer(castlog.JOBS, castlog.GROUP, name)
     await asyncio.sleep(0.6)

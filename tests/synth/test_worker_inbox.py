@@ -9,6 +9,7 @@ from jobstreams import enqueue
 from redis.asyncio import Redis
 
 import castlog
+from castlog.groups import ensure_group
 from synth import jobs
 from synth.inbox import Inbox, Turns
 
@@ -23,9 +24,9 @@ async def _deliver(redis: Redis, consumer: str, count: int) -> list[str]:
 
 @pytest.mark.rule("pending-taken-over")
 async def test_take_over_reaches_a_dead_workers_jobs_behind_many_live_ones(redis: Redis) -> None:
-    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)
+    await ensure_group(redis, castlog.JOBS, castlog.GROUP)
     for n in range(30):
-        await enqueue(redis, castlog.Job(id=f"cast{n:08d}", voice="af_heart", enqueued_at=1))
+        await enqueue(redis, castlog.streams.Job(id=f"cast{n:08d}", voice="af_heart", enqueued_at=1))
     live = await _deliver(redis, "live", 25)  # first in the pending list, their leases kept fresh
     dead = await _deliver(redis, "dead", 5)
     await asyncio.sleep(2 * LEASE_MS / 1000)
@@ -42,10 +43,10 @@ async def test_take_over_reaches_a_dead_workers_jobs_behind_many_live_ones(redis
 
 @pytest.mark.rule("fair-queues")
 async def test_new_jobs_are_taken_in_turn_by_client_not_first_come(redis: Redis) -> None:
-    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)
-    burst = [await enqueue(redis, castlog.Job(id=f"a{n:011d}", voice="af_heart", client="192.0.2.1"))
+    await ensure_group(redis, castlog.JOBS, castlog.GROUP)
+    burst = [await enqueue(redis, castlog.streams.Job(id=f"a{n:011d}", voice="af_heart", client="192.0.2.1"))
              for n in range(96)]
-    other = await enqueue(redis, castlog.Job(id=f"b{0:011d}", voice="af_heart", client="192.0.2.2"))
+    other = await enqueue(redis, castlog.streams.Job(id=f"b{0:011d}", voice="af_heart", client="192.0.2.2"))
     inbox = Inbox(redis, "w1", lease_ms=LEASE_MS, claim_every_s=60, poll_s=0.01)
     await inbox.open()
     taken = [d.entry_id for _ in range(4) for d in await inbox.take(1, set())]
@@ -58,8 +59,8 @@ async def test_new_jobs_are_taken_in_turn_by_client_not_first_come(redis: Redis)
 
 
 async def test_a_waiting_job_taken_over_elsewhere_is_forgotten(redis: Redis) -> None:
-    await castlog.ensure_group(redis, castlog.JOBS, castlog.GROUP)
-    ids = [await enqueue(redis, castlog.Job(id=f"a{n:011d}", voice="af_heart", client=c))
+    await ensure_group(redis, castlog.JOBS, castlog.GROUP)
+    ids = [await enqueue(redis, castlog.streams.Job(id=f"a{n:011d}", voice="af_heart", client=c))
            for n, c in enumerate(["x", "x", "y"])]
     inbox = Inbox(redis, "w1", lease_ms=LEASE_MS, claim_every_s=60, poll_s=0.01)
     await inbox.open()
