@@ -12,6 +12,7 @@ of StreamTTS (the launcher, intake, edge, synth), whose lines interleave in one 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -61,6 +62,15 @@ class Serving:
     @property
     def where(self) -> str:
         return f"unix:{self.path}" if self.path else f"http://{self.host}:{self.port}"
+
+
+def main(service: str) -> NoReturn:
+    """``python -m <service>``: its ``Config`` from the environment, logging, then its app served
+    (``<service>.app``'s ``create_app`` and ``serving``) until SIGTERM."""
+    app = importlib.import_module(f"{service}.app")
+    cfg = importlib.import_module(f"{service}.config").Config.from_env()
+    setup_logging(cfg.log_level)
+    run(app.create_app(cfg), app.serving(cfg))
 
 
 def run(app: web.Application, serving: Serving) -> NoReturn:
