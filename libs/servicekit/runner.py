@@ -101,7 +101,7 @@ async def serve(app: web.Application, serving: Serving) -> int:
             site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
             await site.start()
             log.info("%s ready on %s", serving.name, serving.where)
-            await _stop_or(stop, task)
+            await stop_or(stop, task)
             log.info("%s stopping", serving.name)
         finally:
             await runner.cleanup()
@@ -115,7 +115,7 @@ async def serve(app: web.Application, serving: Serving) -> int:
     return 0
 
 
-async def _stop_or(stop: asyncio.Event, task: asyncio.Task[Any] | None) -> None:
+async def stop_or(stop: asyncio.Event, task: asyncio.Task[Any] | None) -> None:
     """Wait for ``stop`` (SIGTERM or SIGINT), or for ``task`` to end."""
     waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
     if task is not None:
