@@ -44,6 +44,8 @@ RETRY_CAP_S = 0.5
 HEALTH_CHECK_INTERVAL_S = 10
 # A cluster client whose node has no free connection looks again this often (LaneCluster).
 POOL_POLL_S = 0.005
+# A shared tail's blocking read answers within its block time; its socket waits this much longer.
+TAIL_SOCKET_MARGIN_S = 10.0
 
 
 async def connect(
@@ -85,6 +87,13 @@ async def connect(
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
     raise AssertionError("unreachable")
+
+
+def tail_connection(url: str, name: str, block_ms: int) -> Redis:
+    """The dedicated connection of a process's shared tail (``fanout.Tail``): named ``name`` so that
+    CLIENT LIST shows which is the service's XREAD, its socket waiting out a read's ``block_ms``."""
+    return Redis.from_url(url, single_connection_client=True, client_name=name,
+                          socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
 
 
 def client_for(

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from redis.asyncio import Redis
 
 from blobstore import open_blob_store
 from castlog import LogReader, RowCache
@@ -16,6 +15,7 @@ from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from fanout import Tail, stop_tasks
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact, serve_openapi
+from servicekit.connect import tail_connection
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
@@ -34,9 +34,8 @@ TAIL_CLIENT_NAME = "edge-tail"
 WAKE_NAME = "edge"
 # A request waits this long for a pooled connection before failing (a 500, logged).
 POOL_WAIT_S = 10.0
-# Socket timeouts: a plain read answers quickly; the tail's read blocks for block_ms first.
+# A plain read answers quickly (the tail's connection waits out its block time: tail_connection).
 READ_SOCKET_TIMEOUT_S = 10.0
-TAIL_SOCKET_MARGIN_S = 10.0
 # Edge reads only: request bodies are never needed.
 MAX_BODY_BYTES = 1024
 
@@ -89,10 +88,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.redis_pool,
         pool_timeout_s=POOL_WAIT_S, socket_timeout_s=READ_SOCKET_TIMEOUT_S,
     )
-    conn = Redis.from_url(
-        cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
-        socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
-    )
+    conn = tail_connection(cfg.redis_url, TAIL_CLIENT_NAME, cfg.tail_block_ms)
     blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,
