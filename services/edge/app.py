@@ -54,32 +54,27 @@ def create_app(cfg: Config) -> web.Application:
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)
-    add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
+    app.router.add_get("/api/casts/{id}", views.cast_state)
+    app.router.add_get("/api/casts/{id}/records", views.records)
+    app.router.add_get("/api/casts/{id}/events", sse.events)
+    app.router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
+    app.router.add_get("/api/casts/{id}/captions", captions.captions)
+    app.router.add_get("/s2/records", views.s2_records)
+    app.router.add_get("/healthz", views.healthz)
+    app.router.add_get("/readyz", views.readyz)
+    app.router.add_get("/", views.index_page)
+    app.router.add_get("/docs", docs.docs_page)
+    app.router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
+    app.router.add_get("/c/{id}", views.player_page)
+    app.router.add_static("/static/", views.STATIC, append_version=False)
     serve_openapi(app.router, "/api/edge/openapi.json",
                   openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s), parts=[durable_part()]))
     durable.setup(app)  # /v1/stream: Durable Streams reads
-    if cfg.metrics_port:
+    if cfg.metrics_port:  # /metrics on a port of its own
         app.cleanup_ctx.append(_metrics_site)
+    else:
+        app.router.add_get("/metrics", metrics.view)
     return app
-
-
-def add_routes(router: web.UrlDispatcher, metrics: EdgeMetrics | None) -> None:
-    """Every route; ``/metrics`` too unless ``metrics`` is None (served on its own port)."""
-    router.add_get("/api/casts/{id}", views.cast_state)
-    router.add_get("/api/casts/{id}/records", views.records)
-    router.add_get("/api/casts/{id}/events", sse.events)
-    router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
-    router.add_get("/api/casts/{id}/captions", captions.captions)
-    router.add_get("/s2/records", views.s2_records)
-    router.add_get("/healthz", views.healthz)
-    router.add_get("/readyz", views.readyz)
-    if metrics is not None:
-        router.add_get("/metrics", metrics.view)
-    router.add_get("/", views.index_page)
-    router.add_get("/docs", docs.docs_page)
-    router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
-    router.add_get("/c/{id}", views.player_page)
-    router.add_static("/static/", views.STATIC, append_version=False)
 
 
 async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
