@@ -16,11 +16,12 @@ from durablestreams.openapi import durable_part
 from fanout import Tail, stop_tasks
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact, serve_openapi
 from servicekit.connect import tail_connection
+from servicekit.errors import json_errors
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, Edge
-from .errors import middleware
+from .errors import INTERNAL, STATUS_CODES, UNAVAILABLE
 from .guards import Guard
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
@@ -48,7 +49,8 @@ def serving(cfg: Config) -> Serving:
 
 def create_app(cfg: Config) -> web.Application:
     metrics = EdgeMetrics()
-    app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
+    errors = json_errors(codes=STATUS_CODES, unavailable=UNAVAILABLE, internal=INTERNAL, count=metrics.requests)
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
     app.cleanup_ctx.append(_redis_and_tail)
