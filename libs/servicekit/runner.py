@@ -59,10 +59,6 @@ class Serving:
     # (``streamtts up``'s proxy), and FORWARDED_ALLOW_IPS=unix believes that one alone
     path: str = ""
 
-    @property
-    def where(self) -> str:
-        return f"unix:{self.path}" if self.path else f"http://{self.host}:{self.port}"
-
 
 def main(service: str) -> NoReturn:
     """``python -m <service>``: its ``Config`` from the environment, logging, then its app served
@@ -100,7 +96,7 @@ async def serve(app: web.Application, serving: Serving) -> int:
         try:
             site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
             await site.start()
-            log.info("%s ready on %s", serving.name, serving.where)
+            log.info("%s ready on %s", serving.name, site.name)
             await stop_or(stop, task)
             log.info("%s stopping", serving.name)
         finally:
