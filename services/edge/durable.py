@@ -126,19 +126,18 @@ async def serve(
     request: web.Request, source: Source, client: str, offset: str | None, mode: str | None
 ) -> web.StreamResponse:
     """HEAD, catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    tail = offset_of(source.tail)
+    state = {**ds.state_headers(source.content_type, tail, source.closed), "Cache-Control": "no-store"}  # as it is now
     if request.method == "HEAD":
-        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
-        headers.update({**source.lifetime(), "Cache-Control": "no-store"})
-        headers["ETag"] = ds.etag(source.name, "-1", offset_of(source.tail), source.closed)
-        return web.Response(status=200, headers=headers)
+        etag = ds.etag(source.name, "-1", tail, source.closed)
+        return web.Response(status=200, headers={**state, **source.lifetime(), "ETag": etag})
     after = ZERO_ID if offset in (None, "-1") else source.tail if offset == "now" else entry_of(offset or "")
     assert after is not None
     if mode == "sse":
         return await _sse(request, client, source, after)
     if offset == "now" and mode != "long-poll":
-        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
-        headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
-        return web.Response(status=200, headers=headers, body=b"[]" if is_json(source.content_type) else b"")
+        body = b"[]" if is_json(source.content_type) else b""
+        return web.Response(status=200, headers={**state, ds.UP_TO_DATE: "true"}, body=body)
     got = await source.read(after)
     if mode == "long-poll" and not got.entries:
         if not got.closed:
