@@ -61,7 +61,7 @@ def create_app(cfg: Config) -> web.Application:
     app.router.add_get("/api/casts/{id}/events", sse.events)
     app.router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
     app.router.add_get("/api/casts/{id}/captions", captions.captions)
-    app.router.add_get("/s2/records", views.s2_records)
+    app.router.add_get("/s2/records", views.records)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)
     app.router.add_get("/", views.index_page)

@@ -56,15 +56,17 @@ def cast_id_from(request: web.Request) -> str:
 
 
 def records_query(request: web.Request, cfg: Config) -> RecordsQuery:
-    return _records(request, cfg, cast_id_from(request))
-
-
-def s2_records_query(request: web.Request, cfg: Config) -> RecordsQuery:
-    """The original design's gateway path; only ``pub/casts/<id>`` is a readable stream."""
-    cast_id = cast_id_of(request.query.get("stream", ""))
+    """The cast of the route, or on the original design's gateway path (``/s2/records``) of
+    ``?stream=``, where only ``pub/casts/<id>`` is a readable stream."""
+    cast_id = cast_id_from(request) if "id" in request.match_info else cast_id_of(request.query.get("stream", ""))
     if cast_id is None:
         raise not_found("no such stream: only pub/casts/<id> is readable")
-    return _records(request, cfg, cast_id)
+    return RecordsQuery(
+        cast_id,
+        seq=number_param(request, "seq_num", 0, 0, MAX_SEQ_NUM),
+        limit=number_param(request, "limit", cfg.max_records_limit, 1, cfg.max_records_limit),
+        wait=number_param(request, "wait", 0.0, 0.0, cfg.max_wait_s),
+    )
 
 
 def events_query(request: web.Request) -> EventsQuery:
@@ -84,15 +86,6 @@ def captions_query(request: web.Request) -> CaptionsQuery:
     if cues not in CUE_KINDS:
         raise bad_request(f"cues must be one of {', '.join(CUE_KINDS)}")
     return CaptionsQuery(cast_id_from(request), cues)
-
-
-def _records(request: web.Request, cfg: Config, cast_id: str) -> RecordsQuery:
-    return RecordsQuery(
-        cast_id,
-        seq=number_param(request, "seq_num", 0, 0, MAX_SEQ_NUM),
-        limit=number_param(request, "limit", cfg.max_records_limit, 1, cfg.max_records_limit),
-        wait=number_param(request, "wait", 0.0, 0.0, cfg.max_wait_s),
-    )
 
 
 def number_param(request: web.Request, name: str, default: N, low: N, high: N) -> N:

@@ -17,7 +17,7 @@ from servicekit.answers import CastState, Health, Links, RecordPage
 
 from .context import EDGE, Edge, known_cast
 from .errors import not_found
-from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
+from .params import cast_id_from, records_query
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
@@ -35,16 +35,9 @@ async def cast_state(request: web.Request) -> web.Response:
 
 
 async def records(request: web.Request) -> web.Response:
-    return await _records(request, records_query(request, request.app[EDGE].cfg))
-
-
-async def s2_records(request: web.Request) -> web.Response:
-    """The original design's gateway path (``?stream=pub/casts/<id>``)."""
-    return await _records(request, s2_records_query(request, request.app[EDGE].cfg))
-
-
-async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
+    """``…/records``, and the original design's gateway path (``/s2/records?stream=pub/casts/<id>``)."""
     edge = request.app[EDGE]
+    q = records_query(request, edge.cfg)
     cast_id, seq, limit, wait = q.cast_id, q.seq, q.limit, q.wait
     client = await edge.guard.take_read(request)
     page = await edge.reader.page(cast_id, seq, limit)  # one round trip (an archived log: two)
