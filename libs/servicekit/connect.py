@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 CONNECT_ATTEMPTS = 30
+# Between retries while Redis is away (connect, a tail's reads): this, doubling up to the max.
 BACKOFF_S = 0.2
 BACKOFF_MAX_S = 5.0
 HEALTH_TIMEOUT_S = 1.0
@@ -44,6 +46,8 @@ RETRY_CAP_S = 0.5
 HEALTH_CHECK_INTERVAL_S = 10
 # A cluster client whose node has no free connection looks again this often (LaneCluster).
 POOL_POLL_S = 0.005
+# A shared tail's blocking read answers within its block time; its socket waits this much longer.
+TAIL_SOCKET_MARGIN_S = 10.0
 
 
 async def connect(
@@ -58,8 +62,7 @@ async def connect(
     """A client for ``url`` once the server answers PING; retries with exponential backoff.
     A server in cluster mode gets a cluster client (:class:`LaneCluster`) with the same bounds."""
     client = client_for(url, max_connections, pool_timeout_s=pool_timeout_s, socket_timeout_s=socket_timeout_s)
-    delay = backoff_s
-    for attempt in range(1, attempts + 1):
+    for attempt, delay in zip(range(1, attempts + 1), backoff(backoff_s)):
         try:
             await client.ping()
             if not await cluster_enabled(client):
@@ -83,8 +86,22 @@ async def connect(
                 ) from exc
             log.warning("Redis at %s not reachable (%s); retrying in %.1fs", redact(url), exc, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX_S)
     raise AssertionError("unreachable")
+
+
+def backoff(first_s: float = BACKOFF_S, cap_s: float = BACKOFF_MAX_S) -> Iterator[float]:
+    """The waits between retries: ``first_s``, doubling up to ``cap_s`` (a new one after a success)."""
+    delay = first_s
+    while True:
+        yield delay
+        delay = min(delay * 2, cap_s)
+
+
+def tail_connection(url: str, name: str, block_ms: int) -> Redis:
+    """The dedicated connection of a process's shared tail (``fanout.Tail``): named ``name`` so that
+    CLIENT LIST shows which is the service's XREAD, its socket waiting out a read's ``block_ms``."""
+    return Redis.from_url(url, single_connection_client=True, client_name=name,
+                          socket_timeout=block_ms / 1000 + TAIL_SOCKET_MARGIN_S)
 
 
 def client_for(

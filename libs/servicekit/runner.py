@@ -12,6 +12,7 @@ of StreamTTS (the launcher, intake, edge, synth), whose lines interleave in one 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -58,9 +59,14 @@ class Serving:
     # (``streamtts up``'s proxy), and FORWARDED_ALLOW_IPS=unix believes that one alone
     path: str = ""
 
-    @property
-    def where(self) -> str:
-        return f"unix:{self.path}" if self.path else f"http://{self.host}:{self.port}"
+
+def main(service: str) -> NoReturn:
+    """``python -m <service>``: its ``Config`` from the environment, logging, then its app served
+    (``<service>.app``'s ``create_app`` and ``serving``) until SIGTERM."""
+    app = importlib.import_module(f"{service}.app")
+    cfg = importlib.import_module(f"{service}.config").Config.from_env()
+    setup_logging(cfg.log_level)
+    run(app.create_app(cfg), app.serving(cfg))
 
 
 def run(app: web.Application, serving: Serving) -> NoReturn:
@@ -90,8 +96,8 @@ async def serve(app: web.Application, serving: Serving) -> int:
         try:
             site = web.UnixSite(runner, serving.path) if serving.path else web.TCPSite(runner, serving.host, serving.port)
             await site.start()
-            log.info("%s ready on %s", serving.name, serving.where)
-            await _stop_or(stop, task)
+            log.info("%s ready on %s", serving.name, site.name)
+            await stop_or(stop, task)
             log.info("%s stopping", serving.name)
         finally:
             await runner.cleanup()
@@ -105,7 +111,7 @@ async def serve(app: web.Application, serving: Serving) -> int:
     return 0
 
 
-async def _stop_or(stop: asyncio.Event, task: asyncio.Task[Any] | None) -> None:
+async def stop_or(stop: asyncio.Event, task: asyncio.Task[Any] | None) -> None:
     """Wait for ``stop`` (SIGTERM or SIGINT), or for ``task`` to end."""
     waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(stop.wait())}
     if task is not None:

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from redis.asyncio import Redis
 
 from blobstore import open_blob_store
 from castlog import LogReader, RowCache
@@ -16,11 +15,13 @@ from durablestreams import DurableStreams
 from durablestreams.openapi import durable_part
 from fanout import Tail, stop_tasks
 from servicekit import EdgeLimits, Serving, add_security_headers, connect, openapi_document, redact, serve_openapi
+from servicekit.connect import tail_connection
+from servicekit.errors import json_errors
 
 from . import captions, docs, durable, mp3stream, sse, views
 from .config import Config
 from .context import CONFIG, EDGE, METRICS, Edge
-from .errors import middleware
+from .errors import INTERNAL, STATUS_CODES, UNAVAILABLE
 from .guards import Guard
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
@@ -34,9 +35,8 @@ TAIL_CLIENT_NAME = "edge-tail"
 WAKE_NAME = "edge"
 # A request waits this long for a pooled connection before failing (a 500, logged).
 POOL_WAIT_S = 10.0
-# Socket timeouts: a plain read answers quickly; the tail's read blocks for block_ms first.
+# A plain read answers quickly (the tail's connection waits out its block time: tail_connection).
 READ_SOCKET_TIMEOUT_S = 10.0
-TAIL_SOCKET_MARGIN_S = 10.0
 # Edge reads only: request bodies are never needed.
 MAX_BODY_BYTES = 1024
 
@@ -49,38 +49,34 @@ def serving(cfg: Config) -> Serving:
 
 def create_app(cfg: Config) -> web.Application:
     metrics = EdgeMetrics()
-    app = web.Application(middlewares=[middleware(metrics)], client_max_size=MAX_BODY_BYTES)
+    errors = json_errors(codes=STATUS_CODES, unavailable=UNAVAILABLE, internal=INTERNAL, count=metrics.requests)
+    app = web.Application(middlewares=[errors], client_max_size=MAX_BODY_BYTES)
     app[CONFIG] = cfg
     app[METRICS] = metrics
     app.cleanup_ctx.append(_redis_and_tail)
     app.on_shutdown.append(_close_streams)
     add_security_headers(app)
-    add_routes(app.router, metrics if cfg.metrics_port == 0 else None)
+    app.router.add_get("/api/casts/{id}", views.cast_state)
+    app.router.add_get("/api/casts/{id}/records", views.records)
+    app.router.add_get("/api/casts/{id}/events", sse.events)
+    app.router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
+    app.router.add_get("/api/casts/{id}/captions", captions.captions)
+    app.router.add_get("/s2/records", views.records)
+    app.router.add_get("/healthz", views.healthz)
+    app.router.add_get("/readyz", views.readyz)
+    app.router.add_get("/", views.index_page)
+    app.router.add_get("/docs", docs.docs_page)
+    app.router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
+    app.router.add_get("/c/{id}", views.player_page)
+    app.router.add_static("/static/", views.STATIC, append_version=False)
     serve_openapi(app.router, "/api/edge/openapi.json",
                   openapi_document(edge=EdgeLimits(cfg.max_records_limit, cfg.max_wait_s), parts=[durable_part()]))
     durable.setup(app)  # /v1/stream: Durable Streams reads
-    if cfg.metrics_port:
+    if cfg.metrics_port:  # /metrics on a port of its own
         app.cleanup_ctx.append(_metrics_site)
+    else:
+        app.router.add_get("/metrics", metrics.view)
     return app
-
-
-def add_routes(router: web.UrlDispatcher, metrics: EdgeMetrics | None) -> None:
-    """Every route; ``/metrics`` too unless ``metrics`` is None (served on its own port)."""
-    router.add_get("/api/casts/{id}", views.cast_state)
-    router.add_get("/api/casts/{id}/records", views.records)
-    router.add_get("/api/casts/{id}/events", sse.events)
-    router.add_get("/api/casts/{id}/audio.mp3", mp3stream.audio)
-    router.add_get("/api/casts/{id}/captions", captions.captions)
-    router.add_get("/s2/records", views.s2_records)
-    router.add_get("/healthz", views.healthz)
-    router.add_get("/readyz", views.readyz)
-    if metrics is not None:
-        router.add_get("/metrics", metrics.view)
-    router.add_get("/", views.index_page)
-    router.add_get("/docs", docs.docs_page)
-    router.add_get(docs.ASSETS_PREFIX + "{name}", docs.docs_asset)
-    router.add_get("/c/{id}", views.player_page)
-    router.add_static("/static/", views.STATIC, append_version=False)
 
 
 async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
@@ -89,10 +85,7 @@ async def _redis_and_tail(app: web.Application) -> AsyncIterator[None]:
         cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=cfg.redis_pool,
         pool_timeout_s=POOL_WAIT_S, socket_timeout_s=READ_SOCKET_TIMEOUT_S,
     )
-    conn = Redis.from_url(
-        cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
-        socket_timeout=cfg.tail_block_ms / 1000 + TAIL_SOCKET_MARGIN_S,
-    )
+    conn = tail_connection(cfg.redis_url, TAIL_CLIENT_NAME, cfg.tail_block_ms)
     blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, block_ms=cfg.tail_block_ms, batch=cfg.read_batch,

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from blobstore import StoreConfig
 from castlog.rowcache import ROW_CACHE_BYTES
 from fanout import LISTENER_QUEUE
-from servicekit import ConfigError as ConfigError  # what a bad setting raises; callers import it from here
 from servicekit.connect import CONNECT_ATTEMPTS
 from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settings, setting
 

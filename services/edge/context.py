@@ -15,7 +15,7 @@ from fanout import Tail
 
 from .config import Config
 from .errors import not_found
-from .guards import Guard, Pass
+from .guards import Guard
 from .layout import LayoutCache
 from .metrics import EdgeMetrics
 from .played import Played
@@ -41,19 +41,19 @@ METRICS = web.AppKey("metrics", EdgeMetrics)
 
 
 class Known(NamedTuple):
-    """A cast that a request names and may read: its layout, and the request's guard pass."""
+    """A cast that a request names and may read: its layout, and the client that spent its read token."""
 
     edge: Edge
-    read_pass: Pass
+    client: str
     layout: Layout
 
 
 async def known_cast(request: web.Request, cast_id: str) -> Known:
     """The cast a request names (parsed), after its rate-limit token: 404 unless its log has records."""
     edge = request.app[EDGE]
-    read_pass = await edge.guard.take_read(request)
+    client = await edge.guard.take_read(request)
     layout = await edge.layouts.get(cast_id)
     if layout.tail == 0:
         raise not_found("no such cast")
     edge.played.mark(cast_id)
-    return Known(edge, read_pass, layout)
+    return Known(edge, client, layout)

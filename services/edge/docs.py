@@ -17,22 +17,7 @@ from servicekit import Refusal
 ASSETS_PREFIX = "/docs/assets/"
 # The files of Swagger UI the page loads (the wheel also holds editors and source maps).
 ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>StreamTTS API</title>
-  <link rel="icon" href="/docs/assets/favicon-32x32.png">
-  <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="/docs/assets/swagger-ui-bundle.js"></script>
-  <script src="/static/docs.js"></script>
-</body>
-</html>
-"""
+PAGE = Path(__file__).resolve().parent / "static" / "docs.html"  # loads them, then static/docs.js
 
 
 def swagger_folder() -> Path | None:
@@ -44,11 +29,11 @@ def swagger_folder() -> Path | None:
     return folder if all((folder / name).is_file() for name in ASSETS) else None
 
 
-async def docs_page(request: web.Request) -> web.Response:
+async def docs_page(request: web.Request) -> web.FileResponse:
     if swagger_folder() is None:
         raise Refusal(404, "not_found", "the API page needs swagger-ui-py: pip install swagger-ui-py; "
                       "the document itself is at /api/openapi.json")
-    return web.Response(text=PAGE, content_type="text/html", headers={"Cache-Control": "no-cache"})
+    return web.FileResponse(PAGE, headers={"Cache-Control": "no-cache"})
 
 
 async def docs_asset(request: web.Request) -> web.FileResponse:

@@ -26,7 +26,6 @@ from servicekit.keys import bearer_key
 
 from .context import CONFIG, EDGE, Edge, known_cast
 from .durable_casts import CastSource
-from .guards import Pass
 from .params import cast_id_from
 from .streaming import write_within
 
@@ -105,13 +104,13 @@ async def read(request: web.Request) -> web.StreamResponse:
     if cfg.api_keys and not bearer_key(request, cfg.api_keys):
         raise Refusal(401, "invalid_api_key", "reading a stream wants a key of STREAMTTS_API_KEYS as "
                                               "Authorization: Bearer <key> (casts' streams are public)")
-    read_pass = await edge.guard.take_read(request)
+    client = await edge.guard.take_read(request)
     meta = await _opened(edge, path, touch=request.method != "HEAD")
     after = entry_of(offset or "")
     if after is not None and id_order(after) > id_order(meta.tail):  # no offset it sent: a long-poll waits for ever
         raise ds.bad("offset is past the stream's tail: read from -1, now, or a Stream-Next-Offset of this "
                      "stream (a stream deleted and created again starts anew)")  # [R:ds-catch-up]
-    return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), read_pass, offset, mode)
+    return await serve(request, StreamSource(edge, meta, cfg.ds_read_max_bytes), client, offset, mode)
 
 
 async def read_cast(request: web.Request) -> web.StreamResponse:
@@ -121,41 +120,40 @@ async def read_cast(request: web.Request) -> web.StreamResponse:
     known = await known_cast(request, cast_id)
     records = request.path.endswith("/records")
     source = CastSource(known.edge, cast_id, known.layout, records, request.app[CONFIG].ds_read_max_bytes)
-    return await serve(request, source, known.read_pass, offset, mode)
+    return await serve(request, source, known.client, offset, mode)
 
 
 async def serve(
-    request: web.Request, source: Source, read_pass: Pass, offset: str | None, mode: str | None
+    request: web.Request, source: Source, client: str, offset: str | None, mode: str | None
 ) -> web.StreamResponse:
     """HEAD, catch-up [R:ds-catch-up], ``live=long-poll`` [R:ds-long-poll], ``live=sse`` [R:ds-sse]."""
+    tail = offset_of(source.tail)
+    state = {**ds.state_headers(source.content_type, tail, source.closed), "Cache-Control": "no-store"}  # as it is now
     if request.method == "HEAD":
-        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
-        headers.update({**source.lifetime(), "Cache-Control": "no-store"})
-        headers["ETag"] = ds.etag(source.name, "-1", offset_of(source.tail), source.closed)
-        return web.Response(status=200, headers=headers)
+        etag = ds.etag(source.name, "-1", tail, source.closed)
+        return web.Response(status=200, headers={**state, **source.lifetime(), "ETag": etag})
     after = ZERO_ID if offset in (None, "-1") else source.tail if offset == "now" else entry_of(offset or "")
     assert after is not None
     if mode == "sse":
-        return await _sse(request, read_pass, source, after)
+        return await _sse(request, client, source, after)
     if offset == "now" and mode != "long-poll":
-        headers = ds.state_headers(source.content_type, offset_of(source.tail), source.closed)
-        headers.update({ds.UP_TO_DATE: "true", "Cache-Control": "no-store"})
-        return web.Response(status=200, headers=headers, body=b"[]" if is_json(source.content_type) else b"")
+        body = b"[]" if is_json(source.content_type) else b""
+        return web.Response(status=200, headers={**state, ds.UP_TO_DATE: "true"}, body=body)
     got = await source.read(after)
     if mode == "long-poll" and not got.entries:
         if not got.closed:
-            got = await _long_poll(request, read_pass, source, after, got)
+            got = await _long_poll(request, client, source, after, got)
         if not got.entries:
             return ds.timed_out(request, offset_of(got.end), got.closed)
     return _catch_up(request, source, got, offset or "-1", mode == "long-poll")
 
 
-async def _long_poll(request: web.Request, read_pass: Pass, source: Source, after: str, got: Slice) -> Slice:
+async def _long_poll(request: web.Request, client: str, source: Source, after: str, got: Slice) -> Slice:
     """Wait for the stream's own next entry; none until the deadline (or a close, or edge's stop):
     the last read, empty."""
     deadline = time.monotonic() + request.app[CONFIG].ds_long_poll_s
     tail = request.app[EDGE].tail
-    async with _permit(request), read_pass.stream_seat():
+    async with _permit(request), source.edge.guard.hold_seat(client):
         while not tail.closing:  # a stopping edge answers what there is
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -201,7 +199,7 @@ def _data_event(data: bytes, json: bool, binary: bool) -> bytes:
     return ds.sse_event("data", data.decode("utf-8", errors="replace").encode())  # SSE is UTF-8
 
 
-async def _sse(request: web.Request, read_pass: Pass, source: Source, after: str) -> web.StreamResponse:
+async def _sse(request: web.Request, client: str, source: Source, after: str) -> web.StreamResponse:
     """Data events, each followed by a control event; closed at EOF, after EDGE_DS_SSE_MAX_S, or
     when edge stops; text and JSON as text, anything else as base64 [R:ds-sse]."""
     json = is_json(source.content_type)
@@ -212,7 +210,7 @@ async def _sse(request: web.Request, read_pass: Pass, source: Source, after: str
     cfg = request.app[CONFIG]
     ends = time.monotonic() + cfg.ds_sse_max_s
     cursor = request.query.get("cursor")
-    async with _permit(request), read_pass.stream_seat():
+    async with _permit(request), source.edge.guard.hold_seat(client):
         await response.prepare(request)
         while not request.app[EDGE].tail.closing:
             got = await source.read(after)

@@ -1,14 +1,14 @@
 """Who may read how much: a per-address token bucket and a cap on open streams, both in Redis.
 
 A request's parameters are parsed first (``params.py``), so that refused names cost no Redis
-command; then it passes the guard once (:meth:`Guard.take_read`: its read token), and the
-:class:`Pass` it gets holds an open-stream seat if the response turns out to be a stream.
+command; then it passes the guard once (:meth:`Guard.take_read`: its read token), and the client
+it gets holds an open-stream seat if the response turns out to be a stream (:meth:`Guard.hold_seat`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -37,8 +37,8 @@ class Guard:
         self.max_listeners = cfg.max_listeners
         self.metrics = metrics
 
-    async def take_read(self, request: web.Request) -> Pass:
-        """Spend one read token of the request's client, or answer 429 with Retry-After."""
+    async def take_read(self, request: web.Request) -> str:
+        """Spend one read token of the request's client (returned), or answer 429 with Retry-After."""
         client = request_client(request, self.trusted)
         verdict = await self.limiter.take(client, 1)
         if not verdict.allowed:
@@ -47,11 +47,13 @@ class Guard:
                 429, "rate_limited", f"too many reads from your address; retry in {verdict.retry_after_s}s",
                 headers={"Retry-After": str(verdict.retry_after_s)},
             )
-        return Pass(self, client)
+        return client
 
     @asynccontextmanager
     async def hold_seat(self, client: str) -> AsyncIterator[None]:
-        """Hold one of ``client``'s open-stream seats for the block's length (see :class:`Pass`)."""
+        """Hold one of ``client``'s open-stream seats (a client that spent its read token) while its
+        response streams (SSE, a growing MP3, a long poll): 503 when this process is full, 429 when
+        the client has its maximum of streams open."""
         if len(self.seats.held) >= self.max_listeners:  # this process is full: no Redis command spent
             raise Refusal(
                 503, "busy", "this edge serves its maximum of listeners; retry in a moment",
@@ -69,18 +71,3 @@ class Guard:
             yield
         finally:
             self.seats.release(seat)  # not waited for: a stream's end waits on no Redis command
-
-
-class Pass:
-    """A request that spent its read token: its client, and the way to hold one of the client's
-    open-stream seats while its response streams (SSE, a growing MP3, a long poll)."""
-
-    __slots__ = ("guard", "client")
-
-    def __init__(self, guard: Guard, client: str) -> None:
-        self.guard, self.client = guard, client
-
-    def stream_seat(self) -> AbstractAsyncContextManager[None]:
-        """Hold a seat for the block's length: 503 when this process is full, 429 when the
-        client has its maximum of streams open."""
-        return self.guard.hold_seat(self.client)

@@ -68,7 +68,7 @@ async def audio(request: web.Request) -> web.StreamResponse:
     known = await known_cast(request, cast_id)
     edge, layout = known.edge, known.layout
     # a finished cast's download holds a seat too: one client's parallel downloads are bounded
-    async with known.read_pass.stream_seat():
+    async with edge.guard.hold_seat(known.client):
         if layout.closed:
             return await _send_closed(request, edge, cast_id, layout)
         return await _send_growing(request, edge, cast_id, layout)

@@ -8,6 +8,7 @@ come second).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -19,6 +20,7 @@ from .errors import bad_request, not_found
 # The longest Last-Event-ID taken: any such number + 1 is a valid seq_num (below MAX_SEQ_NUM).
 LAST_EVENT_ID_DIGITS = 18
 CUE_KINDS = ("all", "words", "sentences")
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,17 @@ def cast_id_from(request: web.Request) -> str:
 
 
 def records_query(request: web.Request, cfg: Config) -> RecordsQuery:
-    return _records(request, cfg, cast_id_from(request))
-
-
-def s2_records_query(request: web.Request, cfg: Config) -> RecordsQuery:
-    """The original design's gateway path; only ``pub/casts/<id>`` is a readable stream."""
-    cast_id = cast_id_of(request.query.get("stream", ""))
+    """The cast of the route, or on the original design's gateway path (``/s2/records``) of
+    ``?stream=``, where only ``pub/casts/<id>`` is a readable stream."""
+    cast_id = cast_id_from(request) if "id" in request.match_info else cast_id_of(request.query.get("stream", ""))
     if cast_id is None:
         raise not_found("no such stream: only pub/casts/<id> is readable")
-    return _records(request, cfg, cast_id)
+    return RecordsQuery(
+        cast_id,
+        seq=number_param(request, "seq_num", 0, 0, MAX_SEQ_NUM),
+        limit=number_param(request, "limit", cfg.max_records_limit, 1, cfg.max_records_limit),
+        wait=number_param(request, "wait", 0.0, 0.0, cfg.max_wait_s),
+    )
 
 
 def events_query(request: web.Request) -> EventsQuery:
@@ -74,7 +78,7 @@ def events_query(request: web.Request) -> EventsQuery:
         if not (last_id.isascii() and last_id.isdigit()) or len(last_id) > LAST_EVENT_ID_DIGITS:
             raise bad_request("Last-Event-ID must be the seq_num of the last event received")
         return EventsQuery(cast_id, int(last_id) + 1)
-    return EventsQuery(cast_id, int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM))
+    return EventsQuery(cast_id, number_param(request, "seq_num", 0, 0, MAX_SEQ_NUM))
 
 
 def captions_query(request: web.Request) -> CaptionsQuery:
@@ -84,36 +88,18 @@ def captions_query(request: web.Request) -> CaptionsQuery:
     return CaptionsQuery(cast_id_from(request), cues)
 
 
-def _records(request: web.Request, cfg: Config, cast_id: str) -> RecordsQuery:
-    return RecordsQuery(
-        cast_id,
-        seq=int_param(request, "seq_num", 0, 0, MAX_SEQ_NUM),
-        limit=int_param(request, "limit", cfg.max_records_limit, 1, cfg.max_records_limit),
-        wait=float_param(request, "wait", 0.0, 0.0, cfg.max_wait_s),
-    )
-
-
-def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+def number_param(request: web.Request, name: str, default: N, low: N, high: N) -> N:
+    """``?name=`` as the type of ``default``: an integer, or a number of seconds (a float); 400
+    unless it parses and lies between ``low`` and ``high``."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
+    integer = isinstance(default, int)
     try:
-        value = int(raw)
+        value = type(default)(raw)
     except ValueError:
-        raise bad_request(f"{name} must be an integer, not {raw[:32]!r}") from None
+        raise bad_request(f"{name} must be {'an integer' if integer else 'a number of seconds'}, not {raw[:32]!r}") from None
     if not low <= value <= high:
-        raise bad_request(f"{name} must be between {low} and {high}, not {value}")
-    return value
-
-
-def float_param(request: web.Request, name: str, default: float, low: float, high: float) -> float:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise bad_request(f"{name} must be a number of seconds, not {raw[:32]!r}") from None
-    if not low <= value <= high:
-        raise bad_request(f"{name} must be between {low:g} and {high:g} seconds, not {value:g}")
+        unit, spec = ("", "d") if integer else (" seconds", "g")
+        raise bad_request(f"{name} must be between {low:{spec}} and {high:{spec}}{unit}, not {value:{spec}}")
     return value

@@ -30,8 +30,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     q = events_query(request)
     cast_id, start = q.cast_id, q.start
     edge = request.app[EDGE]
-    read_pass = await edge.guard.take_read(request)
-    async with read_pass.stream_seat():
+    client = await edge.guard.take_read(request)
+    async with edge.guard.hold_seat(client):
         last = await edge.reader.last(cast_id, bodies=False)
         if last is None:
             raise not_found("no such cast")

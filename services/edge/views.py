@@ -17,8 +17,7 @@ from servicekit.answers import CastState, Health, Links, RecordPage
 
 from .context import EDGE, Edge, known_cast
 from .errors import not_found
-from .guards import Pass
-from .params import RecordsQuery, cast_id_from, records_query, s2_records_query
+from .params import cast_id_from, records_query
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_HEADERS = {"Cache-Control": "no-cache"}
@@ -36,18 +35,11 @@ async def cast_state(request: web.Request) -> web.Response:
 
 
 async def records(request: web.Request) -> web.Response:
-    return await _records(request, records_query(request, request.app[EDGE].cfg))
-
-
-async def s2_records(request: web.Request) -> web.Response:
-    """The original design's gateway path (``?stream=pub/casts/<id>``)."""
-    return await _records(request, s2_records_query(request, request.app[EDGE].cfg))
-
-
-async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
+    """``…/records``, and the original design's gateway path (``/s2/records?stream=pub/casts/<id>``)."""
     edge = request.app[EDGE]
+    q = records_query(request, edge.cfg)
     cast_id, seq, limit, wait = q.cast_id, q.seq, q.limit, q.wait
-    read_pass = await edge.guard.take_read(request)
+    client = await edge.guard.take_read(request)
     page = await edge.reader.page(cast_id, seq, limit)  # one round trip (an archived log: two)
     if page.tail == 0:
         raise not_found("no such cast")
@@ -56,7 +48,7 @@ async def _records(request: web.Request, q: RecordsQuery) -> web.Response:
     next_seq, tail = page.next_seq, page.tail
     closed = await _closed(edge, cast_id, items, next_seq, tail)
     if next_seq == seq and wait > 0 and seq >= tail and not closed:  # nothing there yet
-        items = await _long_poll(read_pass, edge, cast_id, seq, limit, wait)
+        items = await _long_poll(client, edge, cast_id, seq, limit, wait)
         if items:
             next_seq = items[-1].seq + 1
             tail = max(tail, next_seq)
@@ -76,9 +68,9 @@ async def _closed(edge: Edge, cast_id: str, items: list[Item], next_seq: int, ta
     return last is not None and is_terminal(last.record)
 
 
-async def _long_poll(read_pass: Pass, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
+async def _long_poll(client: str, edge: Edge, cast_id: str, seq: int, limit: int, wait: float) -> list[Item]:
     """At the tail: wait up to ``wait`` seconds for the next record, then take what is ready."""
-    async with read_pass.stream_seat():
+    async with edge.guard.hold_seat(client):
         async with edge.tail.listen(cast_id, seq, "poll") as listener:
             first = await listener.next(wait)
             if first is None:

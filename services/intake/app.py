@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from redis.asyncio import Redis
 
 from blobstore import open_blob_store
 from castlog import (
@@ -43,6 +42,7 @@ from servicekit import (
     request_client,
     serve_openapi,
 )
+from servicekit.connect import tail_connection
 from servicekit.keys import bearer_key
 
 from . import cancel, durable, live, speech, views
@@ -63,8 +63,6 @@ _HTTP_ERRORS = {
 }
 # Pooled Redis connections beyond the submits' own: reads of the voice list, health checks.
 POOL_HEADROOM = 16
-# The shared tail's blocking read answers within its block time; the socket waits this much longer.
-FOLLOW_SOCKET_MARGIN_S = 10.0
 # The shared tail's connection name, so that CLIENT LIST shows which connection is intake's XREAD.
 TAIL_CLIENT_NAME = "intake-tail"
 # The tail's blocked read wakes through wake streams of its own: intake's Redis user has no CLIENT UNBLOCK.
@@ -117,10 +115,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     pool = cfg.max_inflight + POOL_HEADROOM + cfg.live_max_sessions + cfg.max_speech_streams
     redis = await connect(cfg.redis_url, attempts=cfg.redis_connect_attempts, max_connections=pool)
     log.info("intake using Redis at %s", redact(cfg.redis_url))
-    conn = Redis.from_url(  # the shared tail's one blocking read
-        cfg.redis_url, single_connection_client=True, client_name=TAIL_CLIENT_NAME,
-        socket_timeout=FOLLOW_BLOCK_MS / 1000 + FOLLOW_SOCKET_MARGIN_S,
-    )
+    conn = tail_connection(cfg.redis_url, TAIL_CLIENT_NAME, FOLLOW_BLOCK_MS)  # the shared tail's one blocking read
     blobs = await open_blob_store(cfg.archive) if cfg.archive is not None else None
     reader = LogReader(redis, blobs, RowCache(redis, cfg.row_cache_bytes))
     tail = Tail(conn, redis, app[METRICS].tail, reader=reader, wake=WAKE_NAME)

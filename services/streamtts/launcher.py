@@ -37,6 +37,7 @@ from castlog.migrate import migrate_to_lanes
 from durablestreams.keys import migrate_durable_keys
 from servicekit import UNIX_PEER, connect, redact
 from servicekit.crosssite import ALLOWED_HOSTS, host_name
+from servicekit.runner import stop_or
 from servicekit.settings import CONTENT_KEY, FORWARDED_ALLOW_IPS, REDIS_URL, declaration, raw_of, value_of
 from synth.config import SynthConfig
 
@@ -256,9 +257,7 @@ class Launcher:
         """A client once Redis answers; None when asked to stop first (connect retries for
         minutes against a wrong REDIS_URL, and Ctrl-C must not wait for that)."""
         connecting = asyncio.ensure_future(connect(url))
-        stopping = asyncio.ensure_future(self.stopping.wait())
-        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
+        await stop_or(self.stopping, connecting)
         if connecting.done():
             return connecting.result()
         connecting.cancel()

@@ -16,14 +16,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import castlog
+from servicekit.connect import backoff
 
 from .config import SynthConfig
 from .metrics import SynthMetrics
 from .model import Synthesizer, load_synthesizer
 from .worker import Worker
-
-# Publishing the voices at start waits for Redis with backoff between these.
-PUBLISH_BACKOFF_S, PUBLISH_BACKOFF_MAX_S = 0.2, 5.0
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +103,7 @@ class SynthService:
     async def _publish(self, voices: list[str], default: str, backend: str) -> None:
         """Publish the voice list, waiting out a Redis that is down or loading (a worker that
         starts during a Redis restart must not exit: the restart is what it waits for)."""
-        delay = PUBLISH_BACKOFF_S
-        while True:
+        for delay in backoff():  # servicekit's waits while Redis is away
             try:
                 offer = castlog.VoiceList(
                     voices=tuple(voices), default=default, backend=backend, worker=self.cfg.consumer, at=castlog.now_ms()
@@ -118,7 +115,6 @@ class SynthService:
                     raise
                 log.warning("cannot publish the voices yet (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, PUBLISH_BACKOFF_MAX_S)
 
     def stop(self) -> None:
         """Stop admitting; the worker finishes the chunk in hand and ``run`` returns."""

@@ -18,8 +18,7 @@ from openapi_spec_validator import validate
 from castlog import CastStore
 from durablestreams.openapi import durable_part
 from edge import Config, create_app
-from edge.config import ConfigError
-from servicekit import answers
+from servicekit import ConfigError, answers
 from servicekit.openapi import EdgeLimits, document
 from tests.edge.edge_helpers import cast_id, read_events, write_cast
 from tests.support.apps import MakeClient

@@ -5,7 +5,7 @@ chunking (the splitter) imports the standard library alone; castlog does not imp
 shared tail and its listeners) sits on castlog, and on servicekit for the SSE frame its items carry;
 neither imports it. servicekit holds the services' HTTP and operations half (the one SSE writer
 included): it may import castlog, never fanout, durablestreams or a service.
-Each service is the same few files, and its ``__main__`` runs through ``servicekit.run``; its app
+Each service is the same few files, and its ``__main__`` runs through ``servicekit.runner.main``; its app
 state is the same few keys, all in ``context.py``. Modules import each other one way: no cycle
 inside any package under libs/ and services/ (subpackages included), nor across them. intake is two rooms:
 the claim path, and ``speech/``, which may import the claim side's public pieces and is imported
@@ -87,7 +87,7 @@ def test_each_service_is_the_same_few_files_and_runs_through_servicekit(service:
     folder = REPO / "services" / service
     assert all((folder / name).is_file() for name in SHAPE), sorted(p.name for p in folder.glob("*.py"))
     main = (folder / "__main__.py").read_text(encoding="utf-8")
-    assert "run(create_app(cfg), serving(cfg))" in main and "from servicekit import run" in main
+    assert f'main("{service}")' in main and "from servicekit.runner import main" in main
     assert not (folder / "appkeys.py").exists()
 
 
