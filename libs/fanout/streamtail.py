@@ -22,15 +22,12 @@ from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
 from castlog.keys import Rows, decoded
+from servicekit.connect import backoff
 
 from .blocking import BlockingRead, stop_tasks
 from .slotreads import SlotReads
 
 log = logging.getLogger(__name__)
-
-# After a failed read or take (Redis restarting, connection lost): back off, doubling up to the max.
-ERROR_BACKOFF_S = 0.2
-ERROR_BACKOFF_MAX_S = 5.0
 
 
 class Subscriber:
@@ -88,7 +85,8 @@ class StreamTail:
 
     async def run(self) -> None:
         """Read and hand out until cancelled."""
-        backoff = ERROR_BACKOFF_S
+        # after a failed read or take (Redis restarting, connection lost): servicekit's one backoff
+        delays = backoff()
         try:
             while True:
                 try:
@@ -96,11 +94,11 @@ class StreamTail:
                 except (RedisError, OSError) as exc:  # the ids stay: the next read brings the entries again
                     for subscriber in self.subscribers:
                         subscriber.read_failed()
-                    log.warning("%s: reading failed (%s); retrying in %.1fs", self.name, exc, backoff)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
+                    delay = next(delays)
+                    log.warning("%s: reading failed (%s); retrying in %.1fs", self.name, exc, delay)
+                    await asyncio.sleep(delay)
                     continue
-                backoff = ERROR_BACKOFF_S
+                delays = backoff()
         finally:
             await self.close()
 

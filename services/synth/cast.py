@@ -69,7 +69,7 @@ def job_key(stream: str, entry_id: str) -> str:
 
 @dataclass(frozen=True)
 class Assignment:
-    """One job (a ``castlog.Job`` entry of ``jobs`` or ``jobs/live``) as the group delivered it
+    """One job (a ``castlog.streams.Job`` entry of ``jobs`` or ``jobs/live``) as the group delivered it
     to this worker: where it stands in its stream and how often it was delivered."""
 
     entry_id: str

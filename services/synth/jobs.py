@@ -1,6 +1,6 @@
 """The consumer group ``synth`` on ``jobs`` (and on ``jobs/live``, the open casts'): delivery, leases, acknowledgement.
 
-The entries themselves (:class:`castlog.Job`, the dead letters, the receipts) are typed in castlog.
+The entries themselves (:class:`castlog.streams.Job`, the dead letters, the receipts) are typed in castlog.
 
 Its reads (own pending entries, take-overs after the lease, new ones) are castlog's consumer
 shape (:class:`castlog.Consumer`, driven by inbox.py); here is what only jobs need: retries,
