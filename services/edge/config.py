@@ -6,7 +6,9 @@ README's settings table is generated from these lines (``scripts/settings_doc.py
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from blobstore import StoreConfig
 from castlog.rowcache import ROW_CACHE_BYTES
@@ -17,6 +19,11 @@ from servicekit.settings import API_KEYS, FORWARDED_ALLOW_IPS, REDIS_URL, Settin
 
 @dataclass(frozen=True)
 class Config(Settings):
+    # #34: one record cache per service; the fan-out's own cache and its setting went.
+    removed: ClassVar[Mapping[str, str]] = {
+        "EDGE_ITEM_CACHE_BYTES": "edge keeps one record cache: EDGE_ROW_CACHE_BYTES bounds the rows and the "
+                                 "records built from them together (80 MiB unless set)",
+    }
     host: str = setting("EDGE_HOST", "127.0.0.1", doc="where it listens (containers set `0.0.0.0`)")
     port: int = setting("EDGE_PORT", 8082, ge=0, doc="its port")
     socket: str = setting("EDGE_SOCKET", "", shown="unset", doc="listen on this Unix socket instead of "

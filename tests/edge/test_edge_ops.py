@@ -157,3 +157,8 @@ def test_settings_come_from_the_environment() -> None:
 def test_unusable_settings_are_named(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError, match=next(iter(env))):
         Config.from_env(env)
+
+
+def test_the_removed_item_cache_setting_still_set_refuses_to_start_naming_what_replaced_it() -> None:
+    with pytest.raises(ConfigError, match="^EDGE_ITEM_CACHE_BYTES was removed: .*EDGE_ROW_CACHE_BYTES.*; unset it$"):
+        Config.from_env({"EDGE_ITEM_CACHE_BYTES": "1000000"})
