@@ -56,31 +56,43 @@ async def test_a_master_killed_mid_work_loses_no_acknowledged_cast(redis_cluster
     victim = redis_cluster.master_of(castlog.JOBS)
     acknowledged: list[str] = []
     refused = 0
+
+    async def answered(n: int) -> bool:
+        """Submit text ``n``: True once acknowledged (it counts), False when refused, as a client
+        sees a Redis node going or coming back (retried: a cast's id is its content's)."""
+        nonlocal refused
+        try:
+            acknowledged.append(await submit(store, text(n)))
+            return True
+        except (RedisError, NotReplicated, OSError):
+            refused += 1
+            await asyncio.sleep(0.1)
+            return False
+
     try:
         cfg = config("cluster-worker", wait_replicas=1, wait_timeout_ms=1000, lease_s=3.0)
         worker = Worker(cfg, redis, StandIn(GPU_RTF))
         async with running(worker):
-            for i in range(8):
-                acknowledged.append(await submit(store, text(100 + i)))
+            for n in range(100, 108):
+                acknowledged.append(await submit(store, text(n)))
             redis_cluster.kill(victim)
             # submits go on through the failover, however long this machine takes to elect a new
             # master; only answered ones count. They stop once the failover is done and two more
             # were answered after the kill (so some went through the failover's far side).
-            answered_after_kill, i = 0, 8
-            while not (answered_after_kill >= 2 and redis_cluster.failed_over(victim)):
-                assert i < 400, f"no failover after {i - 8} submits ({refused} refused)"
-                try:
-                    acknowledged.append(await submit(store, text(100 + i)))
-                    answered_after_kill += 1
-                except (RedisError, NotReplicated, OSError):
-                    refused += 1
-                    await asyncio.sleep(0.1)
-                i += 1
-            # as an orchestrator would: the dead node comes back, as the new master's replica
+            n = 108
+            while not (len(acknowledged) >= 10 and redis_cluster.failed_over(victim)):
+                assert n < 500, f"no failover after {n - 108} submits ({refused} refused)"
+                await answered(n)
+                n += 1
+            # as an orchestrator would: the dead node comes back, as the new master's replica; while
+            # it rejoins, a connection may close under a submit: refused, and the client retries
             redis_cluster.restart(victim)
             redis_cluster.wait_ready()
-            for i in range(1000, 1006):
-                acknowledged.append(await submit(store, text(i)))
+            for n in range(1000, 1006):
+                tries = 0
+                while not await answered(n):
+                    tries += 1
+                    assert tries < 100, f"submit {n} refused {tries} times after the old master came back"
             for cast_id in acknowledged:
                 entries = await terminal(store, cast_id, 90)
                 assert isinstance(entries[-1].record, Eos), cast_id
