@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from typing import cast
 
 from redis.asyncio import Redis, RedisCluster
@@ -85,8 +86,9 @@ class StreamTail:
 
     async def run(self) -> None:
         """Read and hand out until cancelled."""
-        # after a failed read or take (Redis restarting, connection lost): servicekit's one backoff
-        delays = backoff()
+        # after a failed read or take (Redis restarting, connection lost): servicekit's one backoff,
+        # made at the first failure, dropped at the next success (no work on a pass that succeeds)
+        delays: Iterator[float] | None = None
         try:
             while True:
                 try:
@@ -94,11 +96,12 @@ class StreamTail:
                 except (RedisError, OSError) as exc:  # the ids stay: the next read brings the entries again
                     for subscriber in self.subscribers:
                         subscriber.read_failed()
+                    delays = delays or backoff()
                     delay = next(delays)
                     log.warning("%s: reading failed (%s); retrying in %.1fs", self.name, exc, delay)
                     await asyncio.sleep(delay)
                     continue
-                delays = backoff()
+                delays = None
         finally:
             await self.close()
 
