@@ -57,7 +57,7 @@ paragraph's sentences, which the cache would make once for all five (no overload
 0.25, no model loaded, nothing written unless ``--out``; it exits non-zero when a client did not
 get its log's bytes or its stall differs from the log's by more than 0.5 s.
 
-    python bench/bench_overload.py [--threads 2] [--real | --rtf 0.4 [--busy]] [--out FILE]
+    python bench/bench_overload.py [--threads 2] [--real | --rtf 0.4 [--busy]] [--base DIR] [--out FILE]
     python bench/bench_overload.py --quick
 """
 
@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout
+from listening import english_model_dir
 from redis.asyncio import Redis
 
 import castlog
@@ -236,11 +237,13 @@ async def work(redis_url: str, voice: str, synth: Any) -> None:
         await redis.aclose()
 
 
-async def start_worker(redis_url: str, args: Any, voice: str, rtf: float, per_char: float) -> asyncio.subprocess.Process:
+async def start_worker(
+    redis_url: str, args: Any, voice: str, rtf: float, per_char: float, tree: dict[str, str],
+) -> asyncio.subprocess.Process:
     model = ["--real"] if args.real else ["--rtf", repr(rtf), "--per-char", repr(per_char)] + (["--busy"] * args.busy)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--worker", "--redis", redis_url, "--voice", voice, "--threads", str(args.threads),
-        *model, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=worker_env(),
+        *model, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env={**worker_env(), **tree},
     )
     assert proc.stdout is not None
     if (await asyncio.wait_for(proc.stdout.readline(), READY_S)).strip() != b"ready":
@@ -291,12 +294,15 @@ def listener_row(heard: Heard, entries: list[Entry], began: float) -> dict[str, 
     return row
 
 
-async def overload(server_url: str, args: Any, text: str, voice: str, rtf: float, per_char: float) -> dict[str, Any]:
-    """The five casts of ``text`` through a fresh worker, POSTed and heard over HTTP; per listener figures."""
-    worker = await start_worker(server_url, args, voice, rtf, per_char)
+async def overload(
+    server_url: str, args: Any, text: str, voice: str, rtf: float, per_char: float, tree: dict[str, str],
+) -> dict[str, Any]:
+    """The five casts of ``text`` through a fresh worker, POSTed and heard over HTTP; per listener
+    figures. ``tree``: the environment that runs another source tree (``--base``), else empty."""
+    worker = await start_worker(server_url, args, voice, rtf, per_char, tree)
     redis = Redis.from_url(server_url)
     try:
-        async with services(server_url, ["intake", "edge"], quiet=True, **KNOBS) as ports:
+        async with services(server_url, ["intake", "edge"], quiet=True, **KNOBS, **tree) as ports:
             intake, edge = (f"http://127.0.0.1:{ports[name]}" for name in ("intake", "edge"))
             began = time.time()
             async with ClientSession(timeout=ClientTimeout(total=None, sock_read=None)) as http:
@@ -319,11 +325,13 @@ async def overload(server_url: str, args: Any, text: str, voice: str, rtf: float
     return figures
 
 
-async def run(args: Any, text: str, voice: str, rtf: float, per_char: float) -> dict[str, Any]:
+async def run(args: Any, text: str, voice: str, rtf: float, per_char: float, tree: Path | None = None) -> dict[str, Any]:
+    """One run on a fresh Redis, of this checkout's services (``tree`` None) or another tree's."""
     # a client that stops reading mid-stream is not an error worth a traceback here
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    env = {} if tree is None else {"PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("libs", "services"))}
     with temp_redis() as server:
-        return await overload(server.url, args, text, voice, rtf, per_char)
+        return await overload(server.url, args, text, voice, rtf, per_char, env)
 
 
 def report(run: dict[str, Any]) -> None:
@@ -359,13 +367,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="CI's check: three sentences a cast, a stand-in, no model; fails when the views disagree")
     parser.add_argument("--out", type=Path, help="where the results go (default: bench/results/overload*.json)")
+    parser.add_argument("--base", type=Path,
+                        help="a source tree (libs/, services/) whose worker, intake and edge run first, side by side")
     parser.add_argument("--worker", action="store_true", help="(internal: the worker's own process)")
     parser.add_argument("--redis", help="(internal: the worker's Redis)")
     parser.add_argument("--voice", help="(internal: the worker's voice)")
     parser.add_argument("--per-char", type=float, help="(internal: the stand-in's audio seconds a character)")
     args = parser.parse_args()
     if args.worker:  # this script, started by itself as the worker
-        synth: Any = (load_synthesizer("onnx", threads=args.threads) if args.real
+        synth: Any = (load_synthesizer("onnx", threads=args.threads, model_dir=str(english_model_dir())) if args.real
                       else ToneModel(args.rtf, 1000 * args.per_char, args.voice, busy=args.busy))
         synth.warm_up()
         asyncio.run(work(args.redis, args.voice, synth))
@@ -376,7 +386,7 @@ def main() -> None:
     else:
         text = PARAGRAPH
         print("loading the model (onnx) ...", flush=True)
-        real = load_synthesizer("onnx", threads=args.threads)
+        real = load_synthesizer("onnx", threads=args.threads, model_dir=str(english_model_dir()))
         real.warm_up()
         voice = "af_heart" if "af_heart" in real.voices() else real.voices()[0]
         rtf, per_char = measure_model(real, voice)
@@ -386,8 +396,19 @@ def main() -> None:
     paced_rtf = args.rtf or rtf
     what = "the real model" if args.real else f"a stand-in at RTF {paced_rtf:.3f}{' (busy)' * args.busy}"
     print(f"running the five casts with {what}, POSTed to intake and heard from edge ...", flush=True)
+    base = None
+    if args.base is not None:
+        print(f"first the same with {args.base} ...", flush=True)
+        base = asyncio.run(run(args, text, voice, paced_rtf, per_char, args.base.resolve()))
+        report(base)
+        print("\nthen this checkout ...", flush=True)
     figures = asyncio.run(run(args, text, voice, paced_rtf, per_char))
     report(figures)
+    if base is not None:
+        print()
+        print_rows({f"{name}, this checkout / base": f"{figures[key]:.2f} / {base[key]:.2f} s"
+                    for name, key in (("worst stall", "worst_stall_s"), ("total stall", "total_stall_s"),
+                                      ("last first audio", "last_first_audio_s"))}, 40)
     payload = {
         "model": "real onnx" if args.real else
         f"stand-in (a tone of the real model's length, paced{', the CPU kept busy' * args.busy})",
@@ -396,6 +417,7 @@ def main() -> None:
         "casts": len(OPENINGS), "chars_per_cast": len(text) + len("Fifth part. "),
         "admit_headroom": SynthConfig.from_env().admit_headroom, "chunk_cache_bytes": worker_env()[CACHE_SETTING],
         "capacity": figures,
+        **({"base": str(args.base), "base_capacity": base} if base is not None else {}),
     }
     name = "overload_real" if args.real else "overload" if args.rtf is None else f"overload_rtf{args.rtf:g}"
     path = args.out or (None if args.quick else RESULTS / f"{name}.json")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import castlog
@@ -14,7 +14,7 @@ from chunking.cuts import cut_head
 
 from .model.timing import Word
 from .mp3 import ENCODER_DELAY_SAMPLES
-from .scheduler import RAMP_MIN_CHARS, Pace
+from .scheduler import RAMP_MIN_CHARS, Cut, Pace
 from .seams import lookahead, lookbehind
 
 
@@ -197,18 +197,43 @@ class ActiveCast:
         if self.open_text is not None:
             self.open_text.closed = True
 
-    def take_chunk(self, limit: int | None = None, *, head: str | None = None) -> tuple[int, str]:
-        """The next chunk to synthesize, with its index: cut to ``head`` (one of :func:`heads`),
-        or to at most ``limit`` characters (the ramp, see ModelSpeed.ramp_chars) where a chunk may
-        be cut; its rest is the next chunk, going on with the sentence."""
+    def take_chunk(self, head: str | None = None) -> tuple[int, str]:
+        """The next chunk to synthesize, with its index: cut to ``head`` (one of :func:`heads`:
+        the cache's, or the ramp's, see :meth:`cuts`), else as the splitter made it; its rest is
+        the next chunk, going on with the sentence."""
         i = self.next_synth
         self.next_synth += 1
-        if head is None and limit is not None and len(self.chunks[i]) > limit:
-            head = cut_head(self.chunks[i], limit)[0]
         if head is not None and (rest := _rest(self.chunks[i], head)):
             self.chunks[i : i + 1] = [head, rest]
             self.continued.insert(i + 1, True)
         return i, self.chunks[i]
+
+    def whole_cut(self, read: Callable[[str, str, str], str]) -> Cut:
+        """The next chunk as a :class:`Cut`: its length and the words it is read with
+        (``read(text, ahead, behind)``: seams.read_text)."""
+        chunk = self.chunks[self.next_synth]
+        behind, ahead = self.context(self.next_synth)
+        return Cut(len(chunk), len(read(chunk, ahead, "")) - len(chunk), len(read(chunk, "", behind)) - len(chunk))
+
+    def heads(self) -> tuple[str, ...]:
+        """The heads the next chunk may be cut to now (:func:`heads`, without the chunk itself)."""
+        return heads(self.chunks[self.next_synth])[1:]
+
+    def cuts(self, read: Callable[[str, str, str], str]) -> list[Cut]:
+        """Where each of :meth:`heads` cuts the next chunk and the words each side reads across
+        the cut (``read`` as in :meth:`whole_cut`), in their order, then the chunk's other word
+        boundaries, where a later piece may be cut (``Cut.later``): the ramp's choices
+        (scheduler.ramp_cut)."""
+        chunk, options = self.chunks[self.next_synth], self.heads()
+        words = chunk.split()
+        at = {len(head.split()) for head in options}
+        later = [" ".join(words[:n]) for n in range(1, len(words)) if n not in at]
+        cuts: list[Cut] = []
+        for head in [*options, *later]:
+            rest = _rest(chunk, head)
+            cuts.append(Cut(len(head), len(read(head, lookahead(rest), "")) - len(head),
+                            len(read(rest, "", lookbehind(head))) - len(rest), later=len(cuts) >= len(options)))
+        return cuts
 
     def context_if(self, head: str) -> tuple[str, str]:
         """The context (as :meth:`context`) the next chunk would be read with, cut to ``head``."""

@@ -29,7 +29,7 @@ from .hand import quietly, wait
 from .livesched import Rotation, pick_next
 from .model import Audio, Synthesizer
 from .model.timing import Word
-from .scheduler import ramp_limit
+from .scheduler import ramp_cut
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ class Dispatcher:
             if cast.pace.first_audio_at is not None:
                 crew.metrics.lead_seconds.observe(cast.pace.lead(crew.clock()))
             gap_s = crew.cfg.live_gap_s if cast.live else None  # a live turn's audio keeps coming
-            n = cast.next_synth  # what the model would read beside it, if the ramp cuts it
-            context = seams.context_chars(self.synth, cast.chunks[n], cast.context(n)[0]) if n < len(cast.chunks) else 0
-            limit = ramp_limit(crew.speed, cast.pace, crew.clock(), cast.reading_speed, gap_s, context)
-            if (taken := await self._take(cast, limit)) is None:
+            reads = partial(seams.read_text, self.synth)  # what the model reads for a piece of it
+            cut = ramp_cut(crew.speed, cast.pace, crew.clock(), cast.whole_cut(reads), partial(cast.cuts, reads),
+                           cast.reading_speed, gap_s)
+            if (taken := await self._take(cast, None if cut is None else cast.heads()[cut])) is None:
                 continue
             index, text, key, hit = taken
             await quietly(jobs.mark_in_hand(crew.redis, cast.job.entry_id, index))  # a death now counts against it
@@ -120,11 +120,11 @@ class Dispatcher:
         for appender in self.appenders:  # the chunk in hand is queued: the append loops drain, end
             await appender.queue.put(None)
 
-    async def _take(self, cast: ActiveCast, limit: int | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
+    async def _take(self, cast: ActiveCast, cut: str | None) -> tuple[int, str, str, chunkcache.Hit | None] | None:
         """The next chunk of ``cast``, its cache key and what the cache has of it: cut where an
         earlier cast cut the same sentence when the cache has that (a hit costs no model time,
-        whatever the lead), else as the ramp's ``limit`` allows. None when a cancel took the
-        chunk meanwhile."""
+        whatever the lead), else to the ramp's head ``cut`` (None: as it is). None when a cancel
+        took the chunk meanwhile."""
         chunk, found = cast.chunks[cast.next_synth], None
         if self.cache.on:
             for head in heads(chunk):
@@ -138,7 +138,7 @@ class Dispatcher:
         if found is not None:
             head, key, hit = found
             return (*cast.take_chunk(head=head), key, hit)
-        index, text = cast.take_chunk(limit)
+        index, text = cast.take_chunk(cut)
         return index, text, self._key(cast, text, *cast.context(index)), None
 
     def _key(self, cast: ActiveCast, text: str, behind: str, ahead: str) -> str:

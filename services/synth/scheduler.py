@@ -17,8 +17,8 @@ is one chunk.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 from chunking.cuts import FIRST_WORDS_CHARS, SPOKEN_CHARS_PER_S
@@ -31,6 +31,17 @@ SPEED_WEIGHT = 0.25
 RECOVER_WEIGHT = 0.1
 # The ramp's shortest chunk: about the first phrase's length.
 RAMP_MIN_CHARS = FIRST_WORDS_CHARS
+# What a second of a listener's buffer after a sentence is worth against a second of stall in it
+# (ramp_cut): with 0 the ramp cuts wherever that saves a moment now, however much it costs the
+# model (and the next sentence's listener); with 1 it never cuts inside a sentence. Half, as the
+# simulated worker of bench/sim_ramp.py found best from a GPU to a CPU at real time.
+BUFFER_WORTH = 0.5
+# ReadCost: the weight of a reading against the next one's, and the spread of reading lengths
+# (characters) above which a fixed cost is fitted.
+READ_DECAY = 0.9
+# Weights of two ways to cut (seconds) closer than this are a tie: the fewer pieces win.
+TIE_S = 0.01
+READ_SPREAD_CHARS = 10.0
 
 
 @dataclass(frozen=True)
@@ -178,18 +189,19 @@ class ModelSpeed:
     # moment of speed (a shared machine's other load pausing) does not admit what it cannot keep.
     slow_rtf: float = 0.0
     measured_s: float = 0.0  # audio made since the worker started: how much the speed rests on
-    # The ramp's measure: model seconds per character the model read, the words of a seam's
-    # neighbours included (synth.seams), at speed 1. Per second of audio kept, a chunk cut inside
-    # a sentence costs about twice a whole one (it reads five more words): the RTF above counts
-    # that, as admission must; the ramp sizes what the model reads, so it must not.
-    read_s_per_char: float = 0.0
+    # The ramp's measure: the model's time to read a text, the words of a seam's neighbours
+    # included (synth.seams), at speed 1, as a fixed cost a reading plus a cost a character
+    # (ReadCost). Per second of audio kept, a chunk cut inside a sentence costs far more than a
+    # whole one (it reads five more words, and pays the fixed cost again): the RTF above counts
+    # that, as admission must; the ramp weighs each cut by what the model reads for it.
+    read: ReadCost = field(default_factory=lambda: ReadCost())
 
     def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0, read_chars: int = 0) -> None:
         """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``, the
         model having read ``read_chars`` (its neighbours' words too; 0: the chunk alone)."""
         self.s_per_char = _smooth(self.s_per_char, seconds / max(1, chars))
         # at speed v the model makes 1/v of the audio, in about 1/v of the time
-        self.read_s_per_char = _smooth(self.read_s_per_char, seconds * max(speed, 0.01) / max(1, read_chars or chars))
+        self.read.observe(read_chars or chars, seconds * max(speed, 0.01))
         if audio_s > 0:
             self.measured_s += audio_s
             rtf = seconds / audio_s
@@ -209,12 +221,10 @@ class ModelSpeed:
         per_char = self.audio_s_per_char or 1 / SPOKEN_CHARS_PER_S
         return chars * per_char / max(speed, 0.01)
 
-    def gap_chars(self, gap_s: float) -> int | None:
-        """The longest chunk the model makes within ``gap_s`` (at least RAMP_MIN_CHARS); None
-        until the speed is known."""
-        if self.s_per_char <= 0:
-            return None
-        return max(RAMP_MIN_CHARS, int(gap_s / self.s_per_char))
+    def read_s(self, chars: int, speed: float = 1.0) -> float:
+        """About how long the model takes to read ``chars`` characters at ``speed`` (0 until measured)."""
+        fixed_s, per_char = self.read.cost()
+        return (fixed_s + per_char * chars) / max(speed, 0.01)
 
     def first_chunk_s(self, listeners: int) -> float:
         """About how long a first chunk (a first clause, as long as it gets) takes, for
@@ -225,31 +235,112 @@ class ModelSpeed:
             return 0.0
         return self.s_per_char * FIRST_WORDS_CHARS
 
-    def ramp_chars(self, lead_s: float, speed: float = 1.0, context_chars: int = 0) -> int | None:
-        """The longest chunk the model makes before a listener ``lead_s`` seconds ahead runs dry:
-        what the model reads for it (the chunk and its ``context_chars`` of neighbours' words)
-        takes no longer than the lead at the model's own speed, so the ramp grows by about 1/r a
-        chunk (doubling at r = 0.5, by a tenth at r = 0.9, twentyfold on a GPU). Never below
-        RAMP_MIN_CHARS (a model slower than real time stalls whatever the cut: short chunks only
-        cost more of it); None (no cut) until the speed is known."""
-        if self.read_s_per_char <= 0:
-            return None
-        chars = max(0.0, lead_s) * max(speed, 0.01) / self.read_s_per_char - context_chars
-        return max(RAMP_MIN_CHARS, int(chars))
+
+@dataclass
+class ReadCost:
+    """The model's time to read ``chars`` characters, fitted over its recent readings as a fixed
+    cost plus a cost a character (least squares, each reading weighing READ_DECAY of the next).
+    The fixed cost is real: onnx on a CPU spends about half a second on any text (its padding's
+    audio), so a 30-character chunk read with its neighbours' words makes less audio than its
+    model time where a whole sentence makes twice it. Until the readings differ in length by
+    about READ_SPREAD_CHARS, all the cost is a character's."""
+
+    weight: float = 0.0
+    chars: float = 0.0
+    seconds: float = 0.0
+    chars_sq: float = 0.0
+    chars_seconds: float = 0.0
+
+    def observe(self, chars: int, seconds: float) -> None:
+        d = READ_DECAY
+        self.weight, self.chars, self.seconds = d * self.weight + 1, d * self.chars + chars, d * self.seconds + seconds
+        self.chars_sq, self.chars_seconds = d * self.chars_sq + chars * chars, d * self.chars_seconds + chars * seconds
+
+    def cost(self) -> tuple[float, float]:
+        """(fixed seconds, seconds a character); (0, 0) before any reading."""
+        if self.chars <= 0:
+            return 0.0, 0.0
+        spread = self.weight * self.chars_sq - self.chars * self.chars  # weight² x the variance
+        if spread > (self.weight * READ_SPREAD_CHARS) ** 2:
+            per_char = (self.weight * self.chars_seconds - self.chars * self.seconds) / spread
+            fixed = (self.seconds - per_char * self.chars) / self.weight
+            if fixed >= 0 and per_char > 0:
+                return fixed, per_char
+        return 0.0, self.seconds / self.chars
 
 
-def ramp_limit(
-    speed: ModelSpeed, pace: Pace, now: float, reading_speed: float = 1.0, gap_s: float | None = None,
-    context_chars: int = 0,
+@dataclass(frozen=True)
+class Cut:
+    """A place the next chunk may be cut, ``chars`` characters in: the model reads ``ahead``
+    characters of the next words with the head, and ``behind`` of the head's last words with the
+    rest (synth.seams). For the whole chunk: its length, and the words it is read with."""
+
+    chars: int
+    ahead: int = 0
+    behind: int = 0
+    later: bool = False  # only where a later piece may be cut (a word boundary its rest's ramp may choose)
+
+
+def ramp_cut(
+    speed: ModelSpeed, pace: Pace, now: float, whole: Cut, cuts_of: Callable[[], Sequence[Cut]],
+    reading_speed: float = 1.0, gap_s: float | None = None,
 ) -> int | None:
-    """The longest next chunk of a cast at ``pace`` (ModelSpeed.ramp_chars of its lead), and, for
-    a live cast (``gap_s``), no longer than the model makes in ``gap_s`` (ModelSpeed.gap_chars):
-    its audio messages never further apart than a framework waits. None before its first audio
-    (its first chunk is the splitter's phrase) or while the model's speed is unknown."""
-    if pace.first_audio_at is None:
+    """Where a cast at ``pace`` cuts its next chunk (``whole``): the index of one of its cuts
+    (``cuts_of()``, asked only when a cut is weighed), or None, the chunk as it is (also before
+    the cast's first audio, whose first chunk is the splitter's phrase, and while the model's
+    speed is unknown).
+
+    Every way to make the chunk in pieces at ``cuts`` is weighed: the stall its listener
+    (``pace``'s lead buffered) meets while the model reads the pieces one after another, less
+    BUFFER_WORTH of what is buffered after the last; the first piece of the lightest is cut now
+    (the rest is weighed again at its turn). A head that fits the lead avoids a stall now, but
+    reads its neighbours' words and pays the model's fixed cost again: where the lead is thin it
+    can leave the listener further behind than a longer piece would, and the next one thinner
+    still (cut after cut at the shortest, a cast fell behind and never climbed back: #37). A chunk
+    the model reads within the lead is not cut (no cut is lighter). For a live cast (``gap_s``)
+    only first pieces the model reads within the gap are weighed (else the shortest cut): its
+    audio messages never further apart than a framework waits."""
+    if pace.first_audio_at is None or speed.read.chars <= 0:
         return None
-    limits = [speed.ramp_chars(pace.lead(now), reading_speed, context_chars), speed.gap_chars(gap_s) if gap_s else None]
-    return min((n for n in limits if n is not None), default=None)
+    buffered = max(0.0, pace.lead(now))
+
+    def read_s(start: Cut, end: Cut) -> float:
+        return speed.read_s(end.chars - start.chars + start.behind + end.ahead, reading_speed)
+
+    whole_s = read_s(Cut(0, behind=whole.behind), Cut(whole.chars, ahead=whole.ahead))
+    if whole_s <= buffered and (gap_s is None or whole_s <= gap_s):
+        return None
+    cuts = cuts_of()
+    points = [Cut(0, behind=whole.behind), *sorted(cuts, key=lambda c: c.chars), Cut(whole.chars, ahead=whole.ahead)]
+    # Ways to reach each point, forward: (stall, buffered, pieces, -first piece, the first cut);
+    # one that stalls more and leaves less than another is dropped.
+    ways: list[list[tuple[float, float, int, int, int | None]]] = [[] for _ in points]
+    ways[0] = [(0.0, buffered, 0, 0, None)]
+    for k, start in enumerate(points[:-1]):
+        ways[k].sort(key=lambda w: (w[0], -w[1]))
+        kept, most = [], -1.0
+        for way in ways[k]:
+            if way[1] > most:
+                kept.append(way)
+                most = way[1]
+        for stalled, left, pieces, first, head in kept:
+            for j in range(k + 1, len(points)):
+                took = read_s(start, points[j])
+                if k == 0 and points[j].later:
+                    continue
+                if k == 0 and gap_s is not None and took > gap_s:
+                    break  # longer first pieces take longer still
+                heard = speed.audio_s(points[j].chars - start.chars, reading_speed)
+                ways[j].append((stalled + max(0.0, took - left), max(0.0, left - took) + heard, pieces + 1,
+                                -points[j].chars if k == 0 else first, j - 1 if k == 0 else head))
+    done = [(stalled - BUFFER_WORTH * left, pieces, first, head) for stalled, left, pieces, first, head in ways[-1]]
+    if not done:  # a live cast that no first piece keeps within the gap: its shortest
+        return min((k for k, c in enumerate(cuts) if not c.later), key=lambda k: cuts[k].chars, default=None)
+    least = min(d[0] for d in done)
+    choice = min((d for d in done if d[0] <= least + TIE_S), key=lambda d: d[1:3])[3]
+    if choice is None or choice >= len(cuts):
+        return None
+    return cuts.index(points[choice + 1])
 
 
 def _smooth(old: float, new: float) -> float:

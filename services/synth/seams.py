@@ -27,10 +27,6 @@ from .model.timing import Word
 # audio's path: kept short), and of the chunk before read with one that goes on with it.
 LOOKAHEAD_WORDS = 2
 LOOKBEHIND_WORDS = 3
-# About the characters the words ahead add to what the model reads for a chunk cut inside a
-# sentence (the ramp's allowance, before the cut is made: LOOKAHEAD_WORDS words and spaces).
-AHEAD_CHARS = 6 * LOOKAHEAD_WORDS
-
 Infer = Callable[[Synthesizer, str, str, float], tuple[Audio, list[Word]]]
 _LETTERS = re.compile(r"[\W_]+")
 # Text the context applies to: Latin letters and punctuation (the word timings of other
@@ -59,14 +55,6 @@ def read_text(synth: Synthesizer, text: str, ahead: str, behind: str = "") -> st
     if (ahead or behind) and in_view(synth, f"{behind}{text}{ahead}"):
         return " ".join(p for p in (behind, text, ahead) if p)
     return text
-
-
-def context_chars(synth: Synthesizer, text: str, behind: str) -> int:
-    """About what a chunk of ``text`` adds to the model's reading if the ramp cuts it: the words
-    behind it (where it goes on with a sentence) and those ahead of the cut (ModelSpeed.ramp_chars)."""
-    if not in_view(synth, f"{behind}{text}"):
-        return 0
-    return (len(behind) + 1 if behind else 0) + AHEAD_CHARS
 
 
 def read(

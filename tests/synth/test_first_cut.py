@@ -3,6 +3,8 @@ on after is read with the next words in view (the model's own side of that is in
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from synth import seams
 from synth.cast import Assignment, plan
 from synth.dispatcher import infer
 from synth.model.timing import Word
+from synth.scheduler import Cut
 
 TEXT = "The children built a castle of sand on the beach before lunch. Then they swam. It was warm."
 
@@ -112,14 +115,20 @@ def test_only_chunks_at_a_seam_inside_a_sentence_get_their_neighbours_words() ->
 
 
 def test_what_the_model_reads_is_counted_and_left_room_for() -> None:
-    # the model's reading, as the worker measures its speed by it (ModelSpeed.read_s_per_char)
+    # the model's reading, as the worker measures its speed by it (ModelSpeed.read)
     model = Timed()
     assert seams.read_text(model, "of sand", "", "built a castle") == "built a castle of sand"
     assert seams.read_text(model, "The children built a castle", "of sand") == "The children built a castle of sand"
     assert seams.read_text(model, "これは", "ペンです") == "これは"  # not Latin: read alone
     assert seams.read_text(object(), "of sand", "", "built a castle") == "of sand"  # untimed: alone
-    # the ramp's allowance before a cut: the words behind, and about LOOKAHEAD_WORDS ahead
-    assert seams.context_chars(model, "of sand on the beach", "built a castle") == len("built a castle ") + seams.AHEAD_CHARS
-    assert seams.context_chars(model, "The children built a castle", "") == seams.AHEAD_CHARS
-    assert seams.context_chars(model, "これはペンです", "") == 0
-    assert seams.context_chars(object(), "of sand", "built a castle") == 0
+    # the ramp's choices (ActiveCast.cuts): for each head, what the model reads for it and its rest
+    cast = plan_for("The children built a castle of sand on the beach before lunch with their father.", [])
+    assert cast.take_chunk() == (0, "The children built a castle")  # the first phrase
+    read = partial(seams.read_text, model)
+    options, whole, cuts = cast.heads(), cast.whole_cut(read), cast.cuts(read)
+    rest = "of sand on the beach before lunch with their father."
+    assert whole == Cut(len(rest), 0, len("built a castle "))  # whole: three words behind
+    k = options.index("of sand on the beach")
+    assert cuts[k] == Cut(len("of sand on the beach"), len(" before lunch"), len("on the beach "))
+    assert all(not c.later for c in cuts[: len(options)]) and all(c.later for c in cuts[len(options) :])
+    assert {c.chars for c in cuts} == {len(" ".join(rest.split()[:n])) for n in range(1, len(rest.split()))}
