@@ -12,8 +12,8 @@ starves no listener; ``SYNTH_ADMIT_HEADROOM`` keeps a margin for what the fluid 
 out (first chunks cut in, chunks come whole, the speed moves). [R:admit-within-capacity]
 
 :func:`forecast` replays that rule forward to tell a waiting cast about when it starts: every
-worker's admitted casts are made chunk by chunk, lowest lead first, at that worker's capacity,
-and the head of the line is admitted wherever it fits first.
+worker's admitted casts are made chunk by chunk, lowest lead first, at the rate that worker has
+been making audio, and the head of the line is admitted wherever it fits its capacity first.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def known_capacity(speed: ModelSpeed, measure_s: float) -> float:
     """The worker's capacity once its model has made ``measure_s`` seconds of audio (a first
     chunk alone says little: short chunks run at another speed); 0 (unknown) until then."""
     return speed.capacity if speed.measured_s >= measure_s else 0.0
+
+
+def known_rate(speed: ModelSpeed, measure_s: float) -> float:
+    """As :func:`known_capacity`, the model's ``rate``: how fast it has been making audio."""
+    return speed.rate if speed.measured_s >= measure_s else 0.0
 
 
 def needs_of(casts: Iterable[ActiveCast], speed: ModelSpeed, now: float) -> list[Need]:
@@ -79,10 +84,12 @@ def room(needs: Iterable[Need], capacity: float, headroom: float) -> int:
 
 @dataclass
 class Pool:
-    """One worker as the forecast sees it: its capacity and its admitted casts' needs."""
+    """One worker as the forecast sees it: its capacity (what it admits by), its admitted casts'
+    needs, and the rate it has been making audio at (how fast they move; 0: its capacity)."""
 
     capacity: float
     needs: list[Need] = field(default_factory=list)
+    rate: float = 0.0
 
 
 def forecast(
@@ -110,17 +117,17 @@ def forecast(
             needs.append(Need(waiting_s[head], 0.0))
             head += 1
         else:
-            now += _step(needs, capacity)
+            now += _step(needs, pools[w].rate or capacity)
         heapq.heappush(clocks, (now, w, needs))
     return starts
 
 
-def _step(needs: list[Need], capacity: float) -> float:
+def _step(needs: list[Need], rate: float) -> float:
     """One chunk for the cast with the lowest lead (as :func:`scheduler.pick` would give it); the
     wall seconds it took. Everyone's listener moves on meanwhile; finished casts leave."""
     i = min(range(len(needs)), key=lambda k: needs[k].lead_s if needs[k].left_s > 0 else float("inf"))
     made = min(FORECAST_CHUNK_S, needs[i].left_s)
-    took = made / capacity
+    took = made / rate
     moved = [Need(n.left_s - (made if k == i else 0.0), n.lead_s - took + (made if k == i else 0.0), n.live)
              for k, n in enumerate(needs)]
     needs[:] = [n for n in moved if n.left_s > 1e-9]

@@ -94,9 +94,10 @@ class QueueClerk:
     async def publish(self) -> None:
         crew = self.crew
         known = capacity.known_capacity(crew.speed, crew.cfg.capacity_measure_s)
+        rate = capacity.known_rate(crew.speed, crew.cfg.capacity_measure_s)
         needs = capacity.needs_of(crew.hand.casts.values(), crew.speed, crew.clock())
         state = {
-            "backend": self.backend, "capacity": round(known, 4), "at": castlog.now_ms(),
+            "backend": self.backend, "capacity": round(known, 4), "rate": round(rate, 4), "at": castlog.now_ms(),
             "needs": [[round(n.left_s, 2), round(n.lead_s, 2), int(n.live)] for n in needs],
             "waiting": crew.hand.inbox.waiting(),  # read ahead, in the order of admission (fair turns)
         }
@@ -132,7 +133,7 @@ class QueueClerk:
                     gone.append(consumer)
                     continue
                 needs = [Need(float(left), float(lead), bool(live)) for left, lead, live in state["needs"]]
-                pools.append(Pool(float(state["capacity"]), needs))
+                pools.append(Pool(float(state["capacity"]), needs, float(state.get("rate", 0.0))))
                 lists.append([str(i) for i in state.get("waiting", [])])
             except (ValueError, KeyError, TypeError, AttributeError):
                 gone.append(consumer)  # not a worker's state: nobody reads it

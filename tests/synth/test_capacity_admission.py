@@ -83,6 +83,23 @@ def test_forecast_puts_later_places_later_and_two_workers_start_them_sooner() ->
     assert forecast([Pool(2.0, list(busy))], [3000.0] * 3, headroom=0.85, horizon_s=100)[2] is None
 
 
+
+@pytest.mark.rule("admit-within-capacity")
+def test_forecast_moves_the_line_at_the_rate_the_model_makes_audio_and_admits_by_its_capacity() -> None:
+    busy = [Need(30.0, 0.0)]
+    cautious = forecast([Pool(1.2, list(busy))], [30.0, 30.0], headroom=0.85)
+    paced = forecast([Pool(1.2, list(busy), rate=2.4)], [30.0, 30.0], headroom=0.85)
+    assert cautious[0] is not None and paced[0] == pytest.approx(cautious[0] / 2)  # twice the pace: half the wait
+    assert forecast([Pool(1.2, [], rate=2.4)], [30.0], headroom=0.85) == [0.0]  # room now: at once
+    speed = ModelSpeed()
+    speed.observe(0.8, 11, audio_s=1.0)  # a short first chunk: its fixed cost is most of it
+    for _ in range(4):
+        speed.observe(2.0, 80, audio_s=5.0)
+    later = sum(0.9**k for k in range(4))  # each older chunk weighs 0.9 of the next
+    assert speed.rate == pytest.approx((1.0 * 0.9**4 + 5.0 * later) / (0.8 * 0.9**4 + 2.0 * later))
+    assert speed.capacity < 2.0 < speed.rate < 2.5  # admission still counts the slow one
+
+
 # ---- a worker under overload -------------------------------------------------------------------
 
 
