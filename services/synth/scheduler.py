@@ -39,9 +39,9 @@ BUFFER_WORTH = 0.5
 # ReadCost: the weight of a reading against the next one's, and the spread of reading lengths
 # (characters) above which a fixed cost is fitted.
 READ_DECAY = 0.9
+READ_SPREAD_CHARS = 10.0
 # Weights of two ways to cut (seconds) closer than this are a tie: the fewer pieces win.
 TIE_S = 0.01
-READ_SPREAD_CHARS = 10.0
 
 
 @dataclass(frozen=True)
@@ -323,9 +323,10 @@ def ramp_cut(
     if whole_s <= buffered and (gap_s is None or whole_s <= gap_s):
         return None
     cuts = cuts_of()
-    points = [Cut(0, behind=whole.behind), *sorted(cuts, key=lambda c: c.chars), Cut(whole.chars, ahead=whole.ahead)]
-    # Ways to reach each point, forward: (stall, buffered, pieces, -first piece, the first cut);
-    # one that stalls more and leaves less than another is dropped.
+    order = sorted(range(len(cuts)), key=lambda k: cuts[k].chars)  # points[j] is cuts[order[j - 1]]
+    points = [Cut(0, behind=whole.behind), *(cuts[k] for k in order), Cut(whole.chars, ahead=whole.ahead)]
+    # Ways to reach each point, forward: (stall, buffered, pieces, -first piece, the cut made now:
+    # an index of cuts, None for the whole); one that stalls more and leaves less is dropped.
     ways: list[list[tuple[float, float, int, int, int | None]]] = [[] for _ in points]
     ways[0] = [(0.0, buffered, 0, 0, None)]
     for k, start in enumerate(points[:-1]):
@@ -337,22 +338,20 @@ def ramp_cut(
                 most = way[1]
         for stalled, left, pieces, first, head in kept:
             for j in range(k + 1, len(points)):
-                took = read_s(start, points[j])
                 if k == 0 and points[j].later:
                     continue
+                took = read_s(start, points[j])
                 if k == 0 and gap_s is not None and took > gap_s:
                     break  # longer first pieces take longer still
                 heard = speed.audio_s(points[j].chars - start.chars, reading_speed)
+                now_cut = (order[j - 1] if j < len(points) - 1 else None) if k == 0 else head
                 ways[j].append((stalled + max(0.0, took - left), max(0.0, left - took) + heard, pieces + 1,
-                                -points[j].chars if k == 0 else first, j - 1 if k == 0 else head))
+                                -points[j].chars if k == 0 else first, now_cut))
     done = [(stalled - BUFFER_WORTH * left, pieces, first, head) for stalled, left, pieces, first, head in ways[-1]]
     if not done:  # a live cast that no first piece keeps within the gap: its shortest
         return min((k for k, c in enumerate(cuts) if not c.later), key=lambda k: cuts[k].chars, default=None)
     least = min(d[0] for d in done)
-    choice = min((d for d in done if d[0] <= least + TIE_S), key=lambda d: d[1:3])[3]
-    if choice is None or choice >= len(cuts):
-        return None
-    return cuts.index(points[choice + 1])
+    return min((d for d in done if d[0] <= least + TIE_S), key=lambda d: d[1:3])[3]
 
 
 def _smooth(old: float, new: float) -> float:
