@@ -13,7 +13,7 @@ out (first chunks cut in, chunks come whole, the speed moves). [R:admit-within-c
 
 :func:`forecast` replays that rule forward to tell a waiting cast about when it starts: every
 worker's admitted casts are made chunk by chunk, lowest lead first, at the rate that worker has
-been making audio, and the head of the line is admitted wherever it fits its capacity first.
+been making audio (:class:`Pool`), and the head of the line is admitted wherever it fits first.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def known_capacity(speed: ModelSpeed, measure_s: float) -> float:
 
 
 def known_rate(speed: ModelSpeed, measure_s: float) -> float:
-    """As :func:`known_capacity`, the model's ``rate``: how fast it has been making audio."""
-    return speed.rate if speed.measured_s >= measure_s else 0.0
+    """As :func:`known_capacity`, the rate the forecast replays the worker at: the model's in
+    chunks of FORECAST_CHUNK_S (ModelSpeed.rate)."""
+    return speed.rate(FORECAST_CHUNK_S) if speed.measured_s >= measure_s else 0.0
 
 
 def needs_of(casts: Iterable[ActiveCast], speed: ModelSpeed, now: float) -> list[Need]:
@@ -84,8 +85,12 @@ def room(needs: Iterable[Need], capacity: float, headroom: float) -> int:
 
 @dataclass
 class Pool:
-    """One worker as the forecast sees it: its capacity (what it admits by), its admitted casts'
-    needs, and the rate it has been making audio at (how fast they move; 0: its capacity)."""
+    """One worker as the forecast sees it: its capacity, its admitted casts' needs, and the rate
+    its model makes audio at in the forecast's chunks (:func:`known_rate`; 0: unknown, its
+    capacity stands in). The forecast replays the worker at its rate: its capacity counts a
+    slower chunk at once, and each cast's short first chunk is slow (the model's fixed cost a
+    reading), so the capacity is low just when a cast joins, when the notes are made, and climbs
+    back over the next chunks, before the line moves."""
 
     capacity: float
     needs: list[Need] = field(default_factory=list)
@@ -111,13 +116,13 @@ def forecast(
         now, w, needs = heapq.heappop(clocks)
         if now > horizon_s:
             break
-        capacity = pools[w].capacity
-        if room(needs, capacity, headroom) > 0:
+        rate = pools[w].rate or pools[w].capacity  # where the worker's capacity settles, chunk after chunk
+        if room(needs, rate, headroom) > 0:
             starts[head] = now + first_s
             needs.append(Need(waiting_s[head], 0.0))
             head += 1
         else:
-            now += _step(needs, pools[w].rate or capacity)
+            now += _step(needs, rate)
         heapq.heappush(clocks, (now, w, needs))
     return starts
 

@@ -195,10 +195,6 @@ class ModelSpeed:
     # whole one (it reads five more words, and pays the fixed cost again): the RTF above counts
     # that, as admission must; the ramp weighs each cut by what the model reads for it.
     read: ReadCost = field(default_factory=lambda: ReadCost())
-    # The forecast's pace: audio made and model seconds spent over recent chunks (each weighing
-    # READ_DECAY of the next), so a short chunk counts for its share, not as much as a long one.
-    made_s: float = 0.0
-    spent_s: float = 0.0
 
     def observe(self, seconds: float, chars: int, audio_s: float, speed: float = 1.0, read_chars: int = 0) -> None:
         """A chunk of ``chars`` characters read at ``speed`` into ``audio_s`` in ``seconds``, the
@@ -208,7 +204,6 @@ class ModelSpeed:
         self.read.observe(read_chars or chars, seconds * max(speed, 0.01))
         if audio_s > 0:
             self.measured_s += audio_s
-            self.made_s, self.spent_s = READ_DECAY * self.made_s + audio_s, READ_DECAY * self.spent_s + seconds
             rtf = seconds / audio_s
             self.rtf = _smooth(self.rtf, rtf)
             self.slow_rtf = max(rtf, self.slow_rtf + RECOVER_WEIGHT * (rtf - self.slow_rtf))
@@ -220,12 +215,13 @@ class ModelSpeed:
         """Audio seconds the model makes per wall second (1 / its slower recent RTF); 0 until measured."""
         return 1.0 / self.slow_rtf if self.slow_rtf > 0 else 0.0
 
-    @property
-    def rate(self) -> float:
-        """Audio seconds the model has been making per wall second of its time, lately: where the
-        line really moves (the queue's forecast), where ``capacity`` is what admission dares
-        (a short chunk's RTF counts there at once: its fixed cost is most of it); 0 until measured."""
-        return self.made_s / self.spent_s if self.spent_s > 0 else 0.0
+    def rate(self, audio_s: float) -> float:
+        """Audio seconds a wall second the model makes in chunks of ``audio_s`` seconds, read
+        whole (its fitted cost, ReadCost): where ``capacity`` counts each chunk as it came,
+        a cast's short first chunk (mostly the fixed cost) at once; 0 until measured."""
+        per_char = self.audio_s(1)
+        took = self.read_s(round(audio_s / per_char))
+        return audio_s / took if took > 0 else 0.0
 
     def audio_s(self, chars: int, speed: float = 1.0) -> float:
         """About how much audio ``chars`` characters of text make at ``speed``: as measured, else

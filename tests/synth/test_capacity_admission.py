@@ -14,7 +14,7 @@ import castlog
 from castlog import Audio, CastStore, Entry, Queued, Start
 from castlog.groups import ensure_group
 from synth import clerk as clerk_module
-from synth.capacity import Need, Pool, demand, forecast, known_capacity, needs_of, room
+from synth.capacity import Need, Pool, demand, forecast, known_capacity, known_rate, needs_of, room
 from synth.cast import ActiveCast, Assignment, OpenText
 from synth.clerk import Waiting
 from synth.config import SynthConfig
@@ -85,19 +85,19 @@ def test_forecast_puts_later_places_later_and_two_workers_start_them_sooner() ->
 
 
 @pytest.mark.rule("admit-within-capacity")
-def test_forecast_moves_the_line_at_the_rate_the_model_makes_audio_and_admits_by_its_capacity() -> None:
+def test_forecast_replays_a_worker_at_the_rate_its_model_has_been_making_audio() -> None:
     busy = [Need(30.0, 0.0)]
     cautious = forecast([Pool(1.2, list(busy))], [30.0, 30.0], headroom=0.85)
     paced = forecast([Pool(1.2, list(busy), rate=2.4)], [30.0, 30.0], headroom=0.85)
-    assert cautious[0] is not None and paced[0] == pytest.approx(cautious[0] / 2)  # twice the pace: half the wait
-    assert forecast([Pool(1.2, [], rate=2.4)], [30.0], headroom=0.85) == [0.0]  # room now: at once
+    assert paced == forecast([Pool(2.4, list(busy))], [30.0, 30.0], headroom=0.85)  # the rate stands for it
+    assert cautious[0] is not None and paced[0] is not None and paced[0] < cautious[0] / 2
     speed = ModelSpeed()
-    speed.observe(0.8, 11, audio_s=1.0)  # a short first chunk: its fixed cost is most of it
-    for _ in range(4):
-        speed.observe(2.0, 80, audio_s=5.0)
-    later = sum(0.9**k for k in range(4))  # each older chunk weighs 0.9 of the next
-    assert speed.rate == pytest.approx((1.0 * 0.9**4 + 5.0 * later) / (0.8 * 0.9**4 + 2.0 * later))
-    assert speed.capacity < 2.0 < speed.rate < 2.5  # admission still counts the slow one
+    speed.observe(0.8, 11, audio_s=0.7)  # a short first chunk: 0.5 s a reading is most of it
+    for chars in (80, 50):
+        speed.observe(0.5 + 0.02 * chars, chars, audio_s=chars / 16)
+    assert speed.rate(5.0) == pytest.approx(5.0 / (0.5 + 0.02 * 80), rel=0.05)  # 80 characters whole
+    assert speed.capacity < 1.5 < 2.0 < speed.rate(5.0)  # the capacity still counts the slow one
+    assert known_rate(speed, 1000.0) == 0.0  # not measured enough yet
 
 
 # ---- a worker under overload -------------------------------------------------------------------
