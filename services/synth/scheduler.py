@@ -42,6 +42,10 @@ READ_DECAY = 0.9
 READ_SPREAD_CHARS = 10.0
 # Weights of two ways to cut (seconds) closer than this are a tie: the fewer pieces win.
 TIE_S = 0.01
+# The share of SYNTH_LIVE_GAP_S a live cast's piece may take by the model's fitted cost: a
+# reading runs over its fit by a fifth now and then on a shared CPU, and its encoding and append
+# come after it, before the next audio message.
+GAP_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -306,8 +310,8 @@ def ramp_cut(
     can leave the listener further behind than a longer piece would, and the next one thinner
     still (cut after cut at the shortest, a cast fell behind and never climbed back: #37). A chunk
     the model reads within the lead is not cut (no cut is lighter). For a live cast (``gap_s``)
-    only first pieces the model reads within the gap are weighed (else the shortest cut): its
-    audio messages never further apart than a framework waits."""
+    only first pieces the model reads within GAP_SHARE of the gap are weighed (else the shortest
+    cut): its audio messages never further apart than a framework waits."""
     if pace.first_audio_at is None or speed.read.chars <= 0:
         return None
     buffered = max(0.0, pace.lead(now))
@@ -315,8 +319,9 @@ def ramp_cut(
     def read_s(start: Cut, end: Cut) -> float:
         return speed.read_s(end.chars - start.chars + start.behind + end.ahead, reading_speed)
 
+    gap = None if gap_s is None else gap_s * GAP_SHARE
     whole_s = read_s(Cut(0, behind=whole.behind), Cut(whole.chars, ahead=whole.ahead))
-    if whole_s <= buffered and (gap_s is None or whole_s <= gap_s):
+    if whole_s <= buffered and (gap is None or whole_s <= gap):
         return None
     cuts = cuts_of()
     order = sorted(range(len(cuts)), key=lambda k: cuts[k].chars)  # points[j] is cuts[order[j - 1]]
@@ -337,7 +342,7 @@ def ramp_cut(
                 if k == 0 and points[j].later:
                     continue
                 took = read_s(start, points[j])
-                if k == 0 and gap_s is not None and took > gap_s:
+                if k == 0 and gap is not None and took > gap:
                     break  # longer first pieces take longer still
                 heard = speed.audio_s(points[j].chars - start.chars, reading_speed)
                 now_cut = (order[j - 1] if j < len(points) - 1 else None) if k == 0 else head

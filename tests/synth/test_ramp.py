@@ -90,7 +90,8 @@ def test_a_thin_lead_reads_a_sentence_whole_where_a_cut_would_cost_more_than_it_
 def test_a_live_cast_cuts_where_the_model_reads_its_first_piece_within_the_gap() -> None:
     speed, lead = ramp_cuts(0.0, 0.05), Pace(first_audio_at=0.0, appended_ms=20_000)
     assert ramp_cut(speed, lead, 0.0, WHOLE, lambda: [HEAD, Cut(60, 12, 16)]) is None  # a full buffer: whole
-    assert ramp_cut(speed, lead, 0.0, WHOLE, lambda: [HEAD, Cut(60, 12, 16)], gap_s=4.0) == 1  # 72 read in 3.6 s, 100 in 5
+    assert ramp_cut(speed, lead, 0.0, WHOLE, lambda: [HEAD, Cut(60, 12, 16)], gap_s=4.5) == 1  # 72 read in 3.6 s, 100 in 5
+    assert ramp_cut(speed, lead, 0.0, WHOLE, lambda: [HEAD, Cut(60, 12, 16)], gap_s=4.0) == 0  # 3.6 s: over 0.8 of it
     assert ramp_cut(speed, lead, 0.0, WHOLE, lambda: [HEAD, Cut(60, 12, 16)], gap_s=0.5) == 0  # none within: the shortest
 
 
