@@ -34,7 +34,7 @@ RAMP_MIN_CHARS = FIRST_WORDS_CHARS
 # What a second of a listener's buffer after a sentence is worth against a second of stall in it
 # (ramp_cut): with 0 the ramp cuts wherever that saves a moment now, however much it costs the
 # model (and the next sentence's listener); with 1 it never cuts inside a sentence. Half, as the
-# simulated worker of bench/sim_ramp.py found best from a GPU to a CPU at real time.
+# simulated worker of bench/bench_ramp.py found best from a GPU to a CPU at real time.
 BUFFER_WORTH = 0.5
 # ReadCost: the weight of a reading against the next one's, and the spread of reading lengths
 # (characters) above which a fixed cost is fitted.

@@ -1,11 +1,11 @@
-"""bench/sim_ramp.py: the worker's own admission, schedule and ramp on a simulated clock and a
+"""bench/bench_ramp.py: the worker's own admission, schedule and ramp on a simulated clock and a
 model with a fixed cost a reading (#37). On this machine's fit the rule before (each chunk cut to
 fit the lead) fell to its floor and stalled; ramp_cut keeps every listener within 2 s."""
 
 from __future__ import annotations
 
 import pytest
-from sim_ramp import LONG, PARAGRAPH, fit_the_lead, ramp, simulate
+from bench_ramp import LONG, PARAGRAPH, fit_the_lead, ramp, simulate
 
 ONNX_HERE = (0.53, 0.0232)  # seconds a reading, seconds a character read: onnx on this CPU
 

@@ -22,7 +22,7 @@ audio; a listener's stall is the time its playhead waits for audio not there yet
 figures are the worst listener's, over ``--seeds`` runs. ``--measure`` fits ``fixed`` and
 ``per_char`` to the real model here first (a minute) and adds that profile.
 
-    python bench/sim_ramp.py [--seeds 3] [--measure]
+    python bench/bench_ramp.py [--seeds 3] [--measure]
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def main() -> None:
                             f"worst stall {before:6.2f} s before, {now:5.2f} s now; records a cast "
                             f"{row['fit the lead (before)']['records_per_cast']:5.1f} before, "
                             f"{row['ramp_cut (now)']['records_per_cast']:4.1f} now"}, 58)
-    path = RESULTS / "sim_ramp.json"
+    path = RESULTS / "ramp.json"
     write_results(path, {"seeds": args.seeds, "noise": NOISE, "machine": machine(), "rows": rows})
     print(f"\nwritten to {path}")
 
