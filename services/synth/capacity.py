@@ -12,8 +12,9 @@ starves no listener; ``SYNTH_ADMIT_HEADROOM`` keeps a margin for what the fluid 
 out (first chunks cut in, chunks come whole, the speed moves). [R:admit-within-capacity]
 
 :func:`forecast` replays that rule forward to tell a waiting cast about when it starts: every
-worker's admitted casts are made chunk by chunk, lowest lead first, at the rate that worker has
-been making audio (:class:`Pool`), and the head of the line is admitted wherever it fits first.
+worker's admitted casts are made chunk by chunk, lowest lead first, at the rate its model makes
+audio in chunks of FORECAST_CHUNK_S by its fitted cost (:class:`Pool`, :func:`known_rate`), and
+the head of the line is admitted wherever it fits first.
 """
 
 from __future__ import annotations
